@@ -1,0 +1,17 @@
+"""NSA-KernelExp: do equal-edge NSA routings with different fan-in cost FLA's backward differently?
+
+The data flow, one module per stage:
+
+    config   -> routing -> edges (equal-edge gate) -> stats (fan-in / CSR)
+             -> launcher (FLA, staged) -> timing -> bench -> io (validated, atomic)
+
+``check``, ``smoke`` and ``bench`` are the user-facing tasks (``python -m nsa_exp --help``).
+"""
+
+from pathlib import Path
+
+__version__ = "0.1.0"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_DIR = REPO_ROOT / "schemas"
+PIN_DIR = REPO_ROOT / "third_party" / "fla-pin"

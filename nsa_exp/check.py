@@ -1,0 +1,46 @@
+"""``check``: the gates, all of them, into one JSON report; non-zero exit if any failed.
+
+Report: ``results/reports/<config>_check.json`` (schema ``check_report``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .config import Config
+from .errors import GateFailure
+from .gates import gate_detail, run_gates
+from .io import write_json
+from .metadata import base_metadata
+
+SCHEMA_VERSION = "1.0"
+
+
+def run_check(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
+    """Run every gate (non-strict, so the report lists every failure), write the report, then raise
+    :class:`GateFailure` naming each failed gate and its fix."""
+    gates, _ = run_gates(config, allow_gpu=allow_gpu, strict=False)
+    metadata = base_metadata()
+    gpu = gate_detail(gates, "gpu")
+    if gpu:
+        from .metadata import gpu_identity
+        from .telemetry import Telemetry
+
+        metadata["gpu"] = gpu_identity(Telemetry().device_info())
+    failed = [g for g in gates if not g["passed"]]
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "check_report",
+        "config_name": config.name,
+        "config_path": config.source,
+        "passed": not failed,
+        "allow_gpu": allow_gpu,
+        "gates": gates,
+        "metadata": metadata,
+    }
+    write_json(output, report, "check_report")
+    if failed:
+        raise GateFailure(f"check failed ({len(failed)} gate(s); report {output}): "
+                          + " | ".join(g["message"] for g in failed))
+    return report

@@ -1,0 +1,196 @@
+"""Experiment config: JSON -> schema check -> semantic checks -> frozen dataclasses.
+
+>>> cfg = load_config("configs/e1_h100.json")
+>>> cfg.shape.T, cfg.shape.num_blocks, cfg.shape.group_size
+(32768, 512, 16)
+>>> [p.name for p in cfg.patterns]
+['local', 'uniform', 'sink-heavy', 'zipf']
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .schema import validate_or_raise
+
+PATTERN_NAMES = ("local", "uniform", "sink-heavy", "zipf")
+# The timed work units, in data-flow order; the backward ones are what `full_bwd` runs (stage-sum).
+STAGES = ("selection_fwd", "delta_preprocess", "csr", "dq_core", "dkv_core", "full_bwd")
+BACKWARD_STAGES = ("delta_preprocess", "csr", "dq_core", "dkv_core")
+DEFAULT_SINKS = 4
+DEFAULT_ZIPF_EXPONENT = 1.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Problem shape. q [B,T,HQ,K], k [B,T,H,K], v [B,T,H,V], block_indices [B,T,H,S]."""
+
+    B: int
+    T: int
+    HQ: int
+    H: int
+    K: int
+    V: int
+    S: int
+    block_size: int
+    dtype: str
+
+    @property
+    def num_blocks(self) -> int:
+        """M = T / block_size, the KV blocks per (batch, KV head)."""
+        return self.T // self.block_size
+
+    @property
+    def group_size(self) -> int:
+        """G = HQ / H, query heads per KV head."""
+        return self.HQ // self.H
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One routing: ``name`` plus its parameter (``sinks`` for sink-heavy, ``exponent`` for zipf)."""
+
+    name: str
+    sinks: int | None = None
+    exponent: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Seeds:
+    routing: int
+    inputs: int
+    order: int
+
+
+@dataclass(frozen=True)
+class Timing:
+    warmup_rounds: int
+    repetitions: int
+    l2_flush_bytes: int
+    order: str
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    naive_rel_l2: float
+    naive_max_abs_rel: float
+    dkv_rel_l2: float
+    dkv_max_ulp: float
+    full_shape_dkv_rel_l2: float
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    shape: Shape
+    patterns: tuple[Pattern, ...]
+    seeds: Seeds
+    timing: Timing
+    tolerances: Tolerances
+    smoke_naive: Shape
+    smoke_staged: Shape
+    required_gpu: str
+    source: str
+    raw: dict[str, Any]
+
+    def pattern(self, name: str) -> Pattern:
+        for p in self.patterns:
+            if p.name == name:
+                return p
+        raise UserError(f"pattern {name!r} is not in config {self.name!r}; choose one of "
+                        f"{', '.join(p.name for p in self.patterns)}")
+
+
+def check_shape(shape: Shape, where: str) -> None:
+    """Semantic rules FLA's NSA kernels need, each failing with the field and the fix.
+
+    >>> check_shape(Shape(1, 100, 64, 4, 192, 128, 16, 64, "bfloat16"), "config.shape")
+    Traceback (most recent call last):
+    ...
+    nsa_exp.errors.UserError: config.shape.T: 100 is not a multiple of block_size 64; use a multiple of 64
+    """
+    if shape.T % shape.block_size:
+        raise UserError(f"{where}.T: {shape.T} is not a multiple of block_size {shape.block_size}; "
+                        f"use a multiple of {shape.block_size}")
+    if shape.num_blocks < shape.S:
+        raise UserError(f"{where}.S: S={shape.S} exceeds the number of KV blocks M=T/block_size="
+                        f"{shape.num_blocks}; lower S or raise T")
+    if shape.HQ % shape.H:
+        raise UserError(f"{where}.HQ: HQ={shape.HQ} is not a multiple of H={shape.H}")
+    g = shape.group_size
+    if g < 16 or g & (g - 1):
+        raise UserError(f"{where}.HQ: group size G=HQ/H={g} must be a power of two >= 16 "
+                        f"(FLA NSA requirement); e.g. HQ={16 * shape.H}")
+    if shape.block_size & (shape.block_size - 1):
+        raise UserError(f"{where}.block_size: {shape.block_size} must be a power of two")
+
+
+def _shape(d: dict[str, Any], where: str) -> Shape:
+    shape = Shape(**d)
+    check_shape(shape, where)
+    return shape
+
+
+def _pattern(d: dict[str, Any], i: int) -> Pattern:
+    name = d["name"]
+    if "sinks" in d and name != "sink-heavy":
+        raise UserError(f"config.patterns[{i}].sinks: only the sink-heavy pattern takes 'sinks'")
+    if "exponent" in d and name != "zipf":
+        raise UserError(f"config.patterns[{i}].exponent: only the zipf pattern takes 'exponent'")
+    if name == "sink-heavy":
+        return Pattern(name, sinks=int(d.get("sinks", DEFAULT_SINKS)))
+    if name == "zipf":
+        return Pattern(name, exponent=float(d.get("exponent", DEFAULT_ZIPF_EXPONENT)))
+    return Pattern(name)
+
+
+def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
+    """Validate ``raw`` (schema, then semantics) and build a :class:`Config`."""
+    validate_or_raise(raw, "config", label="config")
+    patterns = tuple(_pattern(p, i) for i, p in enumerate(raw["patterns"]))
+    names = [p.name for p in patterns]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise UserError(f"config.patterns: pattern {dup[0]!r} is listed twice; list each pattern once")
+    return Config(
+        name=raw["name"],
+        shape=_shape(raw["shape"], "config.shape"),
+        patterns=patterns,
+        seeds=Seeds(**raw["seeds"]),
+        timing=Timing(**raw["timing"]),
+        tolerances=Tolerances(**raw["tolerances"]),
+        smoke_naive=_shape(raw["smoke"]["naive"], "config.smoke.naive"),
+        smoke_staged=_shape(raw["smoke"]["staged"], "config.smoke.staged"),
+        required_gpu=raw["gpu"]["required_name"],
+        source=source,
+        raw=raw,
+    )
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a config file; any problem is a one-line :class:`UserError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"config file {path} does not exist; pass --config configs/e1_h100.json") from None
+    except OSError as exc:
+        raise UserError(f"config file {path} cannot be read: {exc.strerror}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"config file {path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
+                        f"{exc.msg}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"config file {path}: top level must be a JSON object")
+    return config_from_dict(raw, source=str(path))

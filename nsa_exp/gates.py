@@ -1,0 +1,111 @@
+"""Gates every GPU task passes before it measures anything. Each returns a record or raises
+:class:`GateFailure` with the fix in its message.
+
+``environment`` (the seed's env vars) -> ``gpu`` (an H100 unless ``--allow-gpu``) -> ``versions``
+(triton 3.6.0) -> ``fla_sources`` (imported files hash to the pinned commit; one FLA install) ->
+``routings`` (invariants + equal-edge gate at the config's shape).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .config import Config
+from .edges import equal_edge_gate
+from .environment import require_env
+from .errors import GateFailure
+from .routing import generate_routing, routing_violations
+
+REQUIRED_TRITON = "3.6.0"
+
+
+def environment_gate() -> dict[str, Any]:
+    return {"env": require_env()}
+
+
+def gpu_gate(required_name: str, allow_gpu: bool) -> dict[str, Any]:
+    """A CUDA GPU is visible and its name contains ``required_name`` (unless ``allow_gpu``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torch
+
+    if not torch.cuda.is_available():
+        raise GateFailure("gpu: no CUDA GPU is visible to torch; run on an H100 host (check nvidia-smi and "
+                          "CUDA_VISIBLE_DEVICES) or, in the container, pass --gpus / the compose GPU reservation")
+    name = torch.cuda.get_device_name(0)
+    if required_name not in name and not allow_gpu:
+        raise GateFailure(f"gpu: found {name!r}, the experiment is defined on an {required_name}; "
+                          f"pass --allow-gpu to run anyway (the report will record it)")
+    return {"name": name, "required": required_name, "allow_gpu": allow_gpu,
+            "matches_required": required_name in name}
+
+
+def versions_gate() -> dict[str, Any]:
+    import torch
+    import triton
+
+    if triton.__version__ != REQUIRED_TRITON:
+        raise GateFailure(f"versions: triton {triton.__version__} is installed; FLA 0a9b9f2 is pinned with "
+                          f"triton=={REQUIRED_TRITON}: pip install triton=={REQUIRED_TRITON}")
+    return {"torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda}
+
+
+def fla_sources_gate() -> dict[str, Any]:
+    """Import FLA's NSA path (through our launcher) and verify every imported file's blob hash."""
+    from .fla_source import verify_imported_fla
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # FLA warns that flash-attn is absent; NSA selection never uses it
+        import fla.ops.nsa.naive  # noqa: F401
+
+        from . import launcher  # noqa: F401  (imports fla.ops.nsa.parallel, fla.ops.utils, fla.ops.attn)
+    return verify_imported_fla()
+
+
+def routings_gate(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Generate every pattern at the config's shape; invariants and the equal-edge gate must hold."""
+    routings = {p.name: generate_routing(p, config.shape, config.seeds.routing) for p in config.patterns}
+    for name, bi in routings.items():
+        problems = routing_violations(bi, config.shape)
+        if problems:
+            raise GateFailure(f"routing {name}: {problems[0]}; the generator is broken (do not time this)")
+    return equal_edge_gate(routings, config.shape), routings
+
+
+def run_gates(config: Config, allow_gpu: bool, strict: bool = True) -> tuple[list[dict[str, Any]], dict]:
+    """Run every gate in order. ``strict`` raises at the first failure; otherwise each failure is
+    recorded and the rest still run. Returns (gate records, routings)."""
+    records: list[dict[str, Any]] = []
+    routings: dict[str, np.ndarray] = {}
+
+    def routings_only() -> dict[str, Any]:
+        record, generated = routings_gate(config)
+        routings.update(generated)
+        return record
+
+    steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("environment", environment_gate),
+        ("gpu", lambda: gpu_gate(config.required_gpu, allow_gpu)),
+        ("versions", versions_gate),
+        ("fla_sources", fla_sources_gate),
+        ("equal_edges", routings_only),
+    ]
+    for name, step in steps:
+        try:
+            records.append({"name": name, "passed": True, "detail": step()})
+        except GateFailure as exc:
+            if strict:
+                raise
+            records.append({"name": name, "passed": False, "message": str(exc)})
+    return records, routings
+
+
+def gate_detail(records: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    for rec in records:
+        if rec["name"] == name:
+            return rec.get("detail", {})
+    return {}

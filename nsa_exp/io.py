@@ -1,0 +1,161 @@
+"""The one writer for every output: validate against its schema, write a temp file in the same
+folder, fsync, then rename over the target. A reader never sees a partial file.
+
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> write_text_atomic(d / "a.txt", "hello\\n")
+>>> (d / "a.txt").read_text()
+'hello\\n'
+"""
+
+from __future__ import annotations
+
+import csv
+import ctypes
+import io
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .schema import schema_errors
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+TMP_SUFFIX = ".tmp"
+
+
+def _tmp_name(path: Path) -> Path:
+    """``.<name>.<pid>.<random>.tmp`` beside ``path`` (the pid lets a later run sweep it)."""
+    return path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}"
+
+
+def sweep_stale_temps(folder: str | Path) -> list[str]:
+    """Remove temp files in ``folder`` whose writing process is gone (killed mid-write); return them."""
+    removed = []
+    for tmp in Path(folder).glob(f".*{TMP_SUFFIX}"):
+        parts = tmp.name.split(".")
+        try:
+            pid = int(parts[-3])
+        except (IndexError, ValueError):
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # its writer is alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(str(tmp))
+    return removed
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically.
+
+    Linux: the data goes to an *unnamed* ``O_TMPFILE`` in the target folder and is fsynced. A new file
+    is then linked straight to ``path`` (a kill at any moment leaves nothing or the whole file); an
+    existing one is replaced by linking under a temp name and renaming over it, so a kill between those
+    two calls can leave a *complete* hidden ``.<name>.<pid>.<hex>.tmp``, which the next write in that
+    folder (or :func:`sweep_stale_temps`) removes. Without O_TMPFILE a named temp file is used.
+    The target itself is never partial.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create folder {path.parent}: {exc.strerror}") from None
+    sweep_stale_temps(path.parent)
+    tmp = _tmp_name(path)
+    fd = None
+    if hasattr(os, "O_TMPFILE"):
+        try:
+            fd = os.open(path.parent, os.O_TMPFILE | os.O_WRONLY, 0o644)
+        except OSError:
+            fd = None
+    try:
+        if fd is not None:
+            _write_all(fd, data)
+            if not path.exists() and _link_unnamed(fd, path):
+                os.close(fd)
+                fd = None
+                _fsync_dir(path.parent)
+                return
+            if not _link_unnamed(fd, tmp):
+                os.close(fd)
+                fd = None
+        if fd is None:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            _write_all(fd, data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        if fd is not None:
+            os.close(fd)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _link_unnamed(fd: int, target: Path) -> bool:
+    """Give an O_TMPFILE a name: ``linkat(AT_FDCWD, "/proc/self/fd/N", AT_FDCWD, target, AT_SYMLINK_FOLLOW)``."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        at_fdcwd, at_symlink_follow = -100, 0x400
+        rc = libc.linkat(at_fdcwd, f"/proc/self/fd/{fd}".encode(), at_fdcwd, os.fsencode(target), at_symlink_follow)
+    except (OSError, AttributeError):
+        return False
+    return rc == 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
+
+
+def dumps_strict(doc: Any) -> str:
+    """JSON text with no NaN/Infinity tokens (``allow_nan=False``), 1-space indent, trailing newline."""
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+
+def write_json(path: str | Path, doc: dict[str, Any], kind: str) -> None:
+    """Validate ``doc`` against ``schemas/<kind>.schema.json``, then write it atomically."""
+    errors = schema_errors(doc, kind, label=kind)
+    if errors:
+        raise UserError(f"refusing to write {path}: {len(errors)} schema violation(s); first: {errors[0]}")
+    try:
+        text = dumps_strict(doc)
+    except ValueError as exc:
+        raise UserError(f"refusing to write {path}: {exc} (NaN or infinity in the document)") from None
+    write_text_atomic(path, text)
+
+
+def write_csv(path: str | Path, rows: Sequence[dict[str, Any]], columns: Sequence[str], row_kind: str) -> None:
+    """Validate each row against ``schemas/<row_kind>.schema.json``, then write the CSV atomically."""
+    for i, row in enumerate(rows):
+        errors = schema_errors(row, row_kind, label=f"row[{i}]")
+        if errors:
+            raise UserError(f"refusing to write {path}: {errors[0]}")
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: row[c] for c in columns})
+    write_text_atomic(path, buf.getvalue())

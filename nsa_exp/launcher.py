@@ -1,0 +1,247 @@
+"""Staged launcher: FLA's NSA backward, one callable per work unit, as ``parallel_nsa_bwd`` launches it.
+
+At FLA commit 0a9b9f2, ``fla.ops.nsa.parallel.parallel_nsa_bwd`` does, for dense inputs
+(``cu_seqlens=None``)::
+
+    BK = max(next_pow2(K), 16); BV = max(next_pow2(V), 16); NV = cdiv(V, BV); M = cdiv(T, BS)
+    delta = parallel_attn_bwd_preprocess(o, do)                                  # stage delta_preprocess
+    dq = empty(NV, *q.shape); parallel_nsa_bwd_kernel_dq[(T, NV, B*H)](...)      # stage dq_core
+    dq = dq.sum(0)
+    dk = empty(NV, *k.shape); dv = empty(v.shape)
+    csr_indices, csr_offsets = prepare_block_csr(block_indices, block_counts, None, None, M, BS)  # csr
+    parallel_nsa_bwd_kernel_dkv[(NV, B*H*M)](...)                                # stage dkv_core
+    dk = dk.sum(0)
+
+:class:`StagedBackward` makes exactly those calls with exactly those arguments, but with ``dq``,
+``dk`` and ``dv`` allocated once, outside any timed region, so each call can be timed alone. We call
+FLA's functions and its ``@triton.jit`` kernels, resolved through ``fla.ops.nsa.parallel`` exactly as
+the wrapper resolves them (so ``parallel_attn_bwd_preprocess`` and ``prepare_block_csr`` are the
+very objects it calls); we never copy or change a kernel. ``full_bwd`` is the
+official wrapper itself. ``tests/test_launcher_matches_official.py`` records every kernel launch of
+both paths through the Triton interpreter and asserts the grids and arguments are identical.
+
+Example (on a GPU, or on a CPU under ``TRITON_INTERPRET=1`` with float16)::
+
+    problem = make_problem(shape, block_indices, seed=1, device="cuda")
+    staged = StagedBackward(problem)
+    o, lse = staged.selection_fwd()
+    delta = staged.delta_preprocess(o)
+    csr = staged.csr()
+    staged.dq_core(lse, delta)
+    staged.dkv_core(lse, delta, csr)
+    dq, dk, dv = staged.gradients()          # == parallel_nsa_bwd(...) (dq bit-exact)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import triton
+from fla.ops.nsa import parallel as fla_nsa
+
+from .config import Shape
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+@dataclass
+class Problem:
+    """Inputs of one NSA selection-attention problem (dense, ``block_counts = S``)."""
+
+    shape: Shape
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    do: torch.Tensor
+    block_indices: torch.Tensor
+    scale: float
+
+    @property
+    def block_counts(self) -> int:
+        return self.shape.S
+
+
+def make_inputs(shape: Shape, seed: int, device: str | torch.device) -> dict[str, torch.Tensor]:
+    """Random-normal q, k, v, dO (never zeros) from a seeded generator, created on ``device``."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    dtype = DTYPES[shape.dtype]
+    dims = {"q": (shape.HQ, shape.K), "k": (shape.H, shape.K), "v": (shape.H, shape.V), "do": (shape.HQ, shape.V)}
+    return {name: torch.randn(shape.B, shape.T, *d, generator=gen, dtype=torch.float32).to(device, dtype)
+            for name, d in dims.items()}
+
+
+def make_problem(shape: Shape, block_indices: np.ndarray, inputs: dict[str, torch.Tensor]) -> Problem:
+    """Bundle shared random inputs with one routing (moved to the inputs' device as int32)."""
+    device = inputs["q"].device
+    bi = torch.from_numpy(np.ascontiguousarray(block_indices, dtype=np.int32)).to(device)
+    return Problem(shape=shape, block_indices=bi, scale=shape.K ** -0.5, **inputs)
+
+
+@dataclass(frozen=True)
+class LaunchParams:
+    """Block sizes and grids exactly as ``parallel_nsa_bwd`` derives them."""
+
+    BS: int
+    BK: int
+    BV: int
+    NV: int
+    M: int
+    G: int
+    dq_grid: tuple[int, int, int]
+    dkv_grid: tuple[int, int]
+
+    @classmethod
+    def for_shape(cls, shape: Shape) -> LaunchParams:
+        BK = max(triton.next_power_of_2(shape.K), 16)
+        BV = max(triton.next_power_of_2(shape.V), 16)
+        NV = triton.cdiv(shape.V, BV)
+        M = triton.cdiv(shape.T, shape.block_size)
+        return cls(BS=shape.block_size, BK=BK, BV=BV, NV=NV, M=M, G=shape.group_size,
+                   dq_grid=(shape.T, NV, shape.B * shape.H), dkv_grid=(NV, shape.B * shape.H * M))
+
+
+class StagedBackward:
+    """FLA's NSA forward and backward as separately callable stages over one :class:`Problem`."""
+
+    def __init__(self, problem: Problem):
+        self.p = problem
+        self.params = LaunchParams.for_shape(problem.shape)
+        q, k, v = problem.q, problem.k, problem.v
+        NV = self.params.NV
+        # Pre-allocated outside any timed region, with the wrapper's shapes and dtypes.
+        self.dq = torch.empty(NV, *q.shape, dtype=q.dtype if NV == 1 else torch.float, device=q.device)
+        self.dk = torch.empty(NV, *k.shape, dtype=k.dtype if NV == 1 else torch.float, device=q.device)
+        self.dv = torch.empty(v.shape, dtype=v.dtype, device=q.device)
+
+    def selection_fwd(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``parallel_nsa_fwd`` as ``ParallelNSAFunction.forward`` calls it (dense): ``(o, lse)``."""
+        p = self.p
+        return fla_nsa.parallel_nsa_fwd(q=p.q, k=p.k, v=p.v, block_indices=p.block_indices,
+                                        block_counts=p.block_counts, block_size=p.shape.block_size,
+                                        scale=p.scale)
+
+    def delta_preprocess(self, o: torch.Tensor) -> torch.Tensor:
+        """``delta = parallel_attn_bwd_preprocess(o, do)``: fp32 ``[B, T, HQ]``."""
+        return fla_nsa.parallel_attn_bwd_preprocess(o, self.p.do)
+
+    def csr(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``prepare_block_csr`` with the wrapper's arguments: ``(csr_indices, csr_offsets)``."""
+        p = self.p
+        return fla_nsa.prepare_block_csr(block_indices=p.block_indices, block_counts=p.block_counts, cu_seqlens=None,
+                                 chunk_indices=None, num_blocks=self.params.M, block_size=p.shape.block_size)
+
+    def dq_core(self, lse: torch.Tensor, delta: torch.Tensor) -> None:
+        """``parallel_nsa_bwd_kernel_dq`` on grid ``(T, NV, B*H)`` into the pre-allocated ``dq``."""
+        p, s, lp = self.p, self.p.shape, self.params
+        fla_nsa.parallel_nsa_bwd_kernel_dq[lp.dq_grid](
+            q=p.q, k=p.k, v=p.v, lse=lse, delta=delta, do=p.do, dq=self.dq,
+            block_indices=p.block_indices, block_counts=p.block_counts, cu_seqlens=None, token_indices=None,
+            scale=p.scale, T=s.T, B=s.B, H=s.H, HQ=s.HQ, G=lp.G, K=s.K, V=s.V, S=s.S,
+            BS=lp.BS, BK=lp.BK, BV=lp.BV,
+        )
+
+    def dkv_core(self, lse: torch.Tensor, delta: torch.Tensor, csr: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """``parallel_nsa_bwd_kernel_dkv`` on grid ``(NV, B*H*M)`` into the pre-allocated ``dk``/``dv``."""
+        p, s, lp = self.p, self.p.shape, self.params
+        csr_indices, csr_offsets = csr
+        fla_nsa.parallel_nsa_bwd_kernel_dkv[lp.dkv_grid](
+            q=p.q, k=p.k, v=p.v, lse=lse, delta=delta, do=p.do, dk=self.dk, dv=self.dv, scale=p.scale,
+            csr_indices=csr_indices, csr_offsets=csr_offsets, cu_seqlens=None, chunk_indices=None,
+            T=s.T, B=s.B, H=s.H, HQ=s.HQ, G=lp.G, K=s.K, V=s.V, TC=lp.M, BS=lp.BS, BK=lp.BK, BV=lp.BV,
+        )
+
+    def full_bwd(self, o: torch.Tensor, lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The official ``parallel_nsa_bwd`` as ``ParallelNSAFunction.backward`` calls it (dense)."""
+        p = self.p
+        return fla_nsa.parallel_nsa_bwd(q=p.q, k=p.k, v=p.v, o=o, lse=lse, do=p.do,
+                                        block_indices=p.block_indices, block_counts=p.block_counts,
+                                        block_size=p.shape.block_size, scale=p.scale)
+
+    def gradients(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(dq.sum(0), dk.sum(0), dv)``: the wrapper's post-processing of the staged buffers."""
+        return self.dq.sum(0), self.dk.sum(0), self.dv
+
+    def run_staged(self) -> dict[str, Any]:
+        """Every stage once, in data-flow order; returns the intermediate tensors by name."""
+        o, lse = self.selection_fwd()
+        delta = self.delta_preprocess(o)
+        csr = self.csr()
+        self.dq_core(lse, delta)
+        self.dkv_core(lse, delta, csr)
+        return {"o": o, "lse": lse, "delta": delta, "csr": csr}
+
+    def stage_callables(self) -> dict[str, Callable[[], Any]]:
+        """Zero-argument callables, one per stage of :data:`nsa_exp.config.STAGES`, to be called in that order.
+
+        Each call stores its outputs, so the next stage consumes this round's fresh intermediates
+        (``o``/``lse`` from ``selection_fwd``, ``delta``, the CSR) exactly as the wrapper does.
+        """
+        state: dict[str, Any] = {}
+
+        def selection_fwd() -> None:
+            state["o"], state["lse"] = self.selection_fwd()
+
+        def delta_preprocess() -> None:
+            state["delta"] = self.delta_preprocess(state["o"])
+
+        def csr() -> None:
+            state["csr"] = self.csr()
+
+        def dq_core() -> None:
+            self.dq_core(state["lse"], state["delta"])
+
+        def dkv_core() -> None:
+            self.dkv_core(state["lse"], state["delta"], state["csr"])
+
+        def full_bwd() -> None:
+            state["full"] = self.full_bwd(state["o"], state["lse"])
+
+        return {"selection_fwd": selection_fwd, "delta_preprocess": delta_preprocess, "csr": csr,
+                "dq_core": dq_core, "dkv_core": dkv_core, "full_bwd": full_bwd}
+
+
+def autotuned_kernels() -> dict[str, Any]:
+    """The autotuned FLA kernels this experiment launches, by stage name."""
+    return {"selection_fwd": fla_nsa.parallel_nsa_fwd_kernel, "dq_core": fla_nsa.parallel_nsa_bwd_kernel_dq,
+            "dkv_core": fla_nsa.parallel_nsa_bwd_kernel_dkv}
+
+
+def _autotuner(kernel: Any) -> Any:
+    """The ``Autotuner`` under FLA's ``@triton.heuristics`` wrapper."""
+    return kernel.fn if hasattr(kernel, "fn") and hasattr(kernel.fn, "configs") else kernel
+
+
+def config_record(config: Any) -> dict[str, Any]:
+    """A triton.Config as ``{"kwargs": {...}, "num_warps": n, "num_stages": n}``."""
+    return {"kwargs": dict(config.kwargs), "num_warps": config.num_warps, "num_stages": config.num_stages}
+
+
+def pin_autotune_configs(configs: dict[str, dict[str, Any]]) -> None:
+    """Restrict each autotuned kernel to one recorded config (``config_record`` form), so nothing is
+    tuned: used to replay a bench's configs under the profiler and when resuming a bench."""
+    for stage, kernel in autotuned_kernels().items():
+        record = configs.get(stage)
+        if record is None:
+            raise ValueError(f"no autotune config recorded for {stage}")
+        tuner = _autotuner(kernel)
+        tuner.configs = [triton.Config(dict(record["kwargs"]), num_warps=record["num_warps"],
+                                       num_stages=record["num_stages"])]
+        tuner.cache.clear()
+
+
+def autotune_record() -> dict[str, Any]:
+    """The config each autotuned kernel chose (``best_config``) and its cache keys."""
+    out = {}
+    for stage, kernel in autotuned_kernels().items():
+        tuner = _autotuner(kernel)
+        best = getattr(tuner, "best_config", None)
+        out[stage] = {
+            "kernel": tuner.base_fn.__name__ if hasattr(tuner, "base_fn") else str(tuner),
+            "best_config": config_record(best) if best is not None else None,
+            "cache": {str(key): config_record(cfg) for key, cfg in tuner.cache.items()},
+        }
+    return out

@@ -1,0 +1,119 @@
+"""What every report records so a number can be reproduced: versions, GPU, git state, argv, env.
+
+>>> sorted(git_state())
+['dirty', 'sha', 'source']
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+import sys
+from typing import Any
+
+from . import REPO_ROOT, __version__
+from .environment import recorded_env
+
+
+def git_state() -> dict[str, Any]:
+    """This repo's commit and whether the tree has uncommitted changes (``sha`` None outside git)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True,
+                                 timeout=10, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    sha = git("rev-parse", "HEAD")
+    head_file = REPO_ROOT / ".git-head"  # written by `git rev-parse HEAD > .git-head` before copying the tree
+    if sha is None and not os.environ.get("NSA_EXP_GIT_SHA") and head_file.is_file():
+        return {"sha": head_file.read_text().strip(), "dirty": None, "source": ".git-head file"}
+    if sha is None and os.environ.get("NSA_EXP_GIT_SHA"):
+        # A copy of the tree without .git (a remote GPU host, a container build): the caller says.
+        return {"sha": os.environ["NSA_EXP_GIT_SHA"], "dirty": os.environ.get("NSA_EXP_GIT_DIRTY") == "1",
+                "source": "env NSA_EXP_GIT_SHA"}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"sha": sha, "dirty": bool(status) if status is not None else None, "source": "git"}
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def software_versions() -> dict[str, Any]:
+    """python, numpy, torch, triton, CUDA (torch's build), fla-core (distribution version)."""
+    import importlib.metadata
+
+    import numpy
+
+    versions: dict[str, Any] = {"python": platform.python_version(), "numpy": numpy.__version__,
+                                "nsa_exp": __version__}
+    try:
+        import torch
+
+        versions["torch"] = torch.__version__
+        versions["cuda"] = torch.version.cuda
+    except ImportError:
+        pass
+    try:
+        import triton
+
+        versions["triton"] = triton.__version__
+    except ImportError:
+        pass
+    try:
+        versions["fla_core"] = importlib.metadata.version("fla-core")
+    except importlib.metadata.PackageNotFoundError:
+        versions["fla_core"] = None
+    versions["packages"] = installed_packages()
+    return versions
+
+
+LOCKED_PACKAGES = ("torch", "triton", "numpy", "einops", "packaging", "jsonschema", "jsonschema-specifications",
+                   "referencing", "rpds-py", "attrs", "invoke", "nvidia-ml-py", "fla-core")
+
+
+def installed_packages() -> dict[str, str]:
+    """Installed versions of the packages the H100 run depends on (``invoke lock`` pins these)."""
+    import importlib.metadata
+
+    found = {}
+    for name in LOCKED_PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def gpu_identity(telemetry_info: dict[str, Any]) -> dict[str, Any]:
+    """torch's view of GPU 0 (name, SMs, memory, capability, L2) plus NVML's driver and clocks."""
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    info = {
+        "name": props.name,
+        "sm_count": props.multi_processor_count,
+        "total_memory_bytes": int(props.total_memory),
+        "compute_capability": f"{props.major}.{props.minor}",
+        "l2_cache_bytes": int(getattr(props, "L2_cache_size", 0)) or None,
+    }
+    info.update(telemetry_info)
+    info.setdefault("driver", None)
+    return info
+
+
+def base_metadata(argv: list[str] | None = None) -> dict[str, Any]:
+    """Host-side metadata every report carries (GPU fields are added by the GPU tasks)."""
+    return {
+        "created_utc": utc_now(),
+        "argv": list(sys.argv if argv is None else argv),
+        "git": git_state(),
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "env": recorded_env(),
+        "versions": software_versions(),
+    }

@@ -1,0 +1,82 @@
+"""Figure: latency vs a fan-in statistic, one labelled marker per pattern with p10-p90 bars, one
+panel per backward stage (dQ, CSR, dK/dV, full backward). Reads a summary CSV; writes PNG and SVG.
+
+Axes are logarithmic where the plotted values span a decade or more, linear otherwise; a linear
+latency axis starts at zero so that a 1% difference looks like one.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from .errors import UserError
+
+PANELS = (("dq_core", "dQ core"), ("csr", "CSR transpose"), ("dkv_core", "fused dK/dV core"),
+          ("full_bwd", "full backward (official wrapper)"))
+X_STATS = {"fanin_cv": "fan-in CV (std / mean)", "fanin_gini": "fan-in Gini coefficient",
+           "fanin_max": "max fan-in (queries per KV block)", "fanin_p99": "p99 fan-in (queries per KV block)"}
+MARKERS = {"local": "o", "uniform": "s", "sink-heavy": "^", "zipf": "D"}
+# Label offsets (points): sink-heavy and zipf sit close together on every fan-in axis.
+LABEL_OFFSETS = {"local": (7, 6), "uniform": (7, 6), "sink-heavy": (-12, 10), "zipf": (8, -13)}
+
+
+def read_summary(path: str | Path) -> list[dict[str, str]]:
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    except FileNotFoundError:
+        raise UserError(f"--input {path}: no such file; run `invoke bench` first") from None
+
+
+def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path) -> list[Path]:
+    """Draw the figure; returns the PNG and SVG paths (written atomically)."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .io import write_bytes_atomic
+
+    if x_stat not in X_STATS:
+        raise UserError(f"--x {x_stat!r}: choose one of {', '.join(X_STATS)}")
+    rows = read_summary(summary)
+    config = rows[0]["config_name"] if rows else "?"
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 4.0), constrained_layout=True)
+    for ax, (stage, title) in zip(axes, PANELS, strict=True):
+        pts = [r for r in rows if r["stage"] == stage]
+        if not pts:
+            raise UserError(f"{summary}: no rows for stage {stage}")
+        xs = [float(r[x_stat]) for r in pts]
+        ys = [float(r["median_ms"]) for r in pts]
+        for r, x, y in zip(pts, xs, ys, strict=True):
+            lo, hi = float(r["p10_ms"]), float(r["p90_ms"])
+            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=MARKERS.get(r["pattern"], "o"), ms=7, capsize=4,
+                        label=r["pattern"])
+            dx, dy = LABEL_OFFSETS.get(r["pattern"], (7, 6))
+            ax.annotate(r["pattern"], (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=8,
+                        ha="right" if dx < 0 else "left")
+        if max(xs) / max(min(xs), 1e-12) >= 10:
+            ax.set_xscale("log")
+        ax.margins(x=0.25, y=0.25)
+        if max(ys) / min(ys) >= 10:
+            ax.set_yscale("log")
+        else:
+            top = max(float(r["p90_ms"]) for r in pts)
+            ax.set_ylim(0, 1.2 * top)  # a zero-based axis: small differences are not blown up
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(X_STATS[x_stat])
+        ax.set_ylabel("latency, median (ms); bars p10-p90")
+        ax.grid(True, alpha=0.3, which="both")
+    fig.suptitle(f"{config}: FLA NSA stage latency vs {X_STATS[x_stat]} (equal edges, H100)", fontsize=11)
+    out = []
+    for ext in ("png", "svg"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=130)
+        path = Path(out_dir) / f"{config}_{x_stat}_latency.{ext}"
+        write_bytes_atomic(path, buf.getvalue())
+        out.append(path)
+    plt.close(fig)
+    return out

@@ -1,0 +1,119 @@
+"""Profile one stage under Nsight Compute: the launches sit in an NVTX push/pop range
+``nsa_<pattern>_<stage>`` (``pattern`` may be ``A-vs-B``: both patterns' launches, A first, in one
+range), so ``ncu --nvtx --nvtx-include "nsa_<pattern>_<stage>/"`` profiles exactly those.
+
+Everything else — routing, inputs, forward outputs, delta, CSR, one warm-up call of the stage — runs
+outside the range. ``--benchmark-result`` replays the autotune config a bench recorded (each FLA
+autotuner is restricted to that one config, so nothing is tuned under the profiler); the result's
+shape, FLA commit and GPU must match this run or it is refused.
+
+    >>> parse_patterns("local-vs-sink-heavy")
+    ['local', 'sink-heavy']
+    >>> range_name("local-vs-sink-heavy", "dkv_core")
+    'nsa_local-vs-sink-heavy_dkv_core'
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .config import PATTERN_NAMES, STAGES, Config
+from .errors import UserError
+
+
+def parse_patterns(spec: str) -> list[str]:
+    """``local`` -> [local]; ``local-vs-sink-heavy`` -> [local, sink-heavy] (names may hold '-')."""
+    names = spec.split("-vs-")
+    bad = [n for n in names if n not in PATTERN_NAMES]
+    if bad or not 1 <= len(names) <= 2:
+        raise UserError(f"--pattern {spec!r}: give one pattern or A-vs-B with A, B in {', '.join(PATTERN_NAMES)}")
+    return names
+
+
+def range_name(pattern_spec: str, stage: str) -> str:
+    return f"nsa_{pattern_spec}_{stage}"
+
+
+def load_benchmark_result(path: str | Path, config: Config, gpu_name: str) -> dict[str, Any]:
+    """Read a bench result and refuse it when its shape, FLA commit or GPU differ from this run."""
+    from .fla_source import PINNED_COMMIT
+
+    try:
+        result = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"--benchmark-result {path}: no such file; run `invoke bench` first") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"--benchmark-result {path}: unreadable ({exc})") from None
+    if not isinstance(result, dict) or result.get("kind") != "bench_result":
+        raise UserError(f"--benchmark-result {path}: not a bench result (kind {result.get('kind')!r})")
+    if result.get("shape") != config.shape.to_dict():
+        raise UserError(f"--benchmark-result {path}: its shape {result.get('shape')} differs from the config's "
+                        f"{config.shape.to_dict()}; profile with the config the bench used")
+    commit = (result.get("fla") or {}).get("commit")
+    if commit != PINNED_COMMIT:
+        raise UserError(f"--benchmark-result {path}: FLA commit {commit} is not the pinned {PINNED_COMMIT}")
+    recorded_gpu = ((result.get("metadata") or {}).get("gpu") or {}).get("name")
+    if recorded_gpu != gpu_name:
+        raise UserError(f"--benchmark-result {path}: tuned on {recorded_gpu!r}, this GPU is {gpu_name!r}; "
+                        f"autotune configs do not transfer between GPUs")
+    return result
+
+
+def replay_autotune(result: dict[str, Any]) -> dict[str, Any]:
+    """Restrict each autotuned FLA kernel to the config the bench recorded; returns what was set."""
+    from .launcher import pin_autotune_configs
+
+    chosen = {stage: k["best_config"] for stage, k in result["autotune"]["kernels"].items()}
+    missing = [stage for stage, cfg in chosen.items() if cfg is None]
+    if missing:
+        raise UserError(f"--benchmark-result: no autotune config recorded for {', '.join(missing)}")
+    pin_autotune_configs(chosen)
+    return chosen
+
+
+def _nvtx():
+    import torch
+
+    return torch.cuda.nvtx
+
+
+def profile_stage(config: Config, pattern_spec: str, stage: str, benchmark_result: str | None,
+                  allow_gpu: bool) -> dict[str, Any]:
+    """Prepare everything outside the NVTX range, then launch ``stage`` once per pattern inside it."""
+    from .gates import run_gates
+
+    if stage not in STAGES:
+        raise UserError(f"--stage {stage!r}: choose one of {', '.join(STAGES)}")
+    names = parse_patterns(pattern_spec)
+    for name in names:
+        config.pattern(name)
+    gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True)
+    import torch
+
+    from .launcher import StagedBackward, make_inputs, make_problem
+
+    replayed = None
+    if benchmark_result:
+        replayed = replay_autotune(load_benchmark_result(benchmark_result, config, torch.cuda.get_device_name(0)))
+    inputs = make_inputs(config.shape, config.seeds.inputs, "cuda")
+    stage_fns = {}
+    for name in names:
+        staged = StagedBackward(make_problem(config.shape, routings[name], inputs))
+        fns = staged.stage_callables()
+        for fn in fns.values():  # the whole data flow once (tunes here if nothing was replayed)
+            fn()
+        stage_fns[name] = fns[stage]
+    for fn in stage_fns.values():  # warm-up of the profiled stage itself
+        fn()
+    torch.cuda.synchronize()
+    label = range_name(pattern_spec, stage)
+    nvtx = _nvtx()
+    nvtx.range_push(label)
+    for name in names:
+        stage_fns[name]()
+    torch.cuda.synchronize()
+    nvtx.range_pop()
+    return {"range": label, "patterns_in_launch_order": names, "stage": stage,
+            "autotune_replayed_from": benchmark_result, "autotune_replayed": replayed}

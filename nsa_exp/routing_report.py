@@ -1,0 +1,103 @@
+"""``python -m nsa_exp routing``: inspect the routings on a CPU before spending GPU time.
+
+Per pattern: effective edges (and the equal-edge gate), fan-in and CSR-row statistics, generation
+time; optionally each pattern's block_indices saved as ``DIR/<pattern>.npy`` (int32 ``[B,T,H,S]``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import Config
+from .edges import closed_form_edges, effective_edges, equal_edge_gate
+from .io import write_json
+from .metadata import base_metadata
+from .routing import generate_routing, routing_violations
+from .stats import routing_statistics
+
+SCHEMA_VERSION = "1.0"
+
+
+def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Generate every pattern and summarise it; the equal-edge gate raises on a mismatch."""
+    patterns, routings = {}, {}
+    for pattern in config.patterns:
+        t0 = time.perf_counter()
+        bi = generate_routing(pattern, config.shape, config.seeds.routing)
+        seconds = time.perf_counter() - t0
+        routings[pattern.name] = bi
+        patterns[pattern.name] = {
+            "params": pattern.to_dict(),
+            "edges": effective_edges(bi, config.shape.block_size),
+            "generation_s": seconds,
+            "invariant_violations": routing_violations(bi, config.shape),
+            **routing_statistics(bi, config.shape.block_size),
+        }
+    gate = equal_edge_gate(routings, config.shape)
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "routing_report",
+        "config_name": config.name,
+        "shape": config.shape.to_dict(),
+        "routing_seed": config.seeds.routing,
+        "closed_form_edges": closed_form_edges(config.shape),
+        "equal_edges": gate,
+        "patterns": patterns,
+        "metadata": base_metadata(),
+    }
+    return report, routings
+
+
+def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) -> list[dict[str, Any]]:
+    """Median wall time of each pattern's generator at each T (the config's shape otherwise)."""
+    from dataclasses import replace
+
+    rows = []
+    for T in lengths:
+        shape = replace(config.shape, T=T)
+        for pattern in config.patterns:
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                generate_routing(pattern, shape, config.seeds.routing)
+                times.append(time.perf_counter() - t0)
+            rows.append({"T": T, "pattern": pattern.name, "median_s": float(np.median(times))})
+    return rows
+
+
+def save_routings(routings: dict[str, np.ndarray], directory: str | Path) -> list[str]:
+    """Write each routing as ``<directory>/<pattern>.npy`` (atomic rename); returns the paths."""
+    from .io import write_bytes_atomic
+
+    paths = []
+    for name, bi in routings.items():
+        import io as _io
+
+        buf = _io.BytesIO()
+        np.save(buf, bi, allow_pickle=False)
+        path = Path(directory) / f"{name}.npy"
+        write_bytes_atomic(path, buf.getvalue())
+        paths.append(str(path))
+    return paths
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """Human-readable table of the report."""
+    lines = [f"config {report['config_name']}: shape {report['shape']}",
+             f"closed-form edges {report['closed_form_edges']:,}; equal-edge gate passed",
+             f"{'pattern':<11} {'edges':>10} {'fanin mean':>10} {'max':>7} {'p95':>8} {'p99':>8} {'cv':>6} "
+             f"{'gini':>6} {'span med':>9} {'gap mean':>9} {'gen s':>6}"]
+    for name, p in report["patterns"].items():
+        f = p["fanin"]
+        lines.append(f"{name:<11} {p['edges']:>10,} {f['mean']:>10.1f} {f['max']:>7.0f} {f['p95']:>8.1f} "
+                     f"{f['p99']:>8.1f} {f['cv']:>6.3f} {f['gini']:>6.3f} {p['query_span']['median']:>9.1f} "
+                     f"{p['adjacent_gap']['mean']:>9.2f} {p['generation_s']:>6.2f}")
+    return "\n".join(lines)
+
+
+def write_routing_report(report: dict[str, Any], path: str | Path) -> None:
+    write_json(path, report, "routing_report")

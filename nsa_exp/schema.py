@@ -1,0 +1,68 @@
+"""Load a JSON Schema from ``schemas/`` and turn the first violation into a one-line message.
+
+>>> validate_or_raise({"schema_version": "1.0"}, "config", label="config")
+Traceback (most recent call last):
+...
+nsa_exp.errors.UserError: config: 'name' is a required property (schema config.schema.json)
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import jsonschema
+import referencing
+from referencing.jsonschema import DRAFT202012
+
+from . import SCHEMA_DIR
+from .errors import UserError
+
+
+@cache
+def load_schema(kind: str) -> dict[str, Any]:
+    """The schema ``schemas/<kind>.schema.json`` as a dict (cached)."""
+    with open(SCHEMA_DIR / f"{kind}.schema.json", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@cache
+def _registry() -> referencing.Registry:
+    """Every schema under ``schemas/`` by its ``$id``, so cross-file ``$ref``s resolve offline."""
+    resources = []
+    for path in sorted(SCHEMA_DIR.glob("*.schema.json")):
+        schema = load_schema(path.name.removesuffix(".schema.json"))
+        resources.append((schema["$id"], referencing.Resource.from_contents(schema, DRAFT202012)))
+    return referencing.Registry().with_resources(resources)
+
+
+@cache
+def _validator(kind: str) -> jsonschema.protocols.Validator:
+    schema = load_schema(kind)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, registry=_registry(), format_checker=cls.FORMAT_CHECKER)
+
+
+def json_path(path: Any, root: str) -> str:
+    """``['shape', 'T']`` -> ``root.shape.T``; list indices as ``[i]``."""
+    out = root
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def schema_errors(doc: Any, kind: str, label: str) -> list[str]:
+    """Every violation of ``schemas/<kind>.schema.json``, each as ``<json path>: <message>``."""
+    errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    return [f"{json_path(e.absolute_path, label)}: {e.message}" for e in errors]
+
+
+def validate_or_raise(doc: Any, kind: str, label: str) -> None:
+    """Raise :class:`UserError` naming the first violation (by JSON path) of the schema ``kind``."""
+    validator = _validator(kind)
+    best = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    if best is not None:
+        where = json_path(best.absolute_path, label)
+        raise UserError(f"{where}: {best.message} (schema {kind}.schema.json)")

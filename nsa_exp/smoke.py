@@ -1,0 +1,118 @@
+"""``smoke``: correctness at small shapes on the GPU before any timing.
+
+1. ``naive``: T=256 (``config.smoke.naive``), routing ``local``: FLA's forward and official backward vs
+   ``naive_nsa_selection`` (fp32 autograd on the same inputs) on O, dQ, dK, dV.
+2. ``staged``: T=2048 (``config.smoke.staged``), all patterns: our staged launcher vs the official
+   ``parallel_nsa_bwd``: dQ bit-exact; dK/dV within ``dkv_rel_l2`` and ``dkv_max_ulp``.
+
+Why dK/dV get a tolerance: ``prepare_block_csr`` places queries within a CSR row by ``tl.atomic_add``,
+so their order, and hence the fp32 summation order of the dK/dV accumulators over BQ-query chunks,
+can change from run to run. Each output element is the same fp32 sum in another order, rounded once
+to bf16: the difference is fp32 reassociation error (~1e-6 relative) that can flip the final bf16
+rounding, i.e. at most a few bf16 ULPs on a small fraction of elements, and a relative L2 far below
+1e-3. A real launch error (wrong grid, argument, block size) gives O(1) errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import Config, Pattern, Shape
+from .errors import GateFailure
+from .io import write_json
+from .metadata import base_metadata
+from .routing import generate_routing
+
+SCHEMA_VERSION = "1.0"
+
+
+def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
+    """FLA forward + official backward vs ``naive_nsa_selection`` in fp32 autograd."""
+    from fla.ops.nsa.naive import naive_nsa_selection
+
+    from .compare import compare
+    from .launcher import StagedBackward, make_inputs, make_problem
+
+    problem = make_problem(shape, block_indices, make_inputs(shape, seed, device))
+    staged = StagedBackward(problem)
+    o, lse = staged.selection_fwd()
+    dq, dk, dv = staged.full_bwd(o, lse)
+    q32, k32, v32 = (t.detach().float().requires_grad_(True) for t in (problem.q, problem.k, problem.v))
+    o_ref = naive_nsa_selection(q32, k32, v32, problem.block_indices.long(), block_size=shape.block_size,
+                                scale=problem.scale)
+    o_ref.backward(problem.do.float())
+    return {name: compare(ours.float(), ref.float()) for name, ours, ref in
+            (("o", o, o_ref.detach()), ("dq", dq, q32.grad), ("dk", dk, k32.grad), ("dv", dv, v32.grad))}
+
+
+def staged_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
+    """Staged launcher vs official ``parallel_nsa_bwd`` on the same forward outputs."""
+    from .compare import compare
+    from .launcher import StagedBackward, make_inputs, make_problem
+
+    staged = StagedBackward(make_problem(shape, block_indices, make_inputs(shape, seed, device)))
+    inter = staged.run_staged()
+    official = staged.full_bwd(inter["o"], inter["lse"])
+    ours = staged.gradients()
+    return {name: compare(a, b) for name, a, b in zip(("dq", "dk", "dv"), ours, official, strict=True)}
+
+
+def judge_naive(result: dict[str, Any], tol_rel_l2: float, tol_max_abs_rel: float) -> list[str]:
+    return [f"naive {name}: rel_l2 {m['rel_l2']:.3g} (tol {tol_rel_l2}), max_abs/max|ref| "
+            f"{m['max_abs_rel']:.3g} (tol {tol_max_abs_rel})"
+            for name, m in result.items() if m["rel_l2"] > tol_rel_l2 or m["max_abs_rel"] > tol_max_abs_rel]
+
+
+def judge_staged(pattern: str, result: dict[str, Any], tol_rel_l2: float, tol_ulp: int) -> list[str]:
+    failures = []
+    if not result["dq"]["bit_exact"]:
+        failures.append(f"staged {pattern} dq: not bit-exact vs the official wrapper "
+                        f"({result['dq']['n_different']} elements differ)")
+    for name in ("dk", "dv"):
+        m = result[name]
+        if m["rel_l2"] > tol_rel_l2 or m["max_ulp"] > tol_ulp:
+            failures.append(f"staged {pattern} {name}: rel_l2 {m['rel_l2']:.3g} (tol {tol_rel_l2}), "
+                            f"max_ulp {m['max_ulp']} (tol {tol_ulp})")
+    return failures
+
+
+def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
+    """Both comparisons; returns the ``checks`` part of the report with ``failures`` listed."""
+    tol = config.tolerances
+    local = config.pattern("local") if any(p.name == "local" for p in config.patterns) else Pattern("local")
+    naive_bi = generate_routing(local, config.smoke_naive, config.seeds.routing)
+    naive = naive_comparison(config.smoke_naive, naive_bi, config.seeds.inputs, device)
+    failures = judge_naive(naive, tol.naive_rel_l2, tol.naive_max_abs_rel)
+    staged = {}
+    for pattern in config.patterns:
+        bi = generate_routing(pattern, config.smoke_staged, config.seeds.routing)
+        staged[pattern.name] = staged_comparison(config.smoke_staged, bi, config.seeds.inputs, device)
+        failures += judge_staged(pattern.name, staged[pattern.name], tol.dkv_rel_l2, tol.dkv_max_ulp)
+    return {
+        "naive": {"shape": config.smoke_naive.to_dict(), "pattern": "local", "metrics": naive},
+        "staged_vs_official": {"shape": config.smoke_staged.to_dict(), "patterns": staged},
+        "tolerances": {"naive_rel_l2": tol.naive_rel_l2, "naive_max_abs_rel": tol.naive_max_abs_rel,
+                       "dkv_rel_l2": tol.dkv_rel_l2, "dkv_max_ulp": tol.dkv_max_ulp},
+        "failures": failures,
+    }
+
+
+def run_smoke(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
+    """Gates, then both comparisons on the GPU; write the report; raise if any comparison failed."""
+    from .gates import run_gates
+    from .metadata import gpu_identity
+    from .telemetry import Telemetry
+
+    gates, _ = run_gates(config, allow_gpu=allow_gpu, strict=True)
+    checks = run_smoke_checks(config, "cuda")
+    metadata = base_metadata()
+    metadata["gpu"] = gpu_identity(Telemetry().device_info())
+    report = {"schema_version": SCHEMA_VERSION, "kind": "smoke_report", "config_name": config.name,
+              "passed": not checks["failures"], "gates": gates, **checks, "metadata": metadata}
+    write_json(output, report, "smoke_report")
+    if checks["failures"]:
+        raise GateFailure(f"smoke failed (report {output}): " + " | ".join(checks["failures"]))
+    return report

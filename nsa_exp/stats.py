@@ -1,0 +1,116 @@
+"""Fan-in and CSR-row statistics of a routing, computed on the CPU from block_indices.
+
+A CSR *row* is one (batch, KV head, KV block): the list of queries that selected that block, exactly
+what FLA's ``prepare_block_csr`` builds and ``parallel_nsa_bwd_kernel_dkv`` loops over (one program
+per row). Its *fan-in* is the row's length. Zero rows (blocks nobody selected) are included in
+fan-in statistics; query-span and adjacent-gap statistics use the non-empty rows.
+
+Worked example (B=H=1, T=4, block_size=1, S=2; csr.py's docstring example)::
+
+    block 0 <- queries 0, 1, 3   fan-in 3, span 3, gaps [1, 2]
+    block 1 <- queries 1, 2      fan-in 2, span 1, gaps [1]
+    block 2 <- query 2           fan-in 1, span 0
+    block 3 <- query 3           fan-in 1, span 0
+
+>>> import numpy as np
+>>> bi = np.array([[[[0, -1]], [[0, 1]], [[1, 2]], [[0, 3]]]], dtype=np.int32)
+>>> rows = csr_rows(bi, block_size=1)
+>>> rows.fanin.tolist(), rows.span.tolist(), rows.gaps.tolist()
+([3, 2, 1, 1], [3, 1, 0, 0], [1, 2, 1])
+>>> fanin_summary(rows.fanin)["max"], round(fanin_summary(rows.fanin)["gini"], 4)
+(3.0, 0.25)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PERCENTILE_METHOD = "linear"
+
+
+@dataclass(frozen=True)
+class CsrRows:
+    """Per-row fan-in (all rows), per non-empty-row query span, and every adjacent query gap."""
+
+    fanin: np.ndarray
+    span: np.ndarray
+    gaps: np.ndarray
+
+
+def csr_rows(block_indices: np.ndarray, block_size: int) -> CsrRows:
+    """Invert ``block_indices`` ``[B,T,H,S]`` into CSR rows with FLA's validity rule (see edges.py)."""
+    B, T, H, S = block_indices.shape
+    M = -(-T // block_size)
+    b = block_indices.astype(np.int64)
+    t = np.broadcast_to(np.arange(T, dtype=np.int64)[None, :, None, None], b.shape)
+    head = np.broadcast_to(np.arange(H, dtype=np.int64)[None, None, :, None], b.shape)
+    batch = np.broadcast_to(np.arange(B, dtype=np.int64)[:, None, None, None], b.shape)
+    keep = (b >= 0) & (b < M) & (b * block_size <= t)
+    row = ((batch * H + head) * M + b)[keep]  # FLA's program id: (b*H + h)*M + block
+    query = t[keep]
+    order = np.lexsort((query, row))
+    row, query = row[order], query[order]
+    fanin = np.bincount(row, minlength=B * H * M)
+    same_row = row[1:] == row[:-1]
+    gaps = (query[1:] - query[:-1])[same_row]
+    starts = np.flatnonzero(np.r_[True, ~same_row]) if row.size else np.array([], dtype=np.int64)
+    ends = np.r_[starts[1:], row.size] - 1 if row.size else starts
+    span = query[ends] - query[starts] if row.size else np.array([], dtype=np.int64)
+    return CsrRows(fanin=fanin, span=span, gaps=gaps)
+
+
+def gini(x: np.ndarray) -> float:
+    """Gini coefficient of non-negative values (0 = all equal; -> 1 = one row holds everything).
+
+    >>> gini(np.array([1, 1, 1, 1])), gini(np.array([0, 0, 0, 4]))
+    (0.0, 0.75)
+    """
+    x = np.sort(np.asarray(x, dtype=np.float64))
+    n, total = x.size, x.sum()
+    if n == 0 or total == 0:
+        return 0.0
+    i = np.arange(1, n + 1)
+    return float(np.sum((2 * i - n - 1) * x) / (n * total))
+
+
+def fanin_summary(fanin: np.ndarray) -> dict[str, float]:
+    """mean, max, p95, p99, CV (sample std / mean), Gini of per-row fan-in (zero rows included)."""
+    f = np.asarray(fanin, dtype=np.float64)
+    mean = float(f.mean())
+    std = float(f.std(ddof=1)) if f.size > 1 else 0.0
+    return {
+        "rows": int(f.size),
+        "zero_rows": int((f == 0).sum()),
+        "mean": mean,
+        "max": float(f.max()),
+        "p95": float(np.percentile(f, 95, method=PERCENTILE_METHOD)),
+        "p99": float(np.percentile(f, 99, method=PERCENTILE_METHOD)),
+        "cv": std / mean if mean else 0.0,
+        "gini": gini(f),
+    }
+
+
+def distribution_summary(values: np.ndarray) -> dict[str, float]:
+    """mean, median, p95, max (``count`` too); all zeros for an empty input."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return {"count": 0, "mean": 0.0, "median": 0.0, "p95": 0.0, "max": 0.0}
+    return {
+        "count": int(v.size),
+        "mean": float(v.mean()),
+        "median": float(np.median(v)),
+        "p95": float(np.percentile(v, 95, method=PERCENTILE_METHOD)),
+        "max": float(v.max()),
+    }
+
+
+def routing_statistics(block_indices: np.ndarray, block_size: int) -> dict[str, dict[str, float]]:
+    """``{"fanin": ..., "query_span": ..., "adjacent_gap": ...}`` for one routing."""
+    rows = csr_rows(block_indices, block_size)
+    return {
+        "fanin": fanin_summary(rows.fanin),
+        "query_span": distribution_summary(rows.span),
+        "adjacent_gap": distribution_summary(rows.gaps),
+    }

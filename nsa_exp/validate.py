@@ -1,0 +1,295 @@
+"""``validate``: check a result file, ours or a third party's, beyond what a schema can say.
+
+Each check has a name and, when it fails, a message with the JSON path it concerns. Order:
+
+1. ``file_size`` (<= 64 MiB, before parsing) and ``json_syntax`` (strict: no duplicate keys, no
+   NaN/Infinity tokens, no non-finite or over-long numbers, nesting <= 64).
+2. ``kind`` (a known document kind), ``schema_version`` (one we can read) and ``schema``.
+3. For a bench result (``kind: bench_result``), once the schema passes:
+   ``shape_matches_config``, ``edges_equal`` (equal across patterns, to the per-pattern record and to
+   the closed form for the recorded shape), ``stats_recompute`` (every median/percentile/min/mean/n
+   from its raw observations), ``min_observations`` (each stage has at least the configured
+   repetitions), ``latencies_positive_finite``, ``fla_commit`` (the pinned commit, verification
+   passed), ``environment_recorded`` (GPU, driver, versions), ``stage_sum_plausible`` (stage-sum over
+   full_bwd recomputes and lies in [0.75, 1.25]).
+
+A CSV summary is validated row by row against ``summary_row``.
+
+>>> report = validate_bytes(b'{"a": 1, "a": 2}', "x.json")
+>>> [(c["name"], c["passed"]) for c in report["checks"]]
+[('file_size', True), ('json_syntax', False)]
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import BACKWARD_STAGES, Shape
+from .edges import closed_form_edges
+from .fla_source import PINNED_COMMIT
+from .schema import schema_errors
+from .timing import PERCENTILES
+
+MAX_BYTES = 64 * 1024 * 1024
+MAX_DEPTH = 64
+SUPPORTED_VERSIONS = {"1.0"}
+KINDS = {"bench_result": "result", "check_report": "check_report", "smoke_report": "smoke_report",
+         "routing_report": "routing_report", "ncu_summary": "ncu_summary", "validation_report": "validation_report",
+         "analysis": "analysis"}
+STAGE_SUM_BOUNDS = (0.75, 1.25)
+# JSON floats round-trip exactly (Python writes repr), so a recorded statistic recomputes bit for bit
+# with the same numpy call; only a different summation order (another tool's mean) may move it, by at
+# most ~n * 2**-53 (< 1e-13 for n <= 1000). 1e-12 leaves that room yet still sees a one-observation
+# change of ~n * 1e-12 relative through the mean (a 1e-8 change was invisible at the old 1e-9).
+REL_TOL = 1e-12
+SCHEMA_VERSION = "1.0"
+
+
+class _Rejected(ValueError):
+    """A JSON text we refuse (duplicate key, bare NaN, non-finite or huge number)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Rejected(f"duplicate key {key!r}")
+        seen[key] = value
+    return seen
+
+
+def _constant(token: str) -> Any:
+    raise _Rejected(f"bare {token} token (JSON has no NaN/Infinity)")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Rejected(f"number {text[:20]} overflows to infinity")
+    return value
+
+
+def _depth(doc: Any) -> int:
+    depth, frontier = 0, [doc]
+    while frontier:
+        depth += 1
+        nxt = []
+        for node in frontier:
+            if isinstance(node, dict):
+                nxt.extend(node.values())
+            elif isinstance(node, list):
+                nxt.extend(node)
+        frontier = nxt
+    return depth - 1
+
+
+def parse_strict(data: bytes) -> Any:
+    """Parse JSON, refusing duplicate keys, NaN/Infinity, overflowing numbers and deep nesting."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Rejected(f"not UTF-8 at byte {exc.start}") from None
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_constant, parse_float=_float)
+    except json.JSONDecodeError as exc:
+        raise _Rejected(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise _Rejected(f"nesting deeper than Python can parse (limit here {MAX_DEPTH})") from None
+    except ValueError as exc:  # int digits limit
+        raise _Rejected(str(exc).split(";")[0]) from None
+    if _depth(doc) > MAX_DEPTH:
+        raise _Rejected(f"nesting deeper than {MAX_DEPTH} levels")
+    return doc
+
+
+class _Checks:
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def add(self, name: str, problems: list[tuple[str, str]] | None = None) -> bool:
+        """Record check ``name``; ``problems`` are (json_path, message) pairs (none = passed)."""
+        problems = problems or []
+        entry: dict[str, Any] = {"name": name, "passed": not problems}
+        if problems:
+            entry["failures"] = [{"path": p, "message": m} for p, m in problems[:50]]
+            entry["n_failures"] = len(problems)
+        self.items.append(entry)
+        return not problems
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= REL_TOL * max(abs(a), abs(b), 1e-12)
+
+
+def _bench_checks(doc: dict[str, Any], checks: _Checks) -> None:
+    shape_d, config = doc["shape"], doc["config"]
+    checks.add("shape_matches_config", [] if shape_d == config["shape"] else
+               [("$.shape", f"shape {shape_d} differs from config.shape {config['shape']}")])
+
+    problems = []
+    try:
+        expected = closed_form_edges(Shape(**shape_d))
+    except (TypeError, ZeroDivisionError) as exc:
+        expected = None
+        problems.append(("$.shape", f"cannot compute the closed form: {exc}"))
+    per_pattern = {name: p["edges"] for name, p in doc["patterns"].items()}
+    if len(set(per_pattern.values())) > 1:
+        problems.append(("$.patterns", f"edges differ across patterns: {per_pattern}"))
+    for name, edges in per_pattern.items():
+        if expected is not None and edges != expected:
+            problems.append((f"$.patterns.{name}.edges", f"{edges} != closed form {expected} for the recorded shape"))
+        if doc["edges"]["per_pattern"].get(name) != edges:
+            problems.append((f"$.edges.per_pattern.{name}", "differs from the pattern's own edge count"))
+    if expected is not None and doc["edges"]["closed_form"] != expected:
+        problems.append(("$.edges.closed_form", f"{doc['edges']['closed_form']} != {expected}"))
+    checks.add("edges_equal", problems)
+
+    stats_p, obs_p, lat_p = [], [], []
+    want_n = config["timing"]["repetitions"]
+    for name, p in doc["patterns"].items():
+        for stage, s in p["stages"].items():
+            path = f"$.patterns.{name}.stages.{stage}"
+            raw = np.asarray(s["raw_ms"], dtype=np.float64)
+            if not np.all(np.isfinite(raw)) or np.any(raw <= 0):
+                lat_p.append((f"{path}.raw_ms", "non-positive or non-finite latency"))
+                continue
+            recomputed = {"median_ms": float(np.median(raw)), "min_ms": float(raw.min()), "mean_ms": float(raw.mean())}
+            recomputed |= {k: float(np.percentile(raw, q, method="linear")) for k, q in PERCENTILES.items()}
+            for key, value in recomputed.items():
+                if not _close(s[key], value):
+                    stats_p.append((f"{path}.{key}", f"recorded {s[key]} but the raw observations give {value}"))
+            if s["n_obs"] != raw.size:
+                stats_p.append((f"{path}.n_obs", f"recorded {s['n_obs']} but raw_ms has {raw.size}"))
+            if raw.size < want_n:
+                obs_p.append((f"{path}.raw_ms", f"{raw.size} observations < the configured {want_n}"))
+    checks.add("stats_recompute", stats_p)
+    checks.add("min_observations", obs_p)
+    checks.add("latencies_positive_finite", lat_p)
+
+    fla = doc["fla"]
+    fla_p = []
+    if fla["commit"] != PINNED_COMMIT:
+        fla_p.append(("$.fla.commit", f"{fla['commit']} is not the pinned commit {PINNED_COMMIT}"))
+    if fla["verified"] is not True:
+        fla_p.append(("$.fla.verified", "FLA source verification did not pass"))
+    for i, gate in enumerate(doc["gates"]):
+        if gate["name"] == "fla_sources" and gate.get("detail", {}).get("commit") != PINNED_COMMIT:
+            fla_p.append((f"$.gates[{i}].detail.commit", "the fla_sources gate did not verify the pinned commit"))
+    checks.add("fla_commit", fla_p)
+
+    meta = doc["metadata"]
+    env_p = [(f"$.metadata.gpu.{k}", "missing") for k in ("name", "driver", "sm_count") if not meta["gpu"].get(k)]
+    env_p += [(f"$.metadata.versions.{k}", "missing") for k in ("torch", "triton", "cuda")
+              if not meta["versions"].get(k)]
+    checks.add("environment_recorded", env_p)
+
+    sum_p = []
+    lo, hi = STAGE_SUM_BOUNDS
+    for name, p in doc["patterns"].items():
+        st = p["stages"]
+        stage_sum = sum(st[k]["median_ms"] for k in BACKWARD_STAGES)
+        rec = p["stage_sum_vs_full_bwd"]
+        path = f"$.patterns.{name}.stage_sum_vs_full_bwd"
+        if not _close(rec["stage_sum_median_ms"], stage_sum) or not _close(rec["full_bwd_median_ms"],
+                                                                            st["full_bwd"]["median_ms"]):
+            sum_p.append((path, "does not recompute from the stage medians"))
+        ratio = stage_sum / st["full_bwd"]["median_ms"]
+        if not lo <= ratio <= hi:
+            sum_p.append((f"{path}.ratio", f"stage-sum / full_bwd = {ratio:.3f} outside [{lo}, {hi}]"))
+    checks.add("stage_sum_plausible", sum_p)
+
+
+def _validate_csv(data: bytes, checks: _Checks) -> None:
+    from .bench import SUMMARY_COLUMNS
+
+    rows = list(csv.DictReader(io.StringIO(data.decode("utf-8", errors="replace"))))
+    if not rows:
+        checks.add("csv_rows", [("$", "no rows")])
+        return
+    problems = []
+    ints, strs = {"n_obs", "edges"}, {"config_name", "pattern", "stage"}
+    for i, row in enumerate(rows):
+        typed: dict[str, Any] = {}
+        for key, value in row.items():
+            try:
+                typed[key] = value if key in strs else int(value) if key in ints else _float(value)
+            except (ValueError, TypeError, _Rejected):
+                problems.append((f"$[{i}].{key}", f"{value!r} is not a number"))
+        problems += [tuple(e.split(": ", 1)) for e in schema_errors(typed, "summary_row", f"$[{i}]")]
+    missing = [c for c in SUMMARY_COLUMNS if c not in rows[0]]
+    problems += [("$", f"missing column {c}") for c in missing]
+    checks.add("csv_rows", problems)
+
+
+def validate_bytes(data: bytes, name: str) -> dict[str, Any]:
+    """Validate one file's bytes; returns the validation report (schema ``validation_report``)."""
+    checks = _Checks()
+    report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
+    if not checks.add("file_size", [] if len(data) <= MAX_BYTES else
+                      [("$", f"{len(data)} bytes > {MAX_BYTES} (refused before parsing)")]):
+        return {**report, "passed": False, "checks": checks.items}
+    if name.endswith(".csv"):
+        _validate_csv(data, checks)
+        return {**report, "passed": all(c["passed"] for c in checks.items), "checks": checks.items}
+    try:
+        doc = parse_strict(data)
+    except _Rejected as exc:
+        checks.add("json_syntax", [("$", str(exc))])
+        return {**report, "passed": False, "checks": checks.items}
+    checks.add("json_syntax")
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if not checks.add("kind", [] if kind in KINDS else [("$.kind", f"unknown document kind {kind!r}; expected one "
+                                                                    f"of {', '.join(KINDS)}")]):
+        return {**report, "passed": False, "checks": checks.items}
+    version = doc.get("schema_version")
+    if not checks.add("schema_version", [] if version in SUPPORTED_VERSIONS else
+                      [("$.schema_version", f"{version!r} is not a supported schema version "
+                                            f"({', '.join(sorted(SUPPORTED_VERSIONS))})")]):
+        return {**report, "passed": False, "checks": checks.items}
+    errors = schema_errors(doc, KINDS[kind], "$")
+    if checks.add("schema", [tuple(e.split(": ", 1)) for e in errors]) and kind == "bench_result":
+        _bench_checks(doc, checks)
+    return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
+            "checks": checks.items}
+
+
+def validate_path(path: str | Path) -> dict[str, Any]:
+    """Validate a file on disk (size checked with stat before reading)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        from .errors import UserError
+
+        raise UserError(f"{path}: no such file") from None
+    if size > MAX_BYTES:
+        checks = _Checks()
+        checks.add("file_size", [("$", f"{size} bytes > {MAX_BYTES} (refused before parsing)")])
+        return {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": str(path), "passed": False,
+                "checks": checks.items}
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        from .errors import UserError
+
+        raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
+    return validate_bytes(data, str(path))
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [f"{report['path']}: {'PASS' if report['passed'] else 'FAIL'}"]
+    for c in report["checks"]:
+        if c["passed"]:
+            continue
+        for f in c["failures"]:
+            lines.append(f"  [{c['name']}] {f['path']}: {f['message']}")
+        if c["n_failures"] > len(c["failures"]):
+            lines.append(f"  [{c['name']}] ... {c['n_failures'] - len(c['failures'])} more")
+    return "\n".join(lines)

@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""The seed's entry point, a thin door onto ``python -m nsa_exp bench``.
+
+From the repository root (the package is importable from there, installed or not):
+
+    scripts/run_h100.sh python scripts/bench_backward.py --config configs/e1_h100.json \\
+        --output results/raw/e1_h100.json
+
+The summary CSV goes to results/summaries/<output stem>.csv unless --summary is given.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from nsa_exp.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main(["bench", *sys.argv[1:]]))

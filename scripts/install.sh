@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The one install script: CI, developers, the H100 runs and the Dockerfile all use it.
+#   bash scripts/install.sh cpu      # .venv with the CPU test toolchain (requirements-ci.txt)
+#   bash scripts/install.sh h100     # .venv with the H100 toolchain (requirements-h100.txt)
+#   NSA_EXP_VENV=/opt/venv bash scripts/install.sh h100    # another venv location (the container)
+#   NSA_EXP_VENV=system bash scripts/install.sh h100       # into the current python (no venv)
+# FLA at commit 0a9b9f222e86b9a895c2447767e9b4cce6c8d530: the git submodule
+# third_party/flash-linear-attention when it is populated, else fla-core==0.5.2 from PyPI (its fla/
+# files hash to the commit's blobs; `invoke check` proves which sources were imported).
+set -euo pipefail
+mode="${1:-}"
+case "$mode" in
+  cpu) reqs=requirements-ci.txt ;;
+  h100) reqs=requirements-h100.txt ;;
+  *) echo "usage: bash scripts/install.sh cpu|h100" >&2; exit 2 ;;
+esac
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+venv="${NSA_EXP_VENV:-.venv}"
+if [ "$venv" = system ]; then
+  py="${PYTHON:-python3}"
+else
+  [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+  py="$venv/bin/python"
+fi
+"$py" -m pip install --quiet --upgrade pip
+"$py" -m pip install --quiet -r "$reqs"
+sub=third_party/flash-linear-attention
+if [ -f "$sub/fla/__init__.py" ]; then
+  echo "install.sh: FLA from the submodule $sub"
+  "$py" -m pip install --quiet --no-deps -e "$sub"
+else
+  echo "install.sh: submodule $sub not populated; FLA from PyPI fla-core==0.5.2"
+  "$py" -m pip install --quiet --no-deps fla-core==0.5.2
+fi
+"$py" -m pip install --quiet --no-deps -e .
+echo "install.sh: done ($mode) -> $py"

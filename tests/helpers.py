@@ -1,0 +1,34 @@
+"""Shared test helpers (no mocks of FLA: GPU-free tests run the real kernels under the interpreter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PRIMARY_CONFIG = REPO / "configs" / "e1_h100.json"
+
+
+def primary_config_dict() -> dict:
+    return json.loads(PRIMARY_CONFIG.read_text())
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m nsa_exp ARGS`` in a subprocess, as a user would run it."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "nsa_exp", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd or REPO, timeout=600)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    """Exit code 2, exactly one line on stderr starting with 'error:', no traceback, each fragment in it."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "Warning" not in ln and "warn(" not in ln]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: "), lines[0]
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])

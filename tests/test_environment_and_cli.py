@@ -1,0 +1,92 @@
+"""Environment gate messages, GPU-less failures, the routing CLI and the one validated writer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nsa_exp.environment import FIX, env_problems, require_env
+from nsa_exp.errors import GateFailure, UserError
+from nsa_exp.io import write_json
+from nsa_exp.schema import schema_errors
+
+from .helpers import assert_one_line_error, run_cli
+
+GOOD_ENV = {"TRITON_F32_DEFAULT": "ieee", "FLA_CACHE_RESULTS": "0", "FLA_DISABLE_BACKEND_DISPATCH": "1",
+            "TRITON_CACHE_DIR": "/tmp/t"}
+
+
+@pytest.mark.parametrize(("name", "value", "fragment"), [
+    ("TRITON_F32_DEFAULT", "tf32", "TRITON_F32_DEFAULT=tf32 (must be ieee)"),
+    ("FLA_CACHE_RESULTS", None, "FLA_CACHE_RESULTS=<unset> (must be 0)"),
+    ("FLA_DISABLE_BACKEND_DISPATCH", "0", "FLA_DISABLE_BACKEND_DISPATCH=0 (must be 1)"),
+    ("TRITON_CACHE_DIR", "", "TRITON_CACHE_DIR=<unset>"),
+])
+def test_each_wrong_env_var_is_named_with_the_fix(name, value, fragment):
+    env = dict(GOOD_ENV)
+    if value is None:
+        del env[name]
+    else:
+        env[name] = value
+    problems = env_problems(env)
+    assert len(problems) == 1 and problems[0].startswith(fragment)
+    with pytest.raises(GateFailure) as err:
+        require_env(env)
+    assert fragment in str(err.value) and FIX in str(err.value)
+
+
+@pytest.mark.parametrize("command", ["smoke", "bench"])
+def test_gpu_tasks_without_a_gpu_fail_in_one_line_and_write_nothing(command, tmp_path):
+    out = tmp_path / "out.json"
+    proc = run_cli(command, "--output", str(out), env={**GOOD_ENV, "TRITON_CACHE_DIR": str(tmp_path / "tc")})
+    assert_one_line_error(proc, "gpu: no CUDA GPU is visible")
+    assert list(tmp_path.glob("out*")) == []
+
+
+def test_gpu_tasks_refuse_a_wrong_environment_first(tmp_path):
+    proc = run_cli("bench", "--output", str(tmp_path / "o.json"), env={"FLA_CACHE_RESULTS": "1"})
+    assert_one_line_error(proc, "FLA_CACHE_RESULTS=1 (must be 0)", "scripts/run_h100.sh")
+
+
+def test_check_without_a_gpu_writes_a_failing_report_and_exits_2(tmp_path):
+    out = tmp_path / "check.json"
+    proc = run_cli("check", "--output", str(out), env={**GOOD_ENV, "TRITON_CACHE_DIR": str(tmp_path / "tc")})
+    assert_one_line_error(proc, "check failed (1 gate(s)", "gpu: no CUDA GPU")
+    report = json.loads(out.read_text())
+    assert schema_errors(report, "check_report", "r") == []
+    assert not report["passed"]
+    by_name = {g["name"]: g["passed"] for g in report["gates"]}
+    assert by_name == {"environment": True, "gpu": False, "versions": True, "fla_sources": True, "equal_edges": True}
+
+
+def test_routing_cli_json_and_save(tmp_path):
+    proc = run_cli("routing", "--json", "--save", str(tmp_path / "r"), "--output", str(tmp_path / "rep.json"))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert schema_errors(report, "routing_report", "r") == []
+    assert {p: v["edges"] for p, v in report["patterns"].items()} == dict.fromkeys(
+        ["local", "uniform", "sink-heavy", "zipf"], 2_066_432)
+    assert report["patterns"]["sink-heavy"]["fanin"]["max"] == 32768  # block 0 of a head: every query
+    saved = np.load(tmp_path / "r" / "zipf.npy")
+    assert saved.dtype == np.int32 and saved.shape == (1, 32768, 4, 16)
+    assert json.loads((tmp_path / "rep.json").read_text())["closed_form_edges"] == 2_066_432
+
+
+def test_writer_refuses_an_invalid_document_and_leaves_no_file(tmp_path):
+    out = tmp_path / "report.json"
+    with pytest.raises(UserError, match=r"refusing to write .*report.json: 1 schema violation\(s\); first: "
+                                        r"check_report: 'metadata' is a required property"):
+        doc = {"schema_version": "1.0", "kind": "check_report", "config_name": "x", "config_path": "x",
+               "passed": True, "allow_gpu": False, "gates": [{"name": "gpu", "passed": True}] * 5}
+        write_json(out, doc, "check_report")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_refuses_nan(tmp_path):
+    doc = json.loads(run_cli("routing", "--json").stdout)
+    doc["patterns"]["local"]["generation_s"] = float("nan")
+    with pytest.raises(UserError):
+        write_json(tmp_path / "r.json", doc, "routing_report")
+    assert list(tmp_path.iterdir()) == []
