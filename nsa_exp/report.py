@@ -67,7 +67,8 @@ def _setup(result: dict[str, Any]) -> list[str]:
         f"{result['config']['seeds']['inputs']}, order seed {t['order_seed']}.",
         f"- Timing: {t['warmup_rounds']} warm-up + {t['repetitions']} timed rounds, patterns interleaved "
         f"({t['order_mode']}); {t['method']} (flush {t['l2_flush_bytes'] // MiB} MiB, spin "
-        f"{t['launch_guard_cycles']:,} cycles). Repo commit `{meta['git']['sha']}`.", ""]
+        f"{t['launch_guard_cycles']:,} cycles). Repo commit `{meta['git']['sha']}` as recorded by the run "
+        "([PROVENANCE.md](PROVENANCE.md) maps recorded commits to this repository's history).", ""]
 
 
 def _latency(analysis: dict[str, Any]) -> list[str]:
