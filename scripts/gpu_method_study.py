@@ -1,0 +1,181 @@
+"""GPU method study for issue 16: L2-flush policy, the naive oracle where routings differ, grid limits.
+
+One process, three parts, one JSON (every raw observation kept):
+
+1. ``flush``: every stage x pattern at the config's shape, timed with CUDA events exactly as
+   ``timing.run_rounds`` does, under four cache policies, policies interleaved round by round:
+   ``write`` (fill a 256 MiB buffer: today's policy), ``read`` (sum the same buffer: evicts L2 but
+   leaves clean lines), ``none`` (no flush), ``write+spin4x`` (write flush, then a 4x longer spin).
+2. ``oracle``: FLA forward + official backward vs ``naive_nsa_selection`` (fp32 autograd) for every
+   routing at T=1024, S=8 (M=16 > S, so the routings really differ).
+3. ``grid``: the dK/dV launch at grid (1, 65472) and (1, 65536) (``cfg_dkv_grid_y_*``).
+
+    scripts/run_h100.sh python scripts/gpu_method_study.py --config configs/e1_h100.json --out OUT.json
+
+This is a study script (its findings go into docs/METHOD.md), not one of the experiment's tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from nsa_exp.compare import compare  # noqa: E402
+from nsa_exp.config import STAGES, Shape, load_config  # noqa: E402
+from nsa_exp.gates import run_gates  # noqa: E402
+from nsa_exp.launcher import StagedBackward, make_inputs, make_problem  # noqa: E402
+from nsa_exp.metadata import base_metadata  # noqa: E402
+from nsa_exp.routing import generate_routing  # noqa: E402
+from nsa_exp.smoke import naive_comparison  # noqa: E402
+from nsa_exp.telemetry import Telemetry  # noqa: E402
+from nsa_exp.timing import LAUNCH_GUARD_CYCLES, summarize  # noqa: E402
+
+POLICIES = ("write", "read", "none", "write+spin4x")
+
+
+def flush_study(config, routings, rounds: int, warmup: int) -> dict:
+    inputs = make_inputs(config.shape, config.seeds.inputs, "cuda")
+    names = [p.name for p in config.patterns]
+    fns = {n: StagedBackward(make_problem(config.shape, routings[n], inputs)).stage_callables() for n in names}
+    for fn in fns["local"].values():  # autotune once on local, as bench does
+        fn()
+    torch.cuda.synchronize()
+    buf = torch.empty(config.timing.l2_flush_bytes // 4, dtype=torch.int32, device="cuda")
+    sink = torch.empty((), dtype=torch.int64, device="cuda")
+    rng = np.random.default_rng(16)
+    tele = Telemetry()
+    records = []
+    for r in range(warmup + rounds):
+        for policy in [POLICIES[i] for i in rng.permutation(len(POLICIES))]:
+            for pattern in [names[i] for i in rng.permutation(len(names))]:
+                ev = []
+                for stage, fn in fns[pattern].items():
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    if policy.startswith("write"):
+                        buf.fill_(r)
+                    elif policy == "read":
+                        torch.sum(buf, dtype=torch.int64, out=sink)
+                    torch.cuda._sleep(LAUNCH_GUARD_CYCLES * (4 if policy.endswith("spin4x") else 1))
+                    s.record()
+                    fn()
+                    e.record()
+                    ev.append((stage, s, e))
+                torch.cuda.synchronize()
+                records.append({"round": r, "policy": policy, "pattern": pattern, "warmup": r < warmup,
+                                "ms": {st: float(s.elapsed_time(e)) for st, s, e in ev},
+                                "telemetry": tele.sample()})
+    summary = {pol: {pat: {st: summarize([x["ms"][st] for x in records if x["policy"] == pol
+                                          and x["pattern"] == pat and not x["warmup"]]) for st in STAGES}
+                     for pat in names} for pol in POLICIES}
+    return {"policies": list(POLICIES), "rounds": rounds, "warmup_rounds": warmup,
+            "flush_bytes": config.timing.l2_flush_bytes, "launch_guard_cycles": LAUNCH_GUARD_CYCLES,
+            "records": records, "summary": summary}
+
+
+def oracle_study(config) -> dict:
+    shape = Shape(B=1, T=1024, HQ=64, H=4, K=192, V=128, S=8, block_size=64, dtype="bfloat16")
+    out = {"shape": shape.to_dict(), "patterns": {}}
+    for p in config.patterns:
+        bi = generate_routing(p, shape, config.seeds.routing)
+        out["patterns"][p.name] = naive_comparison(shape, bi, config.seeds.inputs, "cuda")
+    return out
+
+
+def grid_study(seed: int) -> dict:
+    out = {}
+    for T in (16368, 16384):  # B*H*M = 64 * T/16: 65472 and 65536
+        shape = Shape(B=1, T=T, HQ=1024, H=64, K=16, V=16, S=16, block_size=16, dtype="bfloat16")
+        from nsa_exp.config import Pattern
+        bi = generate_routing(Pattern("local"), shape, seed)
+        staged = StagedBackward(make_problem(shape, bi, make_inputs(shape, seed, "cuda")))
+        rec = {"dkv_grid": list(staged.params.dkv_grid)}
+        try:
+            inter = staged.run_staged()
+            torch.cuda.synchronize()
+            official = staged.full_bwd(inter["o"], inter["lse"])
+            torch.cuda.synchronize()
+            rec["ok"] = True
+            rec["dk_vs_official"] = compare(staged.gradients()[1], official[1])
+        except Exception as exc:  # the study records the launch failure itself
+            rec["ok"] = False
+            rec["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        out[str(staged.params.dkv_grid[1])] = rec
+        del staged
+        torch.cuda.empty_cache()
+    return out
+
+
+def kernels_study() -> dict:
+    """Autotune space (after FLA's pruning) and compiled-kernel resources of the autotuned kernels."""
+    from nsa_exp.launcher import _autotuner, autotuned_kernels, config_record
+
+    out = {}
+    for stage, kernel in autotuned_kernels().items():
+        tuner = _autotuner(kernel)
+        rec = {"configs": [config_record(c) for c in tuner.configs], "compiled": []}
+        jit = tuner.fn
+        while hasattr(jit, "fn") and not hasattr(jit, "device_caches"):
+            jit = jit.fn
+        for dev_cache in getattr(jit, "device_caches", {}).values():
+            for compiled in dev_cache[0].values():
+                md = compiled.metadata
+                rec["compiled"].append({"n_regs": getattr(compiled, "n_regs", None),
+                                        "n_spills": getattr(compiled, "n_spills", None),
+                                        "shared": getattr(md, "shared", None), "num_warps": md.num_warps,
+                                        "num_stages": md.num_stages})
+        out[stage] = rec
+    props = torch.cuda.get_device_properties(0)
+    out["device"] = {k: getattr(props, k, None) for k in (
+        "name", "multi_processor_count", "regs_per_multiprocessor", "max_threads_per_multi_processor",
+        "shared_memory_per_multiprocessor", "shared_memory_per_block_optin", "L2_cache_size", "total_memory")}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="configs/e1_h100.json")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--parts", default="oracle,flush,kernels,grid")
+    args = ap.parse_args()
+    config = load_config(args.config)
+    gates, routings = run_gates(config, allow_gpu=True, strict=True)
+    doc = {"kind": "method_study", "config": config.raw, "metadata": base_metadata(), "gates": gates}
+    doc["metadata"]["gpu_name"] = torch.cuda.get_device_name(0)
+    for part in args.parts.split(","):
+        t0 = time.monotonic()
+        if part == "flush":
+            doc["flush"] = flush_study(config, routings, args.rounds, args.warmup)
+        elif part == "oracle":
+            doc["oracle"] = oracle_study(config)
+        elif part == "kernels":
+            doc["kernels"] = kernels_study()
+        elif part == "grid":
+            doc["grid"] = grid_study(config.seeds.inputs)
+        doc.setdefault("seconds", {})[part] = time.monotonic() - t0
+        Path(args.out).write_text(json.dumps(doc, indent=1))
+        print(f"{part}: {doc['seconds'][part]:.1f}s", flush=True)
+    if "flush" in doc:
+        s = doc["flush"]["summary"]
+        for pat in s["write"]:
+            for st in STAGES:
+                print(f"{pat:11s} {st:17s} " + " ".join(f"{pol}={s[pol][pat][st]['median_ms']:.3f}"
+                                                          for pol in POLICIES))
+    if "oracle" in doc:
+        for pat, res in doc["oracle"]["patterns"].items():
+            print(pat, {k: round(v["rel_l2"], 5) for k, v in res.items() if isinstance(v, dict) and "rel_l2" in v})
+    if "grid" in doc:
+        print(json.dumps(doc["grid"]))
+
+
+if __name__ == "__main__":
+    main()
