@@ -62,7 +62,7 @@ def flush_study(config, routings, rounds: int, warmup: int) -> dict:
                     if policy.startswith("write"):
                         buf.fill_(r)
                     elif policy == "read":
-                        torch.sum(buf, dtype=torch.int64, out=sink)
+                        torch.sum(buf, dim=0, dtype=torch.int64, out=sink)
                     torch.cuda._sleep(LAUNCH_GUARD_CYCLES * (4 if policy.endswith("spin4x") else 1))
                     s.record()
                     fn()
