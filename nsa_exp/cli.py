@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import REPO_ROOT
-from .config import STAGES
 from .errors import UserError
+from .routing.config import STAGES
 
 DEFAULT_CONFIG = "configs/e1_h100.json"
 RESULTS = REPO_ROOT / "results"
@@ -102,8 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .schema import schema_errors
-    from .validate import format_report, validate_path
+    from .results.schema import schema_errors
+    from .results.validate import format_report, validate_path
 
     reports = [validate_path(path) for path in args.paths]
     for report in reports:
@@ -122,7 +122,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "ncu-export":
         return _ncu_export(args)
     if args.command == "report":
-        from .report import build_report
+        from .results.report import build_report
 
         ncu = args.ncu if args.ncu is not None else sorted(
             str(p.relative_to(REPO_ROOT)) for p in (RESULTS / "ncu").glob(f"{Path(args.result).stem}_*.json"))
@@ -134,16 +134,16 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output} and {analysis}")
         return 0
     if args.command == "lock":
-        from .lock import write_lock
+        from .results.lock import write_lock
 
         lines = write_lock(args.source, args.output)
         print(f"wrote {args.output} ({lines} pins)")
         return 0
-    from .config import load_config
+    from .routing.config import load_config
 
     config = load_config(args.config)
     if args.command == "routing":
-        from .routing_report import format_table, routing_report, save_routings, write_routing_report
+        from .routing.report import format_table, routing_report, save_routings, write_routing_report
 
         report, routings = routing_report(config)
         if args.output:
@@ -154,14 +154,14 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=1) if args.json else format_table(report))
         return 0
     if args.command == "check":
-        from .check import run_check
+        from .gpu.check import run_check
 
         out = args.output or RESULTS / "reports" / f"{config.name}_check.json"
         run_check(config, args.allow_gpu, out)
         print(f"check passed; report {out}")
         return 0
     if args.command == "smoke":
-        from .smoke import run_smoke
+        from .gpu.smoke import run_smoke
 
         out = args.output or RESULTS / "reports" / f"{config.name}_smoke.json"
         report = run_smoke(config, args.allow_gpu, out)
@@ -174,7 +174,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"smoke passed; report {out}")
         return 0
     if args.command == "bench":
-        from .bench import format_summary, run_bench
+        from .gpu.bench import format_summary, run_bench
 
         if args.repetitions is not None and args.repetitions < 1:
             raise UserError("--repetitions: must be a positive integer")
@@ -186,13 +186,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {out} and {summary}")
         return 0
     if args.command == "profile-stage":
-        from .profile import profile_stage
+        from .gpu.profiler import profile_stage
 
         info = profile_stage(config, args.pattern, args.stage, args.benchmark_result, args.allow_gpu)
         print(json.dumps(info))
         return 0
     if args.command == "ncu":
-        from .ncu import run_ncu
+        from .gpu.ncu import run_ncu
 
         bench = args.benchmark_result
         if bench is None and (RESULTS / "raw" / f"{config.name}.json").is_file():
@@ -210,9 +210,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _ncu_export(args: argparse.Namespace) -> int:
-    from .metadata import base_metadata
-    from .ncu import export_csv_text, export_report
-    from .profile import parse_patterns, range_name
+    from .gpu.ncu import export_csv_text, export_report
+    from .gpu.profiler import parse_patterns, range_name
+    from .results.metadata import base_metadata
 
     context: dict = {"report": args.report}
     if args.pattern:
@@ -228,7 +228,7 @@ def _ncu_export(args: argparse.Namespace) -> int:
             raise UserError(f"{args.report}: cannot be read: {exc.strerror}") from None
         metadata = base_metadata()
         if args.reuse_context:
-            from .metadata import utc_now
+            from .results.metadata import utc_now
 
             old = json.loads(Path(args.reuse_context).read_text())
             keep = ("config_path", "pattern", "stage", "patterns_in_launch_order", "nvtx_range", "benchmark_result",

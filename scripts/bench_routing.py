@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Routing generation time on this CPU (thin door onto nsa_exp.routing_report.time_generation).
+"""Routing generation time on this CPU (thin door onto nsa_exp.routing.report.time_generation).
 
     python scripts/bench_routing.py --config configs/e1_h100.json --lengths 32768 131072
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nsa_exp.config import load_config  # noqa: E402
 from nsa_exp.errors import UserError  # noqa: E402
-from nsa_exp.routing_report import time_generation  # noqa: E402
+from nsa_exp.routing.config import load_config  # noqa: E402
+from nsa_exp.routing.report import time_generation  # noqa: E402
 
 
 def main() -> int:

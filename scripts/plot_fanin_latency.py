@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Latency vs a fan-in statistic (thin door onto nsa_exp.plot). From the repository root:
+"""Latency vs a fan-in statistic (thin door onto nsa_exp.results.plot). From the repository root:
 
     python scripts/plot_fanin_latency.py --input results/summaries/e1_h100.csv --x fanin_cv
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nsa_exp.errors import UserError  # noqa: E402
-from nsa_exp.plot import X_STATS, plot_fanin_latency  # noqa: E402
+from nsa_exp.results.plot import X_STATS, plot_fanin_latency  # noqa: E402
 
 
 def main() -> int:

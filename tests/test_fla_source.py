@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from nsa_exp.errors import GateFailure
-from nsa_exp.fla_source import PINNED_COMMIT, git_blob_sha1, load_manifest, verify_imported_fla
+from nsa_exp.gpu.fla_source import PINNED_COMMIT, git_blob_sha1, load_manifest, verify_imported_fla
 
 
 def test_manifest_is_the_pinned_commit_listing():

@@ -13,8 +13,8 @@ import subprocess
 import sys
 from typing import Any
 
-from . import REPO_ROOT, __version__
-from .environment import recorded_env
+from .. import REPO_ROOT, __version__
+from ..gpu.environment import recorded_env
 
 
 def git_state() -> dict[str, Any]:

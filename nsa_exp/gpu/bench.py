@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import REPO_ROOT
-from .config import BACKWARD_STAGES, STAGES, Config
-from .errors import GateFailure
-from .io import write_csv, write_json
+from .. import REPO_ROOT
+from ..errors import GateFailure
+from ..results.metadata import base_metadata, gpu_identity
+from ..results.store import write_csv, write_json
+from ..routing.config import BACKWARD_STAGES, STAGES, Config
+from ..routing.fanin import routing_statistics
 from .journal import Journal, check_resumable
-from .metadata import base_metadata, gpu_identity
-from .stats import routing_statistics
 from .timing import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, round_orders, run_rounds, summarize
 
 SCHEMA_VERSION = "1.0"
@@ -110,8 +110,8 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     journal = Journal(REPO_ROOT, Path(output).stem)
     journal.refuse_unless_told(resume, discard_journal)
     gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True)  # env first, before FLA is imported
-    from .compare import compare
     from .launcher import StagedBackward, autotune_record, make_inputs, make_problem, pin_autotune_configs
+    from .numerics import compare
     from .telemetry import Telemetry, throttled
 
     telemetry = Telemetry()

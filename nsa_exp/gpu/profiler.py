@@ -19,8 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .config import PATTERN_NAMES, STAGES, Config
-from .errors import UserError
+from ..errors import UserError
+from ..routing.config import PATTERN_NAMES, STAGES, Config
 
 
 def parse_patterns(spec: str) -> list[str]:

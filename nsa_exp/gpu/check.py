@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import Config
-from .errors import GateFailure
+from ..errors import GateFailure
+from ..results.metadata import base_metadata
+from ..results.store import write_json
+from ..routing.config import Config
 from .gates import gate_detail, run_gates
-from .io import write_json
-from .metadata import base_metadata
 
 SCHEMA_VERSION = "1.0"
 
@@ -24,7 +24,7 @@ def run_check(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, 
     metadata = base_metadata()
     gpu = gate_detail(gates, "gpu")
     if gpu:
-        from .metadata import gpu_identity
+        from ..results.metadata import gpu_identity
         from .telemetry import Telemetry
 
         metadata["gpu"] = gpu_identity(Telemetry().device_info())

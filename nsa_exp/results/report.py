@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
 from .analysis import analyse
-from .errors import UserError
-from .io import write_json, write_text_atomic
 from .metadata import base_metadata
+from .store import write_json, write_text_atomic
 
 STAGE_TITLES = {"selection_fwd": "selection fwd", "delta_preprocess": "delta preprocess", "csr": "CSR",
                 "dq_core": "dQ core", "dkv_core": "dK/dV core", "full_bwd": "full bwd (wrapper)"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 PANELS = (("dq_core", "dQ core"), ("csr", "CSR transpose"), ("dkv_core", "fused dK/dV core"),
           ("full_bwd", "full backward (official wrapper)"))
@@ -38,7 +38,7 @@ def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .io import write_bytes_atomic
+    from .store import write_bytes_atomic
 
     if x_stat not in X_STATS:
         raise UserError(f"--x {x_stat!r}: choose one of {', '.join(X_STATS)}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import UserError
-from .io import write_text_atomic
+from ..errors import UserError
+from .store import write_text_atomic
 
 
 def lock_text(packages: dict[str, str], source: str, sha: str) -> list[str]:

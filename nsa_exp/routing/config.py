@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
-from .schema import validate_or_raise
+from ..errors import UserError
+from ..results.schema import validate_or_raise
 
 PATTERN_NAMES = ("local", "uniform", "sink-heavy", "zipf")
 # The timed work units, in data-flow order; the backward ones are what `full_bwd` runs (stage-sum).

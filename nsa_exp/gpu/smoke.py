@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from .config import Config, Pattern, Shape
-from .errors import GateFailure
-from .io import write_json
-from .metadata import base_metadata
-from .routing import generate_routing
+from ..errors import GateFailure
+from ..results.metadata import base_metadata
+from ..results.store import write_json
+from ..routing.config import Config, Pattern, Shape
+from ..routing.patterns import generate_routing
 
 SCHEMA_VERSION = "1.0"
 
@@ -33,8 +33,8 @@ def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device:
     """FLA forward + official backward vs ``naive_nsa_selection`` in fp32 autograd."""
     from fla.ops.nsa.naive import naive_nsa_selection
 
-    from .compare import compare
     from .launcher import StagedBackward, make_inputs, make_problem
+    from .numerics import compare
 
     problem = make_problem(shape, block_indices, make_inputs(shape, seed, device))
     staged = StagedBackward(problem)
@@ -50,8 +50,8 @@ def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device:
 
 def staged_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
     """Staged launcher vs official ``parallel_nsa_bwd`` on the same forward outputs."""
-    from .compare import compare
     from .launcher import StagedBackward, make_inputs, make_problem
+    from .numerics import compare
 
     staged = StagedBackward(make_problem(shape, block_indices, make_inputs(shape, seed, device)))
     inter = staged.run_staged()
@@ -102,8 +102,8 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
 
 def run_smoke(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
     """Gates, then both comparisons on the GPU; write the report; raise if any comparison failed."""
+    from ..results.metadata import gpu_identity
     from .gates import run_gates
-    from .metadata import gpu_identity
     from .telemetry import Telemetry
 
     gates, _ = run_gates(config, allow_gpu=allow_gpu, strict=True)

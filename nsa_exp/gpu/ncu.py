@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from ..errors import UserError
 
 METRICS = {
     "duration_ns": "gpu__time_duration.sum",  # converted to ns from the report's unit
@@ -122,8 +122,8 @@ def parse_raw_csv(text: str) -> list[dict[str, Any]]:
 
 def export_report(report: str | Path, output: str | Path, context: dict[str, Any]) -> dict[str, Any]:
     """``ncu --import REPORT --csv --page raw`` -> schema-valid summary JSON at ``output``."""
-    from .io import write_text_atomic
-    from .metadata import base_metadata
+    from ..results.metadata import base_metadata
+    from ..results.store import write_text_atomic
 
     if shutil.which("ncu") is None:
         raise UserError("ncu is not on PATH; install Nsight Compute (it ships with the CUDA toolkit)")
@@ -138,7 +138,7 @@ def export_report(report: str | Path, output: str | Path, context: dict[str, Any
 
 def export_csv_text(text: str, output: str | Path, context: dict[str, Any], metadata: dict[str, Any],
                     raw_csv_name: str | None = None) -> dict[str, Any]:
-    from .io import write_json
+    from ..results.store import write_json
 
     kernels = parse_raw_csv(text)
     names = context.get("patterns_in_launch_order") or []
@@ -153,7 +153,7 @@ def export_csv_text(text: str, output: str | Path, context: dict[str, Any], meta
 def run_ncu(config_path: str, pattern_spec: str, stage: str, benchmark_result: str | None, name: str,
             profiles_dir: str | Path, results_dir: str | Path, allow_gpu: bool, python: str) -> dict[str, Any]:
     """Run the profiler on ``scripts/profile_stage.py`` and export the report; returns the summary."""
-    from .profile import parse_patterns, range_name
+    from .profiler import parse_patterns, range_name
 
     parse_patterns(pattern_spec)
     if shutil.which("ncu") is None:

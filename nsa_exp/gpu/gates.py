@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .config import Config
-from .edges import equal_edge_gate
+from ..errors import GateFailure
+from ..routing.config import Config
+from ..routing.edges import equal_edge_gate
+from ..routing.patterns import generate_routing, routing_violations
 from .environment import require_env
-from .errors import GateFailure
-from .routing import generate_routing, routing_violations
 
 REQUIRED_TRITON = "3.6.0"
 
@@ -62,7 +62,7 @@ def fla_sources_gate() -> dict[str, Any]:
         warnings.simplefilter("ignore")  # FLA warns that flash-attn is absent; NSA selection never uses it
         import fla.ops.nsa.naive  # noqa: F401
 
-        from . import launcher  # noqa: F401  (imports fla.ops.nsa.parallel, fla.ops.utils, fla.ops.attn)
+        from .. import launcher  # noqa: F401  (imports fla.ops.nsa.parallel, fla.ops.utils, fla.ops.attn)
     return verify_imported_fla()
 
 

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from .config import BACKWARD_STAGES, Shape
-from .edges import closed_form_edges
-from .fla_source import PINNED_COMMIT
+from ..gpu.fla_source import PINNED_COMMIT
+from ..gpu.timing import PERCENTILES
+from ..routing.config import BACKWARD_STAGES, Shape
+from ..routing.edges import closed_form_edges
 from .schema import schema_errors
-from .timing import PERCENTILES
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64
@@ -207,7 +207,7 @@ def _bench_checks(doc: dict[str, Any], checks: _Checks) -> None:
 
 
 def _validate_csv(data: bytes, checks: _Checks) -> None:
-    from .bench import SUMMARY_COLUMNS
+    from ..gpu.bench import SUMMARY_COLUMNS
 
     rows = list(csv.DictReader(io.StringIO(data.decode("utf-8", errors="replace"))))
     if not rows:
@@ -266,7 +266,7 @@ def validate_path(path: str | Path) -> dict[str, Any]:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        from .errors import UserError
+        from ..errors import UserError
 
         raise UserError(f"{path}: no such file") from None
     if size > MAX_BYTES:
@@ -277,7 +277,7 @@ def validate_path(path: str | Path) -> dict[str, Any]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        from .errors import UserError
+        from ..errors import UserError
 
         raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
     return validate_bytes(data, str(path))

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from ..results.metadata import base_metadata
+from ..results.store import write_json
 from .config import Config
 from .edges import closed_form_edges, effective_edges, equal_edge_gate
-from .io import write_json
-from .metadata import base_metadata
-from .routing import generate_routing, routing_violations
-from .stats import routing_statistics
+from .fanin import routing_statistics
+from .patterns import generate_routing, routing_violations
 
 SCHEMA_VERSION = "1.0"
 
@@ -71,7 +71,7 @@ def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) 
 
 def save_routings(routings: dict[str, np.ndarray], directory: str | Path) -> list[str]:
     """Write each routing as ``<directory>/<pattern>.npy`` (atomic rename); returns the paths."""
-    from .io import write_bytes_atomic
+    from ..results.store import write_bytes_atomic
 
     paths = []
     for name, bi in routings.items():

@@ -16,8 +16,8 @@ import jsonschema
 import referencing
 from referencing.jsonschema import DRAFT202012
 
-from . import SCHEMA_DIR
-from .errors import UserError
+from .. import SCHEMA_DIR
+from ..errors import UserError
 
 
 @cache

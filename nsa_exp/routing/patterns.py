@@ -8,7 +8,7 @@ pattern name, and each KV head (and batch row) is drawn independently. Slot orde
 
 Worked example (T=8, BS=2, S=2: blocks 0..3, query t may use blocks <= t // 2)::
 
-    >>> from nsa_exp.config import Pattern, Shape
+    >>> from nsa_exp.routing.config import Pattern, Shape
     >>> shape = Shape(B=1, T=8, HQ=16, H=1, K=16, V=16, S=2, block_size=2, dtype="float16")
     >>> generate_routing(Pattern("local"), shape, seed=0)[0, :, 0].tolist()
     [[0, -1], [0, -1], [1, 0], [1, 0], [2, 1], [2, 1], [3, 2], [3, 2]]
@@ -32,8 +32,8 @@ import zlib
 
 import numpy as np
 
+from ..errors import UserError
 from .config import PATTERN_NAMES, Pattern, Shape
-from .errors import UserError
 
 # Rejection rounds per slot before the few rows still colliding switch to an exact Gumbel-max draw.
 MAX_REJECTION_ROUNDS = 32

@@ -43,7 +43,7 @@ import torch
 import triton
 from fla.ops.nsa import parallel as fla_nsa
 
-from .config import Shape
+from ..routing.config import Shape
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -175,7 +175,7 @@ class StagedBackward:
         return {"o": o, "lse": lse, "delta": delta, "csr": csr}
 
     def stage_callables(self) -> dict[str, Callable[[], Any]]:
-        """Zero-argument callables, one per stage of :data:`nsa_exp.config.STAGES`, to be called in that order.
+        """Zero-argument callables, one per stage of :data:`nsa_exp.routing.config.STAGES`, to be called in that order.
 
         Each call stores its outputs, so the next stage consumes this round's fresh intermediates
         (``o``/``lse`` from ``selection_fwd``, ``delta``, the CSR) exactly as the wrapper does.
