@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import UserError
-from .routing.config import STAGES
+from .routing.stages import STAGE_NAMES
 
 DEFAULT_CONFIG = "configs/e1_h100.json"
 RESULTS = REPO_ROOT / "results"
@@ -60,13 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profile-stage", help="launch one stage inside NVTX range nsa_<pattern>_<stage> (for ncu)")
     _add_common(p, gpu=True)
     p.add_argument("--pattern", required=True, help="a pattern, or A-vs-B (e.g. local-vs-sink-heavy)")
-    p.add_argument("--stage", required=True, choices=STAGES)
+    p.add_argument("--stage", required=True, choices=STAGE_NAMES)
     p.add_argument("--benchmark-result", help="replay the autotune configs this bench result recorded")
 
     p = sub.add_parser("ncu", help="run Nsight Compute on one stage and export its metrics to JSON")
     _add_common(p, gpu=True)
     p.add_argument("--pattern", default="local-vs-sink-heavy", help="a pattern or A-vs-B")
-    p.add_argument("--stage", required=True, choices=STAGES)
+    p.add_argument("--stage", required=True, choices=STAGE_NAMES)
     p.add_argument("--benchmark-result", help="bench result whose autotune configs to replay "
                    "(default results/raw/<config>.json when it exists)")
     p.add_argument("--name", help="report name (default <config>_<pattern>_<stage>)")
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse-context", metavar="SUMMARY", help="re-parse a raw CSV, keeping this earlier summary's "
                    "profile context and GPU-host metadata (recorded as reexported_from)")
     p.add_argument("--pattern", help="the profiled pattern spec (e.g. local-vs-sink-heavy), recorded")
-    p.add_argument("--stage", choices=STAGES, help="the profiled stage, recorded")
+    p.add_argument("--stage", choices=STAGE_NAMES, help="the profiled stage, recorded")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
     p = sub.add_parser("report", help="docs/RESULTS.md + results/analysis/<name>.json from committed results")

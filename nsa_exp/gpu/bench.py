@@ -19,8 +19,10 @@ from .. import REPO_ROOT
 from ..errors import GateFailure
 from ..results.metadata import base_metadata, gpu_identity
 from ..results.store import write_csv, write_json
-from ..routing.config import BACKWARD_STAGES, STAGES, Config
+from ..routing.config import Config
 from ..routing.fanin import routing_statistics
+from ..routing.patterns import TUNE_PATTERN
+from ..routing.stages import BACKWARD_STAGES, STAGE_NAMES
 from .journal import Journal, check_resumable
 from .timing import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, round_orders, run_rounds, summarize
 
@@ -28,7 +30,6 @@ SCHEMA_VERSION = "1.0"
 SUMMARY_COLUMNS = ("config_name", "pattern", "stage", "median_ms", "p10_ms", "p90_ms", "p95_ms", "min_ms",
                    "mean_ms", "n_obs", "edges", "fanin_mean", "fanin_max", "fanin_p95", "fanin_p99", "fanin_cv",
                    "fanin_gini")
-TUNE_PATTERN = "local"
 
 
 class Progress:
@@ -158,7 +159,7 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
         raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
                           "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
 
-    stats = _stage_summaries(records, names, STAGES)
+    stats = _stage_summaries(records, names, STAGE_NAMES)
     patterns: dict[str, Any] = {}
     for n in names:
         s = staged[n]
@@ -210,7 +211,7 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
             "l2_flush_bytes": config.timing.l2_flush_bytes,
             "launch_guard_cycles": LAUNCH_GUARD_CYCLES,
             "percentile_method": PERCENTILE_METHOD,
-            "stages": list(STAGES),
+            "stages": list(STAGE_NAMES),
             "resumed": resume,
         },
         "patterns": patterns,

@@ -20,15 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..routing.config import PATTERN_NAMES, STAGES, Config
+from ..routing.config import Config
+from ..routing.patterns import PATTERNS
+from ..routing.stages import STAGE_NAMES
 
 
 def parse_patterns(spec: str) -> list[str]:
     """``local`` -> [local]; ``local-vs-sink-heavy`` -> [local, sink-heavy] (names may hold '-')."""
     names = spec.split("-vs-")
-    bad = [n for n in names if n not in PATTERN_NAMES]
+    bad = [n for n in names if n not in PATTERNS]
     if bad or not 1 <= len(names) <= 2:
-        raise UserError(f"--pattern {spec!r}: give one pattern or A-vs-B with A, B in {', '.join(PATTERN_NAMES)}")
+        raise UserError(f"--pattern {spec!r}: give one pattern or A-vs-B with A, B in {', '.join(PATTERNS)}")
     return names
 
 
@@ -84,8 +86,8 @@ def profile_stage(config: Config, pattern_spec: str, stage: str, benchmark_resul
     """Prepare everything outside the NVTX range, then launch ``stage`` once per pattern inside it."""
     from .gates import run_gates
 
-    if stage not in STAGES:
-        raise UserError(f"--stage {stage!r}: choose one of {', '.join(STAGES)}")
+    if stage not in STAGE_NAMES:
+        raise UserError(f"--stage {stage!r}: choose one of {', '.join(STAGE_NAMES)}")
     names = parse_patterns(pattern_spec)
     for name in names:
         config.pattern(name)

@@ -24,7 +24,7 @@ from ..errors import GateFailure
 from ..results.metadata import base_metadata
 from ..results.store import write_json
 from ..routing.config import Config, Pattern, Shape
-from ..routing.patterns import generate_routing
+from ..routing.patterns import BASELINE_PATTERN, generate_routing
 
 SCHEMA_VERSION = "1.0"
 
@@ -82,7 +82,8 @@ def judge_staged(pattern: str, result: dict[str, Any], tol_rel_l2: float, tol_ul
 def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
     """Both comparisons; returns the ``checks`` part of the report with ``failures`` listed."""
     tol = config.tolerances
-    local = config.pattern("local") if any(p.name == "local" for p in config.patterns) else Pattern("local")
+    local = config.pattern(BASELINE_PATTERN) if any(p.name == BASELINE_PATTERN for p in config.patterns) \
+        else Pattern(BASELINE_PATTERN)
     naive_bi = generate_routing(local, config.smoke_naive, config.seeds.routing)
     naive = naive_comparison(config.smoke_naive, naive_bi, config.seeds.inputs, device)
     failures = judge_naive(naive, tol.naive_rel_l2, tol.naive_max_abs_rel)
@@ -92,7 +93,7 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
         staged[pattern.name] = staged_comparison(config.smoke_staged, bi, config.seeds.inputs, device)
         failures += judge_staged(pattern.name, staged[pattern.name], tol.dkv_rel_l2, tol.dkv_max_ulp)
     return {
-        "naive": {"shape": config.smoke_naive.to_dict(), "pattern": "local", "metrics": naive},
+        "naive": {"shape": config.smoke_naive.to_dict(), "pattern": BASELINE_PATTERN, "metrics": naive},
         "staged_vs_official": {"shape": config.smoke_staged.to_dict(), "patterns": staged},
         "tolerances": {"naive_rel_l2": tol.naive_rel_l2, "naive_max_abs_rel": tol.naive_max_abs_rel,
                        "dkv_rel_l2": tol.dkv_rel_l2, "dkv_max_ulp": tol.dkv_max_ulp},

@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from ..routing.patterns import BASELINE_PATTERN
+
 RESAMPLES = 10_000
 SEED = 20260726
 CI_LEVEL = 0.95
-REFERENCE = "local"
 SCHEMA_VERSION = "1.0"
 
 
@@ -47,7 +48,7 @@ def analyse(result: dict[str, Any], repeat: dict[str, Any] | None = None) -> dic
     """Per pattern x stage: median, p10/p90, bootstrap 95% CI (and its half-width in % of the median),
     ratio vs local with CI; with ``repeat``, each median's difference between the two runs."""
     patterns = result["patterns"]
-    ref = patterns.get(REFERENCE)
+    ref = patterns.get(BASELINE_PATTERN)
     rows = []
     for name, p in patterns.items():
         for stage, s in p["stages"].items():

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..routing.patterns import BASELINE_PATTERN
+from ..routing.stages import STAGES
 from .analysis import analyse
 from .metadata import base_metadata
 from .store import write_json, write_text_atomic
 
-STAGE_TITLES = {"selection_fwd": "selection fwd", "delta_preprocess": "delta preprocess", "csr": "CSR",
-                "dq_core": "dQ core", "dkv_core": "dK/dV core", "full_bwd": "full bwd (wrapper)"}
+STAGE_TITLES = {s.name: s.title for s in STAGES}
 MiB = 1024 * 1024
 
 
@@ -181,7 +182,7 @@ def _findings(analysis: dict[str, Any], names: list[str], stages: list[str]) -> 
            "Rule: a stage of a pattern *differs measurably* from `local` when the ratio's 95% CI excludes 1 and the "
            "difference exceeds twice the largest run-to-run difference of that stage's medians.", ""]
     for st in stages:
-        others = [by[(p, st)] for p in names if p != "local"]
+        others = [by[(p, st)] for p in names if p != BASELINE_PATTERN]
         diff = [f"{r['pattern']} {r['ratio_vs_local']:.2f}×" for r in others if _differs(r, spread[st])]
         same = [r["pattern"] for r in others if not _differs(r, spread[st])]
         line = f"- **{STAGE_TITLES[st]}**: " + (f"differs measurably for {', '.join(diff)}" if diff
@@ -236,14 +237,14 @@ def headline(result: dict[str, Any], analysis: dict[str, Any], results_md: str) 
     """README's results block: date, hardware, and the stage ratios vs local with their CIs."""
     by = {(r["pattern"], r["stage"]): r for r in analysis["rows"]}
     gpu = result["metadata"]["gpu"]
-    others = [p for p in result["patterns"] if p != "local"]
+    others = [p for p in result["patterns"] if p != BASELINE_PATTERN]
 
     def cell(p: str, st: str) -> str:
         r = by[(p, st)]
         lo, hi = r["ratio_vs_local_ci95"]
         return f"{r['ratio_vs_local']:.2f}× ({lo:.2f}–{hi:.2f})"
 
-    rows = [[STAGE_TITLES[st], f"{by[('local', st)]['median_ms']:.3f}", *[cell(p, st) for p in others]]
+    rows = [[STAGE_TITLES[st], f"{by[(BASELINE_PATTERN, st)]['median_ms']:.3f}", *[cell(p, st) for p in others]]
             for st in ("dq_core", "csr", "dkv_core", "full_bwd")]
     return "\n".join([
         f"Formal run of {result['metadata']['created_utc'][:10]} on one **{gpu['name']}** (driver {gpu['driver']}), "

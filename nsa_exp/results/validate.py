@@ -33,8 +33,9 @@ import numpy as np
 
 from ..gpu.fla_source import PINNED_COMMIT
 from ..gpu.timing import PERCENTILES
-from ..routing.config import BACKWARD_STAGES, Shape
+from ..routing.config import Shape
 from ..routing.edges import closed_form_edges
+from ..routing.stages import BACKWARD_STAGES
 from .schema import schema_errors
 
 MAX_BYTES = 64 * 1024 * 1024
