@@ -174,7 +174,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"smoke passed; report {out}")
         return 0
     if args.command == "bench":
-        from .gpu.bench import format_summary, run_bench
+        from .gpu.bench import run_bench
+        from .results.summary import format_summary
 
         if args.repetitions is not None and args.repetitions < 1:
             raise UserError("--repetitions: must be a positive integer")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..results.schema import schema_version
 
 METRICS = {
     "duration_ns": "gpu__time_duration.sum",  # converted to ns from the report's unit
@@ -51,7 +52,7 @@ TO_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "
 TO_BYTES = {"byte": 1.0, "byte/block": 1.0, "Kbyte": 1e3, "Kbyte/block": 1e3, "KB/block": 1e3,
             "Mbyte": 1e6, "Mbyte/block": 1e6, "KiB/block": 1024.0}
 TOP_STALLS = 6
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = schema_version("ncu_summary")
 
 
 def ncu_command(report: str, nvtx_range: str, program: list[str], clock_control: str = "none") -> list[str]:

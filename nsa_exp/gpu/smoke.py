@@ -22,11 +22,12 @@ import numpy as np
 
 from ..errors import GateFailure
 from ..results.metadata import base_metadata
+from ..results.schema import schema_version
 from ..results.store import write_json
 from ..routing.config import Config, Pattern, Shape
 from ..routing.patterns import BASELINE_PATTERN, generate_routing
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = schema_version("smoke_report")
 
 
 def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
@@ -103,9 +104,8 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
 
 def run_smoke(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
     """Gates, then both comparisons on the GPU; write the report; raise if any comparison failed."""
-    from ..results.metadata import gpu_identity
     from .gates import run_gates
-    from .telemetry import Telemetry
+    from .telemetry import Telemetry, gpu_identity
 
     gates, _ = run_gates(config, allow_gpu=allow_gpu, strict=True)
     checks = run_smoke_checks(config, "cuda")

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from ..routing.patterns import BASELINE_PATTERN
+from .schema import schema_version
 
 RESAMPLES = 10_000
 SEED = 20260726
 CI_LEVEL = 0.95
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = schema_version("analysis")
 
 
 def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:

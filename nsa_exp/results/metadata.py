@@ -89,23 +89,6 @@ def installed_packages() -> dict[str, str]:
     return found
 
 
-def gpu_identity(telemetry_info: dict[str, Any]) -> dict[str, Any]:
-    """torch's view of GPU 0 (name, SMs, memory, capability, L2) plus NVML's driver and clocks."""
-    import torch
-
-    props = torch.cuda.get_device_properties(0)
-    info = {
-        "name": props.name,
-        "sm_count": props.multi_processor_count,
-        "total_memory_bytes": int(props.total_memory),
-        "compute_capability": f"{props.major}.{props.minor}",
-        "l2_cache_bytes": int(getattr(props, "L2_cache_size", 0)) or None,
-    }
-    info.update(telemetry_info)
-    info.setdefault("driver", None)
-    return info
-
-
 def base_metadata(argv: list[str] | None = None) -> dict[str, Any]:
     """Host-side metadata every report carries (GPU fields are added by the GPU tasks)."""
     return {

@@ -10,14 +10,13 @@ folder, fsync, then rename over the target. A reader never sees a partial file.
 
 from __future__ import annotations
 
-import csv
 import ctypes
-import io
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from ..errors import UserError
 from .schema import schema_errors
@@ -147,15 +146,10 @@ def write_json(path: str | Path, doc: dict[str, Any], kind: str) -> None:
     write_text_atomic(path, text)
 
 
-def write_csv(path: str | Path, rows: Sequence[dict[str, Any]], columns: Sequence[str], row_kind: str) -> None:
-    """Validate each row against ``schemas/<row_kind>.schema.json``, then write the CSV atomically."""
-    for i, row in enumerate(rows):
+def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
+    """Validate each row of ``frame`` against ``schemas/<row_kind>.schema.json``, then write the CSV atomically."""
+    for i, row in enumerate(frame.to_dict(orient="records")):
         errors = schema_errors(row, row_kind, label=f"row[{i}]")
         if errors:
             raise UserError(f"refusing to write {path}: {errors[0]}")
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({c: row[c] for c in columns})
-    write_text_atomic(path, buf.getvalue())
+    write_text_atomic(path, frame.to_csv(index=False, lineterminator="\n"))

@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 
 from ..results.metadata import base_metadata
+from ..results.schema import schema_version
 from ..results.store import write_json
 from .config import Config
 from .edges import closed_form_edges, effective_edges, equal_edge_gate
 from .fanin import routing_statistics
 from .patterns import generate_routing, routing_violations
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = schema_version("routing_report")
 
 
 def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
