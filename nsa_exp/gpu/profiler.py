@@ -15,11 +15,12 @@ shape, FLA commit and GPU must match this run or it is refused.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from .. import PINNED_COMMIT
 from ..errors import UserError
+from ..results.store import load_document
 from ..routing.config import Config
 from ..routing.patterns import PATTERNS
 from ..routing.stages import STAGE_NAMES
@@ -40,16 +41,8 @@ def range_name(pattern_spec: str, stage: str) -> str:
 
 def load_benchmark_result(path: str | Path, config: Config, gpu_name: str) -> dict[str, Any]:
     """Read a bench result and refuse it when its shape, FLA commit or GPU differ from this run."""
-    from .fla_source import PINNED_COMMIT
-
-    try:
-        result = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"--benchmark-result {path}: no such file; run `invoke bench` first") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"--benchmark-result {path}: unreadable ({exc})") from None
-    if not isinstance(result, dict) or result.get("kind") != "bench_result":
-        raise UserError(f"--benchmark-result {path}: not a bench result (kind {result.get('kind')!r})")
+    result = load_document(path, ("bench_result",), f"--benchmark-result {path}",
+                           missing_hint="run `invoke bench` first")
     if result.get("shape") != config.shape.to_dict():
         raise UserError(f"--benchmark-result {path}: its shape {result.get('shape')} differs from the config's "
                         f"{config.shape.to_dict()}; profile with the config the bench used")

@@ -6,11 +6,8 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from ..errors import UserError
-from .store import write_text_atomic
+from .store import load_document, write_text_atomic
 
 
 def lock_text(packages: dict[str, str], source: str, sha: str) -> list[str]:
@@ -21,14 +18,8 @@ def lock_text(packages: dict[str, str], source: str, sha: str) -> list[str]:
 
 def write_lock(source: str, output: str) -> int:
     """Refuse a result that fails validation (any failed gate, e.g. `check`); write the pins."""
-    from .validate import validate_path
-
-    report = validate_path(source)
-    if not report["passed"]:
-        bad = [c["name"] for c in report["checks"] if not c["passed"]]
-        raise UserError(f"lock: {source} does not validate ({', '.join(bad)}); a lock must come from a run that "
-                        f"passed every gate")
-    doc = json.loads(Path(source).read_text())
+    doc = load_document(source, ("bench_result",), f"lock: {source}", invariants=True,
+                        hint="a lock must come from a run that passed every gate")
     failed = [g["name"] for g in doc["gates"] if not g["passed"]]
     if failed:
         raise UserError(f"lock: {source} failed the gates {failed}; refusing to lock its environment")

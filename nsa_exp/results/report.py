@@ -15,20 +15,15 @@ from ..routing.patterns import BASELINE_PATTERN
 from ..routing.stages import STAGES
 from .analysis import analyse
 from .metadata import base_metadata
-from .store import write_json, write_text_atomic
+from .schema import KINDS
+from .store import load_document, write_json, write_text_atomic
 
 STAGE_TITLES = {s.name: s.title for s in STAGES}
 MiB = 1024 * 1024
 
 
 def _load(path: str | Path) -> dict[str, Any]:
-    from .validate import validate_path
-
-    report = validate_path(path)
-    if not report["passed"]:
-        bad = [c["name"] for c in report["checks"] if not c["passed"]]
-        raise UserError(f"{path} does not validate ({', '.join(bad)}); run `invoke validate {path}`")
-    return json.loads(Path(path).read_text())
+    return load_document(path, tuple(KINDS), invariants=True, hint=f"run `invoke validate {path}`")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:

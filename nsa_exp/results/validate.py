@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..gpu.fla_source import PINNED_COMMIT
+from .. import PINNED_COMMIT
 from ..routing.config import Shape
 from ..routing.edges import closed_form_edges
 from ..routing.stages import BACKWARD_STAGES
