@@ -15,5 +15,6 @@ __version__ = "0.1.0"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = REPO_ROOT / "schemas"
 PIN_DIR = REPO_ROOT / "third_party" / "fla-pin"
+RESULTS_DIR = REPO_ROOT / "results"
 # The FLA commit every result is measured at (gpu/fla_source.py proves the imported sources match it).
 PINNED_COMMIT = "0a9b9f222e86b9a895c2447767e9b4cce6c8d530"
