@@ -11,7 +11,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv python3-dev git ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 
-# The environment every GPU task checks (nsa_exp/gpu/environment.py); scripts/run_h100.sh sets the same.
+# The environment every GPU task checks (nsa_exp/environment.py); scripts/run_h100.sh sets the same.
 ENV TRITON_F32_DEFAULT=ieee \
     FLA_CACHE_RESULTS=0 \
     FLA_DISABLE_BACKEND_DISPATCH=1 \

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from nsa_exp.environment import FIX, env_problems, require_env
 from nsa_exp.errors import GateFailure, UserError
-from nsa_exp.gpu.environment import FIX, env_problems, require_env
 from nsa_exp.results.schema import schema_errors
 from nsa_exp.results.store import write_json
 

@@ -14,7 +14,7 @@ import pytest
 
 from nsa_exp.errors import UserError
 from nsa_exp.gpu.journal import Journal, check_resumable
-from nsa_exp.results.store import sweep_stale_temps
+from nsa_exp.results.store import sweep_stale_temps, write_text_atomic
 
 from .helpers import REPO, assert_one_line_error, run_cli
 
@@ -69,15 +69,11 @@ def test_sigkilled_writer_leaves_a_whole_file_and_no_temp(tmp_path, delay):
 
 
 def test_a_new_file_is_linked_straight_to_its_name(tmp_path):
-    from nsa_exp.results.store import write_text_atomic
-
     write_text_atomic(tmp_path / "new.json", "{}")
     assert [p.name for p in tmp_path.iterdir()] == ["new.json"]
 
 
 def test_stale_named_temp_of_a_dead_writer_is_swept(tmp_path):
-    from nsa_exp.results.store import write_text_atomic
-
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = tmp_path / f".x.json.{int(dead.stdout)}.deadbeef.tmp"
     stale.write_text("partial")

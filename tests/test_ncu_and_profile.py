@@ -75,7 +75,7 @@ def test_benchmark_result_that_does_not_match_is_refused(tmp_path, mutate, fragm
 
 
 def test_replay_pins_each_autotuner_to_the_recorded_config(fla_interpreter):
-    from nsa_exp.gpu.launcher import _autotuner, autotuned_kernels
+    from nsa_exp.gpu.launcher import _autotuner, autotuned_kernels  # noqa: PLC0415 - FLA after the interpreter setup
 
     result = load_benchmark_result(DEV, load_config("configs/e1_h100_dev.json"), H100)
     saved = {k: _autotuner(v).configs for k, v in autotuned_kernels().items()}

@@ -14,7 +14,7 @@ import pytest
 from nsa_exp.errors import UserError
 from nsa_exp.results.analysis import analyse, bootstrap_median_ci, bootstrap_ratio_ci
 from nsa_exp.results.lock import write_lock
-from nsa_exp.results.report import build_report
+from nsa_exp.results.report import README_END, README_START, build_report, headline
 
 from .helpers import REPO
 
@@ -67,7 +67,6 @@ def test_bootstrap_ci_brackets_the_median_and_is_deterministic():
 
 
 def test_readme_results_block_regenerates_exactly():
-    from nsa_exp.results.report import README_END, README_START, headline
 
     result = json.loads((REPO / RESULT).read_text())
     analysis = analyse(result, json.loads((REPO / REPEAT).read_text()))

@@ -14,6 +14,7 @@ from ..results.schema import schema_version
 from ..results.store import write_json
 from ..routing.config import Config
 from .gates import gate_detail, run_gates
+from .telemetry import Telemetry, gpu_identity
 
 SCHEMA_VERSION = schema_version("check_report")
 
@@ -25,8 +26,6 @@ def run_check(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, 
     metadata = base_metadata()
     gpu = gate_detail(gates, "gpu")
     if gpu:
-        from .telemetry import Telemetry, gpu_identity
-
         metadata["gpu"] = gpu_identity(Telemetry().device_info())
     failed = [g for g in gates if not g["passed"]]
     report = {

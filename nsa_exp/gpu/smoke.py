@@ -26,16 +26,18 @@ from ..results.schema import schema_version
 from ..results.store import write_json
 from ..routing.config import Config, Pattern, Shape
 from ..routing.patterns import BASELINE_PATTERN, generate_routing
+from .gates import run_gates
+from .numerics import compare
+from .telemetry import Telemetry, gpu_identity
 
 SCHEMA_VERSION = schema_version("smoke_report")
 
 
 def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
     """FLA forward + official backward vs ``naive_nsa_selection`` in fp32 autograd."""
-    from fla.ops.nsa.naive import naive_nsa_selection
+    from fla.ops.nsa.naive import naive_nsa_selection  # noqa: PLC0415 - FLA/triton only after the env gate
 
-    from .launcher import StagedBackward, make_inputs, make_problem
-    from .numerics import compare
+    from .launcher import StagedBackward, make_inputs, make_problem  # noqa: PLC0415 - FLA/triton only after the env gate
 
     problem = make_problem(shape, block_indices, make_inputs(shape, seed, device))
     staged = StagedBackward(problem)
@@ -51,8 +53,7 @@ def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device:
 
 def staged_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
     """Staged launcher vs official ``parallel_nsa_bwd`` on the same forward outputs."""
-    from .launcher import StagedBackward, make_inputs, make_problem
-    from .numerics import compare
+    from .launcher import StagedBackward, make_inputs, make_problem  # noqa: PLC0415 - FLA/triton only after the env gate
 
     staged = StagedBackward(make_problem(shape, block_indices, make_inputs(shape, seed, device)))
     inter = staged.run_staged()
@@ -104,9 +105,6 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
 
 def run_smoke(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
     """Gates, then both comparisons on the GPU; write the report; raise if any comparison failed."""
-    from .gates import run_gates
-    from .telemetry import Telemetry, gpu_identity
-
     gates, _ = run_gates(config, allow_gpu=allow_gpu, strict=True)
     checks = run_smoke_checks(config, "cuda")
     metadata = base_metadata()

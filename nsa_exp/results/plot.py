@@ -8,11 +8,13 @@ latency axis starts at zero so that a 1% difference looks like one.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from ..errors import UserError
 from ..routing import stages
 from ..routing.patterns import pattern_spec
+from .store import write_bytes_atomic
 
 PANELS = tuple((name, stages.stage(name).panel_title) for name in stages.PANEL_ORDER)
 X_STATS = {"fanin_cv": "fan-in CV (std / mean)", "fanin_gini": "fan-in Gini coefficient",
@@ -29,14 +31,10 @@ def read_summary(path: str | Path) -> list[dict[str, str]]:
 
 def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path) -> list[Path]:
     """Draw the figure; returns the PNG and SVG paths (written atomically)."""
-    import io
-
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - matplotlib is optional (requirements-analysis) and slow to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .store import write_bytes_atomic
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib is optional (requirements-analysis) and slow to import
 
     if x_stat not in X_STATS:
         raise UserError(f"--x {x_stat!r}: choose one of {', '.join(X_STATS)}")

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .. import PINNED_COMMIT
+from ..errors import UserError
 from ..routing.config import Shape
 from ..routing.edges import closed_form_edges
 from ..routing.stages import BACKWARD_STAGES
@@ -262,8 +263,6 @@ def validate_path(path: str | Path) -> dict[str, Any]:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        from ..errors import UserError
-
         raise UserError(f"{path}: no such file") from None
     if size > MAX_BYTES:
         checks = _Checks()
@@ -273,8 +272,6 @@ def validate_path(path: str | Path) -> dict[str, Any]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        from ..errors import UserError
-
         raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
     return validate_bytes(data, str(path))
 

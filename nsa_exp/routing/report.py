@@ -6,7 +6,9 @@ time; optionally each pattern's block_indices saved as ``DIR/<pattern>.npy`` (in
 
 from __future__ import annotations
 
+import io
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from ..results.metadata import base_metadata
 from ..results.schema import schema_version
-from ..results.store import write_json
+from ..results.store import write_bytes_atomic, write_json
 from .config import Config
 from .edges import closed_form_edges, effective_edges, equal_edge_gate
 from .fanin import routing_statistics
@@ -55,8 +57,6 @@ def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray
 
 def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) -> list[dict[str, Any]]:
     """Median wall time of each pattern's generator at each T (the config's shape otherwise)."""
-    from dataclasses import replace
-
     rows = []
     for T in lengths:
         shape = replace(config.shape, T=T)
@@ -72,13 +72,9 @@ def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) 
 
 def save_routings(routings: dict[str, np.ndarray], directory: str | Path) -> list[str]:
     """Write each routing as ``<directory>/<pattern>.npy`` (atomic rename); returns the paths."""
-    from ..results.store import write_bytes_atomic
-
     paths = []
     for name, bi in routings.items():
-        import io as _io
-
-        buf = _io.BytesIO()
+        buf = io.BytesIO()
         np.save(buf, bi, allow_pickle=False)
         path = Path(directory) / f"{name}.npy"
         write_bytes_atomic(path, buf.getvalue())
