@@ -62,8 +62,11 @@ def test_bootstrap_ci_brackets_the_median_and_is_deterministic():
     lo, hi = bootstrap_median_ci(x)
     assert lo < np.median(x) < hi and (lo, hi) == bootstrap_median_ci(x)
     assert hi - lo < 0.5
-    rlo, rhi = bootstrap_ratio_ci(2 * x, x)
+    # Rounds are resampled as pairs: unrelated rounds give a CI around the ratio of medians ...
+    rlo, rhi = bootstrap_ratio_ci(2 * x, rng.permutation(x))
     assert rlo < 2.0 < rhi
+    # ... while a pattern that is exactly 2x the other in every round has no uncertainty at all.
+    assert bootstrap_ratio_ci(2 * x, x) == (2.0, 2.0)
 
 
 def test_readme_results_block_regenerates_exactly():

@@ -79,8 +79,10 @@ def _latency(analysis: dict[str, Any]) -> list[str]:
     widest = max(r["ci95_halfwidth_pct"] for r in rows if r["stage"] == "dkv_core")
     b = analysis["bootstrap"]
     return ["## Latency per pattern × stage", "",
-            "Median over the timed rounds; p10–p90; percentile-bootstrap 95% CI of the median "
-            f"({b['resamples']:,} resamples, seed {b['seed']}); ratio to `local` with its bootstrap 95% CI.", "",
+            "Median over the timed rounds; p10–p90; 95% CI of the median by `scipy.stats.bootstrap` "
+            f"({b['method']} method, {b['resamples']:,} resamples, seed {b['seed']}); ratio to `{BASELINE_PATTERN}` "
+            "with its 95% CI from a paired bootstrap (`paired=True`: rounds are resampled, each with its "
+            "observation of both patterns, since every round ran every pattern).", "",
             _table(["pattern", "stage", "median ms", "p10–p90 ms", "95% CI ms", "× local (95% CI)", "n"], table), "",
             "Every dK/dV median's 95% CI is within ±1% of the median: "
             f"**{'yes' if analysis['dkv_ci_within_1pct'] else 'no'}** (widest ±{widest:.2f}%).", ""]
