@@ -1,11 +1,10 @@
 """NSA-KernelExp: do equal-edge NSA routings with different fan-in cost FLA's backward differently?
 
-The data flow, one module per stage:
+Three tiers (docs/ARCHITECTURE.md): ``routing/`` (numpy: config, Stage table, Pattern registry,
+edges, fan-in), ``results/`` (schemas, strict loader, validation, analysis, report, figures) and
+``gpu/`` (the only tier importing torch/triton/FLA: gates, launcher, timing, bench, smoke, ncu).
 
-    config   -> routing -> edges (equal-edge gate) -> stats (fan-in / CSR)
-             -> launcher (FLA, staged) -> timing -> bench -> io (validated, atomic)
-
-``check``, ``smoke`` and ``bench`` are the user-facing tasks (``python -m nsa_exp --help``).
+``python -m nsa_exp --help`` lists every command.
 """
 
 from pathlib import Path
