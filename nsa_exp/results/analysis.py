@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy.stats import bootstrap
 
 from ..routing.patterns import BASELINE_PATTERN
@@ -50,27 +51,35 @@ def bootstrap_ratio_ci(num, den, resamples: int = RESAMPLES, seed: int = SEED) -
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def stage_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """The tidy table analysis reads: one row per pattern x stage, recorded summary + raw observations."""
+    return pd.DataFrame([{"pattern": name, "stage": stage, "median_ms": s["median_ms"], "p10_ms": s["p10_ms"],
+                          "p90_ms": s["p90_ms"], "n_obs": s["n_obs"], "raw_ms": s["raw_ms"]}
+                         for name, p in result["patterns"].items() for stage, s in p["stages"].items()])
+
+
 def analyse(result: dict[str, Any], repeat: dict[str, Any] | None = None) -> dict[str, Any]:
     """Per pattern x stage: median, p10/p90, bootstrap 95% CI (and its half-width in % of the median),
-    ratio vs local with CI; with ``repeat``, each median's difference between the two runs."""
-    patterns = result["patterns"]
-    ref = patterns.get(BASELINE_PATTERN)
+    ratio vs the baseline with its paired CI; with ``repeat``, each median's difference between the runs."""
+    frame = stage_frame(result)
+    ref = frame[frame["pattern"] == BASELINE_PATTERN].set_index("stage")
+    other = stage_frame(repeat).set_index(["pattern", "stage"]) if repeat is not None else None
     rows = []
-    for name, p in patterns.items():
-        for stage, s in p["stages"].items():
-            lo, hi = bootstrap_median_ci(s["raw_ms"])
-            row = {"pattern": name, "stage": stage, "median_ms": s["median_ms"], "p10_ms": s["p10_ms"],
-                   "p90_ms": s["p90_ms"], "n_obs": s["n_obs"], "ci95_ms": [lo, hi],
-                   "ci95_halfwidth_pct": 100 * max(s["median_ms"] - lo, hi - s["median_ms"]) / s["median_ms"]}
-            if ref is not None:
-                r = ref["stages"][stage]
-                row["ratio_vs_local"] = s["median_ms"] / r["median_ms"]
-                row["ratio_vs_local_ci95"] = list(bootstrap_ratio_ci(s["raw_ms"], r["raw_ms"]))
-            if repeat is not None:
-                other = repeat["patterns"][name]["stages"][stage]["median_ms"]
-                row["repeat_median_ms"] = other
-                row["repeat_diff_pct"] = 100 * (other - s["median_ms"]) / s["median_ms"]
-            rows.append(row)
+    for s in frame.to_dict(orient="records"):
+        lo, hi = bootstrap_median_ci(s["raw_ms"])
+        row = {"pattern": s["pattern"], "stage": s["stage"], "median_ms": s["median_ms"], "p10_ms": s["p10_ms"],
+               "p90_ms": s["p90_ms"], "n_obs": s["n_obs"], "ci95_ms": [lo, hi],
+               "ci95_halfwidth_pct": 100 * max(s["median_ms"] - lo, hi - s["median_ms"]) / s["median_ms"]}
+        if not ref.empty:
+            r = ref.loc[s["stage"]]
+            row["ratio_vs_local"] = s["median_ms"] / float(r["median_ms"])
+            row["ratio_vs_local_ci95"] = list(bootstrap_ratio_ci(s["raw_ms"], r["raw_ms"]))
+        if other is not None:
+            rep = float(other.loc[(s["pattern"], s["stage"]), "median_ms"])
+            row["repeat_median_ms"] = rep
+            row["repeat_diff_pct"] = 100 * (rep - s["median_ms"]) / s["median_ms"]
+        rows.append(row)
+    patterns = result["patterns"]
     dkv = [r for r in rows if r["stage"] == "dkv_core"]
     return {
         "schema_version": SCHEMA_VERSION,
