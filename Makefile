@@ -1,15 +1,8 @@
-# Thin doors onto the invoke tasks (which are thin doors onto python -m nsa_exp).
+# Thin doors onto the invoke tasks (which are thin doors onto python -m nsa_exp). No venv activation
+# needed: .venv/bin/python is used when it exists (README's install line creates it), else python3.
 # GPU targets need scripts/run_h100.sh's environment: scripts/run_h100.sh make bench
-.PHONY: check smoke bench test lint routing
-check:
-	invoke check
-smoke:
-	invoke smoke
-bench:
-	invoke bench
-test:
-	invoke test
-lint:
-	invoke lint
-routing:
-	invoke routing
+PY := $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
+INVOKE := $(PY) -m invoke
+.PHONY: check smoke bench test lint routing report plot
+check smoke bench test lint routing report plot:
+	$(INVOKE) $@

@@ -1,4 +1,6 @@
-"""invoke tasks: thin doors onto ``python -m nsa_exp`` (see ``invoke --list``).
+"""invoke tasks: one task per ``python -m nsa_exp`` command, generated from the CLI's own parser, so
+every CLI option is an invoke option and nothing is declared twice (see docs/ARCHITECTURE.md);
+plus the developer chores ``test`` and ``lint``. ``invoke --list``; ``invoke --help bench``.
 
 GPU tasks need the environment of ``scripts/run_h100.sh``; run them as
 ``scripts/run_h100.sh invoke bench`` (or inside the container, where it is set).
@@ -6,92 +8,91 @@ GPU tasks need the environment of ``scripts/run_h100.sh``; run them as
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import shlex
 import sys
 from pathlib import Path
 
-from invoke import Collection, Context, task
+from invoke import Collection, Context, Task, task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nsa_exp.cli import build_parser  # noqa: E402
 
 PY = shlex.quote(sys.executable)
-CONFIG = "configs/e1_h100.json"
+MORE = "also"  # the repeatable option holding the 2nd, 3rd... value of a variadic positional (validate)
 
 
 def _nsa(c: Context, *args: str) -> None:
     c.run(" ".join([PY, "-m", "nsa_exp", *(shlex.quote(a) for a in args)]), pty=False)
 
 
-def _gpu_flags(config: str, allow_gpu: bool) -> list[str]:
-    return ["--config", config] + (["--allow-gpu"] if allow_gpu else [])
+def _options(sub: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The command's arguments, positionals first (they are the task's positional parameters)."""
+    actions = [a for a in sub._actions if not isinstance(a, argparse._HelpAction)]
+    return sorted(actions, key=lambda a: bool(a.option_strings))
 
 
-@task(help={"config": f"experiment config (default {CONFIG})", "json": "print JSON",
-            "save": "write DIR/<pattern>.npy"})
-def routing(c, config=CONFIG, json=False, save=""):
-    """CPU only: edge counts and fan-in statistics of every routing."""
-    _nsa(c, "routing", "--config", config, *(["--json"] if json else []), *(["--save", save] if save else []))
+def _argv(actions: list[argparse.Action], values: dict) -> list[str]:
+    """The CLI arguments for the task's keyword values (unset options are left to the CLI's defaults)."""
+    argv: list[str] = []
+    for a in actions:
+        value = values[a.dest]
+        if not a.option_strings:  # positional
+            argv += [value, *(values.get(MORE) or [])] if a.nargs in ("+", "*") else [value]
+        elif isinstance(a, argparse._StoreTrueAction):
+            argv += [a.option_strings[-1]] if value else []
+        elif a.nargs in ("+", "*"):
+            argv += [a.option_strings[-1], *value] if value else []
+        elif value not in (None, ""):
+            argv += [a.option_strings[-1], str(value)]
+    return argv
 
 
-@task(help={"config": f"experiment config (default {CONFIG})", "allow_gpu": "accept a non-H100 GPU (recorded)"})
-def check(c, config=CONFIG, allow_gpu=False):
-    """Gates: H100, versions, FLA sources vs the pinned commit, env vars, equal edges."""
-    _nsa(c, "check", *_gpu_flags(config, allow_gpu))
+def _command_task(name: str, sub: argparse.ArgumentParser) -> Task:
+    actions = _options(sub)
+    params = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    positional, iterable, helps = [], [], {}
+    for a in actions:
+        if not a.option_strings:
+            positional.append(a.dest)
+            params.append(inspect.Parameter(a.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+            if a.nargs in ("+", "*"):
+                iterable.append(MORE)
+                helps[MORE] = f"more {a.dest} (repeatable)"
+        else:
+            default = False if isinstance(a, argparse._StoreTrueAction) else (
+                [] if a.nargs in ("+", "*") else "" if a.default is None else a.default)
+            if isinstance(default, list):
+                iterable.append(a.dest)
+            params.append(inspect.Parameter(a.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
+        helps[a.dest] = (a.help or "").replace("%", "%%") if a.option_strings or a.help else a.dest
+    if MORE in iterable:
+        params.append(inspect.Parameter(MORE, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=[]))
+
+    def body(c, *args, **kwargs):
+        values = dict(zip([p.name for p in params[1:]], args, strict=False)) | kwargs
+        _nsa(c, name, *_argv(actions, values))
+
+    body.__signature__ = inspect.Signature(params)
+    body.__name__ = name.replace("-", "_")
+    body.__doc__ = sub.description or sub.format_usage()
+    return task(body, name=name.replace("-", "_"), positional=positional, iterable=iterable, help=helps)
 
 
-@task(help={"config": f"experiment config (default {CONFIG})", "allow_gpu": "accept a non-H100 GPU (recorded)"})
-def smoke(c, config=CONFIG, allow_gpu=False):
-    """Correctness: FLA vs naive at T=256; staged launcher vs official wrapper at T=2048."""
-    _nsa(c, "smoke", *_gpu_flags(config, allow_gpu))
-
-
-@task(help={"config": f"experiment config (default {CONFIG})", "name": "result name (default: config name)",
-            "repetitions": "override the timed rounds", "allow_gpu": "accept a non-H100 GPU (recorded)"})
-def bench(c, config=CONFIG, name="", repetitions=0, allow_gpu=False):
-    """Time every stage x pattern; writes results/raw/<name>.json and results/summaries/<name>.csv."""
-    args = ["bench", *_gpu_flags(config, allow_gpu)]
-    args += ["--name", name] if name else []
-    args += ["--repetitions", str(repetitions)] if repetitions else []
-    _nsa(c, *args)
-
-
-@task(help={"stage": "stage to profile (dkv_core, dq_core, csr, ...)", "pattern": "a pattern or A-vs-B",
-            "config": f"experiment config (default {CONFIG})", "benchmark_result": "bench result to replay "
-            "autotune configs from (default results/raw/<config>.json)", "allow_gpu": "accept a non-H100 GPU"})
-def ncu(c, stage, pattern="local-vs-sink-heavy", config=CONFIG, benchmark_result="", allow_gpu=False):
-    """Nsight Compute on one stage: profiles/<name>.ncu-rep and results/ncu/<name>.json."""
-    args = ["ncu", "--stage", stage, "--pattern", pattern, *_gpu_flags(config, allow_gpu)]
-    args += ["--benchmark-result", benchmark_result] if benchmark_result else []
-    _nsa(c, *args)
-
-
-@task(positional=["path"], iterable=["also"],
-      help={"path": "a result file to validate (JSON or summary CSV)", "also": "more files (repeatable)"})
-def validate(c, path, also=None):
-    """Validate result files (ours or a third party's): schema + every invariant."""
-    _nsa(c, "validate", path, *(also or []))
-
-
-@task(help={"from_": "a bench result (results/raw/<name>.json)"})
-def lock(c, from_):
-    """requirements-lock.txt from the versions a real, gate-passing bench run recorded."""
-    _nsa(c, "lock", "--from", from_)
-
-
-@task
-def report(c):
-    """docs/RESULTS.md and results/analysis/e1_h100.json from the committed formal results."""
-    _nsa(c, "report")
-
-
-@task(help={"x": "fan-in statistic for the x axis (fanin_cv, fanin_gini, fanin_max, fanin_p99)",
-            "source": "summary CSV"})
-def plot(c, x="fanin_cv", source="results/summaries/e1_h100.csv"):
-    """Latency vs a fan-in statistic: docs/figures/<name>_<x>_latency.{png,svg}."""
-    c.run(f"{PY} scripts/plot_fanin_latency.py --input {shlex.quote(source)} --x {shlex.quote(x)}", pty=False)
+def _command_tasks() -> list[Task]:
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {ch.dest: ch.help for ch in subparsers._choices_actions}
+    tasks = []
+    for name, sub in subparsers.choices.items():
+        sub.description = sub.description or helps.get(name)
+        tasks.append(_command_task(name, sub))
+    return tasks
 
 
 @task(help={"fast": "skip the slow Triton-interpreter tests"})
 def test(c, fast=False):
-    """The CPU test suite (what CI runs)."""
+    """The CPU test suite with doctests (what CI runs)."""
     c.run(f"{PY} -m pytest -q" + (" -m 'not interpreter'" if fast else ""), pty=False)
 
 
@@ -104,4 +105,4 @@ def lint(c):
     c.run(f"{bindir}/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml", pty=False)
 
 
-ns = Collection(routing, check, smoke, bench, ncu, validate, lock, report, plot, test, lint)
+ns = Collection(*_command_tasks(), test, lint)

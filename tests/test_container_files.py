@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from nsa_exp.environment import REQUIRED_ENV
-from nsa_exp.fla_source import PINNED_COMMIT
-from nsa_exp.gates import REQUIRED_TRITON
+from nsa_exp.gpu.fla_source import PINNED_COMMIT
+from nsa_exp.gpu.gates import REQUIRED_TRITON
 
 from .helpers import REPO
 

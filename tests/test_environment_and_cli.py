@@ -9,8 +9,8 @@ import pytest
 
 from nsa_exp.environment import FIX, env_problems, require_env
 from nsa_exp.errors import GateFailure, UserError
-from nsa_exp.io import write_json
-from nsa_exp.schema import schema_errors
+from nsa_exp.results.schema import schema_errors
+from nsa_exp.results.store import write_json
 
 from .helpers import assert_one_line_error, run_cli
 

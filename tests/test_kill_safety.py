@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from nsa_exp.errors import UserError
-from nsa_exp.io import sweep_stale_temps
-from nsa_exp.journal import Journal, check_resumable
+from nsa_exp.gpu.journal import Journal, check_resumable
+from nsa_exp.results.store import sweep_stale_temps, write_text_atomic
 
 from .helpers import REPO, assert_one_line_error, run_cli
 
 WRITER = """
 import sys, itertools
 sys.path.insert(0, {repo!r})
-from nsa_exp.io import write_text_atomic
+from nsa_exp.results.store import write_text_atomic
 blobs = [("A" * 4_000_000) + "\\n", ("B" * 6_000_000) + "\\n"]
 print("ready", flush=True)
 for i in itertools.count():
@@ -31,7 +31,7 @@ for i in itertools.count():
 JOURNAL = """
 import sys, itertools, time
 sys.path.insert(0, {repo!r})
-from nsa_exp.journal import Journal
+from nsa_exp.gpu.journal import Journal
 j = Journal({root!r}, "killed")
 j.start({{"config": {{"name": "x"}}, "round_orders": [["local"]]}})
 print("ready", flush=True)
@@ -69,15 +69,11 @@ def test_sigkilled_writer_leaves_a_whole_file_and_no_temp(tmp_path, delay):
 
 
 def test_a_new_file_is_linked_straight_to_its_name(tmp_path):
-    from nsa_exp.io import write_text_atomic
-
     write_text_atomic(tmp_path / "new.json", "{}")
     assert [p.name for p in tmp_path.iterdir()] == ["new.json"]
 
 
 def test_stale_named_temp_of_a_dead_writer_is_swept(tmp_path):
-    from nsa_exp.io import write_text_atomic
-
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = tmp_path / f".x.json.{int(dead.stdout)}.deadbeef.tmp"
     stale.write_text("partial")

@@ -10,8 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nsa_exp.config import Pattern, Shape, load_config
-from nsa_exp.routing import generate_routing
+from nsa_exp.gpu.numerics import compare
+from nsa_exp.gpu.smoke import judge_naive, judge_staged, naive_comparison
+from nsa_exp.routing.config import Pattern, Shape, load_config
+from nsa_exp.routing.patterns import generate_routing
 
 from .conftest import TINY
 
@@ -56,7 +58,7 @@ def _staged(launcher, pattern):
 
 @pytest.fixture
 def launch_log(fla_interpreter, monkeypatch):
-    from fla.ops.nsa import parallel as fla_nsa
+    from fla.ops.nsa import parallel as fla_nsa  # noqa: PLC0415 - FLA after the interpreter setup
 
     log: list = []
     for name in RECORDED:
@@ -66,7 +68,6 @@ def launch_log(fla_interpreter, monkeypatch):
 
 @pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.name)
 def test_staged_launches_equal_official_and_gradients_match(pattern, launch_log, fla_interpreter):
-    from nsa_exp.smoke import judge_staged
 
     staged = _staged(fla_interpreter, pattern)
     inter = staged.run_staged()
@@ -80,7 +81,6 @@ def test_staged_launches_equal_official_and_gradients_match(pattern, launch_log,
                                                                          "parallel_nsa_bwd_kernel_dkv"]
     assert sorted(staged_log, key=lambda e: e[0]) == sorted(official_log, key=lambda e: e[0])
 
-    from nsa_exp.compare import compare
 
     result = {g: compare(a, b) for g, a, b in zip(("dq", "dk", "dv"), staged.gradients(), official, strict=True)}
     tol = load_config("configs/e1_h100.json").tolerances
@@ -91,8 +91,6 @@ def test_staged_launches_equal_official_and_gradients_match(pattern, launch_log,
 
 def test_a_wrong_launch_is_caught(fla_interpreter):
     """The comparison is sharp: a dK/dV launch that drops the last CSR row fails the smoke judge."""
-    from nsa_exp.compare import compare
-    from nsa_exp.smoke import judge_staged
 
     staged = _staged(fla_interpreter, Pattern("local"))
     inter = staged.run_staged()
@@ -108,7 +106,6 @@ def test_a_wrong_launch_is_caught(fla_interpreter):
 
 
 def test_fla_matches_the_naive_oracle(fla_interpreter):
-    from nsa_exp.smoke import judge_naive, naive_comparison
 
     bi = generate_routing(Pattern("local"), TINY, seed=0)
     metrics = naive_comparison(TINY, bi, seed=1, device="cpu")

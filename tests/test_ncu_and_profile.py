@@ -8,11 +8,12 @@ import json
 
 import pytest
 
-from nsa_exp.config import load_config
 from nsa_exp.errors import UserError
-from nsa_exp.ncu import METRICS, export_csv_text, parse_raw_csv
-from nsa_exp.profile import load_benchmark_result, parse_patterns, range_name, replay_autotune
-from nsa_exp.schema import schema_errors
+from nsa_exp.gpu.ncu import METRICS, export_csv_text, parse_raw_csv
+from nsa_exp.gpu.nvtx import parse_patterns, range_name
+from nsa_exp.gpu.profiler import load_benchmark_result, replay_autotune
+from nsa_exp.results.schema import schema_errors
+from nsa_exp.routing.config import load_config
 
 from .helpers import REPO, assert_one_line_error, run_cli
 
@@ -74,7 +75,7 @@ def test_benchmark_result_that_does_not_match_is_refused(tmp_path, mutate, fragm
 
 
 def test_replay_pins_each_autotuner_to_the_recorded_config(fla_interpreter):
-    from nsa_exp.launcher import _autotuner, autotuned_kernels
+    from nsa_exp.gpu.launcher import _autotuner, autotuned_kernels  # noqa: PLC0415 - FLA after the interpreter setup
 
     result = load_benchmark_result(DEV, load_config("configs/e1_h100_dev.json"), H100)
     saved = {k: _autotuner(v).configs for k, v in autotuned_kernels().items()}

@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from nsa_exp.analysis import analyse, bootstrap_median_ci, bootstrap_ratio_ci
 from nsa_exp.errors import UserError
-from nsa_exp.lock import write_lock
-from nsa_exp.report import build_report
+from nsa_exp.results.analysis import analyse, bootstrap_median_ci, bootstrap_ratio_ci
+from nsa_exp.results.lock import write_lock
+from nsa_exp.results.report import README_END, README_START, build_report, headline
 
 from .helpers import REPO
 
@@ -62,12 +62,14 @@ def test_bootstrap_ci_brackets_the_median_and_is_deterministic():
     lo, hi = bootstrap_median_ci(x)
     assert lo < np.median(x) < hi and (lo, hi) == bootstrap_median_ci(x)
     assert hi - lo < 0.5
-    rlo, rhi = bootstrap_ratio_ci(2 * x, x)
+    # Rounds are resampled as pairs: unrelated rounds give a CI around the ratio of medians ...
+    rlo, rhi = bootstrap_ratio_ci(2 * x, rng.permutation(x))
     assert rlo < 2.0 < rhi
+    # ... while a pattern that is exactly 2x the other in every round has no uncertainty at all.
+    assert bootstrap_ratio_ci(2 * x, x) == (2.0, 2.0)
 
 
 def test_readme_results_block_regenerates_exactly():
-    from nsa_exp.report import README_END, README_START, headline
 
     result = json.loads((REPO / RESULT).read_text())
     analysis = analyse(result, json.loads((REPO / REPEAT).read_text()))

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsa_exp.config import Pattern, Shape, load_config
-from nsa_exp.edges import closed_form_edges, effective_edges, equal_edge_gate
 from nsa_exp.errors import GateFailure, UserError
-from nsa_exp.routing import generate_routing, routing_violations, valid_slot_counts
+from nsa_exp.routing.config import Pattern, Shape, load_config
+from nsa_exp.routing.edges import closed_form_edges, effective_edges, equal_edge_gate
+from nsa_exp.routing.patterns import generate_routing, routing_violations, valid_slot_counts
 
 PATTERNS = [Pattern("local"), Pattern("uniform"), Pattern("sink-heavy", sinks=4), Pattern("zipf", exponent=1.0),
             Pattern("sink-heavy", sinks=1), Pattern("zipf", exponent=2.5)]

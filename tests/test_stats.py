@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsa_exp.config import Pattern, Shape
-from nsa_exp.routing import generate_routing
-from nsa_exp.stats import csr_rows, fanin_summary, gini
+from nsa_exp.routing.config import Pattern, Shape
+from nsa_exp.routing.fanin import csr_rows, fanin_summary, gini
+from nsa_exp.routing.patterns import generate_routing
 
 
 def brute_force_rows(bi: np.ndarray, block_size: int) -> dict[tuple[int, int, int], list[int]]:

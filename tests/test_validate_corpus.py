@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsa_exp.timing import summarize
-from nsa_exp.validate import MAX_BYTES, validate_bytes, validate_path
+from nsa_exp.results.latency import summarize
+from nsa_exp.results.schema import schema_errors
+from nsa_exp.results.validate import MAX_BYTES, validate_bytes, validate_path
 
 from .helpers import REPO, run_cli
 
@@ -225,7 +226,6 @@ def test_every_schema_has_an_id_a_version_and_documents_record_it():
 
 
 def test_a_submission_is_validated_as_a_result(golden):
-    from nsa_exp.schema import schema_errors
 
     assert schema_errors(golden, "submission", "$") == []
     bad = copy.deepcopy(golden)

@@ -6,20 +6,24 @@ time; optionally each pattern's block_indices saved as ``DIR/<pattern>.npy`` (in
 
 from __future__ import annotations
 
+import io
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tabulate import tabulate
 
+from ..results.metadata import base_metadata
+from ..results.schema import schema_version
+from ..results.store import write_bytes_atomic, write_json
 from .config import Config
 from .edges import closed_form_edges, effective_edges, equal_edge_gate
-from .io import write_json
-from .metadata import base_metadata
-from .routing import generate_routing, routing_violations
-from .stats import routing_statistics
+from .fanin import routing_statistics
+from .patterns import generate_routing, routing_violations
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = schema_version("routing_report")
 
 
 def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -54,8 +58,6 @@ def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray
 
 def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) -> list[dict[str, Any]]:
     """Median wall time of each pattern's generator at each T (the config's shape otherwise)."""
-    from dataclasses import replace
-
     rows = []
     for T in lengths:
         shape = replace(config.shape, T=T)
@@ -71,13 +73,9 @@ def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) 
 
 def save_routings(routings: dict[str, np.ndarray], directory: str | Path) -> list[str]:
     """Write each routing as ``<directory>/<pattern>.npy`` (atomic rename); returns the paths."""
-    from .io import write_bytes_atomic
-
     paths = []
     for name, bi in routings.items():
-        import io as _io
-
-        buf = _io.BytesIO()
+        buf = io.BytesIO()
         np.save(buf, bi, allow_pickle=False)
         path = Path(directory) / f"{name}.npy"
         write_bytes_atomic(path, buf.getvalue())
@@ -87,16 +85,14 @@ def save_routings(routings: dict[str, np.ndarray], directory: str | Path) -> lis
 
 def format_table(report: dict[str, Any]) -> str:
     """Human-readable table of the report."""
-    lines = [f"config {report['config_name']}: shape {report['shape']}",
-             f"closed-form edges {report['closed_form_edges']:,}; equal-edge gate passed",
-             f"{'pattern':<11} {'edges':>10} {'fanin mean':>10} {'max':>7} {'p95':>8} {'p99':>8} {'cv':>6} "
-             f"{'gini':>6} {'span med':>9} {'gap mean':>9} {'gen s':>6}"]
-    for name, p in report["patterns"].items():
-        f = p["fanin"]
-        lines.append(f"{name:<11} {p['edges']:>10,} {f['mean']:>10.1f} {f['max']:>7.0f} {f['p95']:>8.1f} "
-                     f"{f['p99']:>8.1f} {f['cv']:>6.3f} {f['gini']:>6.3f} {p['query_span']['median']:>9.1f} "
-                     f"{p['adjacent_gap']['mean']:>9.2f} {p['generation_s']:>6.2f}")
-    return "\n".join(lines)
+    rows = [[name, p["edges"], p["fanin"]["mean"], p["fanin"]["max"], p["fanin"]["p95"], p["fanin"]["p99"],
+             p["fanin"]["cv"], p["fanin"]["gini"], p["query_span"]["median"], p["adjacent_gap"]["mean"],
+             p["generation_s"]] for name, p in report["patterns"].items()]
+    table = tabulate(rows, headers=["pattern", "edges", "fanin mean", "max", "p95", "p99", "cv", "gini", "span med",
+                                    "gap mean", "gen s"],
+                     intfmt=",", floatfmt=("", ",.0f", ".1f", ".0f", ".1f", ".1f", ".3f", ".3f", ".1f", ".2f", ".2f"))
+    return "\n".join([f"config {report['config_name']}: shape {report['shape']}",
+                      f"closed-form edges {report['closed_form_edges']:,}; equal-edge gate passed", table])
 
 
 def write_routing_report(report: dict[str, Any], path: str | Path) -> None:

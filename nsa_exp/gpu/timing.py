@@ -1,48 +1,59 @@
-"""Timing with CUDA events, one event pair around each stage call, every observation kept.
+"""The round loop: CUDA events, one event pair around each stage call, every observation kept.
 
 Method (see docs/METHOD.md): before each timed call we (1) overwrite an L2-flush buffer of
 ``l2_flush_bytes`` (>= 2x the H100's 50 MB L2) so every stage starts from a cold L2, and (2) enqueue
 a GPU spin of ``LAUNCH_GUARD_CYCLES`` so the Python launch overhead of the stage is hidden behind
 queued GPU work: the events then measure GPU time only, not host launch gaps. Patterns are
-interleaved round by round (order shuffled per round with a recorded seed); the first
-``warmup_rounds`` rounds (module load, autotune, allocator) are kept but flagged and excluded from
-the statistics.
+interleaved round by round (order from :func:`nsa_exp.results.latency.round_orders`); the first
+``warmup_rounds`` rounds (module load, autotune, allocator) are kept but flagged.
 
->>> summarize([1.0, 2.0, 3.0, 4.0])["median_ms"]
-2.5
+The device is injectable (:class:`CudaDevice` by default) so CPU tests drive the loop with a fake
+and pin its call order: flush, spin, start event, call, end event per stage; one sync per pattern.
+No library does this loop (none interleaves patterns per stage), so it stays hand-written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-import numpy as np
+import torch
 
-PERCENTILES = {"p10_ms": 10, "p90_ms": 90, "p95_ms": 95}
-PERCENTILE_METHOD = "linear"
 LAUNCH_GUARD_CYCLES = 2_000_000  # ~1 ms at 1.98 GHz: longer than any stage's host-side launch work
 
 
-def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
-    """median, p10, p90, p95 (numpy 'linear' percentiles), min, mean and n of the observations."""
-    x = np.asarray(samples_ms, dtype=np.float64)
-    out = {"median_ms": float(np.median(x))}
-    out.update({k: float(np.percentile(x, q, method=PERCENTILE_METHOD)) for k, q in PERCENTILES.items()})
-    out.update({"min_ms": float(x.min()), "mean_ms": float(x.mean()), "n_obs": int(x.size)})
-    return out
+class Event(Protocol):
+    def record(self) -> None: ...
+    def elapsed_time(self, end: Any) -> float: ...
 
 
-def round_orders(patterns: Sequence[str], rounds: int, mode: str, seed: int) -> list[list[str]]:
-    """The pattern order of every round: shuffled per round (seeded) or fixed (A B C D each round).
+class Device(Protocol):
+    """What the round loop needs from the GPU."""
 
-    >>> round_orders(["a", "b"], 2, "fixed-rounds", 0)
-    [['a', 'b'], ['a', 'b']]
-    """
-    if mode == "fixed-rounds":
-        return [list(patterns) for _ in range(rounds)]
-    rng = np.random.default_rng(seed)
-    return [[patterns[i] for i in rng.permutation(len(patterns))] for _ in range(rounds)]
+    def flush_buffer(self, nbytes: int) -> Any: ...
+    def flush(self, buffer: Any, value: int) -> None: ...
+    def spin(self, cycles: int) -> None: ...
+    def event(self) -> Event: ...
+    def synchronize(self) -> None: ...
+
+
+class CudaDevice:
+    """The real device: torch's CUDA events, ``fill_`` of an int32 buffer, ``torch.cuda._sleep``."""
+
+    def flush_buffer(self, nbytes: int) -> torch.Tensor:
+        return torch.empty(max(nbytes // 4, 1), dtype=torch.int32, device="cuda")
+
+    def flush(self, buffer: torch.Tensor, value: int) -> None:
+        buffer.fill_(value)
+
+    def spin(self, cycles: int) -> None:
+        torch.cuda._sleep(cycles)
+
+    def event(self) -> torch.cuda.Event:
+        return torch.cuda.Event(enable_timing=True)
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
 
 
 def run_rounds(
@@ -55,6 +66,7 @@ def run_rounds(
     rounds: Sequence[int] | None = None,
     on_round_done: Callable[[int, list[dict[str, Any]]], None] | None = None,
     rewarm: bool = False,
+    device: Device | None = None,
 ) -> list[dict[str, Any]]:
     """Run the rounds ``rounds`` (default: all); return one record per (round, pattern) with each
     stage's elapsed ms.
@@ -64,9 +76,8 @@ def run_rounds(
     ``on_round_done(round, records)`` (the journal) after each round. ``rewarm`` marks every record
     as a warm-up re-run (a resumed bench re-runs its warm-up rounds before continuing).
     """
-    import torch
-
-    flush = torch.empty(max(l2_flush_bytes // 4, 1), dtype=torch.int32, device="cuda")
+    dev = CudaDevice() if device is None else device
+    flush = dev.flush_buffer(l2_flush_bytes)
     records = []
     todo = list(range(len(orders))) if rounds is None else list(rounds)
     for done, r in enumerate(todo, start=1):
@@ -74,15 +85,15 @@ def run_rounds(
         for pattern in orders[r]:
             events = []
             for stage, fn in stage_fns[pattern].items():
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start, end = dev.event(), dev.event()
                 if l2_flush_bytes:
-                    flush.fill_(r)
-                torch.cuda._sleep(LAUNCH_GUARD_CYCLES)
+                    dev.flush(flush, r)
+                dev.spin(LAUNCH_GUARD_CYCLES)
                 start.record()
                 fn()
                 end.record()
                 events.append((stage, start, end))
-            torch.cuda.synchronize()
+            dev.synchronize()
             rec = {"round": r, "pattern": pattern, "warmup": rewarm or r < warmup_rounds,
                    "ms": {stage: float(s.elapsed_time(e)) for stage, s, e in events}}
             if rewarm:
@@ -96,3 +107,14 @@ def run_rounds(
         if progress is not None:
             progress(done, len(todo))
     return records
+
+
+def next_round(records: Sequence[Mapping[str, Any]]) -> int:
+    """The first round a resumed bench still has to run (re-run warm-ups do not count).
+
+    >>> next_round([{"round": 0}, {"round": 1}, {"round": 1, "rewarm": True}])
+    2
+    >>> next_round([])
+    0
+    """
+    return 1 + max((r["round"] for r in records if not r.get("rewarm")), default=-1)

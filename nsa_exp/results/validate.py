@@ -31,25 +31,24 @@ from typing import Any
 
 import numpy as np
 
-from .config import BACKWARD_STAGES, Shape
-from .edges import closed_form_edges
-from .fla_source import PINNED_COMMIT
-from .schema import schema_errors
-from .timing import PERCENTILES
+from .. import PINNED_COMMIT
+from ..errors import UserError
+from ..routing.config import Shape
+from ..routing.edges import closed_form_edges
+from ..routing.stages import BACKWARD_STAGES
+from .latency import PERCENTILES
+from .schema import KINDS, SUMMARY_COLUMNS, schema_errors, schema_version
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64
 SUPPORTED_VERSIONS = {"1.0"}
-KINDS = {"bench_result": "result", "check_report": "check_report", "smoke_report": "smoke_report",
-         "routing_report": "routing_report", "ncu_summary": "ncu_summary", "validation_report": "validation_report",
-         "analysis": "analysis"}
 STAGE_SUM_BOUNDS = (0.75, 1.25)
 # JSON floats round-trip exactly (Python writes repr), so a recorded statistic recomputes bit for bit
 # with the same numpy call; only a different summation order (another tool's mean) may move it, by at
 # most ~n * 2**-53 (< 1e-13 for n <= 1000). 1e-12 leaves that room yet still sees a one-observation
 # change of ~n * 1e-12 relative through the mean (a 1e-8 change was invisible at the old 1e-9).
 REL_TOL = 1e-12
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = schema_version("validation_report")
 
 
 class _Rejected(ValueError):
@@ -207,8 +206,6 @@ def _bench_checks(doc: dict[str, Any], checks: _Checks) -> None:
 
 
 def _validate_csv(data: bytes, checks: _Checks) -> None:
-    from .bench import SUMMARY_COLUMNS
-
     rows = list(csv.DictReader(io.StringIO(data.decode("utf-8", errors="replace"))))
     if not rows:
         checks.add("csv_rows", [("$", "no rows")])
@@ -266,8 +263,6 @@ def validate_path(path: str | Path) -> dict[str, Any]:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        from .errors import UserError
-
         raise UserError(f"{path}: no such file") from None
     if size > MAX_BYTES:
         checks = _Checks()
@@ -277,8 +272,6 @@ def validate_path(path: str | Path) -> dict[str, Any]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        from .errors import UserError
-
         raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
     return validate_bytes(data, str(path))
 

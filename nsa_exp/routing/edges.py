@@ -7,7 +7,7 @@ it with the validity rule of FLA's own CSR kernel (``prepare_block_csr_kernel``)
 Closed form: query ``t`` has ``min(S, t//BS + 1)`` valid slots, so per (batch, head) the count is
 ``BS * (S(S+1)/2 + (M - S) * S)`` for ``M >= S``.
 
->>> from nsa_exp.config import Shape
+>>> from nsa_exp.routing.config import Shape
 >>> closed_form_edges(Shape(B=1, T=32768, HQ=64, H=4, K=192, V=128, S=16, block_size=64, dtype="bfloat16"))
 2066432
 """
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..errors import GateFailure
 from .config import Shape
-from .errors import GateFailure
 
 
 def closed_form_edges(shape: Shape) -> int:

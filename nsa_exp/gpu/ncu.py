@@ -23,7 +23,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from ..errors import UserError
+from ..results.metadata import base_metadata, utc_now
+from ..results.schema import schema_version
+from ..results.store import load_document, write_json, write_text_atomic
+from .nvtx import parse_patterns, range_name
 
 METRICS = {
     "duration_ns": "gpu__time_duration.sum",  # converted to ns from the report's unit
@@ -51,7 +55,7 @@ TO_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "
 TO_BYTES = {"byte": 1.0, "byte/block": 1.0, "Kbyte": 1e3, "Kbyte/block": 1e3, "KB/block": 1e3,
             "Mbyte": 1e6, "Mbyte/block": 1e6, "KiB/block": 1024.0}
 TOP_STALLS = 6
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = schema_version("ncu_summary")
 
 
 def ncu_command(report: str, nvtx_range: str, program: list[str], clock_control: str = "none") -> list[str]:
@@ -122,9 +126,6 @@ def parse_raw_csv(text: str) -> list[dict[str, Any]]:
 
 def export_report(report: str | Path, output: str | Path, context: dict[str, Any]) -> dict[str, Any]:
     """``ncu --import REPORT --csv --page raw`` -> schema-valid summary JSON at ``output``."""
-    from .io import write_text_atomic
-    from .metadata import base_metadata
-
     if shutil.which("ncu") is None:
         raise UserError("ncu is not on PATH; install Nsight Compute (it ships with the CUDA toolkit)")
     proc = subprocess.run(["ncu", "--import", str(report), "--csv", "--page", "raw"], capture_output=True,
@@ -138,8 +139,6 @@ def export_report(report: str | Path, output: str | Path, context: dict[str, Any
 
 def export_csv_text(text: str, output: str | Path, context: dict[str, Any], metadata: dict[str, Any],
                     raw_csv_name: str | None = None) -> dict[str, Any]:
-    from .io import write_json
-
     kernels = parse_raw_csv(text)
     names = context.get("patterns_in_launch_order") or []
     for i, k in enumerate(kernels):
@@ -153,8 +152,6 @@ def export_csv_text(text: str, output: str | Path, context: dict[str, Any], meta
 def run_ncu(config_path: str, pattern_spec: str, stage: str, benchmark_result: str | None, name: str,
             profiles_dir: str | Path, results_dir: str | Path, allow_gpu: bool, python: str) -> dict[str, Any]:
     """Run the profiler on ``scripts/profile_stage.py`` and export the report; returns the summary."""
-    from .profile import parse_patterns, range_name
-
     parse_patterns(pattern_spec)
     if shutil.which("ncu") is None:
         raise UserError("ncu is not on PATH; install Nsight Compute (it ships with the CUDA toolkit)")
@@ -173,3 +170,35 @@ def run_ncu(config_path: str, pattern_spec: str, stage: str, benchmark_result: s
                "patterns_in_launch_order": parse_patterns(pattern_spec), "nvtx_range": range_name(pattern_spec, stage),
                "benchmark_result": benchmark_result, "ncu_command": cmd, "report": f"{report}.ncu-rep"}
     return export_report(f"{report}.ncu-rep", Path(results_dir) / f"{name}.json", context)
+
+
+def export_command(args: Any) -> int:
+    """``ncu-export``: a .ncu-rep (or its raw CSV) -> summary JSON; ``--reuse-context`` keeps an earlier
+    summary's profile context and GPU-host metadata (read through the strict loader)."""
+    context: dict = {"report": args.report}
+    if args.pattern:
+        context |= {"pattern": args.pattern, "patterns_in_launch_order": parse_patterns(args.pattern)}
+    if args.stage:
+        context["stage"] = args.stage
+    if args.pattern and args.stage:
+        context["nvtx_range"] = range_name(args.pattern, args.stage)
+    if args.report.endswith(".csv"):
+        try:
+            text = Path(args.report).read_text()
+        except OSError as exc:
+            raise UserError(f"{args.report}: cannot be read: {exc.strerror}") from None
+        metadata = base_metadata()
+        if args.reuse_context:
+            old = load_document(args.reuse_context, ("ncu_summary",), f"--reuse-context {args.reuse_context}",
+                                invariants=True)
+            keep = ("config_path", "pattern", "stage", "patterns_in_launch_order", "nvtx_range", "benchmark_result",
+                    "ncu_command", "report")
+            context = {k: old[k] for k in keep if k in old}
+            context["reexported_from"] = {"summary": Path(args.reuse_context).name, "raw_csv": Path(args.report).name,
+                                          "utc": utc_now()}
+            metadata = old["metadata"]
+        export_csv_text(text, args.output, context, metadata, raw_csv_name=Path(args.report).name)
+    else:
+        export_report(args.report, args.output, context)
+    print(f"wrote {args.output}")
+    return 0

@@ -10,24 +10,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
+from ..routing.patterns import BASELINE_PATTERN
+from ..routing.stages import STAGES
 from .analysis import analyse
-from .errors import UserError
-from .io import write_json, write_text_atomic
 from .metadata import base_metadata
+from .schema import KINDS
+from .store import load_document, write_json, write_text_atomic
 
-STAGE_TITLES = {"selection_fwd": "selection fwd", "delta_preprocess": "delta preprocess", "csr": "CSR",
-                "dq_core": "dQ core", "dkv_core": "dK/dV core", "full_bwd": "full bwd (wrapper)"}
+STAGE_TITLES = {s.name: s.title for s in STAGES}
 MiB = 1024 * 1024
 
 
 def _load(path: str | Path) -> dict[str, Any]:
-    from .validate import validate_path
-
-    report = validate_path(path)
-    if not report["passed"]:
-        bad = [c["name"] for c in report["checks"] if not c["passed"]]
-        raise UserError(f"{path} does not validate ({', '.join(bad)}); run `invoke validate {path}`")
-    return json.loads(Path(path).read_text())
+    return load_document(path, tuple(KINDS), invariants=True, hint=f"run `invoke validate {path}`")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -83,8 +79,10 @@ def _latency(analysis: dict[str, Any]) -> list[str]:
     widest = max(r["ci95_halfwidth_pct"] for r in rows if r["stage"] == "dkv_core")
     b = analysis["bootstrap"]
     return ["## Latency per pattern × stage", "",
-            "Median over the timed rounds; p10–p90; percentile-bootstrap 95% CI of the median "
-            f"({b['resamples']:,} resamples, seed {b['seed']}); ratio to `local` with its bootstrap 95% CI.", "",
+            "Median over the timed rounds; p10–p90; 95% CI of the median by `scipy.stats.bootstrap` "
+            f"({b['method']} method, {b['resamples']:,} resamples, seed {b['seed']}); ratio to `{BASELINE_PATTERN}` "
+            "with its 95% CI from a paired bootstrap (`paired=True`: rounds are resampled, each with its "
+            "observation of both patterns, since every round ran every pattern).", "",
             _table(["pattern", "stage", "median ms", "p10–p90 ms", "95% CI ms", "× local (95% CI)", "n"], table), "",
             "Every dK/dV median's 95% CI is within ±1% of the median: "
             f"**{'yes' if analysis['dkv_ci_within_1pct'] else 'no'}** (widest ±{widest:.2f}%).", ""]
@@ -181,7 +179,7 @@ def _findings(analysis: dict[str, Any], names: list[str], stages: list[str]) -> 
            "Rule: a stage of a pattern *differs measurably* from `local` when the ratio's 95% CI excludes 1 and the "
            "difference exceeds twice the largest run-to-run difference of that stage's medians.", ""]
     for st in stages:
-        others = [by[(p, st)] for p in names if p != "local"]
+        others = [by[(p, st)] for p in names if p != BASELINE_PATTERN]
         diff = [f"{r['pattern']} {r['ratio_vs_local']:.2f}×" for r in others if _differs(r, spread[st])]
         same = [r["pattern"] for r in others if not _differs(r, spread[st])]
         line = f"- **{STAGE_TITLES[st]}**: " + (f"differs measurably for {', '.join(diff)}" if diff
@@ -236,14 +234,14 @@ def headline(result: dict[str, Any], analysis: dict[str, Any], results_md: str) 
     """README's results block: date, hardware, and the stage ratios vs local with their CIs."""
     by = {(r["pattern"], r["stage"]): r for r in analysis["rows"]}
     gpu = result["metadata"]["gpu"]
-    others = [p for p in result["patterns"] if p != "local"]
+    others = [p for p in result["patterns"] if p != BASELINE_PATTERN]
 
     def cell(p: str, st: str) -> str:
         r = by[(p, st)]
         lo, hi = r["ratio_vs_local_ci95"]
         return f"{r['ratio_vs_local']:.2f}× ({lo:.2f}–{hi:.2f})"
 
-    rows = [[STAGE_TITLES[st], f"{by[('local', st)]['median_ms']:.3f}", *[cell(p, st) for p in others]]
+    rows = [[STAGE_TITLES[st], f"{by[(BASELINE_PATTERN, st)]['median_ms']:.3f}", *[cell(p, st) for p in others]]
             for st in ("dq_core", "csr", "dkv_core", "full_bwd")]
     return "\n".join([
         f"Formal run of {result['metadata']['created_utc'][:10]} on one **{gpu['name']}** (driver {gpu['driver']}), "

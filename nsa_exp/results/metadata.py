@@ -7,14 +7,17 @@
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.metadata
 import os
 import platform
 import subprocess
 import sys
 from typing import Any
 
-from . import REPO_ROOT, __version__
-from .environment import recorded_env
+import numpy
+
+from .. import REPO_ROOT, __version__
+from ..environment import recorded_env
 
 
 def git_state() -> dict[str, Any]:
@@ -45,21 +48,17 @@ def utc_now() -> str:
 
 def software_versions() -> dict[str, Any]:
     """python, numpy, torch, triton, CUDA (torch's build), fla-core (distribution version)."""
-    import importlib.metadata
-
-    import numpy
-
     versions: dict[str, Any] = {"python": platform.python_version(), "numpy": numpy.__version__,
                                 "nsa_exp": __version__}
     try:
-        import torch
+        import torch  # noqa: PLC0415 - optional here: the results tier imports without torch; versions recorded when present
 
         versions["torch"] = torch.__version__
         versions["cuda"] = torch.version.cuda
     except ImportError:
         pass
     try:
-        import triton
+        import triton  # noqa: PLC0415 - optional here: the results tier imports without torch; versions recorded when present
 
         versions["triton"] = triton.__version__
     except ImportError:
@@ -78,8 +77,6 @@ LOCKED_PACKAGES = ("torch", "triton", "numpy", "einops", "packaging", "jsonschem
 
 def installed_packages() -> dict[str, str]:
     """Installed versions of the packages the H100 run depends on (``invoke lock`` pins these)."""
-    import importlib.metadata
-
     found = {}
     for name in LOCKED_PACKAGES:
         try:
@@ -87,23 +84,6 @@ def installed_packages() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return found
-
-
-def gpu_identity(telemetry_info: dict[str, Any]) -> dict[str, Any]:
-    """torch's view of GPU 0 (name, SMs, memory, capability, L2) plus NVML's driver and clocks."""
-    import torch
-
-    props = torch.cuda.get_device_properties(0)
-    info = {
-        "name": props.name,
-        "sm_count": props.multi_processor_count,
-        "total_memory_bytes": int(props.total_memory),
-        "compute_capability": f"{props.major}.{props.minor}",
-        "l2_cache_bytes": int(getattr(props, "L2_cache_size", 0)) or None,
-    }
-    info.update(telemetry_info)
-    info.setdefault("driver", None)
-    return info
 
 
 def base_metadata(argv: list[str] | None = None) -> dict[str, Any]:

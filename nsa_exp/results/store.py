@@ -10,17 +10,17 @@ folder, fsync, then rename over the target. A reader never sees a partial file.
 
 from __future__ import annotations
 
-import csv
 import ctypes
-import io
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
-from .schema import schema_errors
+import pandas as pd
+
+from ..errors import UserError
+from .schema import KINDS, schema_errors
+from .validate import parse_strict, validate_bytes
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -147,15 +147,45 @@ def write_json(path: str | Path, doc: dict[str, Any], kind: str) -> None:
     write_text_atomic(path, text)
 
 
-def write_csv(path: str | Path, rows: Sequence[dict[str, Any]], columns: Sequence[str], row_kind: str) -> None:
-    """Validate each row against ``schemas/<row_kind>.schema.json``, then write the CSV atomically."""
-    for i, row in enumerate(rows):
+def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
+    """Validate each row of ``frame`` against ``schemas/<row_kind>.schema.json``, then write the CSV atomically."""
+    for i, row in enumerate(frame.to_dict(orient="records")):
         errors = schema_errors(row, row_kind, label=f"row[{i}]")
         if errors:
             raise UserError(f"refusing to write {path}: {errors[0]}")
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({c: row[c] for c in columns})
-    write_text_atomic(path, buf.getvalue())
+    write_text_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+
+
+def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = None, *, invariants: bool = False,
+                  hint: str = "", missing_hint: str = "") -> dict[str, Any]:
+    """The one loader for every document this package reads back: read, parse strictly (no duplicate
+    keys, NaN or overflowing numbers), check the kind, then validate — against the kind's schema, or
+    with ``invariants=True`` through every check of :func:`nsa_exp.results.validate.validate_bytes`.
+
+    Every failure is one :class:`UserError` line starting with ``label`` (default: the path).
+    """
+    label = str(path) if label is None else label
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{label}: no such file" + (f"; {missing_hint}" if missing_hint else "")) from None
+    except OSError as exc:
+        raise UserError(f"{label}: cannot be read: {exc.strerror}") from None
+    try:
+        doc = parse_strict(data)
+    except ValueError as exc:
+        raise UserError(f"{label}: unreadable ({exc})") from None
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if kind not in kinds:
+        wanted = " or ".join(k.replace("_", " ") for k in kinds)
+        raise UserError(f"{label}: not a {wanted} (kind {kind!r})")
+    if invariants:
+        report = validate_bytes(data, str(path))
+        if not report["passed"]:
+            bad = [c["name"] for c in report["checks"] if not c["passed"]]
+            raise UserError(f"{label} does not validate ({', '.join(bad)})" + (f"; {hint}" if hint else ""))
+    else:
+        errors = schema_errors(doc, KINDS[kind], label)
+        if errors:
+            raise UserError(errors[0])
+    return doc

@@ -8,17 +8,17 @@ latency axis starts at zero so that a 1% difference looks like one.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
+from ..routing import stages
+from ..routing.patterns import pattern_spec
+from .store import write_bytes_atomic
 
-PANELS = (("dq_core", "dQ core"), ("csr", "CSR transpose"), ("dkv_core", "fused dK/dV core"),
-          ("full_bwd", "full backward (official wrapper)"))
+PANELS = tuple((name, stages.stage(name).panel_title) for name in stages.PANEL_ORDER)
 X_STATS = {"fanin_cv": "fan-in CV (std / mean)", "fanin_gini": "fan-in Gini coefficient",
            "fanin_max": "max fan-in (queries per KV block)", "fanin_p99": "p99 fan-in (queries per KV block)"}
-MARKERS = {"local": "o", "uniform": "s", "sink-heavy": "^", "zipf": "D"}
-# Label offsets (points): sink-heavy and zipf sit close together on every fan-in axis.
-LABEL_OFFSETS = {"local": (7, 6), "uniform": (7, 6), "sink-heavy": (-12, 10), "zipf": (8, -13)}
 
 
 def read_summary(path: str | Path) -> list[dict[str, str]]:
@@ -31,14 +31,10 @@ def read_summary(path: str | Path) -> list[dict[str, str]]:
 
 def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path) -> list[Path]:
     """Draw the figure; returns the PNG and SVG paths (written atomically)."""
-    import io
-
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - matplotlib is optional (requirements-analysis) and slow to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .io import write_bytes_atomic
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib is optional (requirements-analysis) and slow to import
 
     if x_stat not in X_STATS:
         raise UserError(f"--x {x_stat!r}: choose one of {', '.join(X_STATS)}")
@@ -53,9 +49,9 @@ def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path) ->
         ys = [float(r["median_ms"]) for r in pts]
         for r, x, y in zip(pts, xs, ys, strict=True):
             lo, hi = float(r["p10_ms"]), float(r["p90_ms"])
-            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=MARKERS.get(r["pattern"], "o"), ms=7, capsize=4,
+            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=pattern_spec(r["pattern"]).marker, ms=7, capsize=4,
                         label=r["pattern"])
-            dx, dy = LABEL_OFFSETS.get(r["pattern"], (7, 6))
+            dx, dy = pattern_spec(r["pattern"]).label_offset
             ax.annotate(r["pattern"], (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=8,
                         ha="right" if dx < 0 else "left")
         if max(xs) / max(min(xs), 1e-12) >= 10:

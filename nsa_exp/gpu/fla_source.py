@@ -16,10 +16,9 @@ import importlib.metadata
 import sys
 from pathlib import Path
 
-from . import PIN_DIR
-from .errors import GateFailure
+from .. import PIN_DIR, PINNED_COMMIT
+from ..errors import GateFailure
 
-PINNED_COMMIT = "0a9b9f222e86b9a895c2447767e9b4cce6c8d530"
 MANIFEST = PIN_DIR / "fla-0a9b9f2-tree.txt"
 FLA_DISTRIBUTIONS = ("fla-core", "flash-linear-attention", "fla")
 # The modules whose kernels and wrappers this experiment calls; each must be imported and match.

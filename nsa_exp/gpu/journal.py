@@ -22,8 +22,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
-from .io import dumps_strict, sweep_stale_temps, write_text_atomic
+from ..errors import UserError
+from ..results.store import dumps_strict, sweep_stale_temps, write_text_atomic
 
 
 class Journal:

@@ -15,39 +15,24 @@ shape, FLA commit and GPU must match this run or it is refused.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from .config import PATTERN_NAMES, STAGES, Config
-from .errors import UserError
+import torch
 
-
-def parse_patterns(spec: str) -> list[str]:
-    """``local`` -> [local]; ``local-vs-sink-heavy`` -> [local, sink-heavy] (names may hold '-')."""
-    names = spec.split("-vs-")
-    bad = [n for n in names if n not in PATTERN_NAMES]
-    if bad or not 1 <= len(names) <= 2:
-        raise UserError(f"--pattern {spec!r}: give one pattern or A-vs-B with A, B in {', '.join(PATTERN_NAMES)}")
-    return names
-
-
-def range_name(pattern_spec: str, stage: str) -> str:
-    return f"nsa_{pattern_spec}_{stage}"
+from .. import PINNED_COMMIT
+from ..errors import UserError
+from ..results.store import load_document
+from ..routing.config import Config
+from ..routing.stages import STAGE_NAMES
+from .gates import run_gates
+from .nvtx import parse_patterns, range_name
 
 
 def load_benchmark_result(path: str | Path, config: Config, gpu_name: str) -> dict[str, Any]:
     """Read a bench result and refuse it when its shape, FLA commit or GPU differ from this run."""
-    from .fla_source import PINNED_COMMIT
-
-    try:
-        result = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"--benchmark-result {path}: no such file; run `invoke bench` first") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"--benchmark-result {path}: unreadable ({exc})") from None
-    if not isinstance(result, dict) or result.get("kind") != "bench_result":
-        raise UserError(f"--benchmark-result {path}: not a bench result (kind {result.get('kind')!r})")
+    result = load_document(path, ("bench_result",), f"--benchmark-result {path}",
+                           missing_hint="run `invoke bench` first")
     if result.get("shape") != config.shape.to_dict():
         raise UserError(f"--benchmark-result {path}: its shape {result.get('shape')} differs from the config's "
                         f"{config.shape.to_dict()}; profile with the config the bench used")
@@ -63,7 +48,7 @@ def load_benchmark_result(path: str | Path, config: Config, gpu_name: str) -> di
 
 def replay_autotune(result: dict[str, Any]) -> dict[str, Any]:
     """Restrict each autotuned FLA kernel to the config the bench recorded; returns what was set."""
-    from .launcher import pin_autotune_configs
+    from .launcher import pin_autotune_configs  # noqa: PLC0415 - FLA is imported only after the env gate
 
     chosen = {stage: k["best_config"] for stage, k in result["autotune"]["kernels"].items()}
     missing = [stage for stage, cfg in chosen.items() if cfg is None]
@@ -73,26 +58,17 @@ def replay_autotune(result: dict[str, Any]) -> dict[str, Any]:
     return chosen
 
 
-def _nvtx():
-    import torch
-
-    return torch.cuda.nvtx
-
-
 def profile_stage(config: Config, pattern_spec: str, stage: str, benchmark_result: str | None,
                   allow_gpu: bool) -> dict[str, Any]:
     """Prepare everything outside the NVTX range, then launch ``stage`` once per pattern inside it."""
-    from .gates import run_gates
-
-    if stage not in STAGES:
-        raise UserError(f"--stage {stage!r}: choose one of {', '.join(STAGES)}")
+    if stage not in STAGE_NAMES:
+        raise UserError(f"--stage {stage!r}: choose one of {', '.join(STAGE_NAMES)}")
     names = parse_patterns(pattern_spec)
     for name in names:
         config.pattern(name)
     gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True)
-    import torch
-
-    from .launcher import StagedBackward, make_inputs, make_problem
+    # Deferred on purpose: FLA/triton may only be imported once the env gate above has passed.
+    from .launcher import StagedBackward, make_inputs, make_problem  # noqa: PLC0415
 
     replayed = None
     if benchmark_result:
@@ -109,11 +85,9 @@ def profile_stage(config: Config, pattern_spec: str, stage: str, benchmark_resul
         fn()
     torch.cuda.synchronize()
     label = range_name(pattern_spec, stage)
-    nvtx = _nvtx()
-    nvtx.range_push(label)
-    for name in names:
-        stage_fns[name]()
-    torch.cuda.synchronize()
-    nvtx.range_pop()
+    with torch.cuda.nvtx.range(label):
+        for name in names:
+            stage_fns[name]()
+        torch.cuda.synchronize()
     return {"range": label, "patterns_in_launch_order": names, "stage": stage,
             "autotune_replayed_from": benchmark_result, "autotune_replayed": replayed}

@@ -43,7 +43,8 @@ import torch
 import triton
 from fla.ops.nsa import parallel as fla_nsa
 
-from .config import Shape
+from ..routing import stages
+from ..routing.config import Shape
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -175,7 +176,7 @@ class StagedBackward:
         return {"o": o, "lse": lse, "delta": delta, "csr": csr}
 
     def stage_callables(self) -> dict[str, Callable[[], Any]]:
-        """Zero-argument callables, one per stage of :data:`nsa_exp.config.STAGES`, to be called in that order.
+        """Zero-argument callables, one per stage of :data:`nsa_exp.routing.stages.STAGES`, to be called in that order.
 
         Each call stores its outputs, so the next stage consumes this round's fresh intermediates
         (``o``/``lse`` from ``selection_fwd``, ``delta``, the CSR) exactly as the wrapper does.
@@ -200,14 +201,19 @@ class StagedBackward:
         def full_bwd() -> None:
             state["full"] = self.full_bwd(state["o"], state["lse"])
 
-        return {"selection_fwd": selection_fwd, "delta_preprocess": delta_preprocess, "csr": csr,
-                "dq_core": dq_core, "dkv_core": dkv_core, "full_bwd": full_bwd}
+        fns = {"selection_fwd": selection_fwd, "delta_preprocess": delta_preprocess, "csr": csr,
+               "dq_core": dq_core, "dkv_core": dkv_core, "full_bwd": full_bwd}
+        return {name: fns[name] for name in stages.STAGE_NAMES}
 
 
 def autotuned_kernels() -> dict[str, Any]:
     """The autotuned FLA kernels this experiment launches, by stage name."""
-    return {"selection_fwd": fla_nsa.parallel_nsa_fwd_kernel, "dq_core": fla_nsa.parallel_nsa_bwd_kernel_dq,
-            "dkv_core": fla_nsa.parallel_nsa_bwd_kernel_dkv}
+    return {s.name: getattr(fla_nsa, s.autotuned_kernel) for s in stages.STAGES if s.autotuned_kernel}
+
+
+def fla_callable(stage_name: str) -> Any:
+    """The FLA function or kernel the Stage table names for ``stage_name`` (resolved in this tier)."""
+    return getattr(fla_nsa, stages.stage(stage_name).fla_callable)
 
 
 def _autotuner(kernel: Any) -> Any:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+try:
+    import pynvml
+except ImportError:  # optional (nvidia-ml-py): without it telemetry is recorded as unavailable
+    pynvml = None
+
 
 def nvml_available() -> bool:
-    try:
-        import pynvml  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return pynvml is not None
 
 
 class Telemetry:
@@ -24,8 +27,6 @@ class Telemetry:
         self.handle = None
         if not nvml_available():
             return
-        import pynvml
-
         try:
             pynvml.nvmlInit()
             self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -84,3 +85,18 @@ def throttled(sample: dict[str, Any] | None) -> bool:
     (True, False, False)
     """
     return bool(sample) and bool(sample.get("throttle_reasons", 0) & THROTTLE_MASK)
+
+
+def gpu_identity(telemetry_info: dict[str, Any]) -> dict[str, Any]:
+    """torch's view of GPU 0 (name, SMs, memory, capability, L2) plus NVML's driver and clocks."""
+    props = torch.cuda.get_device_properties(0)
+    info = {
+        "name": props.name,
+        "sm_count": props.multi_processor_count,
+        "total_memory_bytes": int(props.total_memory),
+        "compute_capability": f"{props.major}.{props.minor}",
+        "l2_cache_bytes": int(getattr(props, "L2_cache_size", 0)) or None,
+    }
+    info.update(telemetry_info)
+    info.setdefault("driver", None)
+    return info

@@ -14,15 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
-from .schema import validate_or_raise
-
-PATTERN_NAMES = ("local", "uniform", "sink-heavy", "zipf")
-# The timed work units, in data-flow order; the backward ones are what `full_bwd` runs (stage-sum).
-STAGES = ("selection_fwd", "delta_preprocess", "csr", "dq_core", "dkv_core", "full_bwd")
-BACKWARD_STAGES = ("delta_preprocess", "csr", "dq_core", "dkv_core")
-DEFAULT_SINKS = 4
-DEFAULT_ZIPF_EXPONENT = 1.0
+from ..errors import UserError
+from ..results.schema import validate_or_raise
 
 
 @dataclass(frozen=True)
@@ -53,16 +46,33 @@ class Shape:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Pattern:
-    """One routing: ``name`` plus its parameter (``sinks`` for sink-heavy, ``exponent`` for zipf)."""
+    """One routing: ``name`` plus its parameters (e.g. ``sinks`` for sink-heavy, ``exponent`` for zipf).
+
+    Parameters are read as attributes; their schemas and defaults live in the Pattern registry
+    (:mod:`nsa_exp.routing.patterns`), which also validates config entries.
+
+    >>> p = Pattern("sink-heavy", sinks=2)
+    >>> p.sinks, p.to_dict()
+    (2, {'name': 'sink-heavy', 'sinks': 2})
+    """
 
     name: str
-    sinks: int | None = None
-    exponent: float | None = None
+    params: tuple[tuple[str, Any], ...]
+
+    def __init__(self, name: str, **params: Any) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "params", tuple(sorted(params.items())))
+
+    def __getattr__(self, key: str) -> Any:
+        for k, v in self.__dict__.get("params", ()):
+            if k == key:
+                return v
+        raise AttributeError(f"pattern {self.__dict__.get('name')!r} has no parameter {key!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {"name": self.name, **dict(self.params)}
 
 
 @dataclass(frozen=True)
@@ -141,23 +151,13 @@ def _shape(d: dict[str, Any], where: str) -> Shape:
     return shape
 
 
-def _pattern(d: dict[str, Any], i: int) -> Pattern:
-    name = d["name"]
-    if "sinks" in d and name != "sink-heavy":
-        raise UserError(f"config.patterns[{i}].sinks: only the sink-heavy pattern takes 'sinks'")
-    if "exponent" in d and name != "zipf":
-        raise UserError(f"config.patterns[{i}].exponent: only the zipf pattern takes 'exponent'")
-    if name == "sink-heavy":
-        return Pattern(name, sinks=int(d.get("sinks", DEFAULT_SINKS)))
-    if name == "zipf":
-        return Pattern(name, exponent=float(d.get("exponent", DEFAULT_ZIPF_EXPONENT)))
-    return Pattern(name)
-
-
 def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     """Validate ``raw`` (schema, then semantics) and build a :class:`Config`."""
+    # Deferred on purpose: patterns.py imports this module's Shape/Pattern (the registry validates params).
+    from .patterns import pattern_from_entry  # noqa: PLC0415
+
     validate_or_raise(raw, "config", label="config")
-    patterns = tuple(_pattern(p, i) for i, p in enumerate(raw["patterns"]))
+    patterns = tuple(pattern_from_entry(p, f"config.patterns[{i}]") for i, p in enumerate(raw["patterns"]))
     names = [p.name for p in patterns]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

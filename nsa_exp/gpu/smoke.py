@@ -20,21 +20,24 @@ from typing import Any
 
 import numpy as np
 
-from .config import Config, Pattern, Shape
-from .errors import GateFailure
-from .io import write_json
-from .metadata import base_metadata
-from .routing import generate_routing
+from ..errors import GateFailure
+from ..results.metadata import base_metadata
+from ..results.schema import schema_version
+from ..results.store import write_json
+from ..routing.config import Config, Pattern, Shape
+from ..routing.patterns import BASELINE_PATTERN, generate_routing
+from .gates import run_gates
+from .numerics import compare
+from .telemetry import Telemetry, gpu_identity
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = schema_version("smoke_report")
 
 
 def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
     """FLA forward + official backward vs ``naive_nsa_selection`` in fp32 autograd."""
-    from fla.ops.nsa.naive import naive_nsa_selection
+    from fla.ops.nsa.naive import naive_nsa_selection  # noqa: PLC0415 - FLA/triton only after the env gate
 
-    from .compare import compare
-    from .launcher import StagedBackward, make_inputs, make_problem
+    from .launcher import StagedBackward, make_inputs, make_problem  # noqa: PLC0415 - FLA/triton only after the env gate
 
     problem = make_problem(shape, block_indices, make_inputs(shape, seed, device))
     staged = StagedBackward(problem)
@@ -50,8 +53,7 @@ def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device:
 
 def staged_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
     """Staged launcher vs official ``parallel_nsa_bwd`` on the same forward outputs."""
-    from .compare import compare
-    from .launcher import StagedBackward, make_inputs, make_problem
+    from .launcher import StagedBackward, make_inputs, make_problem  # noqa: PLC0415 - FLA/triton only after the env gate
 
     staged = StagedBackward(make_problem(shape, block_indices, make_inputs(shape, seed, device)))
     inter = staged.run_staged()
@@ -82,7 +84,8 @@ def judge_staged(pattern: str, result: dict[str, Any], tol_rel_l2: float, tol_ul
 def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
     """Both comparisons; returns the ``checks`` part of the report with ``failures`` listed."""
     tol = config.tolerances
-    local = config.pattern("local") if any(p.name == "local" for p in config.patterns) else Pattern("local")
+    local = config.pattern(BASELINE_PATTERN) if any(p.name == BASELINE_PATTERN for p in config.patterns) \
+        else Pattern(BASELINE_PATTERN)
     naive_bi = generate_routing(local, config.smoke_naive, config.seeds.routing)
     naive = naive_comparison(config.smoke_naive, naive_bi, config.seeds.inputs, device)
     failures = judge_naive(naive, tol.naive_rel_l2, tol.naive_max_abs_rel)
@@ -92,7 +95,7 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
         staged[pattern.name] = staged_comparison(config.smoke_staged, bi, config.seeds.inputs, device)
         failures += judge_staged(pattern.name, staged[pattern.name], tol.dkv_rel_l2, tol.dkv_max_ulp)
     return {
-        "naive": {"shape": config.smoke_naive.to_dict(), "pattern": "local", "metrics": naive},
+        "naive": {"shape": config.smoke_naive.to_dict(), "pattern": BASELINE_PATTERN, "metrics": naive},
         "staged_vs_official": {"shape": config.smoke_staged.to_dict(), "patterns": staged},
         "tolerances": {"naive_rel_l2": tol.naive_rel_l2, "naive_max_abs_rel": tol.naive_max_abs_rel,
                        "dkv_rel_l2": tol.dkv_rel_l2, "dkv_max_ulp": tol.dkv_max_ulp},
@@ -102,10 +105,6 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
 
 def run_smoke(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
     """Gates, then both comparisons on the GPU; write the report; raise if any comparison failed."""
-    from .gates import run_gates
-    from .metadata import gpu_identity
-    from .telemetry import Telemetry
-
     gates, _ = run_gates(config, allow_gpu=allow_gpu, strict=True)
     checks = run_smoke_checks(config, "cuda")
     metadata = base_metadata()

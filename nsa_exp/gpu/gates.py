@@ -13,12 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 
-from .config import Config
-from .edges import equal_edge_gate
-from .environment import require_env
-from .errors import GateFailure
-from .routing import generate_routing, routing_violations
+from ..environment import require_env
+from ..errors import GateFailure
+from ..routing.config import Config
+from ..routing.edges import equal_edge_gate
+from ..routing.patterns import generate_routing, routing_violations
+from .fla_source import verify_imported_fla
 
 REQUIRED_TRITON = "3.6.0"
 
@@ -29,10 +31,6 @@ def environment_gate() -> dict[str, Any]:
 
 def gpu_gate(required_name: str, allow_gpu: bool) -> dict[str, Any]:
     """A CUDA GPU is visible and its name contains ``required_name`` (unless ``allow_gpu``)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import torch
-
     if not torch.cuda.is_available():
         raise GateFailure("gpu: no CUDA GPU is visible to torch; run on an H100 host (check nvidia-smi and "
                           "CUDA_VISIBLE_DEVICES) or, in the container, pass --gpus / the compose GPU reservation")
@@ -45,8 +43,7 @@ def gpu_gate(required_name: str, allow_gpu: bool) -> dict[str, Any]:
 
 
 def versions_gate() -> dict[str, Any]:
-    import torch
-    import triton
+    import triton  # noqa: PLC0415 - FLA/triton only after the env gate
 
     if triton.__version__ != REQUIRED_TRITON:
         raise GateFailure(f"versions: triton {triton.__version__} is installed; FLA 0a9b9f2 is pinned with "
@@ -56,13 +53,12 @@ def versions_gate() -> dict[str, Any]:
 
 def fla_sources_gate() -> dict[str, Any]:
     """Import FLA's NSA path (through our launcher) and verify every imported file's blob hash."""
-    from .fla_source import verify_imported_fla
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FLA warns that flash-attn is absent; NSA selection never uses it
-        import fla.ops.nsa.naive  # noqa: F401
+        import fla.ops.nsa.naive  # noqa: F401, PLC0415 - FLA only after the env gate
 
-        from . import launcher  # noqa: F401  (imports fla.ops.nsa.parallel, fla.ops.utils, fla.ops.attn)
+        # imports fla.ops.nsa.parallel, fla.ops.utils, fla.ops.attn
+        from . import launcher  # noqa: F401, PLC0415 - FLA only after the env gate
     return verify_imported_fla()
 
 

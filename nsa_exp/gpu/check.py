@@ -8,13 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import Config
-from .errors import GateFailure
+from ..errors import GateFailure
+from ..results.metadata import base_metadata
+from ..results.schema import schema_version
+from ..results.store import write_json
+from ..routing.config import Config
 from .gates import gate_detail, run_gates
-from .io import write_json
-from .metadata import base_metadata
+from .telemetry import Telemetry, gpu_identity
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = schema_version("check_report")
 
 
 def run_check(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
@@ -24,9 +26,6 @@ def run_check(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, 
     metadata = base_metadata()
     gpu = gate_detail(gates, "gpu")
     if gpu:
-        from .metadata import gpu_identity
-        from .telemetry import Telemetry
-
         metadata["gpu"] = gpu_identity(Telemetry().device_info())
     failed = [g for g in gates if not g["passed"]]
     report = {

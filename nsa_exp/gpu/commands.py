@@ -1,0 +1,79 @@
+"""The GPU commands' doors (``check``, ``smoke``, ``bench``, ``profile-stage``, ``ncu``): argparse
+namespace in, one report written, a few lines printed. :mod:`nsa_exp.cli` imports this module only
+when one of these commands runs, so the CPU commands never import torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .. import REPO_ROOT, RESULTS_DIR
+from ..errors import UserError
+from ..results.summary import format_summary
+from ..routing.config import load_config
+from .bench import run_bench
+from .check import run_check
+from .ncu import run_ncu
+from .profiler import profile_stage
+from .smoke import run_smoke
+
+
+def check(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    out = args.output or RESULTS_DIR / "reports" / f"{config.name}_check.json"
+    run_check(config, args.allow_gpu, out)
+    print(f"check passed; report {out}")
+    return 0
+
+
+def smoke(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    out = args.output or RESULTS_DIR / "reports" / f"{config.name}_smoke.json"
+    report = run_smoke(config, args.allow_gpu, out)
+    for name, m in report["naive"]["metrics"].items():
+        print(f"naive  {name}: rel_l2 {m['rel_l2']:.2e} max_abs/max|ref| {m['max_abs_rel']:.2e}")
+    for pattern, ms in report["staged_vs_official"]["patterns"].items():
+        cells = [f"{g} rel_l2 {m['rel_l2']:.1e} max_ulp {m['max_ulp']} ({m['n_different']} differ)"
+                 for g, m in ms.items()]
+        print(f"staged {pattern}: " + ", ".join(cells))
+    print(f"smoke passed; report {out}")
+    return 0
+
+
+def bench(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if args.repetitions is not None and args.repetitions < 1:
+        raise UserError("--repetitions: must be a positive integer")
+    name = args.name or config.name
+    out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
+    summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
+    result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal)
+    print(format_summary(result))
+    print(f"wrote {out} and {summary}")
+    return 0
+
+
+def profile(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    info = profile_stage(config, args.pattern, args.stage, args.benchmark_result, args.allow_gpu)
+    print(json.dumps(info))
+    return 0
+
+
+def ncu(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    bench_result = args.benchmark_result
+    if bench_result is None and (RESULTS_DIR / "raw" / f"{config.name}.json").is_file():
+        bench_result = str((RESULTS_DIR / "raw" / f"{config.name}.json").relative_to(REPO_ROOT))
+    name = args.name or f"{config.name}_{args.pattern}_{args.stage}"
+    doc = run_ncu(args.config, args.pattern, args.stage, bench_result, name, REPO_ROOT / "profiles",
+                  RESULTS_DIR / "ncu", args.allow_gpu, sys.executable)
+    for k in doc["kernels"]:
+        m = k["metrics"]
+        print(f"{k['pattern']}: {k['kernel']} {m['duration_ns']} ns, occupancy {m['achieved_occupancy_pct']}%, "
+              f"waves {m['waves_per_sm']}, top stall {k['top_stalls'][:1]}")
+    print(f"wrote {RESULTS_DIR / 'ncu' / (name + '.json')}")
+    return 0

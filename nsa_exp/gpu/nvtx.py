@@ -1,0 +1,25 @@
+"""NVTX range names and profiled-pattern specs, shared by ``profile-stage`` and ``ncu`` (torch-free).
+
+The range itself is opened with ``torch.cuda.nvtx.range`` in :mod:`nsa_exp.gpu.profiler`.
+
+>>> range_name("local-vs-sink-heavy", "dq_core")
+'nsa_local-vs-sink-heavy_dq_core'
+"""
+
+from __future__ import annotations
+
+from ..errors import UserError
+from ..routing.patterns import PATTERNS
+
+
+def parse_patterns(spec: str) -> list[str]:
+    """``local`` -> [local]; ``local-vs-sink-heavy`` -> [local, sink-heavy] (names may hold '-')."""
+    names = spec.split("-vs-")
+    bad = [n for n in names if n not in PATTERNS]
+    if bad or not 1 <= len(names) <= 2:
+        raise UserError(f"--pattern {spec!r}: give one pattern or A-vs-B with A, B in {', '.join(PATTERNS)}")
+    return names
+
+
+def range_name(pattern_spec: str, stage: str) -> str:
+    return f"nsa_{pattern_spec}_{stage}"
