@@ -97,15 +97,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="validate result files (ours or a third party's): schema + invariants")
     p.add_argument("paths", nargs="+", metavar="PATH", help="JSON results/reports or summary CSVs")
     p.add_argument("--json", action="store_true", help="print one validation report per file as a JSON list")
+    p.add_argument("--also", action="append", metavar="RESULT", help="a bench result JSON to cross-check the "
+                   "summary CSVs against (not itself reported; repeatable)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
 
 
 def _validate(args: argparse.Namespace) -> int:
     from .schema import schema_errors
-    from .validate import format_report, validate_path
+    from .validate import format_report, validate_paths
 
-    reports = [validate_path(path) for path in args.paths]
+    reports = validate_paths(args.paths, args.also)
     for report in reports:
         assert not schema_errors(report, "validation_report", "report"), "validation report off-schema"
     if args.json:
