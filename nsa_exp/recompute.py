@@ -99,7 +99,9 @@ def bench_recompute(doc: dict[str, Any], add: Add, generate: Callable[..., np.nd
     try:
         config = config_from_dict(doc["config"], source="$.config")
     except UserError as exc:
-        add("config_semantics", [("$.config", str(exc))])
+        where = str(exc).split(":", 1)[0]
+        path = "$." + where if where.startswith("config.") or where == "config" else "$.config"
+        add("config_semantics", [(path, str(exc))])
         config = None
     except (TypeError, KeyError, ValueError) as exc:
         add("config_semantics", [("$.config", f"cannot be read as a config: {exc}")])
