@@ -86,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ncu", nargs="*", default=None, help="ncu summaries to cite (default results/ncu/e1_h100_*.json)")
     p.add_argument("--output", default="docs/RESULTS.md")
     p.add_argument("--analysis", help="analysis JSON path (default results/analysis/<result stem>.json)")
-    p.add_argument("--no-readme", action="store_true", help="do not rewrite README's results block")
+    p.add_argument("--update-readme", action="store_true", help="also rewrite README's results block")
+    p.add_argument("--no-readme", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
+    p.add_argument("--formal", action="store_true", help="label the run formal although its embedded config has "
+                   "no 'formal' field (results recorded before the field existed, e.g. e1_h100)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
     p = sub.add_parser("lock", help="requirements-lock.txt from the versions a real bench run recorded")
@@ -132,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
         command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != "results/raw/e1_h100.json"
                                                 else "")
         build_report(args.result, args.repeat or None, ncu, args.output, analysis, command,
-                     readme=None if args.no_readme else str(REPO_ROOT / "README.md"))
+                     readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal)
         print(f"wrote {args.output} and {analysis}")
         return 0
     if args.command == "lock":
@@ -145,8 +148,10 @@ def _run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     if args.command == "routing":
+        from .io import check_writable
         from .routing_report import format_table, routing_report, save_routings, write_routing_report
 
+        check_writable(*([args.output] if args.output else []), folders=(args.save,) if args.save else ())
         report, routings = routing_report(config)
         if args.output:
             write_routing_report(report, args.output)
@@ -212,10 +217,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _ncu_export(args: argparse.Namespace) -> int:
+    from .io import check_writable
     from .metadata import base_metadata
     from .ncu import export_csv_text, export_report
     from .profile import parse_patterns, range_name
 
+    if not Path(args.report).is_file():
+        raise UserError(f"{args.report}: no such file" if not Path(args.report).exists() else
+                        f"{args.report}: is not a file")
+    check_writable(args.output)
     context: dict = {"report": args.report}
     if args.pattern:
         context |= {"pattern": args.pattern, "patterns_in_launch_order": parse_patterns(args.pattern)}
@@ -225,9 +235,12 @@ def _ncu_export(args: argparse.Namespace) -> int:
         context["nvtx_range"] = range_name(args.pattern, args.stage)
     if args.report.endswith(".csv"):
         try:
-            text = Path(args.report).read_text()
+            text = Path(args.report).read_bytes().decode("utf-8-sig")
         except OSError as exc:
             raise UserError(f"{args.report}: cannot be read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{args.report}: not UTF-8 text (bad byte at offset {exc.start}); give the CSV "
+                            "from `ncu --import R --csv --page raw`") from None
         metadata = base_metadata()
         if args.reuse_context:
             from .metadata import utc_now

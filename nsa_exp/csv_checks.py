@@ -66,7 +66,7 @@ def read_csv(data: bytes, name: str) -> tuple[list[str], list[dict[str, str]], l
     for i, cells in enumerate(body):
         if len(cells) != len(header):
             raise UserError(f"{name}: line {i + 2} has {len(cells)} cells, the header has {len(header)}")
-        rows.append(dict(zip(header, cells)))
+        rows.append(dict(zip(header, cells, strict=True)))
     return header, rows, notes
 
 
@@ -112,7 +112,7 @@ def table_problems(header: list[str], rows: list[dict[str, str]]) -> Problems:
             problems.append((f"$[{i}].stage", f"{_where(i, row)}: unknown stage {key[1]!r}"))
         v = {k: _num(row, k) for k in ("min_ms", "p10_ms", "median_ms", "p90_ms", "p95_ms", "mean_ms")}
         chain = ("min_ms", "p10_ms", "median_ms", "p90_ms", "p95_ms")
-        for a, b in zip(chain, chain[1:]):
+        for a, b in zip(chain, chain[1:], strict=False):
             if v[a] is not None and v[b] is not None and v[a] > v[b]:
                 problems.append((f"$[{i}].{b}", f"{_where(i, row)}: {b} {v[b]} < {a} {v[a]}"))
         if v["min_ms"] is not None and v["median_ms"] is not None and v["median_ms"] < v["min_ms"]:

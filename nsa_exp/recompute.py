@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .config import BACKWARD_STAGES, STAGES, config_from_dict
-from .edges import closed_form_edges, effective_edges
+from .edges import effective_edges
 from .errors import UserError
 from .stats import routing_statistics
 from .timing import LAUNCH_GUARD_CYCLES, round_orders
@@ -314,8 +314,7 @@ def _timing(doc: dict[str, Any], config: Any, add: Add) -> None:
     if t["order_mode"] in ("fixed-rounds", "shuffled-rounds"):
         want_orders = round_orders(names, warm + reps, t["order_mode"], t["order_seed"])
         if orders != want_orders:
-            first = next((r for r, (a, b) in enumerate(zip(orders, want_orders)) if a != b), min(len(orders),
-                                                                                                 len(want_orders)))
+            first = _first_difference(orders, want_orders)
             problems.append((f"$.timing.round_orders[{first}]", f"differs from the {t['order_mode']} order of seed "
                              f"{t['order_seed']} ({want_orders[first] if first < len(want_orders) else 'none'})"))
     for name, p in doc["patterns"].items():
@@ -330,6 +329,10 @@ def _timing(doc: dict[str, Any], config: Any, add: Add) -> None:
     add("timing_recompute", problems)
 
 
+def _first_difference(a: list, b: list) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
 def _telemetry(doc: dict[str, Any], add: Add, warnings: list, unverified: list) -> None:
     tel, t = doc["telemetry"], doc["timing"]
     samples = tel["samples"]
@@ -337,7 +340,7 @@ def _telemetry(doc: dict[str, Any], add: Add, warnings: list, unverified: list) 
     expected = [(r, p) for r, order in enumerate(t["round_orders"]) for p in order]
     got = [(s.get("round"), s.get("pattern")) for s in samples if not s.get("rewarm")]
     if got != expected:
-        first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+        first = _first_difference(got, expected)
         problems.append((f"$.telemetry.samples[{first}]", f"{len(got)} samples do not follow the round orders "
                          f"({len(expected)} (round, pattern) pairs expected)"))
     for i, s in enumerate(samples):

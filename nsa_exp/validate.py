@@ -22,8 +22,6 @@ A CSV summary is validated row by row against ``summary_row``.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from pathlib import Path
