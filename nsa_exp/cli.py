@@ -145,10 +145,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output} ({lines} pins)")
         return 0
     from .config import load_config
+    from .io import check_writable
 
     config = load_config(args.config)
     if args.command == "routing":
-        from .io import check_writable
         from .routing_report import format_table, routing_report, save_routings, write_routing_report
 
         check_writable(*([args.output] if args.output else []), folders=(args.save,) if args.save else ())
@@ -164,6 +164,7 @@ def _run(args: argparse.Namespace) -> int:
         from .check import run_check
 
         out = args.output or RESULTS / "reports" / f"{config.name}_check.json"
+        check_writable(out)
         run_check(config, args.allow_gpu, out)
         print(f"check passed; report {out}")
         return 0
@@ -171,6 +172,7 @@ def _run(args: argparse.Namespace) -> int:
         from .smoke import run_smoke
 
         out = args.output or RESULTS / "reports" / f"{config.name}_smoke.json"
+        check_writable(out)
         report = run_smoke(config, args.allow_gpu, out)
         for name, m in report["naive"]["metrics"].items():
             print(f"naive  {name}: rel_l2 {m['rel_l2']:.2e} max_abs/max|ref| {m['max_abs_rel']:.2e}")
@@ -188,6 +190,7 @@ def _run(args: argparse.Namespace) -> int:
         name = args.name or config.name
         out = Path(args.output) if args.output else RESULTS / "raw" / f"{name}.json"
         summary = Path(args.summary) if args.summary else RESULTS / "summaries" / f"{out.stem}.csv"
+        check_writable(out, summary)
         result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal)
         print(format_summary(result))
         print(f"wrote {out} and {summary}")

@@ -13,7 +13,13 @@ Each check has a name and, when it fails, a message with the JSON path it concer
    passed), ``environment_recorded`` (GPU, driver, versions), ``stage_sum_plausible`` (stage-sum over
    full_bwd recomputes and lies in [0.75, 1.25]).
 
-A CSV summary is validated row by row against ``summary_row``.
+4. Then ``recompute.bench_recompute``: every other derived number recomputed from its source, or listed
+   under ``unverified`` (``config_semantics``, ``pattern_set``, ``routing_recompute``,
+   ``reproduction_flags``, ``timing_recompute``, ``telemetry_recompute``, ``memory_recompute``,
+   ``gates_consistent``, ``ratio_recompute``, ``metadata_plausible``; see that module).
+
+A CSV summary is validated row by row against ``summary_row``, then as a table and, given with its
+JSON, cell by cell (``csv_checks``).
 
 >>> report = validate_bytes(b'{"a": 1, "a": 2}', "x.json")
 >>> [(c["name"], c["passed"]) for c in report["checks"]]
