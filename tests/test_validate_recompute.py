@@ -177,7 +177,8 @@ def _derived_paths(doc: dict) -> list[tuple]:
             out += [("patterns", name, "stages", stage, k) for k in ("median_ms", "p10_ms", "p90_ms", "p95_ms",
                                                                       "min_ms", "mean_ms", "n_obs")]
         out += [("patterns", name, "memory", k) for k in p["memory"]
-                if k not in ("official_baseline_allocated_bytes", "official_baseline_reserved_bytes")]
+                if k not in ("official_baseline_allocated_bytes", "official_baseline_reserved_bytes",
+                             "official_peak_reserved_bytes")]  # measured (listed unverifiable), only bounded
         for g in p["reproduces_official"]:
             out += [("patterns", name, "reproduces_official", g, k) for k in ("numel", "max_abs_rel", "bit_exact")]
     return out
@@ -186,7 +187,7 @@ def _derived_paths(doc: dict) -> list[tuple]:
 DERIVED = _derived_paths(json.loads(GOLDEN.read_text()))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_any_derived_number_changed_fails(golden, data):
     doc = copy.deepcopy(golden)
