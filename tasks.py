@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nsa_exp.cli import build_parser  # noqa: E402
 
 PY = shlex.quote(sys.executable)
-MORE = "also"  # the repeatable option holding the 2nd, 3rd... value of a variadic positional (validate)
+MORE = "more"  # the repeatable option holding the 2nd, 3rd... value of a variadic positional (validate)
 
 
 def _nsa(c: Context, *args: str) -> None:

@@ -27,7 +27,8 @@ from .results.lock import write_lock
 from .results.plot import X_STATS, plot_fanin_latency
 from .results.report import build_report
 from .results.schema import schema_errors
-from .results.validate import format_report, validate_path
+from .results.store import check_writable
+from .results.validate import format_report, validate_paths
 from .routing.config import load_config
 from .routing.report import format_table, routing_report, save_routings, time_generation, write_routing_report
 from .routing.stages import STAGE_NAMES
@@ -46,7 +47,9 @@ def _gpu(module: str, name: str) -> Handler:
 
 
 def _routing(args: argparse.Namespace) -> int:
-    report, routings = routing_report(load_config(args.config))
+    config = load_config(args.config)
+    check_writable(*([args.output] if args.output else []), folders=(args.save,) if args.save else ())
+    report, routings = routing_report(config)
     if args.output:
         write_routing_report(report, args.output)
     if args.save:
@@ -67,7 +70,7 @@ def _routing_time(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    reports = [validate_path(path) for path in args.paths]
+    reports = validate_paths(args.paths, args.also)
     for report in reports:
         assert not schema_errors(report, "validation_report", "report"), "validation report off-schema"
     if args.json:
@@ -85,7 +88,7 @@ def _report(args: argparse.Namespace) -> int:
     command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != "results/raw/e1_h100.json"
                                             else "")
     build_report(args.result, args.repeat or None, ncu, args.output, analysis, command,
-                 readme=None if args.no_readme else str(REPO_ROOT / "README.md"))
+                 readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal)
     print(f"wrote {args.output} and {analysis}")
     return 0
 
@@ -173,7 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ncu", nargs="*", default=None, help="ncu summaries to cite (default results/ncu/e1_h100_*.json)")
     p.add_argument("--output", default="docs/RESULTS.md")
     p.add_argument("--analysis", help="analysis JSON path (default results/analysis/<result stem>.json)")
-    p.add_argument("--no-readme", action="store_true", help="do not rewrite README's results block")
+    p.add_argument("--update-readme", action="store_true", help="also rewrite README's results block")
+    p.add_argument("--no-readme", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
+    p.add_argument("--formal", action="store_true", help="label the run formal although its embedded config has "
+                   "no 'formal' field (results recorded before the field existed, e.g. e1_h100)")
 
     p = command("plot", _plot, "figure: latency vs a fan-in statistic, one panel per backward stage", common)
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
@@ -188,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
                 common)
     p.add_argument("paths", nargs="+", metavar="PATH", help="JSON results/reports or summary CSVs")
     p.add_argument("--json", action="store_true", help="print one validation report per file as a JSON list")
+    p.add_argument("--also", action="append", metavar="RESULT", help="a bench result JSON to cross-check the "
+                   "summary CSVs against (not itself reported; repeatable)")
     return parser
 
 

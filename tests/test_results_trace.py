@@ -75,7 +75,7 @@ def test_readme_results_block_regenerates_exactly():
     analysis = analyse(result, json.loads((REPO / REPEAT).read_text()))
     readme = (REPO / "README.md").read_text()
     block = readme.split(README_START, 1)[1].split(README_END, 1)[0].strip("\n")
-    assert block == headline(result, analysis, "docs/RESULTS.md")
+    assert block == headline(result, analysis, "docs/RESULTS.md", formal=True)  # `report --formal` (tasks.py)
 
 
 def test_readme_headline_numbers_come_from_the_analysis():

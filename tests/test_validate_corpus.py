@@ -56,6 +56,16 @@ def build_case(case: dict, golden: dict, tmp_path: Path) -> Path:
             parent[key] = parent[key] * case["factor"]
         else:
             parent[key][case["new"]] = parent[key].pop(case["old"])
+    elif op == "swap":
+        parent = _node(doc, [*case["path"], None])[0] if case["path"] else doc
+        parent[case["a"]], parent[case["b"]] = parent[case["b"]], parent[case["a"]]
+    elif op == "swap_stats":  # routing statistics exchanged between two patterns, params left in place
+        a, b = doc["patterns"][case["a"]], doc["patterns"][case["b"]]
+        for key in ("fanin", "query_span", "adjacent_gap"):
+            a[key], b[key] = b[key], a[key]
+    elif op == "reverse":
+        parent, key = _node(doc, case["path"])
+        parent[key] = parent[key][::-1]
     elif op == "truncate_raw":
         stage = doc["patterns"][case["pattern"]]["stages"][case["stage"]]
         stage["raw_ms"] = stage["raw_ms"][: case["keep"]]
@@ -104,7 +114,7 @@ def failing_checks(report: dict) -> list[str]:
 
 
 def test_corpus_has_at_least_40_cases():
-    assert len(CORPUS) >= 40
+    assert len(CORPUS) >= 90
     assert len({c["id"] for c in CORPUS}) == len(CORPUS)
 
 
@@ -113,6 +123,9 @@ def test_corpus_case_is_rejected_by_exactly_the_named_checks(case, golden, tmp_p
     report = validate_path(build_case(case, golden, tmp_path))
     assert not report["passed"]
     assert failing_checks(report) == case["fails"], report["checks"]
+    for name, path in case.get("at", {}).items():
+        check = next(c for c in report["checks"] if c["name"] == name)
+        assert path in [f["path"] for f in check["failures"]], (name, path, check["failures"])
     for check in report["checks"]:
         for failure in check.get("failures", []):
             assert failure["path"].startswith("$") and failure["message"]

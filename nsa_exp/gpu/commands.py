@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import REPO_ROOT, RESULTS_DIR
 from ..errors import UserError
+from ..results.store import check_writable
 from ..results.summary import format_summary
 from ..routing.config import load_config
 from .bench import run_bench
@@ -24,6 +25,7 @@ from .smoke import run_smoke
 def check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     out = args.output or RESULTS_DIR / "reports" / f"{config.name}_check.json"
+    check_writable(out)
     run_check(config, args.allow_gpu, out)
     print(f"check passed; report {out}")
     return 0
@@ -32,6 +34,7 @@ def check(args: argparse.Namespace) -> int:
 def smoke(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     out = args.output or RESULTS_DIR / "reports" / f"{config.name}_smoke.json"
+    check_writable(out)
     report = run_smoke(config, args.allow_gpu, out)
     for name, m in report["naive"]["metrics"].items():
         print(f"naive  {name}: rel_l2 {m['rel_l2']:.2e} max_abs/max|ref| {m['max_abs_rel']:.2e}")
@@ -50,6 +53,7 @@ def bench(args: argparse.Namespace) -> int:
     name = args.name or config.name
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
+    check_writable(out, summary)
     result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal)
     print(format_summary(result))
     print(f"wrote {out} and {summary}")

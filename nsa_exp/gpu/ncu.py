@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import UserError
 from ..results.metadata import base_metadata, utc_now
 from ..results.schema import schema_version
-from ..results.store import load_document, write_json, write_text_atomic
+from ..results.store import check_writable, load_document, write_json, write_text_atomic
 from .nvtx import parse_patterns, range_name
 
 METRICS = {
@@ -175,6 +175,10 @@ def run_ncu(config_path: str, pattern_spec: str, stage: str, benchmark_result: s
 def export_command(args: Any) -> int:
     """``ncu-export``: a .ncu-rep (or its raw CSV) -> summary JSON; ``--reuse-context`` keeps an earlier
     summary's profile context and GPU-host metadata (read through the strict loader)."""
+    if not Path(args.report).is_file():
+        raise UserError(f"{args.report}: no such file" if not Path(args.report).exists() else
+                        f"{args.report}: is not a file")
+    check_writable(args.output)
     context: dict = {"report": args.report}
     if args.pattern:
         context |= {"pattern": args.pattern, "patterns_in_launch_order": parse_patterns(args.pattern)}
@@ -184,9 +188,12 @@ def export_command(args: Any) -> int:
         context["nvtx_range"] = range_name(args.pattern, args.stage)
     if args.report.endswith(".csv"):
         try:
-            text = Path(args.report).read_text()
+            text = Path(args.report).read_bytes().decode("utf-8-sig")
         except OSError as exc:
             raise UserError(f"{args.report}: cannot be read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{args.report}: not UTF-8 text (bad byte at offset {exc.start}); give the CSV "
+                            "from `ncu --import R --csv --page raw`") from None
         metadata = base_metadata()
         if args.reuse_context:
             old = load_document(args.reuse_context, ("ncu_summary",), f"--reuse-context {args.reuse_context}",

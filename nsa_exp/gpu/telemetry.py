@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from ..results.recompute import THROTTLE_MASK
+
 try:
     import pynvml
 except ImportError:  # optional (nvidia-ml-py): without it telemetry is recorded as unavailable
@@ -75,7 +77,6 @@ class Telemetry:
 
 # NVML clocks-event reasons that mean the GPU slowed itself: SW power cap (0x4), HW slowdown (0x8),
 # SW thermal (0x20), HW thermal (0x40), HW power brake (0x80). Idle (0x1) and app clocks (0x2) are not.
-THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 
 def throttled(sample: dict[str, Any] | None) -> bool:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
-LAUNCH_GUARD_CYCLES = 2_000_000  # ~1 ms at 1.98 GHz: longer than any stage's host-side launch work
+from ..results.latency import LAUNCH_GUARD_CYCLES
 
 
 class Event(Protocol):

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# The GPU spin queued before each timed call (gpu/timing.py); results record it and validate checks it.
+LAUNCH_GUARD_CYCLES = 2_000_000  # ~1 ms at 1.98 GHz: longer than any stage's host-side launch work
 PERCENTILES = {"p10_ms": 10, "p90_ms": 90, "p95_ms": 95}
 PERCENTILE_METHOD = "linear"
 

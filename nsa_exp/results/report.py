@@ -16,7 +16,7 @@ from ..routing.stages import STAGES
 from .analysis import analyse
 from .metadata import base_metadata
 from .schema import KINDS
-from .store import load_document, write_json, write_text_atomic
+from .store import check_writable, load_document, write_json, write_text_atomic
 
 STAGE_TITLES = {s.name: s.title for s in STAGES}
 MiB = 1024 * 1024
@@ -230,7 +230,7 @@ def render(result: dict[str, Any], analysis: dict[str, Any], ncu: list[dict[str,
 README_START, README_END = "<!-- results:start -->", "<!-- results:end -->"
 
 
-def headline(result: dict[str, Any], analysis: dict[str, Any], results_md: str) -> str:
+def headline(result: dict[str, Any], analysis: dict[str, Any], results_md: str, formal: bool = False) -> str:
     """README's results block: date, hardware, and the stage ratios vs local with their CIs."""
     by = {(r["pattern"], r["stage"]): r for r in analysis["rows"]}
     gpu = result["metadata"]["gpu"]
@@ -244,7 +244,8 @@ def headline(result: dict[str, Any], analysis: dict[str, Any], results_md: str) 
     rows = [[STAGE_TITLES[st], f"{by[(BASELINE_PATTERN, st)]['median_ms']:.3f}", *[cell(p, st) for p in others]]
             for st in ("dq_core", "csr", "dkv_core", "full_bwd")]
     return "\n".join([
-        f"Formal run of {result['metadata']['created_utc'][:10]} on one **{gpu['name']}** (driver {gpu['driver']}), "
+        f"{'Formal run' if formal else 'Run'} of {result['metadata']['created_utc'][:10]} on one **{gpu['name']}** "
+        f"(driver {gpu['driver']}), "
         f"{result['timing']['repetitions']} interleaved rounds, FLA `{result['fla']['commit'][:12]}`; every routing "
         f"has {result['edges']['closed_form']:,} edges. Median latency of `local` and each routing's ratio to it "
         "(bootstrap 95% CI):", "",
@@ -262,9 +263,20 @@ def update_readme(readme: Path, block: str) -> None:
     write_text_atomic(readme, f"{head}{README_START}\n{block}\n{README_END}{tail}")
 
 
+def is_formal(result: dict[str, Any], flag: bool = False) -> bool:
+    """A run is formal only when its config says so (``"formal": true``), or ``--formal`` labels a result
+    recorded before the field existed; ``--formal`` on a config that says ``"formal": false`` is refused."""
+    said = result["config"].get("formal")
+    if flag and said is False:
+        raise UserError("--formal: the result's config says \"formal\": false; it cannot be labelled formal")
+    return said is True or flag
+
+
 def build_report(result_path: str, repeat_path: str | None, ncu_paths: list[str], output_md: str,
-                 output_json: str, command: str, readme: str | None = None) -> dict[str, Any]:
+                 output_json: str, command: str, readme: str | None = None, formal: bool = False) -> dict[str, Any]:
+    check_writable(output_md, output_json, *([readme] if readme else []))
     result = _load(result_path)
+    formal = is_formal(result, formal)
     repeat = _load(repeat_path) if repeat_path else None
     if repeat is not None and repeat["shape"] != result["shape"]:
         raise UserError(f"{repeat_path}: shape differs from {result_path}; a repeat must run the same config")
@@ -279,5 +291,5 @@ def build_report(result_path: str, repeat_path: str | None, ncu_paths: list[str]
     text = render(result, analysis, ncu, {"result": result_path, "repeat": repeat_path, "command": command})
     write_text_atomic(output_md, text)
     if readme:
-        update_readme(Path(readme), headline(result, analysis, str(Path(output_md).as_posix())))
+        update_readme(Path(readme), headline(result, analysis, str(Path(output_md).as_posix()), formal))
     return analysis

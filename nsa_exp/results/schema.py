@@ -37,12 +37,19 @@ def _registry() -> referencing.Registry:
     return referencing.Registry().with_resources(resources)
 
 
+def _strict_integer(checker: Any, instance: Any) -> bool:
+    """JSON Schema's ``integer`` accepts ``2048.0``; ours does not: a whole number written as a float
+    (a float token in the JSON text) is rejected where an integer is meant (issue 16 item 3)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 @cache
 def _validator(kind: str) -> jsonschema.protocols.Validator:
     schema = load_schema(kind)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema, registry=_registry(), format_checker=cls.FORMAT_CHECKER)
+    base = jsonschema.validators.validator_for(schema)
+    base.check_schema(schema)
+    cls = jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine("integer", _strict_integer))
+    return cls(schema, registry=_registry(), format_checker=base.FORMAT_CHECKER)
 
 
 def json_path(path: Any, root: str) -> str:
@@ -56,7 +63,15 @@ def json_path(path: Any, root: str) -> str:
 def schema_errors(doc: Any, kind: str, label: str) -> list[str]:
     """Every violation of ``schemas/<kind>.schema.json``, each as ``<json path>: <message>``."""
     errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: list(e.absolute_path))
-    return [f"{json_path(e.absolute_path, label)}: {e.message}" for e in errors]
+    return [f"{json_path(e.absolute_path, label)}: {_message(e)}" for e in errors]
+
+
+def _message(error: Any) -> str:
+    """jsonschema's message, saying so when a whole number was written as a float (``2048.0``)."""
+    if error.validator == "type" and isinstance(error.instance, float) and "integer" in str(error.validator_value):
+        return f"{error.instance!r} is a float where an integer is meant (write {error.instance:.0f}, not " \
+               f"{error.instance!r})" if error.instance.is_integer() else f"{error.message}"
+    return error.message
 
 
 def validate_or_raise(doc: Any, kind: str, label: str) -> None:
@@ -65,7 +80,7 @@ def validate_or_raise(doc: Any, kind: str, label: str) -> None:
     best = jsonschema.exceptions.best_match(validator.iter_errors(doc))
     if best is not None:
         where = json_path(best.absolute_path, label)
-        raise UserError(f"{where}: {best.message} (schema {kind}.schema.json)")
+        raise UserError(f"{where}: {_message(best)} (schema {kind}.schema.json)")
 
 
 def _kinds() -> dict[str, str]:

@@ -23,6 +23,30 @@ from .schema import KINDS, schema_errors
 from .validate import parse_strict, validate_bytes
 
 
+def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> None:
+    """Refuse (one line) unless every output can be written: call before writing the first of them,
+    so a command writes all its outputs or none. ``paths`` are files, ``folders`` output folders."""
+    def nearest_existing(p: Path) -> Path:
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        return p
+
+    for folder in map(Path, folders):
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder}: exists and is not a folder; give a folder (or a new name)")
+        base = nearest_existing(folder)
+        if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+            raise UserError(f"{folder}: cannot be created or written ({base} is not a writable folder)")
+    for path in map(Path, paths):
+        if path.is_dir():
+            raise UserError(f"{path}: is a folder; give a file path")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UserError(f"{path}: exists and is not writable")
+        base = nearest_existing(path.parent)
+        if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+            raise UserError(f"{path}: cannot be written ({base} is not a writable folder)")
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (temp file in the same folder, fsync, rename)."""
     write_bytes_atomic(path, text.encode("utf-8"))
@@ -68,6 +92,8 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     The target itself is never partial.
     """
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder; give a file path")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -13,7 +13,13 @@ Each check has a name and, when it fails, a message with the JSON path it concer
    passed), ``environment_recorded`` (GPU, driver, versions), ``stage_sum_plausible`` (stage-sum over
    full_bwd recomputes and lies in [0.75, 1.25]).
 
-A CSV summary is validated row by row against ``summary_row``.
+4. Then ``recompute.bench_recompute``: every other derived number recomputed from its source, or listed
+   under ``unverified`` (``config_semantics``, ``pattern_set``, ``routing_recompute``,
+   ``reproduction_flags``, ``timing_recompute``, ``telemetry_recompute``, ``memory_recompute``,
+   ``gates_consistent``, ``ratio_recompute``, ``metadata_plausible``; see that module).
+
+A CSV summary is validated row by row against ``summary_row``, then as a table and, given with its
+JSON, cell by cell (``csv_checks``).
 
 >>> report = validate_bytes(b'{"a": 1, "a": 2}', "x.json")
 >>> [(c["name"], c["passed"]) for c in report["checks"]]
@@ -22,8 +28,6 @@ A CSV summary is validated row by row against ``summary_row``.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from pathlib import Path
@@ -35,8 +39,11 @@ from .. import PINNED_COMMIT
 from ..errors import UserError
 from ..routing.config import Shape
 from ..routing.edges import closed_form_edges
+from ..routing.patterns import generate_routing
 from ..routing.stages import BACKWARD_STAGES
+from .csv_checks import json_problems, read_csv, table_problems, typed_value
 from .latency import PERCENTILES
+from .recompute import bench_recompute
 from .schema import KINDS, SUMMARY_COLUMNS, schema_errors, schema_version
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -205,36 +212,48 @@ def _bench_checks(doc: dict[str, Any], checks: _Checks) -> None:
     checks.add("stage_sum_plausible", sum_p)
 
 
-def _validate_csv(data: bytes, checks: _Checks) -> None:
-    rows = list(csv.DictReader(io.StringIO(data.decode("utf-8", errors="replace"))))
+def _validate_csv(data: bytes, checks: _Checks, name: str = "<csv>",
+                  companion: tuple[str, dict[str, Any]] | None = None) -> list[dict[str, str]]:
+    """Row schema (``csv_rows``), the table (``csv_table``) and, with its JSON, ``csv_matches_json``."""
+    header, rows, notes = read_csv(data, name)
+    warnings = [{"check": "csv_encoding", "path": "$", "message": n} for n in notes]
     if not rows:
         checks.add("csv_rows", [("$", "no rows")])
-        return
+        return warnings
     problems = []
-    ints, strs = {"n_obs", "edges"}, {"config_name", "pattern", "stage"}
     for i, row in enumerate(rows):
         typed: dict[str, Any] = {}
         for key, value in row.items():
             try:
-                typed[key] = value if key in strs else int(value) if key in ints else _float(value)
-            except (ValueError, TypeError, _Rejected):
+                typed[key] = typed_value(key, value)
+            except (ValueError, TypeError):
                 problems.append((f"$[{i}].{key}", f"{value!r} is not a number"))
         problems += [tuple(e.split(": ", 1)) for e in schema_errors(typed, "summary_row", f"$[{i}]")]
-    missing = [c for c in SUMMARY_COLUMNS if c not in rows[0]]
+    missing = [c for c in SUMMARY_COLUMNS if c not in header]
     problems += [("$", f"missing column {c}") for c in missing]
     checks.add("csv_rows", problems)
+    checks.add("csv_table", table_problems(header, rows))
+    if companion is not None:
+        checks.add("csv_matches_json", json_problems(rows, companion[1], companion[0]))
+    return warnings
 
 
-def validate_bytes(data: bytes, name: str) -> dict[str, Any]:
-    """Validate one file's bytes; returns the validation report (schema ``validation_report``)."""
+def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Validate one file's bytes; returns the validation report (schema ``validation_report``).
+
+    ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON.
+    """
     checks = _Checks()
     report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
     if not checks.add("file_size", [] if len(data) <= MAX_BYTES else
                       [("$", f"{len(data)} bytes > {MAX_BYTES} (refused before parsing)")]):
         return {**report, "passed": False, "checks": checks.items}
     if name.endswith(".csv"):
-        _validate_csv(data, checks)
-        return {**report, "passed": all(c["passed"] for c in checks.items), "checks": checks.items}
+        warnings = _validate_csv(data, checks, name, companion)
+        unverified = [] if companion else [{"path": "$", "why": "no JSON result given with the CSV (validate "
+                                            "X.json X.csv, or --also X.json): values not cross-checked"}]
+        return {**report, "passed": all(c["passed"] for c in checks.items), "checks": checks.items,
+                "unverified": unverified, "warnings": warnings}
     try:
         doc = parse_strict(data)
     except _Rejected as exc:
@@ -251,13 +270,43 @@ def validate_bytes(data: bytes, name: str) -> dict[str, Any]:
                                             f"({', '.join(sorted(SUPPORTED_VERSIONS))})")]):
         return {**report, "passed": False, "checks": checks.items}
     errors = schema_errors(doc, KINDS[kind], "$")
+    extra: dict[str, Any] = {}
     if checks.add("schema", [tuple(e.split(": ", 1)) for e in errors]) and kind == "bench_result":
         _bench_checks(doc, checks)
+        extra = bench_recompute(doc, checks.add, generate_routing)
     return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
-            "checks": checks.items}
+            "checks": checks.items, **extra}
 
 
-def validate_path(path: str | Path) -> dict[str, Any]:
+def bench_document(path: str | Path) -> dict[str, Any] | None:
+    """The parsed bench result at ``path`` when it is one that passes its schema (for CSV cross-checks)."""
+    try:
+        data = Path(path).read_bytes()
+        doc = parse_strict(data) if len(data) <= MAX_BYTES else None
+    except (OSError, _Rejected):
+        return None
+    if isinstance(doc, dict) and doc.get("kind") == "bench_result" and not schema_errors(doc, "result", "$"):
+        return doc
+    return None
+
+
+def validate_paths(paths: list[str], also: list[str] | None = None) -> list[dict[str, Any]]:
+    """Validate every path; a summary CSV is cross-checked against its JSON result: the bench result
+    (among ``paths`` + ``also``) with the same file stem, else the only one given."""
+    results = {p: doc for p in [*paths, *(also or [])] if not p.endswith(".csv")
+               for doc in [bench_document(p)] if doc is not None}
+    reports = []
+    for path in paths:
+        companion = None
+        if path.endswith(".csv"):
+            same = [p for p in results if Path(p).stem == Path(path).stem]
+            pick = same[0] if same else next(iter(results)) if len(results) == 1 else None
+            companion = (pick, results[pick]) if pick else None
+        reports.append(validate_path(path, companion))
+    return reports
+
+
+def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Validate a file on disk (size checked with stat before reading)."""
     path = Path(path)
     try:
@@ -273,7 +322,7 @@ def validate_path(path: str | Path) -> dict[str, Any]:
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
-    return validate_bytes(data, str(path))
+    return validate_bytes(data, str(path), companion)
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -285,4 +334,8 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"  [{c['name']}] {f['path']}: {f['message']}")
         if c["n_failures"] > len(c["failures"]):
             lines.append(f"  [{c['name']}] ... {c['n_failures'] - len(c['failures'])} more")
+    for w in report.get("warnings", []):
+        lines.append(f"  warning [{w['check']}] {w['path']}: {w['message']}")
+    if report.get("unverified"):
+        lines.append(f"  {len(report['unverified'])} value group(s) listed as unverifiable (--json shows them)")
     return "\n".join(lines)

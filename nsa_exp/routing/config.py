@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -145,9 +147,30 @@ def check_shape(shape: Shape, where: str) -> None:
         raise UserError(f"{where}.block_size: {shape.block_size} must be a power of two")
 
 
+# The routing of a shape is regenerated on the CPU (int64 working arrays of ~12 words per entry).
+ROUTING_BYTES_PER_ENTRY = 96
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits_machine(shape: Shape, where: str) -> None:
+    """A shape whose routing cannot be generated in this machine's memory is one line, not a MemoryError."""
+    entries = shape.B * shape.T * shape.H * shape.S
+    need, have = entries * ROUTING_BYTES_PER_ENTRY, _memory_bytes()
+    if have is not None and need > have:
+        raise UserError(f"{where}: B*T*H*S = {entries} routing entries need ~{need / 2**30:.1f} GiB to generate, "
+                        f"more than this machine's {have / 2**30:.1f} GiB; lower B, T, H or S")
+
+
 def _shape(d: dict[str, Any], where: str) -> Shape:
     shape = Shape(**d)
     check_shape(shape, where)
+    check_fits_machine(shape, where)
     return shape
 
 
@@ -181,16 +204,59 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a config file; any problem is a one-line :class:`UserError`."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise UserError(f"config file {path} does not exist; pass --config configs/e1_h100.json") from None
     except OSError as exc:
         raise UserError(f"config file {path} cannot be read: {exc.strerror}") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"config file {path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
-                        f"{exc.msg}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"config file {path}: top level must be a JSON object")
+    raw = parse_config_bytes(data, str(path))
     return config_from_dict(raw, source=str(path))
+
+
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def _config_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r} (a JSON object must name each key once)")
+        out[key] = value
+    return out
+
+
+def _config_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a number JSON allows (no NaN/Infinity)")
+
+
+def _config_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} overflows to infinity")
+    return value
+
+
+def parse_config_bytes(data: bytes, where: str) -> dict[str, Any]:
+    """Strict JSON for a config: UTF-8 text, no NUL bytes, no duplicate keys, no NaN/Infinity/overflow."""
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UserError(f"config file {where}: {len(data)} bytes is not a config (limit {MAX_CONFIG_BYTES})")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise UserError(f"config file {where}: binary data (NUL byte at offset {nul}), not a JSON config")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"config file {where}: not UTF-8 text (bad byte at offset {exc.start})") from None
+    try:
+        raw = json.loads(text, object_pairs_hook=_config_pairs, parse_constant=_config_constant,
+                         parse_float=_config_float)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"config file {where}: invalid JSON at line {exc.lineno} column {exc.colno}: "
+                        f"{exc.msg}") from None
+    except RecursionError:
+        raise UserError(f"config file {where}: nested too deeply") from None
+    except ValueError as exc:
+        raise UserError(f"config file {where}: {str(exc).split(';')[0]}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"config file {where}: top level must be a JSON object")
+    return raw
