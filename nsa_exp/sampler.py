@@ -34,8 +34,9 @@ import numpy as np
 
 MAX_REJECTION_ROUNDS = 32  # today's routing.MAX_REJECTION_ROUNDS
 STALL_BUDGET = 1 << 24  # ... and rejection only counts as stalled on a pending set larger than this
+FIRST_ROUND_STALL_BUDGET = 1 << 18  # ... or larger than this when the slot's very first round stalls
 STALL_FRACTION = 0.5  # a round leaving more than this fraction of its rows pending has stalled
-LEGACY_FALLBACK_BUDGET = 1 << 22  # pending rows x support width handled by today's Gumbel-max fallback
+LEGACY_FALLBACK_BUDGET = 1 << 18  # pending rows x support width handled by today's Gumbel-max fallback
 _CHUNK = 1 << 15  # rows per chunk of the exponential race (bounds its temporaries)
 
 
@@ -97,19 +98,20 @@ def exact_draw(rng: np.random.Generator, drawn: np.ndarray, cur: np.ndarray, rcu
 
 
 def finish_rows(rng: np.random.Generator, drawn: np.ndarray, cur: np.ndarray, m: int, weights: np.ndarray,
-                rcum: np.ndarray) -> np.ndarray:
+                rcum: np.ndarray, window: int | None = None) -> np.ndarray:
     """The next ``m`` successive-sampling draws of each row at once (int64 ``[rows, m]``, any order).
 
     Exponential race: block ``b`` gets key ``E_b / w_b`` (``E_b`` standard exponential); the ``m`` smallest
     keys over the blocks not yet drawn are exactly ``m`` successive draws. Keys are drawn explicitly for the
-    window ``0..L-1`` (``L = 2S + 32`` at most), and the tail ``L..cur`` is raced lazily: by memorylessness its
+    window ``0..L-1`` (``L = 2S + 64`` at most), and the tail ``L..cur`` is raced lazily: by memorylessness its
     smallest remaining key is the previous one plus ``Exp(1) / (remaining tail mass)``, at a block drawn with
     probability proportional to its weight (:func:`_draw_in_segments`), so tail blocks are generated in key
-    order only while they can still enter the ``m`` smallest. Work ``O(rows * (L + S * tail entries))``.
+    order only while they can still enter the ``m`` smallest (``window`` overrides ``L``, for tests).
+    Work ``O(rows * (L + S * tail entries))``.
     """
     rows, k = drawn.shape
     out = np.empty((rows, m), dtype=np.int64)
-    L = min(int(cur.max()) + 1, 2 * (k + m) + 32)
+    L = min(int(cur.max()) + 1, max(m, 2 * (k + m) + 64 if window is None else window))
     for r0 in range(0, rows, _CHUNK):
         sl = slice(r0, min(rows, r0 + _CHUNK))
         d, c = drawn[sl], cur[sl]
@@ -164,8 +166,8 @@ def sample_distinct(rng: np.random.Generator, cur: np.ndarray, n: np.ndarray, S:
     log_w = None
     drawn = np.flatnonzero(~takes_all)  # these rows have n == S < cur + 1
     for slot in range(S):
-        pending, before = drawn, drawn.size
-        for _ in range(MAX_REJECTION_ROUNDS):
+        pending, before, stalled = drawn, drawn.size, False
+        for round_ in range(MAX_REJECTION_ROUNDS):
             c = cur[pending]
             u = rng.random(pending.shape[0]) * cdf[c]
             b = np.minimum(np.searchsorted(cdf, u, side="right"), c)
@@ -174,13 +176,15 @@ def sample_distinct(rng: np.random.Generator, cur: np.ndarray, n: np.ndarray, S:
             pending = pending[clash]
             if pending.size == 0:
                 break
-            if (pending.size > STALL_FRACTION * before
-                    and pending.size * (int(cur[pending].max()) + 1) > STALL_BUDGET):
+            if pending.size > STALL_FRACTION * before and (
+                    pending.size * (int(cur[pending].max()) + 1) > (FIRST_ROUND_STALL_BUDGET if round_ == 0
+                                                                    else STALL_BUDGET)):
+                stalled = True
                 break  # rejection has stalled on a large pending set: finish these rows with the race
             before = pending.size
         if pending.size == 0:
             continue
-        if positive and pending.size * (int(cur[pending].max()) + 1) <= LEGACY_FALLBACK_BUDGET:
+        if not stalled and positive and pending.size * (int(cur[pending].max()) + 1) <= LEGACY_FALLBACK_BUDGET:
             if log_w is None:
                 log_w = np.log(weights)
             out[pending, slot] = _legacy_gumbel(rng, out[pending, :slot], cur[pending], log_w)
