@@ -40,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema routing_report)")
     p.add_argument("--save", metavar="DIR", help="write each pattern's block_indices as DIR/<pattern>.npy")
     p.add_argument("--output", metavar="PATH", help="also write the JSON report to PATH")
+    p.add_argument("--routing-file", action="append", default=[], metavar="PATH",
+                   help="also validate and summarise your own block_indices (.npy/.npz/.pt, int32/int64 "
+                        "[B,T,H,S], -1 padding); repeatable")
+    p.add_argument("--require-equal-edges", action="store_true",
+                   help="fail unless every --routing-file has the same edge count")
 
     p = sub.add_parser("check", help="gates: H100, versions, FLA sources, env vars, equal edges")
     _add_common(p, gpu=True)
@@ -143,15 +148,26 @@ def _run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     if args.command == "routing":
-        from .routing_report import format_table, routing_report, save_routings, write_routing_report
+        from .routing_files import format_files_table
+        from .routing_report import (
+            format_table,
+            routing_files_section,
+            routing_report,
+            save_routings,
+            write_routing_report,
+        )
 
+        files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges)
         report, routings = routing_report(config)
+        if files:
+            report["routing_files"] = files
         if args.output:
             write_routing_report(report, args.output)
         if args.save:
             for path in save_routings(routings, args.save):
                 print(f"wrote {path}", file=sys.stderr)
-        print(json.dumps(report, indent=1) if args.json else format_table(report))
+        table = format_table(report) + ("\n" + format_files_table(files) if files else "")
+        print(json.dumps(report, indent=1) if args.json else table)
         return 0
     if args.command == "check":
         from .check import run_check

@@ -7,12 +7,13 @@ time; optionally each pattern's block_indices saved as ``DIR/<pattern>.npy`` (in
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .config import Config
+from .config import Config, Shape
 from .edges import closed_form_edges, effective_edges, equal_edge_gate
 from .io import write_json
 from .metadata import base_metadata
@@ -50,6 +51,16 @@ def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray
         "metadata": base_metadata(),
     }
     return report, routings
+
+
+def routing_files_section(shape: Shape, paths: Sequence[str], require_equal: bool = False) -> list[dict[str, Any]]:
+    """Validate and summarise each ``--routing-file`` (before any pattern work); optionally equal edges."""
+    from .routing_files import require_equal_edges, routing_file_report
+
+    reports = [routing_file_report(path, shape) for path in paths]
+    if require_equal:
+        require_equal_edges(reports)
+    return reports
 
 
 def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) -> list[dict[str, Any]]:
