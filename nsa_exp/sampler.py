@@ -37,6 +37,7 @@ STALL_BUDGET = 1 << 24  # ... and rejection only counts as stalled on a pending 
 FIRST_ROUND_STALL_BUDGET = 1 << 18  # ... or larger than this when the slot's very first round stalls
 STALL_FRACTION = 0.5  # a round leaving more than this fraction of its rows pending has stalled
 LEGACY_FALLBACK_BUDGET = 1 << 18  # pending rows x support width handled by today's Gumbel-max fallback
+WINDOW_FACTOR, WINDOW_EXTRA = 2, 32  # the exponential race keys blocks 0..L-1, L = (k + m) * FACTOR + EXTRA
 _CHUNK = 1 << 15  # rows per chunk of the exponential race (bounds its temporaries)
 
 
@@ -103,7 +104,7 @@ def finish_rows(rng: np.random.Generator, drawn: np.ndarray, cur: np.ndarray, m:
 
     Exponential race: block ``b`` gets key ``E_b / w_b`` (``E_b`` standard exponential); the ``m`` smallest
     keys over the blocks not yet drawn are exactly ``m`` successive draws. Keys are drawn explicitly for the
-    window ``0..L-1`` (``L = 2S + 64`` at most), and the tail ``L..cur`` is raced lazily: by memorylessness its
+    window ``0..L-1`` (``L = 2S + 32`` at most), and the tail ``L..cur`` is raced lazily: by memorylessness its
     smallest remaining key is the previous one plus ``Exp(1) / (remaining tail mass)``, at a block drawn with
     probability proportional to its weight (:func:`_draw_in_segments`), so tail blocks are generated in key
     order only while they can still enter the ``m`` smallest (``window`` overrides ``L``, for tests).
@@ -111,7 +112,7 @@ def finish_rows(rng: np.random.Generator, drawn: np.ndarray, cur: np.ndarray, m:
     """
     rows, k = drawn.shape
     out = np.empty((rows, m), dtype=np.int64)
-    L = min(int(cur.max()) + 1, max(m, 2 * (k + m) + 64 if window is None else window))
+    L = min(int(cur.max()) + 1, max(m, (k + m) * WINDOW_FACTOR + WINDOW_EXTRA if window is None else window))
     for r0 in range(0, rows, _CHUNK):
         sl = slice(r0, min(rows, r0 + _CHUNK))
         d, c = drawn[sl], cur[sl]
