@@ -34,9 +34,7 @@ import numpy as np
 
 from .config import PATTERN_NAMES, Pattern, Shape
 from .errors import UserError
-
-# Rejection rounds per slot before the few rows still colliding switch to an exact Gumbel-max draw.
-MAX_REJECTION_ROUNDS = 32
+from .sampler import sample_distinct
 
 
 def valid_slot_counts(T: int, block_size: int, S: int) -> np.ndarray:
@@ -71,41 +69,6 @@ def _most_recent(cur: np.ndarray, n: np.ndarray, S: int, offset: np.ndarray | in
     return np.where(valid, cur[:, None] - (j - off), -1)
 
 
-def _sample_distinct(rng: np.random.Generator, cur: np.ndarray, n: np.ndarray, S: int,
-                     weights: np.ndarray) -> np.ndarray:
-    """Successive sampling without replacement of ``n[r]`` blocks from ``0..cur[r]`` with ``weights``.
-
-    Rows that must take every causal block (``n == cur + 1``) take them all. Otherwise each slot is
-    drawn by inverse CDF over ``0..cur`` and re-drawn while it collides with an earlier slot (this is
-    exactly the conditional distribution over the blocks not yet drawn); rows still colliding after
-    :data:`MAX_REJECTION_ROUNDS` draw once, exactly, by Gumbel-max over their remaining blocks.
-    """
-    rows = cur.shape[0]
-    out = np.full((rows, S), -1, dtype=np.int64)
-    takes_all = n == cur + 1
-    out[takes_all] = _most_recent(cur[takes_all], n[takes_all], S)
-    cdf = np.cumsum(weights, dtype=np.float64)
-    drawn = np.flatnonzero(~takes_all)  # these rows have n == S < cur + 1
-    for slot in range(S):
-        pending = drawn
-        for _ in range(MAX_REJECTION_ROUNDS):
-            c = cur[pending]
-            u = rng.random(pending.shape[0]) * cdf[c]
-            b = np.minimum(np.searchsorted(cdf, u, side="right"), c)
-            clash = (out[pending, :slot] == b[:, None]).any(axis=1)
-            out[pending[~clash], slot] = b[~clash]
-            pending = pending[clash]
-            if pending.size == 0:
-                break
-        if pending.size:
-            width = int(cur[pending].max()) + 1
-            cand = np.arange(width)[None, :]
-            taken = (out[pending, :slot, None] == cand[:, None, :]).any(axis=1)
-            logits = np.where((cand <= cur[pending, None]) & ~taken, np.log(weights[:width])[None, :], -np.inf)
-            out[pending, slot] = np.argmax(logits + rng.gumbel(size=logits.shape), axis=1)
-    return out
-
-
 def generate_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
     """block_indices int32 ``[B, T, H, S]`` for ``pattern`` (see the module docstring)."""
     if pattern.name not in PATTERN_NAMES:
@@ -124,7 +87,7 @@ def generate_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
             weights = np.ones(M, dtype=np.float64)
         else:
             weights = (np.arange(M, dtype=np.float64) + 1.0) ** -pattern.exponent
-        out = _sample_distinct(rng, cur, n, S, weights)
+        out = sample_distinct(rng, cur, n, S, weights)  # nsa_exp/sampler.py (bit for bit today's draws)
     out = -np.sort(-out, axis=1)  # descending block order; -1 padding lands in the last slots
     return out.reshape(shape.B, shape.T, shape.H, S).astype(np.int32)
 
