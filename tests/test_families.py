@@ -130,3 +130,19 @@ def test_specs_follow_the_contract():
 
 def test_module_doctest():
     assert doctest.testmod(families).failed == 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes_and_params())
+def test_invariants_hold_on_the_exponential_race_path_too(case):
+    """Budgets at zero send every colliding row to the race (small shapes otherwise never reach it)."""
+    from unittest.mock import patch
+
+    from nsa_exp import sampler
+
+    shape, name, params, seed = case
+    with patch.multiple(sampler, FIRST_ROUND_STALL_BUDGET=0, STALL_BUDGET=0, LEGACY_FALLBACK_BUDGET=0):
+        bi = generate(FAMILIES[name], params, shape, seed)
+        assert np.array_equal(bi, generate(FAMILIES[name], params, shape, seed))
+    assert routing_violations(bi, shape) == []
+    assert effective_edges(bi, shape.block_size) == closed_form_edges(shape)
