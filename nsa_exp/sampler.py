@@ -21,6 +21,7 @@ Algorithm, per slot (Python loops run over the ``S`` slots, rejection rounds and
    - otherwise the **exponential race** (:func:`finish_rows`) draws ALL the row's remaining slots at once:
      explicit keys ``E_b / w_b`` on a window of low blocks plus a lazily raced tail (exact by
      memorylessness; tail blocks drawn by a tail-accurate segment inverse CDF). Memory ``O(rows * S)``.
+     After a stall the rows that did get this slot are raced too (they would stall on the next slot).
 
 Every path is exact successive sampling, so the distribution does not depend on the path; the draws are a
 pure function of the generator state (deterministic from the seed). Where rejection never stalls and the
@@ -120,7 +121,9 @@ def finish_rows(rng: np.random.Generator, drawn: np.ndarray, cur: np.ndarray, m:
         p = c.shape[0]
         with np.errstate(divide="ignore"):
             keys = rng.standard_exponential((p, L)) / weights[:L]
-        keys[np.arange(L)[None, :] > c[:, None]] = np.inf
+        short = np.flatnonzero(c < L - 1)  # rows whose support ends inside the window
+        if short.size:
+            keys[short] = np.where(np.arange(L)[None, :] > c[short, None], np.inf, keys[short])
         in_win = d < L
         keys[np.repeat(np.arange(p), k)[in_win.reshape(-1)], d[in_win]] = np.inf
         best = np.argpartition(keys, m - 1, axis=1)[:, :m]
@@ -193,4 +196,8 @@ def sample_distinct(rng: np.random.Generator, cur: np.ndarray, n: np.ndarray, S:
         else:  # too many pending rows for the Gumbel-max matrix: finish these rows in one exact race
             out[pending, slot:] = finish_rows(rng, out[pending, :slot], cur[pending], S - slot, weights, rcum)
             drawn = drawn[~np.isin(drawn, pending, assume_unique=True)]
+            if stalled and slot + 1 < S and drawn.size:  # the rows that got this slot would stall next: race too
+                out[drawn, slot + 1:] = finish_rows(rng, out[drawn, :slot + 1], cur[drawn], S - slot - 1, weights,
+                                                    rcum)
+                drawn = drawn[:0]
     return out
