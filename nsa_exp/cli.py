@@ -30,7 +30,15 @@ from .results.schema import schema_errors
 from .results.store import check_writable
 from .results.validate import format_report, validate_paths
 from .routing.config import load_config
-from .routing.report import format_table, routing_report, save_routings, time_generation, write_routing_report
+from .routing.files import format_files_table
+from .routing.report import (
+    format_table,
+    routing_files_section,
+    routing_report,
+    save_routings,
+    time_generation,
+    write_routing_report,
+)
 from .routing.stages import STAGE_NAMES
 
 DEFAULT_CONFIG = "configs/e1_h100.json"
@@ -49,13 +57,17 @@ def _gpu(module: str, name: str) -> Handler:
 def _routing(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     check_writable(*([args.output] if args.output else []), folders=(args.save,) if args.save else ())
+    files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges)
     report, routings = routing_report(config)
+    if files:
+        report["routing_files"] = files
     if args.output:
         write_routing_report(report, args.output)
     if args.save:
         for path in save_routings(routings, args.save):
             print(f"wrote {path}", file=sys.stderr)
-    print(json.dumps(report, indent=1) if args.json else format_table(report))
+    table = format_table(report) + ("\n" + format_files_table(files) if files else "")
+    print(json.dumps(report, indent=1) if args.json else table)
     return 0
 
 
@@ -125,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema routing_report)")
     p.add_argument("--save", metavar="DIR", help="write each pattern's block_indices as DIR/<pattern>.npy")
     p.add_argument("--output", metavar="PATH", help="also write the JSON report to PATH")
+    p.add_argument("--routing-file", action="append", default=[], metavar="PATH",
+                   help="also validate and summarise your own block_indices (.npy/.npz/.pt, int32/int64 "
+                        "[B,T,H,S], -1 padding); repeatable")
+    p.add_argument("--require-equal-edges", action="store_true",
+                   help="fail unless every --routing-file has the same edge count")
 
     p = command("routing-time", _routing_time, "CPU only: routing generation time per pattern and T", configured)
     p.add_argument("--lengths", type=int, nargs="+", default=[32768, 131072], help="sequence lengths T")

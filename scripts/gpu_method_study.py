@@ -28,15 +28,23 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nsa_exp.compare import compare  # noqa: E402
-from nsa_exp.config import STAGES, Shape, load_config  # noqa: E402
-from nsa_exp.gates import run_gates  # noqa: E402
-from nsa_exp.launcher import StagedBackward, make_inputs, make_problem  # noqa: E402
-from nsa_exp.metadata import base_metadata  # noqa: E402
-from nsa_exp.routing import generate_routing  # noqa: E402
-from nsa_exp.smoke import naive_comparison  # noqa: E402
-from nsa_exp.telemetry import Telemetry  # noqa: E402
-from nsa_exp.timing import LAUNCH_GUARD_CYCLES, summarize  # noqa: E402
+from nsa_exp.gpu.gates import run_gates  # noqa: E402
+from nsa_exp.gpu.launcher import (  # noqa: E402
+    StagedBackward,
+    _autotuner,
+    autotuned_kernels,
+    config_record,
+    make_inputs,
+    make_problem,
+)
+from nsa_exp.gpu.numerics import compare  # noqa: E402
+from nsa_exp.gpu.smoke import naive_comparison  # noqa: E402
+from nsa_exp.gpu.telemetry import Telemetry  # noqa: E402
+from nsa_exp.results.latency import LAUNCH_GUARD_CYCLES, summarize  # noqa: E402
+from nsa_exp.results.metadata import base_metadata  # noqa: E402
+from nsa_exp.routing.config import Pattern, Shape, load_config  # noqa: E402
+from nsa_exp.routing.patterns import generate_routing  # noqa: E402
+from nsa_exp.routing.stages import STAGE_NAMES as STAGES  # noqa: E402
 
 POLICIES = ("write", "read", "none", "write+spin4x")
 
@@ -93,7 +101,6 @@ def grid_study(seed: int) -> dict:
     out = {}
     for T in (16368, 16384):  # B*H*M = 64 * T/16: 65472 and 65536
         shape = Shape(B=1, T=T, HQ=1024, H=64, K=16, V=16, S=16, block_size=16, dtype="bfloat16")
-        from nsa_exp.config import Pattern
         bi = generate_routing(Pattern("local"), shape, seed)
         staged = StagedBackward(make_problem(shape, bi, make_inputs(shape, seed, "cuda")))
         rec = {"dkv_grid": list(staged.params.dkv_grid)}
@@ -115,8 +122,6 @@ def grid_study(seed: int) -> dict:
 
 def kernels_study() -> dict:
     """Autotune space (after FLA's pruning) and compiled-kernel resources of the autotuned kernels."""
-    from nsa_exp.launcher import _autotuner, autotuned_kernels, config_record
-
     out = {}
     for stage, kernel in autotuned_kernels().items():
         tuner = _autotuner(kernel)

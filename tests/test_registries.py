@@ -61,15 +61,15 @@ def test_a_registered_pattern_is_usable_from_a_config():
         bi = generate_routing(cfg.pattern("oldest"), SHAPE, seed=0)
         assert routing_violations(bi, SHAPE) == []
         raw["patterns"][-1]["skip"] = -1
-        with pytest.raises(UserError, match=r"config.patterns\[4\].skip: -1 is less than the minimum of 0"):
+        with pytest.raises(UserError, match=r"config.patterns\[4\].skip: -1 is below the minimum 0"):
             config_from_dict(raw)
     finally:
         PATTERNS.pop("oldest", None)
 
 
 @pytest.mark.parametrize(("entry", "fragment"), [
-    ({"name": "zipf", "exponent": 0}, "config.patterns[0].exponent: 0 is less than or equal to the minimum of 0"),
-    ({"name": "sink-heavy", "sinks": 1.5}, "config.patterns[0].sinks: 1.5 is not of type 'integer'"),
+    ({"name": "zipf", "exponent": -1}, "config.patterns[0].exponent: -1 is below the minimum 0"),
+    ({"name": "sink-heavy", "sinks": 1.5}, "config.patterns[0].sinks: 1.5 is not an integer"),
     ({"name": "uniform", "width": 3}, "config.patterns[0].width: pattern 'uniform' takes no parameter 'width'"),
     ({"name": "striped"}, "config.patterns[0].name: unknown pattern 'striped'"),
 ])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nsa_exp.errors import UserError
 from nsa_exp.gpu import telemetry
-from nsa_exp.results import csv_checks, recompute, schema
+from nsa_exp.results import csv_checks, recompute_records, schema
 from nsa_exp.results.analysis import analyse
 from nsa_exp.results.report import build_report, headline, is_formal
 from nsa_exp.results.schema import schema_errors
@@ -159,7 +159,7 @@ def test_every_bench_report_lists_what_it_cannot_recompute(golden):
 
 def test_csv_checks_and_telemetry_share_one_definition_of_columns_and_throttling():
     assert csv_checks.SUMMARY_COLUMNS is schema.SUMMARY_COLUMNS
-    assert telemetry.THROTTLE_MASK is recompute.THROTTLE_MASK
+    assert telemetry.THROTTLE_MASK is recompute_records.THROTTLE_MASK
 
 
 # ---- fuzzer: any derived number changed must fail validation ----

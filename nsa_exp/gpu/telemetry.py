@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..results.recompute import THROTTLE_MASK
+from ..results.recompute_records import THROTTLE_MASK
 
 try:
     import pynvml

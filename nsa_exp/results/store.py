@@ -20,7 +20,8 @@ import pandas as pd
 
 from ..errors import UserError
 from .schema import KINDS, schema_errors
-from .validate import parse_strict, validate_bytes
+from .strict_json import parse_strict
+from .validate import validate_bytes
 
 
 def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> None:

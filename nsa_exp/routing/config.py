@@ -180,14 +180,15 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     from .patterns import pattern_from_entry  # noqa: PLC0415
 
     validate_or_raise(raw, "config", label="config")
-    patterns = tuple(pattern_from_entry(p, f"config.patterns[{i}]") for i, p in enumerate(raw["patterns"]))
+    shape = _shape(raw["shape"], "config.shape")
+    patterns = tuple(pattern_from_entry(p, f"config.patterns[{i}]", shape) for i, p in enumerate(raw["patterns"]))
     names = [p.name for p in patterns]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UserError(f"config.patterns: pattern {dup[0]!r} is listed twice; list each pattern once")
     return Config(
         name=raw["name"],
-        shape=_shape(raw["shape"], "config.shape"),
+        shape=shape,
         patterns=patterns,
         seeds=Seeds(**raw["seeds"]),
         timing=Timing(**raw["timing"]),

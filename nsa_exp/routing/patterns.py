@@ -19,15 +19,15 @@ Patterns (the registry :data:`PATTERNS`; adding one = one generator + one :func:
 
 - ``local``: the ``n(t)`` most recent causal blocks ``t//BS, t//BS - 1, ...``.
 - ``uniform``: ``n(t)`` distinct causal blocks, uniformly without replacement.
-- ``sink-heavy``: blocks ``0 .. min(n(t), sinks) - 1``, the other slots the most recent causal blocks.
-- ``zipf``: ``n(t)`` distinct causal blocks drawn without replacement with weight ``(b + 1) ** -s``
-  (successive sampling: each draw is proportional to the weights of the blocks not yet drawn).
+- the skew families ``sink-heavy``, ``zipf`` and ``hot-block`` (with placement on KV heads):
+  :mod:`nsa_exp.routing.families`, registered when the package is imported.
 
-The built-in four are vectorised over (batch, query, head) rows; the only Python loops run over the S slots.
+Generators are vectorised over (batch, query, head) rows; the sampler (:mod:`.sampler`) loops over slots.
 """
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,9 +38,7 @@ import numpy as np
 
 from ..errors import UserError
 from .config import Pattern, Shape
-
-# Rejection rounds per slot before the few rows still colliding switch to an exact Gumbel-max draw.
-MAX_REJECTION_ROUNDS = 32
+from .sampler import sample_distinct
 
 
 def valid_slot_counts(T: int, block_size: int, S: int) -> np.ndarray:
@@ -63,41 +61,6 @@ def _most_recent(cur: np.ndarray, n: np.ndarray, S: int, offset: np.ndarray | in
     off = np.asarray(offset)[..., None] if np.ndim(offset) else offset
     valid = (j >= off) & (j < n[:, None])
     return np.where(valid, cur[:, None] - (j - off), -1)
-
-
-def _sample_distinct(rng: np.random.Generator, cur: np.ndarray, n: np.ndarray, S: int,
-                     weights: np.ndarray) -> np.ndarray:
-    """Successive sampling without replacement of ``n[r]`` blocks from ``0..cur[r]`` with ``weights``.
-
-    Rows that must take every causal block (``n == cur + 1``) take them all. Otherwise each slot is
-    drawn by inverse CDF over ``0..cur`` and re-drawn while it collides with an earlier slot (this is
-    exactly the conditional distribution over the blocks not yet drawn); rows still colliding after
-    :data:`MAX_REJECTION_ROUNDS` draw once, exactly, by Gumbel-max over their remaining blocks.
-    """
-    rows = cur.shape[0]
-    out = np.full((rows, S), -1, dtype=np.int64)
-    takes_all = n == cur + 1
-    out[takes_all] = _most_recent(cur[takes_all], n[takes_all], S)
-    cdf = np.cumsum(weights, dtype=np.float64)
-    drawn = np.flatnonzero(~takes_all)  # these rows have n == S < cur + 1
-    for slot in range(S):
-        pending = drawn
-        for _ in range(MAX_REJECTION_ROUNDS):
-            c = cur[pending]
-            u = rng.random(pending.shape[0]) * cdf[c]
-            b = np.minimum(np.searchsorted(cdf, u, side="right"), c)
-            clash = (out[pending, :slot] == b[:, None]).any(axis=1)
-            out[pending[~clash], slot] = b[~clash]
-            pending = pending[clash]
-            if pending.size == 0:
-                break
-        if pending.size:
-            width = int(cur[pending].max()) + 1
-            cand = np.arange(width)[None, :]
-            taken = (out[pending, :slot, None] == cand[:, None, :]).any(axis=1)
-            logits = np.where((cand <= cur[pending, None]) & ~taken, np.log(weights[:width])[None, :], -np.inf)
-            out[pending, slot] = np.argmax(logits + rng.gumbel(size=logits.shape), axis=1)
-    return out
 
 
 @dataclass(frozen=True)
@@ -141,6 +104,8 @@ class PatternSpec:
     marker: str                   # matplotlib marker for figures
     description: str              # one line, for README/--help
     label_offset: tuple[int, int] = field(default=(7, 6))  # figure label offset in points
+    # shape-dependent rules (e.g. sinks < S): raises UserError naming ``where.<param>``
+    check_shape: Callable[[Mapping[str, Any], Shape, str], None] | None = None
 
 
 PATTERNS: dict[str, PatternSpec] = {}
@@ -165,10 +130,45 @@ def pattern_spec(name: str, where: str = "pattern") -> PatternSpec:
     return spec
 
 
-def pattern_from_entry(entry: Mapping[str, Any], where: str) -> Pattern:
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _check_param(field: str, value: Any, rule: Mapping[str, Any]) -> Any:
+    """One parameter against its ``params_schema`` rule (integer, finite number, or a list of distinct
+    non-negative integers); returns the value normalised (lists become tuples)."""
+    kind = rule["type"]
+    if kind == "array":
+        if not isinstance(value, (list, tuple)) or not value:
+            raise UserError(f"{field}: {value!r} must be a non-empty list of KV head indices")
+        if not all(_is_int(h) for h in value):
+            raise UserError(f"{field}: {value!r} must hold integers (KV head indices)")
+        if len(set(value)) != len(value):
+            raise UserError(f"{field}: {list(value)} lists a head twice")
+        if any(h < 0 for h in value):
+            raise UserError(f"{field}: {list(value)} holds a negative head")
+        return tuple(int(h) for h in value)
+    if kind == "integer" and not _is_int(value):
+        raise UserError(f"{field}: {value!r} is not an integer")
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise UserError(f"{field}: {value!r} is not a number")
+        if not math.isfinite(float(value)):
+            raise UserError(f"{field}: {value!r} is not finite; use a finite number >= {rule.get('minimum', 0)}")
+    if "minimum" in rule and value < rule["minimum"]:
+        raise UserError(f"{field}: {value!r} is below the minimum {rule['minimum']}")
+    if "maximum" in rule and value > rule["maximum"]:
+        raise UserError(f"{field}: {value!r} is above the maximum {rule['maximum']}")
+    return float(value) if kind == "number" else int(value)
+
+
+def pattern_from_entry(entry: Mapping[str, Any], where: str, shape: Shape | None = None) -> Pattern:
     """A config pattern entry ``{"name": ..., <params>}`` -> :class:`Pattern` with defaults filled.
 
-    Parameters are validated against the pattern's ``params_schema``; errors name ``where.<param>``.
+    Each parameter is checked against the pattern's ``params_schema`` (integers are ints, numbers
+    finite — a dict built in Python may carry NaN/inf that JSON cannot — bounds, head lists), then,
+    given ``shape``, against the pattern's shape rules (``check_shape``, e.g. ``sinks < S``). Every
+    problem is one :class:`UserError` line naming ``where.<param>``.
 
     >>> pattern_from_entry({"name": "zipf"}, "config.patterns[3]")
     Pattern(name='zipf', params=(('exponent', 1.0),))
@@ -182,18 +182,12 @@ def pattern_from_entry(entry: Mapping[str, Any], where: str) -> Pattern:
     for key in params:
         if key not in spec.params_schema:
             owners = [s.name for s in PATTERNS.values() if key in s.params_schema]
-            hint = f"only the {' / '.join(owners)} pattern takes {key!r}" if owners else \
+            hint = f"only the {' / '.join(owners)} pattern takes {key!r}" if len(owners) == 1 else \
                 f"pattern {spec.name!r} takes no parameter {key!r}"
             raise UserError(f"{where}.{key}: {hint}")
-    for key, value in params.items():
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(spec.params_schema[key])
-                                                 .iter_errors(value))
-        if error is not None:
-            raise UserError(f"{where}.{key}: {error.message}")
-    merged = {**spec.defaults, **params}
-    types = {k: spec.params_schema[k].get("type") for k in merged}
-    merged = {k: float(v) if types[k] == "number" else int(v) if types[k] == "integer" else v
-              for k, v in merged.items()}
+    merged = {**spec.defaults, **{k: _check_param(f"{where}.{k}", v, spec.params_schema[k]) for k, v in params.items()}}
+    if shape is not None and spec.check_shape is not None:
+        spec.check_shape(merged, shape, where)
     return Pattern(spec.name, **merged)
 
 
@@ -210,30 +204,12 @@ def _local(rows: Rows, params: Mapping[str, Any], rng: np.random.Generator) -> n
     return _most_recent(rows.cur, rows.n, rows.S)
 
 
-def _sink_heavy(rows: Rows, params: Mapping[str, Any], rng: np.random.Generator) -> np.ndarray:
-    sinks = np.minimum(rows.n, params["sinks"])
-    j = np.arange(rows.S, dtype=np.int64)[None, :]
-    return np.where(j < sinks[:, None], j, _most_recent(rows.cur, rows.n, rows.S, offset=sinks))
-
-
 def _uniform(rows: Rows, params: Mapping[str, Any], rng: np.random.Generator) -> np.ndarray:
-    return _sample_distinct(rng, rows.cur, rows.n, rows.S, np.ones(rows.M, dtype=np.float64))
-
-
-def _zipf(rows: Rows, params: Mapping[str, Any], rng: np.random.Generator) -> np.ndarray:
-    weights = (np.arange(rows.M, dtype=np.float64) + 1.0) ** -params["exponent"]
-    return _sample_distinct(rng, rows.cur, rows.n, rows.S, weights)
+    return sample_distinct(rng, rows.cur, rows.n, rows.S, np.ones(rows.M, dtype=np.float64))
 
 
 register_pattern(PatternSpec("local", _local, {}, {}, "o", "the n(t) most recent causal blocks"))
 register_pattern(PatternSpec("uniform", _uniform, {}, {}, "s", "n(t) distinct causal blocks, uniformly"))
-register_pattern(PatternSpec(
-    "sink-heavy", _sink_heavy, {"sinks": {"type": "integer", "minimum": 1, "maximum": 4096}}, {"sinks": 4}, "^",
-    "blocks 0..sinks-1, the other slots the most recent causal blocks", label_offset=(-12, 10)))
-register_pattern(PatternSpec(
-    "zipf", _zipf, {"exponent": {"type": "number", "exclusiveMinimum": 0, "maximum": 8}}, {"exponent": 1.0}, "D",
-    "n(t) distinct causal blocks, weight (b + 1) ** -exponent, without replacement", label_offset=(8, -13)))
-
 
 def routing_violations(block_indices: np.ndarray, shape: Shape, limit: int = 5) -> list[str]:
     """Every invariant a routing must meet, as messages (empty list = valid).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ from tabulate import tabulate
 from ..results.metadata import base_metadata
 from ..results.schema import schema_version
 from ..results.store import write_bytes_atomic, write_json
-from .config import Config
+from .config import Config, Shape
 from .edges import closed_form_edges, effective_edges, equal_edge_gate
 from .fanin import routing_statistics
+from .files import require_equal_edges, routing_file_report
 from .patterns import generate_routing, routing_violations
 
 SCHEMA_VERSION = schema_version("routing_report")
@@ -54,6 +56,14 @@ def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray
         "metadata": base_metadata(),
     }
     return report, routings
+
+
+def routing_files_section(shape: Shape, paths: Sequence[str], require_equal: bool = False) -> list[dict[str, Any]]:
+    """Validate and summarise each ``--routing-file`` (before any pattern work); optionally equal edges."""
+    reports = [routing_file_report(path, shape) for path in paths]
+    if require_equal:
+        require_equal_edges(reports)
+    return reports
 
 
 def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) -> list[dict[str, Any]]:

@@ -1,0 +1,174 @@
+"""Bring your own routing: load a ``block_indices`` file, validate it against a shape, count its edges.
+
+Formats (chosen by suffix):
+
+- ``.npy``: one array (``np.load(allow_pickle=False)``).
+- ``.npz``: the array named ``block_indices`` if present, else the only array; several arrays and none
+  named ``block_indices`` is an error listing the names.
+- ``.pt``: ``torch.load(weights_only=True, map_location="cpu")`` of a tensor, or of a dict holding a tensor
+  under ``block_indices`` (or holding exactly one tensor).
+
+The array must be int32 or int64 ``[B, T, H, S]`` of the config's shape, each entry ``-1`` (no block; any
+slot may hold it) or a causal block ``0 <= b <= t // block_size``, with no block twice within a (query,
+head). Each violation is a one-line :class:`UserError` naming the file and the first offending
+``(b, t, h, slot)`` in C order, raised before any GPU time. Edges are counted with FLA's CSR rule
+(:func:`edges.effective_edges`); unlike the generated patterns they need not equal the closed form, and
+the report says whether they do. The report records the sha256 of the file's bytes, so anyone holding the
+file can re-check its statistics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import GateFailure, UserError
+from .config import Shape
+from .edges import closed_form_edges, effective_edges
+from .fanin import routing_statistics
+
+FORMATS = (".npy", ".npz", ".pt")
+NPZ_KEY = "block_indices"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _read_array(path: Path) -> tuple[Any, str | None]:
+    """The raw array (numpy or torch) and the key it came from."""
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return np.load(path, allow_pickle=False), None
+    if suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:
+            names = list(z.files)
+            if NPZ_KEY in names:
+                return z[NPZ_KEY], NPZ_KEY
+            if len(names) == 1:
+                return z[names[0]], names[0]
+        raise UserError(f"routing file {path}: .npz holds {len(names)} arrays {names}; name the routing "
+                        f"'{NPZ_KEY}' or store only one array")
+    # .pt: torch is imported lazily: this module is in the numpy-only routing tier, and torch is needed
+    # only for users who bring a .pt file (it is installed wherever the GPU tier runs).
+    import torch  # noqa: PLC0415  (deferred on purpose, see above)
+
+    obj = torch.load(path, map_location="cpu", weights_only=True)
+    key = None
+    if isinstance(obj, dict):
+        tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+        if NPZ_KEY in tensors:
+            key = NPZ_KEY
+        elif len(tensors) == 1:
+            key = next(iter(tensors))
+        else:
+            raise UserError(f"routing file {path}: .pt dict holds tensors {sorted(map(str, tensors))}; name "
+                            f"the routing '{NPZ_KEY}' or store only one tensor")
+        obj = tensors[key]
+    if not isinstance(obj, torch.Tensor):
+        raise UserError(f"routing file {path}: .pt holds a {type(obj).__name__}, expected a tensor "
+                        f"(or a dict with '{NPZ_KEY}')")
+    return obj.detach().cpu().numpy(), key
+
+
+def _where(index: int, shape4: tuple[int, ...]) -> str:
+    b, t, h, s = (int(i) for i in np.unravel_index(index, shape4))
+    return f"(b, t, h, slot)=({b}, {t}, {h}, {s})"
+
+
+def validate_block_indices(bi: np.ndarray, shape: Shape, label: str) -> None:
+    """Raise a one-line UserError at the first problem: dtype, shape, range, causality, duplicates."""
+    if not isinstance(bi, np.ndarray) or bi.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        dtype = getattr(bi, "dtype", type(bi).__name__)
+        raise UserError(f"{label}: dtype {dtype}, expected int32 or int64 block indices")
+    want = (shape.B, shape.T, shape.H, shape.S)
+    if tuple(bi.shape) != want:
+        raise UserError(f"{label}: shape {list(bi.shape)}, expected {list(want)} = [B, T, H, S] of the config")
+    M, BS = shape.num_blocks, shape.block_size
+    flat = bi.reshape(-1)
+    bad = np.flatnonzero((flat < -1) | (flat >= M))
+    if bad.size:
+        i = int(bad[0])
+        raise UserError(f"{label}: block {int(flat[i])} at {_where(i, want)} is outside -1..M-1 = -1..{M - 1}")
+    cur = (np.arange(shape.T, dtype=np.int64) // BS)[None, :, None, None]
+    bad = np.flatnonzero((bi.astype(np.int64) > cur).reshape(-1))
+    if bad.size:
+        i = int(bad[0])
+        t = int(np.unravel_index(i, want)[1])
+        raise UserError(f"{label}: block {int(flat[i])} at {_where(i, want)} is not causal "
+                        f"(query t={t} sees blocks 0..{t // BS})")
+    slot = np.arange(shape.S, dtype=np.int64)
+    keyed = np.where(bi >= 0, bi.astype(np.int64), -1 - slot)  # -1 padding made unique so it never collides
+    srt = np.sort(keyed, axis=-1)
+    dup_rows = np.flatnonzero((np.diff(srt, axis=-1) == 0).any(axis=-1).reshape(-1))
+    if dup_rows.size:
+        r = int(dup_rows[0])
+        row = keyed.reshape(-1, shape.S)[r]
+        s = next(j for j in range(1, shape.S) if row[j] in row[:j])
+        i = r * shape.S + s
+        raise UserError(f"{label}: block {int(row[s])} at {_where(i, want)} repeats an earlier slot of the "
+                        f"same (query, head); each (query, head) selects distinct blocks")
+
+
+def load_routing_file(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[str, Any]]:
+    """Read and validate a routing file: int32 ``[B,T,H,S]`` and ``{path, format, key, dtype, sha256}``."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise UserError(f"routing file {path}: unsupported suffix {path.suffix!r}; use one of "
+                        f"{', '.join(FORMATS)}")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"routing file {path} does not exist") from None
+    except OSError as exc:
+        raise UserError(f"routing file {path} cannot be read: {exc.strerror}") from None
+    try:
+        bi, key = _read_array(path)
+    except UserError:
+        raise
+    except Exception as exc:  # a corrupt/foreign file: numpy, zipfile and torch raise many kinds
+        raise UserError(f"routing file {path}: cannot be read as {path.suffix}: {_one_line(exc)}") from None
+    label = f"routing file {path}" + (f" [{key}]" if key else "")
+    validate_block_indices(bi, shape, label)
+    info = {"path": str(path), "format": path.suffix.lower().lstrip("."), "key": key, "dtype": str(bi.dtype),
+            "sha256": hashlib.sha256(data).hexdigest()}
+    return bi.astype(np.int32), info
+
+
+def routing_file_report(path: str | Path, shape: Shape) -> dict[str, Any]:
+    """Validate a file and summarise it: edges (CSR rule) vs the closed form, fan-in and CSR-row statistics."""
+    bi, info = load_routing_file(path, shape)
+    edges = effective_edges(bi, shape.block_size)
+    closed = closed_form_edges(shape)
+    equal = edges == closed
+    note = ("edges equal the closed form (comparable at equal edges with the generated patterns)" if equal else
+            f"edges differ from the closed form by {edges - closed:+d}: latency is not comparable at equal edges")
+    return {**info, "edges": edges, "closed_form_edges": closed, "equal_to_closed_form": equal, "note": note,
+            **routing_statistics(bi, shape.block_size)}
+
+
+def require_equal_edges(reports: Sequence[dict[str, Any]]) -> None:
+    """GateFailure unless every report has the same edge count (``--require-equal-edges``)."""
+    counts = {r["path"]: r["edges"] for r in reports}
+    if len(set(counts.values())) > 1:
+        detail = ", ".join(f"{p}={c}" for p, c in counts.items())
+        raise GateFailure(f"--require-equal-edges: the routing files have different edge counts ({detail})")
+
+
+def format_files_table(reports: Sequence[dict[str, Any]]) -> str:
+    """Human-readable table of routing file reports."""
+    lines = [f"{'routing file':<28} {'edges':>11} {'= closed':>8} {'fanin mean':>10} {'max':>7} {'p99':>8} "
+             f"{'cv':>6} {'gini':>6}  sha256"]
+    for r in reports:
+        f = r["fanin"]
+        name = Path(r["path"]).name + (f"[{r['key']}]" if r["key"] else "")
+        lines.append(f"{name:<28} {r['edges']:>11,} {'yes' if r['equal_to_closed_form'] else 'NO':>8} "
+                     f"{f['mean']:>10.1f} {f['max']:>7.0f} {f['p99']:>8.1f} {f['cv']:>6.3f} {f['gini']:>6.3f}  "
+                     f"{r['sha256'][:16]}")
+    lines += [f"note {Path(r['path']).name}: {r['note']}" for r in reports if not r["equal_to_closed_form"]]
+    return "\n".join(lines)
