@@ -9,6 +9,7 @@ import pytest
 
 from nsa_exp.environment import FIX, env_problems, require_env
 from nsa_exp.errors import GateFailure, UserError
+from nsa_exp.results.metadata import git_state
 from nsa_exp.results.schema import schema_errors
 from nsa_exp.results.store import write_json
 
@@ -90,3 +91,11 @@ def test_writer_refuses_nan(tmp_path):
     with pytest.raises(UserError):
         write_json(tmp_path / "r.json", doc, "routing_report")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stated_commit_wins_over_the_copy_s_git_and_what_git_said_is_kept(monkeypatch):
+    monkeypatch.setenv("NSA_EXP_GIT_SHA", "0" * 40)
+    monkeypatch.setenv("NSA_EXP_GIT_DIRTY", "0")
+    state = git_state()
+    assert state["sha"] == "0" * 40 and state["source"] == "env NSA_EXP_GIT_SHA" and state["dirty"] is False
+    assert state.get("git_head_seen") not in (None, "0" * 40)  # this checkout is a git repo with another HEAD

@@ -30,14 +30,18 @@ def git_state() -> dict[str, Any]:
             return None
         return out.stdout.strip()
 
+    if os.environ.get("NSA_EXP_GIT_SHA"):
+        # The caller states the commit (a copied tree on a remote GPU host or in a container, where a
+        # .git, if any, need not be the tree's own: one such copy carried a stale HEAD). It wins over git;
+        # what git says, when it differs, is kept beside it.
+        seen = git("rev-parse", "HEAD")
+        out = {"sha": os.environ["NSA_EXP_GIT_SHA"], "dirty": os.environ.get("NSA_EXP_GIT_DIRTY") == "1",
+               "source": "env NSA_EXP_GIT_SHA"}
+        return out | ({"git_head_seen": seen} if seen and seen != out["sha"] else {})
     sha = git("rev-parse", "HEAD")
     head_file = REPO_ROOT / ".git-head"  # written by `git rev-parse HEAD > .git-head` before copying the tree
-    if sha is None and not os.environ.get("NSA_EXP_GIT_SHA") and head_file.is_file():
+    if sha is None and head_file.is_file():
         return {"sha": head_file.read_text().strip(), "dirty": None, "source": ".git-head file"}
-    if sha is None and os.environ.get("NSA_EXP_GIT_SHA"):
-        # A copy of the tree without .git (a remote GPU host, a container build): the caller says.
-        return {"sha": os.environ["NSA_EXP_GIT_SHA"], "dirty": os.environ.get("NSA_EXP_GIT_DIRTY") == "1",
-                "source": "env NSA_EXP_GIT_SHA"}
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"sha": sha, "dirty": bool(status) if status is not None else None, "source": "git"}
 
