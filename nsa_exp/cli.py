@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import REPO_ROOT, RESULTS_DIR
 from .errors import UserError
+from .results.autotune_plot import plot_autotune_heatmap
 from .results.lock import write_lock
 from .results.plot import X_STATS, plot_fanin_latency
 from .results.report import build_report
@@ -99,8 +100,11 @@ def _report(args: argparse.Namespace) -> int:
     analysis = args.analysis or f"results/analysis/{Path(args.result).stem}.json"
     command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != "results/raw/e1_h100.json"
                                             else "")
+    arms = args.tune_arms if args.tune_arms is not None else sorted(
+        str(p.relative_to(REPO_ROOT)) for p in (RESULTS_DIR / "raw").glob("*_tune_*.json"))
     build_report(args.result, args.repeat or None, ncu, args.output, analysis, command,
-                 readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal)
+                 readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal,
+                 autotune_matrix=args.autotune_matrix or None, tune_arms=arms)
     print(f"wrote {args.output} and {analysis}")
     return 0
 
@@ -113,6 +117,12 @@ def _lock(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     for path in plot_fanin_latency(args.input, args.x, args.out_dir):
+        print(f"wrote {path}")
+    return 0
+
+
+def _autotune_heatmap(args: argparse.Namespace) -> int:
+    for path in plot_autotune_heatmap(args.input, args.out_dir):
         print(f"wrote {path}")
     return 0
 
@@ -163,6 +173,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repetitions", type=int, help="override the config's timed rounds")
     p.add_argument("--resume", action="store_true", help="continue an interrupted bench from its journal")
     p.add_argument("--discard-journal", action="store_true", help="delete an interrupted bench's journal first")
+    p.add_argument("--tune-on", default="local", metavar="PATTERN", help="tune FLA's autotuners on this routing "
+                   "first and reuse its configs for all (default local: the seed's protocol)")
+    p.add_argument("--tune", choices=("once", "per-pattern"), default="once", help="per-pattern: tune each routing "
+                   "on itself (caches cleared between patterns) and time each under its own configs")
+    p.add_argument("--autotune-from", metavar="RESULT", help="replay this bench result's autotune configs (tune "
+                   "nothing); recorded as autotune.replayed_from")
+
+    p = command("autotune-matrix", _gpu("nsa_exp.gpu.autotune_matrix", "command"),
+                "time every autotune config x routing of dq_core/dkv_core (issue 11)", gpu)
+    p.add_argument("--stages", default="dq_core,dkv_core", help="comma-separated autotuned stages")
+    p.add_argument("--rounds", type=int, default=20, help="timed rounds (every config x routing once per round)")
+    p.add_argument("--warmup-rounds", type=int, default=2, help="warm-up rounds (kept, flagged)")
+    p.add_argument("--output", required=True, metavar="PATH", help="results/autotune/<name>.json")
+
+    p = command("autotune-heatmap", _autotune_heatmap, "CPU only: heatmap of an autotune-matrix result", common)
+    p.add_argument("--input", required=True, help="results/autotune/<name>.json")
+    p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
     p = command("profile-stage", _gpu("nsa_exp.gpu.commands", "profile"),
                 "launch one stage inside NVTX range nsa_<pattern>_<stage> (for ncu)", gpu)
@@ -195,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--analysis", help="analysis JSON path (default results/analysis/<result stem>.json)")
     p.add_argument("--update-readme", action="store_true", help="also rewrite README's results block")
     p.add_argument("--no-readme", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
+    p.add_argument("--autotune-matrix", default="results/autotune/e1_h200.json", help="autotune-matrix result for "
+                   "the autotune-config section (skipped when the file does not exist; '' for none)")
+    p.add_argument("--tune-arms", nargs="*", default=None, help="bench results of extra tuning arms to cite "
+                   "(default results/raw/*_tune_*.json)")
     p.add_argument("--formal", action="store_true", help="label the run formal although its embedded config has "
                    "no 'formal' field (results recorded before the field existed, e.g. e1_h100)")
 

@@ -10,6 +10,7 @@ accounting -> result JSON (schema ``result``) and the tidy summary CSV (schema `
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -94,8 +95,16 @@ def reproduction_gate(pattern: str, repro: dict[str, Any], dkv_rel_l2: float) ->
 
 
 def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str | Path | None,
-              repetitions: int | None = None, resume: bool = False, discard_journal: bool = False) -> dict[str, Any]:
-    """The whole benchmark; returns the result document (already written)."""
+              repetitions: int | None = None, resume: bool = False, discard_journal: bool = False,
+              tune_on: str = TUNE_PATTERN, per_pattern: bool = False,
+              autotune_from: str | None = None) -> dict[str, Any]:
+    """The whole benchmark; returns the result document (already written).
+
+    Tuning arm (issue 11; recorded under ``autotune``): ``tune_on`` (default ``local``, the seed's
+    protocol) tunes once on that routing and reuses its configs; ``per_pattern`` tunes each routing on
+    itself (autotuners reset between patterns) and re-pins each pattern's configs before its calls;
+    ``autotune_from`` (a bench result) replays that run's configs, tuning nothing.
+    """
     t_start = time.monotonic()
     journal = Journal(REPO_ROOT, Path(output).stem)
     journal.refuse_unless_told(resume, discard_journal)
@@ -103,12 +112,13 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     # Deferred on purpose: FLA/triton may only be imported once the env gate above has passed.
     from .launcher import StagedBackward, autotune_record, make_inputs, make_problem, pin_autotune_configs  # noqa: PLC0415
     from .numerics import compare  # noqa: PLC0415
+    from .tuning import tuning_arm  # noqa: PLC0415
 
     telemetry = Telemetry()
     reps = repetitions or config.timing.repetitions
     names = [p.name for p in config.patterns]
-    if TUNE_PATTERN not in names:
-        raise GateFailure(f"config.patterns: bench autotunes on {TUNE_PATTERN!r}; add it to the patterns")
+    if tune_on not in names:
+        raise GateFailure(f"--tune-on: bench autotunes on {tune_on!r}; it is not among config.patterns {names}")
 
     inputs = make_inputs(config.shape, config.seeds.inputs, "cuda")
     staged = {n: StagedBackward(make_problem(config.shape, routings[n], inputs)) for n in names}
@@ -120,17 +130,17 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     if resume:
         pin_autotune_configs(old_meta["autotune_best"])
     t_tune = time.monotonic()
-    for fn in fns[TUNE_PATTERN].values():
-        fn()
-    torch.cuda.synchronize()
+    arm = tuning_arm(config, fns, tune_on, per_pattern, autotune_from, torch.cuda.get_device_name(0))
     tuned = autotune_record()
     tune_seconds = time.monotonic() - t_tune
+    pins = arm.pop("pins")
 
     warmup = config.timing.warmup_rounds
     orders = round_orders(names, warmup + reps, config.timing.order, config.seeds.order)
     meta = {"config": config.raw, "gpu_name": torch.cuda.get_device_name(0), "repetitions": reps,
             "fla_commit": gate_detail(gates, "fla_sources")["commit"], "warmup_rounds": warmup,
-            "autotune_best": {k: v["best_config"] for k, v in tuned.items()}, "round_orders": orders}
+            "autotune_best": {k: v["best_config"] for k, v in tuned.items()}, "round_orders": orders,
+            "autotune_arm": arm}
     if resume:
         check_resumable(old_meta, meta)
         records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, rounds=range(warmup),
@@ -139,12 +149,15 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
         journal.start(meta)
     first = next_round(records)
     records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, rounds=range(first, len(orders)),
-                          on_pattern_done=lambda r, p: telemetry.sample(), on_round_done=journal.append,
+                          on_pattern_done=lambda r, p: (pins and pins.after(p), telemetry.sample())[1],
+                          on_round_done=journal.append, before_pattern=pins and pins.before,
                           progress=Progress(f"bench {config.name}", warmup - first))
 
     after = autotune_record()
-    same_config = all(after[k]["cache"] == tuned[k]["cache"] and len(after[k]["cache"]) <= 1 for k in tuned)
-    if not same_config:
+    unchanged = pins is not None or all(after[k]["cache"] == tuned[k]["cache"] and len(after[k]["cache"]) <= 1
+                                        for k in tuned)
+    same_config = unchanged and len({json.dumps(c, sort_keys=True) for c in arm["per_pattern"].values()}) <= 1
+    if not unchanged:
         raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
                           "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
 
@@ -169,8 +182,8 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     result = build_result(
         name=Path(output).stem, config=config, gates=gates, gate_detail=gate_detail, records=records,
         per_pattern=per_pattern, orders=orders, repetitions=reps, resumed=resume,
-        autotune={"tuned_on": TUNE_PATTERN, "tune_seconds": tune_seconds, "kernels": tuned,
-                  "same_config_all_patterns": same_config},
+        autotune={"tuned_on": arm["tuned_on"], "tune_seconds": tune_seconds, "kernels": tuned,
+                  "same_config_all_patterns": same_config, **{k: v for k, v in arm.items() if k != "tuned_on"}},
         launch_guard_cycles=LAUNCH_GUARD_CYCLES, telemetry={"available": telemetry.handle is not None},
         metadata=metadata, wall_seconds=time.monotonic() - t_start, throttled=throttled)
     write_json(output, result, "result")

@@ -14,7 +14,8 @@ from .. import REPO_ROOT, RESULTS_DIR
 from ..errors import UserError
 from ..results.store import check_writable
 from ..results.summary import format_summary
-from ..routing.config import load_config
+from ..routing.config import Config, load_config
+from ..routing.patterns import TUNE_PATTERN
 from .bench import run_bench
 from .check import run_check
 from .ncu import run_ncu
@@ -53,11 +54,27 @@ def bench(args: argparse.Namespace) -> int:
     name = args.name or config.name
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
+    check_bench_arm(config, args)
     check_writable(out, summary)
-    result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal)
+    result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal,
+                       tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from)
     print(format_summary(result))
     print(f"wrote {out} and {summary}")
     return 0
+
+
+def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
+    """Refuse a tuning arm that cannot run (one line naming the option) before any GPU work."""
+    names = [p.name for p in config.patterns]
+    if args.tune_on not in names:
+        raise UserError(f"--tune-on: {args.tune_on!r} is not one of the config's patterns ({', '.join(names)})")
+    if args.autotune_from and (args.tune == "per-pattern" or args.tune_on != TUNE_PATTERN):
+        raise UserError("--autotune-from: replays another run's configs; it cannot be combined with --tune "
+                        "per-pattern or --tune-on")
+    if args.resume and (args.tune == "per-pattern" or args.autotune_from):
+        raise UserError("--resume: only the default arm can be resumed (it replays the journal's configs)")
+    if args.autotune_from and not Path(args.autotune_from).is_file():
+        raise UserError(f"--autotune-from {args.autotune_from}: no such file")
 
 
 def profile(args: argparse.Namespace) -> int:

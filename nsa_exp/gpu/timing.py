@@ -67,6 +67,7 @@ def run_rounds(
     on_round_done: Callable[[int, list[dict[str, Any]]], None] | None = None,
     rewarm: bool = False,
     device: Device | None = None,
+    before_pattern: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the rounds ``rounds`` (default: all); return one record per (round, pattern) with each
     stage's elapsed ms.
@@ -75,6 +76,8 @@ def run_rounds(
     ``on_pattern_done(round, pattern)`` (telemetry) is called after each pattern's synchronise;
     ``on_round_done(round, records)`` (the journal) after each round. ``rewarm`` marks every record
     as a warm-up re-run (a resumed bench re-runs its warm-up rounds before continuing).
+    ``before_pattern(pattern)`` runs before the pattern's first flush, outside every timed region
+    (bench's per-pattern arm swaps the pattern's pinned autotune configs in there).
     """
     dev = CudaDevice() if device is None else device
     flush = dev.flush_buffer(l2_flush_bytes)
@@ -83,6 +86,8 @@ def run_rounds(
     for done, r in enumerate(todo, start=1):
         round_records = []
         for pattern in orders[r]:
+            if before_pattern is not None:
+                before_pattern(pattern)
             events = []
             for stage, fn in stage_fns[pattern].items():
                 start, end = dev.event(), dev.event()

@@ -6,7 +6,6 @@ JSON (and the repeat run, the ncu summaries) by this module.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,8 @@ from ..errors import UserError
 from ..routing.patterns import BASELINE_PATTERN
 from ..routing.stages import STAGES
 from .analysis import analyse
+from .autotune_report import autotune_section
+from .config_drift import autotune_lines, drift_of, noise_spread, repeatability_lines
 from .metadata import base_metadata
 from .schema import KINDS
 from .store import check_writable, load_document, write_json, write_text_atomic
@@ -88,10 +89,12 @@ def _latency(analysis: dict[str, Any]) -> list[str]:
             f"**{'yes' if analysis['dkv_ci_within_1pct'] else 'no'}** (widest ±{widest:.2f}%).", ""]
 
 
-def _repeatability(analysis: dict[str, Any], names: list[str], stages: list[str], repeat: str) -> list[str]:
+def _repeatability(analysis: dict[str, Any], names: list[str], stages: list[str], repeat: str,
+                   drift: dict[str, Any]) -> list[str]:
     by = {(r["pattern"], r["stage"]): r for r in analysis["rows"]}
-    rows = [[STAGE_TITLES[st], *[f"{by[(p, st)]['repeat_diff_pct']:+.2f}%" for p in names]] for st in stages]
-    return ["## Repeatability", "",
+    rows = [[STAGE_TITLES[st] + (" (configs differ)" if st in drift["affected_stages"] else ""),
+             *[f"{by[(p, st)]['repeat_diff_pct']:+.2f}%" for p in names]] for st in stages]
+    return ["## Repeatability", "", *repeatability_lines(drift, repeat),
             f"A second, independent bench process on the same GPU (`{repeat}`): each median's difference, "
             "repeat − first, in % of the first.", "", _table(["stage", *names], rows), ""]
 
@@ -142,14 +145,6 @@ def _memory(analysis: dict[str, Any]) -> list[str]:
                     "wrapper peak (process)"], rows), ""]
 
 
-def _autotune(result: dict[str, Any]) -> list[str]:
-    a = result["autotune"]
-    rows = [[s, k["kernel"], f"`{json.dumps(k['best_config'])}`"] for s, k in a["kernels"].items()]
-    return ["## Autotune configs", "", f"Tuned once on `{a['tuned_on']}` ({a['tune_seconds']:.1f} s), then used "
-            f"for every pattern; the configs did not change during timing: {a['same_config_all_patterns']}.", "",
-            _table(["stage", "kernel", "config"], rows), ""]
-
-
 def _ncu(ncu: list[dict[str, Any]]) -> list[str]:
     if not ncu:
         return []
@@ -172,9 +167,10 @@ def _ncu(ncu: list[dict[str, Any]]) -> list[str]:
             "Sources: " + ", ".join(f"`{d['_path']}`" for d in ncu), ""]
 
 
-def _findings(analysis: dict[str, Any], names: list[str], stages: list[str]) -> list[str]:
+def _findings(analysis: dict[str, Any], names: list[str], stages: list[str], drift: dict | None = None) -> list[str]:
     by = {(r["pattern"], r["stage"]): r for r in analysis["rows"]}
-    spread = {st: max(abs(by[(p, st)].get("repeat_diff_pct", 0.0)) for p in names) for st in stages}
+    spread = noise_spread(by, names, stages, drift)
+    rederived = set(drift["affected_stages"]) if drift else set()
     out = ["## What the data shows", "",
            "Rule: a stage of a pattern *differs measurably* from `local` when the ratio's 95% CI excludes 1 and the "
            "difference exceeds twice the largest run-to-run difference of that stage's medians.", ""]
@@ -184,7 +180,9 @@ def _findings(analysis: dict[str, Any], names: list[str], stages: list[str]) -> 
         same = [r["pattern"] for r in others if not _differs(r, spread[st])]
         line = f"- **{STAGE_TITLES[st]}**: " + (f"differs measurably for {', '.join(diff)}" if diff
                                                  else "no pattern differs measurably")
-        out.append(line + (f"; within noise for {', '.join(same)}" if same and diff else "") + ".")
+        out.append(line + (f"; within noise for {', '.join(same)}" if same and diff else "") + "."
+                   + (" *Re-derived*: the repeat ran other configs; noise floor from the same-config stages." if st
+                      in rederived else ""))
     return [*out, "", "## What the data does not show", "",
             "- Per-CTA (per CSR row) times: the experiment never instruments FLA's kernels, so the tail is seen only "
             "as whole-kernel latency, the fan-in distribution and Nsight's SM-level imbalance, not measured per "
@@ -209,8 +207,10 @@ def _reproduce(result: dict[str, Any], paths: dict[str, str]) -> list[str]:
 
 
 def render(result: dict[str, Any], analysis: dict[str, Any], ncu: list[dict[str, Any]], paths: dict[str, str],
-           figures: Path = Path("docs/figures")) -> str:
-    """The whole RESULTS.md text, section by section, from the result, its analysis and ncu summaries."""
+           figures: Path = Path("docs/figures"), drift: dict[str, Any] | None = None,
+           matrix: list[str] = ()) -> str:
+    """The whole RESULTS.md text, section by section, from the result, its analysis and ncu summaries
+    (``drift``: :func:`drift_of` the repeat; ``matrix``: the autotune-matrix section's lines)."""
     names, stages = list(result["patterns"]), result["timing"]["stages"]
     source = f"_Generated by `{paths['command']}` from `{paths['result']}`" + (
         f" and the independent repeat `{paths['repeat']}`" if paths.get("repeat") else "") + ". Do not edit by hand._"
@@ -221,9 +221,10 @@ def render(result: dict[str, Any], analysis: dict[str, Any], ncu: list[dict[str,
            "fan-in per selected KV block. Do FLA's backward stages take measurably different time on an H100?", ""]
     out += _setup(result) + _latency(analysis)
     if paths.get("repeat"):
-        out += _repeatability(analysis, names, stages, paths["repeat"])
+        out += _repeatability(analysis, names, stages, paths["repeat"], drift)
     out += _figure(Path(paths["result"]).stem, figures) + _fanin(result) + _stage_sum(analysis) + _memory(analysis)
-    out += _autotune(result) + _ncu(ncu) + _findings(analysis, names, stages) + _reproduce(result, paths)
+    out += autotune_lines(result) + list(matrix) + _ncu(ncu) + _findings(analysis, names, stages, drift)
+    out += _reproduce(result, paths)
     return "\n".join(out)
 
 
@@ -273,7 +274,8 @@ def is_formal(result: dict[str, Any], flag: bool = False) -> bool:
 
 
 def build_report(result_path: str, repeat_path: str | None, ncu_paths: list[str], output_md: str,
-                 output_json: str, command: str, readme: str | None = None, formal: bool = False) -> dict[str, Any]:
+                 output_json: str, command: str, readme: str | None = None, formal: bool = False,
+                 autotune_matrix: str | None = None, tune_arms: list[str] | None = None) -> dict[str, Any]:
     check_writable(output_md, output_json, *([readme] if readme else []))
     result = _load(result_path)
     formal = is_formal(result, formal)
@@ -288,7 +290,10 @@ def build_report(result_path: str, repeat_path: str | None, ncu_paths: list[str]
     analysis = analyse(result, repeat)
     analysis["metadata"] = base_metadata()
     write_json(output_json, analysis, "analysis")
-    text = render(result, analysis, ncu, {"result": result_path, "repeat": repeat_path, "command": command})
+    drift = drift_of(result, repeat) if repeat is not None else None
+    matrix = autotune_section(autotune_matrix, tune_arms or [], _load) if autotune_matrix else []
+    text = render(result, analysis, ncu, {"result": result_path, "repeat": repeat_path, "command": command},
+                  drift=drift, matrix=matrix)
     write_text_atomic(output_md, text)
     if readme:
         update_readme(Path(readme), headline(result, analysis, str(Path(output_md).as_posix()), formal))

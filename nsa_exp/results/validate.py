@@ -39,6 +39,7 @@ from ..routing.config import Shape
 from ..routing.edges import closed_form_edges
 from ..routing.patterns import generate_routing
 from ..routing.stages import BACKWARD_STAGES
+from .autotune_checks import autotune_arm_problems, matrix_checks
 from .csv_checks import json_problems, read_csv, table_problems, typed_value
 from .latency import PERCENTILES
 from .recompute import bench_recompute
@@ -213,9 +214,13 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         return {**report, "passed": False, "checks": checks.items}
     errors = schema_errors(doc, KINDS[kind], "$")
     extra: dict[str, Any] = {}
-    if checks.add("schema", [tuple(e.split(": ", 1)) for e in errors]) and kind == "bench_result":
+    schema_ok = checks.add("schema", [tuple(e.split(": ", 1)) for e in errors])
+    if schema_ok and kind == "bench_result":
         _bench_checks(doc, checks)
+        checks.add("autotune_arm", autotune_arm_problems(doc))
         extra = bench_recompute(doc, checks.add, generate_routing)
+    elif schema_ok and kind == "autotune_matrix":
+        matrix_checks(doc, checks.add)
     return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
             "checks": checks.items, **extra}
 

@@ -1,0 +1,148 @@
+"""RESULTS.md's "Does the answer depend on the autotune config?" section (issue 11), from a committed
+``autotune_matrix`` result (and, when given, bench results of the extra tuning arms).
+
+Each routing's penalty vs ``local`` is the ratio of medians, with a paired bootstrap 95% CI over the
+rounds (every round ran every (config, routing) cell, so the cells of one round are resampled
+together; :func:`nsa_exp.results.analysis.bootstrap_ratio_ci`, ``scipy.stats.bootstrap``), under
+(a) the seed's protocol: every routing under the config FLA's autotuner picks on ``local``;
+(b) each routing under the config FLA's autotuner picks on that routing (``local`` under its own);
+(c) each routing under its own fastest config in the matrix (``local`` under its own).
+The gain of a routing-aware autotune key is (a) − (c) for the routing: its median under local's
+config minus its median under its best config (paired bootstrap CI of that difference).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import bootstrap
+
+from ..routing.patterns import BASELINE_PATTERN
+from .analysis import CI_LEVEL, METHOD, RESAMPLES, SEED, analyse, bootstrap_ratio_ci
+from .config_drift import STAGE_TITLES
+
+MIN_EFFECT_PCT = 2.0  # "differs measurably" under a config: CI excludes 1 and |ratio - 1| > this
+
+
+def _cfg(cfg: dict[str, Any]) -> str:
+    kw = ",".join(f"{k}={v}" for k, v in cfg["kwargs"].items())
+    return (kw + "," if kw else "") + f"w{cfg['num_warps']},s{cfg['num_stages']}"
+
+
+def _key(cfg: dict[str, Any]) -> str:
+    return json.dumps(cfg, sort_keys=True)
+
+
+def _paired(a: dict[str, Any], b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The observations of two cells, aligned by round (the pairs a paired bootstrap resamples)."""
+    ra, rb = dict(zip(a["rounds"], a["raw_ms"], strict=True)), dict(zip(b["rounds"], b["raw_ms"], strict=True))
+    common = sorted(set(ra) & set(rb))
+    return np.array([ra[r] for r in common]), np.array([rb[r] for r in common])
+
+
+def diff_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """95% CI of median(a) − median(b), rounds resampled as pairs (scipy.stats.bootstrap, paired)."""
+    res = bootstrap((a, b), lambda x, y, axis=-1: np.median(x, axis=axis) - np.median(y, axis=axis), paired=True,
+                    n_resamples=RESAMPLES, confidence_level=CI_LEVEL, method=METHOD,
+                    random_state=np.random.default_rng(SEED))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+class StageMatrix:
+    """One stage of an ``autotune_matrix`` document: its timed cells by config and routing."""
+
+    def __init__(self, doc: dict[str, Any], stage: str):
+        s = doc["stages"][stage]
+        self.stage, self.patterns, self.fla_choice = stage, doc["patterns"], s["fla_choice"]
+        self.ok = [c for c in s["cells"] if c["status"] == "ok"]
+        self.failed = [c for c in s["cells"] if c["status"] == "failed"]
+        self.by = {_key(c["config"]): c for c in self.ok}
+
+    def cell(self, cfg: dict[str, Any], pattern: str) -> dict[str, Any]:
+        return self.by[_key(cfg)]["patterns"][pattern]
+
+    def best(self, pattern: str) -> dict[str, Any]:
+        return min(self.ok, key=lambda c: c["patterns"][pattern]["median_ms"])["config"]
+
+    def ratio(self, p: str, cfg_p: dict[str, Any], cfg_local: dict[str, Any]) -> tuple[float, float, float]:
+        """median(p under cfg_p) / median(local under cfg_local) and its paired 95% CI."""
+        a, b = _paired(self.cell(cfg_p, p), self.cell(cfg_local, BASELINE_PATTERN))
+        lo, hi = bootstrap_ratio_ci(a, b)
+        return float(np.median(a) / np.median(b)), lo, hi
+
+
+def _r(t: tuple[float, float, float]) -> str:
+    return f"{t[0]:.3f}× ({t[1]:.3f}–{t[2]:.3f})"
+
+
+def _measurable(t: tuple[float, float, float]) -> bool:
+    return (t[1] > 1 or t[2] < 1) and abs(t[0] - 1) * 100 > MIN_EFFECT_PCT
+
+
+def stage_lines(m: StageMatrix) -> list[str]:
+    """Best configs, penalties (a)/(b)/(c), the every-config verdict and the routing-aware-key gain."""
+    title, others = STAGE_TITLES[m.stage], [p for p in m.patterns if p != BASELINE_PATTERN]
+    seed = m.fla_choice[BASELINE_PATTERN]
+    best = {p: m.best(p) for p in m.patterns}
+    rows = [f"| {p} | {_cfg(m.fla_choice[p])} | {m.cell(m.fla_choice[p], p)['median_ms']:.3f} | {_cfg(best[p])} | "
+            f"{m.cell(best[p], p)['median_ms']:.3f} |" for p in m.patterns]
+    out = [f"### {title}", "", f"{len(m.ok)} configs timed, {len(m.failed)} failed to compile or launch"
+           + (": " + "; ".join(f"{_cfg(c['config'])} ({c['reason']})" for c in m.failed) if m.failed else "") + ".",
+           "", "| routing | FLA's autotuner, tuned on it | ms | fastest config in the matrix | ms |",
+           "|---|---|---|---|---|", *rows, "",
+           "Penalty vs `local` (ratio of medians, paired bootstrap 95% CI):", "",
+           "| routing | (a) seed protocol: all on local's config | (b) each on the config tuned on it | "
+           "(c) each on its own best config |", "|---|---|---|---|"]
+    for p in others:
+        out.append(f"| {p} | {_r(m.ratio(p, seed, seed))} | {_r(m.ratio(p, m.fla_choice[p], seed))} | "
+                   f"{_r(m.ratio(p, best[p], best[BASELINE_PATTERN]))} |")
+    every = {p: [c["config"] for c in m.ok if not _measurable(m.ratio(p, c["config"], c["config"]))] for p in others}
+    holds = [p for p in others if not every[p]]
+    out += ["", f"Does \"{title} differs measurably from local\" (CI excludes 1 and the difference exceeds "
+            f"{MIN_EFFECT_PCT:g}%) hold under every config, each routing against `local` on the same config? "
+            + (f"Yes for {', '.join(holds)}" if holds else "For no routing")
+            + "".join(f"; not for {p} under {', '.join(map(_cfg, c))}" for p, c in every.items() if c) + ".", "",
+            "What a routing-aware autotune key would buy (routing under local's config − under its own best):", "",
+            "| routing | gain ms (95% CI) | gain % of (a) |", "|---|---|---|"]
+    gains = {}
+    for p in m.patterns:
+        a, c = _paired(m.cell(seed, p), m.cell(best[p], p))
+        lo, hi = diff_ci(a, c)
+        gains[p] = (float(np.median(a) - np.median(c)), lo, hi, 100 * (np.median(a) - np.median(c)) / np.median(a))
+        out.append(f"| {p} | {gains[p][0]:.3f} ({lo:.3f}–{hi:.3f}) | {gains[p][3]:.1f}% |")
+    top = max(gains, key=lambda p: gains[p][3])
+    worth = gains[top][1] > 0 and gains[top][3] > MIN_EFFECT_PCT
+    out += ["", f"For FLA: the {title} kernel is keyed on `['BS','BK','BV','G']`, so the first routing to "
+            f"reach it fixes the config. At this shape the largest cost of that is {gains[top][0]:.3f} ms "
+            f"({gains[top][3]:.1f}%) for `{top}` — "
+            + ("worth a routing-aware key (e.g. add a fan-in statistic of the CSR rows, or re-tune when it changes)."
+               if worth else f"below {MIN_EFFECT_PCT:g}% or not distinguishable from zero: the routing-blind key "
+               "costs little here."), ""]
+    return out
+
+
+def autotune_section(matrix_path: str, arm_paths: list[str], load: Callable[[str], dict[str, Any]]) -> list[str]:
+    """The section's lines, or ``[]`` when ``matrix_path`` does not exist (not yet run)."""
+    if not Path(matrix_path).is_file():
+        return []
+    doc = load(matrix_path)
+    gpu = doc["metadata"].get("gpu", {}).get("name", "?")
+    out = ["## Does the answer depend on the autotune config?", "",
+           f"From `{matrix_path}` ({gpu}, {doc['timing']['rounds']} interleaved rounds of every config × routing, "
+           "L2 flushed, CUDA events; configs pinned one by one, FLA's code untouched). The primary numbers above "
+           "are the seed's protocol (tuned on `local`) and are not changed by this section.", ""]
+    for stage in ("dkv_core", "dq_core", "selection_fwd"):
+        if stage in doc["stages"]:
+            out += stage_lines(StageMatrix(doc, stage))
+    for path in arm_paths:
+        arm = load(path)
+        rows = [r for r in analyse(arm)["rows"] if r["stage"] == "dkv_core" and r["pattern"] != BASELINE_PATTERN]
+        a = arm["autotune"]
+        out += [f"Bench arm `{path}` (mode `{a.get('mode', 'tune-on')}`, tuned on `{a['tuned_on']}`): dK/dV × local "
+                + ", ".join(f"{r['pattern']} {r['ratio_vs_local']:.3f}× ({r['ratio_vs_local_ci95'][0]:.3f}–"
+                            f"{r['ratio_vs_local_ci95'][1]:.3f})" for r in rows) + ".", ""]
+    return out
