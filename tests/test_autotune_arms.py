@@ -5,15 +5,18 @@ round loop swaps configs outside the timed region. The device is a fake; FLA nev
 from __future__ import annotations
 
 import pytest
+import triton
 
+from nsa_exp.cli import main
 from nsa_exp.errors import GateFailure
 from nsa_exp.gpu.timing import run_rounds
-from nsa_exp.routing.config import Pattern, Shape
+from nsa_exp.routing.config import Pattern, Shape, load_config
 from nsa_exp.routing.patterns import generate_routing
-from tests.helpers import assert_one_line_error, run_cli
+from tests.helpers import PRIMARY_CONFIG
 from tests.test_measurement_path import FakeDevice
 
-SHAPE = Shape(B=1, T=128, HQ=16, H=1, K=32, V=32, S=4, block_size=16, dtype="float16")
+# The smallest shape FLA takes (G = 16, one V tile, M = S = 2): the interpreter runs a stage in ~1 s.
+SHAPE = Shape(B=1, T=32, HQ=16, H=1, K=16, V=16, S=2, block_size=16, dtype="float16")
 CFG_A = {"dq_core": {"kwargs": {}, "num_warps": 2, "num_stages": 1},
          "dkv_core": {"kwargs": {"BQ": 1}, "num_warps": 4, "num_stages": 1}}
 CFG_B = {"dq_core": {"kwargs": {}, "num_warps": 8, "num_stages": 3},
@@ -61,11 +64,13 @@ def test_reset_gives_back_the_whole_space_after_a_pin(tuning, fla_interpreter):
     assert tuner.configs == space and not tuner.cache and tuner.best_config is None
 
 
-def _fns(launcher):
+@pytest.fixture(scope="module")
+def stage_fns(fla_interpreter):
+    """dQ and dK/dV calls of two routings at SHAPE, their forward intermediates computed once."""
     fns = {}
     for name, pattern in (("local", Pattern("local")), ("zipf", Pattern("zipf", exponent=1.0))):
-        inputs = launcher.make_inputs(SHAPE, 3, "cpu")
-        staged = launcher.StagedBackward(launcher.make_problem(SHAPE, generate_routing(pattern, SHAPE, 11), inputs))
+        launcher, routing = fla_interpreter, generate_routing(pattern, SHAPE, 11)
+        staged = launcher.StagedBackward(launcher.make_problem(SHAPE, routing, launcher.make_inputs(SHAPE, 3, "cpu")))
         inter = staged.run_staged()
         fns[name] = {"dq_core": lambda s=staged, i=inter: s.dq_core(i["lse"], i["delta"]),
                      "dkv_core": lambda s=staged, i=inter: s.dkv_core(i["lse"], i["delta"], i["csr"])}
@@ -73,8 +78,8 @@ def _fns(launcher):
 
 
 @pytest.mark.interpreter
-def test_each_pattern_launches_its_recorded_config_and_a_missing_swap_is_caught(tuning, fla_interpreter):
-    fns = _fns(fla_interpreter)
+def test_each_pattern_launches_its_recorded_config_and_a_missing_swap_is_caught(tuning, stage_fns):
+    fns = stage_fns
     pins = tuning.PerPatternPins({"local": CFG_A, "zipf": CFG_B})
     dev = FakeDevice()
     order = [["zipf", "local"]]
@@ -100,7 +105,32 @@ def test_the_swap_happens_before_the_first_flush_outside_the_timed_region():
     (["--autotune-from", "results/raw/missing.json"], "--autotune-from"),
     (["--resume", "--tune", "per-pattern"], "--resume"),
 ])
-def test_a_bench_arm_that_cannot_run_is_refused_in_one_line(args, fragment, tmp_path):
-    proc = run_cli("bench", "--output", str(tmp_path / "r.json"), *args)
-    assert_one_line_error(proc, fragment)
+def test_a_bench_arm_that_cannot_run_is_refused_in_one_line(args, fragment, tmp_path, capsys):
+    assert main(["bench", "--output", str(tmp_path / "r.json"), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.interpreter
+def test_matrix_times_every_kept_config_records_a_failing_one_and_lists_what_fla_pruned(tuning, stage_fns,
+                                                                                         fla_interpreter):
+    from nsa_exp.gpu.autotune_matrix import stage_matrix  # noqa: PLC0415 - FLA after the interpreter setup
+
+    tuner = _tuners(fla_interpreter)["dkv_core"]
+    space = [triton.Config({"BQ": bq}, num_warps=4, num_stages=1) for bq in (1, 3, 2, 32)]
+    tuner._nsa_exp_space = space  # FLA's own prune drops BQ=32 (BQ*G > 256); BQ=3 cannot compile
+    try:
+        params = fla_interpreter.LaunchParams.for_shape(SHAPE)
+        calls = {p: f["dkv_core"] for p, f in stage_fns.items()}
+        doc = stage_matrix("dkv_core", calls, params, 2, 1, load_config(PRIMARY_CONFIG), lambda: None,
+                           device=FakeDevice())
+    finally:
+        del tuner._nsa_exp_space
+    assert [(c["config"]["kwargs"]["BQ"], c["status"]) for c in doc["cells"]] == [(1, "ok"), (3, "failed"), (2, "ok")]
+    assert "power of 2" in doc["cells"][1]["reason"] and "patterns" not in doc["cells"][1]
+    assert [c["kwargs"] for c in doc["pruned_by_fla"]] == [{"BQ": 32}] and doc["space_size"] == 4
+    assert all(len(o["raw_ms"]) == 2 and o["rounds"] == [1, 2] for c in doc["cells"] if c["status"] == "ok"
+               for o in c["patterns"].values())
+    assert sorted(k for order in doc["round_orders"] for k in order) == sorted(["0|local", "0|zipf", "2|local",
+                                                                               "2|zipf"] * 3)

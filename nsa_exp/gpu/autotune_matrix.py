@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +68,63 @@ def _stage_call(staged: Any, inter: dict[str, Any], stage: str) -> Any:
     return calls[stage]
 
 
+def stage_matrix(stage: str, calls: dict[str, Callable[[], Any]], params: Any, rounds: int, warmup: int,
+                 config: Config, synchronize: Callable[[], None], device: Any = None,
+                 on_cell_done: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """One stage's matrix: every config of its pruned autotune space pinned in turn and launched once
+    per routing (``calls[routing]``; a config that raises is recorded ``failed`` with its reason), then
+    every ok (config, routing) cell timed by :func:`run_rounds` over ``device`` (default CUDA), cells
+    interleaved per round, each cell's config pinned before its call and checked after it
+    (:class:`GateFailure` if the kernel launched another). Returns the stage's document part."""
+    from .tuning import launched_configs, pin_stage, pruned_space  # noqa: PLC0415 - FLA after the env gate
+
+    names = list(calls)
+    kept, pruned = pruned_space(stage, params)
+    cells: list[dict[str, Any]] = []
+    for cfg in kept:
+        pin_stage(stage, cfg)
+        t0 = time.monotonic()
+        try:
+            for n in names:
+                calls[n]()
+            synchronize()
+            cells.append({"config": cfg, "status": "ok", "compile_seconds": time.monotonic() - t0})
+        except Exception as exc:  # noqa: BLE001 - a config that does not compile/launch is a result, not a crash
+            cells.append({"config": cfg, "status": "failed", "reason": _failure(exc),
+                          "compile_seconds": time.monotonic() - t0})
+    ok = [i for i, c in enumerate(cells) if c["status"] == "ok"]
+    fns = {cell_key(i, n): {stage: calls[n]} for i in ok for n in names}
+    orders = round_orders(list(fns), warmup + rounds, config.timing.order, config.seeds.order)
+
+    def before(key: str) -> None:
+        pin_stage(stage, cells[int(key.split("|")[0])]["config"])
+
+    def after(r: int, key: str) -> Any:
+        want = cells[int(key.split("|")[0])]["config"]
+        if launched_configs()[stage] != want:
+            raise GateFailure(f"autotune-matrix: {stage} cell {key} launched {launched_configs()[stage]}, not {want}")
+        return on_cell_done() if on_cell_done else None
+
+    records = run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, before_pattern=before,
+                         on_pattern_done=after, progress=Progress(f"matrix {stage}", warmup), device=device)
+    for i in ok:
+        cells[i]["patterns"] = {}
+        for n in names:
+            mine = [r for r in records if r["pattern"] == cell_key(i, n)]
+            raw = [r["ms"][stage] for r in mine if not r["warmup"]]
+            cells[i]["patterns"][n] = {"raw_ms": raw, "warmup_ms": [r["ms"][stage] for r in mine if r["warmup"]],
+                                       "rounds": [r["round"] for r in mine if not r["warmup"]], **summarize(raw)}
+    return {"kernel": stage_row(stage).autotuned_kernel, "autotune_key": ["BS", "BK", "BV", "G"],
+            "space_size": len(kept) + len(pruned), "pruned_by_fla": pruned, "cells": cells, "round_orders": orders}
+
+
 def run_matrix(config: Config, allow_gpu: bool, output: str | Path, stages: list[str], rounds: int,
                warmup: int) -> dict[str, Any]:
     """The whole matrix; returns the document (schema ``autotune_matrix``, already written)."""
     t_start = time.monotonic()
     gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True)  # env first, before FLA is imported
     from .launcher import StagedBackward, make_inputs, make_problem  # noqa: PLC0415 - FLA after the env gate
-    from .tuning import launched_configs, pin_stage, pruned_space, reset_autotuners  # noqa: PLC0415
+    from .tuning import launched_configs, reset_autotuners  # noqa: PLC0415
 
     names = [p.name for p in config.patterns]
     inputs = make_inputs(config.shape, config.seeds.inputs, "cuda")
@@ -93,48 +144,10 @@ def run_matrix(config: Config, allow_gpu: bool, output: str | Path, stages: list
                 fla_choice[st][n] = cfg
 
     telemetry = Telemetry()
-    out_stages: dict[str, Any] = {}
-    for st in stages:
-        params = next(iter(staged.values())).params
-        kept, pruned = pruned_space(st, params)
-        cells: list[dict[str, Any]] = []
-        for cfg in kept:
-            pin_stage(st, cfg)
-            t0 = time.monotonic()
-            try:
-                for n in names:
-                    calls[st][n]()
-                torch.cuda.synchronize()
-                cells.append({"config": cfg, "status": "ok", "compile_seconds": time.monotonic() - t0})
-            except Exception as exc:  # noqa: BLE001 - a config that does not compile/launch is a result, not a crash
-                cells.append({"config": cfg, "status": "failed", "reason": _failure(exc),
-                              "compile_seconds": time.monotonic() - t0})
-        ok = [i for i, c in enumerate(cells) if c["status"] == "ok"]
-        keys = [cell_key(i, n) for i in ok for n in names]
-        fns = {cell_key(i, n): {st: calls[st][n]} for i in ok for n in names}
-        orders = round_orders(keys, warmup + rounds, config.timing.order, config.seeds.order)
-
-        def before(key: str, st: str = st, cells: list = cells) -> None:
-            pin_stage(st, cells[int(key.split("|")[0])]["config"])
-
-        def after(r: int, key: str, st: str = st, cells: list = cells) -> dict[str, Any]:
-            want = cells[int(key.split("|")[0])]["config"]
-            if launched_configs()[st] != want:
-                raise GateFailure(f"autotune-matrix: {st} cell {key} launched {launched_configs()[st]}, not {want}")
-            return telemetry.sample()
-
-        records = run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, before_pattern=before,
-                             on_pattern_done=after, progress=Progress(f"matrix {st}", warmup))
-        for i in ok:
-            cells[i]["patterns"] = {}
-            for n in names:
-                mine = [r for r in records if r["pattern"] == cell_key(i, n)]
-                raw = [r["ms"][st] for r in mine if not r["warmup"]]
-                cells[i]["patterns"][n] = {"raw_ms": raw, "warmup_ms": [r["ms"][st] for r in mine if r["warmup"]],
-                                           "rounds": [r["round"] for r in mine if not r["warmup"]], **summarize(raw)}
-        out_stages[st] = {"kernel": stage_row(st).autotuned_kernel, "autotune_key": ["BS", "BK", "BV", "G"],
-                          "space_size": len(kept) + len(pruned), "pruned_by_fla": pruned,
-                          "fla_choice": fla_choice[st], "cells": cells, "round_orders": orders}
+    params = next(iter(staged.values())).params
+    out_stages = {st: {**stage_matrix(st, calls[st], params, rounds, warmup, config, torch.cuda.synchronize,
+                                      on_cell_done=telemetry.sample), "fla_choice": fla_choice[st]}
+                  for st in stages}
 
     metadata = base_metadata()
     metadata["gpu"] = gpu_identity(telemetry.device_info())
