@@ -3,14 +3,14 @@ and × local under the same config. Reads a committed ``autotune_matrix`` JSON; 
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
 
 from ..routing.patterns import BASELINE_PATTERN
 from .autotune_report import StageMatrix, _cfg
-from .store import load_document, write_bytes_atomic
+from .plot import save_figure
+from .store import load_document
 
 
 def heatmap_arrays(m: StageMatrix) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -50,12 +50,6 @@ def plot_autotune_heatmap(path: str | Path, out_dir: str | Path) -> list[Path]:
             fig.colorbar(im, ax=ax)
     gpu = doc["metadata"].get("gpu", {}).get("name", "?")
     fig.suptitle(f"{doc['name']}: FLA NSA autotune config × routing ({gpu})")
-    out = []
-    for ext in ("png", "svg"):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=130)
-        target = Path(out_dir) / f"{doc['name']}_autotune_heatmap.{ext}"
-        write_bytes_atomic(target, buf.getvalue())
-        out.append(target)
+    out = save_figure(fig, Path(out_dir) / f"{doc['name']}_autotune_heatmap")
     plt.close(fig)
     return out

@@ -67,12 +67,18 @@ def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path) ->
         ax.set_ylabel("latency, median (ms); bars p10-p90")
         ax.grid(True, alpha=0.3, which="both")
     fig.suptitle(f"{config}: FLA NSA stage latency vs {X_STATS[x_stat]} (equal edges, H100)", fontsize=11)
+    out = save_figure(fig, Path(out_dir) / f"{config}_{x_stat}_latency")
+    plt.close(fig)
+    return out
+
+
+def save_figure(fig: object, stem: Path) -> list[Path]:
+    """Write ``fig`` as ``<stem>.png`` (130 dpi) and ``<stem>.svg``, each atomically; returns both paths."""
     out = []
     for ext in ("png", "svg"):
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=130)
-        path = Path(out_dir) / f"{config}_{x_stat}_latency.{ext}"
+        path = stem.with_name(f"{stem.name}.{ext}")
         write_bytes_atomic(path, buf.getvalue())
         out.append(path)
-    plt.close(fig)
     return out
