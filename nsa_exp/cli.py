@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("autotune-matrix", _gpu("nsa_exp.gpu.autotune_matrix", "command"),
                 "time every autotune config x routing of dq_core/dkv_core (issue 11)", gpu)
     p.add_argument("--stages", default="dq_core,dkv_core", help="comma-separated autotuned stages")
-    p.add_argument("--rounds", type=int, default=20, help="timed rounds (every config x routing once per round)")
+    p.add_argument("--rounds", type=int, default=15, help="timed rounds (every config x routing once per round)")
     p.add_argument("--warmup-rounds", type=int, default=2, help="warm-up rounds (kept, flagged)")
     p.add_argument("--output", required=True, metavar="PATH", help="results/autotune/<name>.json")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from nsa_exp.results.autotune_plot import heatmap_arrays, plot_autotune_heatmap
 from nsa_exp.results.autotune_report import StageMatrix, autotune_section, stage_lines
 from nsa_exp.results.config_drift import drift_of, noise_spread
 from nsa_exp.results.latency import summarize
+from nsa_exp.results.report import render
 from nsa_exp.results.store import load_document, write_json
 from nsa_exp.results.validate import validate_bytes
 from tests.helpers import REPO
@@ -150,3 +152,19 @@ def test_a_tuning_arm_whose_recorded_configs_contradict_its_mode_is_named():
     assert [p for p, _ in autotune_arm_problems(doc)] == ["$.autotune.same_config_all_patterns"]
     doc["autotune"]["mode"] = "replay"
     assert "$.autotune.replayed_from" in [p for p, _ in autotune_arm_problems(doc)]
+
+
+def test_report_adds_the_section_from_a_committed_matrix_and_leaves_the_primary_numbers_alone(tmp_path):
+    matrix = tmp_path / "synthetic.json"
+    write_json(matrix, matrix_doc(), "autotune_matrix")
+    result, analysis = _committed("e1_h100"), json_load(str(REPO / "results" / "analysis" / "e1_h100.json"))
+    paths = {"result": "results/raw/e1_h100.json", "command": "cmd"}
+    section = autotune_section(str(matrix), [], json_load)
+    with_text, without = render(result, analysis, [], paths, matrix=section), render(result, analysis, [], paths)
+    assert section[0] == "## Does the answer depend on the autotune config?" and "### dK/dV core" in section
+    assert "autotune config?" not in without
+    assert with_text.replace("\n".join(section) + "\n", "") == without
+
+
+def json_load(path: str) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))

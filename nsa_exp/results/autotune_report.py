@@ -125,7 +125,8 @@ def stage_lines(m: StageMatrix) -> list[str]:
     return out
 
 
-def autotune_section(matrix_path: str, arm_paths: list[str], load: Callable[[str], dict[str, Any]]) -> list[str]:
+def autotune_section(matrix_path: str, arm_paths: list[str], load: Callable[[str], dict[str, Any]],
+                     figures: str | Path = "docs/figures") -> list[str]:
     """The section's lines, or ``[]`` when ``matrix_path`` does not exist (not yet run)."""
     if not Path(matrix_path).is_file():
         return []
@@ -135,6 +136,10 @@ def autotune_section(matrix_path: str, arm_paths: list[str], load: Callable[[str
            f"From `{matrix_path}` ({gpu}, {doc['timing']['rounds']} interleaved rounds of every config × routing, "
            "L2 flushed, CUDA events; configs pinned one by one, FLA's code untouched). The primary numbers above "
            "are the seed's protocol (tuned on `local`) and are not changed by this section.", ""]
+    figure = Path(figures) / f"{doc['name']}_autotune_heatmap.png"
+    if figure.is_file():
+        out += [f"![{figure.stem}](figures/{figure.name})", "", "Median ms per config × routing, and × `local` under "
+                "the same config (failed configs blank).", ""]
     for stage in ("dkv_core", "dq_core", "selection_fwd"):
         if stage in doc["stages"]:
             out += stage_lines(StageMatrix(doc, stage))
