@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..results.schema import validate_or_raise
+from .grids import check_launch_limits
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ def check_fits_machine(shape: Shape, where: str) -> None:
 def _shape(d: dict[str, Any], where: str) -> Shape:
     shape = Shape(**d)
     check_shape(shape, where)
+    check_launch_limits(shape, where)
     check_fits_machine(shape, where)
     return shape
 
