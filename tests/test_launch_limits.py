@@ -35,7 +35,8 @@ def test_dkv_grid_y_65472_loads_and_gpu_commands_get_past_config_load(tmp_path):
 
 def test_smoke_shapes_are_checked_like_the_primary_shape():
     raw = load_config(ACCEPTED).raw
-    raw = {**raw, "shape": {**raw["shape"], "T": 1024}, "smoke": {**raw["smoke"], "staged": raw["shape"] | {"T": 16384}}}
+    staged = raw["shape"] | {"T": 16384}
+    raw = {**raw, "shape": {**raw["shape"], "T": 1024}, "smoke": {**raw["smoke"], "staged": staged}}
     with pytest.raises(UserError, match=r"config.smoke.staged: the dkv_core launch grid \(1, 65536\)"):
         config_from_dict(raw)
 
