@@ -23,6 +23,8 @@ from pathlib import Path
 
 from . import REPO_ROOT, RESULTS_DIR
 from .errors import UserError
+from .results.flush_study import flush_study
+from .results.flush_study import format_table as format_flush_table
 from .results.lock import write_lock
 from .results.plot import X_STATS, plot_fanin_latency
 from .results.report import build_report
@@ -102,6 +104,14 @@ def _report(args: argparse.Namespace) -> int:
     build_report(args.result, args.repeat or None, ncu, args.output, analysis, command,
                  readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal)
     print(f"wrote {args.output} and {analysis}")
+    return 0
+
+
+def _flush_study(args: argparse.Namespace) -> int:
+    study = flush_study(args.raw, args.output)
+    print(format_flush_table(study))
+    if args.output:
+        print(f"wrote {args.output}")
     return 0
 
 
@@ -202,6 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
     p.add_argument("--x", default="fanin_cv", choices=sorted(X_STATS), help="fan-in statistic on the x axis")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
+
+    p = command("flush-study", _flush_study, "CPU only: choose the L2 flush policy from a GPU method study's "
+                "flush records (paired bootstrap of median ratios vs no flush)", common)
+    p.add_argument("raw", metavar="RAW", help="method-study raw JSON "
+                   "(results/studies/h200_method_study_flush.raw.json)")
+    p.add_argument("--output", metavar="PATH", help="write the flush_study JSON "
+                   "(e.g. results/studies/h200_flush_policy.json)")
 
     p = command("lock", _lock, "requirements-lock.txt from the versions a real bench run recorded", common)
     p.add_argument("--from", dest="source", required=True, metavar="RESULT", help="results/raw/<name>.json")

@@ -133,12 +133,14 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
             "autotune_best": {k: v["best_config"] for k, v in tuned.items()}, "round_orders": orders}
     if resume:
         check_resumable(old_meta, meta)
-        records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, rounds=range(warmup),
+        records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
+                              rounds=range(warmup),
                               on_pattern_done=lambda r, p: telemetry.sample(), rewarm=True)
     else:
         journal.start(meta)
     first = next_round(records)
-    records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, rounds=range(first, len(orders)),
+    records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
+                          rounds=range(first, len(orders)),
                           on_pattern_done=lambda r, p: telemetry.sample(), on_round_done=journal.append,
                           progress=Progress(f"bench {config.name}", warmup - first))
 

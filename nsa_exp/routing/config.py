@@ -91,6 +91,9 @@ class Timing:
     repetitions: int
     l2_flush_bytes: int
     order: str
+    #: L2 sweep before each timed stage (nsa_exp.gpu.timing.FLUSH_POLICIES); absent in a config = "write",
+    #: the method every result recorded before the field existed used.
+    flush: str = "write"
 
 
 @dataclass(frozen=True)
