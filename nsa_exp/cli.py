@@ -162,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="PATH", help="report path (default results/reports/<config>_check.json)")
 
     p = command("smoke", _gpu("nsa_exp.gpu.commands", "smoke"),
-                "correctness: FLA vs naive (T=256); staged vs official (T=2048)", gpu)
+                "correctness: FLA vs naive (T=256 local; T=1024 S=8 every routing); staged vs official "
+                "(T=2048)", gpu)
     p.add_argument("--output", metavar="PATH", help="report path (default results/reports/<config>_smoke.json)")
 
     p = command("bench", _gpu("nsa_exp.gpu.commands", "bench"), "time every stage x pattern at the primary shape",
