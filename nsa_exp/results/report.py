@@ -7,6 +7,7 @@ JSON (and the repeat run, the ncu summaries) by this module.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -155,11 +156,14 @@ def _ncu(ncu: list[dict[str, Any]]) -> list[str]:
         return []
     rows = []
     for doc in ncu:
+        # One row per kernel; a multi-kernel stage (csr, full_bwd) names each kernel next to its pattern.
+        per_pattern = Counter(k["pattern"] for k in doc["kernels"])
         for k in doc["kernels"]:
             m = k["metrics"]
             sm = f"{m['sm_throughput_pct']:.1f} ({m['sm_throughput_min_pct']:.1f}–{m['sm_throughput_max_pct']:.1f})"
             stalls = ", ".join(f"{s['reason']} {s['cycles_per_issue']:.2f}" for s in k["top_stalls"][:3])
-            rows.append([doc["stage"], k["pattern"] or "?", f"{m['duration_ns'] / 1e6:.2f}",
+            label = (k["pattern"] or "?") + (f": {k['kernel']}" if per_pattern[k["pattern"]] > 1 else "")
+            rows.append([doc["stage"], label, f"{m['duration_ns'] / 1e6:.2f}",
                          f"{m['achieved_occupancy_pct']:.1f} / {m['theoretical_occupancy_pct']:.1f}",
                          f"{m['waves_per_sm']:.2f}", sm, f"{m['dram_throughput_pct']:.1f}",
                          f"{m['l2_hit_rate_pct']:.1f}", stalls])
