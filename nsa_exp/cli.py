@@ -24,6 +24,8 @@ from pathlib import Path
 from . import REPO_ROOT, RESULTS_DIR
 from .errors import UserError
 from .results.autotune_plot import plot_autotune_heatmap
+from .results.flush_study import flush_study
+from .results.flush_study import format_table as format_flush_table
 from .results.lock import write_lock
 from .results.plot import X_STATS, plot_fanin_latency
 from .results.report import build_report
@@ -109,6 +111,14 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flush_study(args: argparse.Namespace) -> int:
+    study = flush_study(args.raw, args.output)
+    print(format_flush_table(study))
+    if args.output:
+        print(f"wrote {args.output}")
+    return 0
+
+
 def _lock(args: argparse.Namespace) -> int:
     lines = write_lock(args.source, args.output)
     print(f"wrote {args.output} ({lines} pins)")
@@ -162,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="PATH", help="report path (default results/reports/<config>_check.json)")
 
     p = command("smoke", _gpu("nsa_exp.gpu.commands", "smoke"),
-                "correctness: FLA vs naive (T=256); staged vs official (T=2048)", gpu)
+                "correctness: FLA vs naive (T=256 local; T=1024 S=8 every routing); staged vs official "
+                "(T=2048)", gpu)
     p.add_argument("--output", metavar="PATH", help="report path (default results/reports/<config>_smoke.json)")
 
     p = command("bench", _gpu("nsa_exp.gpu.commands", "bench"), "time every stage x pattern at the primary shape",
@@ -233,6 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
     p.add_argument("--x", default="fanin_cv", choices=sorted(X_STATS), help="fan-in statistic on the x axis")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
+
+    p = command("flush-study", _flush_study, "CPU only: choose the L2 flush policy from a GPU method study's "
+                "flush records (paired bootstrap of median ratios vs no flush)", common)
+    p.add_argument("raw", metavar="RAW", help="method-study raw JSON "
+                   "(results/studies/h200_method_study_flush.raw.json)")
+    p.add_argument("--output", metavar="PATH", help="write the flush_study JSON "
+                   "(e.g. results/studies/h200_flush_policy.json)")
 
     p = command("lock", _lock, "requirements-lock.txt from the versions a real bench run recorded", common)
     p.add_argument("--from", dest="source", required=True, metavar="RESULT", help="results/raw/<name>.json")

@@ -7,6 +7,7 @@ wrapping the kernel objects that ``fla.ops.nsa.parallel`` resolves; the wrapped 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -112,3 +113,21 @@ def test_fla_matches_the_naive_oracle(fla_interpreter):
     tol = load_config("configs/e1_h100.json").tolerances
     assert judge_naive(metrics, tol.naive_rel_l2, tol.naive_max_abs_rel) == []
     assert all(m["rel_l2"] < 2e-3 for m in metrics.values()), metrics  # fp16 interpreter: ~4e-4 seen
+
+
+# Issue 16 item 1: every routing against the naive oracle at a shape where the routings differ.
+# M = 128/16 = 8 blocks > S = 4 slots, G = 16: the routings differ; half TINY's T keeps four runs cheap.
+TINY_ORACLE = Shape(B=1, T=128, HQ=16, H=1, K=32, V=32, S=4, block_size=16, dtype="float16")
+
+
+def test_every_routing_matches_the_naive_oracle_where_routings_differ(fla_interpreter):
+    config = load_config("configs/e1_h100.json")
+    assert TINY_ORACLE.num_blocks > TINY_ORACLE.S
+    tol = config.tolerances
+    routings = {p.name: generate_routing(p, TINY_ORACLE, seed=0) for p in config.patterns}
+    names = list(routings)
+    assert all(not np.array_equal(routings[a], routings[b]) for i, a in enumerate(names) for b in names[i + 1:])
+    for name, bi in routings.items():
+        metrics = naive_comparison(TINY_ORACLE, bi, seed=1, device="cpu")
+        assert judge_naive(metrics, tol.naive_rel_l2, tol.naive_max_abs_rel, label=f"oracle {name}") == []
+        assert all(m["rel_l2"] < 2e-3 for m in metrics.values()), (name, metrics)

@@ -49,6 +49,10 @@ class FakeDevice:
         assert buffer == "flush-buffer"
         self.log.append("flush")
 
+    def read_flush(self, buffer: str) -> None:
+        assert buffer == "flush-buffer"
+        self.log.append("read-flush")
+
     def spin(self, cycles: int) -> None:
         assert cycles == LAUNCH_GUARD_CYCLES
         self.log.append("spin")
@@ -86,6 +90,21 @@ def test_events_time_the_call_alone():
     # end - start = the call's cost + the end event's own 1 ms tick, nothing from flush or spin
     assert [r["pattern"] for r in recs] == ["y", "x"]
     assert recs[0]["ms"] == {"a": 6.0, "b": 6.0} and recs[1]["ms"] == {"a": 3.0, "b": 3.0}
+
+
+@pytest.mark.parametrize(("policy", "sweep"), [("write", ["flush"]), ("read", ["read-flush"]), ("none", [])])
+def test_each_flush_policy_puts_its_sweep_before_the_spin_of_every_stage(policy, sweep):
+    dev = FakeDevice()
+    run_rounds(_fns(dev, ["x"]), [["x"]], warmup_rounds=0, l2_flush_bytes=FLUSH, device=dev, flush_policy=policy)
+    stage = [*sweep, "spin", "start"]
+    assert dev.log == [*stage, "call x.a", "end", *stage, "call x.b", "end", "sync"]
+
+
+def test_an_unknown_flush_policy_is_refused_before_any_device_call():
+    dev = FakeDevice()
+    with pytest.raises(ValueError, match="flush_policy 'evict'"):
+        run_rounds(_fns(dev, ["x"]), [["x"]], warmup_rounds=0, l2_flush_bytes=FLUSH, device=dev, flush_policy="evict")
+    assert dev.log == [] and dev.buffers == []
 
 
 def test_zero_flush_bytes_skips_the_flush_but_not_the_spin():
@@ -167,6 +186,8 @@ def test_build_result_rebuilds_the_committed_result_from_its_records(name):
         resumed=doc["timing"]["resumed"], launch_guard_cycles=doc["timing"]["launch_guard_cycles"],
         telemetry={"available": doc["telemetry"]["available"]}, metadata=doc["metadata"],
         wall_seconds=doc["wall_seconds"], throttled=throttled)
+    # Recorded before timing.flush existed: their configs name no policy, which means the write flush.
+    assert "flush_policy" not in doc["timing"] and rebuilt["timing"].pop("flush_policy") == "write"
     assert json.dumps(rebuilt) == json.dumps(doc)
 
 

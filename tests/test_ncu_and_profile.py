@@ -4,6 +4,8 @@ bench result whose shape, commit or GPU differ; the replay pins each autotuner t
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
 
 import pytest
@@ -12,6 +14,7 @@ from nsa_exp.errors import UserError
 from nsa_exp.gpu.ncu import METRICS, export_csv_text, parse_raw_csv
 from nsa_exp.gpu.nvtx import parse_patterns, range_name
 from nsa_exp.gpu.profiler import load_benchmark_result, replay_autotune
+from nsa_exp.results.report import _ncu as report_ncu
 from nsa_exp.results.schema import schema_errors
 from nsa_exp.routing.config import load_config
 
@@ -102,3 +105,44 @@ def test_committed_ncu_summaries_are_from_the_h100():
         doc = json.loads(path.read_text())
         assert {k["device"] for k in doc["kernels"]} == {H100}
         assert doc["metadata"]["git"]["sha"]
+
+
+# Issue 16 item 6: a multi-kernel stage (csr) in one NVTX range, patterns launched one after the other.
+CSR_KERNELS = ["vectorized_elementwise_kernel", "prepare_block_csr_kernel", "cub_scan_kernel",
+               "prepare_block_csr_kernel"]
+
+
+def _multi_kernel_csv(names_per_pattern: list[list[str]]) -> str:
+    """The committed dK/dV raw CSV's header and units rows, then its first kernel row copied once per
+    launch, renamed and renumbered (ncu's launch order)."""
+    header, units, row, _ = list(csv.reader(io.StringIO(DKV_CSV.read_text())))
+    name_col, id_col = header.index("Kernel Name"), header.index("ID")
+    rows = [header, units]
+    for name in (n for names in names_per_pattern for n in names):
+        rows.append([str(len(rows) - 2) if i == id_col else name if i == name_col else v for i, v in enumerate(row)])
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+def test_multi_kernel_stage_labels_each_kernel_with_its_pattern_and_the_report_names_it(tmp_path):
+    meta = json.loads((NCU / "e1_h100_local-vs-sink-heavy_dkv_core.json").read_text())["metadata"]
+    doc = export_csv_text(_multi_kernel_csv([CSR_KERNELS, CSR_KERNELS]), tmp_path / "s.json",
+                          {"patterns_in_launch_order": ["local", "sink-heavy"], "stage": "csr"}, meta)
+    assert [(k["pattern"], k["kernel"]) for k in doc["kernels"]] == \
+        [("local", n) for n in CSR_KERNELS] + [("sink-heavy", n) for n in CSR_KERNELS]
+    assert schema_errors(json.loads((tmp_path / "s.json").read_text()), "ncu_summary", "s") == []
+    table = "\n".join(report_ncu([{**doc, "_path": "s.json"}]))
+    assert "?" not in table and "| csr | local: prepare_block_csr_kernel |" in table
+    assert table.count("sink-heavy: prepare_block_csr_kernel") == 2 and "local: cub_scan_kernel" in table
+
+
+@pytest.mark.parametrize("blocks", [
+    [CSR_KERNELS, CSR_KERNELS[:3]],                      # 7 rows for 2 patterns: no clean split
+    [CSR_KERNELS, CSR_KERNELS[::-1]],                    # same count, different kernel order
+])
+def test_kernels_that_do_not_split_evenly_by_pattern_stay_unlabelled(tmp_path, blocks):
+    meta = json.loads((NCU / "e1_h100_local-vs-sink-heavy_dkv_core.json").read_text())["metadata"]
+    doc = export_csv_text(_multi_kernel_csv(blocks), tmp_path / "s.json",
+                          {"patterns_in_launch_order": ["local", "sink-heavy"], "stage": "csr"}, meta)
+    assert {k["pattern"] for k in doc["kernels"]} == {None}

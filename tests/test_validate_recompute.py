@@ -157,6 +157,28 @@ def test_every_bench_report_lists_what_it_cannot_recompute(golden):
         assert fragment in listed
 
 
+@pytest.mark.parametrize(("config_flush", "recorded", "passes"), [
+    (None, None, True), (None, "write", True), (None, "read", False),
+    ("read", "read", True), ("read", None, False), ("none", "write", False)])
+def test_timing_recompute_pins_the_recorded_flush_policy_to_the_config(golden, config_flush, recorded, passes):
+    doc = copy.deepcopy(golden)
+    if config_flush is not None:
+        doc["config"]["timing"]["flush"] = config_flush
+    if recorded is not None:
+        doc["timing"]["flush_policy"] = recorded
+    report = validate_bytes(_dump(doc), "f.json")
+    assert report["passed"] is passes
+    assert ("$.timing.flush_policy" in paths_of(report, "timing_recompute")) is not passes
+
+
+def test_configs_for_future_runs_name_the_read_flush_and_committed_results_name_none():
+    assert load_config(REPO / "configs" / "e1_h100.json").timing.flush == "read"
+    assert load_config(REPO / "configs" / "e1_h100_dev.json").timing.flush == "read"
+    for path in sorted((REPO / "results" / "raw").glob("*.json")):
+        doc = json.loads(path.read_text())
+        assert "flush" not in doc["config"]["timing"] and config_from_dict(doc["config"]).timing.flush == "write"
+
+
 def test_csv_checks_and_telemetry_share_one_definition_of_columns_and_throttling():
     assert csv_checks.SUMMARY_COLUMNS is schema.SUMMARY_COLUMNS
     assert telemetry.THROTTLE_MASK is recompute_records.THROTTLE_MASK

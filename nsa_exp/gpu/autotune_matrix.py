@@ -105,7 +105,8 @@ def stage_matrix(stage: str, calls: dict[str, Callable[[], Any]], params: Any, r
             raise GateFailure(f"autotune-matrix: {stage} cell {key} launched {launched_configs()[stage]}, not {want}")
         return on_cell_done() if on_cell_done else None
 
-    records = run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, before_pattern=before,
+    records = run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
+                         before_pattern=before,
                          on_pattern_done=after, progress=Progress(f"matrix {stage}", warmup), device=device)
     for i in ok:
         cells[i]["patterns"] = {}

@@ -143,12 +143,14 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
             "autotune_arm": arm}
     if resume:
         check_resumable(old_meta, meta)
-        records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, rounds=range(warmup),
+        records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
+                              rounds=range(warmup),
                               on_pattern_done=lambda r, p: telemetry.sample(), rewarm=True)
     else:
         journal.start(meta)
     first = next_round(records)
-    records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, rounds=range(first, len(orders)),
+    records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
+                          rounds=range(first, len(orders)),
                           on_pattern_done=lambda r, p: (pins and pins.after(p), telemetry.sample())[1],
                           on_round_done=journal.append, before_pattern=pins and pins.before,
                           progress=Progress(f"bench {config.name}", warmup - first))

@@ -137,12 +137,26 @@ def export_report(report: str | Path, output: str | Path, context: dict[str, Any
     return export_csv_text(proc.stdout, output, context, base_metadata(), raw_csv_name=raw_csv.name)
 
 
+def assign_patterns(kernels: list[dict[str, Any]], names: list[str]) -> None:
+    """Label each kernel row (in ncu's launch order) with the pattern whose stage launched it, in place.
+
+    ``profile_stage`` launches pattern A's stage, then pattern B's, ... inside one NVTX range
+    (:mod:`nsa_exp.gpu.profiler`), so a stage of k kernels per pattern (``csr``: fills, the two
+    ``prepare_block_csr_kernel`` passes, the cumsum; ``full_bwd``: every kernel of the wrapper) gives
+    k x len(names) rows: rows [i*k, (i+1)*k) are pattern i's. The split is accepted only when every
+    pattern's block holds the same kernel names in the same order; otherwise every pattern is None.
+    """
+    k, rest = divmod(len(kernels), len(names)) if names else (0, 1)
+    blocks = [[r["kernel"] for r in kernels[i * k:(i + 1) * k]] for i in range(len(names))] if k and not rest else []
+    same = bool(blocks) and all(b == blocks[0] for b in blocks)
+    for i, row in enumerate(kernels):
+        row["pattern"] = names[i // k] if same else None
+
+
 def export_csv_text(text: str, output: str | Path, context: dict[str, Any], metadata: dict[str, Any],
                     raw_csv_name: str | None = None) -> dict[str, Any]:
     kernels = parse_raw_csv(text)
-    names = context.get("patterns_in_launch_order") or []
-    for i, k in enumerate(kernels):
-        k["pattern"] = names[i] if len(kernels) == len(names) else None
+    assign_patterns(kernels, context.get("patterns_in_launch_order") or [])
     doc = {"schema_version": SCHEMA_VERSION, "kind": "ncu_summary", **context, "raw_csv": raw_csv_name,
            "kernels": kernels, "metadata": metadata}
     write_json(output, doc, "ncu_summary")

@@ -2,7 +2,12 @@
 
 1. ``naive``: T=256 (``config.smoke.naive``), routing ``local``: FLA's forward and official backward vs
    ``naive_nsa_selection`` (fp32 autograd on the same inputs) on O, dQ, dK, dV.
-2. ``staged``: T=2048 (``config.smoke.staged``), all patterns: our staged launcher vs the official
+2. ``oracle``: T=1024, S=8 (``config.smoke.oracle``, default ``routing.config.DEFAULT_ORACLE``), every
+   routing of the config: the same comparison at a shape where M = T/block_size > S, so the routings
+   select different blocks (at ``naive``'s M = S = 4 all four routings are identical). A gate: any
+   routing outside ``naive_rel_l2`` / ``naive_max_abs_rel`` fails smoke. H200 evidence at exactly this
+   shape: rel-L2 <= 3.4e-3 for all four routings (``results/studies/h200_method_study_oracle.raw.json``).
+3. ``staged``: T=2048 (``config.smoke.staged``), all patterns: our staged launcher vs the official
    ``parallel_nsa_bwd``: dQ bit-exact; dK/dV within ``dkv_rel_l2`` and ``dkv_max_ulp``.
 
 Why dK/dV get a tolerance: ``prepare_block_csr`` places queries within a CSR row by ``tl.atomic_add``,
@@ -62,8 +67,9 @@ def staged_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device
     return {name: compare(a, b) for name, a, b in zip(("dq", "dk", "dv"), ours, official, strict=True)}
 
 
-def judge_naive(result: dict[str, Any], tol_rel_l2: float, tol_max_abs_rel: float) -> list[str]:
-    return [f"naive {name}: rel_l2 {m['rel_l2']:.3g} (tol {tol_rel_l2}), max_abs/max|ref| "
+def judge_naive(result: dict[str, Any], tol_rel_l2: float, tol_max_abs_rel: float, label: str = "naive") -> list[str]:
+    """One failure line per output (o, dq, dk, dv) whose rel-L2 or max-abs/max|ref| exceeds its tolerance."""
+    return [f"{label} {name}: rel_l2 {m['rel_l2']:.3g} (tol {tol_rel_l2}), max_abs/max|ref| "
             f"{m['max_abs_rel']:.3g} (tol {tol_max_abs_rel})"
             for name, m in result.items() if m["rel_l2"] > tol_rel_l2 or m["max_abs_rel"] > tol_max_abs_rel]
 
@@ -89,6 +95,12 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
     naive_bi = generate_routing(local, config.smoke_naive, config.seeds.routing)
     naive = naive_comparison(config.smoke_naive, naive_bi, config.seeds.inputs, device)
     failures = judge_naive(naive, tol.naive_rel_l2, tol.naive_max_abs_rel)
+    oracle = {}
+    for pattern in config.patterns:
+        bi = generate_routing(pattern, config.smoke_oracle, config.seeds.routing)
+        oracle[pattern.name] = naive_comparison(config.smoke_oracle, bi, config.seeds.inputs, device)
+        failures += judge_naive(oracle[pattern.name], tol.naive_rel_l2, tol.naive_max_abs_rel,
+                                label=f"oracle {pattern.name}")
     staged = {}
     for pattern in config.patterns:
         bi = generate_routing(pattern, config.smoke_staged, config.seeds.routing)
@@ -96,6 +108,7 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
         failures += judge_staged(pattern.name, staged[pattern.name], tol.dkv_rel_l2, tol.dkv_max_ulp)
     return {
         "naive": {"shape": config.smoke_naive.to_dict(), "pattern": BASELINE_PATTERN, "metrics": naive},
+        "oracle": {"shape": config.smoke_oracle.to_dict(), "patterns": oracle},
         "staged_vs_official": {"shape": config.smoke_staged.to_dict(), "patterns": staged},
         "tolerances": {"naive_rel_l2": tol.naive_rel_l2, "naive_max_abs_rel": tol.naive_max_abs_rel,
                        "dkv_rel_l2": tol.dkv_rel_l2, "dkv_max_ulp": tol.dkv_max_ulp},

@@ -1,11 +1,17 @@
 """The round loop: CUDA events, one event pair around each stage call, every observation kept.
 
-Method (see docs/METHOD.md): before each timed call we (1) overwrite an L2-flush buffer of
+Method (see docs/METHOD.md): before each timed call we (1) sweep an L2-flush buffer of
 ``l2_flush_bytes`` (>= 2x the H100's 50 MB L2) so every stage starts from a cold L2, and (2) enqueue
 a GPU spin of ``LAUNCH_GUARD_CYCLES`` so the Python launch overhead of the stage is hidden behind
 queued GPU work: the events then measure GPU time only, not host launch gaps. Patterns are
 interleaved round by round (order from :func:`nsa_exp.results.latency.round_orders`); the first
 ``warmup_rounds`` rounds (module load, autotune, allocator) are kept but flagged.
+
+The sweep is the config's ``timing.flush`` policy (:data:`FLUSH_POLICIES`): ``write`` overwrites the
+buffer (``fill_``; the original method, the default when a config does not name one), ``read`` reduces
+it into a preallocated int64 scalar (evicts L2 without leaving dirty lines for the next stage to write
+back), ``none`` skips it. The policy was chosen from H200 data (``python -m nsa_exp flush-study``,
+``results/studies/h200_flush_policy.json``; docs/METHOD.md).
 
 The device is injectable (:class:`CudaDevice` by default) so CPU tests drive the loop with a fake
 and pin its call order: flush, spin, start event, call, end event per stage; one sync per pattern.
@@ -21,6 +27,9 @@ import torch
 
 from ..results.latency import LAUNCH_GUARD_CYCLES
 
+#: ``timing.flush`` values: how the L2-flush buffer is swept before each timed stage.
+FLUSH_POLICIES = ("write", "read", "none")
+
 
 class Event(Protocol):
     def record(self) -> None: ...
@@ -32,19 +41,28 @@ class Device(Protocol):
 
     def flush_buffer(self, nbytes: int) -> Any: ...
     def flush(self, buffer: Any, value: int) -> None: ...
+    def read_flush(self, buffer: Any) -> None: ...
     def spin(self, cycles: int) -> None: ...
     def event(self) -> Event: ...
     def synchronize(self) -> None: ...
 
 
 class CudaDevice:
-    """The real device: torch's CUDA events, ``fill_`` of an int32 buffer, ``torch.cuda._sleep``."""
+    """The real device: torch's CUDA events, ``fill_`` (write flush) or an int64 sum (read flush) of an
+    int32 buffer, ``torch.cuda._sleep``."""
 
     def flush_buffer(self, nbytes: int) -> torch.Tensor:
-        return torch.empty(max(nbytes // 4, 1), dtype=torch.int32, device="cuda")
+        """The int32 flush buffer (zeroed once, untimed) and the read flush's preallocated int64 sink."""
+        buffer = torch.zeros(max(nbytes // 4, 1), dtype=torch.int32, device="cuda")
+        self.sink = torch.zeros((), dtype=torch.int64, device="cuda")
+        return buffer
 
     def flush(self, buffer: torch.Tensor, value: int) -> None:
         buffer.fill_(value)
+
+    def read_flush(self, buffer: torch.Tensor) -> None:
+        """Read every line of ``buffer`` (one reduction, no allocation) into the preallocated sink."""
+        torch.sum(buffer, dim=0, dtype=torch.int64, out=self.sink)
 
     def spin(self, cycles: int) -> None:
         torch.cuda._sleep(cycles)
@@ -68,6 +86,7 @@ def run_rounds(
     rewarm: bool = False,
     device: Device | None = None,
     before_pattern: Callable[[str], None] | None = None,
+    flush_policy: str = "write",
 ) -> list[dict[str, Any]]:
     """Run the rounds ``rounds`` (default: all); return one record per (round, pattern) with each
     stage's elapsed ms.
@@ -78,7 +97,11 @@ def run_rounds(
     as a warm-up re-run (a resumed bench re-runs its warm-up rounds before continuing).
     ``before_pattern(pattern)`` runs before the pattern's first flush, outside every timed region
     (bench's per-pattern arm swaps the pattern's pinned autotune configs in there).
+    ``flush_policy`` (one of :data:`FLUSH_POLICIES`) picks the sweep; ``l2_flush_bytes=0`` also skips it.
+    Raises ValueError for another policy.
     """
+    if flush_policy not in FLUSH_POLICIES:
+        raise ValueError(f"flush_policy {flush_policy!r} is not one of {FLUSH_POLICIES}")
     dev = CudaDevice() if device is None else device
     flush = dev.flush_buffer(l2_flush_bytes)
     records = []
@@ -91,8 +114,10 @@ def run_rounds(
             events = []
             for stage, fn in stage_fns[pattern].items():
                 start, end = dev.event(), dev.event()
-                if l2_flush_bytes:
+                if l2_flush_bytes and flush_policy == "write":
                     dev.flush(flush, r)
+                elif l2_flush_bytes and flush_policy == "read":
+                    dev.read_flush(flush)
                 dev.spin(LAUNCH_GUARD_CYCLES)
                 start.record()
                 fn()

@@ -17,7 +17,8 @@ carries the JSON path. Checks (what each recomputes):
 - ``gates_consistent``: each recorded gate's detail agrees with the document (edges, FLA, GPU, versions).
 - ``ratio_recompute``: each ``stage_sum_vs_full_bwd.ratio`` = stage sum / full_bwd.
 - ``timing_recompute``: repetitions == every stage's observations; warm-up counts; round orders
-  regenerated from order mode + seed; flush bytes, order, stage list as the config says.
+  regenerated from order mode + seed; flush bytes, flush policy (absent = "write"), order, stage list
+  as the config says.
 - ``telemetry_recompute``: one sample per (round, pattern) in round order; ``throttled_samples``
   recounted. Policy: throttled samples > 0 is a WARNING (listed, not a failure; see docs/SCHEMAS.md).
 - ``metadata_plausible``: a known GPU family with its SM count and compute capability, versions and
@@ -159,9 +160,10 @@ def _timing(doc: dict[str, Any], config: Any, add: Add) -> None:
     reps, warm = t["repetitions"], t["warmup_rounds"]
     for key, want in (("warmup_rounds", ct.warmup_rounds), ("order_mode", ct.order), ("order_seed", config.seeds.order),
                       ("l2_flush_bytes", ct.l2_flush_bytes), ("stages", list(STAGES)),
-                      ("launch_guard_cycles", LAUNCH_GUARD_CYCLES)):
-        if t[key] != want:
-            problems.append((f"$.timing.{key}", f"recorded {t[key]!r}, the config/code says {want!r}"))
+                      ("launch_guard_cycles", LAUNCH_GUARD_CYCLES), ("flush_policy", ct.flush)):
+        got = t.get(key, "write") if key == "flush_policy" else t[key]  # absent = recorded before the field
+        if got != want:
+            problems.append((f"$.timing.{key}", f"recorded {got!r}, the config/code says {want!r}"))
     names = list(doc["patterns"])
     orders = t["round_orders"]
     if len(orders) != warm + reps:

@@ -16,6 +16,8 @@ from .analysis import analyse
 from .autotune_report import autotune_section
 from .config_drift import autotune_lines, drift_of, noise_spread, repeatability_lines
 from .metadata import base_metadata
+from .report_ncu import md_table as _table
+from .report_ncu import ncu_section
 from .schema import KINDS
 from .store import check_writable, load_document, write_json, write_text_atomic
 
@@ -25,12 +27,6 @@ MiB = 1024 * 1024
 
 def _load(path: str | Path) -> dict[str, Any]:
     return load_document(path, tuple(KINDS), invariants=True, hint=f"run `invoke validate {path}`")
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _differs(row: dict[str, Any], repeat_spread: float) -> bool:
@@ -145,28 +141,6 @@ def _memory(analysis: dict[str, Any]) -> list[str]:
                     "wrapper peak (process)"], rows), ""]
 
 
-def _ncu(ncu: list[dict[str, Any]]) -> list[str]:
-    if not ncu:
-        return []
-    rows = []
-    for doc in ncu:
-        for k in doc["kernels"]:
-            m = k["metrics"]
-            sm = f"{m['sm_throughput_pct']:.1f} ({m['sm_throughput_min_pct']:.1f}–{m['sm_throughput_max_pct']:.1f})"
-            stalls = ", ".join(f"{s['reason']} {s['cycles_per_issue']:.2f}" for s in k["top_stalls"][:3])
-            rows.append([doc["stage"], k["pattern"] or "?", f"{m['duration_ns'] / 1e6:.2f}",
-                         f"{m['achieved_occupancy_pct']:.1f} / {m['theoretical_occupancy_pct']:.1f}",
-                         f"{m['waves_per_sm']:.2f}", sm, f"{m['dram_throughput_pct']:.1f}",
-                         f"{m['l2_hit_rate_pct']:.1f}", stalls])
-    return ["## Nsight Compute evidence", "",
-            "Whole-kernel metrics (`--set full`, `--clock-control none`), each pattern's launch of the stage in one "
-            "NVTX range, autotune configs replayed from the bench result. SM throughput min/max are over SMs: a "
-            "wide gap means some SMs stay busy while the rest idle.", "",
-            _table(["stage", "pattern", "duration ms", "occupancy achieved / theoretical %", "waves/SM",
-                    "SM throughput % avg (min–max)", "DRAM %", "L2 hit %", "top stalls (cycles/issue)"], rows), "",
-            "Sources: " + ", ".join(f"`{d['_path']}`" for d in ncu), ""]
-
-
 def _findings(analysis: dict[str, Any], names: list[str], stages: list[str], drift: dict | None = None) -> list[str]:
     by = {(r["pattern"], r["stage"]): r for r in analysis["rows"]}
     spread = noise_spread(by, names, stages, drift)
@@ -223,7 +197,7 @@ def render(result: dict[str, Any], analysis: dict[str, Any], ncu: list[dict[str,
     if paths.get("repeat"):
         out += _repeatability(analysis, names, stages, paths["repeat"], drift)
     out += _figure(Path(paths["result"]).stem, figures) + _fanin(result) + _stage_sum(analysis) + _memory(analysis)
-    out += autotune_lines(result) + list(matrix) + _ncu(ncu) + _findings(analysis, names, stages, drift)
+    out += autotune_lines(result) + list(matrix) + ncu_section(ncu) + _findings(analysis, names, stages, drift)
     out += _reproduce(result, paths)
     return "\n".join(out)
 

@@ -78,6 +78,7 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
             "order_seed": config.seeds.order,
             "round_orders": orders,
             "l2_flush_bytes": config.timing.l2_flush_bytes,
+            "flush_policy": config.timing.flush,
             "launch_guard_cycles": launch_guard_cycles,
             "percentile_method": PERCENTILE_METHOD,
             "stages": list(STAGE_NAMES),

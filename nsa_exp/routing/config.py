@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..results.schema import validate_or_raise
+from .grids import check_launch_limits
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,9 @@ class Timing:
     repetitions: int
     l2_flush_bytes: int
     order: str
+    #: L2 sweep before each timed stage (nsa_exp.gpu.timing.FLUSH_POLICIES); absent in a config = "write",
+    #: the method every result recorded before the field existed used.
+    flush: str = "write"
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,8 @@ class Config:
     required_gpu: str
     source: str
     raw: dict[str, Any]
+    #: ``smoke.oracle``: every routing vs FLA's naive oracle at M > S (absent = :data:`DEFAULT_ORACLE`).
+    smoke_oracle: Shape | None = None
 
     def pattern(self, name: str) -> Pattern:
         for p in self.patterns:
@@ -121,6 +127,19 @@ class Config:
                 return p
         raise UserError(f"pattern {name!r} is not in config {self.name!r}; choose one of "
                         f"{', '.join(p.name for p in self.patterns)}")
+
+
+#: smoke's all-routings oracle shape when a config names none (configs recorded before the field): M = 16 > S = 8,
+#: so the routings select different blocks (at smoke.naive's M = S = 4 all four are identical).
+DEFAULT_ORACLE = {"B": 1, "T": 1024, "HQ": 64, "H": 4, "K": 192, "V": 128, "S": 8, "block_size": 64,
+                  "dtype": "bfloat16"}
+
+
+def check_routings_differ(shape: Shape, where: str) -> None:
+    """The oracle shape must have more KV blocks than slots (M > S), else every routing is the same."""
+    if shape.num_blocks <= shape.S:
+        raise UserError(f"{where}.S: S={shape.S} must be below M=T/block_size={shape.num_blocks} so the routings "
+                        f"differ (at M <= S every routing selects every causal block); raise T or lower S")
 
 
 def check_shape(shape: Shape, where: str) -> None:
@@ -170,7 +189,14 @@ def check_fits_machine(shape: Shape, where: str) -> None:
 def _shape(d: dict[str, Any], where: str) -> Shape:
     shape = Shape(**d)
     check_shape(shape, where)
+    check_launch_limits(shape, where)
     check_fits_machine(shape, where)
+    return shape
+
+
+def _oracle_shape(d: dict[str, Any]) -> Shape:
+    shape = _shape(d, "config.smoke.oracle")
+    check_routings_differ(shape, "config.smoke.oracle")
     return shape
 
 
@@ -198,6 +224,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
         required_gpu=raw["gpu"]["required_name"],
         source=source,
         raw=raw,
+        smoke_oracle=_oracle_shape(raw["smoke"].get("oracle", DEFAULT_ORACLE)),
     )
 
 
