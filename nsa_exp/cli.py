@@ -40,6 +40,7 @@ from .routing.report import (
     write_routing_report,
 )
 from .routing.stages import STAGE_NAMES
+from .sweep import EXECUTORS, load_sweep, run_sweep, sweep_dirs, sweep_table
 
 DEFAULT_CONFIG = "configs/e1_h100.json"
 Handler = Callable[[argparse.Namespace], int]
@@ -114,6 +115,23 @@ def _lock(args: argparse.Namespace) -> int:
 def _plot(args: argparse.Namespace) -> int:
     for path in plot_fanin_latency(args.input, args.x, args.out_dir):
         print(f"wrote {path}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    points = load_sweep(args.config)
+    out_dir, csv = sweep_dirs(points[0].sweep)
+    if not args.table_only:
+        if args.points_per_job < 1:
+            raise UserError("--points-per-job: must be a positive integer")
+        slurm = json.loads(args.slurm) if args.slurm else None
+        done = run_sweep(points, out_dir, args.allow_gpu, args.executor, points_per_job=args.points_per_job,
+                         slurm=slurm)
+        print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")
+    frame = sweep_table(out_dir, csv)
+    print(frame.to_string(index=False, columns=["point_id", "fanin_max", "fanin_cv", "dkv_median_ms",
+                                                "ratio_vs_local"], float_format="%.3f"))
+    print(f"wrote {csv} ({len(frame)} points)")
     return 0
 
 
@@ -202,6 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
     p.add_argument("--x", default="fanin_cv", choices=sorted(X_STATS), help="fan-in statistic on the x axis")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
+
+    p = command("sweep", _sweep, "a grid of routings x T, one result per point under results/sweeps/<name>/, "
+                "plus the tidy table results/sweeps/<name>.csv", gpu)
+    p.add_argument("--executor", default="inline", choices=EXECUTORS, help="inline (this process, default), or "
+                   "submitit's debug, local (one job per GPU of this host) or slurm (a job array)")
+    p.add_argument("--points-per-job", type=int, default=1, help="points per submitit job (default 1)")
+    p.add_argument("--slurm", metavar="JSON", help='submitit Slurm parameters, e.g. \'{"slurm_partition": "gpu"}\'')
+    p.add_argument("--table-only", action="store_true", help="CPU only: rebuild the CSV from the point files")
 
     p = command("lock", _lock, "requirements-lock.txt from the versions a real bench run recorded", common)
     p.add_argument("--from", dest="source", required=True, metavar="RESULT", help="results/raw/<name>.json")
