@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from nsa_exp.errors import UserError
+from nsa_exp.results.latency import summarize
 from nsa_exp.results.schema import schema_errors
 from nsa_exp.results.store import write_text_atomic
 from nsa_exp.routing.config import Pattern, Shape, config_from_dict
+from nsa_exp.routing.edges import effective_edges
 from nsa_exp.routing.fanin import routing_statistics
 from nsa_exp.routing.patterns import generate_routing
 from nsa_exp.sweep import load_sweep, point_done, point_path, run_sweep, sweep_table
@@ -31,8 +33,7 @@ def fake_measure(point, allow_gpu, out_dir):
     for p in config.patterns:
         stats = routing_statistics(generate_routing(p, small, 1), small.block_size)
         ms = [1.0 + stats["fanin"]["max"] / 100 + 0.01 * i for i in range(3)]
-        stage = {"raw_ms": ms, "warmup_ms": [], "median_ms": ms[1], "p10_ms": ms[0], "p90_ms": ms[2],
-                 "p95_ms": ms[2], "min_ms": ms[0], "mean_ms": ms[1], "n_obs": 3}
+        stage = {"raw_ms": ms, "warmup_ms": [], **summarize(ms)}
         patterns[p.name] = {"params": p.to_dict(), "edges": 100, **stats,
                             "stages": {s: stage for s in point.stages}}
     return {"schema_version": "1.0", "kind": "sweep_point", "name": config.name, "sweep": point.sweep,
@@ -152,3 +153,25 @@ def test_a_length_that_does_not_fit_the_free_gpu_memory_is_refused_before_alloca
     with pytest.raises(UserError, match=r"^p: T=131072 needs ~.* GiB of GPU memory, only 10.0 GiB of 80.0 GiB"):
         check_memory(shape, 2, 2**28, "p", mem_get_info=lambda: (10 * 2**30, 80 * 2**30))
     assert bytes_needed(shape, 2, 2**28, shared_allocated=True) < need
+
+
+def test_validate_recomputes_a_sweep_points_statistics_and_routing(tmp_path):
+    from nsa_exp.results.validate import validate_path  # noqa: PLC0415
+
+    point = load_sweep(_sweep_config(tmp_path))[4]  # sink-heavy on heads [0, 1]
+    doc = fake_measure(point, True, tmp_path)
+    config = config_from_dict(point.config)
+    for p in config.patterns:  # the fake's statistics were taken at T=4096; the real ones at the point's T
+        bi = generate_routing(p, config.shape, config.seeds.routing)
+        doc["patterns"][p.name].update(routing_statistics(bi, config.shape.block_size))
+        doc["patterns"][p.name]["edges"] = int(effective_edges(bi, config.shape.block_size))
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    report = validate_path(path)
+    assert report["passed"], [c for c in report["checks"] if not c["passed"]]
+    assert {"stats_recompute", "routing_recompute", "pattern_set"} <= {c["name"] for c in report["checks"]}
+    doc["patterns"]["sink-heavy"]["stages"]["dkv_core"]["median_ms"] += 1
+    doc["patterns"]["sink-heavy"]["fanin"]["max"] += 1
+    path.write_text(json.dumps(doc))
+    failed = {c["name"] for c in validate_path(path)["checks"] if not c["passed"]}
+    assert failed == {"stats_recompute", "routing_recompute"}
