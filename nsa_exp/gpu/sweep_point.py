@@ -70,26 +70,11 @@ def check_memory(shape: Shape, n_patterns: int, l2_flush_bytes: int, where: str,
 
 def focused_callables(staged: Any, stages: tuple[str, ...]) -> tuple[dict[str, Callable[[], None]], list[str]]:
     """Zero-argument callables for the asked ``stages`` only (in Stage-table order), after running
-    their prerequisites once, untimed; returns them and the prerequisite names that were run."""
-    state: dict[str, Any] = {}
-    state["o"], state["lse"] = staged.selection_fwd()
-    state["delta"] = staged.delta_preprocess(state["o"])
-    state["csr"] = staged.csr()
+    every stage's inputs once, untimed (:meth:`StagedBackward.run_staged`); returns them and the
+    prerequisites that are not timed."""
+    state = staged.run_staged()
     untimed = [s for s in ("selection_fwd", "delta_preprocess", "csr") if s not in stages]
-
-    def selection_fwd() -> None:
-        state["o"], state["lse"] = staged.selection_fwd()
-
-    def delta_preprocess() -> None:
-        state["delta"] = staged.delta_preprocess(state["o"])
-
-    def csr() -> None:
-        state["csr"] = staged.csr()
-
-    fns = {"selection_fwd": selection_fwd, "delta_preprocess": delta_preprocess, "csr": csr,
-           "dq_core": lambda: staged.dq_core(state["lse"], state["delta"]),
-           "dkv_core": lambda: staged.dkv_core(state["lse"], state["delta"], state["csr"]),
-           "full_bwd": lambda: staged.full_bwd(state["o"], state["lse"])}
+    fns = staged.stage_callables(state)
     return {s: fns[s] for s in STAGE_NAMES if s in stages}, untimed
 
 
