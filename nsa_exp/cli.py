@@ -28,6 +28,7 @@ from .results.plot import X_STATS, plot_fanin_latency
 from .results.report import build_report
 from .results.schema import schema_errors
 from .results.store import check_writable
+from .results.sweep_plot import plot_sweep
 from .results.validate import format_report, validate_paths
 from .routing.config import load_config
 from .routing.files import format_files_table
@@ -135,6 +136,12 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep_plot(args: argparse.Namespace) -> int:
+    for path in plot_sweep(args.table, args.out_dir):
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nsa_exp", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -228,6 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points-per-job", type=int, default=1, help="points per submitit job (default 1)")
     p.add_argument("--slurm", metavar="JSON", help='submitit Slurm parameters, e.g. \'{"slurm_partition": "gpu"}\'')
     p.add_argument("--table-only", action="store_true", help="CPU only: rebuild the CSV from the point files")
+
+    p = command("sweep-plot", _sweep_plot, "CPU only: dK/dV median vs each fan-in statistic and vs T, from a "
+                "sweep table", common)
+    p.add_argument("--table", required=True, help="results/sweeps/<name>.csv")
+    p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
     p = command("lock", _lock, "requirements-lock.txt from the versions a real bench run recorded", common)
     p.add_argument("--from", dest="source", required=True, metavar="RESULT", help="results/raw/<name>.json")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nsa_exp.cli import main
 from nsa_exp.errors import UserError
 from nsa_exp.results.latency import summarize
 from nsa_exp.results.schema import schema_errors
@@ -175,3 +176,12 @@ def test_validate_recomputes_a_sweep_points_statistics_and_routing(tmp_path):
     path.write_text(json.dumps(doc))
     failed = {c["name"] for c in validate_path(path)["checks"] if not c["passed"]}
     assert failed == {"stats_recompute", "routing_recompute"}
+
+
+def test_sweep_plot_draws_png_and_svg_from_the_table(tmp_path):
+    points = load_sweep(_sweep_config(tmp_path))
+    run_sweep(points, tmp_path / "out", allow_gpu=True, measure=fake_measure)
+    sweep_table(tmp_path / "out", tmp_path / "t.csv")
+    assert main(["sweep-plot", "--table", str(tmp_path / "t.csv"), "--out-dir", str(tmp_path / "fig")]) == 0
+    assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == ["t_dkv.png", "t_dkv.svg"]
+    assert (tmp_path / "fig" / "t_dkv.png").stat().st_size > 10_000
