@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,6 +171,34 @@ def make_executor(kind: str, log_dir: Path, slurm: dict[str, Any] | None = None)
     return executor
 
 
+def visible_gpus() -> list[int]:
+    """This host's GPUs as ``CUDA_VISIBLE_DEVICES`` lists them (integer ids), else those ``nvidia-smi -L``
+    lists, else ``[0]``."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if listed.strip():
+        return [int(g) for g in listed.split(",") if g.strip().isdigit()] or [0]
+    try:
+        lines = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return [0]
+    return list(range(sum(1 for ln in lines if ln.startswith("GPU ")))) or [0]
+
+
+def _submit_per_gpu(points: Sequence[Point], out: Path, allow_gpu: bool, measure: Measure | str, log_dir: Path,
+                    gpus: Sequence[int]) -> list[Any]:
+    """submitit's LocalExecutor gives every job the GPUs ``0..gpus_per_node-1`` unless told otherwise, so
+    we place the points ourselves: round-robin over ``gpus``, one job (one process) per GPU, pinned to
+    that GPU with ``visible_gpus``; the jobs run concurrently."""
+    jobs = []
+    for i, gpu in enumerate(gpus):
+        mine = list(points[i::len(gpus)])
+        if mine:
+            ex = make_executor("local", log_dir)
+            ex.update_parameters(visible_gpus=[gpu])
+            jobs.append(ex.submit(run_points, mine, str(out), allow_gpu, measure))
+    return jobs
+
+
 def must_tune(point: Point, out_dir: Path) -> bool:
     """No ``autotune_from`` and no ``_autotune.json`` yet: the first point measured tunes the kernels."""
     return point.autotune_from is None and not (out_dir / AUTOTUNE_FILE).is_file()
@@ -179,9 +209,9 @@ def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, exe
               slurm: dict[str, Any] | None = None) -> dict[str, list[str]]:
     """Run every point not already done; ``{"skipped": [...], "ran": [...]}`` (point ids).
 
-    ``inline`` runs here, in order. A submitit executor gets one job per ``points_per_job`` points,
-    submitted as one array (``map_array``): on ``local`` each job gets its own GPU, on ``slurm`` each
-    array task does.
+    ``inline`` runs here, in order. ``local``: one submitit job per visible GPU (:func:`visible_gpus`),
+    the points dealt round-robin. ``slurm`` / ``debug``: one job per ``points_per_job`` points,
+    submitted as one array (``map_array``); on Slurm each array task gets one GPU.
     """
     if executor not in EXECUTORS:
         raise UserError(f"--executor: {executor!r}; choose one of {', '.join(EXECUTORS)}")
@@ -192,13 +222,16 @@ def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, exe
         for p in todo:
             run_point(p, str(out), allow_gpu, measure)
     elif todo:
-        chunks = [list(todo[i:i + points_per_job]) for i in range(0, len(todo), points_per_job)]
-        ex = make_executor(executor, out.parent / f"{out.name}_submitit", slurm)
-        # Without pinned configs the first job tunes (and stores _autotune.json) alone; the rest pin them.
-        waves = [chunks[:1], chunks[1:]] if must_tune(todo[0], out) else [chunks]
+        log_dir = out.parent / f"{out.name}_submitit"
+        # Without pinned configs the first point tunes (and stores _autotune.json) alone; the rest pin them.
+        waves = [todo[:1], todo[1:]] if must_tune(todo[0], out) else [todo]
         for wave in filter(None, waves):
-            jobs = ex.map_array(run_points, wave, [str(out)] * len(wave), [allow_gpu] * len(wave),
-                                [measure] * len(wave))
+            if executor == "local":
+                jobs = _submit_per_gpu(wave, out, allow_gpu, measure, log_dir, visible_gpus())
+            else:
+                chunks = [list(wave[i:i + points_per_job]) for i in range(0, len(wave), points_per_job)]
+                jobs = make_executor(executor, log_dir, slurm).map_array(
+                    run_points, chunks, [str(out)] * len(chunks), [allow_gpu] * len(chunks), [measure] * len(chunks))
             for job in jobs:
                 job.result()
     return {"skipped": skipped, "ran": [p.point_id for p in todo]}

@@ -4,6 +4,7 @@ table, and the dK/dV-focused stage callables on the real FLA kernels (interprete
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,8 @@ def fake_measure(point, allow_gpu, out_dir):
             "timing": {"method": "fake", "warmup_rounds": 0, "repetitions": 3, "round_orders": [],
                        "stages": list(point.stages), "untimed_prerequisites": [], "l2_flush_bytes": 0,
                        "launch_guard_cycles": 0, "percentile_method": "linear"},
-            "patterns": patterns, "wall_seconds": 0.0, "metadata": {}}
+            "patterns": patterns, "wall_seconds": 0.0,
+            "metadata": {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}}
 
 
 def _sweep_config(tmp_path: Path, **extra) -> Path:
@@ -112,6 +114,17 @@ def test_the_submitit_debug_executor_runs_the_points_in_array_jobs(tmp_path):
     assert done["ran"] == [p.point_id for p in points] and measured_ids == done["ran"]
     assert all(point_done(point_path(out, p)) for p in points)
     assert (tmp_path / "out_submitit").is_dir()  # submitit's job folder next to the points
+
+
+def test_the_submitit_local_executor_places_one_job_per_visible_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    points = load_sweep(_sweep_config(tmp_path, autotune_from="results/raw/e1_h200_pre.json"))[:5]  # no tuning wave
+    out = tmp_path / "out"
+    done = run_sweep(points, out, allow_gpu=True, executor="local", measure=fake_measure)
+    assert done["ran"] == [p.point_id for p in points]
+    placed = {p.point_id: json.loads(point_path(out, p).read_text())["metadata"]["cuda_visible_devices"]
+              for p in points}
+    assert placed == {p.point_id: "2" if i % 2 == 0 else "5" for i, p in enumerate(points)}
 
 
 def test_the_committed_h200_sweep_configs_load():
