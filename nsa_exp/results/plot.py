@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError
 from ..routing import stages
@@ -67,12 +68,18 @@ def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path) ->
         ax.set_ylabel("latency, median (ms); bars p10-p90")
         ax.grid(True, alpha=0.3, which="both")
     fig.suptitle(f"{config}: FLA NSA stage latency vs {X_STATS[x_stat]} (equal edges, H100)", fontsize=11)
+    out = save_figure(fig, out_dir, f"{config}_{x_stat}_latency")
+    plt.close(fig)
+    return out
+
+
+def save_figure(fig: Any, out_dir: str | Path, stem: str) -> list[Path]:
+    """``out_dir/stem.png`` (130 dpi) and ``.svg``, each written atomically; returns their paths."""
     out = []
     for ext in ("png", "svg"):
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=130)
-        path = Path(out_dir) / f"{config}_{x_stat}_latency.{ext}"
+        path = Path(out_dir) / f"{stem}.{ext}"
         write_bytes_atomic(path, buf.getvalue())
         out.append(path)
-    plt.close(fig)
     return out

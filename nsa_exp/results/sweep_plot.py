@@ -6,14 +6,12 @@ named in a legend (no per-point labels, so nothing overlaps); writes PNG and SVG
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pandas as pd
 
 from ..errors import UserError
-from .plot import X_STATS
-from .store import write_bytes_atomic
+from .plot import X_STATS, save_figure
 
 MARKERS = "osD^v<>Pp*hX"
 
@@ -58,12 +56,6 @@ def plot_sweep(table: str | Path, out_dir: str | Path) -> list[Path]:
     if by_T:
         axes[-1].legend(fontsize=7, loc="best")
     fig.suptitle(f"{name}: FLA NSA dK/dV core latency vs fan-in (equal edges per T)", fontsize=11)
-    out = []
-    for ext in ("png", "svg"):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=130)
-        path = Path(out_dir) / f"{name}_dkv.{ext}"
-        write_bytes_atomic(path, buf.getvalue())
-        out.append(path)
+    out = save_figure(fig, out_dir, f"{name}_dkv")
     plt.close(fig)
     return out
