@@ -31,6 +31,7 @@ from .results.plot import X_STATS, plot_fanin_latency
 from .results.report import build_report
 from .results.schema import schema_errors
 from .results.store import check_writable
+from .results.sweep_plot import plot_sweep
 from .results.validate import format_report, validate_paths
 from .routing.config import load_config
 from .routing.files import format_files_table
@@ -43,6 +44,7 @@ from .routing.report import (
     write_routing_report,
 )
 from .routing.stages import STAGE_NAMES
+from .sweep import EXECUTORS, load_sweep, run_sweep, sweep_dirs, sweep_table
 
 DEFAULT_CONFIG = "configs/e1_h100.json"
 Handler = Callable[[argparse.Namespace], int]
@@ -133,6 +135,29 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _autotune_heatmap(args: argparse.Namespace) -> int:
     for path in plot_autotune_heatmap(args.input, args.out_dir):
+        print(f"wrote {path}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    points = load_sweep(args.config)
+    out_dir, csv = sweep_dirs(points[0].sweep)
+    if not args.table_only:
+        if args.points_per_job < 1:
+            raise UserError("--points-per-job: must be a positive integer")
+        slurm = json.loads(args.slurm) if args.slurm else None
+        done = run_sweep(points, out_dir, args.allow_gpu, args.executor, points_per_job=args.points_per_job,
+                         slurm=slurm)
+        print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")
+    frame = sweep_table(out_dir, csv)
+    print(frame.to_string(index=False, columns=["point_id", "fanin_max", "fanin_cv", "dkv_median_ms",
+                                                "ratio_vs_local"], float_format="%.3f"))
+    print(f"wrote {csv} ({len(frame)} points)")
+    return 0
+
+
+def _sweep_plot(args: argparse.Namespace) -> int:
+    for path in plot_sweep(args.table, args.out_dir):
         print(f"wrote {path}")
     return 0
 
@@ -251,6 +276,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "(results/studies/h200_method_study_flush.raw.json)")
     p.add_argument("--output", metavar="PATH", help="write the flush_study JSON "
                    "(e.g. results/studies/h200_flush_policy.json)")
+
+    p = command("sweep", _sweep, "a grid of routings x T, one result per point under results/sweeps/<name>/, "
+                "plus the tidy table results/sweeps/<name>.csv", gpu)
+    p.add_argument("--executor", default="inline", choices=EXECUTORS, help="inline (this process, default), or "
+                   "submitit's debug, local (one job per GPU of this host) or slurm (a job array)")
+    p.add_argument("--points-per-job", type=int, default=1, help="points per submitit job (default 1)")
+    p.add_argument("--slurm", metavar="JSON", help='submitit Slurm parameters, e.g. \'{"slurm_partition": "gpu"}\'')
+    p.add_argument("--table-only", action="store_true", help="CPU only: rebuild the CSV from the point files")
+
+    p = command("sweep-plot", _sweep_plot, "CPU only: dK/dV median vs each fan-in statistic and vs T, from a "
+                "sweep table", common)
+    p.add_argument("--table", required=True, help="results/sweeps/<name>.csv")
+    p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
     p = command("lock", _lock, "requirements-lock.txt from the versions a real bench run recorded", common)
     p.add_argument("--from", dest="source", required=True, metavar="RESULT", help="results/raw/<name>.json")

@@ -175,13 +175,14 @@ class StagedBackward:
         self.dkv_core(lse, delta, csr)
         return {"o": o, "lse": lse, "delta": delta, "csr": csr}
 
-    def stage_callables(self) -> dict[str, Callable[[], Any]]:
+    def stage_callables(self, state: dict[str, Any] | None = None) -> dict[str, Callable[[], Any]]:
         """Zero-argument callables, one per stage of :data:`nsa_exp.routing.stages.STAGES`, to be called in that order.
 
-        Each call stores its outputs, so the next stage consumes this round's fresh intermediates
-        (``o``/``lse`` from ``selection_fwd``, ``delta``, the CSR) exactly as the wrapper does.
+        Each call stores its outputs in ``state`` (default: a new dict), so the next stage consumes this
+        round's fresh intermediates (``o``/``lse`` from ``selection_fwd``, ``delta``, the CSR) exactly
+        as the wrapper does; a ``state`` pre-filled from :meth:`run_staged` lets a caller time a subset.
         """
-        state: dict[str, Any] = {}
+        state = {} if state is None else state
 
         def selection_fwd() -> None:
             state["o"], state["lse"] = self.selection_fwd()

@@ -101,8 +101,23 @@ def bench_recompute(doc: dict[str, Any], add: Add, generate: Callable[..., np.nd
     return {"unverified": unverified, "warnings": warnings}
 
 
+def sweep_point_recompute(doc: dict[str, Any], add: Add, generate: Callable[..., np.ndarray] | None) -> dict[str, list]:
+    """The checks of a sweep point (a bench-shaped document with a stage subset and no reproduction,
+    memory or telemetry sections): ``config_semantics``, ``pattern_set``, ``routing_recompute``."""
+    unverified: list[dict[str, str]] = []
+    try:
+        config = config_from_dict(doc["config"], source="$.config")
+    except UserError as exc:
+        add("config_semantics", [("$.config", str(exc))])
+        return {"unverified": unverified, "warnings": []}
+    add("config_semantics", [])
+    _guarded("pattern_set", add, _pattern_set, doc, config, add)
+    _guarded("routing_recompute", add, _routings, doc, config, add, generate, unverified)
+    return {"unverified": unverified, "warnings": []}
+
+
 def _pattern_set(doc: dict[str, Any], config: Any, add: Add) -> None:
-    want = {p.name: p.to_dict() for p in config.patterns}
+    want = {p.name: json.loads(json.dumps(p.to_dict())) for p in config.patterns}  # tuples (heads) as lists
     got = doc["patterns"]
     problems: Problems = []
     for name in sorted(set(want) - set(got)):

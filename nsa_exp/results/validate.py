@@ -5,7 +5,10 @@ Each check has a name and, when it fails, a message with the JSON path it concer
 1. ``file_size`` (<= 64 MiB, before parsing) and ``json_syntax`` (strict: no duplicate keys, no
    NaN/Infinity tokens, no non-finite or over-long numbers, nesting <= 64).
 2. ``kind`` (a known document kind), ``schema_version`` (one we can read) and ``schema``.
-3. For a bench result (``kind: bench_result``), once the schema passes:
+3. For a sweep point (``kind: sweep_point``): ``stats_recompute``, ``min_observations``,
+   ``latencies_positive_finite`` over the stages it timed, then ``recompute.sweep_point_recompute``
+   (``config_semantics``, ``pattern_set``, ``routing_recompute``).
+   For a bench result (``kind: bench_result``), once the schema passes:
    ``shape_matches_config``, ``edges_equal`` (equal across patterns, to the per-pattern record and to
    the closed form for the recorded shape), ``stats_recompute`` (every median/percentile/min/mean/n
    from its raw observations), ``min_observations`` (each stage has at least the run's recorded
@@ -42,7 +45,7 @@ from ..routing.stages import BACKWARD_STAGES
 from .autotune_checks import autotune_arm_problems, matrix_checks
 from .csv_checks import json_problems, read_csv, table_problems, typed_value
 from .latency import PERCENTILES
-from .recompute import bench_recompute
+from .recompute import bench_recompute, sweep_point_recompute
 from .schema import KINDS, SUMMARY_COLUMNS, schema_errors, schema_version
 from .strict_json import MAX_BYTES, _Rejected, parse_strict
 
@@ -75,29 +78,9 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= REL_TOL * max(abs(a), abs(b), 1e-12)
 
 
-def _bench_checks(doc: dict[str, Any], checks: _Checks) -> None:
-    shape_d, config = doc["shape"], doc["config"]
-    checks.add("shape_matches_config", [] if shape_d == config["shape"] else
-               [("$.shape", f"shape {shape_d} differs from config.shape {config['shape']}")])
-
-    problems = []
-    try:
-        expected = closed_form_edges(Shape(**shape_d))
-    except (TypeError, ZeroDivisionError) as exc:
-        expected = None
-        problems.append(("$.shape", f"cannot compute the closed form: {exc}"))
-    per_pattern = {name: p["edges"] for name, p in doc["patterns"].items()}
-    if len(set(per_pattern.values())) > 1:
-        problems.append(("$.patterns", f"edges differ across patterns: {per_pattern}"))
-    for name, edges in per_pattern.items():
-        if expected is not None and edges != expected:
-            problems.append((f"$.patterns.{name}.edges", f"{edges} != closed form {expected} for the recorded shape"))
-        if doc["edges"]["per_pattern"].get(name) != edges:
-            problems.append((f"$.edges.per_pattern.{name}", "differs from the pattern's own edge count"))
-    if expected is not None and doc["edges"]["closed_form"] != expected:
-        problems.append(("$.edges.closed_form", f"{doc['edges']['closed_form']} != {expected}"))
-    checks.add("edges_equal", problems)
-
+def _stats_checks(doc: dict[str, Any], checks: _Checks) -> None:
+    """``stats_recompute``, ``min_observations``, ``latencies_positive_finite`` over every recorded stage
+    (a bench result's six, or the stages a sweep point timed)."""
     stats_p, obs_p, lat_p = [], [], []
     # The run's own rounds (``bench --repetitions`` may shorten a run; timing_recompute pins that every
     # stage has exactly these, and the report names a run shorter than its config's as such).
@@ -121,6 +104,32 @@ def _bench_checks(doc: dict[str, Any], checks: _Checks) -> None:
     checks.add("stats_recompute", stats_p)
     checks.add("min_observations", obs_p)
     checks.add("latencies_positive_finite", lat_p)
+
+
+def _bench_checks(doc: dict[str, Any], checks: _Checks) -> None:
+    shape_d, config = doc["shape"], doc["config"]
+    checks.add("shape_matches_config", [] if shape_d == config["shape"] else
+               [("$.shape", f"shape {shape_d} differs from config.shape {config['shape']}")])
+
+    problems = []
+    try:
+        expected = closed_form_edges(Shape(**shape_d))
+    except (TypeError, ZeroDivisionError) as exc:
+        expected = None
+        problems.append(("$.shape", f"cannot compute the closed form: {exc}"))
+    per_pattern = {name: p["edges"] for name, p in doc["patterns"].items()}
+    if len(set(per_pattern.values())) > 1:
+        problems.append(("$.patterns", f"edges differ across patterns: {per_pattern}"))
+    for name, edges in per_pattern.items():
+        if expected is not None and edges != expected:
+            problems.append((f"$.patterns.{name}.edges", f"{edges} != closed form {expected} for the recorded shape"))
+        if doc["edges"]["per_pattern"].get(name) != edges:
+            problems.append((f"$.edges.per_pattern.{name}", "differs from the pattern's own edge count"))
+    if expected is not None and doc["edges"]["closed_form"] != expected:
+        problems.append(("$.edges.closed_form", f"{doc['edges']['closed_form']} != {expected}"))
+    checks.add("edges_equal", problems)
+
+    _stats_checks(doc, checks)
 
     fla = doc["fla"]
     fla_p = []
@@ -221,6 +230,9 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         extra = bench_recompute(doc, checks.add, generate_routing)
     elif schema_ok and kind == "autotune_matrix":
         matrix_checks(doc, checks.add)
+    elif schema_ok and kind == "sweep_point":
+        _stats_checks(doc, checks)
+        extra = sweep_point_recompute(doc, checks.add, generate_routing)
     return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
             "checks": checks.items, **extra}
 
