@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import REPO_ROOT, RESULTS_DIR
 from .errors import UserError
+from .model.commands import add_commands as add_model_commands
 from .results.lock import write_lock
 from .results.plot import X_STATS, plot_fanin_latency
 from .results.report import build_report
@@ -213,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one validation report per file as a JSON list")
     p.add_argument("--also", action="append", metavar="RESULT", help="a bench result JSON to cross-check the "
                    "summary CSVs against (not itself reported; repeatable)")
+    add_model_commands(command, common)
     return parser
 
 
