@@ -188,6 +188,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pattern", help="the profiled pattern spec (e.g. local-vs-sink-heavy), recorded")
     p.add_argument("--stage", choices=STAGE_NAMES, help="the profiled stage, recorded")
 
+    p = command("whatif", _gpu("nsa_exp.gpu.commands", "whatif"),
+                "WHAT-IF ARMS: split / heaviest-first dK/dV schedules on FLA's unmodified kernels, timed", gpu)
+    p.add_argument("--patterns", default="sink-heavy,zipf", help="config patterns, comma-separated")
+    p.add_argument("--max-fanin", default="4096,8192", help="F values: rows longer than F are split")
+    p.add_argument("--layouts", default="split,split-heavy-first", help="split, split-heavy-first")
+    p.add_argument("--rounds", type=int, default=20, help="timed rounds (after the config's warm-up)")
+    p.add_argument("--benchmark-result", default="results/raw/e1_h200_pre.json",
+                   help="bench result whose autotune configs are pinned")
+    p.add_argument("--output", help="default results/whatif/<config>_whatif.json")
+
     p = command("report", _report, "docs/RESULTS.md + results/analysis/<name>.json from committed results", common)
     p.add_argument("--result", default="results/raw/e1_h100.json", help="the formal raw result")
     p.add_argument("--repeat", default="results/raw/e1_h100_repeat.json", help="an independent repeat ('' for none)")
