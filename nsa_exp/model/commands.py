@@ -71,7 +71,9 @@ def calibrate(args: argparse.Namespace) -> int:
     cset = load_document(args.set, ("model_calibration_set",), f"--set {args.set}")
     check_writable(*([args.output] if args.output else []))
     points = _all_points(args.points)
-    by_name = {p.name: p for p in points}
+    by_name: dict[str, Any] = {}
+    for p in points:  # the first file naming a routing wins
+        by_name.setdefault(p.name, p)
     chosen = []
     for i, r in enumerate(cset["routings"]):
         name = point_name(r["pattern"], r["T"])
