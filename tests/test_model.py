@@ -11,6 +11,7 @@ import pytest
 from nsa_exp.cli import main
 from nsa_exp.model.makespan import heaviest_first, lower_bounds, simulate, split_rows
 from nsa_exp.model.occupancy import slots_per_sm, theoretical_occupancy_pct
+from nsa_exp.results.model_report import model_section
 from nsa_exp.results.schema import schema_errors
 
 from .helpers import REPO
@@ -91,11 +92,18 @@ def test_calibration_is_schema_valid_and_names_its_designed_routings(seed_calibr
 def test_validation_predicts_only_the_held_out_routing(seed_calibration, capsys):
     out = seed_calibration / "val.json"
     assert main(["model-validate", "--calibration", str(seed_calibration / "cal.json"), "--points", SEED,
-                 "--output", str(out)]) == 0
+                 "--output", str(out), "--figures", str(seed_calibration)]) == 0
     val = json.loads(out.read_text())
+    assert (seed_calibration / "model_validation_cal.png").stat().st_size > 0
     assert schema_errors(val, "model_validation", "val") == []
     assert [r["name"] for r in val["rows"]] == ["zipf(exponent=1.0)@T=32768"]
     assert abs(val["rows"][0]["error_pct"]) < 5.0  # a held-out prediction, measured 58.228 ms
+    assert model_section(seed_calibration) == []  # no results/model folder there: no section
+    (seed_calibration / "results" / "model").mkdir(parents=True)
+    out.rename(seed_calibration / "results" / "model" / "seed_validation.json")
+    text = "\n".join(model_section(seed_calibration))
+    assert "### Validation: `results/model/seed_validation.json`" in text
+    assert "| zipf(exponent=1.0)@T=32768 | 58.23 |" in text
 
 
 def test_calibrate_refuses_points_from_another_gpu(tmp_path, capsys):

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..results.metadata import base_metadata
+from ..results.model_report import plot_validation
 from ..results.schema import schema_version
 from ..results.store import check_writable, load_document, write_json
 from ..routing.files import load_routing_file
@@ -200,11 +201,12 @@ def model_validate(args: argparse.Namespace) -> int:
            and summary["max_abs_pct"] <= TARGET["max_abs_pct"], "split_max_fanin": args.max_fanin,
            "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": base_metadata()}
     write_json(out, doc, "model_validation")
+    figures = plot_validation(doc, args.figures) if args.figures else []
     for r in rows:
         print(f"{r['name']:<40} measured {r['measured_ms']:8.3f}  predicted {r['predicted_ms']:8.3f}  "
               f"{r['error_pct']:+6.1f}%")
     print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
-          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%); wrote {out}")
+          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%); wrote {out} {' '.join(map(str, figures))}")
     return 0
 
 
@@ -231,3 +233,4 @@ def add_commands(command: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--points", nargs="+", required=True, help="result files or sweep folders (*.json)")
     p.add_argument("--output", help="validation path (default results/model/<calibration>_validation.json)")
     p.add_argument("--max-fanin", type=int, default=4096, help="F of the modelled split what-if")
+    p.add_argument("--figures", default="docs/figures", help="folder of the predicted-vs-measured figure ('' for none)")

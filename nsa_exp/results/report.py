@@ -15,6 +15,7 @@ from ..routing.patterns import BASELINE_PATTERN
 from ..routing.stages import STAGES
 from .analysis import analyse
 from .metadata import base_metadata
+from .model_report import model_section
 from .schema import KINDS
 from .store import check_writable, load_document, write_json, write_text_atomic
 
@@ -223,7 +224,8 @@ def render(result: dict[str, Any], analysis: dict[str, Any], ncu: list[dict[str,
     if paths.get("repeat"):
         out += _repeatability(analysis, names, stages, paths["repeat"])
     out += _figure(Path(paths["result"]).stem, figures) + _fanin(result) + _stage_sum(analysis) + _memory(analysis)
-    out += _autotune(result) + _ncu(ncu) + _findings(analysis, names, stages) + _reproduce(result, paths)
+    out += _autotune(result) + _ncu(ncu) + _findings(analysis, names, stages) + model_section()
+    out += _reproduce(result, paths)
     return "\n".join(out)
 
 
