@@ -154,3 +154,15 @@ def test_predict_refuses_a_routing_file_of_another_shape(seed_calibration, tmp_p
     assert main(["predict", "--calibration", str(seed_calibration / "cal.json"), "--routing-file",
                  str(tmp_path / "r.npy")]) == 2
     assert "expected [1, 128, 4, 16]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--max-fanin", "0"], "--max-fanin: '0' is not a positive integer"),
+    (["--max-fanin", "4096,x"], "--max-fanin: 'x' is not a positive integer"),
+    (["--layouts", "split,lpt"], "--layouts: ['lpt'] not in split, split-heavy-first"),
+    (["--rounds", "0"], "--rounds: must be a positive integer"),
+])
+def test_whatif_refuses_bad_options_before_touching_a_gpu(args, message, capsys):
+    assert main(["whatif", "--config", "configs/e1_h100.json", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
