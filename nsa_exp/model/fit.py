@@ -2,7 +2,7 @@
 
 The fit minimises the relative error ``predicted / measured - 1`` over the calibration points with
 ``scipy.optimize.least_squares`` (trust-region reflective, bounds ``a, c >= 0``,
-``1 <= gamma <= slots``), started from several ``gamma`` values so a local minimum is not taken for
+``1 <= gamma <= slots``), started from two ``gamma`` values (1.0 and 1.5) so a local minimum is not taken for
 the answer. Calibration points are *designed routings* named in the calibration file; a routing
 used to calibrate is never reported as a prediction (docs/MODEL.md).
 """
@@ -40,7 +40,7 @@ def predict_ms(fanin: np.ndarray, params: Params, n_sm: int, slots: int, bq: int
 
 
 def fit_params(points: Sequence[tuple[np.ndarray, float]], n_sm: int, slots: int, bq: int = 1,
-               gammas: Sequence[float] = (1.0, 1.3, 1.7)) -> tuple[Params, np.ndarray]:
+               gammas: Sequence[float] = (1.0, 1.5)) -> tuple[Params, np.ndarray]:
     """Least-squares ``(a, c, gamma)`` over ``points`` = ``[(fanin per row, measured ms), ...]``.
 
     Returns the best parameters and the fitted ms per point. Needs at least 3 points whose fan-in
