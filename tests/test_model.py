@@ -92,7 +92,7 @@ def test_calibration_is_schema_valid_and_names_its_designed_routings(seed_calibr
 def test_validation_predicts_only_the_held_out_routing(seed_calibration, capsys):
     out = seed_calibration / "val.json"
     assert main(["model-validate", "--calibration", str(seed_calibration / "cal.json"), "--points", SEED,
-                 "--output", str(out), "--figures", str(seed_calibration)]) == 0
+                 "--output", str(out), "--figures", str(seed_calibration), "--max-fanin", "0"]) == 0
     val = json.loads(out.read_text())
     assert (seed_calibration / "model_validation_cal.png").stat().st_size > 0
     assert schema_errors(val, "model_validation", "val") == []

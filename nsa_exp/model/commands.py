@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import platform
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy
 
 from ..errors import UserError
-from ..results.metadata import base_metadata
+from ..results.metadata import git_state, installed_packages, utc_now
 from ..results.model_report import plot_validation
 from ..results.schema import schema_version
 from ..results.store import check_writable, load_document, write_json
@@ -26,6 +28,15 @@ from .whatif import model_whatif
 DEFAULT_KERNELS = "results/studies/h200_method_study_flush.raw.json"
 DEFAULT_NCU = "results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json"
 TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
+
+
+def _metadata() -> dict[str, Any]:
+    """Host metadata of a CPU model document: like ``results.metadata.base_metadata`` without importing torch
+    (its version comes from the installed distribution), which these CPU commands never need."""
+    return {"created_utc": utc_now(), "argv": list(sys.argv), "git": git_state(), "hostname": platform.node(),
+            "platform": platform.platform(),
+            "versions": {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
+                         "packages": installed_packages()}}
 
 
 def _sha(path: str | Path) -> str:
@@ -106,7 +117,7 @@ def calibrate(args: argparse.Namespace) -> int:
                        "sha256": p.sha256, "measured_ms": p.measured_ms, "fitted_ms": r["fitted_ms"],
                        "error_pct": r["error_pct"]} for (label, p), r in zip(chosen, rows, strict=True)],
            "residuals": {"n": len(rows), "mean_abs_pct": float(errs.mean()), "max_abs_pct": float(errs.max())},
-           "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": base_metadata()}
+           "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
     write_json(out, doc, "model_calibration")
     print(f"a={params.a_ms:.4f} ms  c={params.c_ms:.6f} ms  gamma={params.gamma:.3f}  slots {occ['slots_per_sm']}/SM "
           f"x {ref.sm_count} SMs; fit |error| mean {errs.mean():.2f}% max {errs.max():.2f}%\nwrote {out}")
@@ -170,6 +181,8 @@ def predict_command(args: argparse.Namespace) -> int:
 def model_validate(args: argparse.Namespace) -> int:
     cal = load_calibration(args.calibration)
     check_writable(*([args.output] if args.output else []))
+    if args.max_fanin < 0:
+        raise UserError(f"--max-fanin: {args.max_fanin} is negative (0 skips the split what-if)")
     points = _all_points(args.points)
     setup = {"gpu": cal["gpu"]["name"], "sm_count": cal["gpu"]["sm_count"], "shape": cal["shape"],
              "seed": cal["seed"], "autotune_config": cal["autotune_config"]}
@@ -198,8 +211,8 @@ def model_validate(args: argparse.Namespace) -> int:
            "calibration": {"path": args.calibration, "sha256": _sha(args.calibration), "name": cal["name"]},
            "rows": rows, "excluded": excluded, "summary": summary, "target": TARGET,
            "meets_target": summary["mean_abs_pct"] <= TARGET["mean_abs_pct"]
-           and summary["max_abs_pct"] <= TARGET["max_abs_pct"], "split_max_fanin": args.max_fanin,
-           "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": base_metadata()}
+           and summary["max_abs_pct"] <= TARGET["max_abs_pct"], "split_max_fanin": args.max_fanin or None,
+           "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
     write_json(out, doc, "model_validation")
     figures = plot_validation(doc, args.figures) if args.figures else []
     for r in rows:
@@ -232,5 +245,5 @@ def add_commands(command: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", required=True)
     p.add_argument("--points", nargs="+", required=True, help="result files or sweep folders (*.json)")
     p.add_argument("--output", help="validation path (default results/model/<calibration>_validation.json)")
-    p.add_argument("--max-fanin", type=int, default=4096, help="F of the modelled split what-if")
+    p.add_argument("--max-fanin", type=int, default=4096, help="F of the modelled split what-if (0: none)")
     p.add_argument("--figures", default="docs/figures", help="folder of the predicted-vs-measured figure ('' for none)")
