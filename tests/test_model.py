@@ -11,6 +11,7 @@ import pytest
 from nsa_exp.cli import main
 from nsa_exp.model.makespan import heaviest_first, lower_bounds, simulate, split_rows
 from nsa_exp.model.occupancy import slots_per_sm, theoretical_occupancy_pct
+from nsa_exp.model.points import result_files
 from nsa_exp.results.model_report import model_section
 from nsa_exp.results.schema import schema_errors
 
@@ -117,6 +118,13 @@ def test_calibrate_refuses_points_from_another_gpu(tmp_path, capsys):
     assert rc == 2 and len(err) == 1
     assert "gpu is 'NVIDIA H100 80GB HBM3' but the calibration's is 'NVIDIA H200'" in err[0]
     assert not (tmp_path / "cal.json").exists()
+
+
+def test_a_sweep_folder_is_read_recursively_and_its_other_json_skipped(tmp_path):
+    (tmp_path / "zipf").mkdir()
+    (tmp_path / "zipf" / "p1.json").write_bytes((REPO / SEED).read_bytes())
+    (tmp_path / "manifest.json").write_text('{"kind": "sweep_manifest", "points": []}')
+    assert result_files([str(tmp_path)]) == [tmp_path / "zipf" / "p1.json"]
 
 
 def test_calibrate_refuses_a_set_routing_that_was_not_measured(tmp_path, capsys):

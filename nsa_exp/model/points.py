@@ -53,12 +53,20 @@ def point_name(pattern: Mapping[str, Any], T: int) -> str:
     return f"{pattern['name']}" + (f"({params})" if params else "") + f"@T={T}"
 
 
+def _has_patterns(path: Path) -> bool:
+    try:
+        return isinstance(parse_strict(path.read_bytes()).get("patterns"), dict)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def result_files(paths: Iterable[str]) -> list[Path]:
-    """Files named, and the ``*.json`` files (recursively, sorted) of each folder named."""
+    """Files named, and the ``*.json`` files (recursively, sorted) of each folder named that hold a
+    ``patterns`` object (a sweep folder's manifests and logs are skipped; a file named is never skipped)."""
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out.extend(sorted(p.rglob("*.json")))
+            out.extend(f for f in sorted(p.rglob("*.json")) if _has_patterns(f))
         elif p.exists():
             out.append(p)
         else:
