@@ -80,7 +80,7 @@ def run_whatif(config: Config, allow_gpu: bool, patterns: list[str], max_fanins:
         for entry in arms.values():
             entry["saved_ms"] = base - entry["total"]["median_ms"]
         out_patterns[pattern] = {"arms": arms, "records": records}
-        del fns, staged
+        del fns, staged, arm, o, lse, delta, dk_off, dv_off
         torch.cuda.empty_cache()
     doc = {"schema_version": schema_version("whatif_result"), "kind": "whatif_result",
            "label": "WHAT-IF ARMS: FLA's unmodified kernels on an emulated split/heaviest-first schedule; "
