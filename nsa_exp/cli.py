@@ -13,38 +13,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
-import os
-import platform
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
-from . import REPO_ROOT, RESULTS_DIR
+from . import handlers as h
 from .errors import UserError
-from .results.autotune_plot import plot_autotune_heatmap
-from .results.flush_study import flush_study
-from .results.flush_study import format_table as format_flush_table
-from .results.lock import write_lock
-from .results.plot import X_STATS, plot_fanin_latency
-from .results.report import build_report
-from .results.schema import schema_errors
-from .results.store import check_writable
-from .results.sweep_plot import plot_sweep
-from .results.validate import format_report, validate_paths
-from .routing.config import load_config
-from .routing.files import format_files_table
-from .routing.report import (
-    format_table,
-    routing_files_section,
-    routing_report,
-    save_routings,
-    time_generation,
-    write_routing_report,
-)
+from .model.commands import add_commands as add_model_commands
+from .results.plot import X_STATS
 from .routing.stages import STAGE_NAMES
-from .sweep import EXECUTORS, load_sweep, run_sweep, sweep_dirs, sweep_table
+from .sweep import EXECUTORS
 
 DEFAULT_CONFIG = "configs/e1_h100.json"
 Handler = Callable[[argparse.Namespace], int]
@@ -57,109 +35,6 @@ def _gpu(module: str, name: str) -> Handler:
         return getattr(importlib.import_module(module), name)(args)
     handler.__name__ = name
     return handler
-
-
-def _routing(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    check_writable(*([args.output] if args.output else []), folders=(args.save,) if args.save else ())
-    files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges)
-    report, routings = routing_report(config)
-    if files:
-        report["routing_files"] = files
-    if args.output:
-        write_routing_report(report, args.output)
-    if args.save:
-        for path in save_routings(routings, args.save):
-            print(f"wrote {path}", file=sys.stderr)
-    table = format_table(report) + ("\n" + format_files_table(files) if files else "")
-    print(json.dumps(report, indent=1) if args.json else table)
-    return 0
-
-
-def _routing_time(args: argparse.Namespace) -> int:
-    rows = time_generation(load_config(args.config), tuple(args.lengths), args.repeats)
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, median of {args.repeats}")
-    for T in args.lengths:
-        sub = [r for r in rows if r["T"] == T]
-        cells = "  ".join(f"{r['pattern']} {r['median_s']:.3f}s" for r in sub)
-        print(f"T={T:>7}: {cells}  all {len(sub)} {sum(r['median_s'] for r in sub):.3f}s")
-    return 0
-
-
-def _validate(args: argparse.Namespace) -> int:
-    reports = validate_paths(args.paths, args.also)
-    for report in reports:
-        assert not schema_errors(report, "validation_report", "report"), "validation report off-schema"
-    if args.json:
-        print(json.dumps(reports, indent=1))
-    else:
-        for report in reports:
-            print(format_report(report))
-    return 0 if all(r["passed"] for r in reports) else 1
-
-
-def _report(args: argparse.Namespace) -> int:
-    ncu = args.ncu if args.ncu is not None else sorted(
-        str(p.relative_to(REPO_ROOT)) for p in (RESULTS_DIR / "ncu").glob(f"{Path(args.result).stem}_*.json"))
-    analysis = args.analysis or f"results/analysis/{Path(args.result).stem}.json"
-    command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != "results/raw/e1_h100.json"
-                                            else "")
-    arms = args.tune_arms if args.tune_arms is not None else sorted(
-        str(p.relative_to(REPO_ROOT)) for p in (RESULTS_DIR / "raw").glob("*_tune_*.json"))
-    build_report(args.result, args.repeat or None, ncu, args.output, analysis, command,
-                 readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal,
-                 autotune_matrix=args.autotune_matrix or None, tune_arms=arms)
-    print(f"wrote {args.output} and {analysis}")
-    return 0
-
-
-def _flush_study(args: argparse.Namespace) -> int:
-    study = flush_study(args.raw, args.output)
-    print(format_flush_table(study))
-    if args.output:
-        print(f"wrote {args.output}")
-    return 0
-
-
-def _lock(args: argparse.Namespace) -> int:
-    lines = write_lock(args.source, args.output)
-    print(f"wrote {args.output} ({lines} pins)")
-    return 0
-
-
-def _plot(args: argparse.Namespace) -> int:
-    for path in plot_fanin_latency(args.input, args.x, args.out_dir):
-        print(f"wrote {path}")
-    return 0
-
-
-def _autotune_heatmap(args: argparse.Namespace) -> int:
-    for path in plot_autotune_heatmap(args.input, args.out_dir):
-        print(f"wrote {path}")
-    return 0
-
-
-def _sweep(args: argparse.Namespace) -> int:
-    points = load_sweep(args.config)
-    out_dir, csv = sweep_dirs(points[0].sweep)
-    if not args.table_only:
-        if args.points_per_job < 1:
-            raise UserError("--points-per-job: must be a positive integer")
-        slurm = json.loads(args.slurm) if args.slurm else None
-        done = run_sweep(points, out_dir, args.allow_gpu, args.executor, points_per_job=args.points_per_job,
-                         slurm=slurm)
-        print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")
-    frame = sweep_table(out_dir, csv)
-    print(frame.to_string(index=False, columns=["point_id", "fanin_max", "fanin_cv", "dkv_median_ms",
-                                                "ratio_vs_local"], float_format="%.3f"))
-    print(f"wrote {csv} ({len(frame)} points)")
-    return 0
-
-
-def _sweep_plot(args: argparse.Namespace) -> int:
-    for path in plot_sweep(args.table, args.out_dir):
-        print(f"wrote {path}")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = command("routing", _routing, "CPU only: edges and fan-in statistics of every pattern", configured)
+    p = command("routing", h.cmd_routing, "CPU only: edges and fan-in statistics of every pattern", configured)
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema routing_report)")
     p.add_argument("--save", metavar="DIR", help="write each pattern's block_indices as DIR/<pattern>.npy")
     p.add_argument("--output", metavar="PATH", help="also write the JSON report to PATH")
@@ -188,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--require-equal-edges", action="store_true",
                    help="fail unless every --routing-file has the same edge count")
 
-    p = command("routing-time", _routing_time, "CPU only: routing generation time per pattern and T", configured)
+    p = command("routing-time", h.cmd_routing_time, "CPU only: routing generation time per pattern and T", configured)
     p.add_argument("--lengths", type=int, nargs="+", default=[32768, 131072], help="sequence lengths T")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats (the median is printed)")
 
@@ -223,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-rounds", type=int, default=2, help="warm-up rounds (kept, flagged)")
     p.add_argument("--output", required=True, metavar="PATH", help="results/autotune/<name>.json")
 
-    p = command("autotune-heatmap", _autotune_heatmap, "CPU only: heatmap of an autotune-matrix result", common)
+    p = command("autotune-heatmap", h.cmd_autotune_heatmap, "CPU only: heatmap of an autotune-matrix result", common)
     p.add_argument("--input", required=True, help="results/autotune/<name>.json")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
@@ -250,7 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pattern", help="the profiled pattern spec (e.g. local-vs-sink-heavy), recorded")
     p.add_argument("--stage", choices=STAGE_NAMES, help="the profiled stage, recorded")
 
-    p = command("report", _report, "docs/RESULTS.md + results/analysis/<name>.json from committed results", common)
+    p = command("whatif", _gpu("nsa_exp.gpu.commands", "whatif"),
+                "WHAT-IF ARMS: split / heaviest-first dK/dV schedules on FLA's unmodified kernels, timed", gpu)
+    p.add_argument("--patterns", default="sink-heavy,zipf", help="config patterns, comma-separated")
+    p.add_argument("--max-fanin", default="4096,8192", help="F values: rows longer than F are split")
+    p.add_argument("--layouts", default="split,split-heavy-first", help="split, split-heavy-first")
+    p.add_argument("--rounds", type=int, default=20, help="timed rounds (after the config's warm-up)")
+    p.add_argument("--benchmark-result", default="results/raw/e1_h200_pre.json",
+                   help="bench result whose autotune configs are pinned")
+    p.add_argument("--output", help="default results/whatif/<config>_whatif.json")
+
+    p = command("report", h.cmd_report, "docs/RESULTS.md + results/analysis/<name>.json from committed results", common)
     p.add_argument("--result", default="results/raw/e1_h100.json", help="the formal raw result")
     p.add_argument("--repeat", default="results/raw/e1_h100_repeat.json", help="an independent repeat ('' for none)")
     p.add_argument("--ncu", nargs="*", default=None, help="ncu summaries to cite (default results/ncu/e1_h100_*.json)")
@@ -265,19 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--formal", action="store_true", help="label the run formal although its embedded config has "
                    "no 'formal' field (results recorded before the field existed, e.g. e1_h100)")
 
-    p = command("plot", _plot, "figure: latency vs a fan-in statistic, one panel per backward stage", common)
+    p = command("plot", h.cmd_plot, "figure: latency vs a fan-in statistic, one panel per backward stage", common)
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
     p.add_argument("--x", default="fanin_cv", choices=sorted(X_STATS), help="fan-in statistic on the x axis")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
-    p = command("flush-study", _flush_study, "CPU only: choose the L2 flush policy from a GPU method study's "
+    p = command("flush-study", h.cmd_flush_study, "CPU only: choose the L2 flush policy from a GPU method study's "
                 "flush records (paired bootstrap of median ratios vs no flush)", common)
     p.add_argument("raw", metavar="RAW", help="method-study raw JSON "
                    "(results/studies/h200_method_study_flush.raw.json)")
     p.add_argument("--output", metavar="PATH", help="write the flush_study JSON "
                    "(e.g. results/studies/h200_flush_policy.json)")
 
-    p = command("sweep", _sweep, "a grid of routings x T, one result per point under results/sweeps/<name>/, "
+    p = command("sweep", h.cmd_sweep, "a grid of routings x T, one result per point under results/sweeps/<name>/, "
                 "plus the tidy table results/sweeps/<name>.csv", gpu)
     p.add_argument("--executor", default="inline", choices=EXECUTORS, help="inline (this process, default), or "
                    "submitit's debug, local (one job per GPU of this host) or slurm (a job array)")
@@ -285,21 +170,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slurm", metavar="JSON", help='submitit Slurm parameters, e.g. \'{"slurm_partition": "gpu"}\'')
     p.add_argument("--table-only", action="store_true", help="CPU only: rebuild the CSV from the point files")
 
-    p = command("sweep-plot", _sweep_plot, "CPU only: dK/dV median vs each fan-in statistic and vs T, from a "
+    p = command("sweep-plot", h.cmd_sweep_plot, "CPU only: dK/dV median vs each fan-in statistic and vs T, from a "
                 "sweep table", common)
     p.add_argument("--table", required=True, help="results/sweeps/<name>.csv")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
-    p = command("lock", _lock, "requirements-lock.txt from the versions a real bench run recorded", common)
+    p = command("lock", h.cmd_lock, "requirements-lock.txt from the versions a real bench run recorded", common)
     p.add_argument("--from", dest="source", required=True, metavar="RESULT", help="results/raw/<name>.json")
     p.add_argument("--output", default="requirements-lock.txt")
 
-    p = command("validate", _validate, "validate result files (ours or a third party's): schema + invariants",
+    p = command("validate", h.cmd_validate, "validate result files (ours or a third party's): schema + invariants",
                 common)
     p.add_argument("paths", nargs="+", metavar="PATH", help="JSON results/reports or summary CSVs")
     p.add_argument("--json", action="store_true", help="print one validation report per file as a JSON list")
     p.add_argument("--also", action="append", metavar="RESULT", help="a bench result JSON to cross-check the "
                    "summary CSVs against (not itself reported; repeatable)")
+    add_model_commands(command, common)
     return parser
 
 

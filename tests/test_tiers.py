@@ -1,4 +1,4 @@
-"""The tiers: routing/ and results/ import without torch, triton or FLA; every module imports."""
+"""The tiers: routing/, results/ and model/ import without torch, triton or FLA; every module imports."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ BLOCKED = """
 import importlib, pkgutil, sys
 for name in ("torch", "triton", "fla"):
     sys.modules[name] = None  # `import torch` now raises ImportError
-import nsa_exp.routing, nsa_exp.results
-for pkg in (nsa_exp.routing, nsa_exp.results):
+import nsa_exp.routing, nsa_exp.results, nsa_exp.model
+for pkg in (nsa_exp.routing, nsa_exp.results, nsa_exp.model):
     for info in pkgutil.iter_modules(pkg.__path__, pkg.__name__ + "."):
         importlib.import_module(info.name)
 from nsa_exp.cli import main
@@ -27,7 +27,7 @@ print("heavy", heavy, "gpu", gpu)
 """
 
 
-def test_routing_and_results_import_with_torch_triton_and_fla_blocked():
+def test_routing_results_and_model_import_with_torch_triton_and_fla_blocked():
     proc = subprocess.run([sys.executable, "-c", BLOCKED], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "heavy [] gpu []"

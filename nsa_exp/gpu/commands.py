@@ -21,6 +21,7 @@ from .check import run_check
 from .ncu import run_ncu
 from .profiler import profile_stage
 from .smoke import run_smoke
+from .whatif_run import run_whatif
 
 
 def check(args: argparse.Namespace) -> int:
@@ -97,4 +98,29 @@ def ncu(args: argparse.Namespace) -> int:
         print(f"{k['pattern']}: {k['kernel']} {m['duration_ns']} ns, occupancy {m['achieved_occupancy_pct']}%, "
               f"waves {m['waves_per_sm']}, top stall {k['top_stalls'][:1]}")
     print(f"wrote {RESULTS_DIR / 'ncu' / (name + '.json')}")
+    return 0
+
+
+def whatif(args: argparse.Namespace) -> int:
+    """WHAT-IF ARMS (not the experiment's measurement): see :mod:`nsa_exp.gpu.whatif_run`."""
+    config = load_config(args.config)
+    ints = []
+    for text in args.max_fanin.split(","):
+        if not text.strip().isdigit() or int(text) < 1:
+            raise UserError(f"--max-fanin: {text!r} is not a positive integer (e.g. --max-fanin 4096,8192)")
+        ints.append(int(text))
+    layouts = args.layouts.split(",")
+    if bad := [x for x in layouts if x not in ("split", "split-heavy-first")]:
+        raise UserError(f"--layouts: {bad} not in split, split-heavy-first")
+    if args.rounds < 1:
+        raise UserError("--rounds: must be a positive integer")
+    out = Path(args.output) if args.output else RESULTS_DIR / "whatif" / f"{config.name}_whatif.json"
+    check_writable(out)
+    doc = run_whatif(config, args.allow_gpu, args.patterns.split(","), ints, layouts, args.rounds,
+                     args.benchmark_result, out)
+    for pattern, entry in doc["patterns"].items():
+        for name, arm in entry["arms"].items():
+            print(f"{pattern:<12} {name:<32} B'={arm['batches']:<3} median {arm['total']['median_ms']:8.3f} ms  "
+                  f"saved {arm['saved_ms']:+8.3f} ms")
+    print(f"wrote {out} (WHAT-IF ARMS, not the experiment's measurement)")
     return 0

@@ -1,0 +1,141 @@
+"""The CPU commands' handlers (argparse namespace in, files written, a few lines printed, exit code out).
+
+:mod:`nsa_exp.cli` builds the parser and binds these with ``set_defaults(func=...)``; the GPU commands'
+handlers are :mod:`nsa_exp.gpu.commands` (imported only when such a command runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from . import REPO_ROOT, RESULTS_DIR
+from .errors import UserError
+from .results.autotune_plot import plot_autotune_heatmap
+from .results.flush_study import flush_study
+from .results.flush_study import format_table as format_flush_table
+from .results.lock import write_lock
+from .results.plot import plot_fanin_latency
+from .results.report import build_report
+from .results.schema import schema_errors
+from .results.store import check_writable
+from .results.sweep_plot import plot_sweep
+from .results.validate import format_report, validate_paths
+from .routing.config import load_config
+from .routing.files import format_files_table
+from .routing.report import (
+    format_table,
+    routing_files_section,
+    routing_report,
+    save_routings,
+    time_generation,
+    write_routing_report,
+)
+from .sweep import load_sweep, run_sweep, sweep_dirs, sweep_table
+
+
+def cmd_routing(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    check_writable(*([args.output] if args.output else []), folders=(args.save,) if args.save else ())
+    files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges)
+    report, routings = routing_report(config)
+    if files:
+        report["routing_files"] = files
+    if args.output:
+        write_routing_report(report, args.output)
+    if args.save:
+        for path in save_routings(routings, args.save):
+            print(f"wrote {path}", file=sys.stderr)
+    table = format_table(report) + ("\n" + format_files_table(files) if files else "")
+    print(json.dumps(report, indent=1) if args.json else table)
+    return 0
+
+
+def cmd_routing_time(args: argparse.Namespace) -> int:
+    rows = time_generation(load_config(args.config), tuple(args.lengths), args.repeats)
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, median of {args.repeats}")
+    for T in args.lengths:
+        sub = [r for r in rows if r["T"] == T]
+        cells = "  ".join(f"{r['pattern']} {r['median_s']:.3f}s" for r in sub)
+        print(f"T={T:>7}: {cells}  all {len(sub)} {sum(r['median_s'] for r in sub):.3f}s")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    reports = validate_paths(args.paths, args.also)
+    for report in reports:
+        assert not schema_errors(report, "validation_report", "report"), "validation report off-schema"
+    if args.json:
+        print(json.dumps(reports, indent=1))
+    else:
+        for report in reports:
+            print(format_report(report))
+    return 0 if all(r["passed"] for r in reports) else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    ncu = args.ncu if args.ncu is not None else sorted(
+        str(p.relative_to(REPO_ROOT)) for p in (RESULTS_DIR / "ncu").glob(f"{Path(args.result).stem}_*.json"))
+    analysis = args.analysis or f"results/analysis/{Path(args.result).stem}.json"
+    command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != "results/raw/e1_h100.json"
+                                            else "")
+    arms = args.tune_arms if args.tune_arms is not None else sorted(
+        str(p.relative_to(REPO_ROOT)) for p in (RESULTS_DIR / "raw").glob("*_tune_*.json"))
+    build_report(args.result, args.repeat or None, ncu, args.output, analysis, command,
+                 readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal,
+                 autotune_matrix=args.autotune_matrix or None, tune_arms=arms)
+    print(f"wrote {args.output} and {analysis}")
+    return 0
+
+
+def cmd_flush_study(args: argparse.Namespace) -> int:
+    study = flush_study(args.raw, args.output)
+    print(format_flush_table(study))
+    if args.output:
+        print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    lines = write_lock(args.source, args.output)
+    print(f"wrote {args.output} ({lines} pins)")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    for path in plot_fanin_latency(args.input, args.x, args.out_dir):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
+    for path in plot_autotune_heatmap(args.input, args.out_dir):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    points = load_sweep(args.config)
+    out_dir, csv = sweep_dirs(points[0].sweep)
+    if not args.table_only:
+        if args.points_per_job < 1:
+            raise UserError("--points-per-job: must be a positive integer")
+        slurm = json.loads(args.slurm) if args.slurm else None
+        done = run_sweep(points, out_dir, args.allow_gpu, args.executor, points_per_job=args.points_per_job,
+                         slurm=slurm)
+        print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")
+    frame = sweep_table(out_dir, csv)
+    print(frame.to_string(index=False, columns=["point_id", "fanin_max", "fanin_cv", "dkv_median_ms",
+                                                "ratio_vs_local"], float_format="%.3f"))
+    print(f"wrote {csv} ({len(frame)} points)")
+    return 0
+
+
+def cmd_sweep_plot(args: argparse.Namespace) -> int:
+    for path in plot_sweep(args.table, args.out_dir):
+        print(f"wrote {path}")
+    return 0

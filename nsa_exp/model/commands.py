@@ -1,0 +1,249 @@
+"""The model's CPU commands: ``calibrate``, ``predict``, ``model-validate`` (argparse namespace in,
+one schema-valid document written or a prediction printed). Bad input is one :class:`UserError` line."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy
+
+from ..errors import UserError
+from ..results.metadata import git_state, installed_packages, utc_now
+from ..results.model_report import plot_validation
+from ..results.schema import schema_version
+from ..results.store import check_writable, load_document, write_json
+from ..routing.files import load_routing_file
+from ..routing.patterns import generate_routing, pattern_from_entry
+from .calibration import ORDERS, config_label, fit_calibration, limits_from_device, occupancy_section, predict
+from .points import check_same_setup, pattern_fanin, point_name, read_points, result_files, row_fanin, shape_at
+from .whatif import model_whatif
+
+DEFAULT_KERNELS = "results/studies/h200_method_study_flush.raw.json"
+DEFAULT_NCU = "results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json"
+TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
+
+
+def _metadata() -> dict[str, Any]:
+    """Host metadata of a CPU model document: like ``results.metadata.base_metadata`` without importing torch
+    (its version comes from the installed distribution), which these CPU commands never need."""
+    return {"created_utc": utc_now(), "argv": list(sys.argv), "git": git_state(), "hostname": platform.node(),
+            "platform": platform.platform(),
+            "versions": {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
+                         "packages": installed_packages()}}
+
+
+def _sha(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _json(path: str, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{what} {path}: cannot be read ({exc})") from None
+
+
+def kernel_resources(path: str, autotune_config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The compiled dK/dV kernel's ``{n_regs, shared, num_warps, n_spills}`` for ``autotune_config`` from a
+    study's ``kernels.dkv_core`` (Triton compiled-kernel metadata) and the recorded device properties."""
+    kernels = _json(path, "--kernels").get("kernels", {})
+    dkv = kernels.get("dkv_core", {})
+    for cfg, compiled in zip(dkv.get("configs", []), dkv.get("compiled", []), strict=False):
+        if all(cfg.get(k) == autotune_config[k] for k in ("kwargs", "num_warps", "num_stages")):
+            if compiled.get("n_regs") is None:
+                raise UserError(f"--kernels {path}: config {config_label(autotune_config)} did not compile")
+            return ({k: compiled[k] for k in ("n_regs", "shared", "num_warps", "n_spills")} | {"source": path,
+                    "sha256": _sha(path)}, kernels.get("device"))
+    raise UserError(f"--kernels {path}: no kernels.dkv_core entry for config {config_label(autotune_config)}")
+
+
+def _ncu(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    doc = load_document(path, ("ncu_summary",), f"--ncu {path}")
+    pct = next((k.get("metrics", k).get("theoretical_occupancy_pct") for k in doc["kernels"]
+                if "dkv" in json.dumps(k.get("name", k.get("kernel", "")))), None)
+    if pct is None:
+        raise UserError(f"--ncu {path}: no dkv kernel with theoretical_occupancy_pct")
+    return {"source": path, "theoretical_occupancy_pct": float(pct)}
+
+
+def _all_points(paths: list[str]) -> list:
+    return [p for f in result_files(paths) for p in read_points(f)]
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    cset = load_document(args.set, ("model_calibration_set",), f"--set {args.set}")
+    check_writable(*([args.output] if args.output else []))
+    points = _all_points(args.points)
+    by_name: dict[str, Any] = {}
+    for p in points:  # the first file naming a routing wins
+        by_name.setdefault(p.name, p)
+    chosen = []
+    for i, r in enumerate(cset["routings"]):
+        name = point_name(r["pattern"], r["T"])
+        if name not in by_name:
+            raise UserError(f"--set {args.set}: routings[{i}] {name} is not among the --points "
+                            f"({len(by_name)} routings read)")
+        chosen.append((r["name"], by_name[name]))
+    ref = chosen[0][1]
+    setup = {"gpu": ref.gpu, "sm_count": ref.sm_count, "shape": ref.shape, "seed": ref.seed,
+             "autotune_config": ref.autotune_config}
+    check_same_setup(points, setup)
+    resources, device = kernel_resources(args.kernels, dict(ref.autotune_config))
+    occ = occupancy_section(resources, limits_from_device(device), ref.sm_count, _ncu(args.ncu))
+    bq = int(ref.autotune_config["kwargs"].get("BQ", 1))
+    fanins = [pattern_fanin(p.pattern, p.shape, p.T, p.seed) for _, p in chosen]
+    params, rows = fit_calibration([p for _, p in chosen], fanins, ref.sm_count, occ["slots_per_sm"], bq)
+    gpu_tag = ref.gpu.split()[-1].lower()
+    out = args.output or f"results/model/{gpu_tag}_{config_label(ref.autotune_config)}.json"
+    check_writable(out)
+    errs = np.abs([r["error_pct"] for r in rows])
+    doc = {"schema_version": schema_version("model_calibration"), "kind": "model_calibration",
+           "name": Path(out).stem, "gpu": {"name": ref.gpu, "sm_count": ref.sm_count},
+           "shape": {**ref.shape, "T": ref.T}, "seed": ref.seed, "autotune_config": dict(ref.autotune_config),
+           "kernel_resources": resources, "occupancy": occ,
+           "model": {"family": "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma",
+                     "bq": bq, "parameters": params.as_dict()},
+           "calibration_set": {"path": args.set, "sha256": _sha(args.set), "name": cset["name"]},
+           "points": [{"name": label, "label": p.name, "pattern": dict(p.pattern), "T": p.T, "source": p.source,
+                       "sha256": p.sha256, "measured_ms": p.measured_ms, "fitted_ms": r["fitted_ms"],
+                       "error_pct": r["error_pct"]} for (label, p), r in zip(chosen, rows, strict=True)],
+           "residuals": {"n": len(rows), "mean_abs_pct": float(errs.mean()), "max_abs_pct": float(errs.max())},
+           "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
+    write_json(out, doc, "model_calibration")
+    print(f"a={params.a_ms:.4f} ms  c={params.c_ms:.6f} ms  gamma={params.gamma:.3f}  slots {occ['slots_per_sm']}/SM "
+          f"x {ref.sm_count} SMs; fit |error| mean {errs.mean():.2f}% max {errs.max():.2f}%\nwrote {out}")
+    return 0
+
+
+def load_calibration(path: str) -> dict[str, Any]:
+    """A schema-valid calibration document (one-line :class:`UserError` otherwise)."""
+    return load_document(path, ("model_calibration",), f"--calibration {path}",
+                         missing_hint="make one with python -m nsa_exp calibrate")
+
+
+def _param(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise UserError(f"--param {text!r}: write key=value (e.g. --param sinks=4)")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.ndarray, str]:
+    if (args.pattern is None) == (args.routing_file is None):
+        raise UserError("predict: pass exactly one of --pattern NAME or --routing-file PATH")
+    base = cal["shape"]
+    if args.T is not None and (args.T < 1 or args.T % base["block_size"]):
+        raise UserError(f"--T: {args.T} is not a positive multiple of block_size {base['block_size']}")
+    if args.pattern is not None:
+        T = args.T or base["T"]
+        shape = shape_at(base, T)
+        pattern = pattern_from_entry({"name": args.pattern, **dict(map(_param, args.param))}, "--pattern", shape)
+        entry = {"name": pattern.name, **dict(pattern.params)}
+        return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T)
+    try:
+        T = int(np.load(args.routing_file, mmap_mode="r").shape[1]) if args.routing_file.endswith(".npy") else None
+    except (OSError, ValueError, IndexError):
+        T = None
+    shape = shape_at(base, args.T or T or base["T"])
+    bi, _ = load_routing_file(args.routing_file, shape)
+    return row_fanin(bi, shape.block_size), f"{args.routing_file}@T={shape.T}"
+
+
+def predict_command(args: argparse.Namespace) -> int:
+    cal = load_calibration(args.calibration)
+    fanin, name = _routing_fanin(args, cal)
+    out = {"routing": name, "calibration": args.calibration, **predict(cal, fanin, args.order)}
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    lb, hr = out["lower_bounds"], out["heaviest_row"]
+    print(f"{name} ({args.order} order, {out['programs']} programs on {out['slots']} slots): "
+          f"predicted dK/dV {out['predicted_ms']:.3f} ms\n"
+          f"  lower bounds: total work / slots {lb['total_work_over_slots_ms']:.3f} ms, heaviest row alone "
+          f"{lb['heaviest_row_alone_ms']:.3f} ms\n"
+          f"  heaviest row: program {hr['program_id']} (fan-in {hr['fanin']}) runs {hr['start_ms']:.3f}-"
+          f"{hr['end_ms']:.3f} ms\n  busy fraction of the slots: {out['busy_fraction']:.3f}")
+    return 0
+
+
+def model_validate(args: argparse.Namespace) -> int:
+    cal = load_calibration(args.calibration)
+    check_writable(*([args.output] if args.output else []))
+    if args.max_fanin < 0:
+        raise UserError(f"--max-fanin: {args.max_fanin} is negative (0 skips the split what-if)")
+    points = _all_points(args.points)
+    setup = {"gpu": cal["gpu"]["name"], "sm_count": cal["gpu"]["sm_count"], "shape": cal["shape"],
+             "seed": cal["seed"], "autotune_config": cal["autotune_config"]}
+    check_same_setup(points, setup)
+    used = {p["label"] for p in cal["points"]}
+    rows, excluded = [], sorted({p.name for p in points if p.name in used})
+    for p in points:
+        if p.name in used:
+            continue
+        fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed)
+        pred = predict(cal, fanin)
+        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin)
+        rows.append({"name": p.name, "source": p.source, "sha256": p.sha256, "pattern": dict(p.pattern), "T": p.T,
+                     "measured_ms": p.measured_ms, "predicted_ms": pred["predicted_ms"],
+                     "error_pct": 100.0 * (pred["predicted_ms"] / p.measured_ms - 1.0),
+                     "busy_fraction": pred["busy_fraction"],
+                     "lower_bound_ms": max(pred["lower_bounds"].values()),
+                     "heaviest_first_ms": what["heaviest_first_ms"], "split_ms": what["split_ms"]})
+    if not rows:
+        raise UserError("--points: every routing read was used to calibrate; nothing to validate")
+    errs = np.abs([r["error_pct"] for r in rows])
+    summary = {"n": len(rows), "mean_abs_pct": float(errs.mean()), "max_abs_pct": float(errs.max())}
+    out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
+    check_writable(out)
+    doc = {"schema_version": schema_version("model_validation"), "kind": "model_validation", "name": Path(out).stem,
+           "calibration": {"path": args.calibration, "sha256": _sha(args.calibration), "name": cal["name"]},
+           "rows": rows, "excluded": excluded, "summary": summary, "target": TARGET,
+           "meets_target": summary["mean_abs_pct"] <= TARGET["mean_abs_pct"]
+           and summary["max_abs_pct"] <= TARGET["max_abs_pct"], "split_max_fanin": args.max_fanin or None,
+           "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
+    write_json(out, doc, "model_validation")
+    figures = plot_validation(doc, args.figures) if args.figures else []
+    for r in rows:
+        print(f"{r['name']:<40} measured {r['measured_ms']:8.3f}  predicted {r['predicted_ms']:8.3f}  "
+              f"{r['error_pct']:+6.1f}%")
+    print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
+          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%); wrote {out} {' '.join(map(str, figures))}")
+    return 0
+
+
+def add_commands(command: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``calibrate``, ``predict`` and ``model-validate`` through cli's ``command`` helper."""
+    p = command("calibrate", calibrate, "CPU only: fit the dK/dV makespan model to designed calibration routings",
+                common)
+    p.add_argument("--points", nargs="+", required=True, help="result files or sweep folders (*.json)")
+    p.add_argument("--set", required=True, help="calibration-set config naming the designed routings")
+    p.add_argument("--output", help="calibration path (default results/model/<gpu>_<config>.json)")
+    p.add_argument("--kernels", default=DEFAULT_KERNELS, help="study JSON with kernels.dkv_core compiled metadata")
+    p.add_argument("--ncu", default=DEFAULT_NCU, help="ncu summary to cross-check occupancy ('' for none)")
+    p = command("predict", predict_command, "CPU only: predicted dK/dV ms of a routing from a calibration", common)
+    p.add_argument("--calibration", required=True)
+    p.add_argument("--pattern", help="a registered pattern name")
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help="pattern parameter (repeatable)")
+    p.add_argument("--T", type=int, help="sequence length (default the calibration's)")
+    p.add_argument("--routing-file", help="block_indices .npy/.npz/.pt [B,T,H,S]")
+    p.add_argument("--order", choices=ORDERS, default="program-id")
+    p.add_argument("--json", action="store_true")
+    p = command("model-validate", model_validate, "CPU only: predicted vs measured dK/dV for non-calibration points",
+                common)
+    p.add_argument("--calibration", required=True)
+    p.add_argument("--points", nargs="+", required=True, help="result files or sweep folders (*.json)")
+    p.add_argument("--output", help="validation path (default results/model/<calibration>_validation.json)")
+    p.add_argument("--max-fanin", type=int, default=4096, help="F of the modelled split what-if (0: none)")
+    p.add_argument("--figures", default="docs/figures", help="folder of the predicted-vs-measured figure ('' for none)")

@@ -1,0 +1,160 @@
+"""Measured dK/dV points for calibration and validation, read from bench results and sweep points.
+
+A *point* is one routing of one result file: ``(pattern name + parameters, T)`` with its measured
+``patterns.<p>.stages.dkv_core.median_ms``, the file's GPU, SM count, shape, routing seed and dK/dV
+autotune config (``autotune.kernels.dkv_core.best_config``). Its per-row fan-in is recomputed by
+regenerating the routing from the embedded config (the same generator and seed the GPU run used).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import UserError
+from ..results.strict_json import parse_strict
+from ..routing.config import Shape
+from ..routing.patterns import generate_routing, pattern_from_entry
+
+# Shape fields a calibration fixes; T (and with it the number of CSR rows) is free.
+SHAPE_KEYS = ("B", "HQ", "H", "K", "V", "S", "block_size", "dtype")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured routing. ``measured_ms`` is the dK/dV core median (ms)."""
+
+    name: str
+    pattern: Mapping[str, Any]
+    T: int
+    measured_ms: float
+    source: str
+    sha256: str
+    gpu: str
+    sm_count: int
+    shape: Mapping[str, Any]
+    seed: int
+    autotune_config: Mapping[str, Any]
+
+
+def point_name(pattern: Mapping[str, Any], T: int) -> str:
+    """``sink-heavy(sinks=4)@T=32768``: the routing's identity in every model document.
+
+    >>> point_name({"name": "zipf", "exponent": 1.0}, 32768)
+    'zipf(exponent=1.0)@T=32768'
+    """
+    params = ",".join(f"{k}={pattern[k]}" for k in sorted(pattern) if k != "name")
+    return f"{pattern['name']}" + (f"({params})" if params else "") + f"@T={T}"
+
+
+def _has_patterns(path: Path) -> bool:
+    try:
+        return isinstance(parse_strict(path.read_bytes()).get("patterns"), dict)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def result_files(paths: Iterable[str]) -> list[Path]:
+    """Files named, and the ``*.json`` files (recursively, sorted) of each folder named that hold a
+    ``patterns`` object (a sweep folder's manifests and logs are skipped; a file named is never skipped)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(f for f in sorted(p.rglob("*.json")) if _has_patterns(f))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise UserError(f"--points: {p} does not exist")
+    if not out:
+        raise UserError("--points: no result files found")
+    return out
+
+
+def read_points(path: Path) -> list[Point]:
+    """Every routing of one result file as a :class:`Point`.
+
+    Raises:
+        UserError: the file is unreadable or lacks a field a point needs (named by JSON path).
+    """
+    data = path.read_bytes()
+    try:
+        doc = parse_strict(data)
+        config = doc.get("config", {})
+        shape = doc.get("shape") or config["shape"]
+        gpu = doc["metadata"]["gpu"]
+        dkv = doc["autotune"]["kernels"]["dkv_core"]["best_config"]
+        seed = int(config["seeds"]["routing"])
+        out = []
+        for name, pat in doc["patterns"].items():
+            params = dict(pat.get("params") or {"name": name})
+            params.setdefault("name", name)
+            out.append(Point(point_name(params, int(shape["T"])), params, int(shape["T"]),
+                             float(pat["stages"]["dkv_core"]["median_ms"]), str(path),
+                             hashlib.sha256(data).hexdigest(), gpu["name"], int(gpu["sm_count"]),
+                             {k: shape[k] for k in SHAPE_KEYS}, seed,
+                             {k: dkv[k] for k in ("kwargs", "num_warps", "num_stages")}))
+        return out
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UserError(f"{path}: not a result with patterns.<p>.stages.dkv_core.median_ms, shape, "
+                        f"config.seeds, metadata.gpu and autotune.kernels.dkv_core ({type(exc).__name__}: {exc})") \
+            from None
+
+
+def check_same_setup(points: Sequence[Point], ref: Mapping[str, Any]) -> None:
+    """Refuse a point from another GPU, SM count, shape (all but T), routing seed or autotune config.
+
+    ``ref`` holds ``gpu``, ``sm_count``, ``shape``, ``seed``, ``autotune_config`` (a calibration's).
+
+    Raises:
+        UserError: one line naming the point, the field and both values.
+    """
+    for p in points:
+        mine = {"gpu": p.gpu, "sm_count": p.sm_count, "seed": p.seed, "autotune_config": dict(p.autotune_config),
+                **{f"shape.{k}": p.shape[k] for k in SHAPE_KEYS}}
+        want = {"gpu": ref["gpu"], "sm_count": ref["sm_count"], "seed": ref["seed"],
+                "autotune_config": dict(ref["autotune_config"]), **{f"shape.{k}": ref["shape"][k] for k in SHAPE_KEYS}}
+        for key, value in mine.items():
+            if value != want[key]:
+                raise UserError(f"{p.source} [{p.name}]: {key} is {value!r} but the calibration's is {want[key]!r}; "
+                                "a calibration holds for one GPU, shape (T aside) and autotune config")
+
+
+def shape_at(shape: Mapping[str, Any], T: int) -> Shape:
+    """The :class:`Shape` of ``shape`` (a dict) at sequence length ``T``."""
+    return replace(Shape(T=T, **{k: shape[k] for k in SHAPE_KEYS}), T=T)
+
+
+def row_fanin(block_indices: np.ndarray, block_size: int) -> np.ndarray:
+    """Queries per CSR row ``int64 [B*H*M]`` in FLA's program-id order ``(b*H + h)*M + block``, with FLA's
+    validity rule (``0 <= block < M`` and ``block*BS <= t``); equals ``csr_rows(...).fanin`` without its
+    sort (spans and gaps are not needed here): ~50 ms instead of ~260 ms at T=32768.
+
+    >>> row_fanin(np.array([[[[0, -1]], [[0, 1]]]]), block_size=1).tolist()
+    [2, 1]
+    """
+    B, T, H, _ = block_indices.shape
+    M = -(-T // block_size)
+    b = block_indices.astype(np.int64)
+    t = np.arange(T, dtype=np.int64)[None, :, None, None]
+    row = (np.arange(B, dtype=np.int64)[:, None, None, None] * H + np.arange(H, dtype=np.int64)[None, None, :, None]) \
+        * M + b
+    keep = (b >= 0) & (b < M) & (b * block_size <= t)
+    return np.bincount(row[keep], minlength=B * H * M)
+
+
+@cache
+def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int) -> np.ndarray:
+    shape = shape_at(dict(shape_items), T)
+    pattern = pattern_from_entry(dict(pattern_items), "pattern", shape)
+    return row_fanin(generate_routing(pattern, shape, seed), shape.block_size)
+
+
+def pattern_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int) -> np.ndarray:
+    """Per-CSR-row fan-in ``int64 [B*H*M]`` (FLA's program-id order) of a generated routing (cached)."""
+    return _fanin(tuple(sorted(pattern.items())), tuple(sorted(shape.items())), T, seed)

@@ -1,0 +1,103 @@
+"""The makespan model's RESULTS.md section and figure (from committed ``results/model`` and
+``results/whatif`` documents; the section is empty when none exist).
+
+The section holds, per calibration: its designed routings and fit, the validation table (predicted
+vs measured for every point not used to calibrate), the model's what-ifs (heaviest-first order,
+split rows) and, when measured, the WHAT-IF ARMS timed on FLA's unmodified kernels.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from .. import REPO_ROOT
+from .store import load_document, write_bytes_atomic
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
+            *["| " + " | ".join(r) + " |" for r in rows], ""]
+
+
+def plot_validation(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
+    """Predicted vs measured dK/dV ms (log-log, the y = x line); returns the PNG and SVG paths."""
+    import matplotlib  # noqa: PLC0415 - matplotlib is optional (requirements-analysis) and slow to import
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib is optional (requirements-analysis) and slow to import
+
+    meas = [r["measured_ms"] for r in doc["rows"]]
+    pred = [r["predicted_ms"] for r in doc["rows"]]
+    fig, ax = plt.subplots(figsize=(5, 5), constrained_layout=True)
+    lo, hi = min(meas + pred) * 0.8, max(meas + pred) * 1.25
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
+    ax.scatter(meas, pred, s=22)
+    for r in doc["rows"]:
+        if abs(r["error_pct"]) > 5:
+            ax.annotate(r["name"], (r["measured_ms"], r["predicted_ms"]), fontsize=7)
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured dK/dV ms",
+           ylabel="predicted dK/dV ms", title=f"{doc['calibration']['name']}: {len(meas)} held-out points")
+    ax.legend()
+    paths = []
+    for ext in ("png", "svg"):
+        path = Path(out_dir) / f"model_validation_{doc['calibration']['name']}.{ext}"
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=130)
+        write_bytes_atomic(path, buf.getvalue())
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _validation(doc: dict[str, Any], path: str) -> list[str]:
+    s = doc["summary"]
+    rows = [[r["name"], f"{r['measured_ms']:.2f}", f"{r['predicted_ms']:.2f}", f"{r['error_pct']:+.1f}%",
+             f"{r['busy_fraction']:.2f}", f"{r['predicted_ms'] - r['heaviest_first_ms']:+.2f}",
+             "-" if r["split_ms"] is None else f"{r['predicted_ms'] - r['split_ms']:+.2f}"] for r in doc["rows"]]
+    verdict = "meets" if doc["meets_target"] else "**misses**"
+    return [f"### Validation: `{path}`", "",
+            f"Calibrated on `{doc['calibration']['path']}` (designed routings only; used points excluded: "
+            f"{', '.join(doc['excluded']) or 'none'}). |error| mean {s['mean_abs_pct']:.2f}%, max "
+            f"{s['max_abs_pct']:.2f}% over {s['n']} held-out points: {verdict} the target "
+            f"({doc['target']['mean_abs_pct']}% / {doc['target']['max_abs_pct']}%).", "",
+            f"![predicted vs measured](figures/model_validation_{doc['calibration']['name']}.png)", "",
+            *_table(["routing", "measured ms", "predicted ms", "error", "busy", "model: LPT saves ms",
+                     f"model: split F={doc['split_max_fanin']} saves ms"], rows)]
+
+
+def _whatif(doc: dict[str, Any], path: str) -> list[str]:
+    rows = []
+    for pattern, entry in doc["patterns"].items():
+        for name, arm in entry["arms"].items():
+            rows.append([pattern, name, str(arm["batches"]), f"{arm['total']['median_ms']:.2f}",
+                         f"{arm['saved_ms']:+.2f}"])
+    return [f"### WHAT-IF ARMS, measured: `{path}`", "",
+            "FLA's unmodified `prepare_block_csr` + `parallel_nsa_bwd_kernel_dkv` on an emulated schedule (B' "
+            "batches, chunk j of each long CSR row in batch j) plus the reduction, each proven equal to the official "
+            "wrapper's dK/dV; medians of csr + dkv_core (+ reduce) in interleaved rounds. Not the experiment's "
+            "measurement.", "", *_table(["pattern", "arm", "B'", "median ms", "saved ms"], rows)]
+
+
+ADVICE = ("**Advice for FLA's maintainers.** The dK/dV kernel launches one program per (batch, KV head, KV block) in "
+          "program-id order, with 2 resident programs per SM (255 registers). Under skewed routings a few CSR rows "
+          "hold most of the queries, and the launch lasts as long as its heaviest row: the busy fraction of the "
+          "slots falls to ~0.25. Dispatching heavy rows first cannot beat the heaviest row alone; splitting rows "
+          "longer than F queries into several programs (an atomic or two-pass reduction of the partial dK/dV) is "
+          "what recovers the time. The tables above give the model's and, where measured, FLA's own kernels' "
+          "recovery per routing.")
+
+
+def model_section(root: Path = REPO_ROOT) -> list[str]:
+    """The RESULTS.md lines for every ``results/model/*_validation.json`` and ``results/whatif/*.json``."""
+    vals = sorted((root / "results" / "model").glob("*_validation.json"))
+    whatifs = sorted((root / "results" / "whatif").glob("*.json"))
+    if not vals and not whatifs:
+        return []
+    out = ["## Makespan model of the dK/dV kernel (docs/MODEL.md)", ""]
+    for p in vals:
+        out += _validation(load_document(p, ("model_validation",)), p.relative_to(root).as_posix())
+    for p in whatifs:
+        out += _whatif(load_document(p, ("whatif_result",)), p.relative_to(root).as_posix())
+    return out + [ADVICE, ""]
