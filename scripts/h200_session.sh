@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The H200 runs of a development session, as one script per device call (each ends well inside 10 min).
+#   scripts/h200_session.sh part1 OUTDIR   # check, smoke (with the M > S oracle gate), 20-round bench, sweeps
+#   scripts/h200_session.sh part2 OUTDIR   # autotune matrix, the two tuning arms, the what-if arms
+# Results land under results/ and docs/figures/ of this tree; OUTDIR gets one tarball of them after each step,
+# so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
+set -uo pipefail
+part="${1:?part1|part2}"
+out="${2:?OUTDIR}"
+cd "$(dirname "$0")/.."
+export TRITON_F32_DEFAULT=ieee FLA_CACHE_RESULTS=0 FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/nsa-exp-triton}"
+py="${PYTHON:-python3}"
+step() {  # step NAME CMD...: run, log, pack
+  local name="$1"; shift
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  "$@" > "$out/$part.$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$out/$part.$name.log"
+  echo "=== $name rc=$rc in $((SECONDS - t0)) s"
+  tar czf "$out/$part.tgz" results docs/figures "$out"/*.log 2>/dev/null
+}
+case "$part" in
+  part1)
+    step check "$py" -m nsa_exp check --config configs/e1_h200.json --output results/reports/e1_h200_check.json
+    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output results/reports/e1_h200_smoke.json
+    step bench "$py" -m nsa_exp bench --config configs/e1_h200.json --repetitions 20 --name e1_h200_post \
+      --output results/raw/e1_h200_post.json --summary results/summaries/e1_h200_post.csv
+    step sweep_skew "$py" -m nsa_exp sweep --config configs/sweep_skew_h200.json
+    step sweep_T "$py" -m nsa_exp sweep --config configs/sweep_T_h200.json
+    ;;
+  part2)
+    step matrix "$py" -m nsa_exp autotune-matrix --config configs/e1_h200.json --rounds 15 \
+      --output results/autotune/e1_h200.json
+    step whatif "$py" -m nsa_exp whatif --config configs/e1_h200.json --patterns sink-heavy,zipf \
+      --max-fanin 4096,8192 --layouts split,split-heavy-first --rounds 10 --output results/whatif/e1_h200_whatif.json
+    step arm_per_pattern "$py" -m nsa_exp bench --config configs/e1_h200.json --tune per-pattern --repetitions 15 \
+      --output results/raw/e1_h200_tune_per-pattern.json --summary results/summaries/e1_h200_tune_per-pattern.csv
+    step arm_sink_heavy "$py" -m nsa_exp bench --config configs/e1_h200.json --tune-on sink-heavy --repetitions 15 \
+      --output results/raw/e1_h200_tune_sink-heavy.json --summary results/summaries/e1_h200_tune_sink-heavy.csv
+    ;;
+  *) echo "usage: scripts/h200_session.sh part1|part2 OUTDIR" >&2; exit 2 ;;
+esac
