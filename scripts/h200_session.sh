@@ -30,6 +30,10 @@ case "$part" in
     step sweep_skew "$py" -m nsa_exp sweep --config configs/sweep_skew_h200.json
     step sweep_T "$py" -m nsa_exp sweep --config configs/sweep_T_h200.json
     ;;
+  whatif)
+    step whatif "$py" -m nsa_exp whatif --config configs/e1_h200.json --patterns sink-heavy,zipf \
+      --max-fanin 4096,8192 --layouts split,split-heavy-first --rounds 10 --output results/whatif/e1_h200_whatif.json
+    ;;
   part2)
     step matrix "$py" -m nsa_exp autotune-matrix --config configs/e1_h200.json --rounds 15 \
       --output results/autotune/e1_h200.json

@@ -22,6 +22,7 @@ from ..results.schema import schema_version
 from ..results.store import load_document, write_json
 from ..routing.config import Config
 from .gates import run_gates
+from .telemetry import Telemetry, gpu_identity
 
 
 def arm_name(layout: str, max_fanin: int) -> str:
@@ -89,6 +90,7 @@ def run_whatif(config: Config, allow_gpu: bool, patterns: list[str], max_fanins:
            "shape": config.shape.to_dict(), "gates": gates, "autotune": autotune_record(),
            "timing": {"warmup_rounds": warmup, "rounds": rounds, "l2_flush_bytes": config.timing.l2_flush_bytes,
                       "order": config.timing.order},
-           "patterns": out_patterns, "wall_seconds": time.monotonic() - t0, "metadata": base_metadata()}
+           "patterns": out_patterns, "wall_seconds": time.monotonic() - t0,
+           "metadata": {**base_metadata(), "gpu": gpu_identity(Telemetry().device_info())}}
     write_json(output, doc, "whatif_result")
     return doc
