@@ -11,7 +11,7 @@ import pytest
 from nsa_exp.cli import main
 from nsa_exp.model.makespan import heaviest_first, lower_bounds, simulate, split_rows
 from nsa_exp.model.occupancy import slots_per_sm, theoretical_occupancy_pct
-from nsa_exp.model.points import result_files
+from nsa_exp.model.points import pattern_fanin, result_files
 from nsa_exp.results.model_report import model_section
 from nsa_exp.results.schema import schema_errors
 
@@ -174,3 +174,11 @@ def test_whatif_refuses_bad_options_before_touching_a_gpu(args, message, capsys)
     assert main(["whatif", "--config", "configs/e1_h100.json", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_placement_points_hash_into_the_fanin_cache():
+    """A sweep point's pattern with ``heads`` (a JSON list) must reach the cached routing generator."""
+    shape = {"B": 1, "T": 256, "HQ": 16, "H": 2, "K": 16, "V": 16, "S": 2, "block_size": 16, "dtype": "float16"}
+    placed = pattern_fanin({"name": "sink-heavy", "sinks": 1, "heads": [1]}, shape, 256, 0)
+    everywhere = pattern_fanin({"name": "sink-heavy", "sinks": 1}, shape, 256, 0)
+    assert placed.sum() == everywhere.sum() and not (placed == everywhere).all()

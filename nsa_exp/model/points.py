@@ -157,4 +157,6 @@ def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int) -> np.nd
 
 def pattern_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int) -> np.ndarray:
     """Per-CSR-row fan-in ``int64 [B*H*M]`` (FLA's program-id order) of a generated routing (cached)."""
-    return _fanin(tuple(sorted(pattern.items())), tuple(sorted(shape.items())), T, seed)
+    # lists (a placement's ``heads``) become tuples so the cache key hashes; the registry takes either
+    items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pattern.items()))
+    return _fanin(items, tuple(sorted(shape.items())), T, seed)

@@ -21,6 +21,7 @@ from .report_ncu import md_table as _table
 from .report_ncu import ncu_section
 from .schema import KINDS
 from .store import check_writable, load_document, write_json, write_text_atomic
+from .sweep_report import sweep_section
 
 STAGE_TITLES = {s.name: s.title for s in STAGES}
 MiB = 1024 * 1024
@@ -162,8 +163,8 @@ def _findings(analysis: dict[str, Any], names: list[str], stages: list[str], dri
             "- Per-CTA (per CSR row) times: the experiment never instruments FLA's kernels, so the tail is seen only "
             "as whole-kernel latency, the fan-in distribution and Nsight's SM-level imbalance, not measured per "
             "program.",
-            "- Other shapes, GPUs, FLA commits, Triton versions or autotune configs: one shape, one H100, one config "
-            "tuned on `local` and reused (a config tuned per pattern could change the dK/dV ratios).",
+            "- Other shapes, FLA commits or Triton versions: the formal run is one shape on one H100 with one config "
+            "tuned on `local` and reused; the H200 sections below measure other configs, routings and T.",
             "- Variable-length (`cu_seqlens`) inputs, `block_counts` tensors, and the compression / sliding-window "
             "branches of NSA.",
             "- Locked-clock numbers: clocks ran free (telemetry above), as in training.", ""]
@@ -199,7 +200,7 @@ def render(result: dict[str, Any], analysis: dict[str, Any], ncu: list[dict[str,
         out += _repeatability(analysis, names, stages, paths["repeat"], drift)
     out += _figure(Path(paths["result"]).stem, figures) + _fanin(result) + _stage_sum(analysis) + _memory(analysis)
     out += autotune_lines(result) + list(matrix) + ncu_section(ncu) + _findings(analysis, names, stages, drift)
-    out += model_section()
+    out += sweep_section() + model_section()
     out += _reproduce(result, paths)
     return "\n".join(out)
 

@@ -1,0 +1,48 @@
+"""RESULTS.md's sweep section: every committed sweep table (``results/sweeps/<name>.csv``), one row per
+point, with its figure (``python -m nsa_exp sweep-plot``). Nothing is added when no table exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .. import REPO_ROOT
+from ..errors import UserError
+from .schema import schema_errors
+
+COLUMNS = {"point_id": "point", "T": "T", "fanin_max": "fan-in max", "fanin_cv": "fan-in CV",
+           "fanin_gini": "Gini", "dkv_median_ms": "dK/dV ms", "dkv_p10_ms": "p10", "dkv_p90_ms": "p90",
+           "csr_median_ms": "CSR ms", "ratio_vs_local": "× local (same T)"}
+
+
+def read_sweep_table(path: Path) -> pd.DataFrame:
+    """A sweep table, each row checked against the ``sweep_row`` schema (UserError naming the row)."""
+    frame = pd.read_csv(path, dtype={"params": str})
+    for i, row in enumerate(frame.to_dict("records")):
+        clean = {k: (int(v) if k in ("T", "edges") else v) for k, v in row.items()}
+        errors = schema_errors(clean, "sweep_row", f"{path.name} row {i + 2}")
+        if errors:
+            raise UserError(errors[0])
+    return frame
+
+
+def sweep_section(root: Path = REPO_ROOT) -> list[str]:
+    """``## Sweeps`` with one table per committed sweep (sorted by family, then T, then point id)."""
+    tables = sorted((root / "results" / "sweeps").glob("*.csv"))
+    if not tables:
+        return []
+    out = ["## Sweeps (H200, dK/dV-focused)", "",
+           "Each point is its own result (`results/sweeps/<name>/<point>.json`): its routing interleaved with "
+           "`local` at the same T, `csr` and `dkv_core` timed with CUDA events (read L2 flush), autotune configs "
+           "pinned from `results/raw/e1_h200_pre.json`. Every routing has the closed-form edge count of its T. "
+           "`× local` is the ratio of medians against that point's own `local`.", ""]
+    for path in tables:
+        frame = read_sweep_table(path).sort_values(["family", "T", "point_id"])
+        shown = frame[list(COLUMNS)].rename(columns=COLUMNS)
+        out += [f"### `{path.relative_to(root)}` ({len(frame)} points)", "",
+                shown.to_markdown(index=False, floatfmt=".3f"), ""]
+        figure = root / "docs" / "figures" / f"{path.stem}_dkv.png"
+        if figure.is_file():
+            out += [f"![{path.stem}](figures/{figure.name})", ""]
+    return out
