@@ -34,9 +34,10 @@ def plot_validation(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     lo, hi = min(meas + pred) * 0.8, max(meas + pred) * 1.25
     ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
     ax.scatter(meas, pred, s=22)
-    for r in doc["rows"]:
-        if abs(r["error_pct"]) > 5:
-            ax.annotate(r["name"], (r["measured_ms"], r["predicted_ms"]), fontsize=7)
+    for r in doc["rows"]:  # only the points over the max-error target are named (no overlapping labels)
+        if abs(r["error_pct"]) > doc["target"]["max_abs_pct"]:
+            ax.annotate(f"{r['name']} {r['error_pct']:+.1f}%", (r["measured_ms"], r["predicted_ms"]), fontsize=7,
+                        xytext=(6, -10), textcoords="offset points")
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured dK/dV ms",
            ylabel="predicted dK/dV ms", title=f"{doc['calibration']['name']}: {len(meas)} held-out points")
     ax.legend()
