@@ -171,12 +171,19 @@ def test_timing_recompute_pins_the_recorded_flush_policy_to_the_config(golden, c
     assert ("$.timing.flush_policy" in paths_of(report, "timing_recompute")) is not passes
 
 
-def test_configs_for_future_runs_name_the_read_flush_and_committed_results_name_none():
-    assert load_config(REPO / "configs" / "e1_h100.json").timing.flush == "read"
-    assert load_config(REPO / "configs" / "e1_h100_dev.json").timing.flush == "read"
+def test_configs_for_future_runs_name_the_read_flush_and_results_record_the_flush_they_ran():
+    for name in ("e1_h100.json", "e1_h100_dev.json", "e1_h200.json"):
+        assert load_config(REPO / "configs" / name).timing.flush == "read"
+    older = 0
     for path in sorted((REPO / "results" / "raw").glob("*.json")):
         doc = json.loads(path.read_text())
-        assert "flush" not in doc["config"]["timing"] and config_from_dict(doc["config"]).timing.flush == "write"
+        flush = config_from_dict(doc["config"]).timing.flush
+        if "flush_policy" in doc["timing"]:
+            assert doc["timing"]["flush_policy"] == flush
+        else:  # recorded before the field existed: their config has none, which means the write flush
+            assert "flush" not in doc["config"]["timing"] and flush == "write"
+            older += 1
+    assert older >= 4  # the H100 runs and the pre-refactor H200 run
 
 
 def test_csv_checks_and_telemetry_share_one_definition_of_columns_and_throttling():

@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..results.schema import validate_or_raise
+from ..results.strict_json import parse_strict
 from .grids import check_launch_limits
 
 
@@ -244,26 +243,6 @@ def load_config(path: str | Path) -> Config:
 MAX_CONFIG_BYTES = 1024 * 1024
 
 
-def _config_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r} (a JSON object must name each key once)")
-        out[key] = value
-    return out
-
-
-def _config_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not a number JSON allows (no NaN/Infinity)")
-
-
-def _config_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:20]} overflows to infinity")
-    return value
-
-
 def parse_config_bytes(data: bytes, where: str) -> dict[str, Any]:
     """Strict JSON for a config: UTF-8 text, no NUL bytes, no duplicate keys, no NaN/Infinity/overflow."""
     if len(data) > MAX_CONFIG_BYTES:
@@ -271,20 +250,12 @@ def parse_config_bytes(data: bytes, where: str) -> dict[str, Any]:
     nul = data.find(b"\0")
     if nul >= 0:
         raise UserError(f"config file {where}: binary data (NUL byte at offset {nul}), not a JSON config")
+    if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark from an editor: harmless, dropped
+        data = data[3:]
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"config file {where}: not UTF-8 text (bad byte at offset {exc.start})") from None
-    try:
-        raw = json.loads(text, object_pairs_hook=_config_pairs, parse_constant=_config_constant,
-                         parse_float=_config_float)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"config file {where}: invalid JSON at line {exc.lineno} column {exc.colno}: "
-                        f"{exc.msg}") from None
-    except RecursionError:
-        raise UserError(f"config file {where}: nested too deeply") from None
+        raw = parse_strict(data)  # the one strict parser (duplicate keys, NaN/Infinity, overflow, depth)
     except ValueError as exc:
-        raise UserError(f"config file {where}: {str(exc).split(';')[0]}") from None
+        raise UserError(f"config file {where}: {exc}") from None
     if not isinstance(raw, dict):
         raise UserError(f"config file {where}: top level must be a JSON object")
     return raw
