@@ -38,6 +38,12 @@ from .routing.report import (
 from .sweep import load_sweep, run_sweep, sweep_dirs, sweep_table
 
 
+def _wrote(paths: list[Path]) -> int:
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_routing(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     check_writable(*([args.output] if args.output else []), folders=(args.save,) if args.save else ())
@@ -107,15 +113,11 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    for path in plot_fanin_latency(args.input, args.x, args.out_dir):
-        print(f"wrote {path}")
-    return 0
+    return _wrote(plot_fanin_latency(args.input, args.x, args.out_dir))
 
 
 def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
-    for path in plot_autotune_heatmap(args.input, args.out_dir):
-        print(f"wrote {path}")
-    return 0
+    return _wrote(plot_autotune_heatmap(args.input, args.out_dir))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -136,6 +138,4 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
-    for path in plot_sweep(args.table, args.out_dir):
-        print(f"wrote {path}")
-    return 0
+    return _wrote(plot_sweep(args.table, args.out_dir))

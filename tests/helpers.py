@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from nsa_exp.routing.patterns import PATTERNS, generate_routing, pattern_from_entry
+
 REPO = Path(__file__).resolve().parent.parent
 PRIMARY_CONFIG = REPO / "configs" / "e1_h100.json"
 
@@ -32,3 +34,17 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) ->
     assert "Traceback" not in proc.stderr
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+FAMILIES = {n: PATTERNS[n] for n in ("sink-heavy", "zipf", "hot-block")}
+
+
+def generate(spec, params, shape, seed, where="pattern"):
+    """A family's routing through the registry (what a config entry ``{"name": ..., **params}`` gives)."""
+    return generate_routing(pattern_from_entry({"name": spec.name, **params}, where, shape), shape, seed)
+
+
+def validate_params(spec, params, shape, where="pattern"):
+    """The registry's parameter check of a config entry; the resolved parameters (lists as lists)."""
+    p = pattern_from_entry({**params, "name": spec.name}, where, shape)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in p.params}

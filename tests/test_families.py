@@ -14,21 +14,9 @@ from nsa_exp.errors import UserError
 from nsa_exp.routing import families, sampler
 from nsa_exp.routing.config import Pattern, Shape
 from nsa_exp.routing.edges import closed_form_edges, effective_edges
-from nsa_exp.routing.patterns import PATTERNS, generate_routing, pattern_from_entry, routing_violations
+from nsa_exp.routing.patterns import generate_routing, routing_violations
 
-FAMILIES = {n: PATTERNS[n] for n in ("sink-heavy", "zipf", "hot-block")}
-
-
-def generate(spec, params, shape, seed, where="pattern"):
-    """A family's routing through the registry (what a config entry ``{"name": ..., **params}`` gives)."""
-    return generate_routing(pattern_from_entry({"name": spec.name, **params}, where, shape), shape, seed)
-
-
-def validate_params(spec, params, shape, where="pattern"):
-    """The registry's parameter check of a config entry; the resolved parameters (lists as lists)."""
-    p = pattern_from_entry({**params, "name": spec.name}, where, shape)
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in p.params}
-
+from .helpers import FAMILIES, generate, validate_params
 
 
 def _shape(B=1, T=64, H=2, S=4, BS=4) -> Shape:

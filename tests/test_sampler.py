@@ -13,29 +13,13 @@ import pytest
 from nsa_exp.routing import sampler
 from nsa_exp.routing.config import Shape, load_config
 from nsa_exp.routing.patterns import (
-    PATTERNS,
     Rows,
     generate_routing,
-    pattern_from_entry,
     pattern_rng,
     routing_violations,
 )
 
-from .helpers import PRIMARY_CONFIG
-
-FAMILIES = {n: PATTERNS[n] for n in ("sink-heavy", "zipf", "hot-block")}
-
-
-def generate(spec, params, shape, seed, where="pattern"):
-    """A family's routing through the registry (what a config entry ``{"name": ..., **params}`` gives)."""
-    return generate_routing(pattern_from_entry({"name": spec.name, **params}, where, shape), shape, seed)
-
-
-def validate_params(spec, params, shape, where="pattern"):
-    """The registry's parameter check of a config entry; the resolved parameters (lists as lists)."""
-    p = pattern_from_entry({**params, "name": spec.name}, where, shape)
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in p.params}
-
+from .helpers import FAMILIES, PRIMARY_CONFIG, generate
 
 # sha256 of the int32 [B,T,H,S] bytes that routing.generate_routing (commit 92dd52b, before this sampler)
 # produced at configs/e1_h100.json (T=32768, H=4, S=16, BS=64, routing seed 20260726): the committed
