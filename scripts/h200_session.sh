@@ -34,6 +34,9 @@ case "$part" in
     step whatif "$py" -m nsa_exp whatif --config configs/e1_h200.json --patterns sink-heavy,zipf \
       --max-fanin 4096,8192 --layouts split,split-heavy-first --rounds 10 --output results/whatif/e1_h200_whatif.json
     ;;
+  calib_bq4)
+    step sweep_calib_bq4 "$py" -m nsa_exp sweep --config configs/sweep_calib_bq4_h200.json
+    ;;
   part2)
     step matrix "$py" -m nsa_exp autotune-matrix --config configs/e1_h200.json --rounds 15 \
       --output results/autotune/e1_h200.json
