@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from nsa_exp.cli import main
+from nsa_exp.model.fit import fit_params
 from nsa_exp.model.makespan import heaviest_first, lower_bounds, simulate, split_rows
 from nsa_exp.model.occupancy import slots_per_sm, theoretical_occupancy_pct
 from nsa_exp.model.points import pattern_fanin, result_files
@@ -182,3 +183,11 @@ def test_placement_points_hash_into_the_fanin_cache():
     placed = pattern_fanin({"name": "sink-heavy", "sinks": 1, "heads": [1]}, shape, 256, 0)
     everywhere = pattern_fanin({"name": "sink-heavy", "sinks": 1}, shape, 256, 0)
     assert placed.sum() == everywhere.sum() and not (placed == everywhere).all()
+
+
+def test_a_one_slot_config_fits_with_gamma_exactly_one():
+    """BQ=4, 8 warps holds one program per SM: gamma has no meaning and must come out as 1, not 1 + eps."""
+    rng = np.random.default_rng(0)
+    points = [(rng.integers(0, 2000, size=64), m) for m in (3.0, 4.0, 5.5)]
+    params, fitted = fit_params(points, n_sm=8, slots=1)
+    assert params.gamma == 1.0 and params.a_ms >= 0 and params.c_ms >= 0 and len(fitted) == 3

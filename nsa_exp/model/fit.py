@@ -52,8 +52,12 @@ def fit_params(points: Sequence[tuple[np.ndarray, float]], n_sm: int, slots: int
     if (measured <= 0).any():
         raise ValueError("calibration medians must be > 0 ms")
 
+    def clipped(x: np.ndarray) -> Params:
+        # the optimiser's bound leaves 1e-9 of room; gamma is meaningless (and refused) past slots (1 slot: 1)
+        return Params(float(x[0]), float(x[1]), min(max(float(x[2]), 1.0), float(slots)))
+
     def residual(x: np.ndarray) -> np.ndarray:
-        p = Params(*x)
+        p = clipped(x)
         return np.array([predict_ms(f, p, n_sm, slots, bq) for f, _ in points]) / measured - 1.0
 
     mean_f = float(np.mean([np.mean(f) for f, _ in points]))
@@ -66,7 +70,7 @@ def fit_params(points: Sequence[tuple[np.ndarray, float]], n_sm: int, slots: int
                             x_scale="jac", method="trf")
         if best is None or fit.cost < best.cost:
             best = fit
-    params = Params(*map(float, best.x))
+    params = clipped(best.x)
     return params, measured * (1.0 + residual(best.x))
 
 
