@@ -3,6 +3,7 @@ point, with its figure (``python -m nsa_exp sweep-plot``). Nothing is added when
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +11,7 @@ import pandas as pd
 from .. import REPO_ROOT
 from ..errors import UserError
 from .schema import schema_errors
+from .store import load_document
 
 COLUMNS = {"point_id": "point", "T": "T", "fanin_max": "fan-in max", "fanin_cv": "fan-in CV",
            "fanin_gini": "Gini", "dkv_median_ms": "dK/dV ms", "dkv_p10_ms": "p10", "dkv_p90_ms": "p90",
@@ -35,12 +37,18 @@ def sweep_section(root: Path = REPO_ROOT) -> list[str]:
     out = ["## Sweeps (H200, dK/dV-focused)", "",
            "Each point is its own result (`results/sweeps/<name>/<point>.json`): its routing interleaved with "
            "`local` at the same T, `csr` and `dkv_core` timed with CUDA events (read L2 flush), autotune configs "
-           "pinned from `results/raw/e1_h200_pre.json`. Every routing has the closed-form edge count of its T. "
+           "pinned from the bench result the sweep config names (per table below). "
+           "Every routing has the closed-form edge count of its T. "
            "`× local` is the ratio of medians against that point's own `local`.", ""]
     for path in tables:
         frame = read_sweep_table(path).sort_values(["family", "T", "point_id"])
         shown = frame[list(COLUMNS)].rename(columns=COLUMNS)
-        out += [f"### `{path.relative_to(root)}` ({len(frame)} points)", "",
+        first = sorted((path.parent / path.stem).glob("T*.json"))
+        kernels = load_document(first[0], ("sweep_point",))["autotune"] if first else {}
+        dkv = kernels.get("kernels", {}).get("dkv_core", {}).get("best_config") or {}
+        pinned = (f"autotune from `{kernels.get('source')}` (dK/dV {json.dumps(dkv, sort_keys=True)})"
+                  if kernels else "autotune source not recorded")
+        out += [f"### `{path.relative_to(root)}` ({len(frame)} points; {pinned})", "",
                 shown.to_markdown(index=False, floatfmt=".3f"), ""]
         figure = root / "docs" / "figures" / f"{path.stem}_dkv.png"
         if figure.is_file():
