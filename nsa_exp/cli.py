@@ -17,24 +17,29 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from . import handlers as h
 from .errors import UserError
-from .model.commands import add_commands as add_model_commands
-from .results.plot import X_STATS
+from .model.doors import add_commands as add_model_commands
+from .routing.fanin import X_STATS
 from .routing.stages import STAGE_NAMES
-from .sweep import EXECUTORS
 
+SWEEP_EXECUTORS = ("inline", "debug", "local", "slurm")  # nsa_exp.sweep imports them from here
 DEFAULT_CONFIG = "configs/e1_h100.json"
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _gpu(module: str, name: str) -> Handler:
-    """A handler in the gpu tier, imported when its command runs (the one deliberate deferral here:
-    CPU commands must not import torch, and FLA may only be imported after the env gate)."""
+def _lazy(module: str, name: str) -> Handler:
+    """A handler imported when its command runs (the one deliberate deferral here: GPU commands must
+    not import torch before the env gate and CPU commands never; and a command pays only for its own
+    imports — ``predict`` needs no pandas, scipy.stats or matplotlib)."""
     def handler(args: argparse.Namespace) -> int:
         return getattr(importlib.import_module(module), name)(args)
     handler.__name__ = name
     return handler
+
+
+def _cpu(name: str) -> Handler:
+    """The CPU command ``name``'s handler, ``nsa_exp.handlers.cmd_<name>``."""
+    return _lazy("nsa_exp.handlers", f"cmd_{name}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = command("routing", h.cmd_routing, "CPU only: edges and fan-in statistics of every pattern", configured)
+    p = command("routing", _cpu("routing"), "CPU only: edges and fan-in statistics of every pattern", configured)
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema routing_report)")
     p.add_argument("--save", metavar="DIR", help="write each pattern's block_indices as DIR/<pattern>.npy")
     p.add_argument("--output", metavar="PATH", help="also write the JSON report to PATH")
@@ -63,20 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--require-equal-edges", action="store_true",
                    help="fail unless every --routing-file has the same edge count")
 
-    p = command("routing-time", h.cmd_routing_time, "CPU only: routing generation time per pattern and T", configured)
+    p = command("routing-time", _cpu("routing_time"), "CPU only: routing generation time per pattern and T", configured)
     p.add_argument("--lengths", type=int, nargs="+", default=[32768, 131072], help="sequence lengths T")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats (the median is printed)")
 
-    p = command("check", _gpu("nsa_exp.gpu.commands", "check"),
+    p = command("check", _lazy("nsa_exp.gpu.commands", "check"),
                 "gates: H100, versions, FLA sources, env vars, equal edges", gpu)
     p.add_argument("--output", metavar="PATH", help="report path (default results/reports/<config>_check.json)")
 
-    p = command("smoke", _gpu("nsa_exp.gpu.commands", "smoke"),
+    p = command("smoke", _lazy("nsa_exp.gpu.commands", "smoke"),
                 "correctness: FLA vs naive (T=256 local; T=1024 S=8 every routing); staged vs official "
                 "(T=2048)", gpu)
     p.add_argument("--output", metavar="PATH", help="report path (default results/reports/<config>_smoke.json)")
 
-    p = command("bench", _gpu("nsa_exp.gpu.commands", "bench"), "time every stage x pattern at the primary shape",
+    p = command("bench", _lazy("nsa_exp.gpu.commands", "bench"), "time every stage x pattern at the primary shape",
                 gpu)
     p.add_argument("--name", help="result name (default: the config's name)")
     p.add_argument("--output", metavar="PATH", help="raw JSON path (default results/raw/<name>.json)")
@@ -91,24 +96,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--autotune-from", metavar="RESULT", help="replay this bench result's autotune configs (tune "
                    "nothing); recorded as autotune.replayed_from")
 
-    p = command("autotune-matrix", _gpu("nsa_exp.gpu.autotune_matrix", "command"),
+    p = command("autotune-matrix", _lazy("nsa_exp.gpu.autotune_matrix", "command"),
                 "time every autotune config x routing of dq_core/dkv_core (issue 11)", gpu)
     p.add_argument("--stages", default="dq_core,dkv_core", help="comma-separated autotuned stages")
     p.add_argument("--rounds", type=int, default=15, help="timed rounds (every config x routing once per round)")
     p.add_argument("--warmup-rounds", type=int, default=2, help="warm-up rounds (kept, flagged)")
     p.add_argument("--output", required=True, metavar="PATH", help="results/autotune/<name>.json")
 
-    p = command("autotune-heatmap", h.cmd_autotune_heatmap, "CPU only: heatmap of an autotune-matrix result", common)
+    p = command("autotune-heatmap", _cpu("autotune_heatmap"), "CPU only: heatmap of an autotune-matrix result", common)
     p.add_argument("--input", required=True, help="results/autotune/<name>.json")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
-    p = command("profile-stage", _gpu("nsa_exp.gpu.commands", "profile"),
+    p = command("profile-stage", _lazy("nsa_exp.gpu.commands", "profile"),
                 "launch one stage inside NVTX range nsa_<pattern>_<stage> (for ncu)", gpu)
     p.add_argument("--pattern", required=True, help="a pattern, or A-vs-B (e.g. local-vs-sink-heavy)")
     p.add_argument("--stage", required=True, choices=STAGE_NAMES)
     p.add_argument("--benchmark-result", help="replay the autotune configs this bench result recorded")
 
-    p = command("ncu", _gpu("nsa_exp.gpu.commands", "ncu"),
+    p = command("ncu", _lazy("nsa_exp.gpu.commands", "ncu"),
                 "run Nsight Compute on one stage and export its metrics to JSON", gpu)
     p.add_argument("--pattern", default="local-vs-sink-heavy", help="a pattern or A-vs-B")
     p.add_argument("--stage", required=True, choices=STAGE_NAMES)
@@ -116,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default results/raw/<config>.json when it exists)")
     p.add_argument("--name", help="report name (default <config>_<pattern>_<stage>)")
 
-    p = command("ncu-export", _gpu("nsa_exp.gpu.ncu", "export_command"),
+    p = command("ncu-export", _lazy("nsa_exp.gpu.ncu", "export_command"),
                 "export an existing .ncu-rep (or its raw CSV) to summary JSON", common)
     p.add_argument("report", help="a .ncu-rep file, or a CSV from `ncu --import R --csv --page raw`")
     p.add_argument("--output", required=True, help="summary JSON path")
@@ -125,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pattern", help="the profiled pattern spec (e.g. local-vs-sink-heavy), recorded")
     p.add_argument("--stage", choices=STAGE_NAMES, help="the profiled stage, recorded")
 
-    p = command("whatif", _gpu("nsa_exp.gpu.commands", "whatif"),
+    p = command("whatif", _lazy("nsa_exp.gpu.commands", "whatif"),
                 "WHAT-IF ARMS: split / heaviest-first dK/dV schedules on FLA's unmodified kernels, timed", gpu)
     p.add_argument("--patterns", default="sink-heavy,zipf", help="config patterns, comma-separated")
     p.add_argument("--max-fanin", default="4096,8192", help="F values: rows longer than F are split")
@@ -135,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bench result whose autotune configs are pinned")
     p.add_argument("--output", help="default results/whatif/<config>_whatif.json")
 
-    p = command("report", h.cmd_report, "docs/RESULTS.md + results/analysis/<name>.json from committed results", common)
+    p = command("report", _cpu("report"), "docs/RESULTS.md + results/analysis/<name>.json from committed results",
+                common)
     p.add_argument("--result", default="results/raw/e1_h100.json", help="the formal raw result")
     p.add_argument("--repeat", default="results/raw/e1_h100_repeat.json", help="an independent repeat ('' for none)")
     p.add_argument("--ncu", nargs="*", default=None, help="ncu summaries to cite (default results/ncu/e1_h100_*.json)")
@@ -150,42 +156,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--formal", action="store_true", help="label the run formal although its embedded config has "
                    "no 'formal' field (results recorded before the field existed, e.g. e1_h100)")
 
-    p = command("plot", h.cmd_plot, "figure: latency vs a fan-in statistic, one panel per backward stage", common)
+    p = command("plot", _cpu("plot"), "figure: latency vs a fan-in statistic, one panel per backward stage", common)
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
     p.add_argument("--x", default="fanin_cv", choices=sorted(X_STATS), help="fan-in statistic on the x axis")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
-    p = command("flush-study", h.cmd_flush_study, "CPU only: choose the L2 flush policy from a GPU method study's "
+    p = command("flush-study", _cpu("flush_study"), "CPU only: choose the L2 flush policy from a GPU method study's "
                 "flush records (paired bootstrap of median ratios vs no flush)", common)
     p.add_argument("raw", metavar="RAW", help="method-study raw JSON "
                    "(results/studies/h200_method_study_flush.raw.json)")
     p.add_argument("--output", metavar="PATH", help="write the flush_study JSON "
                    "(e.g. results/studies/h200_flush_policy.json)")
 
-    p = command("sweep", h.cmd_sweep, "a grid of routings x T, one result per point under results/sweeps/<name>/, "
+    p = command("sweep", _cpu("sweep"), "a grid of routings x T, one result per point under results/sweeps/<name>/, "
                 "plus the tidy table results/sweeps/<name>.csv", gpu)
-    p.add_argument("--executor", default="inline", choices=EXECUTORS, help="inline (this process, default), or "
+    p.add_argument("--executor", default="inline", choices=SWEEP_EXECUTORS, help="inline (this process, default), or "
                    "submitit's debug, local (one job per GPU of this host) or slurm (a job array)")
     p.add_argument("--points-per-job", type=int, default=1, help="points per submitit job (default 1)")
     p.add_argument("--slurm", metavar="JSON", help='submitit Slurm parameters, e.g. \'{"slurm_partition": "gpu"}\'')
     p.add_argument("--table-only", action="store_true", help="CPU only: rebuild the CSV from the point files")
 
-    p = command("sweep-plot", h.cmd_sweep_plot, "CPU only: dK/dV median vs each fan-in statistic and vs T, from a "
+    p = command("sweep-plot", _cpu("sweep_plot"), "CPU only: dK/dV median vs each fan-in statistic and vs T, from a "
                 "sweep table", common)
     p.add_argument("--table", required=True, help="results/sweeps/<name>.csv")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
-    p = command("lock", h.cmd_lock, "requirements-lock.txt from the versions a real bench run recorded", common)
+    p = command("lock", _cpu("lock"), "requirements-lock.txt from the versions a real bench run recorded", common)
     p.add_argument("--from", dest="source", required=True, metavar="RESULT", help="results/raw/<name>.json")
     p.add_argument("--output", default="requirements-lock.txt")
 
-    p = command("validate", h.cmd_validate, "validate result files (ours or a third party's): schema + invariants",
+    p = command("validate", _cpu("validate"), "validate result files (ours or a third party's): schema + invariants",
                 common)
     p.add_argument("paths", nargs="+", metavar="PATH", help="JSON results/reports or summary CSVs")
     p.add_argument("--json", action="store_true", help="print one validation report per file as a JSON list")
     p.add_argument("--also", action="append", metavar="RESULT", help="a bench result JSON to cross-check the "
                    "summary CSVs against (not itself reported; repeatable)")
-    add_model_commands(command, common)
+    add_model_commands(command, common, _lazy)
     return parser
 
 

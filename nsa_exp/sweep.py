@@ -31,6 +31,7 @@ import pandas as pd
 import submitit
 
 from . import REPO_ROOT, RESULTS_DIR
+from .cli import SWEEP_EXECUTORS as EXECUTORS
 from .errors import UserError
 from .results.schema import load_schema, schema_errors, validate_or_raise
 from .results.store import write_frame, write_json
@@ -38,7 +39,6 @@ from .routing.config import config_from_dict, load_config, parse_config_bytes
 from .routing.patterns import BASELINE_PATTERN
 
 MEASURE = "nsa_exp.gpu.sweep_point:measure_point"
-EXECUTORS = ("inline", "debug", "local", "slurm")
 AUTOTUNE_FILE = "_autotune.json"  # in results/sweeps/<sweep>/: the configs the first point tuned
 # measure(point, allow_gpu, out_dir) -> the point's sweep_point document (written by run_point)
 Measure = Callable[["Point", bool, Path], dict[str, Any]]

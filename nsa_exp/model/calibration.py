@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from .doors import ORDERS
 from .fit import Params, error_table, fit_params
 from .makespan import heaviest_first, lower_bounds, program_work, simulate
 from .occupancy import HOPPER, SmLimits, slots_per_sm, theoretical_occupancy_pct
-
-ORDERS = ("program-id", "heaviest-first")
 
 
 def config_label(autotune_config: Mapping[str, Any]) -> str:

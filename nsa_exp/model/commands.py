@@ -21,12 +21,10 @@ from ..results.schema import schema_version
 from ..results.store import check_writable, load_document, write_json
 from ..routing.files import load_routing_file
 from ..routing.patterns import generate_routing, pattern_from_entry
-from .calibration import ORDERS, config_label, fit_calibration, limits_from_device, occupancy_section, predict
+from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
 from .points import check_same_setup, pattern_fanin, point_name, read_points, result_files, row_fanin, shape_at
 from .whatif import model_whatif
 
-DEFAULT_KERNELS = "results/studies/h200_method_study_flush.raw.json"
-DEFAULT_NCU = "results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json"
 TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
 
 
@@ -221,29 +219,3 @@ def model_validate(args: argparse.Namespace) -> int:
     print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
           f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%); wrote {out} {' '.join(map(str, figures))}")
     return 0
-
-
-def add_commands(command: Any, common: argparse.ArgumentParser) -> None:
-    """Register ``calibrate``, ``predict`` and ``model-validate`` through cli's ``command`` helper."""
-    p = command("calibrate", calibrate, "CPU only: fit the dK/dV makespan model to designed calibration routings",
-                common)
-    p.add_argument("--points", nargs="+", required=True, help="result files or sweep folders (*.json)")
-    p.add_argument("--set", required=True, help="calibration-set config naming the designed routings")
-    p.add_argument("--output", help="calibration path (default results/model/<gpu>_<config>.json)")
-    p.add_argument("--kernels", default=DEFAULT_KERNELS, help="study JSON with kernels.dkv_core compiled metadata")
-    p.add_argument("--ncu", default=DEFAULT_NCU, help="ncu summary to cross-check occupancy ('' for none)")
-    p = command("predict", predict_command, "CPU only: predicted dK/dV ms of a routing from a calibration", common)
-    p.add_argument("--calibration", required=True)
-    p.add_argument("--pattern", help="a registered pattern name")
-    p.add_argument("--param", action="append", default=[], metavar="K=V", help="pattern parameter (repeatable)")
-    p.add_argument("--T", type=int, help="sequence length (default the calibration's)")
-    p.add_argument("--routing-file", help="block_indices .npy/.npz/.pt [B,T,H,S]")
-    p.add_argument("--order", choices=ORDERS, default="program-id")
-    p.add_argument("--json", action="store_true")
-    p = command("model-validate", model_validate, "CPU only: predicted vs measured dK/dV for non-calibration points",
-                common)
-    p.add_argument("--calibration", required=True)
-    p.add_argument("--points", nargs="+", required=True, help="result files or sweep folders (*.json)")
-    p.add_argument("--output", help="validation path (default results/model/<calibration>_validation.json)")
-    p.add_argument("--max-fanin", type=int, default=4096, help="F of the modelled split what-if (0: none)")
-    p.add_argument("--figures", default="docs/figures", help="folder of the predicted-vs-measured figure ('' for none)")

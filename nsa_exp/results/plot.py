@@ -13,12 +13,11 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..routing import stages
+from ..routing.fanin import X_STATS
 from ..routing.patterns import pattern_spec
 from .store import write_bytes_atomic
 
 PANELS = tuple((name, stages.stage(name).panel_title) for name in stages.PANEL_ORDER)
-X_STATS = {"fanin_cv": "fan-in CV (std / mean)", "fanin_gini": "fan-in Gini coefficient",
-           "fanin_max": "max fan-in (queries per KV block)", "fanin_p99": "p99 fan-in (queries per KV block)"}
 
 
 def read_summary(path: str | Path) -> list[dict[str, str]]:

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 PERCENTILE_METHOD = "linear"
+# The per-row fan-in statistics figures plot latency against (summary/sweep column -> axis label).
+X_STATS = {"fanin_cv": "fan-in CV (std / mean)", "fanin_gini": "fan-in Gini coefficient",
+           "fanin_max": "max fan-in (queries per KV block)", "fanin_p99": "p99 fan-in (queries per KV block)"}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,41 @@
+"""The model commands' arguments (``calibrate``, ``predict``, ``model-validate``), registered on the CLI
+without importing the model's handlers (:mod:`.commands`) until one of them runs."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+ORDERS = ("program-id", "heaviest-first")
+DEFAULT_KERNELS = "results/studies/h200_method_study_flush.raw.json"
+DEFAULT_NCU = "results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json"
+
+
+def add_commands(command: Any, common: argparse.ArgumentParser, bind: Callable[[str, str], Any]) -> None:
+    """Register ``calibrate``, ``predict`` and ``model-validate`` through cli's ``command`` helper; ``bind(module,
+    name)`` gives a handler imported when its command runs (so ``--help`` and the other commands stay light)."""
+    handler = "nsa_exp.model.commands"
+    p = command("calibrate", bind(handler, "calibrate"),
+                "CPU only: fit the dK/dV makespan model to designed calibration routings", common)
+    p.add_argument("--points", nargs="+", required=True, help="result files or sweep folders (*.json)")
+    p.add_argument("--set", required=True, help="calibration-set config naming the designed routings")
+    p.add_argument("--output", help="calibration path (default results/model/<gpu>_<config>.json)")
+    p.add_argument("--kernels", default=DEFAULT_KERNELS, help="study JSON with kernels.dkv_core compiled metadata")
+    p.add_argument("--ncu", default=DEFAULT_NCU, help="ncu summary to cross-check occupancy ('' for none)")
+    p = command("predict", bind(handler, "predict_command"),
+                "CPU only: predicted dK/dV ms of a routing from a calibration", common)
+    p.add_argument("--calibration", required=True)
+    p.add_argument("--pattern", help="a registered pattern name")
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help="pattern parameter (repeatable)")
+    p.add_argument("--T", type=int, help="sequence length (default the calibration's)")
+    p.add_argument("--routing-file", help="block_indices .npy/.npz/.pt [B,T,H,S]")
+    p.add_argument("--order", choices=ORDERS, default="program-id")
+    p.add_argument("--json", action="store_true")
+    p = command("model-validate", bind(handler, "model_validate"),
+                "CPU only: predicted vs measured dK/dV for non-calibration points", common)
+    p.add_argument("--calibration", required=True)
+    p.add_argument("--points", nargs="+", required=True, help="result files or sweep folders (*.json)")
+    p.add_argument("--output", help="validation path (default results/model/<calibration>_validation.json)")
+    p.add_argument("--max-fanin", type=int, default=4096, help="F of the modelled split what-if (0: none)")
+    p.add_argument("--figures", default="docs/figures", help="folder of the predicted-vs-measured figure ('' for none)")
