@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -205,6 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush at exit
+        return 0
     except KeyboardInterrupt:
         print("error: interrupted; no partial output was written", file=sys.stderr)
         return 130

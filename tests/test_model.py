@@ -16,7 +16,7 @@ from nsa_exp.model.points import pattern_fanin, result_files
 from nsa_exp.results.model_report import model_section
 from nsa_exp.results.schema import schema_errors
 
-from .helpers import REPO
+from .helpers import REPO, run_cli
 
 SEED = "results/raw/e1_h200_pre.json"
 SEED3 = {"schema_version": "1.0", "kind": "model_calibration_set", "name": "seed3", "routings": [
@@ -191,3 +191,26 @@ def test_a_one_slot_config_fits_with_gamma_exactly_one():
     points = [(rng.integers(0, 2000, size=64), m) for m in (3.0, 4.0, 5.5)]
     params, fitted = fit_params(points, n_sm=8, slots=1)
     assert params.gamma == 1.0 and params.a_ms >= 0 and params.c_ms >= 0 and len(fitted) == 3
+
+
+@pytest.mark.parametrize(("make", "args", "fragment"), [
+    (lambda p: p.write_bytes(b""), [], "not a .npy file (no NumPy header; empty file)"),
+    (lambda p: p.write_text("hello"), [], "not a .npy file"),
+    (lambda p: np.save(p, np.full((1, 100, 4, 16), -1, np.int32)), [], "T=100 is not a positive multiple"),
+    (None, ["--pattern", "local", "--T", "2097152"], "--T: 2097152 is not a positive multiple"),
+    (None, ["--pattern", "zipf", "--param", "exponent=1", "--param", "exponent=2"], "--param exponent: given twice"),
+])
+def test_predict_refuses_bad_routing_files_and_arguments_in_one_line(tmp_path, make, args, fragment):
+    path = tmp_path / "r.npy"
+    if make is not None:
+        make(path)
+        args = ["--routing-file", str(path)]
+    out = run_cli("predict", "--calibration", "results/model/h200_BQ1_w4_s2.json", *args)
+    assert out.returncode == 2 and fragment in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_predict_takes_heads_as_a_comma_list():
+    out = run_cli("predict", "--calibration", "results/model/h200_BQ1_w4_s2.json", "--pattern", "sink-heavy",
+                  "--param", "heads=0,1", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["predicted_ms"] > 0

@@ -19,11 +19,14 @@ from ..results.metadata import git_state, installed_packages, utc_now
 from ..results.model_report import plot_validation
 from ..results.schema import schema_version
 from ..results.store import check_writable, load_document, write_json
-from ..routing.files import load_routing_file
+from ..routing.edges import closed_form_edges, effective_edges
+from ..routing.files import read_routing_file, validate_block_indices
 from ..routing.patterns import generate_routing, pattern_from_entry
 from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
 from .points import check_same_setup, pattern_fanin, point_name, read_points, result_files, row_fanin, shape_at
 from .whatif import model_whatif
+
+MAX_T = 1048576  # schemas/config.schema.json's bound on T
 
 TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
 
@@ -128,35 +131,51 @@ def load_calibration(path: str) -> dict[str, Any]:
                          missing_hint="make one with python -m nsa_exp calibrate")
 
 
-def _param(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise UserError(f"--param {text!r}: write key=value (e.g. --param sinks=4)")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value
+def _params(texts: list[str]) -> dict[str, Any]:
+    """``--param k=v`` values: JSON where it parses (``exponent=0.5``, ``heads=[0,1]``), a comma list of
+    integers as a list (``heads=0,1``), else the text; a key given twice is refused."""
+    out: dict[str, Any] = {}
+    for text in texts:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise UserError(f"--param {text!r}: write key=value (e.g. --param sinks=4, --param heads=0,1)")
+        if key in out:
+            raise UserError(f"--param {key}: given twice ({out[key]!r} and {value!r}); give it once")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            parts = value.split(",")
+            out[key] = [int(p) for p in parts] if len(parts) > 1 and all(p.strip().lstrip("-").isdigit()
+                                                                          for p in parts) else value
+    return out
 
 
 def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.ndarray, str]:
     if (args.pattern is None) == (args.routing_file is None):
         raise UserError("predict: pass exactly one of --pattern NAME or --routing-file PATH")
     base = cal["shape"]
-    if args.T is not None and (args.T < 1 or args.T % base["block_size"]):
-        raise UserError(f"--T: {args.T} is not a positive multiple of block_size {base['block_size']}")
+    if args.T is not None and (args.T < 1 or args.T % base["block_size"] or args.T > MAX_T):
+        raise UserError(f"--T: {args.T} is not a positive multiple of block_size {base['block_size']} "
+                        f"up to {MAX_T} (the config schema's limit)")
     if args.pattern is not None:
         T = args.T or base["T"]
         shape = shape_at(base, T)
-        pattern = pattern_from_entry({"name": args.pattern, **dict(map(_param, args.param))}, "--pattern", shape)
+        pattern = pattern_from_entry({"name": args.pattern, **_params(args.param)}, "--pattern", shape)
         entry = {"name": pattern.name, **dict(pattern.params)}
         return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T)
-    try:
-        T = int(np.load(args.routing_file, mmap_mode="r").shape[1]) if args.routing_file.endswith(".npy") else None
-    except (OSError, ValueError, IndexError):
-        T = None
-    shape = shape_at(base, args.T or T or base["T"])
-    bi, _ = load_routing_file(args.routing_file, shape)
-    return row_fanin(bi, shape.block_size), f"{args.routing_file}@T={shape.T}"
+    raw, key, _ = read_routing_file(args.routing_file)
+    label = f"routing file {args.routing_file}" + (f" [{key}]" if key else "")
+    T = args.T or (int(raw.shape[1]) if raw.ndim == 4 else base["T"])
+    if T < 1 or T % base["block_size"] or T > MAX_T:
+        raise UserError(f"{label}: T={T} is not a positive multiple of block_size {base['block_size']} "
+                        f"up to {MAX_T}")
+    shape = shape_at(base, T)
+    validate_block_indices(raw, shape, label)
+    edges, closed = effective_edges(raw, shape.block_size), closed_form_edges(shape)
+    if edges != closed:
+        print(f"note: {label} has {edges:,} edges, not the closed form {closed:,} of T={T} "
+              f"(a routing with fewer slots filled; the prediction is for the edges it has)", file=sys.stderr)
+    return row_fanin(raw.astype(np.int32), shape.block_size), f"{args.routing_file}@T={shape.T}"
 
 
 def predict_command(args: argparse.Namespace) -> int:

@@ -115,8 +115,12 @@ def validate_block_indices(bi: np.ndarray, shape: Shape, label: str) -> None:
                         f"same (query, head); each (query, head) selects distinct blocks")
 
 
-def load_routing_file(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[str, Any]]:
-    """Read and validate a routing file: int32 ``[B,T,H,S]`` and ``{path, format, key, dtype, sha256}``."""
+def read_routing_file(path: str | Path) -> tuple[np.ndarray, str | None, bytes]:
+    """The raw array of a routing file (not yet validated), the key it came from, and the file's bytes.
+
+    Raises:
+        UserError: unsupported suffix, missing/unreadable file, not a .npy/.npz/.pt, several arrays.
+    """
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         raise UserError(f"routing file {path}: unsupported suffix {path.suffix!r}; use one of "
@@ -127,12 +131,22 @@ def load_routing_file(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[
         raise UserError(f"routing file {path} does not exist") from None
     except OSError as exc:
         raise UserError(f"routing file {path} cannot be read: {exc.strerror}") from None
+    if path.suffix.lower() == ".npy" and not data.startswith(b"\x93NUMPY"):
+        raise UserError(f"routing file {path}: not a .npy file (no NumPy header; "
+                        f"{'empty file' if not data else 'first bytes ' + repr(data[:8])}); save it with numpy.save")
     try:
         bi, key = _read_array(path)
     except UserError:
         raise
     except Exception as exc:  # a corrupt/foreign file: numpy, zipfile and torch raise many kinds
         raise UserError(f"routing file {path}: cannot be read as {path.suffix}: {_one_line(exc)}") from None
+    return bi, key, data
+
+
+def load_routing_file(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[str, Any]]:
+    """Read and validate a routing file: int32 ``[B,T,H,S]`` and ``{path, format, key, dtype, sha256}``."""
+    bi, key, data = read_routing_file(path)
+    path = Path(path)
     label = f"routing file {path}" + (f" [{key}]" if key else "")
     validate_block_indices(bi, shape, label)
     info = {"path": str(path), "format": path.suffix.lower().lstrip("."), "key": key, "dtype": str(bi.dtype),
