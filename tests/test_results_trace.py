@@ -26,7 +26,9 @@ NCU = ["results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json", "results/ncu/e1_
 def test_committed_results_md_regenerates_exactly(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     out = tmp_path / "RESULTS.md"
-    build_report(RESULT, REPEAT, NCU, str(out), str(tmp_path / "a.json"), "python -m nsa_exp report")
+    arms = sorted(str(p.relative_to(REPO)) for p in (REPO / "results" / "raw").glob("*_tune_*.json"))
+    build_report(RESULT, REPEAT, NCU, str(out), str(tmp_path / "a.json"), "python -m nsa_exp report",
+                 formal=True, autotune_matrix="results/autotune/e1_h200.json", tune_arms=arms)  # the CLI's defaults
     assert out.read_text() == (REPO / "docs" / "RESULTS.md").read_text()
 
 
