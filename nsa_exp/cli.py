@@ -18,12 +18,12 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
+from . import SWEEP_EXECUTORS
 from .errors import UserError
 from .model.doors import add_commands as add_model_commands
 from .routing.fanin import X_STATS
 from .routing.stages import STAGE_NAMES
 
-SWEEP_EXECUTORS = ("inline", "debug", "local", "slurm")  # nsa_exp.sweep imports them from here
 DEFAULT_CONFIG = "configs/e1_h100.json"
 Handler = Callable[[argparse.Namespace], int]
 

@@ -31,7 +31,7 @@ import pandas as pd
 import submitit
 
 from . import REPO_ROOT, RESULTS_DIR
-from .cli import SWEEP_EXECUTORS as EXECUTORS
+from . import SWEEP_EXECUTORS as EXECUTORS
 from .errors import UserError
 from .results.schema import load_schema, schema_errors, validate_or_raise
 from .results.store import write_frame, write_json

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
+from .report_ncu import md_table
 from .store import load_document, write_bytes_atomic
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
-            *["| " + " | ".join(r) + " |" for r in rows], ""]
+def _table_lines(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [md_table(header, rows), ""]
 
 
 def plot_validation(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
@@ -86,7 +86,7 @@ def _validation(doc: dict[str, Any], path: str) -> list[str]:
             f"({doc['target']['mean_abs_pct']}% / {limit}%). Over {limit}%: {', '.join(misses) or 'none'}. "
             f"{signs} of {s['n']} predictions are above the measurement (docs/MODEL.md discusses the bias).", "",
             f"![predicted vs measured](figures/model_validation_{doc['calibration']['name']}.png)", "",
-            *_table(["routing", "measured ms", "predicted ms", "error", "busy", "model: LPT saves ms",
+            *_table_lines(["routing", "measured ms", "predicted ms", "error", "busy", "model: LPT saves ms",
                      f"model: split F={doc['split_max_fanin']} saves ms"], _validation_rows(doc))]
 
 
@@ -100,7 +100,7 @@ def _whatif(doc: dict[str, Any], path: str) -> list[str]:
             "FLA's unmodified `prepare_block_csr` + `parallel_nsa_bwd_kernel_dkv` on an emulated schedule (B' "
             "batches, chunk j of each long CSR row in batch j) plus the reduction, each proven equal to the official "
             "wrapper's dK/dV; medians of csr + dkv_core (+ reduce) in interleaved rounds. Not the experiment's "
-            "measurement.", "", *_table(["pattern", "arm", "B'", "median ms", "saved ms"], rows)]
+            "measurement.", "", *_table_lines(["pattern", "arm", "B'", "median ms", "saved ms"], rows)]
 
 
 ADVICE = ("**Advice for FLA's maintainers.** The dK/dV kernel launches one program per (batch, KV head, KV block) in "
