@@ -134,10 +134,10 @@ def test_every_routing_matches_the_naive_oracle_where_routings_differ(fla_interp
         assert all(m["rel_l2"] < 2e-3 for m in metrics.values()), (name, metrics)
 
 
-# Issue 15: the packed (cu_seqlens) path, launch by launch. Three documents of 96, 128 and 32 tokens
-# (6 + 8 + 2 = 16 chunks of BS=16; the longest gives M = 8), document-local routings.
-VARLEN_SHAPE = Shape(B=1, T=256, HQ=16, H=1, K=32, V=32, S=4, block_size=16, dtype="float16")
-VARLEN_CU = np.array([0, 96, 224, 256], dtype=np.int32)
+# Issue 15: the packed (cu_seqlens) path, launch by launch. Three documents of 48, 64 and 16 tokens
+# (3 + 4 + 1 = 8 chunks of BS=16; the longest gives M = 4 > S = 2), document-local routings.
+VARLEN_SHAPE = Shape(B=1, T=128, HQ=16, H=1, K=32, V=32, S=2, block_size=16, dtype="float16")
+VARLEN_CU = np.array([0, 48, 112, 128], dtype=np.int32)
 RECORDED_VARLEN = RECORDED + ("prepare_chunk_indices", "prepare_lens")
 
 
@@ -151,12 +151,12 @@ def varlen_launch_log(fla_interpreter, monkeypatch):
     return log
 
 
-@pytest.mark.parametrize("pattern", [Pattern("local"), Pattern("sink-heavy", sinks=2)], ids=lambda p: p.name)
-def test_varlen_staged_launches_equal_official_and_gradients_match(pattern, varlen_launch_log, fla_interpreter):
+def test_varlen_staged_launches_equal_official_and_gradients_match(varlen_launch_log, fla_interpreter):
+    pattern = Pattern("sink-heavy", sinks=1)
     bi = generate_packed_routing(pattern, VARLEN_SHAPE, seed=11, cu=VARLEN_CU)
     inputs = fla_interpreter.make_inputs(VARLEN_SHAPE, 3, "cpu")
     staged = fla_interpreter.StagedBackward(fla_interpreter.make_problem(VARLEN_SHAPE, bi, inputs, VARLEN_CU))
-    assert staged.params.dkv_grid == (1, 16 * VARLEN_SHAPE.H) and staged.params.M == 8  # chunk-major grid
+    assert staged.params.dkv_grid == (1, 8 * VARLEN_SHAPE.H) and staged.params.M == 4  # chunk-major grid
     inter = staged.run_staged()
     staged_log = list(varlen_launch_log)
     varlen_launch_log.clear()
@@ -166,7 +166,7 @@ def test_varlen_staged_launches_equal_official_and_gradients_match(pattern, varl
     assert sorted(e[0] for e in official_log) == sorted(RECORDED_VARLEN)
     assert sorted(staged_log, key=lambda e: e[0]) == sorted(official_log, key=lambda e: e[0])
     dkv = next(e for e in official_log if e[0] == "parallel_nsa_bwd_kernel_dkv")
-    assert dkv[1] == (1, 16) and dkv[3]["cu_seqlens"][1:] == ((4,), "torch.int32", (1,))
+    assert dkv[1] == (1, 8) and dkv[3]["cu_seqlens"][1:] == ((4,), "torch.int32", (1,))
 
     result = {g: compare(a, b) for g, a, b in zip(("dq", "dk", "dv"), staged.gradients(), official, strict=True)}
     tol = load_config("configs/e1_h100.json").tolerances

@@ -154,8 +154,9 @@ class StagedBackward:
     def csr(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``prepare_block_csr`` with the wrapper's arguments: ``(csr_indices, csr_offsets)``."""
         p = self.p
-        return fla_nsa.prepare_block_csr(block_indices=p.block_indices, block_counts=p.block_counts, cu_seqlens=p.cu_seqlens,
-                                 chunk_indices=self.chunk_indices, num_blocks=self.params.M, block_size=p.shape.block_size)
+        return fla_nsa.prepare_block_csr(block_indices=p.block_indices, block_counts=p.block_counts,
+                                         cu_seqlens=p.cu_seqlens, chunk_indices=self.chunk_indices,
+                                         num_blocks=self.params.M, block_size=p.shape.block_size)
 
     def dq_core(self, lse: torch.Tensor, delta: torch.Tensor) -> None:
         """``parallel_nsa_bwd_kernel_dq`` on grid ``(T, NV, B*H)`` into the pre-allocated ``dq``."""

@@ -30,6 +30,7 @@ Routings: each document gets the registered generator at its own length (documen
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -116,13 +117,19 @@ def cu_seqlens(entry: Mapping[str, Any], T: int, block_size: int, where: str = "
     return np.concatenate([[0], np.cumsum(document_lengths(entry, T, block_size, where))]).astype(np.int32)
 
 
-def packing_record(cu: np.ndarray) -> dict[str, Any]:
-    """What a result records about a packing: document count, lengths summary, ``cu_seqlens`` and its sha256."""
+#: the dK/dV program order of each path (fla/ops/nsa/parallel.py and csr.py at 0a9b9f2)
+PROGRAM_ORDER = {"dense": "(b*H + h)*M + s (head-major)", "varlen": "(global_block)*H + h (chunk-major)"}
+
+
+def packing_record(cu: np.ndarray, closed_form_edges: int) -> dict[str, Any]:
+    """What a result records about a packing (schema ``packing`` in result/sweep_point): document count
+    and lengths, ``cu_seqlens`` (int32, as a list) and the sha256 of its bytes, the packed closed-form
+    edges and the dK/dV program order used."""
     cu = np.asarray(cu, dtype=np.int32)
     lengths = np.diff(cu)
     return {"documents": int(lengths.size), "min_length": int(lengths.min()), "max_length": int(lengths.max()),
             "cu_seqlens": cu.tolist(), "cu_seqlens_sha256": hashlib.sha256(cu.tobytes()).hexdigest(),
-            "program_order": "varlen: dK/dV program (global_block)*H + h (chunk-major)"}
+            "closed_form_edges": int(closed_form_edges), "program_order": PROGRAM_ORDER["varlen"]}
 
 
 def document_seed(seed: int, doc: int) -> int:
@@ -177,3 +184,21 @@ def local_positions(cu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     cu = np.asarray(cu, dtype=np.int64)
     doc = np.repeat(np.arange(cu.size - 1), np.diff(cu))
     return doc, np.arange(cu[-1], dtype=np.int64) - cu[doc]
+
+
+def packing_token(packing: dict[str, Any] | None) -> str:
+    """A file-name-safe label of a ``packing`` section (``dense`` for None).
+
+    >>> packing_token({"documents": 8192}), packing_token(None)
+    ('docs8192', 'dense')
+    >>> packing_token({"distribution": "lognormal", "mean": 4096, "sigma": 1.0, "seed": 0})
+    'lognormal4096s1seed0'
+    """
+    if packing is None:
+        return "dense"
+    if "documents" in packing:
+        return f"docs{packing['documents']}"
+    if "lengths" in packing:
+        return "lens" + hashlib.sha256(json.dumps(packing["lengths"]).encode()).hexdigest()[:8]
+    mean, sigma = packing.get("mean", 0), packing.get("sigma", 0)
+    return f"{packing.get('distribution')}{mean:g}s{sigma:g}seed{packing.get('seed')}"
