@@ -24,6 +24,7 @@ from nsa_exp.routing.packing import (
 from nsa_exp.routing.patterns import PATTERNS, generate_routing
 from nsa_exp.sweep import load_sweep, run_sweep, sweep_table
 
+from .helpers import assert_one_line_error, run_cli
 from .test_sweep import _sweep_config, fake_measure
 
 SHAPE = Shape(B=1, T=2048, HQ=64, H=2, K=64, V=64, S=8, block_size=64, dtype="bfloat16")
@@ -163,3 +164,28 @@ def test_the_committed_packing_sweep_covers_dense_and_five_packings():
     assert [p.packing_label for p in points] == ["dense", "docs32768", "docs8192", "docs4096", "docs2048",
                                                  "lognormal4096s1seed0"]
     assert {p.pattern["name"] for p in points} == {"sink-heavy"} and "full_bwd" not in points[0].stages
+
+
+CALIBRATION = "results/model/h200_BQ1_w4_s2.json"
+
+
+def test_predict_follows_the_varlen_program_order_from_a_packing_or_an_npz_cu_seqlens(tmp_path):
+    dense = json.loads(run_cli("predict", "--calibration", CALIBRATION, "--pattern", "sink-heavy", "--json").stdout)
+    one = json.loads(run_cli("predict", "--calibration", CALIBRATION, "--pattern", "sink-heavy",
+                             "--packing", '{"documents": 32768}', "--json").stdout)
+    # same rows (2048 programs > 264 slots), chunk-major order: the 16 sink rows (blocks 0..3 of the 4 heads)
+    # are programs 0..15 instead of h*512 + 0..3, so the model's makespan changes with the order alone
+    assert one["programs"] == dense["programs"] and one["predicted_ms"] < dense["predicted_ms"]
+    shape = Shape(**{**load_config("configs/e1_h100.json").shape.to_dict(), "T": 4096})
+    cu = cu_seqlens({"documents": 1024}, 4096, 64)
+    path = tmp_path / "packed.npz"
+    np.savez(path, block_indices=generate_packed_routing(Pattern("sink-heavy", sinks=4), shape, 0, cu), cu_seqlens=cu)
+    from_file = json.loads(run_cli("predict", "--calibration", CALIBRATION, "--routing-file", str(path),
+                                   "--json").stdout)
+    from_flag = json.loads(run_cli("predict", "--calibration", CALIBRATION, "--pattern", "sink-heavy", "--T", "4096",
+                                   "--packing", '{"documents": 1024}', "--json").stdout)
+    assert from_file["predicted_ms"] == from_flag["predicted_ms"]
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, block_indices=generate_routing(Pattern("local"), shape, 0), cu_seqlens=np.array([0, 1000, 4096]))
+    assert_one_line_error(run_cli("predict", "--calibration", CALIBRATION, "--routing-file", str(bad)),
+                          "cu_seqlens", "block_size")
