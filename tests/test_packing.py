@@ -7,9 +7,11 @@ import json
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from nsa_exp.errors import UserError
+from nsa_exp.results.packing_report import packing_section
 from nsa_exp.results.schema import schema_errors
 from nsa_exp.routing.config import Pattern, Shape, config_from_dict, load_config
 from nsa_exp.routing.edges import effective_edges, equal_edge_gate
@@ -189,3 +191,22 @@ def test_predict_follows_the_varlen_program_order_from_a_packing_or_an_npz_cu_se
     np.savez(bad, block_indices=generate_routing(Pattern("local"), shape, 0), cu_seqlens=np.array([0, 1000, 4096]))
     assert_one_line_error(run_cli("predict", "--calibration", CALIBRATION, "--routing-file", str(bad)),
                           "cu_seqlens", "block_size")
+
+
+def test_the_packing_report_section_renders_penalty_per_document_length_and_the_order_effect(tmp_path):
+    assert packing_section(tmp_path) == []
+    rows = []
+    for label, docs, dkv, local in [("lognormal4096s1seed0", 9, 20.0, 14.0), ("docs2048", 16, 16.0, 15.0),
+                                    ("dense", 1, 63.0, 15.0), ("docs32768", 1, 55.0, 15.5),
+                                    ("docs8192", 4, 30.0, 15.0)]:
+        rows.append({"packing": label, "documents": docs, "sweep": "s", "point_id": f"T32768-{label}-sink-heavy",
+                     "family": "sink-heavy", "params": "{}", "T": 32768, "edges": 1, "fanin_mean": 1.0,
+                     "fanin_max": 32768.0 / docs, "fanin_p99": 1.0, "fanin_cv": 1.0, "fanin_gini": 0.5,
+                     "dkv_median_ms": dkv, "dkv_p10_ms": dkv, "dkv_p90_ms": dkv, "csr_median_ms": 1.0,
+                     "local_dkv_median_ms": local, "ratio_vs_local": dkv / local})
+    (tmp_path / "results" / "sweeps").mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(tmp_path / "results" / "sweeps" / "sweep_packing_h200.csv", index=False)
+    text = "\n".join(packing_section(tmp_path))
+    order = [text.index(f"| {label}") for label in ("dense", "docs32768", "docs8192", "docs2048", "lognormal")]
+    assert order == sorted(order) and " 4.200 |" in text  # dense penalty 63 / 15
+    assert "dense 63.000 ms vs one document (varlen order) 55.000 ms (0.873×)" in text
