@@ -58,14 +58,18 @@ def _staged(launcher, pattern):
     return launcher.StagedBackward(launcher.make_problem(LAUNCH_SHAPE, bi, inputs))
 
 
-@pytest.fixture
-def launch_log(fla_interpreter, monkeypatch):
+def _record(monkeypatch, names) -> list:
     from fla.ops.nsa import parallel as fla_nsa  # noqa: PLC0415 - FLA after the interpreter setup
 
     log: list = []
-    for name in RECORDED:
+    for name in names:
         monkeypatch.setattr(fla_nsa, name, _Recorder(name, getattr(fla_nsa, name), log))
     return log
+
+
+@pytest.fixture
+def launch_log(fla_interpreter, monkeypatch):
+    return _record(monkeypatch, RECORDED)
 
 
 @pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.name)
@@ -143,12 +147,7 @@ RECORDED_VARLEN = RECORDED + ("prepare_chunk_indices", "prepare_lens")
 
 @pytest.fixture
 def varlen_launch_log(fla_interpreter, monkeypatch):
-    from fla.ops.nsa import parallel as fla_nsa  # noqa: PLC0415 - FLA after the interpreter setup
-
-    log: list = []
-    for name in RECORDED_VARLEN:
-        monkeypatch.setattr(fla_nsa, name, _Recorder(name, getattr(fla_nsa, name), log))
-    return log
+    return _record(monkeypatch, RECORDED_VARLEN)
 
 
 def test_varlen_staged_launches_equal_official_and_gradients_match(varlen_launch_log, fla_interpreter):
