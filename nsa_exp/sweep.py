@@ -19,6 +19,7 @@ process, sequential), or submitit's ``debug``, ``local`` (one job per GPU on thi
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import os
 import subprocess
@@ -36,6 +37,7 @@ from .errors import UserError
 from .results.schema import load_schema, schema_errors, validate_or_raise
 from .results.store import write_frame, write_json
 from .routing.config import config_from_dict, load_config, parse_config_bytes
+from .routing.packing import packing_token
 from .routing.patterns import BASELINE_PATTERN
 
 MEASURE = "nsa_exp.gpu.sweep_point:measure_point"
@@ -55,6 +57,9 @@ class Point:
     stages: tuple[str, ...]
     config: dict[str, Any]
     autotune_from: str | None
+    #: the point's ``packing`` section (None = dense); only sweeps with a ``packings`` axis label it
+    packing: dict[str, Any] | None = None
+    packing_label: str | None = None
 
     @property
     def routing_name(self) -> str:
@@ -107,21 +112,27 @@ def load_sweep(path: str | Path) -> list[Point]:
     base = load_config(REPO_ROOT / raw["base_config"]).raw
     timing = {**base["timing"], **raw.get("timing", {})}
     points, seen = [], set()
-    for T in raw["lengths"]:
-        for i, entry in enumerate(expand_patterns(raw["patterns"])):
-            pid = point_id(T, entry)
-            if pid in seen:
-                raise UserError(f"sweep.patterns[{i}]: point {pid} is listed twice")
-            seen.add(pid)
-            routings = [{"name": BASELINE_PATTERN}] + ([entry] if entry["name"] != BASELINE_PATTERN else [])
-            cfg = {**base, "name": pid[:64], "description": f"sweep {raw['name']} point {pid}",
-                   "shape": {**base["shape"], "T": T}, "patterns": routings, "timing": timing,
-                   "gpu": dict(raw["gpu"])}
-            try:
-                config_from_dict(cfg, source=str(path))
-            except UserError as exc:
-                raise UserError(f"sweep point {pid}: {exc}") from None
-            points.append(Point(raw["name"], pid, T, entry, tuple(raw["stages"]), cfg, raw.get("autotune_from")))
+    packings = raw.get("packings", [None])
+    grid = itertools.product(raw["lengths"], packings, enumerate(expand_patterns(raw["patterns"])))
+    for T, packing, (i, entry) in grid:
+        pid = point_id(T, entry)
+        if "packings" in raw:  # T32768-docs8192-sink-heavy-sinks4; sweeps without the axis keep their ids
+            pid = pid.replace(f"T{T}-", f"T{T}-{packing_token(packing)}-", 1)
+        if pid in seen:
+            raise UserError(f"sweep.patterns[{i}]: point {pid} is listed twice")
+        seen.add(pid)
+        routings = [{"name": BASELINE_PATTERN}] + ([entry] if entry["name"] != BASELINE_PATTERN else [])
+        cfg = {**base, "name": pid[:64], "description": f"sweep {raw['name']} point {pid}",
+               "shape": {**base["shape"], "T": T}, "patterns": routings, "timing": timing,
+               "gpu": dict(raw["gpu"])}
+        if packing is not None:
+            cfg["packing"] = packing
+        try:
+            config_from_dict(cfg, source=str(path))
+        except UserError as exc:
+            raise UserError(f"sweep point {pid}: {exc}") from None
+        points.append(Point(raw["name"], pid, T, entry, tuple(raw["stages"]), cfg, raw.get("autotune_from"),
+                            packing, packing_token(packing) if "packings" in raw else None))
     return points
 
 
@@ -244,7 +255,9 @@ def point_rows(doc: dict[str, Any]) -> dict[str, Any]:
     f, dkv = p["fanin"], p["stages"].get("dkv_core", {})
     base_dkv = base["stages"].get("dkv_core", {}).get("median_ms")
     params = {k: v for k, v in doc["point"]["pattern"].items() if k != "name"}
-    return {"sweep": doc["sweep"], "point_id": doc["point_id"], "family": routing,
+    packed = {"packing": doc["point"]["packing"], "documents": doc.get("packing", {}).get("documents", 1)} \
+        if "packing" in doc["point"] else {}
+    return {**packed, "sweep": doc["sweep"], "point_id": doc["point_id"], "family": routing,
             "params": json.dumps(params, sort_keys=True), "T": doc["point"]["T"], "edges": p["edges"],
             "fanin_mean": f["mean"], "fanin_max": f["max"], "fanin_p99": f["p99"], "fanin_cv": f["cv"],
             "fanin_gini": f["gini"], "dkv_median_ms": dkv.get("median_ms"), "dkv_p10_ms": dkv.get("p10_ms"),
@@ -263,7 +276,9 @@ def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.D
     for path in sorted(Path(out_dir).glob("*.json")):
         if point_done(path):
             docs.append(json.loads(path.read_text(encoding="utf-8")))
-    frame = pd.DataFrame([point_rows(d) for d in docs], columns=list(SWEEP_COLUMNS))
+    packed = any("packing" in d["point"] for d in docs)
+    frame = pd.DataFrame([point_rows(d) for d in docs], columns=list(SWEEP_COLUMNS) + (
+        ["packing", "documents"] if packed else []))
     frame = frame.sort_values(["family", "T", "point_id"], kind="stable").reset_index(drop=True)
     if csv_path is not None:
         write_frame(csv_path, frame, "sweep_row")

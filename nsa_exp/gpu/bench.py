@@ -27,6 +27,7 @@ from ..results.store import write_frame, write_json
 from ..results.summary import build_result, summary_frame
 from ..routing.config import Config
 from ..routing.fanin import routing_statistics
+from ..routing.packing import packing_record
 from ..routing.patterns import TUNE_PATTERN
 from .gates import gate_detail, run_gates
 from .journal import Journal, check_resumable
@@ -121,7 +122,7 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
         raise GateFailure(f"--tune-on: bench autotunes on {tune_on!r}; it is not among config.patterns {names}")
 
     inputs = make_inputs(config.shape, config.seeds.inputs, "cuda")
-    staged = {n: StagedBackward(make_problem(config.shape, routings[n], inputs)) for n in names}
+    staged = {n: StagedBackward(make_problem(config.shape, routings[n], inputs, config.cu_seqlens)) for n in names}
     fns = {n: staged[n].stage_callables() for n in names}
 
     # Autotune once, on local: one staged pass + the wrapper; every kernel's cache then holds one key.
@@ -175,7 +176,7 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
         mem = memory_accounting(s, inter["o"], inter["lse"])
         del inter
         per_pattern[n] = {"edges": int(gate_detail(gates, "equal_edges")["per_pattern"][n]),
-                          **routing_statistics(routings[n], config.shape.block_size),
+                          **routing_statistics(routings[n], config.shape.block_size, config.cu_seqlens),
                           "reproduces_official": repro, "memory": mem}
         torch.cuda.empty_cache()
 
@@ -188,6 +189,8 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
                   "same_config_all_patterns": same_config, **{k: v for k, v in arm.items() if k != "tuned_on"}},
         launch_guard_cycles=LAUNCH_GUARD_CYCLES, telemetry={"available": telemetry.handle is not None},
         metadata=metadata, wall_seconds=time.monotonic() - t_start, throttled=throttled)
+    if config.cu_seqlens is not None:
+        result["packing"] = packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
     write_json(output, result, "result")
     if summary is not None:
         write_frame(summary, summary_frame(result), "summary_row")

@@ -19,6 +19,7 @@ from ..environment import require_env
 from ..errors import GateFailure
 from ..routing.config import Config
 from ..routing.edges import equal_edge_gate
+from ..routing.packing import generate_packed_routing, packed_routing_violations
 from ..routing.patterns import generate_routing, routing_violations
 from .fla_source import verify_imported_fla
 
@@ -63,13 +64,17 @@ def fla_sources_gate() -> dict[str, Any]:
 
 
 def routings_gate(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Generate every pattern at the config's shape; invariants and the equal-edge gate must hold."""
-    routings = {p.name: generate_routing(p, config.shape, config.seeds.routing) for p in config.patterns}
+    """Generate every pattern at the config's shape (per document when packed); invariants and the
+    equal-edge gate (packed closed form when packed) must hold."""
+    cu, seed = config.cu_seqlens, config.seeds.routing
+    routings = {p.name: generate_routing(p, config.shape, seed) if cu is None else
+                generate_packed_routing(p, config.shape, seed, cu) for p in config.patterns}
     for name, bi in routings.items():
-        problems = routing_violations(bi, config.shape)
+        problems = routing_violations(bi, config.shape) if cu is None else \
+            packed_routing_violations(bi, config.shape, cu)
         if problems:
             raise GateFailure(f"routing {name}: {problems[0]}; the generator is broken (do not time this)")
-    return equal_edge_gate(routings, config.shape), routings
+    return equal_edge_gate(routings, config.shape, cu), routings
 
 
 def run_gates(config: Config, allow_gpu: bool, strict: bool = True) -> tuple[list[dict[str, Any]], dict]:

@@ -12,6 +12,13 @@ At FLA commit 0a9b9f2, ``fla.ops.nsa.parallel.parallel_nsa_bwd`` does, for dense
     parallel_nsa_bwd_kernel_dkv[(NV, B*H*M)](...)                                # stage dkv_core
     dk = dk.sum(0)
 
+With ``cu_seqlens`` (packed documents, B = 1) the wrapper is reached from ``ParallelNSAFunction``, whose
+forward prepares ``token_indices = prepare_token_indices(cu_seqlens)`` and whose backward passes it on;
+``parallel_nsa_bwd`` then prepares ``chunk_indices = prepare_chunk_indices(cu_seqlens, BS)``, takes
+``M = cdiv(prepare_lens(cu_seqlens).max().item(), BS)`` and launches dK/dV on ``(NV, len(chunk_indices)*H)``:
+program ``(global_block)*H + h``, chunk-major. We prepare the same three once, at construction (untimed;
+``full_bwd`` still pays them per call, as the wrapper does), with FLA's own ``prepare_*`` functions.
+
 :class:`StagedBackward` makes exactly those calls with exactly those arguments, but with ``dq``,
 ``dk`` and ``dv`` allocated once, outside any timed region, so each call can be timed alone. We call
 FLA's functions and its ``@triton.jit`` kernels, resolved through ``fla.ops.nsa.parallel`` exactly as
@@ -51,7 +58,8 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch
 
 @dataclass
 class Problem:
-    """Inputs of one NSA selection-attention problem (dense, ``block_counts = S``)."""
+    """Inputs of one NSA selection-attention problem (``block_counts = S``); ``cu_seqlens``: int32
+    ``[N+1]`` document boundaries of a packed row (B = 1), None for dense."""
 
     shape: Shape
     q: torch.Tensor
@@ -60,6 +68,7 @@ class Problem:
     do: torch.Tensor
     block_indices: torch.Tensor
     scale: float
+    cu_seqlens: torch.Tensor | None = None
 
     @property
     def block_counts(self) -> int:
@@ -75,11 +84,14 @@ def make_inputs(shape: Shape, seed: int, device: str | torch.device) -> dict[str
             for name, d in dims.items()}
 
 
-def make_problem(shape: Shape, block_indices: np.ndarray, inputs: dict[str, torch.Tensor]) -> Problem:
-    """Bundle shared random inputs with one routing (moved to the inputs' device as int32)."""
+def make_problem(shape: Shape, block_indices: np.ndarray, inputs: dict[str, torch.Tensor],
+                 cu_seqlens: np.ndarray | None = None) -> Problem:
+    """Bundle shared random inputs with one routing (moved to the inputs' device as int32) and, when
+    packed, its int32 ``cu_seqlens`` (the dtype FLA's ``prepare_cu_seqlens_from_lens`` gives)."""
     device = inputs["q"].device
     bi = torch.from_numpy(np.ascontiguousarray(block_indices, dtype=np.int32)).to(device)
-    return Problem(shape=shape, block_indices=bi, scale=shape.K ** -0.5, **inputs)
+    cu = None if cu_seqlens is None else torch.from_numpy(np.ascontiguousarray(cu_seqlens, dtype=np.int32)).to(device)
+    return Problem(shape=shape, block_indices=bi, scale=shape.K ** -0.5, cu_seqlens=cu, **inputs)
 
 
 @dataclass(frozen=True)
@@ -96,13 +108,15 @@ class LaunchParams:
     dkv_grid: tuple[int, int]
 
     @classmethod
-    def for_shape(cls, shape: Shape) -> LaunchParams:
+    def for_shape(cls, shape: Shape, varlen: tuple[int, int] | None = None) -> LaunchParams:
+        """``varlen``: ``(M, number of chunks)`` of a packed row (``M`` from the longest document)."""
         BK = max(triton.next_power_of_2(shape.K), 16)
         BV = max(triton.next_power_of_2(shape.V), 16)
         NV = triton.cdiv(shape.V, BV)
-        M = triton.cdiv(shape.T, shape.block_size)
+        M = triton.cdiv(shape.T, shape.block_size) if varlen is None else varlen[0]
+        NB = shape.B * shape.H * M if varlen is None else varlen[1] * shape.H
         return cls(BS=shape.block_size, BK=BK, BV=BV, NV=NV, M=M, G=shape.group_size,
-                   dq_grid=(shape.T, NV, shape.B * shape.H), dkv_grid=(NV, shape.B * shape.H * M))
+                   dq_grid=(shape.T, NV, shape.B * shape.H), dkv_grid=(NV, NB))
 
 
 class StagedBackward:
@@ -110,7 +124,14 @@ class StagedBackward:
 
     def __init__(self, problem: Problem):
         self.p = problem
-        self.params = LaunchParams.for_shape(problem.shape)
+        cu, BS = problem.cu_seqlens, problem.shape.block_size
+        self.token_indices = self.chunk_indices = None
+        varlen = None
+        if cu is not None:  # prepared as ParallelNSAFunction.forward / parallel_nsa_bwd prepare them
+            self.token_indices = fla_nsa.prepare_token_indices(cu)
+            self.chunk_indices = fla_nsa.prepare_chunk_indices(cu, BS)
+            varlen = (triton.cdiv(fla_nsa.prepare_lens(cu).max().item(), BS), self.chunk_indices.shape[0])
+        self.params = LaunchParams.for_shape(problem.shape, varlen)
         q, k, v = problem.q, problem.k, problem.v
         NV = self.params.NV
         # Pre-allocated outside any timed region, with the wrapper's shapes and dtypes.
@@ -119,11 +140,12 @@ class StagedBackward:
         self.dv = torch.empty(v.shape, dtype=v.dtype, device=q.device)
 
     def selection_fwd(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``parallel_nsa_fwd`` as ``ParallelNSAFunction.forward`` calls it (dense): ``(o, lse)``."""
+        """``parallel_nsa_fwd`` as ``ParallelNSAFunction.forward`` calls it: ``(o, lse)``."""
         p = self.p
         return fla_nsa.parallel_nsa_fwd(q=p.q, k=p.k, v=p.v, block_indices=p.block_indices,
                                         block_counts=p.block_counts, block_size=p.shape.block_size,
-                                        scale=p.scale)
+                                        scale=p.scale, cu_seqlens_q=p.cu_seqlens, cu_seqlens_k=p.cu_seqlens,
+                                        token_indices_q=self.token_indices)
 
     def delta_preprocess(self, o: torch.Tensor) -> torch.Tensor:
         """``delta = parallel_attn_bwd_preprocess(o, do)``: fp32 ``[B, T, HQ]``."""
@@ -132,15 +154,17 @@ class StagedBackward:
     def csr(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``prepare_block_csr`` with the wrapper's arguments: ``(csr_indices, csr_offsets)``."""
         p = self.p
-        return fla_nsa.prepare_block_csr(block_indices=p.block_indices, block_counts=p.block_counts, cu_seqlens=None,
-                                 chunk_indices=None, num_blocks=self.params.M, block_size=p.shape.block_size)
+        return fla_nsa.prepare_block_csr(block_indices=p.block_indices, block_counts=p.block_counts,
+                                         cu_seqlens=p.cu_seqlens, chunk_indices=self.chunk_indices,
+                                         num_blocks=self.params.M, block_size=p.shape.block_size)
 
     def dq_core(self, lse: torch.Tensor, delta: torch.Tensor) -> None:
         """``parallel_nsa_bwd_kernel_dq`` on grid ``(T, NV, B*H)`` into the pre-allocated ``dq``."""
         p, s, lp = self.p, self.p.shape, self.params
         fla_nsa.parallel_nsa_bwd_kernel_dq[lp.dq_grid](
             q=p.q, k=p.k, v=p.v, lse=lse, delta=delta, do=p.do, dq=self.dq,
-            block_indices=p.block_indices, block_counts=p.block_counts, cu_seqlens=None, token_indices=None,
+            block_indices=p.block_indices, block_counts=p.block_counts, cu_seqlens=p.cu_seqlens,
+            token_indices=self.token_indices,
             scale=p.scale, T=s.T, B=s.B, H=s.H, HQ=s.HQ, G=lp.G, K=s.K, V=s.V, S=s.S,
             BS=lp.BS, BK=lp.BK, BV=lp.BV,
         )
@@ -151,16 +175,18 @@ class StagedBackward:
         csr_indices, csr_offsets = csr
         fla_nsa.parallel_nsa_bwd_kernel_dkv[lp.dkv_grid](
             q=p.q, k=p.k, v=p.v, lse=lse, delta=delta, do=p.do, dk=self.dk, dv=self.dv, scale=p.scale,
-            csr_indices=csr_indices, csr_offsets=csr_offsets, cu_seqlens=None, chunk_indices=None,
+            csr_indices=csr_indices, csr_offsets=csr_offsets, cu_seqlens=p.cu_seqlens,
+            chunk_indices=self.chunk_indices,
             T=s.T, B=s.B, H=s.H, HQ=s.HQ, G=lp.G, K=s.K, V=s.V, TC=lp.M, BS=lp.BS, BK=lp.BK, BV=lp.BV,
         )
 
     def full_bwd(self, o: torch.Tensor, lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The official ``parallel_nsa_bwd`` as ``ParallelNSAFunction.backward`` calls it (dense)."""
+        """The official ``parallel_nsa_bwd`` as ``ParallelNSAFunction.backward`` calls it."""
         p = self.p
         return fla_nsa.parallel_nsa_bwd(q=p.q, k=p.k, v=p.v, o=o, lse=lse, do=p.do,
                                         block_indices=p.block_indices, block_counts=p.block_counts,
-                                        block_size=p.shape.block_size, scale=p.scale)
+                                        block_size=p.shape.block_size, scale=p.scale,
+                                        cu_seqlens=p.cu_seqlens, token_indices=self.token_indices)
 
     def gradients(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(dq.sum(0), dk.sum(0), dv)``: the wrapper's post-processing of the staged buffers."""

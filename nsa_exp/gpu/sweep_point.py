@@ -28,6 +28,7 @@ from ..results.store import write_json
 from ..results.summary import TIMING_METHOD, stage_summaries
 from ..routing.config import Shape, config_from_dict
 from ..routing.fanin import routing_statistics
+from ..routing.packing import packing_record
 from ..routing.stages import STAGE_NAMES
 from ..sweep import AUTOTUNE_FILE, Point
 from .gates import gate_detail, run_gates
@@ -109,7 +110,8 @@ def measure_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any
     pins, source = _pins(point, out_dir)
     if pins is not None:
         pin_autotune_configs(pins)
-    staged = {n: StagedBackward(make_problem(config.shape, routings[n], _INPUTS[key])) for n in names}
+    staged = {n: StagedBackward(make_problem(config.shape, routings[n], _INPUTS[key], config.cu_seqlens))
+              for n in names}
     t_tune = time.monotonic()
     if pins is None:
         staged[names[0]].run_staged()  # autotune on local, every kernel once
@@ -131,13 +133,18 @@ def measure_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any
     stats = stage_summaries(records, names, point.stages)
     edges = gate_detail(gates, "equal_edges")
     patterns = {n: {"params": config.pattern(n).to_dict(), "edges": int(edges["per_pattern"][n]),
-                    **routing_statistics(routings[n], config.shape.block_size), "stages": stats[n]} for n in names}
+                    **routing_statistics(routings[n], config.shape.block_size, config.cu_seqlens),
+                    "stages": stats[n]} for n in names}
     metadata = base_metadata()
     metadata["gpu"] = gpu_identity(Telemetry().device_info())
     del staged, fns
-    return {
+    point_record = {"T": point.T, "pattern": point.pattern, "baseline": names[0]}
+    packed = {} if config.cu_seqlens is None else {"packing": packing_record(config.cu_seqlens, edges["closed_form"])}
+    if point.packing_label is not None:
+        point_record["packing"] = point.packing_label
+    return {**packed,
         "schema_version": "1.0", "kind": "sweep_point", "name": config.name, "sweep": point.sweep,
-        "point_id": point.point_id, "point": {"T": point.T, "pattern": point.pattern, "baseline": names[0]},
+        "point_id": point.point_id, "point": point_record,
         "config": config.raw, "shape": config.shape.to_dict(), "gates": gates, "edges": edges,
         "autotune": {"source": source, "tune_seconds": tune_seconds, "kernels": kernels},
         "timing": {"method": TIMING_METHOD, "warmup_rounds": warmup, "repetitions": reps,

@@ -20,7 +20,9 @@ from ..results.model_report import plot_validation
 from ..results.schema import schema_version
 from ..results.store import check_writable, load_document, write_json
 from ..routing.edges import closed_form_edges, effective_edges
-from ..routing.files import read_routing_file, validate_block_indices
+from ..routing.fanin import csr_rows
+from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
+from ..routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
 from ..routing.patterns import generate_routing, pattern_from_entry
 from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
 from .points import check_same_setup, pattern_fanin, point_name, read_points, result_files, row_fanin, shape_at
@@ -150,6 +152,30 @@ def _params(texts: list[str]) -> dict[str, Any]:
     return out
 
 
+def _packing_arg(text: str | None) -> dict[str, Any] | None:
+    """``--packing`` JSON text (a config ``packing`` section) or None."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"--packing: not JSON ({exc.msg}); e.g. --packing '{{\"documents\": 8192}}'") from None
+    if not isinstance(value, dict):
+        raise UserError("--packing: must be a JSON object (documents, lengths or distribution)")
+    return value
+
+
+def _packed_file_fanin(raw: np.ndarray, shape: Any, cu: np.ndarray, label: str) -> np.ndarray:
+    """Per-row fan-in of a packed routing file in the varlen program order; UserError if a document breaks a rule."""
+    if not np.issubdtype(raw.dtype, np.integer) or raw.ndim != 4:
+        raise UserError(f"{label}: a packed routing is integer [1,T,H,S], got {raw.dtype} {list(raw.shape)}")
+    bi = raw.astype(np.int32)
+    problems = packed_routing_violations(bi, shape, cu)
+    if problems:
+        raise UserError(f"{label}: {problems[0]}")
+    return csr_rows(bi, shape.block_size, cu).fanin
+
+
 def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.ndarray, str]:
     if (args.pattern is None) == (args.routing_file is None):
         raise UserError("predict: pass exactly one of --pattern NAME or --routing-file PATH")
@@ -157,11 +183,16 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
     if args.T is not None and (args.T < 1 or args.T % base["block_size"] or args.T > MAX_T):
         raise UserError(f"--T: {args.T} is not a positive multiple of block_size {base['block_size']} "
                         f"up to {MAX_T} (the config schema's limit)")
+    packing = _packing_arg(args.packing)
     if args.pattern is not None:
         T = args.T or base["T"]
         shape = shape_at(base, T)
         pattern = pattern_from_entry({"name": args.pattern, **_params(args.param)}, "--pattern", shape)
         entry = {"name": pattern.name, **dict(pattern.params)}
+        if packing is not None:  # varlen program order (global_block)*H + h
+            cu = cu_seqlens(packing, T, shape.block_size, "--packing")
+            bi = generate_packed_routing(pattern, shape, cal["seed"], cu)
+            return csr_rows(bi, shape.block_size, cu).fanin, f"{point_name(entry, T)}-{packing_token(packing)}"
         return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T)
     raw, key, _ = read_routing_file(args.routing_file)
     label = f"routing file {args.routing_file}" + (f" [{key}]" if key else "")
@@ -170,6 +201,11 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
         raise UserError(f"{label}: T={T} is not a positive multiple of block_size {base['block_size']} "
                         f"up to {MAX_T}")
     shape = shape_at(base, T)
+    cu = read_cu_seqlens(args.routing_file, T, shape.block_size)
+    if packing is not None:
+        cu = cu_seqlens(packing, T, shape.block_size, "--packing")
+    if cu is not None:
+        return _packed_file_fanin(raw, shape, cu, label), f"{args.routing_file}@T={shape.T}-{len(cu) - 1}docs"
     validate_block_indices(raw, shape, label)
     edges, closed = effective_edges(raw, shape.block_size), closed_form_edges(shape)
     if edges != closed:

@@ -30,6 +30,8 @@ def add_commands(command: Any, common: argparse.ArgumentParser, bind: Callable[[
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="pattern parameter (repeatable)")
     p.add_argument("--T", type=int, help="sequence length (default the calibration's)")
     p.add_argument("--routing-file", help="block_indices .npy/.npz/.pt [B,T,H,S]")
+    p.add_argument("--packing", help="packed documents, a config packing section as JSON (e.g. "
+                   "'{\"documents\": 8192}'): varlen program order; a .npz routing may carry cu_seqlens instead")
     p.add_argument("--order", choices=ORDERS, default="program-id")
     p.add_argument("--json", action="store_true")
     p = command("model-validate", bind(handler, "model_validate"),

@@ -17,6 +17,7 @@ from .autotune_report import autotune_section
 from .config_drift import autotune_lines, drift_of, noise_spread, repeatability_lines
 from .metadata import base_metadata
 from .model_report import model_section
+from .packing_report import packing_section
 from .report_ncu import md_table as _table
 from .report_ncu import ncu_section
 from .schema import KINDS
@@ -200,7 +201,7 @@ def render(result: dict[str, Any], analysis: dict[str, Any], ncu: list[dict[str,
         out += _repeatability(analysis, names, stages, paths["repeat"], drift)
     out += _figure(Path(paths["result"]).stem, figures) + _fanin(result) + _stage_sum(analysis) + _memory(analysis)
     out += autotune_lines(result) + list(matrix) + ncu_section(ncu) + _findings(analysis, names, stages, drift)
-    out += sweep_section() + model_section()
+    out += sweep_section() + packing_section() + model_section()
     out += _reproduce(result, paths)
     return "\n".join(out)
 

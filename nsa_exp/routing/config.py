@@ -119,6 +119,8 @@ class Config:
     raw: dict[str, Any]
     #: ``smoke.oracle``: every routing vs FLA's naive oracle at M > S (absent = :data:`DEFAULT_ORACLE`).
     smoke_oracle: Shape | None = None
+    #: ``packing``: int32 ``cu_seqlens`` ``[N+1]`` of the packed documents (None = dense); see routing/packing.py.
+    cu_seqlens: Any = None
 
     def pattern(self, name: str) -> Pattern:
         for p in self.patterns:
@@ -202,6 +204,7 @@ def _oracle_shape(d: dict[str, Any]) -> Shape:
 def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     """Validate ``raw`` (schema, then semantics) and build a :class:`Config`."""
     # Deferred on purpose: patterns.py imports this module's Shape/Pattern (the registry validates params).
+    from .packing import cu_seqlens  # noqa: PLC0415
     from .patterns import pattern_from_entry  # noqa: PLC0415
 
     validate_or_raise(raw, "config", label="config")
@@ -211,6 +214,9 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UserError(f"config.patterns: pattern {dup[0]!r} is listed twice; list each pattern once")
+    packing = raw.get("packing")
+    if packing is not None and shape.B != 1:
+        raise UserError(f"config.shape.B: a packing needs B=1 (one packed row, FLA's cu_seqlens path), got {shape.B}")
     return Config(
         name=raw["name"],
         shape=shape,
@@ -224,6 +230,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
         source=source,
         raw=raw,
         smoke_oracle=_oracle_shape(raw["smoke"].get("oracle", DEFAULT_ORACLE)),
+        cu_seqlens=None if packing is None else cu_seqlens(packing, shape.T, shape.block_size),
     )
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import GateFailure
 from .config import Shape
+from .packing import packed_closed_form_edges
 
 
 def closed_form_edges(shape: Shape) -> int:
@@ -29,8 +30,9 @@ def closed_form_edges(shape: Shape) -> int:
     return shape.B * shape.H * per_head
 
 
-def effective_edges(block_indices: np.ndarray, block_size: int) -> int:
-    """Edges FLA's CSR kernel keeps for ``block_indices`` ``[B,T,H,S]`` (block_counts = S).
+def effective_edges(block_indices: np.ndarray, block_size: int, cu_seqlens: np.ndarray | None = None) -> int:
+    """Edges FLA's CSR kernel keeps for ``block_indices`` ``[B,T,H,S]`` (block_counts = S); packed
+    (``cu_seqlens``): ``M = ceil(max document length / BS)``, the varlen kernel's ``TC``.
 
     >>> import numpy as np
     >>> bi = np.array([[[[0, -1]], [[0, 1]], [[1, 2]], [[0, 3]]]], dtype=np.int32)  # B=1,T=4,H=1,S=2
@@ -38,20 +40,24 @@ def effective_edges(block_indices: np.ndarray, block_size: int) -> int:
     7
     """
     B, T, H, S = block_indices.shape
-    M = -(-T // block_size)
+    longest = T if cu_seqlens is None else int(np.diff(np.asarray(cu_seqlens, dtype=np.int64)).max())
+    M = -(-longest // block_size)
     t = np.arange(T, dtype=np.int64)[None, :, None, None]
     b = block_indices.astype(np.int64)
     keep = (b >= 0) & (b < M) & (b * block_size <= t)
     return int(keep.sum())
 
 
-def equal_edge_gate(routings: Mapping[str, np.ndarray], shape: Shape) -> dict:
+def equal_edge_gate(routings: Mapping[str, np.ndarray], shape: Shape, cu_seqlens: np.ndarray | None = None) -> dict:
     """Count every pattern's edges; all must equal each other and the closed form, or raise.
+
+    Packed (``cu_seqlens``): the packed closed form ``H * sum_docs sum_{t_local} min(S, t_local//BS + 1)``.
 
     Returns ``{"closed_form": int, "per_pattern": {name: int}, "equal": True}``.
     """
-    expected = closed_form_edges(shape)
-    counts = {name: effective_edges(bi, shape.block_size) for name, bi in routings.items()}
+    expected = closed_form_edges(shape) if cu_seqlens is None else \
+        packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu_seqlens)
+    counts = {name: effective_edges(bi, shape.block_size, cu_seqlens) for name, bi in routings.items()}
     bad = {name: c for name, c in counts.items() if c != expected}
     if bad:
         detail = ", ".join(f"{n}={c}" for n, c in counts.items())

@@ -42,20 +42,35 @@ class CsrRows:
     gaps: np.ndarray
 
 
-def csr_rows(block_indices: np.ndarray, block_size: int) -> CsrRows:
-    """Invert ``block_indices`` ``[B,T,H,S]`` into CSR rows with FLA's validity rule (see edges.py)."""
+def csr_rows(block_indices: np.ndarray, block_size: int, cu_seqlens: np.ndarray | None = None) -> CsrRows:
+    """Invert ``block_indices`` ``[B,T,H,S]`` into CSR rows with FLA's validity rule (see edges.py).
+
+    Rows are indexed by the dK/dV program id: dense ``(b*H + h)*M + block``; packed (``cu_seqlens``
+    int ``[N+1]``, ``B = 1``, document-local block ids) ``(global_block)*H + h`` with ``global_block =
+    chunk_offsets[doc] + block`` and ``M = ceil(max document length / BS)`` (``prepare_block_csr``).
+    """
     B, T, H, S = block_indices.shape
-    M = -(-T // block_size)
     b = block_indices.astype(np.int64)
     t = np.broadcast_to(np.arange(T, dtype=np.int64)[None, :, None, None], b.shape)
     head = np.broadcast_to(np.arange(H, dtype=np.int64)[None, None, :, None], b.shape)
-    batch = np.broadcast_to(np.arange(B, dtype=np.int64)[:, None, None, None], b.shape)
-    keep = (b >= 0) & (b < M) & (b * block_size <= t)
-    row = ((batch * H + head) * M + b)[keep]  # FLA's program id: (b*H + h)*M + block
+    if cu_seqlens is None:
+        M = -(-T // block_size)
+        batch = np.broadcast_to(np.arange(B, dtype=np.int64)[:, None, None, None], b.shape)
+        keep = (b >= 0) & (b < M) & (b * block_size <= t)
+        row = ((batch * H + head) * M + b)[keep]  # FLA's program id: (b*H + h)*M + block
+        n_rows = B * H * M
+    else:
+        lengths = np.diff(np.asarray(cu_seqlens, dtype=np.int64))
+        M = -(-int(lengths.max()) // block_size)
+        chunk_offsets = np.concatenate([[0], np.cumsum(-(-lengths // block_size))])
+        doc = np.repeat(np.arange(lengths.size), lengths)[None, :, None, None]
+        keep = (b >= 0) & (b < M) & (b * block_size <= t)  # prepare_block_csr_kernel's varlen mask
+        row = ((chunk_offsets[doc] + b) * H + head)[keep]  # FLA's varlen program id: (global_block)*H + h
+        n_rows = int(chunk_offsets[-1]) * H
     query = t[keep]
     order = np.lexsort((query, row))
     row, query = row[order], query[order]
-    fanin = np.bincount(row, minlength=B * H * M)
+    fanin = np.bincount(row, minlength=n_rows)
     same_row = row[1:] == row[:-1]
     gaps = (query[1:] - query[:-1])[same_row]
     starts = np.flatnonzero(np.r_[True, ~same_row]) if row.size else np.array([], dtype=np.int64)
@@ -109,9 +124,10 @@ def distribution_summary(values: np.ndarray) -> dict[str, float]:
     }
 
 
-def routing_statistics(block_indices: np.ndarray, block_size: int) -> dict[str, dict[str, float]]:
-    """``{"fanin": ..., "query_span": ..., "adjacent_gap": ...}`` for one routing."""
-    rows = csr_rows(block_indices, block_size)
+def routing_statistics(block_indices: np.ndarray, block_size: int,
+                       cu_seqlens: np.ndarray | None = None) -> dict[str, dict[str, float]]:
+    """``{"fanin": ..., "query_span": ..., "adjacent_gap": ...}`` for one routing (packed: ``cu_seqlens``)."""
+    rows = csr_rows(block_indices, block_size, cu_seqlens)
     return {
         "fanin": fanin_summary(rows.fanin),
         "query_span": distribution_summary(rows.span),

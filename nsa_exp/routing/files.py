@@ -30,6 +30,7 @@ from ..errors import GateFailure, UserError
 from .config import Shape
 from .edges import closed_form_edges, effective_edges
 from .fanin import routing_statistics
+from .packing import cu_seqlens as _packed_cu
 
 FORMATS = (".npy", ".npz", ".pt")
 NPZ_KEY = "block_indices"
@@ -141,6 +142,31 @@ def read_routing_file(path: str | Path) -> tuple[np.ndarray, str | None, bytes]:
     except Exception as exc:  # a corrupt/foreign file: numpy, zipfile and torch raise many kinds
         raise UserError(f"routing file {path}: cannot be read as {path.suffix}: {_one_line(exc)}") from None
     return bi, key, data
+
+
+CU_KEY = "cu_seqlens"
+
+
+def read_cu_seqlens(path: str | Path, T: int, block_size: int) -> np.ndarray | None:
+    """The int32 ``cu_seqlens`` stored next to ``block_indices`` in a ``.npz`` routing file (None when absent
+    or not a .npz); checked like a ``lengths`` packing (0 .. T, strictly increasing, whole blocks).
+
+    Raises:
+        UserError: the array is not 1-D integers or breaks a packing rule (one line naming it).
+    """
+    path = Path(path)
+    if path.suffix.lower() != ".npz":
+        return None
+    with np.load(path, allow_pickle=False) as z:
+        if CU_KEY not in z.files:
+            return None
+        cu = z[CU_KEY]
+    where = f"routing file {path} [{CU_KEY}]"
+    if cu.ndim != 1 or cu.size < 2 or not np.issubdtype(cu.dtype, np.integer) or cu[0] != 0:
+        raise UserError(f"{where}: must be 1-D integers starting at 0 (document boundaries), got {cu.dtype} "
+                        f"{list(cu.shape)}")
+    lengths = np.diff(cu.astype(np.int64))
+    return _packed_cu({"lengths": lengths.tolist()}, T, block_size, where)
 
 
 def load_routing_file(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[str, Any]]:
