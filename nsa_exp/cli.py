@@ -157,6 +157,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--formal", action="store_true", help="label the run formal although its embedded config has "
                    "no 'formal' field (results recorded before the field existed, e.g. e1_h100)")
 
+    p = command("compare", _cpu("compare"), "CPU only: bench result B vs A per pattern x stage: ratio of medians, "
+                "bootstrap CI, verdict same/faster/slower/unclear; exit 0 ok, 1 --fail-on hit, 2 bad input", common)
+    p.add_argument("a", metavar="A", help="reference bench result (results/raw/<name>.json)")
+    p.add_argument("b", metavar="B", help="bench result compared against A")
+    p.add_argument("--noise-from", nargs=2, metavar=("X", "Y"), help="a result and its independent repeat: the "
+                   "per-stage noise floor is their largest |median ratio - 1| (at least 0.5%%)")
+    p.add_argument("--floor", type=float, default=0.02, help="noise floor (fraction) without --noise-from "
+                   "(default 0.02)")
+    p.add_argument("--cycles", action="store_true", help="compare in SM-cycle space (ms x the SM clock NVML "
+                   "sampled after each round)")
+    p.add_argument("--fail-on", choices=("slower", "faster", "unclear", "any-change"), help="exit 1 when any "
+                   "verdict is this (any-change: anything but same)")
+    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--output", metavar="PATH", help="compare JSON path (default results/compare/<A>_vs_<B>.json; "
+                   "'' for none)")
+
     p = command("plot", _cpu("plot"), "figure: latency vs a fan-in statistic, one panel per backward stage", common)
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
     p.add_argument("--x", default="fanin_cv", choices=sorted(X_STATS), help="fan-in statistic on the x axis")
