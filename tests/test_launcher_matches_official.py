@@ -131,3 +131,15 @@ def test_every_routing_matches_the_naive_oracle_where_routings_differ(fla_interp
         metrics = naive_comparison(TINY_ORACLE, bi, seed=1, device="cpu")
         assert judge_naive(metrics, tol.naive_rel_l2, tol.naive_max_abs_rel, label=f"oracle {name}") == []
         assert all(m["rel_l2"] < 2e-3 for m in metrics.values()), (name, metrics)
+
+
+def test_wrapper_extra_stage_is_the_wrappers_reductions_and_every_stage_callable_runs(fla_interpreter):
+    staged = _staged(fla_interpreter, PATTERNS[2])
+    state: dict = {}
+    for fn in staged.stage_callables(state).values():  # the bench's data flow, wrapper_extra included
+        fn()
+    dq, dk = state["reduced"]
+    official = state["full"]
+    assert torch.equal(dq, official[0]) and dq.shape == official[0].shape and dq.dtype == official[0].dtype
+    assert dk.shape == official[1].shape and dk.dtype == official[1].dtype
+    assert compare(dk, official[1])["rel_l2"] <= load_config("configs/e1_h100.json").tolerances.dkv_rel_l2
