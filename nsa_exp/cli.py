@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "on itself (caches cleared between patterns) and time each under its own configs")
     p.add_argument("--autotune-from", metavar="RESULT", help="replay this bench result's autotune configs (tune "
                    "nothing); recorded as autotune.replayed_from")
+    p.add_argument("--cupti-rounds", type=int, default=5, help="rounds of the torch.profiler (CUPTI) cross-check "
+                   "after the timed rounds (default 5; 0 skips it)")
 
     p = command("autotune-matrix", _lazy("nsa_exp.gpu.autotune_matrix", "command"),
                 "time every autotune config x routing of dq_core/dkv_core (issue 11)", gpu)

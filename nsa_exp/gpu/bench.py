@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from .. import REPO_ROOT
 from ..errors import GateFailure
+from ..results.cupti import ROUNDS as CUPTI_ROUNDS
 from ..results.latency import round_orders
 from ..results.metadata import base_metadata
 from ..results.store import write_frame, write_json
@@ -28,6 +29,7 @@ from ..results.summary import build_result, summary_frame
 from ..routing.config import Config
 from ..routing.fanin import routing_statistics
 from ..routing.patterns import TUNE_PATTERN
+from .cupti import profile_kernel_times
 from .gates import gate_detail, run_gates
 from .journal import Journal, check_resumable
 from .telemetry import Telemetry, gpu_identity, throttled
@@ -97,13 +99,15 @@ def reproduction_gate(pattern: str, repro: dict[str, Any], dkv_rel_l2: float) ->
 def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str | Path | None,
               repetitions: int | None = None, resume: bool = False, discard_journal: bool = False,
               tune_on: str = TUNE_PATTERN, per_pattern: bool = False,
-              autotune_from: str | None = None) -> dict[str, Any]:
+              autotune_from: str | None = None, cupti_rounds: int = CUPTI_ROUNDS) -> dict[str, Any]:
     """The whole benchmark; returns the result document (already written).
 
     Tuning arm (issue 11; recorded under ``autotune``): ``tune_on`` (default ``local``, the seed's
     protocol) tunes once on that routing and reuses its configs; ``per_pattern`` tunes each routing on
     itself (autotuners reset between patterns) and re-pins each pattern's configs before its calls;
     ``autotune_from`` (a bench result) replays that run's configs, tuning nothing.
+    ``cupti_rounds`` (default 5; 0 skips it) profiled rounds after the timed ones give the ``cupti``
+    block (issue 14, :mod:`nsa_exp.gpu.cupti`).
     """
     t_start = time.monotonic()
     journal = Journal(REPO_ROOT, Path(output).stem)
@@ -163,6 +167,9 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
         raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
                           "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
 
+    cupti = profile_kernel_times(fns, config.timing.l2_flush_bytes, config.timing.flush, cupti_rounds,
+                                 before_pattern=pins and pins.before) if cupti_rounds else None
+
     per_pattern: dict[str, Any] = {}
     for n in names:
         s = staged[n]
@@ -188,6 +195,8 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
                   "same_config_all_patterns": same_config, **{k: v for k, v in arm.items() if k != "tuned_on"}},
         launch_guard_cycles=LAUNCH_GUARD_CYCLES, telemetry={"available": telemetry.handle is not None},
         metadata=metadata, wall_seconds=time.monotonic() - t_start, throttled=throttled)
+    if cupti is not None:
+        result["cupti"] = cupti
     write_json(output, result, "result")
     if summary is not None:
         write_frame(summary, summary_frame(result), "summary_row")
