@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default results/raw/*_tune_*.json)")
     p.add_argument("--formal", action="store_true", help="label the run formal although its embedded config has "
                    "no 'formal' field (results recorded before the field existed, e.g. e1_h100)")
+    p.add_argument("--h200", default="results/raw/e1_h200.json", help="the H200 formal result for the H100-vs-H200 "
+                   "section (a note when the file does not exist; '' for none)")
 
     p = command("compare", _cpu("compare"), "CPU only: bench result B vs A per pattern x stage: ratio of medians, "
                 "bootstrap CI, verdict same/faster/slower/unclear; exit 0 ok, 1 --fail-on hit, 2 bad input", common)

@@ -95,7 +95,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         str(p.relative_to(REPO_ROOT)) for p in (RESULTS_DIR / "raw").glob("*_tune_*.json"))
     build_report(args.result, args.repeat or None, ncu, args.output, analysis, command,
                  readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal,
-                 autotune_matrix=args.autotune_matrix or None, tune_arms=arms)
+                 autotune_matrix=args.autotune_matrix or None, tune_arms=arms, h200=args.h200 or None)
     print(f"wrote {args.output} and {analysis}")
     return 0
 
