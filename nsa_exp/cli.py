@@ -180,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("plot", _cpu("plot"), "figure: latency vs a fan-in statistic, one panel per backward stage", common)
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
     p.add_argument("--x", default="fanin_cv", choices=sorted(X_STATS), help="fan-in statistic on the x axis")
+    p.add_argument("--result", help="bench result naming the GPU (default results/raw/<summary stem>.json)")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
     p = command("flush-study", _cpu("flush_study"), "CPU only: choose the L2 flush policy from a GPU method study's "

@@ -133,7 +133,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    return _wrote(plot_fanin_latency(args.input, args.x, args.out_dir))
+    return _wrote(plot_fanin_latency(args.input, args.x, args.out_dir, args.result))
 
 
 def cmd_autotune_heatmap(args: argparse.Namespace) -> int:

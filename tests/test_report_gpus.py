@@ -4,6 +4,7 @@ render from whichever result holds the data, and say so where a result predates 
 from __future__ import annotations
 
 from nsa_exp.results.cupti import cupti_block
+from nsa_exp.results.plot import gpu_name
 from nsa_exp.results.report_gpus import cross_gpu_section, instrument_sections
 
 from .helpers import REPO
@@ -33,3 +34,11 @@ def test_instrument_tables_render_from_a_result_that_has_the_data():
     assert "| wrapper extra ms |" in text and "% of peak" in text
     del result["cupti"]
     assert "recorded before bench's CUPTI pass existed" in "\n".join(instrument_sections(result, "x.json"))
+
+
+def test_figures_name_the_gpu_the_result_recorded(tmp_path):
+    summaries = REPO / "results" / "summaries"
+    assert gpu_name(summaries / "e1_h100.csv") == "NVIDIA H100 80GB HBM3"
+    assert gpu_name(summaries / "e1_h200_post.csv") == "NVIDIA H200"
+    assert gpu_name(tmp_path / "x.csv") is None
+    assert gpu_name(summaries / "e1_h100.csv", RAW / "e1_h200_post.json") == "NVIDIA H200"
