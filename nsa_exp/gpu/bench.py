@@ -167,8 +167,13 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
         raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
                           "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
 
-    cupti = profile_kernel_times(fns, config.timing.l2_flush_bytes, config.timing.flush, cupti_rounds,
-                                 before_pattern=pins and pins.before) if cupti_rounds else None
+    cupti = None
+    try:  # a cross-check only: a host without CUPTI keeps its timed rounds, recorded without the block
+        cupti = profile_kernel_times(fns, config.timing.l2_flush_bytes, config.timing.flush, cupti_rounds,
+                                     before_pattern=pins and pins.before) if cupti_rounds else None
+    except (RuntimeError, OSError) as exc:
+        print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
+              file=sys.stderr)
 
     per_pattern: dict[str, Any] = {}
     for n in names:
