@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "on itself (caches cleared between patterns) and time each under its own configs")
     p.add_argument("--autotune-from", metavar="RESULT", help="replay this bench result's autotune configs (tune "
                    "nothing); recorded as autotune.replayed_from")
+    p.add_argument("--cupti-rounds", type=int, default=5, help="rounds of the torch.profiler (CUPTI) cross-check "
+                   "after the timed rounds (default 5; 0 skips it)")
 
     p = command("autotune-matrix", _lazy("nsa_exp.gpu.autotune_matrix", "command"),
                 "time every autotune config x routing of dq_core/dkv_core (issue 11)", gpu)
@@ -156,10 +158,29 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default results/raw/*_tune_*.json)")
     p.add_argument("--formal", action="store_true", help="label the run formal although its embedded config has "
                    "no 'formal' field (results recorded before the field existed, e.g. e1_h100)")
+    p.add_argument("--h200", default="results/raw/e1_h200.json", help="the H200 formal result for the H100-vs-H200 "
+                   "section (a note when the file does not exist; '' for none)")
+
+    p = command("compare", _cpu("compare"), "CPU only: bench result B vs A per pattern x stage: ratio of medians, "
+                "bootstrap CI, verdict same/faster/slower/unclear; exit 0 ok, 1 --fail-on hit, 2 bad input", common)
+    p.add_argument("a", metavar="A", help="reference bench result (results/raw/<name>.json)")
+    p.add_argument("b", metavar="B", help="bench result compared against A")
+    p.add_argument("--noise-from", nargs=2, metavar=("X", "Y"), help="a result and its independent repeat: the "
+                   "per-stage noise floor is their largest |median ratio - 1| (at least 0.5%%)")
+    p.add_argument("--floor", type=float, default=0.02, help="noise floor (fraction) without --noise-from "
+                   "(default 0.02)")
+    p.add_argument("--cycles", action="store_true", help="compare in SM-cycle space (ms x the SM clock NVML "
+                   "sampled after each round)")
+    p.add_argument("--fail-on", choices=("slower", "faster", "unclear", "any-change"), help="exit 1 when any "
+                   "verdict is this (any-change: anything but same)")
+    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--output", metavar="PATH", help="compare JSON path (default results/compare/<A>_vs_<B>.json; "
+                   "'' for none)")
 
     p = command("plot", _cpu("plot"), "figure: latency vs a fan-in statistic, one panel per backward stage", common)
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
     p.add_argument("--x", default="fanin_cv", choices=sorted(X_STATS), help="fan-in statistic on the x axis")
+    p.add_argument("--result", help="bench result naming the GPU (default results/raw/<summary stem>.json)")
     p.add_argument("--out-dir", default="docs/figures", help="where the PNG and SVG go")
 
     p = command("flush-study", _cpu("flush_study"), "CPU only: choose the L2 flush policy from a GPU method study's "

@@ -16,6 +16,8 @@ from pathlib import Path
 from . import REPO_ROOT, RESULTS_DIR
 from .errors import UserError
 from .results.autotune_plot import plot_autotune_heatmap
+from .results.compare import format_table as format_compare_table
+from .results.compare import run_compare
 from .results.flush_study import flush_study
 from .results.flush_study import format_table as format_flush_table
 from .results.lock import write_lock
@@ -93,9 +95,27 @@ def cmd_report(args: argparse.Namespace) -> int:
         str(p.relative_to(REPO_ROOT)) for p in (RESULTS_DIR / "raw").glob("*_tune_*.json"))
     build_report(args.result, args.repeat or None, ncu, args.output, analysis, command,
                  readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal,
-                 autotune_matrix=args.autotune_matrix or None, tune_arms=arms)
+                 autotune_matrix=args.autotune_matrix or None, tune_arms=arms, h200=args.h200 or None)
     print(f"wrote {args.output} and {analysis}")
     return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    if args.resamples < 1:
+        raise UserError(f"--resamples: {args.resamples} is not a positive integer")
+    output = (f"results/compare/{Path(args.a).stem}_vs_{Path(args.b).stem}{'_cycles' if args.cycles else ''}.json"
+              if args.output is None else args.output)
+    if output:
+        check_writable(output)
+    doc, code = run_compare(args.a, args.b, output or None, noise_from=args.noise_from, floor=args.floor,
+                            cycles=args.cycles, fail_on=args.fail_on, resamples=args.resamples)
+    print(format_compare_table(doc))
+    if output:
+        print(f"wrote {output}")
+    if code:
+        print(f"--fail-on {args.fail_on}: {sum(doc['counts'][v] for v in doc['counts'] if v != 'same')} "
+              f"verdict(s) other than same; exit 1", file=sys.stderr)
+    return code
 
 
 def cmd_flush_study(args: argparse.Namespace) -> int:
@@ -113,7 +133,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    return _wrote(plot_fanin_latency(args.input, args.x, args.out_dir))
+    return _wrote(plot_fanin_latency(args.input, args.x, args.out_dir, args.result))
 
 
 def cmd_autotune_heatmap(args: argparse.Namespace) -> int:

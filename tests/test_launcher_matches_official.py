@@ -93,6 +93,10 @@ def test_staged_launches_equal_official_and_gradients_match(pattern, launch_log,
     assert judge_staged(pattern.name, result, tol.dkv_rel_l2, tol.dkv_max_ulp) == []
     assert result["dq"]["bit_exact"]
     assert all(torch.isfinite(t).all() for t in official) and official[1].abs().sum() > 0
+    # The wrapper_extra stage (issue 14) is the wrapper's own post-processing: same reductions, shapes, dtypes.
+    dq, dk = staged.wrapper_extra()
+    assert torch.equal(dq, official[0]) and (dk.shape, dk.dtype) == (official[1].shape, official[1].dtype)
+    assert compare(dk, official[1])["rel_l2"] == result["dk"]["rel_l2"]
 
 
 def test_a_wrong_launch_is_caught(fla_interpreter):

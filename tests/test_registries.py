@@ -30,7 +30,8 @@ def test_builtin_patterns_are_registered_in_order():
 
 
 def test_stage_table_is_the_one_vocabulary():
-    assert STAGE_NAMES == ("selection_fwd", "delta_preprocess", "csr", "dq_core", "dkv_core", "full_bwd")
+    assert STAGE_NAMES == ("selection_fwd", "delta_preprocess", "csr", "dq_core", "dkv_core", "wrapper_extra",
+                           "full_bwd")
     assert BACKWARD_STAGES == ("delta_preprocess", "csr", "dq_core", "dkv_core")
     assert set(PANEL_ORDER) <= set(STAGE_NAMES)
     assert all(s.panel_title for s in STAGES if s.name in PANEL_ORDER)

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from .. import REPO_ROOT
 from ..errors import GateFailure
+from ..results.cupti import ROUNDS as CUPTI_ROUNDS
 from ..results.latency import round_orders
 from ..results.metadata import base_metadata
 from ..results.store import write_frame, write_json
@@ -29,6 +30,7 @@ from ..routing.config import Config
 from ..routing.fanin import routing_statistics
 from ..routing.packing import packing_record
 from ..routing.patterns import TUNE_PATTERN
+from .cupti import profile_kernel_times
 from .gates import gate_detail, run_gates
 from .journal import Journal, check_resumable
 from .telemetry import Telemetry, gpu_identity, throttled
@@ -98,13 +100,15 @@ def reproduction_gate(pattern: str, repro: dict[str, Any], dkv_rel_l2: float) ->
 def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str | Path | None,
               repetitions: int | None = None, resume: bool = False, discard_journal: bool = False,
               tune_on: str = TUNE_PATTERN, per_pattern: bool = False,
-              autotune_from: str | None = None) -> dict[str, Any]:
+              autotune_from: str | None = None, cupti_rounds: int = CUPTI_ROUNDS) -> dict[str, Any]:
     """The whole benchmark; returns the result document (already written).
 
     Tuning arm (issue 11; recorded under ``autotune``): ``tune_on`` (default ``local``, the seed's
     protocol) tunes once on that routing and reuses its configs; ``per_pattern`` tunes each routing on
     itself (autotuners reset between patterns) and re-pins each pattern's configs before its calls;
     ``autotune_from`` (a bench result) replays that run's configs, tuning nothing.
+    ``cupti_rounds`` (default 5; 0 skips it) profiled rounds after the timed ones give the ``cupti``
+    block (issue 14, :mod:`nsa_exp.gpu.cupti`).
     """
     t_start = time.monotonic()
     journal = Journal(REPO_ROOT, Path(output).stem)
@@ -164,6 +168,14 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
         raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
                           "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
 
+    cupti = None
+    try:  # a cross-check only: a host without CUPTI keeps its timed rounds, recorded without the block
+        cupti = profile_kernel_times(fns, config.timing.l2_flush_bytes, config.timing.flush, cupti_rounds,
+                                     before_pattern=pins and pins.before) if cupti_rounds else None
+    except (RuntimeError, OSError) as exc:
+        print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
+              file=sys.stderr)
+
     per_pattern: dict[str, Any] = {}
     for n in names:
         s = staged[n]
@@ -191,6 +203,8 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
         metadata=metadata, wall_seconds=time.monotonic() - t_start, throttled=throttled)
     if config.cu_seqlens is not None:
         result["packing"] = packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
+    if cupti is not None:
+        result["cupti"] = cupti
     write_json(output, result, "result")
     if summary is not None:
         write_frame(summary, summary_frame(result), "summary_row")

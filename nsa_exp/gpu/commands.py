@@ -52,13 +52,16 @@ def bench(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.repetitions is not None and args.repetitions < 1:
         raise UserError("--repetitions: must be a positive integer")
+    if args.cupti_rounds < 0:
+        raise UserError("--cupti-rounds: must be 0 (skip the CUPTI pass) or a positive integer")
     name = args.name or config.name
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
     check_bench_arm(config, args)
     check_writable(out, summary)
     result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal,
-                       tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from)
+                       tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
+                       cupti_rounds=args.cupti_rounds)
     print(format_summary(result))
     print(f"wrote {out} and {summary}")
     return 0

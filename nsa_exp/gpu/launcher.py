@@ -36,6 +36,7 @@ Example (on a GPU, or on a CPU under ``TRITON_INTERPRET=1`` with float16)::
     csr = staged.csr()
     staged.dq_core(lse, delta)
     staged.dkv_core(lse, delta, csr)
+    staged.wrapper_extra()                   # the wrapper's allocations and dq/dk reductions, timed alone
     dq, dk, dv = staged.gradients()          # == parallel_nsa_bwd(...) (dq bit-exact)
 """
 
@@ -188,6 +189,17 @@ class StagedBackward:
                                         block_size=p.shape.block_size, scale=p.scale,
                                         cu_seqlens=p.cu_seqlens, token_indices=self.token_indices)
 
+    def wrapper_extra(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """What ``parallel_nsa_bwd`` does beyond the staged calls: allocate its ``dq``/``dk``/``dv`` buffers
+        (``torch.empty``, the wrapper's shapes and dtypes) and reduce ``dq.sum(0)``, ``dk.sum(0)`` over the
+        NV dim. The sums read the staged buffers (same shapes and dtypes, filled by this round's
+        dq_core/dkv_core); returns the reduced ``(dq, dk)``."""
+        q, k, v, NV = self.p.q, self.p.k, self.p.v, self.params.NV
+        torch.empty(NV, *q.shape, dtype=q.dtype if NV == 1 else torch.float, device=q.device)
+        torch.empty(NV, *k.shape, dtype=k.dtype if NV == 1 else torch.float, device=q.device)
+        torch.empty(v.shape, dtype=v.dtype, device=q.device)
+        return self.dq.sum(0), self.dk.sum(0)
+
     def gradients(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(dq.sum(0), dk.sum(0), dv)``: the wrapper's post-processing of the staged buffers."""
         return self.dq.sum(0), self.dk.sum(0), self.dv
@@ -225,11 +237,14 @@ class StagedBackward:
         def dkv_core() -> None:
             self.dkv_core(state["lse"], state["delta"], state["csr"])
 
+        def wrapper_extra() -> None:
+            state["reduced"] = self.wrapper_extra()
+
         def full_bwd() -> None:
             state["full"] = self.full_bwd(state["o"], state["lse"])
 
         fns = {"selection_fwd": selection_fwd, "delta_preprocess": delta_preprocess, "csr": csr,
-               "dq_core": dq_core, "dkv_core": dkv_core, "full_bwd": full_bwd}
+               "dq_core": dq_core, "dkv_core": dkv_core, "wrapper_extra": wrapper_extra, "full_bwd": full_bwd}
         return {name: fns[name] for name in stages.STAGE_NAMES}
 
 

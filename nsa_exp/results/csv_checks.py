@@ -22,6 +22,7 @@ import math
 from typing import Any
 
 from ..errors import UserError
+from ..routing.stages import OPTIONAL_STAGES
 from ..routing.stages import STAGE_NAMES as STAGES
 from .schema import SUMMARY_COLUMNS
 
@@ -119,7 +120,7 @@ def table_problems(header: list[str], rows: list[dict[str, str]]) -> Problems:
             problems.append((f"$[{i}].mean_ms", f"{_where(i, row)}: mean_ms {v['mean_ms']} < min_ms {v['min_ms']}"))
     for p in patterns:
         for stage in STAGES:
-            if (p, stage) not in seen:
+            if (p, stage) not in seen and stage not in OPTIONAL_STAGES:
                 problems.append(("$", f"no row for pattern {p!r} stage {stage!r}"))
         mine = [(i, r) for i, r in enumerate(rows) if r.get("pattern") == p]
         for col in ("edges", *FANIN_COLUMNS):

@@ -39,7 +39,7 @@ from ..errors import UserError
 from ..routing.config import Pattern, Shape, config_from_dict
 from ..routing.edges import effective_edges
 from ..routing.fanin import routing_statistics
-from ..routing.stages import BACKWARD_STAGES
+from ..routing.stages import BACKWARD_STAGES, LEGACY_STAGE_NAMES
 from ..routing.stages import STAGE_NAMES as STAGES
 from .latency import LAUNCH_GUARD_CYCLES, round_orders
 from .recompute_records import (
@@ -166,6 +166,17 @@ def _ratios(doc: dict[str, Any], add: Add) -> None:
         if not (math.isfinite(ratio) and _close(rec["ratio"], ratio)):
             problems.append((f"$.patterns.{name}.stage_sum_vs_full_bwd.ratio",
                              f"recorded {rec['ratio']}, stage sum / full_bwd median = {ratio}"))
+        if ("itemised_ratio" in rec) != ("wrapper_extra" in st):
+            problems.append((f"$.patterns.{name}.stage_sum_vs_full_bwd", "itemised_ratio and the wrapper_extra "
+                             "stage must be recorded together"))
+        elif "itemised_ratio" in rec:
+            extra = st["wrapper_extra"]["median_ms"]
+            itemised = (stage_sum + extra) / full if full else float("nan")
+            if not (_close(rec["wrapper_extra_median_ms"], extra) and math.isfinite(itemised)
+                    and _close(rec["itemised_ratio"], itemised)):
+                problems.append((f"$.patterns.{name}.stage_sum_vs_full_bwd.itemised_ratio",
+                                 f"recorded {rec['itemised_ratio']}, (stage sum + wrapper_extra) / full_bwd "
+                                 f"median = {itemised}"))
     add("ratio_recompute", problems)
 
 
@@ -173,8 +184,9 @@ def _timing(doc: dict[str, Any], config: Any, add: Add) -> None:
     t, ct = doc["timing"], config.timing
     problems: Problems = []
     reps, warm = t["repetitions"], t["warmup_rounds"]
+    stages = list(STAGES) if "wrapper_extra" in t["stages"] else list(LEGACY_STAGE_NAMES)  # older: no wrapper_extra
     for key, want in (("warmup_rounds", ct.warmup_rounds), ("order_mode", ct.order), ("order_seed", config.seeds.order),
-                      ("l2_flush_bytes", ct.l2_flush_bytes), ("stages", list(STAGES)),
+                      ("l2_flush_bytes", ct.l2_flush_bytes), ("stages", stages),
                       ("launch_guard_cycles", LAUNCH_GUARD_CYCLES), ("flush_policy", ct.flush)):
         got = t.get(key, "write") if key == "flush_policy" else t[key]  # absent = recorded before the field
         if got != want:

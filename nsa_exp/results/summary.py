@@ -33,6 +33,16 @@ def stage_summaries(records: Sequence[Mapping[str, Any]], patterns: Sequence[str
     return out
 
 
+def recorded_stages(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The stages the records timed, in Stage-table order (results recorded before an optional stage
+    existed lack it; every record of one run times the same stages).
+
+    >>> recorded_stages([{"ms": {"full_bwd": 1.0, "csr": 0.1}}])
+    ('csr', 'full_bwd')
+    """
+    return tuple(s for s in STAGE_NAMES if records and s in records[0]["ms"])
+
+
 def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate_detail: Any,
                  records: Sequence[Mapping[str, Any]], per_pattern: Mapping[str, Mapping[str, Any]],
                  autotune: Mapping[str, Any], orders: list[list[str]], repetitions: int, resumed: bool,
@@ -44,17 +54,22 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
     (``fanin`` ...), ``reproduces_official`` and ``memory``. ``gate_detail(gates, name)`` reads a gate.
     """
     names = [p.name for p in config.patterns]
-    stats = stage_summaries(records, names, STAGE_NAMES)
+    timed = recorded_stages(records)
+    stats = stage_summaries(records, names, timed)
     patterns: dict[str, Any] = {}
     for n in names:
         extra = dict(per_pattern[n])
         med = {k: v["median_ms"] for k, v in stats[n].items()}
         stage_sum = sum(med[k] for k in BACKWARD_STAGES)
         repro, mem = extra.pop("reproduces_official"), extra.pop("memory")
+        vs_full = {"stage_sum_median_ms": stage_sum, "full_bwd_median_ms": med["full_bwd"],
+                   "ratio": stage_sum / med["full_bwd"]}
+        if "wrapper_extra" in med:
+            vs_full.update(wrapper_extra_median_ms=med["wrapper_extra"],
+                           itemised_ratio=(stage_sum + med["wrapper_extra"]) / med["full_bwd"])
         patterns[n] = {
             "params": config.pattern(n).to_dict(), **extra, "stages": stats[n],
-            "stage_sum_vs_full_bwd": {"stage_sum_median_ms": stage_sum, "full_bwd_median_ms": med["full_bwd"],
-                                      "ratio": stage_sum / med["full_bwd"]},
+            "stage_sum_vs_full_bwd": vs_full,
             "reproduces_official": repro, "memory": mem,
         }
     samples = [{"round": r["round"], "pattern": r["pattern"], "warmup": r["warmup"],
@@ -81,7 +96,7 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
             "flush_policy": config.timing.flush,
             "launch_guard_cycles": launch_guard_cycles,
             "percentile_method": PERCENTILE_METHOD,
-            "stages": list(STAGE_NAMES),
+            "stages": list(timed),
             "resumed": resumed,
         },
         "patterns": patterns,

@@ -14,7 +14,7 @@ Each check has a name and, when it fails, a message with the JSON path it concer
    from its raw observations), ``min_observations`` (each stage has at least the run's recorded
    repetitions), ``latencies_positive_finite``, ``fla_commit`` (the pinned commit, verification
    passed), ``environment_recorded`` (GPU, driver, versions), ``stage_sum_plausible`` (stage-sum over
-   full_bwd recomputes and lies in [0.75, 1.25]).
+   full_bwd recomputes and lies in [0.75, 1.25]), ``cupti_agreement`` (with a ``cupti`` block).
 
 4. Then ``recompute.bench_recompute``: every other derived number recomputed from its source, or listed
    under ``unverified`` (``config_semantics``, ``pattern_set``, ``routing_recompute``,
@@ -44,6 +44,7 @@ from ..routing.patterns import generate_routing
 from ..routing.stages import BACKWARD_STAGES
 from .autotune_checks import autotune_arm_problems, matrix_checks
 from .csv_checks import json_problems, read_csv, table_problems, typed_value
+from .cupti import cupti_problems
 from .latency import PERCENTILES
 from .recompute import bench_recompute, sweep_point_recompute
 from .schema import KINDS, SUMMARY_COLUMNS, schema_errors, schema_version
@@ -192,9 +193,7 @@ def _validate_csv(data: bytes, checks: _Checks, name: str = "<csv>",
 
 def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Validate one file's bytes; returns the validation report (schema ``validation_report``).
-
-    ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON.
-    """
+    ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON."""
     checks = _Checks()
     report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
     if not checks.add("file_size", [] if len(data) <= MAX_BYTES else
@@ -227,6 +226,8 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
     if schema_ok and kind == "bench_result":
         _bench_checks(doc, checks)
         checks.add("autotune_arm", autotune_arm_problems(doc))
+        if "cupti" in doc:  # issue 14: CUDA-event vs kernel-time medians (nsa_exp.results.cupti states the rule)
+            checks.add("cupti_agreement", cupti_problems(doc))
         extra = bench_recompute(doc, checks.add, generate_routing)
     elif schema_ok and kind == "autotune_matrix":
         matrix_checks(doc, checks.add)
@@ -273,8 +274,7 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     if size > MAX_BYTES:
-        checks = _Checks()
-        checks.add("file_size", [("$", f"{size} bytes > {MAX_BYTES} (refused before parsing)")])
+        (checks := _Checks()).add("file_size", [("$", f"{size} bytes > {MAX_BYTES} (refused before parsing)")])
         return {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": str(path), "passed": False,
                 "checks": checks.items}
     try:

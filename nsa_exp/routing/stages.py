@@ -5,7 +5,9 @@ The FLA objects are named by string (attributes of ``fla.ops.nsa.parallel``) and
 gpu tier (:mod:`nsa_exp.gpu.launcher`), so this module stays importable without torch.
 
 >>> STAGE_NAMES
-('selection_fwd', 'delta_preprocess', 'csr', 'dq_core', 'dkv_core', 'full_bwd')
+('selection_fwd', 'delta_preprocess', 'csr', 'dq_core', 'dkv_core', 'wrapper_extra', 'full_bwd')
+>>> LEGACY_STAGE_NAMES[-1], OPTIONAL_STAGES
+('full_bwd', ('wrapper_extra',))
 >>> BACKWARD_STAGES
 ('delta_preprocess', 'csr', 'dq_core', 'dkv_core')
 >>> stage("dkv_core").autotuned_kernel
@@ -40,9 +42,16 @@ STAGES: tuple[Stage, ...] = (
     Stage("dq_core", "dQ core", "dQ core", True, "parallel_nsa_bwd_kernel_dq", "parallel_nsa_bwd_kernel_dq"),
     Stage("dkv_core", "dK/dV core", "fused dK/dV core", True, "parallel_nsa_bwd_kernel_dkv",
           "parallel_nsa_bwd_kernel_dkv"),
+    # What parallel_nsa_bwd does beyond the staged kernels (issue 14): its three torch.empty gradient buffers
+    # and its two reductions dq.sum(0), dk.sum(0) over the NV dim; fla_callable names the wrapper it comes from.
+    Stage("wrapper_extra", "wrapper extra (allocs + sums)", None, False, "parallel_nsa_bwd", None),
     Stage("full_bwd", "full bwd (wrapper)", "full backward (official wrapper)", False, "parallel_nsa_bwd", None),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
+#: Stages added after results were recorded: a result without them stays valid (and renders without them).
+OPTIONAL_STAGES: tuple[str, ...] = ("wrapper_extra",)
+#: The stage list of results recorded before :data:`OPTIONAL_STAGES` existed.
+LEGACY_STAGE_NAMES: tuple[str, ...] = tuple(n for n in STAGE_NAMES if n not in OPTIONAL_STAGES)
 BACKWARD_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.backward)
 # Figure panels, in plotting order (dQ first: it is the stage whose work does not depend on fan-in).
 PANEL_ORDER = ("dq_core", "csr", "dkv_core", "full_bwd")

@@ -1,0 +1,108 @@
+"""The CUPTI cross-check (issue 14), pure: profiler events -> per-stage kernel time, and its agreement rule.
+
+After the timed rounds, ``bench`` runs a short pass under ``torch.profiler`` (:mod:`nsa_exp.gpu.cupti`):
+each stage call sits in a ``record_function`` range named :func:`range_label`; torch attributes every
+kernel the call launched (CUPTI activity records, matched to the launching CPU op by correlation id) to
+that range, and ``FunctionEvent.device_time_total`` (µs) sums the kernels' own device durations. So the
+kernel time excludes launch gaps, host work between a stage's launches and the GPU spin, which the
+CUDA-event pair around the call includes.
+
+Agreement rule (``validate``'s ``cupti_agreement``), per pattern x stage, with ``e`` the stage's
+CUDA-event median over the timed rounds and ``k`` its kernel-time median over the profiled calls:
+
+- single-launch stages: ``|e - k| <= max(5% of e, 20 µs)``;
+- stages of several launches with host work between them (:data:`LOOSE_STAGES`: the CSR transpose,
+  the wrapper's allocations + reductions, the official wrapper): ``-5% of e - 20 µs <= e - k <= 15% of e
+  + 50 µs`` — the events also time the gaps between launches and the allocator's host work, so ``e``
+  may exceed ``k`` by more; a kernel time far above the event time is still an error.
+
+>>> range_label("sink-heavy", "dkv_core", 3)
+'nsa_cupti/sink-heavy/dkv_core/3'
+>>> class E:  # a FunctionEvent's two fields this module reads
+...     def __init__(self, name, us): self.name, self.device_time_total = name, us
+>>> kernel_ms([E("nsa_cupti/local/csr/0", 300.0), E("aten::fill_", 9.0), E("nsa_cupti/local/csr/1", 310.0)])
+{'local': {'csr': [0.3, 0.31]}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+PREFIX = "nsa_cupti"
+ROUNDS = 5
+LOOSE_STAGES = ("csr", "wrapper_extra", "full_bwd")
+TIGHT = {"rel": 0.05, "abs_ms": 0.020}
+LOOSE = {"rel_below": 0.05, "abs_below_ms": 0.020, "rel_above": 0.15, "abs_above_ms": 0.050}
+METHOD = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
+          "GPU spin queued before each call outside the range; kernel time = the range's device_time_total")
+
+
+def range_label(pattern: str, stage: str, call: int) -> str:
+    """The ``record_function`` name of one profiled stage call."""
+    return f"{PREFIX}/{pattern}/{stage}/{call}"
+
+
+def kernel_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
+    """``{pattern: {stage: [ms per call, in call order]}}`` from profiler events carrying ``name`` and
+    ``device_time_total`` (µs, a ``torch.autograd.profiler_util.FunctionEvent``); other events are ignored."""
+    calls: dict[tuple[str, str], dict[int, float]] = {}
+    for e in events:
+        parts = e.name.split("/")
+        if len(parts) != 4 or parts[0] != PREFIX:
+            continue
+        _, pattern, stage, call = parts
+        by_call = calls.setdefault((pattern, stage), {})
+        by_call[int(call)] = by_call.get(int(call), 0.0) + float(e.device_time_total) / 1000.0
+    out: dict[str, dict[str, list[float]]] = {}
+    for (pattern, stage), by_call in calls.items():
+        out.setdefault(pattern, {})[stage] = [round(by_call[c], 6) for c in sorted(by_call)]
+    return out
+
+
+def cupti_block(per_call: dict[str, dict[str, list[float]]], rounds: int) -> dict[str, Any]:
+    """The result's optional ``cupti`` block: every profiled call's kernel time, and the medians."""
+    return {"method": METHOD, "rounds": rounds, "kernel_ms": per_call,
+            "median_kernel_ms": {p: {s: float(np.median(v)) for s, v in st.items()} for p, st in per_call.items()},
+            "tolerance": {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_STAGES)}}
+
+
+def disagreement(stage: str, event_ms: float, kernel_median_ms: float) -> str | None:
+    """Why a stage's CUDA-event and kernel-time medians disagree under the module's rule, or None."""
+    gap = event_ms - kernel_median_ms
+    if kernel_median_ms <= 0:
+        return "no kernel time attributed to the stage's range (profiler saw no kernels)"
+    if stage in LOOSE_STAGES:
+        lo = -(LOOSE["rel_below"] * event_ms + LOOSE["abs_below_ms"])
+        hi = LOOSE["rel_above"] * event_ms + LOOSE["abs_above_ms"]
+        ok = lo <= gap <= hi
+    else:
+        ok = abs(gap) <= max(TIGHT["rel"] * event_ms, TIGHT["abs_ms"])
+    return None if ok else (f"CUDA-event median {event_ms:.4f} ms vs kernel-time median {kernel_median_ms:.4f} ms "
+                            f"(gap {gap:+.4f} ms) outside the {'loose' if stage in LOOSE_STAGES else 'tight'} rule")
+
+
+def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(json path, message)`` for every stage whose medians disagree, or whose recorded kernel-time
+    median does not recompute from its calls; empty for a result without a ``cupti`` block."""
+    block = doc.get("cupti")
+    if block is None:
+        return []
+    problems = []
+    for pattern, stages in block["kernel_ms"].items():
+        for stage, calls in stages.items():
+            path = f"$.cupti.median_kernel_ms.{pattern}.{stage}"
+            recorded = block["median_kernel_ms"].get(pattern, {}).get(stage)
+            if recorded is None or abs(recorded - float(np.median(calls))) > 1e-9:
+                problems.append((path, f"recorded {recorded}, the calls give {float(np.median(calls))}"))
+                continue
+            st = doc["patterns"].get(pattern, {}).get("stages", {}).get(stage)
+            if st is None:
+                problems.append((path, "no timed stage of that name"))
+                continue
+            why = disagreement(stage, st["median_ms"], recorded)
+            if why:
+                problems.append((path, why))
+    return problems
