@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import socket
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -123,6 +124,17 @@ def load_sweep(path: str | Path) -> list[Point]:
                 raise UserError(f"sweep point {pid}: {exc}") from None
             points.append(Point(raw["name"], pid, T, entry, tuple(raw["stages"]), cfg, raw.get("autotune_from")))
     return points
+
+
+def placement_record() -> dict[str, Any]:
+    """Where this process runs a point: host, pid, ``CUDA_VISIBLE_DEVICES`` (the local executor pins each
+    job to one GPU through it) and submitit's job id (None outside a submitit job)."""
+    try:
+        job_id = str(submitit.JobEnvironment().job_id)
+    except RuntimeError:  # not inside a submitit job (inline executor)
+        job_id = None
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "submitit_job_id": job_id}
 
 
 def point_path(out_dir: Path, point: Point) -> Path:

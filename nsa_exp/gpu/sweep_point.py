@@ -29,7 +29,7 @@ from ..results.summary import TIMING_METHOD, stage_summaries
 from ..routing.config import Shape, config_from_dict
 from ..routing.fanin import routing_statistics
 from ..routing.stages import STAGE_NAMES
-from ..sweep import AUTOTUNE_FILE, Point
+from ..sweep import AUTOTUNE_FILE, Point, placement_record
 from .gates import gate_detail, run_gates
 from .telemetry import Telemetry, gpu_identity
 from .timing import LAUNCH_GUARD_CYCLES, run_rounds
@@ -134,6 +134,10 @@ def measure_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any
                     **routing_statistics(routings[n], config.shape.block_size), "stages": stats[n]} for n in names}
     metadata = base_metadata()
     metadata["gpu"] = gpu_identity(Telemetry().device_info())
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    pci = [getattr(props, a, None) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    placement = {**placement_record(), "device_index": torch.cuda.current_device(),
+                 **({"pci_bus_id": "{:04x}:{:02x}:{:02x}".format(*pci)} if None not in pci else {})}
     del staged, fns
     return {
         "schema_version": "1.0", "kind": "sweep_point", "name": config.name, "sweep": point.sweep,
@@ -145,5 +149,6 @@ def measure_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any
                    "l2_flush_bytes": config.timing.l2_flush_bytes, "launch_guard_cycles": LAUNCH_GUARD_CYCLES,
                    "percentile_method": PERCENTILE_METHOD, "stages": list(point.stages),
                    "untimed_prerequisites": untimed},
-        "patterns": patterns, "memory": memory, "wall_seconds": time.monotonic() - t0, "metadata": metadata,
+        "patterns": patterns, "memory": memory, "placement": placement, "wall_seconds": time.monotonic() - t0,
+        "metadata": metadata,
     }
