@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from nsa_exp.errors import UserError
+from nsa_exp.model.points import regenerable
 from nsa_exp.routing.config import Pattern, Shape
 from nsa_exp.routing.patterns import generate_routing, pattern_from_entry, routing_violations
 
@@ -50,3 +51,9 @@ def test_routing_command_without_gpu_or_interpreter_names_what_fla_topk_needs(tm
     path.write_text(json.dumps(cfg))
     proc = run_cli("routing", "--config", str(path), env={"TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""})
     assert_one_line_error(proc, "fla-topk", "needs a CUDA GPU or TRITON_INTERPRET=1")
+
+
+def test_the_cpu_model_skips_routings_it_cannot_regenerate():
+    assert regenerable({"name": "zipf", "exponent": 0.5})
+    assert not regenerable({"name": "fla-topk", "salience": 2.0})  # FLA's top-k: GPU (or interpreter) only
+    assert not regenerable({"name": "file:mine"})                  # a routing file: only its holder has it

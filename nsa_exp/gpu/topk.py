@@ -103,8 +103,9 @@ def fla_topk_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
     scale = K ** -0.5
     with torch.no_grad():
         k_cmp, v_cmp = mean_pooling(k, BS), mean_pooling(v, BS)
-        if pattern.salience > 0:
-            q = plant_salience(q, k_cmp, pattern.salience, BS, rng)
+        salience = float(dict(pattern.params).get("salience", 0.0))  # default 0 when built without the registry
+        if salience > 0:
+            q = plant_salience(q, k_cmp, salience, BS, rng)
         _, lse_cmp = parallel_nsa_compression(q=q, k=k_cmp, v=v_cmp, TK=T, block_size=BS, scale=scale)
         bi = parallel_nsa_topk(q=q, k=k_cmp, lse=lse_cmp, TK=T, block_counts=shape.S, block_size=BS, scale=scale)
     out = bi.cpu().numpy().astype(np.int64)
