@@ -10,7 +10,7 @@ import pytest
 
 from nsa_exp.errors import UserError
 from nsa_exp.results.file_checks import NOT_SUPPLIED
-from nsa_exp.results.latency import summarize
+from nsa_exp.results.latency import round_orders, summarize
 from nsa_exp.results.validate import validate_path
 from nsa_exp.routing.config import Pattern, Shape, config_from_dict
 from nsa_exp.routing.fanin import routing_statistics
@@ -98,3 +98,32 @@ def test_a_broken_routing_file_in_a_sweep_is_refused_when_the_sweep_loads(tmp_pa
     (tmp_path / "s.json").write_text(json.dumps(cfg))
     with pytest.raises(UserError, match=r"late\.npy: block 2 at \(b, t, h, slot\)=\(0, 64, 3, 0\) is not causal"):
         load_sweep(tmp_path / "s.json", routing_files=[str(tmp_path / "late.npy")])
+
+
+def test_a_bench_result_that_timed_a_routing_file_validates_and_its_file_rechecks(tmp_path):
+    """The committed H200 bench, as if it had also timed `routing --save`'s zipf.npy as file:zipf."""
+    doc = json.loads((REPO / "results/raw/e1_h200_post.json").read_text())
+    np.save(tmp_path / "zipf.npy", generate_routing(Pattern("zipf", exponent=1.0), Shape(**doc["shape"]),
+                                                     doc["config"]["seeds"]["routing"]))
+    _, reports = file_routings([str(tmp_path / "zipf.npy")], Shape(**doc["shape"]))
+    doc["patterns"]["file:zipf"] = {**doc["patterns"]["zipf"], "params": {"name": "file:zipf"}}
+    doc["autotune"]["per_pattern"]["file:zipf"] = doc["autotune"]["per_pattern"]["zipf"]
+    doc["edges"] = {**doc["edges"], "per_pattern": {**doc["edges"]["per_pattern"], "file:zipf": 2066432},
+                    "exempt": ["file:zipf"]}
+    next(g for g in doc["gates"] if g["name"] == "equal_edges")["detail"] = doc["edges"]
+    t = doc["timing"]
+    t["round_orders"] = round_orders(list(doc["patterns"]), t["warmup_rounds"] + t["repetitions"], t["order_mode"],
+                                     t["order_seed"])
+    sample = doc["telemetry"]["samples"][0]
+    doc["telemetry"]["samples"] = [{**sample, "round": r, "pattern": p, "warmup": r < t["warmup_rounds"]}
+                                   for r, order in enumerate(t["round_orders"]) for p in order]
+    doc["routing_files"] = reports
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    report = validate_path(tmp_path / "r.json", routing_files=[str(tmp_path / "zipf.npy")])
+    assert report["passed"], [c for c in report["checks"] if not c["passed"]]
+    assert "routing_file_recompute" in [c["name"] for c in report["checks"]]
+    doc["routing_files"]["file:zipf"]["fanin"]["max"] += 1  # a tampered figure is named
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    report = validate_path(tmp_path / "r.json", routing_files=[str(tmp_path / "zipf.npy")])
+    failed = {c["name"]: c for c in report["checks"] if not c["passed"]}
+    assert [f["path"] for f in failed["routing_file_recompute"]["failures"]] == ["$.routing_files.file:zipf.fanin.max"]
