@@ -98,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "nothing); recorded as autotune.replayed_from")
     p.add_argument("--cupti-rounds", type=int, default=5, help="rounds of the torch.profiler (CUPTI) cross-check "
                    "after the timed rounds (default 5; 0 skips it)")
+    p.add_argument("--routing-file", action="append", default=[], metavar="PATH", help="also time your own "
+                   "block_indices (.npy/.npz/.pt, [B,T,H,S] of the config) as pattern file:<stem>; repeatable")
+    p.add_argument("--require-equal-edges", action="store_true",
+                   help="refuse a --routing-file whose edges differ from the closed form")
 
     p = command("autotune-matrix", _lazy("nsa_exp.gpu.autotune_matrix", "command"),
                 "time every autotune config x routing of dq_core/dkv_core (issue 11)", gpu)
@@ -197,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points-per-job", type=int, default=1, help="points per submitit job (default 1)")
     p.add_argument("--slurm", metavar="JSON", help='submitit Slurm parameters, e.g. \'{"slurm_partition": "gpu"}\'')
     p.add_argument("--table-only", action="store_true", help="CPU only: rebuild the CSV from the point files")
+    p.add_argument("--routing-file", action="append", default=[], metavar="PATH", help="one more point per file "
+                   "(added to the config's routing_files; T from the file), timed against local; repeatable")
 
     p = command("sweep-plot", _cpu("sweep_plot"), "CPU only: dK/dV median vs each fan-in statistic and vs T, from a "
                 "sweep table", common)
@@ -213,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one validation report per file as a JSON list")
     p.add_argument("--also", action="append", metavar="RESULT", help="a bench result JSON to cross-check the "
                    "summary CSVs against (not itself reported; repeatable)")
+    p.add_argument("--routing-file", action="append", default=[], metavar="PATH", help="a routing file the "
+                   "result timed (file:<stem>): its sha256, edges and fan-in re-checked; repeatable")
     add_model_commands(command, common, _lazy)
     return parser
 

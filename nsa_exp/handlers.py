@@ -74,7 +74,7 @@ def cmd_routing_time(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    reports = validate_paths(args.paths, args.also)
+    reports = validate_paths(args.paths, args.also, args.routing_file)
     for report in reports:
         assert not schema_errors(report, "validation_report", "report"), "validation report off-schema"
     if args.json:
@@ -141,7 +141,7 @@ def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    points = load_sweep(args.config)
+    points = load_sweep(args.config, args.routing_file)
     out_dir, csv = sweep_dirs(points[0].sweep)
     if not args.table_only:
         if args.points_per_job < 1:

@@ -19,7 +19,6 @@ process, sequential), or submitit's ``debug``, ``local`` (one job per GPU on thi
 from __future__ import annotations
 
 import importlib
-import itertools
 import json
 import os
 import subprocess
@@ -39,6 +38,7 @@ from .results.store import write_frame, write_json
 from .routing.config import config_from_dict, load_config, parse_config_bytes
 from .routing.packing import packing_token
 from .routing.patterns import BASELINE_PATTERN
+from .sweep_files import file_points
 
 MEASURE = "nsa_exp.gpu.sweep_point:measure_point"
 AUTOTUNE_FILE = "_autotune.json"  # in results/sweeps/<sweep>/: the configs the first point tuned
@@ -60,6 +60,8 @@ class Point:
     #: the point's ``packing`` section (None = dense); only sweeps with a ``packings`` axis label it
     packing: dict[str, Any] | None = None
     packing_label: str | None = None
+    routing_file: str | None = None     # a routing-file point: the file as given (sweep_files.FilePoint.path)
+    routing_sha256: str | None = None   # ... and the sha256 of its bytes when the sweep was loaded
 
     @property
     def routing_name(self) -> str:
@@ -98,33 +100,33 @@ def expand_patterns(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def load_sweep(path: str | Path) -> list[Point]:
-    """The points of a sweep config, each checked (schema, registry, shape rules) before any GPU time."""
+def load_sweep(path: str | Path, routing_files: Sequence[str] = ()) -> list[Point]:
+    """The points of a sweep config, each checked (schema, registry, shape rules) before any GPU time;
+    each of the config's ``routing_files`` and of ``routing_files`` adds a point (:mod:`.sweep_files`)."""
     path = Path(path)
     try:
         raw = parse_config_bytes(path.read_bytes(), str(path))
     except FileNotFoundError:
         raise UserError(f"sweep config {path} does not exist; e.g. --config configs/sweep_skew_h200.json") from None
     validate_or_raise(raw, "sweep_config", label="sweep")
-    if raw.get("routing_files"):
-        raise UserError("sweep.routing_files: routing files in sweeps are not supported yet; time them with "
-                        "`python -m nsa_exp routing --routing-file` for their statistics")
     base = load_config(REPO_ROOT / raw["base_config"]).raw
     timing = {**base["timing"], **raw.get("timing", {})}
     points, seen = [], set()
     packings = raw.get("packings", [None])
-    grid = itertools.product(raw["lengths"], packings, enumerate(expand_patterns(raw["patterns"])))
-    for T, packing, (i, entry) in grid:
-        pid = point_id(T, entry)
-        if "packings" in raw:  # T32768-docs8192-sink-heavy-sinks4; sweeps without the axis keep their ids
+    grid = [(T, entry, None, packing, f"sweep.patterns[{i}]") for T in raw["lengths"] for packing in packings
+            for i, entry in enumerate(expand_patterns(raw["patterns"]))]
+    files = file_points([*raw.get("routing_files", []), *routing_files], base["shape"])
+    grid += [(f.T, f.pattern, f, None, f"sweep.routing_files {f.path}") for f in files]
+    for T, entry, file, packing, where in grid:
+        pid = file.point_id if file else point_id(T, entry)
+        if "packings" in raw and not file:  # T32768-docs8192-sink-heavy-sinks4; sweeps without the axis keep their ids
             pid = pid.replace(f"T{T}-", f"T{T}-{packing_token(packing)}-", 1)
         if pid in seen:
-            raise UserError(f"sweep.patterns[{i}]: point {pid} is listed twice")
+            raise UserError(f"{where}: point {pid} is listed twice")
         seen.add(pid)
-        routings = [{"name": BASELINE_PATTERN}] + ([entry] if entry["name"] != BASELINE_PATTERN else [])
+        routings = [{"name": BASELINE_PATTERN}] + ([entry] if entry["name"] != BASELINE_PATTERN and not file else [])
         cfg = {**base, "name": pid[:64], "description": f"sweep {raw['name']} point {pid}",
-               "shape": {**base["shape"], "T": T}, "patterns": routings, "timing": timing,
-               "gpu": dict(raw["gpu"])}
+               "shape": {**base["shape"], "T": T}, "patterns": routings, "timing": timing, "gpu": dict(raw["gpu"])}
         if packing is not None:
             cfg["packing"] = packing
         try:
@@ -132,7 +134,8 @@ def load_sweep(path: str | Path) -> list[Point]:
         except UserError as exc:
             raise UserError(f"sweep point {pid}: {exc}") from None
         points.append(Point(raw["name"], pid, T, entry, tuple(raw["stages"]), cfg, raw.get("autotune_from"),
-                            packing, packing_token(packing) if "packings" in raw else None))
+                            packing, packing_token(packing) if "packings" in raw and not file else None,
+                            file.path if file else None, file.sha256 if file else None))
     return points
 
 
@@ -140,11 +143,15 @@ def point_path(out_dir: Path, point: Point) -> Path:
     return out_dir / f"{point.point_id}.json"
 
 
-def point_done(path: Path) -> bool:
-    """The point's file exists, is JSON and is a schema-valid ``sweep_point`` (else it is re-run)."""
+def point_done(path: Path, point: Point | None = None) -> bool:
+    """The point's file exists, is JSON and is a schema-valid ``sweep_point`` (else it is re-run); for a
+    routing-file ``point``, measured on a file with the same sha256."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return False
+    if point is not None and point.routing_file and doc.get("routing_files", {}).get(
+            point.routing_name, {}).get("sha256") != point.routing_sha256:
         return False
     return not schema_errors(doc, "sweep_point", "$")
 
@@ -227,7 +234,7 @@ def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, exe
     if executor not in EXECUTORS:
         raise UserError(f"--executor: {executor!r}; choose one of {', '.join(EXECUTORS)}")
     out = Path(out_dir)
-    todo = [p for p in points if not point_done(point_path(out, p))]
+    todo = [p for p in points if not point_done(point_path(out, p), p)]
     skipped = [p.point_id for p in points if p not in todo]
     if executor == "inline":
         for p in todo:

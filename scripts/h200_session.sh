@@ -2,6 +2,11 @@
 # The H200 runs of a development session, as one script per device call (each ends well inside 10 min).
 #   scripts/h200_session.sh part1 OUTDIR   # check, smoke (with the M > S oracle gate), 20-round bench, sweeps
 #   scripts/h200_session.sh part2 OUTDIR   # autotune matrix, the two tuning arms, the what-if arms
+#   scripts/h200_session.sh formal OUTDIR  # issue 14: check, smoke, the formal 150-round bench (CUPTI pass included)
+#   scripts/h200_session.sh formal2 OUTDIR # issue 14: the independent repeat (configs replayed), ncu dK/dV and dQ;
+#                                          # issue 10: the skew sweep's fla-topk points (resume)
+#   scripts/h200_session.sh files OUTDIR   # issue 10: bench with a routing file; issue 15: the packing sweep
+#   scripts/h200_session.sh x2 OUTDIR      # issue 10: a small sweep over two GPUs (submitit local executor)
 # Results land under results/ and docs/figures/ of this tree; OUTDIR gets one tarball of them after each step,
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
 set -uo pipefail
@@ -47,5 +52,32 @@ case "$part" in
     step arm_sink_heavy "$py" -m nsa_exp bench --config configs/e1_h200.json --tune-on sink-heavy --repetitions 15 \
       --output results/raw/e1_h200_tune_sink-heavy.json --summary results/summaries/e1_h200_tune_sink-heavy.csv
     ;;
-  *) echo "usage: scripts/h200_session.sh part1|part2 OUTDIR" >&2; exit 2 ;;
+  formal)
+    step check "$py" -m nsa_exp check --config configs/e1_h200.json --output results/reports/e1_h200_check.json
+    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output results/reports/e1_h200_smoke.json
+    step bench "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200 \
+      --output results/raw/e1_h200.json --summary results/summaries/e1_h200.csv
+    ;;
+  formal2)
+    step repeat "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_repeat \
+      --autotune-from results/raw/e1_h200.json \
+      --output results/raw/e1_h200_repeat.json --summary results/summaries/e1_h200_repeat.csv
+    step ncu_dkv "$py" -m nsa_exp ncu --config configs/e1_h200.json --stage dkv_core
+    step ncu_dq "$py" -m nsa_exp ncu --config configs/e1_h200.json --stage dq_core
+    step sweep_topk "$py" -m nsa_exp sweep --config configs/sweep_skew_h200.json
+    ;;
+  files)
+    step routing_save "$py" -m nsa_exp routing --config configs/e1_h200.json --save /tmp/nsa_routings
+    step bench_file "$py" -m nsa_exp bench --config configs/e1_h200.json --routing-file /tmp/nsa_routings/zipf.npy \
+      --repetitions 10 --autotune-from results/raw/e1_h200.json --cupti-rounds 0 \
+      --output results/raw/e1_h200_file.json --summary results/summaries/e1_h200_file.csv
+    step validate_file "$py" -m nsa_exp validate results/raw/e1_h200_file.json --routing-file /tmp/nsa_routings/zipf.npy
+    step sweep_packing "$py" -m nsa_exp sweep --config configs/sweep_packing_h200.json
+    ;;
+  x2)
+    nvidia-smi -L > "$out/x2.gpus.log" 2>&1
+    CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}" step sweep_x2 "$py" -m nsa_exp sweep \
+      --config configs/sweep_x2_h200.json --executor local
+    ;;
+  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal2|files|x2 OUTDIR" >&2; exit 2 ;;
 esac

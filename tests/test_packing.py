@@ -15,7 +15,7 @@ from nsa_exp.results.packing_report import packing_section
 from nsa_exp.results.schema import schema_errors
 from nsa_exp.routing.config import Pattern, Shape, config_from_dict, load_config
 from nsa_exp.routing.edges import effective_edges, equal_edge_gate
-from nsa_exp.routing.fanin import csr_rows
+from nsa_exp.routing.fanin import csr_rows, routing_statistics
 from nsa_exp.routing.packing import (
     cu_seqlens,
     generate_packed_routing,
@@ -29,6 +29,7 @@ from nsa_exp.sweep import load_sweep, run_sweep, sweep_table
 from .helpers import assert_one_line_error, run_cli
 from .test_sweep import _sweep_config, fake_measure
 
+FAMILIES = [n for n, spec in PATTERNS.items() if spec.external is None]  # fla-topk is dense-only
 SHAPE = Shape(B=1, T=2048, HQ=64, H=2, K=64, V=64, S=8, block_size=64, dtype="bfloat16")
 PACKINGS = [{"documents": 2048}, {"documents": 512}, {"lengths": [64, 1024, 192, 768]},
             {"distribution": "lognormal", "mean": 400, "sigma": 1.2, "seed": 5}]
@@ -75,7 +76,7 @@ def test_a_packing_needs_one_packed_row():
 def test_one_document_reproduces_the_dense_routing_and_each_document_is_the_generator_at_its_length():
     one = cu_seqlens({"documents": SHAPE.T}, SHAPE.T, SHAPE.block_size)
     cu = cu_seqlens({"lengths": [768, 512, 768]}, SHAPE.T, SHAPE.block_size)
-    for name in PATTERNS:
+    for name in FAMILIES:
         dense = generate_routing(Pattern(name), SHAPE, 3)
         assert np.array_equal(generate_packed_routing(Pattern(name), SHAPE, 3, one), dense)
         packed = generate_packed_routing(Pattern(name), SHAPE, 3, cu)
@@ -85,12 +86,14 @@ def test_one_document_reproduces_the_dense_routing_and_each_document_is_the_gene
     # documents 0 and 2 have the same length but their own seeds: uniform draws differ
     uniform = generate_packed_routing(Pattern("uniform"), SHAPE, 3, cu)
     assert not np.array_equal(uniform[:, :768], uniform[:, 1280:])
+    with pytest.raises(UserError, match=r"^config.packing: pattern 'fla-topk' is generated on the dense layout"):
+        generate_packed_routing(Pattern("fla-topk"), SHAPE, 3, cu)
 
 
 @pytest.mark.parametrize("packing", PACKINGS, ids=lambda p: next(iter(p)))
 def test_every_family_meets_the_packed_closed_form(packing):
     cu = cu_seqlens(packing, SHAPE.T, SHAPE.block_size)
-    routings = {n: generate_packed_routing(Pattern(n), SHAPE, 0, cu) for n in PATTERNS}
+    routings = {n: generate_packed_routing(Pattern(n), SHAPE, 0, cu) for n in FAMILIES}
     gate = equal_edge_gate(routings, SHAPE, cu)
     lengths = np.diff(cu)
     t_local = np.concatenate([np.arange(n) for n in lengths])
@@ -210,3 +213,29 @@ def test_the_packing_report_section_renders_penalty_per_document_length_and_the_
     order = [text.index(f"| {label}") for label in ("dense", "docs32768", "docs8192", "docs2048", "lognormal")]
     assert order == sorted(order) and " 4.200 |" in text  # dense penalty 63 / 15
     assert "dense 63.000 ms vs one document (varlen order) 55.000 ms (0.873×)" in text
+
+
+def test_validate_recomputes_a_packed_points_statistics_over_the_varlen_csr_rows(tmp_path):
+    from nsa_exp.results.validate import validate_path  # noqa: PLC0415 - as test_sweep's recompute test
+
+    path = _sweep_config(tmp_path, lengths=[4096], patterns=[{"name": "sink-heavy", "sinks": 4}],
+                         packings=[{"documents": 1024}])
+    point = load_sweep(path)[0]
+    config = config_from_dict(point.config)
+    doc = fake_measure(point, True, tmp_path)
+    doc["point"]["packing"] = point.packing_label
+    doc["packing"] = packing_record(config.cu_seqlens, packed_closed_form_edges(
+        config.shape.H, config.shape.S, config.shape.block_size, config.cu_seqlens))
+    for p in config.patterns:
+        bi = generate_packed_routing(p, config.shape, config.seeds.routing, config.cu_seqlens)
+        doc["patterns"][p.name].update(routing_statistics(bi, config.shape.block_size, config.cu_seqlens))
+        doc["patterns"][p.name]["edges"] = effective_edges(bi, config.shape.block_size, config.cu_seqlens)
+    out = tmp_path / "p.json"
+    out.write_text(json.dumps(doc))
+    report = validate_path(out)
+    assert report["passed"], [c for c in report["checks"] if not c["passed"]]
+    dense = generate_routing(config.pattern("sink-heavy"), config.shape, config.seeds.routing)
+    doc["patterns"]["sink-heavy"].update(routing_statistics(dense, config.shape.block_size))  # dense stats: wrong
+    out.write_text(json.dumps(doc))
+    failed = [c for c in validate_path(out)["checks"] if not c["passed"]]
+    assert [c["name"] for c in failed] == ["routing_recompute"]

@@ -12,6 +12,7 @@ import pytest
 
 from nsa_exp.cli import main
 from nsa_exp.errors import UserError
+from nsa_exp.placement import placement_record
 from nsa_exp.results.latency import summarize
 from nsa_exp.results.schema import schema_errors
 from nsa_exp.results.store import write_text_atomic
@@ -45,7 +46,7 @@ def fake_measure(point, allow_gpu, out_dir):
             "timing": {"method": "fake", "warmup_rounds": 0, "repetitions": 3, "round_orders": [],
                        "stages": list(point.stages), "untimed_prerequisites": [], "l2_flush_bytes": 0,
                        "launch_guard_cycles": 0, "percentile_method": "linear"},
-            "patterns": patterns, "wall_seconds": 0.0,
+            "patterns": patterns, "wall_seconds": 0.0, "placement": placement_record(),
             "metadata": {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}}
 
 
@@ -125,11 +126,20 @@ def test_the_submitit_local_executor_places_one_job_per_visible_gpu(tmp_path, mo
     placed = {p.point_id: json.loads(point_path(out, p).read_text())["metadata"]["cuda_visible_devices"]
               for p in points}
     assert placed == {p.point_id: "2" if i % 2 == 0 else "5" for i, p in enumerate(points)}
+    where = [json.loads(point_path(out, p).read_text())["placement"] for p in points]
+    # each point records the GPU its job was pinned to and the submitit job (one job per GPU: two ids)
+    assert [w["cuda_visible_devices"] for w in where] == list(placed.values())
+    assert len({w["submitit_job_id"] for w in where}) == 2 and None not in {w["submitit_job_id"] for w in where}
 
 
 def test_the_committed_h200_sweep_configs_load():
     skew, lengths = load_sweep(REPO / "configs/sweep_skew_h200.json"), load_sweep(REPO / "configs/sweep_T_h200.json")
-    assert len(skew) == 22 and {p.T for p in skew} == {32768}
+    assert len(skew) == 25 and {p.T for p in skew} == {32768}
+    committed = REPO / "results/sweeps/sweep_skew_h200"  # resume runs only the new fla-topk points
+    assert [p.point_id for p in skew if not point_done(point_path(committed, p))] == [
+        "T32768-fla-topk-salience0", "T32768-fla-topk-salience2", "T32768-fla-topk-salience8"]
+    x2 = load_sweep(REPO / "configs/sweep_x2_h200.json")
+    assert len(x2) == 5 and all(p.autotune_from for p in x2)  # pinned: no tuning wave, both GPUs from the start
     assert sorted({p.T for p in lengths}) == [8192, 16384, 32768, 65536, 131072] and len(lengths) == 10
     for p in skew + lengths:
         assert p.config["gpu"]["required_name"] == "H200" and p.stages == ("csr", "dkv_core")

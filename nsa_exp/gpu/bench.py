@@ -100,7 +100,8 @@ def reproduction_gate(pattern: str, repro: dict[str, Any], dkv_rel_l2: float) ->
 def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str | Path | None,
               repetitions: int | None = None, resume: bool = False, discard_journal: bool = False,
               tune_on: str = TUNE_PATTERN, per_pattern: bool = False,
-              autotune_from: str | None = None, cupti_rounds: int = CUPTI_ROUNDS) -> dict[str, Any]:
+              autotune_from: str | None = None, cupti_rounds: int = CUPTI_ROUNDS,
+              routing_files: tuple[dict, dict] | None = None) -> dict[str, Any]:
     """The whole benchmark; returns the result document (already written).
 
     Tuning arm (issue 11; recorded under ``autotune``): ``tune_on`` (default ``local``, the seed's
@@ -109,11 +110,15 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     ``autotune_from`` (a bench result) replays that run's configs, tuning nothing.
     ``cupti_rounds`` (default 5; 0 skips it) profiled rounds after the timed ones give the ``cupti``
     block (issue 14, :mod:`nsa_exp.gpu.cupti`).
+    ``routing_files``: ``(routings, reports)`` of :func:`nsa_exp.routing.files.file_routings`, validated
+    before this is called; each is timed as one more pattern ``file:<stem>``, interleaved with the rest.
     """
+    files, file_reports = routing_files or ({}, {})
     t_start = time.monotonic()
     journal = Journal(REPO_ROOT, Path(output).stem)
     journal.refuse_unless_told(resume, discard_journal)
-    gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True)  # env first, before FLA is imported
+    # env first, before FLA is imported
+    gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True, files=files)
     # Deferred on purpose: FLA/triton may only be imported once the env gate above has passed.
     from .launcher import StagedBackward, autotune_record, make_inputs, make_problem, pin_autotune_configs  # noqa: PLC0415
     from .numerics import compare  # noqa: PLC0415
@@ -121,7 +126,7 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
 
     telemetry = Telemetry()
     reps = repetitions or config.timing.repetitions
-    names = [p.name for p in config.patterns]
+    names = [p.name for p in config.patterns] + list(files)
     if tune_on not in names:
         raise GateFailure(f"--tune-on: bench autotunes on {tune_on!r}; it is not among config.patterns {names}")
 
@@ -145,7 +150,8 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     meta = {"config": config.raw, "gpu_name": torch.cuda.get_device_name(0), "repetitions": reps,
             "fla_commit": gate_detail(gates, "fla_sources")["commit"], "warmup_rounds": warmup,
             "autotune_best": {k: v["best_config"] for k, v in tuned.items()}, "round_orders": orders,
-            "autotune_arm": arm}
+            "autotune_arm": arm,
+            **({"routing_files": {n: r["sha256"] for n, r in file_reports.items()}} if files else {})}
     if resume:
         check_resumable(old_meta, meta)
         records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
@@ -200,7 +206,8 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
         autotune={"tuned_on": arm["tuned_on"], "tune_seconds": tune_seconds, "kernels": tuned,
                   "same_config_all_patterns": same_config, **{k: v for k, v in arm.items() if k != "tuned_on"}},
         launch_guard_cycles=LAUNCH_GUARD_CYCLES, telemetry={"available": telemetry.handle is not None},
-        metadata=metadata, wall_seconds=time.monotonic() - t_start, throttled=throttled)
+        metadata=metadata, wall_seconds=time.monotonic() - t_start, throttled=throttled,
+        routing_files=file_reports)
     if config.cu_seqlens is not None:
         result["packing"] = packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
     if cupti is not None:

@@ -15,6 +15,7 @@ from ..errors import UserError
 from ..results.store import check_writable
 from ..results.summary import format_summary
 from ..routing.config import Config, load_config
+from ..routing.files import file_routings
 from ..routing.patterns import TUNE_PATTERN
 from .bench import run_bench
 from .check import run_check
@@ -59,9 +60,10 @@ def bench(args: argparse.Namespace) -> int:
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
     check_bench_arm(config, args)
     check_writable(out, summary)
+    files = file_routings(args.routing_file, config.shape, args.require_equal_edges)  # before any GPU work
     result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal,
                        tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
-                       cupti_rounds=args.cupti_rounds)
+                       cupti_rounds=args.cupti_rounds, routing_files=files)
     print(format_summary(result))
     print(f"wrote {out} and {summary}")
     return 0

@@ -9,18 +9,19 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 from ..environment import require_env
-from ..errors import GateFailure
+from ..errors import GateFailure, UserError
 from ..routing.config import Config
 from ..routing.edges import equal_edge_gate
+from ..routing.files import validate_block_indices
 from ..routing.packing import generate_packed_routing, packed_routing_violations
-from ..routing.patterns import generate_routing, routing_violations
+from ..routing.patterns import generate_routing, pattern_spec, routing_violations
 from .fla_source import verify_imported_fla
 
 REQUIRED_TRITON = "3.6.0"
@@ -63,28 +64,45 @@ def fla_sources_gate() -> dict[str, Any]:
     return verify_imported_fla()
 
 
-def routings_gate(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def routings_gate(config: Config, files: Mapping[str, np.ndarray] | None = None,
+                  ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Generate every pattern at the config's shape (per document when packed); invariants and the
-    equal-edge gate (packed closed form when packed) must hold."""
+    equal-edge gate (packed closed form when packed) must hold.
+
+    A pattern whose spec has ``equal_edges=False`` (fla-topk) and the already validated routing
+    ``files`` (``{"file:<stem>": block_indices}``) are checked for range, causality and duplicates only;
+    their edges are counted and recorded under ``exempt``, never gated."""
     cu, seed = config.cu_seqlens, config.seeds.routing
+    if cu is not None and (files or any(not pattern_spec(p.name).equal_edges for p in config.patterns)):
+        raise UserError("config.packing: routing files and fla-topk are not supported with a packing yet")
     routings = {p.name: generate_routing(p, config.shape, seed) if cu is None else
                 generate_packed_routing(p, config.shape, seed, cu) for p in config.patterns}
+    exempt = [n for n in routings if not pattern_spec(n).equal_edges] + list(files or {})
     for name, bi in routings.items():
+        if name in exempt:
+            try:
+                validate_block_indices(bi, config.shape, f"routing {name}")
+            except UserError as exc:
+                raise GateFailure(f"{exc}; do not time this") from None
+            continue
         problems = routing_violations(bi, config.shape) if cu is None else \
             packed_routing_violations(bi, config.shape, cu)
         if problems:
             raise GateFailure(f"routing {name}: {problems[0]}; the generator is broken (do not time this)")
-    return equal_edge_gate(routings, config.shape, cu), routings
+    routings.update(files or {})
+    return equal_edge_gate(routings, config.shape, cu, exempt), routings
 
 
-def run_gates(config: Config, allow_gpu: bool, strict: bool = True) -> tuple[list[dict[str, Any]], dict]:
+def run_gates(config: Config, allow_gpu: bool, strict: bool = True,
+              files: Mapping[str, np.ndarray] | None = None) -> tuple[list[dict[str, Any]], dict]:
     """Run every gate in order. ``strict`` raises at the first failure; otherwise each failure is
-    recorded and the rest still run. Returns (gate records, routings)."""
+    recorded and the rest still run. ``files``: validated routing files timed beside the patterns
+    (:func:`routings_gate`). Returns (gate records, routings)."""
     records: list[dict[str, Any]] = []
     routings: dict[str, np.ndarray] = {}
 
     def routings_only() -> dict[str, Any]:
-        record, generated = routings_gate(config)
+        record, generated = routings_gate(config, files)
         routings.update(generated)
         return record
 

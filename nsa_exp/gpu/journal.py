@@ -75,7 +75,8 @@ class Journal:
 
 def check_resumable(meta: dict[str, Any], now: dict[str, Any]) -> None:
     """The interrupted run and this one must agree on everything that shapes the numbers."""
-    for key in ("config", "gpu_name", "fla_commit", "autotune_best", "round_orders", "warmup_rounds"):
+    for key in ("config", "gpu_name", "fla_commit", "autotune_best", "round_orders", "warmup_rounds",
+                "routing_files"):
         if meta.get(key) != now.get(key):
             raise UserError(f"cannot resume: {key} differs from the interrupted run's; "
                             f"pass --discard-journal to start over")

@@ -22,12 +22,14 @@ import torch
 
 from .. import RESULTS_DIR
 from ..errors import GateFailure, UserError
+from ..placement import placement_record
 from ..results.latency import PERCENTILE_METHOD, round_orders
 from ..results.metadata import base_metadata
 from ..results.store import write_json
 from ..results.summary import TIMING_METHOD, stage_summaries
 from ..routing.config import Shape, config_from_dict
 from ..routing.fanin import routing_statistics
+from ..routing.files import file_routings
 from ..routing.packing import packing_record
 from ..routing.stages import STAGE_NAMES
 from ..sweep import AUTOTUNE_FILE, Point
@@ -94,11 +96,14 @@ def measure_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any
     """The ``sweep_point`` document of ``point`` (not written; :func:`nsa_exp.sweep.run_point` writes it)."""
     t0 = time.monotonic()
     config = config_from_dict(point.config, source=f"sweep {point.sweep}")
-    gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True)
+    files, reports = file_routings([point.routing_file] if point.routing_file else [], config.shape)
+    if point.routing_file and reports[point.routing_name]["sha256"] != point.routing_sha256:
+        raise UserError(f"routing file {point.routing_file} changed since the sweep was loaded (sha256 differs)")
+    gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True, files=files)
     # Deferred on purpose: FLA/triton may only be imported once the env gate above has passed.
     from .launcher import StagedBackward, autotune_record, make_inputs, make_problem, pin_autotune_configs  # noqa: PLC0415
 
-    names = [p.name for p in config.patterns]
+    names = [p.name for p in config.patterns] + list(files)
     key = (config.shape, config.seeds.inputs)
     if key not in _INPUTS:
         _INPUTS.clear()
@@ -132,11 +137,16 @@ def measure_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any
         raise GateFailure("autotune: a kernel holds more than one tuned config; the point would mix configs")
     stats = stage_summaries(records, names, point.stages)
     edges = gate_detail(gates, "equal_edges")
-    patterns = {n: {"params": config.pattern(n).to_dict(), "edges": int(edges["per_pattern"][n]),
+    params = {n: {"name": n} if n in files else config.pattern(n).to_dict() for n in names}
+    patterns = {n: {"params": params[n], "edges": int(edges["per_pattern"][n]),
                     **routing_statistics(routings[n], config.shape.block_size, config.cu_seqlens),
                     "stages": stats[n]} for n in names}
     metadata = base_metadata()
     metadata["gpu"] = gpu_identity(Telemetry().device_info())
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    pci = [getattr(props, a, None) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    placement = {**placement_record(), "device_index": torch.cuda.current_device(),
+                 **({"pci_bus_id": "{:04x}:{:02x}:{:02x}".format(*pci)} if None not in pci else {})}
     del staged, fns
     point_record = {"T": point.T, "pattern": point.pattern, "baseline": names[0]}
     packed = {} if config.cu_seqlens is None else {"packing": packing_record(config.cu_seqlens, edges["closed_form"])}
@@ -152,5 +162,6 @@ def measure_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any
                    "l2_flush_bytes": config.timing.l2_flush_bytes, "launch_guard_cycles": LAUNCH_GUARD_CYCLES,
                    "percentile_method": PERCENTILE_METHOD, "stages": list(point.stages),
                    "untimed_prerequisites": untimed},
-        "patterns": patterns, "memory": memory, "wall_seconds": time.monotonic() - t0, "metadata": metadata,
+        "patterns": patterns, "memory": memory, "placement": placement, "wall_seconds": time.monotonic() - t0,
+        "metadata": metadata, **({"routing_files": reports} if reports else {}),
     }

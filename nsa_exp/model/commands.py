@@ -25,7 +25,16 @@ from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_i
 from ..routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
 from ..routing.patterns import generate_routing, pattern_from_entry
 from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
-from .points import check_same_setup, pattern_fanin, point_name, read_points, result_files, row_fanin, shape_at
+from .points import (
+    check_same_setup,
+    pattern_fanin,
+    point_name,
+    read_points,
+    regenerable,
+    result_files,
+    row_fanin,
+    shape_at,
+)
 from .whatif import model_whatif
 
 MAX_T = 1048576  # schemas/config.schema.json's bound on T
@@ -237,6 +246,10 @@ def model_validate(args: argparse.Namespace) -> int:
     if args.max_fanin < 0:
         raise UserError(f"--max-fanin: {args.max_fanin} is negative (0 skips the split what-if)")
     points = _all_points(args.points)
+    for p in points:
+        if not regenerable(p.pattern):  # routing files, fla-topk: their per-row fan-in is not rebuilt on a CPU
+            print(f"skipped {p.name} ({p.source}): its routing cannot be regenerated here", file=sys.stderr)
+    points = [p for p in points if regenerable(p.pattern)]
     setup = {"gpu": cal["gpu"]["name"], "sm_count": cal["gpu"]["sm_count"], "shape": cal["shape"],
              "seed": cal["seed"], "autotune_config": cal["autotune_config"]}
     check_same_setup(points, setup)

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import UserError
 from ..results.strict_json import parse_strict
 from ..routing.config import Shape
-from ..routing.patterns import generate_routing, pattern_from_entry
+from ..routing.patterns import PATTERNS, generate_routing, pattern_from_entry
 
 # Shape fields a calibration fixes; T (and with it the number of CSR rows) is free.
 SHAPE_KEYS = ("B", "HQ", "H", "K", "V", "S", "block_size", "dtype")
@@ -153,6 +153,13 @@ def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int) -> np.nd
     shape = shape_at(dict(shape_items), T)
     pattern = pattern_from_entry(dict(pattern_items), "pattern", shape)
     return row_fanin(generate_routing(pattern, shape, seed), shape.block_size)
+
+
+def regenerable(pattern: Mapping[str, Any]) -> bool:
+    """Whether the routing can be regenerated here from its name and parameters (not a ``file:<stem>``
+    routing file, not a GPU-computed pattern such as fla-topk), as :func:`pattern_fanin` needs."""
+    spec = PATTERNS.get(str(pattern.get("name")))
+    return spec is not None and spec.external is None
 
 
 def pattern_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int) -> np.ndarray:

@@ -47,13 +47,16 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
                  records: Sequence[Mapping[str, Any]], per_pattern: Mapping[str, Mapping[str, Any]],
                  autotune: Mapping[str, Any], orders: list[list[str]], repetitions: int, resumed: bool,
                  launch_guard_cycles: int, telemetry: Mapping[str, Any], metadata: Mapping[str, Any],
-                 wall_seconds: float, throttled: Any) -> dict[str, Any]:
+                 wall_seconds: float, throttled: Any,
+                 routing_files: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The ``result`` document (schema ``result``) from the measured records and per-pattern extras.
 
     ``per_pattern[p]`` holds what was measured besides timing: ``edges``, the routing statistics
     (``fanin`` ...), ``reproduces_official`` and ``memory``. ``gate_detail(gates, name)`` reads a gate.
+    ``routing_files``: the reports of the routing files timed after the config's patterns (``file:<stem>``).
     """
-    names = [p.name for p in config.patterns]
+    files = dict(routing_files or {})
+    names = [p.name for p in config.patterns] + list(files)
     timed = recorded_stages(records)
     stats = stage_summaries(records, names, timed)
     patterns: dict[str, Any] = {}
@@ -68,7 +71,7 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
             vs_full.update(wrapper_extra_median_ms=med["wrapper_extra"],
                            itemised_ratio=(stage_sum + med["wrapper_extra"]) / med["full_bwd"])
         patterns[n] = {
-            "params": config.pattern(n).to_dict(), **extra, "stages": stats[n],
+            "params": {"name": n} if n in files else config.pattern(n).to_dict(), **extra, "stages": stats[n],
             "stage_sum_vs_full_bwd": vs_full,
             "reproduces_official": repro, "memory": mem,
         }
@@ -103,6 +106,7 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
         "telemetry": {**telemetry, "samples": samples, "throttled_samples": sum(1 for s in samples if throttled(s))},
         "wall_seconds": wall_seconds,
         "metadata": dict(metadata),
+        **({"routing_files": files} if files else {}),
     }
 
 

@@ -31,6 +31,7 @@ JSON, cell by cell (``csv_checks``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,12 @@ import numpy as np
 
 from .. import PINNED_COMMIT
 from ..errors import UserError
-from ..routing.config import Shape
-from ..routing.edges import closed_form_edges
 from ..routing.patterns import generate_routing
 from ..routing.stages import BACKWARD_STAGES
 from .autotune_checks import autotune_arm_problems, matrix_checks
 from .csv_checks import json_problems, read_csv, table_problems, typed_value
 from .cupti import cupti_problems
+from .file_checks import NOT_SUPPLIED, edge_problems, routing_file_recompute
 from .latency import PERCENTILES
 from .recompute import bench_recompute, sweep_point_recompute
 from .schema import KINDS, SUMMARY_COLUMNS, schema_errors, schema_version
@@ -112,23 +112,7 @@ def _bench_checks(doc: dict[str, Any], checks: _Checks) -> None:
     checks.add("shape_matches_config", [] if shape_d == config["shape"] else
                [("$.shape", f"shape {shape_d} differs from config.shape {config['shape']}")])
 
-    problems = []
-    try:
-        expected = closed_form_edges(Shape(**shape_d))
-    except (TypeError, ZeroDivisionError) as exc:
-        expected = None
-        problems.append(("$.shape", f"cannot compute the closed form: {exc}"))
-    per_pattern = {name: p["edges"] for name, p in doc["patterns"].items()}
-    if len(set(per_pattern.values())) > 1:
-        problems.append(("$.patterns", f"edges differ across patterns: {per_pattern}"))
-    for name, edges in per_pattern.items():
-        if expected is not None and edges != expected:
-            problems.append((f"$.patterns.{name}.edges", f"{edges} != closed form {expected} for the recorded shape"))
-        if doc["edges"]["per_pattern"].get(name) != edges:
-            problems.append((f"$.edges.per_pattern.{name}", "differs from the pattern's own edge count"))
-    if expected is not None and doc["edges"]["closed_form"] != expected:
-        problems.append(("$.edges.closed_form", f"{doc['edges']['closed_form']} != {expected}"))
-    checks.add("edges_equal", problems)
+    checks.add("edges_equal", edge_problems(doc))
 
     _stats_checks(doc, checks)
 
@@ -191,9 +175,13 @@ def _validate_csv(data: bytes, checks: _Checks, name: str = "<csv>",
     return warnings
 
 
-def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None,
+                   routing_files: Sequence[str] = ()) -> dict[str, Any]:
     """Validate one file's bytes; returns the validation report (schema ``validation_report``).
-    ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON."""
+
+    ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON;
+    ``routing_files``: the files a bench result / sweep point timed, re-checked (:mod:`.file_checks`).
+    """
     checks = _Checks()
     report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
     if not checks.add("file_size", [] if len(data) <= MAX_BYTES else
@@ -229,11 +217,13 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         if "cupti" in doc:  # issue 14: CUDA-event vs kernel-time medians (nsa_exp.results.cupti states the rule)
             checks.add("cupti_agreement", cupti_problems(doc))
         extra = bench_recompute(doc, checks.add, generate_routing)
+        extra["unverified"] += routing_file_recompute(doc, routing_files, checks.add)
     elif schema_ok and kind == "autotune_matrix":
         matrix_checks(doc, checks.add)
     elif schema_ok and kind == "sweep_point":
         _stats_checks(doc, checks)
         extra = sweep_point_recompute(doc, checks.add, generate_routing)
+        extra["unverified"] += routing_file_recompute(doc, routing_files, checks.add)
     return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
             "checks": checks.items, **extra}
 
@@ -250,9 +240,11 @@ def bench_document(path: str | Path) -> dict[str, Any] | None:
     return None
 
 
-def validate_paths(paths: list[str], also: list[str] | None = None) -> list[dict[str, Any]]:
+def validate_paths(paths: list[str], also: list[str] | None = None,
+                   routing_files: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Validate every path; a summary CSV is cross-checked against its JSON result: the bench result
-    (among ``paths`` + ``also``) with the same file stem, else the only one given."""
+    (among ``paths`` + ``also``) with the same file stem, else the only one given. ``routing_files``
+    (``--routing-file``) re-check the routing files the results timed."""
     results = {p: doc for p in [*paths, *(also or [])] if not p.endswith(".csv")
                for doc in [bench_document(p)] if doc is not None}
     reports = []
@@ -262,11 +254,12 @@ def validate_paths(paths: list[str], also: list[str] | None = None) -> list[dict
             same = [p for p in results if Path(p).stem == Path(path).stem]
             pick = same[0] if same else next(iter(results)) if len(results) == 1 else None
             companion = (pick, results[pick]) if pick else None
-        reports.append(validate_path(path, companion))
+        reports.append(validate_path(path, companion, routing_files))
     return reports
 
 
-def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None,
+                  routing_files: Sequence[str] = ()) -> dict[str, Any]:
     """Validate a file on disk (size checked with stat before reading)."""
     path = Path(path)
     try:
@@ -281,7 +274,7 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
-    return validate_bytes(data, str(path), companion)
+    return validate_bytes(data, str(path), companion, routing_files)
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -295,6 +288,7 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"  [{c['name']}] ... {c['n_failures'] - len(c['failures'])} more")
     for w in report.get("warnings", []):
         lines.append(f"  warning [{w['check']}] {w['path']}: {w['message']}")
+    lines += [f"  {u['path']}: {u['why']}" for u in report.get("unverified", []) if u["why"] == NOT_SUPPLIED]
     if report.get("unverified"):
         lines.append(f"  {len(report['unverified'])} value group(s) listed as unverifiable (--json shows them)")
     return "\n".join(lines)

@@ -14,7 +14,7 @@ Closed form: query ``t`` has ``min(S, t//BS + 1)`` valid slots, so per (batch, h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 
@@ -48,19 +48,22 @@ def effective_edges(block_indices: np.ndarray, block_size: int, cu_seqlens: np.n
     return int(keep.sum())
 
 
-def equal_edge_gate(routings: Mapping[str, np.ndarray], shape: Shape, cu_seqlens: np.ndarray | None = None) -> dict:
+def equal_edge_gate(routings: Mapping[str, np.ndarray], shape: Shape, cu_seqlens: np.ndarray | None = None,
+                    exempt: Collection[str] = ()) -> dict:
     """Count every pattern's edges; all must equal each other and the closed form, or raise.
 
     Packed (``cu_seqlens``): the packed closed form ``H * sum_docs sum_{t_local} min(S, t_local//BS + 1)``.
-
-    Returns ``{"closed_form": int, "per_pattern": {name: int}, "equal": True}``.
+    ``exempt`` names routings whose edges may differ (routing files, fla-topk): counted and recorded,
+    never a failure. Returns ``{"closed_form": int, "per_pattern": {name: int}, "equal": bool}`` (``equal``:
+    every count, exempt ones included, is the closed form) plus ``"exempt": [names]`` when any.
     """
     expected = closed_form_edges(shape) if cu_seqlens is None else \
         packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu_seqlens)
     counts = {name: effective_edges(bi, shape.block_size, cu_seqlens) for name, bi in routings.items()}
-    bad = {name: c for name, c in counts.items() if c != expected}
+    bad = {name: c for name, c in counts.items() if c != expected and name not in exempt}
     if bad:
         detail = ", ".join(f"{n}={c}" for n, c in counts.items())
         raise GateFailure(f"equal-edge gate failed: closed form {expected} edges, got {detail}; "
                           f"the routing generator broke the equal-edge guarantee (do not time this)")
-    return {"closed_form": expected, "per_pattern": counts, "equal": True}
+    record = {"closed_form": expected, "per_pattern": counts, "equal": all(c == expected for c in counts.values())}
+    return {**record, "exempt": [n for n in counts if n in exempt]} if exempt else record

@@ -20,6 +20,7 @@ file can re-check its statistics.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -182,14 +183,54 @@ def load_routing_file(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[
 
 def routing_file_report(path: str | Path, shape: Shape) -> dict[str, Any]:
     """Validate a file and summarise it: edges (CSR rule) vs the closed form, fan-in and CSR-row statistics."""
+    return routing_file_with_report(path, shape)[1]
+
+
+def routing_file_with_report(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[str, Any]]:
+    """The validated int32 routing of a file and its report (:func:`routing_file_report`)."""
     bi, info = load_routing_file(path, shape)
     edges = effective_edges(bi, shape.block_size)
     closed = closed_form_edges(shape)
     equal = edges == closed
     note = ("edges equal the closed form (comparable at equal edges with the generated patterns)" if equal else
             f"edges differ from the closed form by {edges - closed:+d}: latency is not comparable at equal edges")
-    return {**info, "edges": edges, "closed_form_edges": closed, "equal_to_closed_form": equal, "note": note,
-            **routing_statistics(bi, shape.block_size)}
+    return bi, {**info, "edges": edges, "closed_form_edges": closed, "equal_to_closed_form": equal, "note": note,
+                **routing_statistics(bi, shape.block_size)}
+
+
+def file_pattern_name(path: str | Path) -> str:
+    """The pattern name a routing file is timed under: ``file:<stem>`` (characters outside
+    ``[A-Za-z0-9_.=-]`` become ``_``).
+
+    >>> file_pattern_name("runs/my model (layer 3).npy")
+    'file:my_model__layer_3_'
+    """
+    return "file:" + re.sub(r"[^A-Za-z0-9_.=-]", "_", Path(path).stem)
+
+
+def file_routings(paths: Sequence[str], shape: Shape, require_equal: bool = False,
+                  ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+    """Every ``--routing-file`` read and validated at ``shape`` (before any GPU work): the routings and their
+    reports, both keyed ``file:<stem>``. ``require_equal`` (``--require-equal-edges``): every file's edges
+    must equal the closed form (and so each other).
+
+    Raises:
+        UserError: a broken file (one line naming the first offending (b, t, h, slot)), two files with
+            the same pattern name, or unequal edges under ``require_equal``.
+    """
+    routings: dict[str, np.ndarray] = {}
+    reports: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        name = file_pattern_name(path)
+        if name in reports:
+            raise UserError(f"--routing-file {path}: pattern name {name!r} is taken by {reports[name]['path']}; "
+                            f"rename one file")
+        routings[name], reports[name] = routing_file_with_report(path, shape)
+    unequal = {r["path"]: r["edges"] for r in reports.values() if not r["equal_to_closed_form"]}
+    if require_equal and unequal:
+        detail = ", ".join(f"{p}={c}" for p, c in unequal.items())
+        raise UserError(f"--require-equal-edges: closed form {closed_form_edges(shape)} edges, but {detail}")
+    return routings, reports
 
 
 def require_equal_edges(reports: Sequence[dict[str, Any]]) -> None:

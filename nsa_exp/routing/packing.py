@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import UserError
 from .config import Pattern, Shape
-from .patterns import generate_routing, routing_violations
+from .patterns import generate_routing, pattern_spec, routing_violations
 
 MAX_DOCUMENTS = 1 << 20
 
@@ -142,7 +142,11 @@ def generate_packed_routing(pattern: Pattern, shape: Shape, seed: int, cu: np.nd
 
     Raises:
         ValueError: ``shape.B != 1`` (FLA's varlen path takes one packed row) or ``cu`` not ending at ``T``.
+        UserError: an external pattern (fla-topk: FLA's top-k on the dense layout), not packed yet.
     """
+    if pattern_spec(pattern.name).external is not None:
+        raise UserError(f"config.packing: pattern {pattern.name!r} is generated on the dense layout only; "
+                        "drop the packing or the pattern")
     cu = np.asarray(cu, dtype=np.int64)
     if shape.B != 1 or cu[0] != 0 or cu[-1] != shape.T:
         raise ValueError(f"packed routing needs B=1 and cu_seqlens 0..T={shape.T} (got B={shape.B}, {cu[[0, -1]]})")

@@ -27,6 +27,7 @@ Generators are vectorised over (batch, query, head) rows; the sampler (:mod:`.sa
 
 from __future__ import annotations
 
+import importlib
 import math
 import zlib
 from collections.abc import Callable, Mapping
@@ -106,6 +107,12 @@ class PatternSpec:
     label_offset: tuple[int, int] = field(default=(7, 6))  # figure label offset in points
     # shape-dependent rules (e.g. sinks < S): raises UserError naming ``where.<param>``
     check_shape: Callable[[Mapping[str, Any], Shape, str], None] | None = None
+    # "module:function" (pattern, shape, seed) -> int32 [B,T,H,S], imported only when generated (a
+    # routing computed on the GPU tier, e.g. fla-topk); ``generate`` is then unused
+    external: str | None = None
+    # False: the routing's edges may differ from the closed form (not generated to n(t) valid slots);
+    # the equal-edge gate counts and records them instead of failing
+    equal_edges: bool = True
 
 
 PATTERNS: dict[str, PatternSpec] = {}
@@ -192,8 +199,12 @@ def pattern_from_entry(entry: Mapping[str, Any], where: str, shape: Shape | None
 
 
 def generate_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
-    """block_indices int32 ``[B, T, H, S]`` for ``pattern`` (see the module docstring)."""
+    """block_indices int32 ``[B, T, H, S]`` for ``pattern`` (see the module docstring); an ``external``
+    pattern (fla-topk) is computed by its GPU-tier function, which raises UserError without a GPU."""
     spec = pattern_spec(pattern.name)
+    if spec.external is not None:
+        module, _, fn = spec.external.partition(":")
+        return getattr(importlib.import_module(module), fn)(pattern, shape, seed)
     rows = Rows.for_shape(shape)
     out = spec.generate(rows, {**spec.defaults, **dict(pattern.params)}, pattern_rng(seed, pattern.name))
     out = -np.sort(-out, axis=1)  # descending block order; -1 padding lands in the last slots
