@@ -21,12 +21,14 @@ H100 = REPO / "results" / "raw" / "e1_h100.json"
 class FakeEvent:
     name: str
     device_time_total: float  # µs, as torch.autograd.profiler_util.FunctionEvent reports it
+    device_type: str = "DeviceType.CUDA"  # the GPU-side gpu_user_annotation; "DeviceType.CPU" for the CPU range
 
 
 def test_kernel_times_are_grouped_by_range_and_ordered_by_call():
     events = [FakeEvent(range_label("zipf", "full_bwd", 1), 84_000.0), FakeEvent("aten::sum", 500.0),
               FakeEvent(range_label("zipf", "full_bwd", 0), 83_000.0), FakeEvent("nsa_cupti/bad", 1.0),
-              FakeEvent(range_label("local", "csr", 0), 300.0), FakeEvent("cudaLaunchKernel", 0.0)]
+              FakeEvent(range_label("local", "csr", 0), 300.0), FakeEvent("cudaLaunchKernel", 0.0),
+              FakeEvent(range_label("zipf", "full_bwd", 0), 1_300.0, "DeviceType.CPU")]  # ATen's kernels: not twice
     assert kernel_ms(events) == {"zipf": {"full_bwd": [83.0, 84.0]}, "local": {"csr": [0.3]}}
 
 

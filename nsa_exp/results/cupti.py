@@ -1,11 +1,15 @@
 """The CUPTI cross-check (issue 14), pure: profiler events -> per-stage kernel time, and its agreement rule.
 
 After the timed rounds, ``bench`` runs a short pass under ``torch.profiler`` (:mod:`nsa_exp.gpu.cupti`):
-each stage call sits in a ``record_function`` range named :func:`range_label`; torch attributes every
-kernel the call launched (CUPTI activity records, matched to the launching CPU op by correlation id) to
-that range, and ``FunctionEvent.device_time_total`` (µs) sums the kernels' own device durations. So the
-kernel time excludes launch gaps, host work between a stage's launches and the GPU spin, which the
-CUDA-event pair around the call includes.
+each stage call sits in a ``record_function`` range named :func:`range_label`. With CUDA activities on,
+torch reports each range twice: the CPU-side ``user_annotation`` (its ``device_time_total`` sums only the
+kernels CUPTI correlates to a CPU op under it: ATen's kernels, e.g. ``dq.sum(0)``, but not Triton's, which
+Triton launches through the driver API without a CPU op) and the GPU-side ``gpu_user_annotation``
+(``device_type`` CUDA; ``device_time_total`` = its span on the GPU, from the first kernel's start to the
+last kernel's end). The kernel time is the GPU-side span only (summing both counted ATen's kernels twice:
+the first H200 run, never committed, showed ``wrapper_extra`` at 2x its event time). So it excludes the
+launch latency before the first kernel and the GPU spin, which the CUDA-event pair around the call
+includes, and includes the gaps between a multi-launch stage's kernels.
 
 Agreement rule (``validate``'s ``cupti_agreement``), per pattern x stage, with ``e`` the stage's
 CUDA-event median over the timed rounds and ``k`` its kernel-time median over the profiled calls:
@@ -18,9 +22,10 @@ CUDA-event median over the timed rounds and ``k`` its kernel-time median over th
 
 >>> range_label("sink-heavy", "dkv_core", 3)
 'nsa_cupti/sink-heavy/dkv_core/3'
->>> class E:  # a FunctionEvent's two fields this module reads
-...     def __init__(self, name, us): self.name, self.device_time_total = name, us
->>> kernel_ms([E("nsa_cupti/local/csr/0", 300.0), E("aten::fill_", 9.0), E("nsa_cupti/local/csr/1", 310.0)])
+>>> class E:  # a FunctionEvent's three fields this module reads
+...     def __init__(self, name, us, dev="CUDA"): self.name, self.device_time_total, self.device_type = name, us, dev
+>>> kernel_ms([E("nsa_cupti/local/csr/0", 300.0), E("aten::fill_", 9.0), E("nsa_cupti/local/csr/1", 310.0),
+...            E("nsa_cupti/local/csr/1", 12.0, dev="CPU")])
 {'local': {'csr': [0.3, 0.31]}}
 """
 
@@ -37,7 +42,8 @@ LOOSE_STAGES = ("csr", "wrapper_extra", "full_bwd")
 TIGHT = {"rel": 0.05, "abs_ms": 0.020}
 LOOSE = {"rel_below": 0.05, "abs_below_ms": 0.020, "rel_above": 0.15, "abs_above_ms": 0.050}
 METHOD = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
-          "GPU spin queued before each call outside the range; kernel time = the range's device_time_total")
+          "GPU spin queued before each call outside the range; kernel time = the range's GPU-side span "
+          "(gpu_user_annotation device_time_total; the CPU-side range is ignored)")
 
 
 def range_label(pattern: str, stage: str, call: int) -> str:
@@ -47,11 +53,12 @@ def range_label(pattern: str, stage: str, call: int) -> str:
 
 def kernel_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
     """``{pattern: {stage: [ms per call, in call order]}}`` from profiler events carrying ``name`` and
-    ``device_time_total`` (µs, a ``torch.autograd.profiler_util.FunctionEvent``); other events are ignored."""
+    ``device_time_total`` (µs, a ``torch.autograd.profiler_util.FunctionEvent``) and ``device_type``; only
+    the GPU-side annotation of each range counts (CPU-side ones and other events are ignored)."""
     calls: dict[tuple[str, str], dict[int, float]] = {}
     for e in events:
         parts = e.name.split("/")
-        if len(parts) != 4 or parts[0] != PREFIX:
+        if len(parts) != 4 or parts[0] != PREFIX or str(getattr(e, "device_type", "")).rsplit(".", 1)[-1] == "CPU":
             continue
         _, pattern, stage, call = parts
         by_call = calls.setdefault((pattern, stage), {})
