@@ -3,6 +3,7 @@
 #   scripts/h200_session.sh part1 OUTDIR   # check, smoke (with the M > S oracle gate), 20-round bench, sweeps
 #   scripts/h200_session.sh part2 OUTDIR   # autotune matrix, the two tuning arms, the what-if arms
 #   scripts/h200_session.sh formal OUTDIR  # issue 14: check, smoke, the formal 150-round bench (CUPTI pass included)
+#   scripts/h200_session.sh formal_bench OUTDIR  # the formal bench + repeat alone
 #   scripts/h200_session.sh formal2 OUTDIR # issue 14: the independent repeat (configs replayed), ncu dK/dV and dQ;
 #                                          # issue 10: the skew sweep's fla-topk points (resume)
 #   scripts/h200_session.sh files OUTDIR   # issue 10: bench with a routing file; issue 15: the packing sweep
@@ -58,6 +59,13 @@ case "$part" in
     step bench "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200 \
       --output results/raw/e1_h200.json --summary results/summaries/e1_h200.csv
     ;;
+  formal_bench)  # the formal bench and its repeat alone (re-run after the CUPTI aggregation fix)
+    step bench "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200 \
+      --output results/raw/e1_h200.json --summary results/summaries/e1_h200.csv
+    step repeat "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_repeat \
+      --autotune-from results/raw/e1_h200.json \
+      --output results/raw/e1_h200_repeat.json --summary results/summaries/e1_h200_repeat.csv
+    ;;
   formal2)
     step repeat "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_repeat \
       --autotune-from results/raw/e1_h200.json \
@@ -79,5 +87,5 @@ case "$part" in
     CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}" step sweep_x2 "$py" -m nsa_exp sweep \
       --config configs/sweep_x2_h200.json --executor local
     ;;
-  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal2|files|x2 OUTDIR" >&2; exit 2 ;;
+  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2 OUTDIR" >&2; exit 2 ;;
 esac
