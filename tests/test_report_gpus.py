@@ -42,3 +42,13 @@ def test_figures_name_the_gpu_the_result_recorded(tmp_path):
     assert gpu_name(summaries / "e1_h200_post.csv") == "NVIDIA H200"
     assert gpu_name(tmp_path / "x.csv") is None
     assert gpu_name(summaries / "e1_h100.csv", RAW / "e1_h200_post.json") == "NVIDIA H200"
+
+
+def test_the_cross_gpu_ncu_reading_comes_from_the_counters_and_needs_both_gpus(tmp_path):
+    from nsa_exp.results.report_gpus import _ncu_across  # noqa: PLC0415 - a private section helper
+
+    lines = _ncu_across("results/raw/e1_h100.json", "results/raw/e1_h200.json", same_in_cycles=True)
+    table = [ln for ln in "\n".join(lines).splitlines() if ln.startswith(("| dQ core", "| dK/dV core"))]
+    assert len(table) == 8  # 2 stages x 2 GPUs x 2 patterns, from results/ncu/*_local-vs-sink-heavy_*.json
+    assert "so it is not bound by HBM" in lines[-2] and "clocks do not explain" in lines[-2]
+    assert _ncu_across("results/raw/e1_h100.json", str(tmp_path / "e1_h300.json"), True) == []

@@ -167,8 +167,8 @@ def _findings(analysis: dict[str, Any], names: list[str], stages: list[str], dri
             "program.",
             "- Other shapes, FLA commits or Triton versions: the formal run is one shape on one H100 with one config "
             "tuned on `local` and reused; the H200 sections below measure other configs, routings and T.",
-            "- Variable-length (`cu_seqlens`) inputs, `block_counts` tensors, and the compression / sliding-window "
-            "branches of NSA.",
+            "- `block_counts` tensors and the compression / sliding-window branches of NSA (packed `cu_seqlens` "
+            "inputs: the Packed documents section below, H200).",
             "- Locked-clock numbers: clocks ran free (telemetry above), as in training.", ""]
 
 
