@@ -56,7 +56,7 @@ def cmd_routing(args: argparse.Namespace) -> int:
     if args.output:
         write_routing_report(report, args.output)
     if args.save:
-        for path in save_routings(routings, args.save):
+        for path in save_routings(routings, args.save, config.cu_seqlens):
             print(f"wrote {path}", file=sys.stderr)
     table = format_table(report) + ("\n" + format_files_table(files) if files else "")
     print(json.dumps(report, indent=1) if args.json else table)

@@ -26,7 +26,7 @@ from nsa_exp.routing.packing import (
 from nsa_exp.routing.patterns import PATTERNS, generate_routing
 from nsa_exp.sweep import load_sweep, run_sweep, sweep_table
 
-from .helpers import assert_one_line_error, run_cli
+from .helpers import REPO, assert_one_line_error, run_cli
 from .test_sweep import _sweep_config, fake_measure
 
 FAMILIES = [n for n, spec in PATTERNS.items() if spec.external is None]  # fla-topk is dense-only
@@ -239,3 +239,26 @@ def test_validate_recomputes_a_packed_points_statistics_over_the_varlen_csr_rows
     out.write_text(json.dumps(doc))
     failed = [c for c in validate_path(out)["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["routing_recompute"]
+
+
+def test_the_routing_command_reports_a_packed_config_and_saves_npz_that_predict_reads(tmp_path):
+    raw = json.loads((REPO / "configs" / "e1_h100.json").read_text())
+    raw.update(name="packed", shape={**raw["shape"], "T": 4096}, packing={"documents": 1024},
+               patterns=[{"name": "local"}, {"name": "sink-heavy", "sinks": 4}])
+    config = tmp_path / "packed.json"
+    config.write_text(json.dumps(raw))
+    proc = run_cli("routing", "--config", str(config), "--json", "--save", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    cu = cu_seqlens({"documents": 1024}, 4096, 64)
+    closed = packed_closed_form_edges(4, 16, 64, cu)
+    assert report["closed_form_edges"] == closed and report["packing"]["documents"] == 4
+    assert {p["edges"] for p in report["patterns"].values()} == {closed}
+    assert report["patterns"]["sink-heavy"]["fanin"]["max"] == 1024  # a document's sink row: its length
+    saved = np.load(tmp_path / "r" / "sink-heavy.npz")
+    assert np.array_equal(saved["cu_seqlens"], cu)
+    from_file = json.loads(run_cli("predict", "--calibration", CALIBRATION, "--routing-file",
+                                   str(tmp_path / "r" / "sink-heavy.npz"), "--json").stdout)
+    from_flag = json.loads(run_cli("predict", "--calibration", CALIBRATION, "--pattern", "sink-heavy", "--T", "4096",
+                                   "--packing", '{"documents": 1024}', "--json").stdout)
+    assert from_file["predicted_ms"] == from_flag["predicted_ms"]

@@ -36,12 +36,15 @@ def plot_sweep(table: str | Path, out_dir: str | Path) -> list[Path]:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), constrained_layout=True)
     for ax, x in zip(axes, panels, strict=True):
         # vs T: one line per routing (family + parameters); vs a statistic: one marker per family
-        groups = frame.groupby(["family", "params"] if x == "T" else ["family"], sort=True)
+        # packed sweeps (a ``packing`` column): one marker per (family, packing), so packings are told apart
+        by = ["family", "params"] if x == "T" else ["family"]
+        groups = frame.groupby(by + (["packing"] if "packing" in frame else []), sort=False)
         for i, (key, sub) in enumerate(groups):
             sub = sub.sort_values(x)
-            label = " ".join(k for k in key if k != "{}")
-            err = [sub["dkv_median_ms"] - sub["dkv_p10_ms"], sub["dkv_p90_ms"] - sub["dkv_median_ms"]]
-            ax.errorbar(sub[x], sub["dkv_median_ms"], yerr=err, fmt=MARKERS[i % len(MARKERS)],
+            label = " ".join(str(k) for k in key if str(k) != "{}")
+            med = sub["dkv_median_ms"].to_numpy()
+            err = [med - sub["dkv_p10_ms"].to_numpy(), sub["dkv_p90_ms"].to_numpy() - med]
+            ax.errorbar(sub[x].to_numpy(), med, yerr=err, fmt=MARKERS[i % len(MARKERS)],
                         ls="-" if x == "T" else "none", ms=6, capsize=3, label=label)
         if x == "T":
             ax.set_xscale("log", base=2)

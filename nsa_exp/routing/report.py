@@ -20,42 +20,50 @@ from ..results.metadata import base_metadata
 from ..results.schema import schema_version
 from ..results.store import write_bytes_atomic, write_json
 from .config import Config, Shape
-from .edges import closed_form_edges, effective_edges, equal_edge_gate
+from .edges import effective_edges, equal_edge_gate
 from .fanin import routing_statistics
-from .files import require_equal_edges, routing_file_report
+from .files import CU_KEY, NPZ_KEY, require_equal_edges, routing_file_report
+from .packing import generate_packed_routing, packed_routing_violations, packing_record
 from .patterns import generate_routing, pattern_spec, routing_violations
 
 SCHEMA_VERSION = schema_version("routing_report")
 
 
 def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Generate every pattern and summarise it; the equal-edge gate raises on a mismatch."""
+    """Generate every pattern and summarise it; the equal-edge gate raises on a mismatch. Packed
+    (``config.packing``): each routing per document, edges against the packed closed form, statistics over
+    the varlen CSR rows, and the report's ``packing`` record (:mod:`.packing`)."""
     patterns, routings = {}, {}
+    cu, BS = config.cu_seqlens, config.shape.block_size
     for pattern in config.patterns:
         t0 = time.perf_counter()
-        bi = generate_routing(pattern, config.shape, config.seeds.routing)
+        bi = generate_routing(pattern, config.shape, config.seeds.routing) if cu is None else \
+            generate_packed_routing(pattern, config.shape, config.seeds.routing, cu)
         seconds = time.perf_counter() - t0
         routings[pattern.name] = bi
         patterns[pattern.name] = {
             "params": pattern.to_dict(),
-            "edges": effective_edges(bi, config.shape.block_size),
+            "edges": effective_edges(bi, BS, cu),
             "generation_s": seconds,
-            "invariant_violations": routing_violations(bi, config.shape),
-            **routing_statistics(bi, config.shape.block_size),
+            "invariant_violations": routing_violations(bi, config.shape) if cu is None else
+            packed_routing_violations(bi, config.shape, cu),
+            **routing_statistics(bi, BS, cu),
         }
     # fla-topk (equal_edges=False): counted and recorded under equal_edges.exempt, not gated
-    gate = equal_edge_gate(routings, config.shape, exempt=[n for n in routings if not pattern_spec(n).equal_edges])
+    gate = equal_edge_gate(routings, config.shape, cu, exempt=[n for n in routings if not pattern_spec(n).equal_edges])
     report = {
         "schema_version": SCHEMA_VERSION,
         "kind": "routing_report",
         "config_name": config.name,
         "shape": config.shape.to_dict(),
         "routing_seed": config.seeds.routing,
-        "closed_form_edges": closed_form_edges(config.shape),
+        "closed_form_edges": gate["closed_form"],
         "equal_edges": gate,
         "patterns": patterns,
         "metadata": base_metadata(),
     }
+    if cu is not None:
+        report["packing"] = packing_record(cu, gate["closed_form"])
     return report, routings
 
 
@@ -65,6 +73,7 @@ def routing_files_section(shape: Shape, paths: Sequence[str], require_equal: boo
     if require_equal:
         require_equal_edges(reports)
     return reports
+
 
 
 def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) -> list[dict[str, Any]]:
@@ -82,13 +91,18 @@ def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) 
     return rows
 
 
-def save_routings(routings: dict[str, np.ndarray], directory: str | Path) -> list[str]:
-    """Write each routing as ``<directory>/<pattern>.npy`` (atomic rename); returns the paths."""
+def save_routings(routings: dict[str, np.ndarray], directory: str | Path, cu: np.ndarray | None = None) -> list[str]:
+    """Write each routing as ``<directory>/<pattern>.npy`` (atomic rename); packed (``cu``), as
+    ``<pattern>.npz`` holding ``block_indices`` and its ``cu_seqlens`` (what ``predict --routing-file``
+    reads). Returns the paths."""
     paths = []
     for name, bi in routings.items():
         buf = io.BytesIO()
-        np.save(buf, bi, allow_pickle=False)
-        path = Path(directory) / f"{name}.npy"
+        if cu is None:
+            np.save(buf, bi, allow_pickle=False)
+        else:
+            np.savez(buf, **{NPZ_KEY: bi, CU_KEY: np.asarray(cu, dtype=np.int32)})
+        path = Path(directory) / f"{name}.{'npy' if cu is None else 'npz'}"
         write_bytes_atomic(path, buf.getvalue())
         paths.append(str(path))
     return paths
@@ -102,7 +116,10 @@ def format_table(report: dict[str, Any]) -> str:
     table = tabulate(rows, headers=["pattern", "edges", "fanin mean", "max", "p95", "p99", "cv", "gini", "span med",
                                     "gap mean", "gen s"],
                      intfmt=",", floatfmt=("", ",.0f", ".1f", ".0f", ".1f", ".1f", ".3f", ".3f", ".1f", ".2f", ".2f"))
-    return "\n".join([f"config {report['config_name']}: shape {report['shape']}",
+    pack = report.get("packing")
+    packed = "" if pack is None else (f"; packed: {pack['documents']} documents of {pack['min_length']}–"
+                                      f"{pack['max_length']} tokens, program order {pack['program_order']}")
+    return "\n".join([f"config {report['config_name']}: shape {report['shape']}{packed}",
                       f"closed-form edges {report['closed_form_edges']:,}; equal-edge gate passed", table])
 
 
