@@ -96,7 +96,9 @@ def test_validation_predicts_only_the_held_out_routing(seed_calibration, capsys)
     assert main(["model-validate", "--calibration", str(seed_calibration / "cal.json"), "--points", SEED,
                  "--output", str(out), "--figures", str(seed_calibration), "--max-fanin", "0"]) == 0
     val = json.loads(out.read_text())
-    assert (seed_calibration / "model_validation_cal.png").stat().st_size > 0
+    # a validation not named <calibration>_validation keeps its own figure (two validations never share one)
+    assert (seed_calibration / "model_validation_val.png").stat().st_size > 0
+    assert not (seed_calibration / "model_validation_cal.png").exists()
     assert schema_errors(val, "model_validation", "val") == []
     assert [r["name"] for r in val["rows"]] == ["zipf(exponent=1.0)@T=32768"]
     assert abs(val["rows"][0]["error_pct"]) < 5.0  # a held-out prediction, measured 58.228 ms

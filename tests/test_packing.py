@@ -262,3 +262,17 @@ def test_the_routing_command_reports_a_packed_config_and_saves_npz_that_predict_
     from_flag = json.loads(run_cli("predict", "--calibration", CALIBRATION, "--pattern", "sink-heavy", "--T", "4096",
                                    "--packing", '{"documents": 1024}', "--json").stdout)
     assert from_file["predicted_ms"] == from_flag["predicted_ms"]
+
+
+def test_model_validate_reads_a_packed_point_in_the_varlen_program_order():
+    from nsa_exp.model.points import pattern_fanin, read_points  # noqa: PLC0415 - model tier, as the CLI loads it
+
+    path = REPO / "results" / "sweeps" / "sweep_packing_h200" / "T32768-docs8192-sink-heavy-sinks4.json"
+    points = {p.name: p for p in read_points(path)}
+    p = points["sink-heavy(sinks=4)@T=32768-docs8192"]
+    assert p.packing == {"documents": 8192}
+    cu = cu_seqlens(p.packing, p.T, 64)
+    bi = generate_packed_routing(Pattern("sink-heavy", sinks=4), Shape(**{**p.shape, "T": p.T}), p.seed, cu)
+    packed = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
+    assert np.array_equal(packed, csr_rows(bi, 64, cu).fanin) and packed.max() == 8192
+    assert not np.array_equal(packed, pattern_fanin(p.pattern, p.shape, p.T, p.seed))  # the dense routing differs

@@ -258,9 +258,11 @@ def model_validate(args: argparse.Namespace) -> int:
     for p in points:
         if p.name in used:
             continue
-        fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed)
+        fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
         pred = predict(cal, fanin)
-        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin)
+        # the split what-if is modelled on the dense layout only; a packed point keeps heaviest-first alone
+        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin) if p.packing is None else \
+            {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None}
         rows.append({"name": p.name, "source": p.source, "sha256": p.sha256, "pattern": dict(p.pattern), "T": p.T,
                      "measured_ms": p.measured_ms, "predicted_ms": pred["predicted_ms"],
                      "error_pct": 100.0 * (pred["predicted_ms"] / p.measured_ms - 1.0),

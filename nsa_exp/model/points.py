@@ -9,6 +9,7 @@ regenerating the routing from the embedded config (the same generator and seed t
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -20,6 +21,8 @@ import numpy as np
 from ..errors import UserError
 from ..results.strict_json import parse_strict
 from ..routing.config import Shape
+from ..routing.fanin import csr_rows
+from ..routing.packing import cu_seqlens, generate_packed_routing, packing_token
 from ..routing.patterns import PATTERNS, generate_routing, pattern_from_entry
 
 # Shape fields a calibration fixes; T (and with it the number of CSR rows) is free.
@@ -41,6 +44,8 @@ class Point:
     shape: Mapping[str, Any]
     seed: int
     autotune_config: Mapping[str, Any]
+    #: the result's ``config.packing`` section (None = dense): varlen program order, per-document routing
+    packing: Mapping[str, Any] | None = None
 
 
 def point_name(pattern: Mapping[str, Any], T: int) -> str:
@@ -91,14 +96,16 @@ def read_points(path: Path) -> list[Point]:
         dkv = doc["autotune"]["kernels"]["dkv_core"]["best_config"]
         seed = int(config["seeds"]["routing"])
         out = []
+        packing = config.get("packing")
         for name, pat in doc["patterns"].items():
             params = dict(pat.get("params") or {"name": name})
             params.setdefault("name", name)
-            out.append(Point(point_name(params, int(shape["T"])), params, int(shape["T"]),
+            label = point_name(params, int(shape["T"])) + ("" if packing is None else f"-{packing_token(packing)}")
+            out.append(Point(label, params, int(shape["T"]),
                              float(pat["stages"]["dkv_core"]["median_ms"]), str(path),
                              hashlib.sha256(data).hexdigest(), gpu["name"], int(gpu["sm_count"]),
                              {k: shape[k] for k in SHAPE_KEYS}, seed,
-                             {k: dkv[k] for k in ("kwargs", "num_warps", "num_stages")}))
+                             {k: dkv[k] for k in ("kwargs", "num_warps", "num_stages")}, packing))
         return out
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UserError(f"{path}: not a result with patterns.<p>.stages.dkv_core.median_ms, shape, "
@@ -149,10 +156,13 @@ def row_fanin(block_indices: np.ndarray, block_size: int) -> np.ndarray:
 
 
 @cache
-def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int) -> np.ndarray:
+def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int, packing_json: str | None = None) -> np.ndarray:
     shape = shape_at(dict(shape_items), T)
     pattern = pattern_from_entry(dict(pattern_items), "pattern", shape)
-    return row_fanin(generate_routing(pattern, shape, seed), shape.block_size)
+    if packing_json is None:
+        return row_fanin(generate_routing(pattern, shape, seed), shape.block_size)
+    cu = cu_seqlens(json.loads(packing_json), T, shape.block_size, "config.packing")
+    return csr_rows(generate_packed_routing(pattern, shape, seed, cu), shape.block_size, cu).fanin
 
 
 def regenerable(pattern: Mapping[str, Any]) -> bool:
@@ -162,8 +172,12 @@ def regenerable(pattern: Mapping[str, Any]) -> bool:
     return spec is not None and spec.external is None
 
 
-def pattern_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int) -> np.ndarray:
-    """Per-CSR-row fan-in ``int64 [B*H*M]`` (FLA's program-id order) of a generated routing (cached)."""
+def pattern_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int,
+                  packing: Mapping[str, Any] | None = None) -> np.ndarray:
+    """Per-CSR-row fan-in ``int64`` (cached) of a generated routing in FLA's program-id order: dense
+    ``[B*H*M]`` in ``(b*H + h)*M + block``; packed (``packing``, a config section), one row per (document,
+    block, head) in the varlen order ``(global_block)*H + h`` (:func:`nsa_exp.routing.fanin.csr_rows`)."""
     # lists (a placement's ``heads``) become tuples so the cache key hashes; the registry takes either
     items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pattern.items()))
-    return _fanin(items, tuple(sorted(shape.items())), T, seed)
+    packed = None if packing is None else json.dumps(packing, sort_keys=True)
+    return _fanin(items, tuple(sorted(shape.items())), T, seed, packed)

@@ -43,13 +43,20 @@ def plot_validation(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     ax.legend()
     paths = []
     for ext in ("png", "svg"):
-        path = Path(out_dir) / f"model_validation_{doc['calibration']['name']}.{ext}"
+        path = Path(out_dir) / f"{figure_stem(doc)}.{ext}"
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=130)
         write_bytes_atomic(path, buf.getvalue())
         paths.append(path)
     plt.close(fig)
     return paths
+
+
+def figure_stem(doc: dict[str, Any]) -> str:
+    """``model_validation_<calibration>`` for the default validation (``<calibration>_validation``), else
+    ``model_validation_<validation name>`` (a second validation of one calibration keeps its own figure)."""
+    cal = doc["calibration"]["name"]
+    return f"model_validation_{cal if doc['name'] == f'{cal}_validation' else doc['name']}"
 
 
 def _validation_rows(doc: dict[str, Any]) -> list[list[str]]:
@@ -85,9 +92,10 @@ def _validation(doc: dict[str, Any], path: str) -> list[str]:
             f"{s['max_abs_pct']:.2f}% over {s['n']} held-out points: {verdict} the target "
             f"({doc['target']['mean_abs_pct']}% / {limit}%). Over {limit}%: {', '.join(misses) or 'none'}. "
             f"{signs} of {s['n']} predictions are above the measurement (docs/MODEL.md discusses the bias).", "",
-            f"![predicted vs measured](figures/model_validation_{doc['calibration']['name']}.png)", "",
+            f"![predicted vs measured](figures/{figure_stem(doc)}.png)", "",
             *_table_lines(["routing", "measured ms", "predicted ms", "error", "busy", "model: LPT saves ms",
-                     f"model: split F={doc['split_max_fanin']} saves ms"], _validation_rows(doc))]
+                     f"model: split F={doc['split_max_fanin']} saves ms" if doc["split_max_fanin"] else
+                     "model: split (not modelled)"], _validation_rows(doc))]
 
 
 def _whatif(doc: dict[str, Any], path: str) -> list[str]:
