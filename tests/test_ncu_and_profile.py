@@ -100,10 +100,13 @@ def test_profile_stage_cli_without_gpu_is_a_one_line_error():
     assert_one_line_error(proc, "gpu: no CUDA GPU is visible")
 
 
-def test_committed_ncu_summaries_are_from_the_h100():
-    for path in NCU.glob("*.json"):
+def test_committed_ncu_summaries_are_from_the_gpu_their_name_says():
+    paths = sorted(NCU.glob("*.json"))
+    assert any(p.name.startswith("e1_h200_") for p in paths) and any(p.name.startswith("e1_h100_") for p in paths)
+    for path in paths:
         doc = json.loads(path.read_text())
-        assert {k["device"] for k in doc["kernels"]} == {H100}
+        want = "NVIDIA H200" if path.name.startswith("e1_h200_") else H100
+        assert {k["device"] for k in doc["kernels"]} == {want}, path
         assert doc["metadata"]["git"]["sha"]
 
 
