@@ -33,8 +33,20 @@ def _options(sub: argparse.ArgumentParser) -> list[argparse.Action]:
     return sorted(actions, key=lambda a: bool(a.option_strings))
 
 
+def _repeated(a: argparse.Action) -> bool:
+    """An option whose invoke flag is given once per value: ``action="append"`` (one CLI flag per value),
+    ``nargs`` ``+``/``*`` or a fixed count such as ``--noise-from X Y`` (one CLI flag, every value)."""
+    return isinstance(a, argparse._AppendAction) or a.nargs in ("+", "*") or isinstance(a.nargs, int)
+
+
 def _argv(actions: list[argparse.Action], values: dict) -> list[str]:
-    """The CLI arguments for the task's keyword values (unset options are left to the CLI's defaults)."""
+    """The CLI arguments for the task's keyword values (unset options are left to the CLI's defaults).
+
+    >>> p = argparse.ArgumentParser(); _ = p.add_argument("--f", action="append", default=[])
+    >>> _ = p.add_argument("--pair", nargs=2); _ = p.add_argument("--x")
+    >>> _argv(p._actions[1:], {"f": ["a.npy", "b.npy"], "pair": ["X", "Y"], "x": ""})
+    ['--f', 'a.npy', '--f', 'b.npy', '--pair', 'X', 'Y']
+    """
     argv: list[str] = []
     for a in actions:
         value = values[a.dest]
@@ -42,8 +54,10 @@ def _argv(actions: list[argparse.Action], values: dict) -> list[str]:
             argv += [value, *(values.get(MORE) or [])] if a.nargs in ("+", "*") else [value]
         elif isinstance(a, argparse._StoreTrueAction):
             argv += [a.option_strings[-1]] if value else []
-        elif a.nargs in ("+", "*"):
-            argv += [a.option_strings[-1], *value] if value else []
+        elif isinstance(a, argparse._AppendAction):
+            argv += [x for v in value or [] for x in (a.option_strings[-1], str(v))]
+        elif _repeated(a):
+            argv += [a.option_strings[-1], *map(str, value)] if value else []
         elif value not in (None, ""):
             argv += [a.option_strings[-1], str(value)]
     return argv
@@ -62,11 +76,12 @@ def _command_task(name: str, sub: argparse.ArgumentParser) -> Task:
                 helps[MORE] = f"more {a.dest} (repeatable)"
         else:
             default = False if isinstance(a, argparse._StoreTrueAction) else (
-                [] if a.nargs in ("+", "*") else "" if a.default is None else a.default)
+                [] if _repeated(a) else "" if a.default is None else a.default)
             if isinstance(default, list):
                 iterable.append(a.dest)
             params.append(inspect.Parameter(a.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
-        helps[a.dest] = (a.help or "").replace("%", "%%") if a.option_strings or a.help else a.dest
+        helps[a.dest] = ((a.help or "").replace("%%", "%") + (" (repeat the flag once per value)" if a.option_strings and _repeated(a)
+                                          else "")) if a.option_strings or a.help else a.dest
     if MORE in iterable:
         params.append(inspect.Parameter(MORE, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=[]))
 

@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from . import SWEEP_EXECUTORS
 from .errors import UserError
@@ -43,8 +44,15 @@ def _cpu(name: str) -> Handler:
     return _lazy("nsa_exp.handlers", f"cmd_{name}")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with the project's error contract: one line naming the option, exit 2 (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nsa_exp", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m nsa_exp", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -74,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=3, help="timed repeats (the median is printed)")
 
     p = command("check", _lazy("nsa_exp.gpu.commands", "check"),
-                "gates: H100, versions, FLA sources, env vars, equal edges", gpu)
+                "gates: the config's GPU (H100 / H200), versions, FLA sources, env vars, equal edges", gpu)
     p.add_argument("--output", metavar="PATH", help="report path (default results/reports/<config>_check.json)")
 
     p = command("smoke", _lazy("nsa_exp.gpu.commands", "smoke"),

@@ -25,6 +25,7 @@ from .results.plot import plot_fanin_latency
 from .results.report import build_report
 from .results.schema import schema_errors
 from .results.store import check_writable
+from .results.strict_json import parse_strict
 from .results.sweep_plot import plot_sweep
 from .results.validate import format_report, validate_paths
 from .routing.config import load_config
@@ -105,6 +106,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UserError(f"--resamples: {args.resamples} is not a positive integer")
     output = (f"results/compare/{Path(args.a).stem}_vs_{Path(args.b).stem}{'_cycles' if args.cycles else ''}.json"
               if args.output is None else args.output)
+    inputs = {Path(p).resolve(): p for p in [args.a, args.b, *(args.noise_from or [])]}
+    if Path(args.a).resolve() == Path(args.b).resolve():
+        raise UserError(f"compare: A and B are the same file ({args.a}); compare two runs (e.g. a result and "
+                        "its independent repeat)")
+    if output and Path(output).resolve() in inputs:
+        raise UserError(f"--output {output}: is an input of this comparison ({inputs[Path(output).resolve()]}); "
+                        "choose another path")
     if output:
         check_writable(output)
     doc, code = run_compare(args.a, args.b, output or None, noise_from=args.noise_from, floor=args.floor,
@@ -113,8 +121,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if output:
         print(f"wrote {output}")
     if code:
-        print(f"--fail-on {args.fail_on}: {sum(doc['counts'][v] for v in doc['counts'] if v != 'same')} "
-              f"verdict(s) other than same; exit 1", file=sys.stderr)
+        hits = (sum(n for v, n in doc["counts"].items() if v != "same") if args.fail_on == "any-change"
+                else doc["counts"].get(args.fail_on, 0))
+        what = "other than same" if args.fail_on == "any-change" else args.fail_on
+        print(f"--fail-on {args.fail_on}: {hits} verdict(s) {what}; exit 1", file=sys.stderr)
     return code
 
 
@@ -142,11 +152,18 @@ def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     points = load_sweep(args.config, args.routing_file)
+    if not points:
+        raise UserError(f"{args.config}: sweep.patterns: the grid is empty (no patterns and no routing_files)")
     out_dir, csv = sweep_dirs(points[0].sweep)
     if not args.table_only:
         if args.points_per_job < 1:
             raise UserError("--points-per-job: must be a positive integer")
-        slurm = json.loads(args.slurm) if args.slurm else None
+        try:
+            slurm = parse_strict(args.slurm.encode("utf-8")) if args.slurm else None
+        except ValueError as exc:
+            raise UserError(f"--slurm: not JSON ({exc}); e.g. --slurm '{{\"slurm_partition\": \"gpu\"}}'") from None
+        if slurm is not None and not isinstance(slurm, dict):
+            raise UserError("--slurm: must be a JSON object of submitit Slurm parameters")
         done = run_sweep(points, out_dir, args.allow_gpu, args.executor, points_per_job=args.points_per_job,
                          slurm=slurm)
         print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")

@@ -51,11 +51,13 @@ def test_gpu_tasks_refuse_a_wrong_environment_first(tmp_path):
     assert_one_line_error(proc, "FLA_CACHE_RESULTS=1 (must be 0)", "scripts/run_h100.sh")
 
 
-def test_check_without_a_gpu_writes_a_failing_report_and_exits_2(tmp_path):
+def test_check_without_a_gpu_writes_a_failing_report_beside_the_passing_one_and_exits_2(tmp_path):
     out = tmp_path / "check.json"
+    out.write_text("the committed passing report")
     proc = run_cli("check", "--output", str(out), env={**GOOD_ENV, "TRITON_CACHE_DIR": str(tmp_path / "tc")})
-    assert_one_line_error(proc, "check failed (1 gate(s)", "gpu: no CUDA GPU")
-    report = json.loads(out.read_text())
+    assert_one_line_error(proc, "check failed (1 gate(s)", "check.failed.json", "gpu: no CUDA GPU")
+    assert out.read_text() == "the committed passing report"  # a failed check never replaces it
+    report = json.loads((tmp_path / "check.failed.json").read_text())
     assert schema_errors(report, "check_report", "r") == []
     assert not report["passed"]
     by_name = {g["name"]: g["passed"] for g in report["gates"]}

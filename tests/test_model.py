@@ -216,3 +216,13 @@ def test_predict_takes_heads_as_a_comma_list():
                   "--param", "heads=0,1", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["predicted_ms"] > 0
+
+
+def test_predict_takes_one_kv_head_as_heads_0_like_the_list_form():
+    def ms(value: str) -> float:
+        proc = run_cli("predict", "--calibration", "results/model/h200_BQ1_w4_s2.json", "--pattern", "sink-heavy",
+                       "--param", f"heads={value}", "--json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["predicted_ms"]
+
+    assert ms("0") == ms("[0]") == ms("0,") != ms("0,3")

@@ -21,7 +21,9 @@ SCHEMA_VERSION = schema_version("check_report")
 
 def run_check(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
     """Run every gate (non-strict, so the report lists every failure), write the report, then raise
-    :class:`GateFailure` naming each failed gate and its fix."""
+    :class:`GateFailure` naming each failed gate and its fix. A failing report goes to
+    ``<output stem>.failed.json`` beside ``output``, so a failed check (say, on a CPU box) never replaces a
+    passing report at ``output``."""
     gates, _ = run_gates(config, allow_gpu=allow_gpu, strict=False)
     metadata = base_metadata()
     gpu = gate_detail(gates, "gpu")
@@ -38,6 +40,8 @@ def run_check(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, 
         "gates": gates,
         "metadata": metadata,
     }
+    if failed:
+        output = Path(output).with_name(f"{Path(output).stem}.failed.json")
     write_json(output, report, "check_report")
     if failed:
         raise GateFailure(f"check failed ({len(failed)} gate(s); report {output}): "

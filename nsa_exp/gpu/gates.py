@@ -34,7 +34,7 @@ def environment_gate() -> dict[str, Any]:
 def gpu_gate(required_name: str, allow_gpu: bool) -> dict[str, Any]:
     """A CUDA GPU is visible and its name contains ``required_name`` (unless ``allow_gpu``)."""
     if not torch.cuda.is_available():
-        raise GateFailure("gpu: no CUDA GPU is visible to torch; run on an H100 host (check nvidia-smi and "
+        raise GateFailure(f"gpu: no CUDA GPU is visible to torch; run on an {required_name} host (check nvidia-smi and "
                           "CUDA_VISIBLE_DEVICES) or, in the container, pass --gpus / the compose GPU reservation")
     name = torch.cuda.get_device_name(0)
     if required_name not in name and not allow_gpu:

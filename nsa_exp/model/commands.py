@@ -25,6 +25,7 @@ from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_i
 from ..routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
 from ..routing.patterns import generate_routing, pattern_from_entry
 from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
+from .doors import parse_packing, parse_params, require_enough_blocks
 from .points import (
     check_same_setup,
     pattern_fanin,
@@ -142,38 +143,6 @@ def load_calibration(path: str) -> dict[str, Any]:
                          missing_hint="make one with python -m nsa_exp calibrate")
 
 
-def _params(texts: list[str]) -> dict[str, Any]:
-    """``--param k=v`` values: JSON where it parses (``exponent=0.5``, ``heads=[0,1]``), a comma list of
-    integers as a list (``heads=0,1``), else the text; a key given twice is refused."""
-    out: dict[str, Any] = {}
-    for text in texts:
-        key, sep, value = text.partition("=")
-        if not sep or not key:
-            raise UserError(f"--param {text!r}: write key=value (e.g. --param sinks=4, --param heads=0,1)")
-        if key in out:
-            raise UserError(f"--param {key}: given twice ({out[key]!r} and {value!r}); give it once")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            parts = value.split(",")
-            out[key] = [int(p) for p in parts] if len(parts) > 1 and all(p.strip().lstrip("-").isdigit()
-                                                                          for p in parts) else value
-    return out
-
-
-def _packing_arg(text: str | None) -> dict[str, Any] | None:
-    """``--packing`` JSON text (a config ``packing`` section) or None."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise UserError(f"--packing: not JSON ({exc.msg}); e.g. --packing '{{\"documents\": 8192}}'") from None
-    if not isinstance(value, dict):
-        raise UserError("--packing: must be a JSON object (documents, lengths or distribution)")
-    return value
-
-
 def _packed_file_fanin(raw: np.ndarray, shape: Any, cu: np.ndarray, label: str) -> np.ndarray:
     """Per-row fan-in of a packed routing file in the varlen program order; UserError if a document breaks a rule."""
     if not np.issubdtype(raw.dtype, np.integer) or raw.ndim != 4:
@@ -192,11 +161,12 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
     if args.T is not None and (args.T < 1 or args.T % base["block_size"] or args.T > MAX_T):
         raise UserError(f"--T: {args.T} is not a positive multiple of block_size {base['block_size']} "
                         f"up to {MAX_T} (the config schema's limit)")
-    packing = _packing_arg(args.packing)
+    packing = parse_packing(args.packing)
     if args.pattern is not None:
         T = args.T or base["T"]
+        require_enough_blocks(T, base, "--T")
         shape = shape_at(base, T)
-        pattern = pattern_from_entry({"name": args.pattern, **_params(args.param)}, "--pattern", shape)
+        pattern = pattern_from_entry({"name": args.pattern, **parse_params(args.param)}, "--pattern", shape)
         entry = {"name": pattern.name, **dict(pattern.params)}
         if packing is not None:  # varlen program order (global_block)*H + h
             cu = cu_seqlens(packing, T, shape.block_size, "--packing")
@@ -209,6 +179,7 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
     if T < 1 or T % base["block_size"] or T > MAX_T:
         raise UserError(f"{label}: T={T} is not a positive multiple of block_size {base['block_size']} "
                         f"up to {MAX_T}")
+    require_enough_blocks(T, base, label)
     shape = shape_at(base, T)
     cu = read_cu_seqlens(args.routing_file, T, shape.block_size)
     if packing is not None:

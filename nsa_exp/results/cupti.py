@@ -101,6 +101,10 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     for pattern, stages in block["kernel_ms"].items():
         for stage, calls in stages.items():
             path = f"$.cupti.median_kernel_ms.{pattern}.{stage}"
+            if len(calls) != block["rounds"]:  # one profiled call per stage and round
+                problems.append((f"$.cupti.kernel_ms.{pattern}.{stage}", f"{len(calls)} calls, but "
+                                 f"cupti.rounds = {block['rounds']}"))
+                continue
             recorded = block["median_kernel_ms"].get(pattern, {}).get(stage)
             if recorded is None or abs(recorded - float(np.median(calls))) > 1e-9:
                 problems.append((path, f"recorded {recorded}, the calls give {float(np.median(calls))}"))

@@ -39,7 +39,7 @@ from ..errors import UserError
 from ..routing.config import Pattern, Shape, config_from_dict
 from ..routing.edges import effective_edges
 from ..routing.fanin import routing_statistics
-from ..routing.packing import generate_packed_routing
+from ..routing.packing import generate_packed_routing, packed_closed_form_edges, packing_record
 from ..routing.stages import BACKWARD_STAGES, LEGACY_STAGE_NAMES
 from ..routing.stages import STAGE_NAMES as STAGES
 from .latency import LAUNCH_GUARD_CYCLES, round_orders
@@ -101,6 +101,7 @@ def bench_recompute(doc: dict[str, Any], add: Add, generate: Callable[..., np.nd
         _guarded("reproduction_flags", add, _reproduction, doc, config, add)
         _guarded("timing_recompute", add, _timing, doc, config, add)
         _guarded("telemetry_recompute", add, _telemetry, doc, add, warnings, unverified)
+        _guarded("packing_recompute", add, _packing, doc, config, add)
     _guarded("memory_recompute", add, _memory, doc, add)
     _guarded("gates_consistent", add, _gates, doc, add)
     _guarded("ratio_recompute", add, _ratios, doc, add)
@@ -121,7 +122,24 @@ def sweep_point_recompute(doc: dict[str, Any], add: Add, generate: Callable[...,
     add("config_semantics", [])
     _guarded("pattern_set", add, _pattern_set, doc, config, add)
     _guarded("routing_recompute", add, _routings, doc, config, add, generate, unverified)
+    _guarded("packing_recompute", add, _packing, doc, config, add)
     return {"unverified": unverified, "warnings": []}
+
+
+def _packing(doc: dict[str, Any], config: Any, add: Add) -> None:
+    """The ``packing`` record recomputed from the config's packing section: ``cu_seqlens``, its sha256, the
+    document count and lengths, the packed closed-form edges and the program order, field by field."""
+    got = doc.get("packing")
+    if config.cu_seqlens is None:
+        add("packing_recompute", [] if got is None else [("$.packing", "recorded, but the config has no packing")])
+        return
+    if got is None:
+        add("packing_recompute", [("$.packing", "missing, but the config packs documents")])
+        return
+    S, BS = config.shape.S, config.shape.block_size
+    want = packing_record(config.cu_seqlens, packed_closed_form_edges(config.shape.H, S, BS, config.cu_seqlens))
+    add("packing_recompute", [(f"$.packing.{k}", f"recorded {got.get(k)!r}, the config's packing gives {v!r}")
+                              for k, v in want.items() if got.get(k) != v])
 
 
 def _pattern_set(doc: dict[str, Any], config: Any, add: Add) -> None:

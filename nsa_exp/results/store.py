@@ -122,6 +122,9 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             _write_all(fd, data)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

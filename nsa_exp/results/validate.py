@@ -245,6 +245,10 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
     """Validate every path; a summary CSV is cross-checked against its JSON result: the bench result
     (among ``paths`` + ``also``) with the same file stem, else the only one given. ``routing_files``
     (``--routing-file``) re-check the routing files the results timed."""
+    for p in also or []:  # a companion named on purpose must be usable, or the CSV would go unchecked silently
+        if bench_document(p) is None:
+            raise UserError(f"--also {p}: not a readable, schema-valid bench result; the CSV cannot be "
+                            "cross-checked against it")
     results = {p: doc for p in [*paths, *(also or [])] if not p.endswith(".csv")
                for doc in [bench_document(p)] if doc is not None}
     reports = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,9 @@ def _read_array(path: Path) -> tuple[Any, str | None]:
     # only for users who bring a .pt file (it is installed wherever the GPU tier runs).
     import torch  # noqa: PLC0415  (deferred on purpose, see above)
 
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+    with warnings.catch_warnings():  # torch warns about old pickle protocols: the error (if any) is the one line
+        warnings.simplefilter("ignore")
+        obj = torch.load(path, map_location="cpu", weights_only=True)
     key = None
     if isinstance(obj, dict):
         tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
@@ -158,11 +161,15 @@ def read_cu_seqlens(path: str | Path, T: int, block_size: int) -> np.ndarray | N
     path = Path(path)
     if path.suffix.lower() != ".npz":
         return None
-    with np.load(path, allow_pickle=False) as z:
-        if CU_KEY not in z.files:
-            return None
-        cu = z[CU_KEY]
     where = f"routing file {path} [{CU_KEY}]"
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if CU_KEY not in z.files:
+                return None
+            cu = z[CU_KEY]
+    except (ValueError, OSError, EOFError) as exc:  # object arrays (never unpickled), a truncated archive
+        raise UserError(f"{where}: unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") \
+            from None
     if cu.ndim != 1 or cu.size < 2 or not np.issubdtype(cu.dtype, np.integer) or cu[0] != 0:
         raise UserError(f"{where}: must be 1-D integers starting at 0 (document boundaries), got {cu.dtype} "
                         f"{list(cu.shape)}")
@@ -188,6 +195,9 @@ def routing_file_report(path: str | Path, shape: Shape) -> dict[str, Any]:
 
 def routing_file_with_report(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[str, Any]]:
     """The validated int32 routing of a file and its report (:func:`routing_file_report`)."""
+    if read_cu_seqlens(path, shape.T, shape.block_size) is not None:
+        raise UserError(f"routing file {path}: carries '{CU_KEY}' (a packed routing); bench, sweep and routing take "
+                        "a packing from the config's packing section, predict --routing-file reads packed files")
     bi, info = load_routing_file(path, shape)
     edges = effective_edges(bi, shape.block_size)
     closed = closed_form_edges(shape)

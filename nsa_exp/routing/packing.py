@@ -59,6 +59,9 @@ def _check_lengths(lengths: np.ndarray, T: int, block_size: int, field: str) -> 
         raise UserError(f"{field}: the lengths sum to {int(lengths.sum())}, not T={T}")
 
 
+MAX_SIGMA = 10.0  #: beyond it exp(N(mu, sigma)) overflows float64 for a useful share of draws
+
+
 def _lognormal(entry: Mapping[str, Any], T: int, block_size: int, where: str) -> np.ndarray:
     if entry.get("distribution") != "lognormal":
         raise UserError(f"{where}.distribution: {entry.get('distribution')!r}; only 'lognormal' is supported")
@@ -68,6 +71,11 @@ def _lognormal(entry: Mapping[str, Any], T: int, block_size: int, where: str) ->
             raise UserError(f"{where}.{key}: missing; a lognormal packing needs mean, sigma and seed")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
             raise UserError(f"{where}.{key}: {v!r} must be a finite number > 0")
+    if mean > T:  # documents are clipped to [block_size, T]: a larger mean is one document of T, say so
+        raise UserError(f"{where}.mean: {mean!r} exceeds T={T}; documents are clipped to [block_size, T]")
+    if sigma > MAX_SIGMA:
+        raise UserError(f"{where}.sigma: {sigma!r} exceeds {MAX_SIGMA} (log-normal draws overflow; lengths are "
+                        "clipped to [block_size, T] anyway)")
     seed = _int(entry.get("seed"), f"{where}.seed")
     if seed < 0:
         raise UserError(f"{where}.seed: {seed} must be >= 0")
