@@ -80,8 +80,8 @@ def _command_task(name: str, sub: argparse.ArgumentParser) -> Task:
             if isinstance(default, list):
                 iterable.append(a.dest)
             params.append(inspect.Parameter(a.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
-        helps[a.dest] = ((a.help or "").replace("%%", "%") + (" (repeat the flag once per value)" if a.option_strings and _repeated(a)
-                                          else "")) if a.option_strings or a.help else a.dest
+        repeat = " (repeat the flag once per value)" if a.option_strings and _repeated(a) else ""
+        helps[a.dest] = (a.help or "").replace("%%", "%") + repeat if a.option_strings or a.help else a.dest
     if MORE in iterable:
         params.append(inspect.Parameter(MORE, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=[]))
 
