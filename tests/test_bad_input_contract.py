@@ -111,3 +111,11 @@ def test_validate_holds_the_cupti_calls_to_the_recorded_rounds(tmp_path):
     failed = [c for c in validate_path(tmp_path / "r.json")["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["cupti_agreement"]
     assert "5 calls, but cupti.rounds = 7" in failed[0]["failures"][0]["message"]
+
+
+def test_a_packed_bench_result_is_held_to_the_packed_closed_form():
+    packed = REPO / "results" / "raw" / "e1_h200_docs8192.json"  # bench on the H200's varlen path
+    report = validate_path(packed)
+    assert report["passed"], [c for c in report["checks"] if not c["passed"]]
+    doc = json.loads(packed.read_text())
+    assert doc["edges"]["closed_form"] == 1974272 < 2066432  # four documents of 8192: fewer slots than dense

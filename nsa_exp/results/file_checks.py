@@ -17,6 +17,7 @@ from ..errors import UserError
 from ..routing.config import Shape
 from ..routing.edges import closed_form_edges
 from ..routing.files import file_pattern_name, routing_file_report
+from ..routing.packing import cu_seqlens, packed_closed_form_edges
 from .recompute_records import _same
 
 Add = Callable[[str, list[tuple[str, str]]], bool]
@@ -26,10 +27,16 @@ COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dty
 
 def edge_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """``edges_equal``: every gated pattern's edges equal each other and the closed form of the recorded
-    shape; the exempt ones (routing files, fla-topk; ``$.edges.exempt``) need only match their record."""
+    shape (packed: the packed closed form of the config's packing); the exempt ones (routing files,
+    fla-topk; ``$.edges.exempt``) need only match their record."""
     problems = []
     try:
-        expected = closed_form_edges(Shape(**doc["shape"]))
+        shape, packing = Shape(**doc["shape"]), doc.get("config", {}).get("packing")
+        expected = closed_form_edges(shape) if packing is None else packed_closed_form_edges(
+            shape.H, shape.S, shape.block_size, cu_seqlens(packing, shape.T, shape.block_size))
+    except UserError as exc:  # the config's packing no longer yields cu_seqlens (config_semantics names it too)
+        expected = None
+        problems.append(("$.config.packing", f"cannot compute the packed closed form: {exc}"))
     except (TypeError, ZeroDivisionError) as exc:
         expected = None
         problems.append(("$.shape", f"cannot compute the closed form: {exc}"))
