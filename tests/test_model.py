@@ -161,10 +161,10 @@ def test_predict_prints_bounds_and_refuses_bad_input(seed_calibration, tmp_path,
 
 
 def test_predict_refuses_a_routing_file_of_another_shape(seed_calibration, tmp_path, capsys):
-    np.save(tmp_path / "r.npy", np.full((1, 128, 2, 16), -1, dtype=np.int32))  # H=2, calibration has H=4
+    np.save(tmp_path / "r.npy", np.full((1, 1024, 2, 16), -1, dtype=np.int32))  # H=2, calibration has H=4
     assert main(["predict", "--calibration", str(seed_calibration / "cal.json"), "--routing-file",
                  str(tmp_path / "r.npy")]) == 2
-    assert "expected [1, 128, 4, 16]" in capsys.readouterr().err
+    assert "expected [1, 1024, 4, 16]" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("args", "message"), [
