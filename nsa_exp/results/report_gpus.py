@@ -5,7 +5,6 @@ itemised wrapper overhead and the achieved TFLOP/s — each rendered from the re
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from ..routing.stages import STAGES
 from .compare import compare_results
 from .cupti import disagreement
 from .report_ncu import md_table
+from .store import load_document
 from .throughput import peak_tflops, throughput_rows
 
 TITLES = {s.name: s.title for s in STAGES}
@@ -64,7 +64,7 @@ def _ncu_across(h100_path: str, h200_path: str, same_in_cycles: bool) -> list[st
             f = RESULTS_DIR / "ncu" / f"{Path(path).stem}_local-vs-sink-heavy_{stage}.json"
             if not f.exists():
                 return []
-            for k in json.loads(f.read_text())["kernels"]:
+            for k in load_document(f, ("ncu_summary",))["kernels"]:
                 m = k["metrics"]
                 dram.setdefault(stage, []).append(m["dram_throughput_pct"])
                 dram.setdefault((stage, k["pattern"]), []).append(m["dram_throughput_pct"])

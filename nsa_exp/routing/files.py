@@ -218,6 +218,21 @@ def file_pattern_name(path: str | Path) -> str:
     return "file:" + re.sub(r"[^A-Za-z0-9_.=-]", "_", Path(path).stem)
 
 
+def pattern_names(paths: Sequence[str]) -> dict[str, str]:
+    """``{file:<stem>: path}`` in the order given (:func:`file_pattern_name`).
+
+    Raises:
+        UserError: two files with one pattern name (one line naming both).
+    """
+    names: dict[str, str] = {}
+    for path in paths:
+        name = file_pattern_name(path)
+        if name in names:
+            raise UserError(f"--routing-file {path}: pattern name {name!r} is taken by {names[name]}; rename one file")
+        names[name] = str(path)
+    return names
+
+
 def file_routings(paths: Sequence[str], shape: Shape, require_equal: bool = False,
                   ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
     """Every ``--routing-file`` read and validated at ``shape`` (before any GPU work): the routings and their
@@ -230,11 +245,7 @@ def file_routings(paths: Sequence[str], shape: Shape, require_equal: bool = Fals
     """
     routings: dict[str, np.ndarray] = {}
     reports: dict[str, dict[str, Any]] = {}
-    for path in paths:
-        name = file_pattern_name(path)
-        if name in reports:
-            raise UserError(f"--routing-file {path}: pattern name {name!r} is taken by {reports[name]['path']}; "
-                            f"rename one file")
+    for name, path in pattern_names(paths).items():
         routings[name], reports[name] = routing_file_with_report(path, shape)
     unequal = {r["path"]: r["edges"] for r in reports.values() if not r["equal_to_closed_form"]}
     if require_equal and unequal:

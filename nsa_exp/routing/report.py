@@ -16,14 +16,13 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from ..errors import UserError
 from ..results.metadata import base_metadata
 from ..results.schema import schema_version
 from ..results.store import write_bytes_atomic, write_json
 from .config import Config, Shape
 from .edges import effective_edges, equal_edge_gate
 from .fanin import routing_statistics
-from .files import CU_KEY, NPZ_KEY, file_pattern_name, require_equal_edges, routing_file_report
+from .files import CU_KEY, NPZ_KEY, pattern_names, require_equal_edges, routing_file_report
 from .packing import generate_packed_routing, packed_routing_violations, packing_record
 from .patterns import generate_routing, pattern_spec, routing_violations
 
@@ -70,13 +69,7 @@ def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray
 
 def routing_files_section(shape: Shape, paths: Sequence[str], require_equal: bool = False) -> list[dict[str, Any]]:
     """Validate and summarise each ``--routing-file`` (before any pattern work); optionally equal edges."""
-    names: dict[str, str] = {}
-    for path in paths:  # as bench and sweep: one pattern name (file:<stem>) per file
-        name = file_pattern_name(path)
-        if name in names:
-            raise UserError(f"--routing-file {path}: pattern name {name!r} is taken by {names[name]}; rename one file")
-        names[name] = str(path)
-    reports = [routing_file_report(path, shape) for path in paths]
+    reports = [routing_file_report(path, shape) for path in pattern_names(paths).values()]  # as bench and sweep
     if require_equal:
         require_equal_edges(reports)
     return reports
