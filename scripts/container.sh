@@ -193,8 +193,8 @@ start_service() {
   rm -f "$state/podman.sock"
   podman system service --time=0 "unix://$state/podman.sock" >"$logs/podman-service.log" 2>&1 &
   service_pid=$!
-  local i
-  for i in $(seq 1 60); do
+  local _
+  for _ in $(seq 1 60); do
     docker version >/dev/null 2>&1 && return
     sleep 0.5
   done
