@@ -45,7 +45,9 @@ setup() {
   [ "$(id -u)" = 0 ] || die "needs root (podman and buildah run rootful here; debootstrap needs root)"
   local missing=() p
   for p in "${ENGINE_PACKAGES[@]}"; do command -v "$p" >/dev/null || missing+=("$p"); done
-  command -v docker >/dev/null || missing+=(docker.io)
+  # The docker CLI (its client only): machines of CI's kind ship one (/usr/local/bin/docker).
+  command -v docker >/dev/null \
+    || die "no docker CLI on PATH: install Docker's client (Debian: apt-get install docker.io); only the client is used"
   if [ "${#missing[@]}" -gt 0 ]; then
     say "apt-get install ${missing[*]}"
     apt-get update -qq
