@@ -117,7 +117,8 @@ def lint(c):
     c.run(f"{PY} -m ruff check nsa_exp scripts tests tasks.py", pty=False)
     bindir = shlex.quote(str(Path(sys.executable).parent))
     c.run(f"{bindir}/hadolint Dockerfile", pty=False)
-    c.run(f"{bindir}/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml", pty=False)
+    c.run(f"{bindir}/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml docker-compose.ca.yml",
+          pty=False)
 
 
 ns = Collection(*_command_tasks(), test, lint)

@@ -4,6 +4,9 @@
 #   bash scripts/install.sh h100     # .venv with the H100 toolchain (requirements-h100.txt)
 #   NSA_EXP_VENV=/opt/venv bash scripts/install.sh h100    # another venv location (the container)
 #   NSA_EXP_VENV=system bash scripts/install.sh h100       # into the current python (no venv)
+#   bash scripts/install.sh cpu --requirements-only        # the pinned toolchain alone, no FLA, no project
+#                                                          # (the Dockerfile's first layer; needs only this
+#                                                          # script and the requirements files)
 # FLA at commit 0a9b9f222e86b9a895c2447767e9b4cce6c8d530: the git submodule
 # third_party/flash-linear-attention when it is populated, else fla-core==0.5.2 from PyPI (its fla/
 # files hash to the commit's blobs; `invoke check` proves which sources were imported).
@@ -12,7 +15,12 @@ mode="${1:-}"
 case "$mode" in
   cpu) reqs=requirements-ci.txt ;;
   h100) reqs=requirements-h100.txt ;;
-  *) echo "usage: bash scripts/install.sh cpu|h100" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/install.sh cpu|h100 [--requirements-only]" >&2; exit 2 ;;
+esac
+case "${2:-}" in
+  "") only_requirements=0 ;;
+  --requirements-only) only_requirements=1 ;;
+  *) echo "usage: bash scripts/install.sh cpu|h100 [--requirements-only]" >&2; exit 2 ;;
 esac
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -25,6 +33,10 @@ else
 fi
 "$py" -m pip install --quiet --upgrade pip
 "$py" -m pip install --quiet -r "$reqs"
+if [ "$only_requirements" = 1 ]; then
+  echo "install.sh: done ($mode, requirements only) -> $py"
+  exit 0
+fi
 sub=third_party/flash-linear-attention
 if [ -f "$sub/fla/__init__.py" ]; then
   echo "install.sh: FLA from the submodule $sub"

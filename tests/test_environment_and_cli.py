@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import numpy as np
 import pytest
 
 from nsa_exp.environment import FIX, env_problems, require_env
 from nsa_exp.errors import GateFailure, UserError
+from nsa_exp.results import metadata
 from nsa_exp.results.metadata import git_state
 from nsa_exp.results.schema import schema_errors
 from nsa_exp.results.store import write_json
@@ -95,9 +97,17 @@ def test_writer_refuses_nan(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_stated_commit_wins_over_the_copy_s_git_and_what_git_said_is_kept(monkeypatch):
+def test_a_stated_commit_wins_over_the_copy_s_git_and_what_git_said_is_kept(monkeypatch, tmp_path):
+    # A copied tree whose .git has another HEAD, made here (the container's copy of the tree has no .git).
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.org",
+                               *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("commit", "-q", "--allow-empty", "-m", "the copy's stale HEAD")
+    monkeypatch.setattr(metadata, "REPO_ROOT", tmp_path)
     monkeypatch.setenv("NSA_EXP_GIT_SHA", "0" * 40)
     monkeypatch.setenv("NSA_EXP_GIT_DIRTY", "0")
     state = git_state()
     assert state["sha"] == "0" * 40 and state["source"] == "env NSA_EXP_GIT_SHA" and state["dirty"] is False
-    assert state.get("git_head_seen") not in (None, "0" * 40)  # this checkout is a git repo with another HEAD
+    assert state["git_head_seen"] == git("rev-parse", "HEAD") != "0" * 40
