@@ -232,13 +232,9 @@ def _validate_children(paths: list[str]) -> dict[str, tuple[int | None, str, dic
     fla-topk point by running FLA's top-k kernel in the interpreter at T=32768 (many minutes); a user's
     shell does not have it set. Returns path -> (exit code, stderr, report or None)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    groups: dict[str, list[str]] = {}  # JSON in two batches of about equal size; CSVs by folder
-    by_size = sorted((p for p in paths if not p.endswith(".csv")), key=lambda p: -(REPO / p).stat().st_size)
-    for i, path in enumerate(by_size):
-        groups.setdefault(f"json{i % 2}", []).append(path)
+    groups: dict[str, list[str]] = {}  # every JSON in one child (one routing cache), CSVs by folder
     for path in paths:
-        if path.endswith(".csv"):
-            groups.setdefault(str(Path(path).parent), []).append(path)
+        groups.setdefault(str(Path(path).parent) if path.endswith(".csv") else "json", []).append(path)
 
     def run(batch: list[str]) -> dict[str, tuple[int | None, str, dict | None]]:
         result = run_child(["validate", "--json", *batch], REPO, timeout=600, env=env, clear_env=True)

@@ -178,6 +178,12 @@ CASES: list[dict[str, Any]] = [
      "exit": 2, "names": ["point.json"],
      "why": "T 16384 -> 16320 everywhere (its routing statistics are T=16384's): validate FAILs it, model-validate "
             "predicts it"},
+    {"id": "model_validate.point_with_T_zero",
+     "argv": ["model-validate", "--calibration", CAL, "--points", "{point}", "--output", "{case}/v.json",
+              "--figures", ""],
+     "files": {"point.json": {"from": "results/sweeps/sweep_T_h200/T16384-sink-heavy-sinks4.json", "edits": [
+         {"op": "set", "path": p, "value": 0} for p in ("/config/shape/T", "/shape/T", "/point/T")]}},
+     "exit": 2, "names": ["point.json"]},
     {"id": "model_validate.poisoned_point",
      "argv": ["model-validate", "--calibration", CAL, "--points", "{point}", "--output", "{case}/v.json",
               "--figures", ""],

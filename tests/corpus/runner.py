@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -21,6 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+# The child caps its own address space, then becomes ``python -m nsa_exp`` (same pid, so ``wait4`` sees it);
+# no preexec_fn, which is unsafe when the children are started from threads.
+_LAUNCH = ("import os, resource, sys; cap = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); "
+           "os.execv(sys.executable, [sys.executable, '-m', 'nsa_exp', *sys.argv[2:]])")
 
 
 @dataclass
@@ -65,17 +70,11 @@ def run_child(argv: list[str], cwd: Path, timeout: float, env: dict[str, str] | 
     (not ``RUSAGE_CHILDREN``, which would mix in every earlier child). Past ``timeout`` seconds the
     child's process group is killed and ``timed_out`` is set (a hang is a failure, never a stuck suite).
     ``env`` is added to this process's environment, or replaces it with ``clear_env``."""
-    cap = memory_cap_mb * 2**20
-
-    def limit() -> None:  # in the child, before exec
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-        os.setsid()
-
     full_env = {**({} if clear_env else os.environ), **(env or {}), "PYTHONPATH": str(cwd)}
     start = time.monotonic()
     with open(os.devnull, "rb") as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "nsa_exp", *argv], cwd=cwd, env=full_env, stdin=stdin,
-                                stdout=out, stderr=err, preexec_fn=limit)
+        proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(memory_cap_mb * 2**20), *argv], cwd=cwd,
+                                env=full_env, stdin=stdin, stdout=out, stderr=err, start_new_session=True)
         timed_out, status, usage = False, None, None
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
