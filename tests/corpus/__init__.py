@@ -1,0 +1,1 @@
+"""The test corpus: forged documents and bad inputs (see README.md)."""

@@ -1,0 +1,351 @@
+"""The bad-input corpus of every CLI command (issue 23): one case per door a user or an attacker can open.
+
+Each case is data: ``argv`` (``{name}`` is the path of the case file ``name``, ``{repo}`` the repository the
+command runs in, ``{long}`` a 5000-character name), the ``files`` to make first (see :func:`make_file`), and
+what must hold after the run:
+
+- ``exit``: the exit code (2: bad input; a tuple: any of these), never a timeout;
+- ``names``: fragments the one stderr line must contain (the field, option or file it is about; placeholders
+  as in ``argv``); with exit 2 stderr is exactly one line starting ``error:``, without "Traceback" or
+  "internal error";
+- ``not_names``: fragments it must not contain (e.g. ``no CUDA GPU``: the argument is refused before a gate);
+- ``unchanged``: files (case names, or ``repo:<path>``) that must survive byte for byte;
+- ``absent``: ``repo:<path>`` that must not exist after (no partial output);
+- ``git_clean``: run in a fresh clone of the repository; afterwards ``git status`` shows no tracked file
+  modified (a documented command must not overwrite a committed result by default);
+- ``max_rss_mb``: the child's peak resident memory (``wait4``) must stay below this;
+- ``timeout`` (s, default 60) and ``memory_cap_mb`` (``RLIMIT_AS``, default 4096: a runaway read fails
+  instead of taking the machine).
+
+``cwd`` is the session's copy of the repository (read by every case, written by none) unless ``git_clean``
+or ``fresh`` asks for a clone of its own.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.lib.format as npy_format
+
+from .forge import forge_bytes
+
+T_TINY = 1024  # configs/e1_h100.json at this T: every command on it takes about a second
+TINY = {"from": "configs/e1_h100.json", "edits": [{"op": "set", "path": "/shape/T", "value": T_TINY}]}
+NO_GPU = "no CUDA GPU"  # the GPU gate's message: an argument error must come before it
+
+
+def _tiny(**section: Any) -> dict[str, Any]:
+    edits = [{"op": "set", "path": f"/{k}", "value": v} for k, v in section.items()]
+    return {"from": "configs/e1_h100.json", "edits": TINY["edits"] + edits}
+
+
+def _sweep(name: str) -> dict[str, Any]:
+    return {"from": "configs/sweep_x2_h200.json", "edits": [{"op": "set", "path": "/name", "value": name}],
+            "in_repo": f"configs/{name}.json"}
+
+
+X2 = "results/sweeps/sweep_x2_h200"
+POINTS_X2 = ["T32768-hot-block-block0", "T32768-local", "T32768-sink-heavy-sinks1", "T32768-sink-heavy-sinks4",
+             "T32768-zipf-exponent1"]
+POISON = {"op": "scale", "path": "/patterns/sink-heavy/stages/dkv_core/median_ms", "factor": 0.5}
+CAL = "results/model/h200_BQ1_w4_s2.json"
+TWO_POINTS = ["results/sweeps/sweep_T_h200/T8192-local.json",
+              "results/sweeps/sweep_T_h200/T16384-sink-heavy-sinks4.json"]
+REPORT_LIGHT = ["--repeat", "", "--ncu", "--tune-arms", "--autotune-matrix", "", "--h200", ""]
+ZERO_CLOCKS = [{"op": "set", "path": "/telemetry/samples/*/sm_clock_mhz", "value": 0}]
+
+CASES: list[dict[str, Any]] = [
+    # ---------------------------------------------------------------- routing (and every config reader)
+    {"id": "routing.packing_lengths_1e30", "argv": ["routing", "--config", "{cfg}"],
+     "files": {"cfg.json": _tiny(packing={"lengths": [10**30]})}, "exit": 2, "names": ["packing"]},
+    {"id": "routing.packing_lengths_wrap_int64_to_T", "argv": ["routing", "--config", "{cfg}"],
+     "files": {"cfg.json": _tiny(packing={"lengths": [2**62] * 4 + [T_TINY]})}, "exit": 2, "names": ["packing"],
+     "why": "4 x 2^62 wraps to 0 in int64: cu_seqlens [0,0,0,0,0,1024] is accepted"},
+    {"id": "routing.config_dev_zero", "argv": ["routing", "--config", "/dev/zero"], "exit": 2,
+     "names": ["/dev/zero"], "max_rss_mb": 768, "memory_cap_mb": 1536},
+    {"id": "routing.config_fifo", "argv": ["routing", "--config", "{fifo}"], "files": {"fifo.json": {"fifo": True}},
+     "exit": 2, "names": ["fifo.json"], "timeout": 15},
+    {"id": "routing.config_directory", "argv": ["routing", "--config", "{case}"], "exit": 2, "names": ["{case}"]},
+    {"id": "routing.config_long_path", "argv": ["routing", "--config", "{case}/{long}.json"], "exit": 2,
+     "names": ["too long"]},
+    {"id": "routing.file_truncated_npz", "argv": ["routing", "--config", "{cfg}", "--routing-file", "{truncated}"],
+     "files": {"cfg.json": TINY, "truncated.npz": {"npz": "truncated"}}, "exit": 2, "names": ["truncated.npz"]},
+    {"id": "routing.file_junk_npz", "argv": ["routing", "--config", "{cfg}", "--routing-file", "{junk}"],
+     "files": {"cfg.json": TINY, "junk.npz": {"npz": "junk"}}, "exit": 2, "names": ["junk.npz"]},
+    {"id": "routing.file_zip_bomb_npz", "argv": ["routing", "--config", "{cfg}", "--routing-file", "{bomb}"],
+     "files": {"cfg.json": TINY, "bomb.npz": {"npz": "bomb"}}, "exit": 2, "names": ["bomb.npz", "shape"],
+     "max_rss_mb": 768, "why": "1 MB on disk, its header claims [1, 4194304, 4, 16] int32: 1 GiB decompressed"},
+    {"id": "routing.file_dev_zero_npy", "argv": ["routing", "--config", "{cfg}", "--routing-file", "{zero}"],
+     "files": {"cfg.json": TINY, "zero.npy": {"symlink": "/dev/zero"}}, "exit": 2, "names": ["zero.npy"],
+     "max_rss_mb": 768, "memory_cap_mb": 1536},
+    {"id": "routing.require_equal_edges_with_fewer_edges",
+     "argv": ["routing", "--config", "{cfg}", "--routing-file", "{fewer}", "--require-equal-edges"],
+     "files": {"cfg.json": TINY, "fewer.npy": {"npy": "local", "drop_edges": 1}}, "exit": 2, "names": ["edges"],
+     "why": "one edge short of the closed form; bench's --require-equal-edges refuses it, routing's accepts"},
+    {"id": "routing.packed_config_with_routing_file",
+     "argv": ["routing", "--config", "{cfg}", "--routing-file", "{local}"],
+     "files": {"cfg.json": _tiny(packing={"documents": 512}), "local.npy": {"npy": "local"}}, "exit": 2,
+     "names": ["pack"], "why": "README: a packed config naming --routing-file is refused in one line"},
+    {"id": "routing.output_is_its_config", "argv": ["routing", "--config", "{cfg}", "--output", "{cfg}"],
+     "files": {"cfg.json": TINY}, "exit": 2, "names": ["--output"], "unchanged": ["cfg.json"]},
+    {"id": "routing_time.negative_length", "argv": ["routing-time", "--config", "{cfg}", "--lengths", "-64"],
+     "files": {"cfg.json": TINY}, "exit": 2, "names": ["--lengths"]},
+    {"id": "routing_time.length_2_to_40", "argv": ["routing-time", "--config", "{cfg}", "--lengths", str(2**40)],
+     "files": {"cfg.json": TINY}, "exit": 2, "names": ["--lengths"], "max_rss_mb": 768},
+    {"id": "routing_time.zero_repeats", "argv": ["routing-time", "--config", "{cfg}", "--lengths", "1024",
+                                                 "--repeats", "0"],
+     "files": {"cfg.json": TINY}, "exit": 2, "names": ["--repeats"],
+     "why": "accepted today with two numpy RuntimeWarnings on stderr (mean of an empty slice)"},
+    # ---------------------------------------------------------------- validate
+    {"id": "validate.dev_zero", "argv": ["validate", "/dev/zero"], "exit": 2, "names": ["/dev/zero"],
+     "max_rss_mb": 768, "memory_cap_mb": 1536},
+    {"id": "validate.long_path", "argv": ["validate", "{case}/{long}.json"], "exit": 2, "names": ["too long"]},
+    # ---------------------------------------------------------------- compare
+    {"id": "compare.resamples_1e12", "argv": ["compare", "{a}", "{b}", "--resamples", str(10**12), "--output", ""],
+     "files": {"a.json": {"copy": "results/raw/e1_h200_pre.json"}, "b.json": {"copy": "results/raw/e1_h200_post.json"}},
+     "exit": 2, "names": ["--resamples"]},
+    {"id": "compare.noise_from_one_file_twice",
+     "argv": ["compare", "{a}", "{b}", "--noise-from", "{a}", "{a}", "--output", ""],
+     "files": {"a.json": {"copy": "results/raw/e1_h200_pre.json"}, "b.json": {"copy": "results/raw/e1_h200_post.json"}},
+     "exit": 2, "names": ["--noise-from"]},
+    {"id": "compare.noise_pair_without_wrapper_extra",
+     "argv": ["compare", "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json", "--noise-from",
+              "results/raw/e1_h200_pre.json", "results/raw/e1_h200_post.json", "--output", ""],
+     "exit": (0, 2), "names": ["wrapper_extra"],
+     "why": "the noise pair predates the wrapper_extra stage A and B timed: a floor for it, or one line"},
+    {"id": "compare.cycles_with_zero_clocks", "argv": ["compare", "{a}", "{b}", "--cycles", "--output", ""],
+     "files": {"a.json": {"from": "results/raw/e1_h200_pre.json", "edits": ZERO_CLOCKS},
+               "b.json": {"from": "results/raw/e1_h200_post.json", "edits": ZERO_CLOCKS}},
+     "exit": 2, "names": ["--cycles"], "why": "SM clocks of 0 MHz: every ratio NaN, 24 verdicts 'unclear', exit 0"},
+    {"id": "bench.output_is_summary", "argv": ["bench", "--output", "{case}/r.json", "--summary", "{case}/r.json"],
+     "exit": 2, "names": ["--summary"], "not_names": [NO_GPU]},
+    {"id": "bench.resume_with_discard_journal", "argv": ["bench", "--resume", "--discard-journal"], "exit": 2,
+     "names": ["--discard-journal"], "not_names": [NO_GPU]},
+    {"id": "whatif.unknown_pattern", "argv": ["whatif", "--patterns", "banana", "--output", "{case}/w.json"],
+     "exit": 2, "names": ["banana"], "not_names": [NO_GPU]},
+    {"id": "whatif.max_fanin_512_at_T32768",
+     "argv": ["whatif", "--config", "configs/e1_h200.json", "--max-fanin", "512", "--output", "{case}/w.json"],
+     "exit": 2, "names": ["--max-fanin"], "not_names": [NO_GPU],
+     "why": "B' = 64 copies of the inputs cannot fit an H200's 141 GiB; the H200 ran out of memory"},
+    {"id": "check.config_with_packing_lengths_1e30", "argv": ["check", "--config", "{cfg}", "--output",
+                                                             "{case}/c.json"],
+     "files": {"cfg.json": _tiny(packing={"lengths": [10**30]})}, "exit": 2, "names": ["packing"],
+     "not_names": [NO_GPU]},
+    {"id": "smoke.output_is_its_config", "argv": ["smoke", "--config", "{cfg}", "--output", "{cfg}"],
+     "files": {"cfg.json": TINY}, "exit": 2, "names": ["--output"], "not_names": [NO_GPU], "unchanged": ["cfg.json"]},
+    {"id": "autotune_matrix.output_is_its_config", "argv": ["autotune-matrix", "--config", "{cfg}", "--output",
+                                                            "{cfg}"],
+     "files": {"cfg.json": TINY}, "exit": 2, "names": ["--output"], "not_names": [NO_GPU], "unchanged": ["cfg.json"]},
+    {"id": "profile_stage.unknown_pattern", "argv": ["profile-stage", "--pattern", "banana", "--stage", "dq_core"],
+     "exit": 2, "names": ["banana"], "not_names": [NO_GPU]},
+    {"id": "ncu.unknown_pattern", "argv": ["ncu", "--pattern", "banana", "--stage", "dq_core"], "exit": 2,
+     "names": ["banana"], "not_names": [NO_GPU]},
+    # ---------------------------------------------------------------- sweep
+    {"id": "sweep.slurm_executor_without_slurm",
+     "argv": ["sweep", "--config", "configs/sweep_corpus_slurm.json", "--executor", "slurm"],
+     "files": {"s.json": _sweep("sweep_corpus_slurm")}, "fresh": True, "exit": 2, "names": ["slurm"],
+     "absent": ["repo:results/sweeps/sweep_corpus_slurm.csv"]},
+    {"id": "sweep.table_only_with_a_poisoned_point",
+     "argv": ["sweep", "--config", "configs/sweep_corpus_poison.json", "--table-only"],
+     "files": {"s.json": _sweep("sweep_corpus_poison"),
+               **{f"{p}.json": {"from": f"{X2}/{p}.json", "in_repo": f"results/sweeps/sweep_corpus_poison/{p}.json",
+                                "edits": [POISON] if p.endswith("sinks4") else []} for p in POINTS_X2}},
+     "fresh": True, "exit": 2, "names": ["T32768-sink-heavy-sinks4"],
+     "absent": ["repo:results/sweeps/sweep_corpus_poison.csv"],
+     "why": "the point's dK/dV median halved: validate FAILs it, the table used it (ratio 2.08 instead of 4.17)"},
+    {"id": "sweep.table_only_of_an_empty_sweep",
+     "argv": ["sweep", "--config", "configs/sweep_corpus_empty.json", "--table-only"],
+     "files": {"s.json": _sweep("sweep_corpus_empty")}, "fresh": True, "exit": 2, "names": ["point"],
+     "absent": ["repo:results/sweeps/sweep_corpus_empty.csv"],
+     "why": "prints 'Empty DataFrame' and writes a 0-row CSV"},
+    # ---------------------------------------------------------------- the model
+    {"id": "model_validate.output_is_its_calibration",
+     "argv": ["model-validate", "--calibration", "{cal}", "--points", *TWO_POINTS, "--output", "{cal}",
+              "--figures", ""],
+     "files": {"cal.json": {"copy": CAL}}, "exit": 2, "names": ["--output"], "unchanged": ["cal.json"]},
+    {"id": "model_validate.point_with_a_forged_T",
+     "argv": ["model-validate", "--calibration", CAL, "--points", "{point}", "--output", "{case}/v.json",
+              "--figures", ""],
+     "files": {"point.json": {"from": "results/sweeps/sweep_T_h200/T16384-sink-heavy-sinks4.json", "edits": [
+         {"op": "set", "path": p, "value": 16320} for p in ("/config/shape/T", "/shape/T", "/point/T")]}},
+     "exit": 2, "names": ["point.json"],
+     "why": "T 16384 -> 16320 everywhere (its routing statistics are T=16384's): validate FAILs it, model-validate "
+            "predicts it"},
+    {"id": "model_validate.point_with_T_zero",
+     "argv": ["model-validate", "--calibration", CAL, "--points", "{point}", "--output", "{case}/v.json",
+              "--figures", ""],
+     "files": {"point.json": {"from": "results/sweeps/sweep_T_h200/T16384-sink-heavy-sinks4.json", "edits": [
+         {"op": "set", "path": p, "value": 0} for p in ("/config/shape/T", "/shape/T", "/point/T")]}},
+     "exit": 2, "names": ["point.json"]},
+    {"id": "model_validate.poisoned_point",
+     "argv": ["model-validate", "--calibration", CAL, "--points", "{point}", "--output", "{case}/v.json",
+              "--figures", ""],
+     "files": {"point.json": {"from": f"{X2}/T32768-sink-heavy-sinks4.json", "edits": [POISON]}},
+     "exit": 2, "names": ["point.json"]},
+    {"id": "predict.calibration_dev_zero", "argv": ["predict", "--calibration", "/dev/zero", "--pattern", "local"],
+     "exit": 2, "names": ["/dev/zero"], "max_rss_mb": 768, "memory_cap_mb": 1536},
+    {"id": "calibrate.output_is_its_calibration_set",
+     "argv": ["calibrate", "--points", "results/sweeps/sweep_skew_h200", "results/sweeps/sweep_T_h200", "--set",
+              "{set}", "--output", "{set}"],
+     "files": {"set.json": {"copy": "configs/model_calibration_h200.json"}}, "exit": 2, "names": ["--output"],
+     "unchanged": ["set.json"]},
+    {"id": "lock.output_is_its_source", "argv": ["lock", "--from", "{r}", "--output", "{r}"],
+     "files": {"r.json": {"copy": "results/raw/e1_h200_pre.json"}}, "exit": 2, "names": ["--output"],
+     "unchanged": ["r.json"]},
+    {"id": "report.output_is_its_result",
+     "argv": ["report", "--result", "{r}", *REPORT_LIGHT, "--output", "{r}", "--analysis", "{case}/a.json"],
+     "files": {"r.json": {"copy": "results/raw/e1_h200_pre.json"}}, "exit": 2, "names": ["--output"],
+     "unchanged": ["r.json"]},
+    {"id": "flush_study.output_is_its_raw_study", "argv": ["flush-study", "{raw}", "--output", "{raw}"],
+     "files": {"raw.json": {"copy": "results/studies/h200_method_study_flush.raw.json"}}, "exit": 2,
+     "names": ["--output"], "unchanged": ["raw.json"]},
+    {"id": "ncu_export.output_is_its_raw_csv", "argv": ["ncu-export", "{n}", "--output", "{n}"],
+     "files": {"n.raw.csv": {"copy": "results/ncu/e1_h200_local-vs-sink-heavy_dkv_core.raw.csv"}}, "exit": 2,
+     "names": ["--output"], "unchanged": ["n.raw.csv"]},
+    {"id": "plot.sweep_table_as_summary", "argv": ["plot", "--input", "results/sweeps/sweep_T_h200.csv",
+                                                   "--out-dir", "{case}/fig"], "exit": 2, "names": ["--input"]},
+    {"id": "sweep_plot.summary_as_sweep_table", "argv": ["sweep-plot", "--table", "results/summaries/e1_h200.csv",
+                                                         "--out-dir", "{case}/fig"], "exit": 2, "names": ["--table"]},
+    {"id": "autotune_heatmap.dev_zero", "argv": ["autotune-heatmap", "--input", "/dev/zero", "--out-dir",
+                                                 "{case}/fig"], "exit": 2, "names": ["/dev/zero"],
+     "max_rss_mb": 768, "memory_cap_mb": 1536},
+    # ---------------------------------------------------------------- documented commands, run as written
+    {"id": "documented.calibrate_from_readme",
+     "argv": ["calibrate", "--points", "results/sweeps/sweep_skew_h200", "results/sweeps/sweep_T_h200", "--set",
+              "configs/model_calibration_h200.json"], "git_clean": True, "exit": (0, 2),
+     "why": "README's invoke calibrate (no --output) rewrites results/model/h200_BQ1_w4_s2.json"},
+    {"id": "documented.model_validate_default_output",
+     "argv": ["model-validate", "--calibration", CAL, "--points", *TWO_POINTS], "git_clean": True, "exit": (0, 2),
+     "why": "MODEL.md's model-validate (here on two of its points) rewrites the committed validation and figure"},
+    {"id": "documented.lock_from_readme", "argv": ["lock", "--from", "results/raw/e1_h200.json"], "git_clean": True,
+     "exit": (0, 2), "why": "README's invoke lock --source rewrites requirements-lock.txt"},
+    {"id": "documented.plot_from_readme", "argv": ["plot", "--input", "results/summaries/e1_h100.csv"],
+     "git_clean": True, "exit": (0, 2), "why": "rewrites docs/figures/e1_h100_fanin_cv_latency.*"},
+    {"id": "documented.autotune_heatmap_from_readme",
+     "argv": ["autotune-heatmap", "--input", "results/autotune/e1_h200.json"], "git_clean": True, "exit": (0, 2),
+     "why": "rewrites docs/figures/e1_h200_autotune_heatmap.*"},
+    {"id": "documented.report_default_outputs", "argv": ["report", *REPORT_LIGHT], "git_clean": True,
+     "exit": (0, 2), "why": "README's invoke report (here without its slow optional sections) rewrites "
+                            "docs/RESULTS.md and results/analysis/e1_h100.json"},
+    {"id": "documented.compare_from_readme",
+     "argv": ["compare", "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json"], "git_clean": True,
+     "exit": (0, 2)},
+    {"id": "documented.sweep_table_only", "argv": ["sweep", "--config", "configs/sweep_x2_h200.json", "--table-only"],
+     "git_clean": True, "exit": (0, 2)},
+]
+
+
+# --- files a case makes ---------------------------------------------------------------------------
+
+def local_routing(T: int = T_TINY, H: int = 4, S: int = 16, block_size: int = 64) -> np.ndarray:
+    """The ``local`` routing ([1, T, H, S] int32): query t selects its min(S, t // BS + 1) most recent causal
+    blocks in descending order, -1 padding (README's definition; equal to ``routing --save``'s local.npy)."""
+    t = np.arange(T)[:, None]
+    j = np.arange(S)[None, :]
+    rows = np.where(j < np.minimum(S, t // block_size + 1), t // block_size - j, -1).astype(np.int32)
+    return np.ascontiguousarray(np.broadcast_to(rows[None, :, None, :], (1, T, H, S)))
+
+
+def zip_bomb(path: Path, shape: tuple[int, ...]) -> None:
+    """A one-member ``.npz`` (zip64, deflate) whose ``block_indices.npy`` header claims ``shape`` int32 and
+    whose data really are that many -1s: 1 GiB compresses to ~1 MB. Built from one deflated 1 MiB block
+    repeated (each ends in a full flush, so the stream stays valid) in well under a second."""
+    header = io.BytesIO()
+    npy_format.write_array_header_1_0(header, {"descr": "<i4", "fortran_order": False, "shape": shape})
+    head_bytes = header.getvalue()
+    chunk = b"\xff" * (1 << 20)
+    count, rest = divmod(int(np.prod(shape)) * 4, len(chunk))
+    assert rest == 0, shape
+    z = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data = [z.compress(head_bytes) + z.flush(zlib.Z_FULL_FLUSH)]
+    block = z.compress(chunk) + z.flush(zlib.Z_FULL_FLUSH)
+    tail = z.flush()
+    crc = zlib.crc32(head_bytes)
+    for _ in range(count):
+        crc = zlib.crc32(chunk, crc)
+    body = data[0] + block * count + tail
+    size = len(head_bytes) + count * len(chunk)
+    name = b"block_indices.npy"
+    extra = struct.pack("<HHQQ", 1, 16, size, len(body))
+    local = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 45, 0, 8, 0, 0, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(name),
+                        len(extra)) + name + extra
+    cextra = struct.pack("<HHQQQ", 1, 24, size, len(body), 0)
+    central = struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 45, 45, 0, 8, 0, 0, crc, 0xFFFFFFFF, 0xFFFFFFFF,
+                          len(name), len(cextra), 0, 0, 0, 0, 0) + name + cextra
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 1, 1, len(central), len(local) + len(body), 0)
+    path.write_bytes(local + body + central + end)
+
+
+def _npz(kind: str) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, block_indices=local_routing())
+    data = buf.getvalue()
+    if kind == "truncated":
+        return data[: len(data) // 2]
+    if kind == "junk":
+        return b"PK\x03\x04" + bytes(200)  # a zip signature, then nothing a zip reader can use
+    raise ValueError(kind)
+
+
+def make_file(path: Path, spec: dict[str, Any], repo: Path) -> None:
+    """Make one case file at ``path`` from ``spec``: ``copy`` (bytes of a repository file), ``from`` + ``edits``
+    (a forged copy, :func:`tests.corpus.forge.forge_bytes`), ``fifo``, ``symlink``, ``npy`` (``local``,
+    optionally ``drop_edges`` valid slots set to -1 from the last query), ``npz`` (``truncated``, ``junk``,
+    ``bomb``) or ``text``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if "copy" in spec:
+        path.write_bytes((repo / spec["copy"]).read_bytes())
+    elif "from" in spec:
+        path.write_bytes(forge_bytes((repo / spec["from"]).read_bytes(), spec["from"], spec.get("edits", [])))
+    elif spec.get("fifo"):
+        os.mkfifo(path)
+    elif "symlink" in spec:
+        path.symlink_to(spec["symlink"])
+    elif "npy" in spec:
+        bi = local_routing()
+        for k in range(spec.get("drop_edges", 0)):
+            bi[0, -1, 0, k] = -1
+        with open(path, "wb") as fh:
+            np.save(fh, bi)
+    elif spec.get("npz") == "bomb":
+        zip_bomb(path, (1, 1 << 22, 4, 16))
+    elif "npz" in spec:
+        path.write_bytes(_npz(spec["npz"]))
+    elif "text" in spec:
+        path.write_text(spec["text"])
+    else:
+        raise ValueError(f"unknown file spec {spec}")
+
+
+def case_files(case: dict[str, Any], case_dir: Path, repo: Path) -> dict[str, Path]:
+    """Make every file of ``case``; returns {placeholder: path} (a name's stem is its placeholder)."""
+    out = {}
+    for name, spec in case.get("files", {}).items():
+        path = repo / spec["in_repo"] if "in_repo" in spec else case_dir / name
+        make_file(path, spec, repo)
+        out[name] = path
+    return out
+
+
+def expand(argv: list[str], files: dict[str, Path], case_dir: Path, repo: Path) -> list[str]:
+    """``argv`` with ``{name}`` (a file's stem), ``{case}``, ``{repo}`` and ``{long}`` filled in."""
+    names = {Path(n).name.split(".")[0]: str(p) for n, p in files.items()}
+    values = {**names, "case": str(case_dir), "repo": str(repo), "long": "a" * 5000}
+    return [a.format(**values) if "{" in a else a for a in argv]
+
+
+def check_table() -> None:
+    """Every case well formed (run by the tests)."""
+    ids = [c["id"] for c in CASES]
+    assert len(ids) == len(set(ids)), "duplicate case ids"
+    for case in CASES:
+        assert set(case) <= {"id", "argv", "files", "exit", "names", "not_names", "unchanged", "absent", "git_clean",
+                             "fresh", "max_rss_mb", "memory_cap_mb", "timeout", "why"}, case["id"]
+        json.dumps(case)  # data only

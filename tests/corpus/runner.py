@@ -1,0 +1,96 @@
+"""Run ``python -m nsa_exp`` for the corpus: in this process (fast, for ``validate`` on forged files) or as a
+child with a timeout, a memory cap and its own peak RSS measured (the bad-input cases).
+
+>>> r = run_main(["validate", "--json", "no/such/file.json"])
+>>> r.code, r.stderr.startswith("error:")
+(2, True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# The child caps its own address space, then becomes ``python -m nsa_exp`` (same pid, so ``wait4`` sees it);
+# no preexec_fn, which is unsafe when the children are started from threads.
+_LAUNCH = ("import os, resource, sys; cap = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); "
+           "os.execv(sys.executable, [sys.executable, '-m', 'nsa_exp', *sys.argv[2:]])")
+
+
+@dataclass
+class Result:
+    code: int | None
+    stdout: str
+    stderr: str
+    peak_rss_mb: float = 0.0
+    timed_out: bool = False
+    seconds: float = 0.0
+
+
+@contextlib.contextmanager
+def _cwd(path: Path):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def run_main(argv: list[str], cwd: Path = REPO) -> Result:
+    """``nsa_exp.cli.main(argv)`` in this process with its stdout/stderr captured (argparse exits caught)."""
+    from nsa_exp.cli import main  # noqa: PLC0415 - the tests' conftest sets the environment first
+
+    out, err = io.StringIO(), io.StringIO()
+    with _cwd(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 2
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def run_child(argv: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None,
+              memory_cap_mb: int = 4096, clear_env: bool = False) -> Result:
+    """``python -m nsa_exp ARGV`` as a child of this process, run from ``cwd`` (whose ``nsa_exp`` it imports).
+
+    The child's address space is capped (``RLIMIT_AS``, ``memory_cap_mb``) so that a command reading
+    ``/dev/zero`` fails on this machine instead of exhausting it; its own peak RSS comes from ``wait4``
+    (not ``RUSAGE_CHILDREN``, which would mix in every earlier child). Past ``timeout`` seconds the
+    child's process group is killed and ``timed_out`` is set (a hang is a failure, never a stuck suite).
+    ``env`` is added to this process's environment, or replaces it with ``clear_env``."""
+    full_env = {**({} if clear_env else os.environ), **(env or {}), "PYTHONPATH": str(cwd)}
+    start = time.monotonic()
+    with open(os.devnull, "rb") as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(memory_cap_mb * 2**20), *argv], cwd=cwd,
+                                env=full_env, stdin=stdin, stdout=out, stderr=err, start_new_session=True)
+        timed_out, status, usage = False, None, None
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - start > timeout:
+                timed_out = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                _, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait for it again
+        seconds = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
+    return Result(None if timed_out else proc.returncode, stdout, stderr, usage.ru_maxrss / 1024, timed_out, seconds)
+
