@@ -19,11 +19,11 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from . import SWEEP_EXECUTORS
+from .core.protocol import SWEEP_EXECUTORS
+from .core.stages import STAGE_NAMES
 from .errors import UserError
 from .model.doors import add_commands as add_model_commands
 from .routing.fanin import X_STATS
-from .routing.stages import STAGE_NAMES
 
 DEFAULT_CONFIG = "configs/e1_h100.json"
 Handler = Callable[[argparse.Namespace], int]
@@ -229,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "summary CSVs against (not itself reported; repeatable)")
     p.add_argument("--routing-file", action="append", default=[], metavar="PATH", help="a routing file the "
                    "result timed (file:<stem>): its sha256, edges and fan-in re-checked; repeatable")
+    p = command("schemas", _cpu("schemas"), "CPU only: check schemas/ against the vocabulary (stages, families, "
+                "orders, kinds); exit 1 when a file drifts", common)
+    p.add_argument("--write", action="store_true", help="rewrite the schema files that drift")
     add_model_commands(command, common, _lazy)
     return parser
 

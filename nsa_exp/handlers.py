@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import REPO_ROOT, RESULTS_DIR
 from .errors import UserError
+from .io.schema_sync import sync_schemas
 from .results.autotune_plot import plot_autotune_heatmap
 from .results.compare import format_table as format_compare_table
 from .results.compare import run_compare
@@ -172,6 +173,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                                 "ratio_vs_local"], float_format="%.3f"))
     print(f"wrote {csv} ({len(frame)} points)")
     return 0
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    stale = sync_schemas(write=args.write)
+    for path in stale:
+        print(f"{'wrote' if args.write else 'drifts from the vocabulary:'} {path.relative_to(REPO_ROOT)}")
+    if not stale:
+        print("schemas/ match the vocabulary")
+    return 1 if stale and not args.write else 0
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:

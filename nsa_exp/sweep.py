@@ -31,13 +31,13 @@ import pandas as pd
 import submitit
 
 from . import REPO_ROOT, RESULTS_DIR
-from . import SWEEP_EXECUTORS as EXECUTORS
+from .core.families import BASELINE_PATTERN
+from .core.protocol import SWEEP_EXECUTORS as EXECUTORS
 from .errors import UserError
 from .results.schema import load_schema, schema_errors, validate_or_raise
 from .results.store import write_frame, write_json
 from .routing.config import config_from_dict, load_config, parse_config_bytes
 from .routing.packing import packing_token
-from .routing.patterns import BASELINE_PATTERN
 from .sweep_files import file_points
 
 MEASURE = "nsa_exp.gpu.sweep_point:measure_point"

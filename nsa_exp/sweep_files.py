@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .core.config import Shape
 from .errors import UserError
-from .routing.config import Shape
 from .routing.files import file_pattern_name, file_routings, read_routing_file
 
 

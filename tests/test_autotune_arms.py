@@ -8,9 +8,10 @@ import pytest
 import triton
 
 from nsa_exp.cli import main
+from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.errors import GateFailure
 from nsa_exp.gpu.timing import run_rounds
-from nsa_exp.routing.config import Pattern, Shape, load_config
+from nsa_exp.routing.config import load_config
 from nsa_exp.routing.patterns import generate_routing
 from tests.helpers import PRIMARY_CONFIG
 from tests.test_measurement_path import FakeDevice

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.errors import UserError
 from nsa_exp.routing import families, sampler
-from nsa_exp.routing.config import Pattern, Shape
 from nsa_exp.routing.edges import closed_form_edges, effective_edges
-from nsa_exp.routing.patterns import generate_routing, routing_violations
+from nsa_exp.routing.patterns import GENERATORS, generate_routing, routing_violations
 
 from .helpers import FAMILIES, generate, validate_params
 
@@ -122,10 +122,10 @@ def test_bad_parameters_are_one_line_errors_naming_the_field(name, params, fragm
 
 def test_specs_follow_the_contract():
     for name, spec in FAMILIES.items():
-        assert spec.name == name and callable(spec.generate) and spec.marker and spec.description
-        assert set(spec.defaults) <= set(spec.params_schema)
-        assert "heads" in spec.params_schema
-        for rule in spec.params_schema.values():
+        assert spec.name == name and callable(GENERATORS[name]) and spec.marker and spec.description
+        assert set(spec.defaults) <= set(spec.params)
+        assert "heads" in spec.params
+        for rule in spec.params.values():
             assert rule["type"] in ("integer", "number", "array")
         assert validate_params(spec, dict(spec.defaults), _shape(T=256, S=8)) == dict(spec.defaults)
 

@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
+from nsa_exp.core.config import Pattern, Shape
+from nsa_exp.core.families import pattern_from_entry
 from nsa_exp.errors import UserError
 from nsa_exp.model.points import regenerable
-from nsa_exp.routing.config import Pattern, Shape
-from nsa_exp.routing.patterns import generate_routing, pattern_from_entry, routing_violations
+from nsa_exp.routing.patterns import generate_routing, routing_violations
 
 from .helpers import assert_one_line_error, primary_config_dict, run_cli
 

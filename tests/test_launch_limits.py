@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from nsa_exp.core.config import Shape
+from nsa_exp.core.stages import GRID_LIMITS, check_launch_limits, launch_grids
 from nsa_exp.errors import UserError
-from nsa_exp.routing.config import Shape, config_from_dict, load_config
-from nsa_exp.routing.grids import GRID_LIMITS, check_launch_limits, launch_grids
+from nsa_exp.routing.config import config_from_dict, load_config
 
 from .helpers import REPO, assert_one_line_error, run_cli
 

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.gpu.numerics import compare
 from nsa_exp.gpu.smoke import judge_naive, judge_staged, naive_comparison
-from nsa_exp.routing.config import Pattern, Shape, load_config
+from nsa_exp.routing.config import load_config
 from nsa_exp.routing.packing import generate_packed_routing
 from nsa_exp.routing.patterns import generate_routing
 

@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from nsa_exp.core.config import Pattern, Shape
+from nsa_exp.core.families import FAMILIES as TABLE
 from nsa_exp.errors import UserError
 from nsa_exp.results.packing_report import packing_section
 from nsa_exp.results.schema import schema_errors
-from nsa_exp.routing.config import Pattern, Shape, config_from_dict, load_config
+from nsa_exp.routing.config import config_from_dict, load_config
 from nsa_exp.routing.edges import effective_edges, equal_edge_gate
 from nsa_exp.routing.fanin import csr_rows, routing_statistics
 from nsa_exp.routing.packing import (
@@ -23,13 +25,13 @@ from nsa_exp.routing.packing import (
     packed_routing_violations,
     packing_record,
 )
-from nsa_exp.routing.patterns import PATTERNS, generate_routing
+from nsa_exp.routing.patterns import generate_routing
 from nsa_exp.sweep import load_sweep, run_sweep, sweep_table
 
 from .helpers import REPO, assert_one_line_error, run_cli
 from .test_sweep import _sweep_config, fake_measure
 
-FAMILIES = [n for n, spec in PATTERNS.items() if spec.external is None]  # fla-topk is dense-only
+FAMILIES = [n for n, row in TABLE.items() if row.external is None]  # fla-topk is dense-only
 SHAPE = Shape(B=1, T=2048, HQ=64, H=2, K=64, V=64, S=8, block_size=64, dtype="bfloat16")
 PACKINGS = [{"documents": 2048}, {"documents": 512}, {"lengths": [64, 1024, 192, 768]},
             {"distribution": "lognormal", "mean": 400, "sigma": 1.2, "seed": 5}]

@@ -2,31 +2,37 @@
 
 from __future__ import annotations
 
+import jsonschema
 import numpy as np
 import pytest
 
-from nsa_exp.errors import UserError
-from nsa_exp.routing.config import Pattern, Shape, config_from_dict
-from nsa_exp.routing.patterns import (
+from nsa_exp.core.config import Pattern, Shape
+from nsa_exp.core.families import (
     BASELINE_PATTERN,
-    PATTERNS,
+    FAMILIES,
     TUNE_PATTERN,
-    PatternSpec,
-    Rows,
-    generate_routing,
+    Family,
     pattern_from_entry,
-    register_pattern,
-    routing_violations,
+    register_family,
 )
-from nsa_exp.routing.stages import BACKWARD_STAGES, PANEL_ORDER, STAGE_NAMES, STAGES
+from nsa_exp.core.stages import BACKWARD_STAGES, PANEL_ORDER, STAGE_NAMES, STAGES
+from nsa_exp.errors import UserError
+from nsa_exp.routing.config import config_from_dict
+from nsa_exp.routing.patterns import GENERATORS, Rows, generate_routing, register_generator, routing_violations
 from tests.helpers import primary_config_dict
 
 SHAPE = Shape(B=1, T=64, HQ=16, H=2, K=16, V=16, S=4, block_size=4, dtype="float16")
 
 
 def test_builtin_patterns_are_registered_in_order():
-    assert list(PATTERNS)[:4] == ["local", "uniform", "sink-heavy", "zipf"]
-    assert BASELINE_PATTERN in PATTERNS and TUNE_PATTERN in PATTERNS
+    assert list(FAMILIES)[:4] == ["local", "uniform", "sink-heavy", "zipf"]
+    assert BASELINE_PATTERN in FAMILIES and TUNE_PATTERN in FAMILIES
+
+
+def test_every_family_has_a_generator_or_a_gpu_tier_function_and_valid_parameter_schemas():
+    for name, row in FAMILIES.items():
+        assert (row.external is None) == (name in GENERATORS), name
+        jsonschema.Draft202012Validator.check_schema({"type": "object", "properties": dict(row.params)})
 
 
 def test_stage_table_is_the_one_vocabulary():
@@ -50,11 +56,12 @@ def test_a_registered_pattern_is_usable_from_a_config():
         j = np.arange(rows.S)[None, :]
         return np.where(j < rows.n[:, None], j + params["skip"] * 0, -1)
 
-    spec = PatternSpec("oldest", oldest, {"skip": {"type": "integer", "minimum": 0}}, {"skip": 0}, "x", "oldest n(t)")
+    row = Family("oldest", {"skip": {"type": "integer", "minimum": 0}}, {"skip": 0}, "x", "oldest n(t)")
     try:
-        register_pattern(spec)
+        register_family(row)
+        register_generator("oldest", oldest)
         with pytest.raises(ValueError, match="already registered"):
-            register_pattern(spec)
+            register_family(row)
         raw = primary_config_dict()
         raw["patterns"].append({"name": "oldest", "skip": 1})
         cfg = config_from_dict(raw)
@@ -65,7 +72,8 @@ def test_a_registered_pattern_is_usable_from_a_config():
         with pytest.raises(UserError, match=r"config.patterns\[4\].skip: -1 is below the minimum 0"):
             config_from_dict(raw)
     finally:
-        PATTERNS.pop("oldest", None)
+        FAMILIES.pop("oldest", None)
+        GENERATORS.pop("oldest", None)
 
 
 @pytest.mark.parametrize(("entry", "fragment"), [

@@ -8,11 +8,12 @@ import json
 import numpy as np
 import pytest
 
+from nsa_exp.core.config import Pattern, Shape
+from nsa_exp.core.protocol import round_orders, summarize
 from nsa_exp.errors import UserError
 from nsa_exp.results.file_checks import NOT_SUPPLIED
-from nsa_exp.results.latency import round_orders, summarize
 from nsa_exp.results.validate import validate_path
-from nsa_exp.routing.config import Pattern, Shape, config_from_dict
+from nsa_exp.routing.config import config_from_dict
 from nsa_exp.routing.fanin import routing_statistics
 from nsa_exp.routing.files import file_routings
 from nsa_exp.routing.patterns import generate_routing

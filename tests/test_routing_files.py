@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.errors import GateFailure, UserError
-from nsa_exp.routing.config import Pattern, Shape
 from nsa_exp.routing.edges import closed_form_edges
 from nsa_exp.routing.files import load_routing_file, require_equal_edges, routing_file_report
 from nsa_exp.routing.patterns import generate_routing

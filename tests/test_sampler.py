@@ -10,8 +10,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from nsa_exp.core.config import Shape
 from nsa_exp.routing import sampler
-from nsa_exp.routing.config import Shape, load_config
+from nsa_exp.routing.config import load_config
 from nsa_exp.routing.patterns import (
     Rows,
     generate_routing,

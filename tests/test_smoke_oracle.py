@@ -8,10 +8,11 @@ import json
 import numpy as np
 import pytest
 
+from nsa_exp.core.config import DEFAULT_ORACLE
 from nsa_exp.errors import UserError
 from nsa_exp.gpu.smoke import judge_naive
 from nsa_exp.results.schema import schema_errors
-from nsa_exp.routing.config import DEFAULT_ORACLE, config_from_dict, load_config
+from nsa_exp.routing.config import config_from_dict, load_config
 from nsa_exp.routing.patterns import generate_routing
 
 from .helpers import REPO, primary_config_dict

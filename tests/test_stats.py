@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsa_exp.routing.config import Pattern, Shape
+from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.routing.fanin import csr_rows, fanin_summary, gini
 from nsa_exp.routing.patterns import generate_routing
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nsa_exp.core import protocol
 from nsa_exp.errors import UserError
 from nsa_exp.gpu import telemetry
 from nsa_exp.results import csv_checks, recompute_records, schema
@@ -188,7 +189,7 @@ def test_configs_for_future_runs_name_the_read_flush_and_results_record_the_flus
 
 def test_csv_checks_and_telemetry_share_one_definition_of_columns_and_throttling():
     assert csv_checks.SUMMARY_COLUMNS is schema.SUMMARY_COLUMNS
-    assert telemetry.THROTTLE_MASK is recompute_records.THROTTLE_MASK
+    assert telemetry.THROTTLE_MASK is recompute_records.THROTTLE_MASK is protocol.THROTTLE_MASK
 
 
 # ---- fuzzer: any derived number changed must fail validation ----

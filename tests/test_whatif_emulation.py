@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsa_exp.model.split import LAYOUTS, batched_fanin, split_routing
-from nsa_exp.routing.config import Pattern, Shape
+from nsa_exp.core.config import Pattern, Shape
+from nsa_exp.core.protocol import WHATIF_LAYOUTS as LAYOUTS
+from nsa_exp.model.split import batched_fanin, split_routing
 from nsa_exp.routing.fanin import csr_rows
 from nsa_exp.routing.patterns import generate_routing
 

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from ..core.protocol import LAUNCH_GUARD_CYCLES
 from ..results.cupti import ROUNDS, cupti_block, kernel_ms, range_label
-from ..results.latency import LAUNCH_GUARD_CYCLES
 from .timing import CudaDevice
 
 

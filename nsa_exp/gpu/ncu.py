@@ -23,9 +23,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..core.kinds import schema_version
 from ..errors import UserError
 from ..results.metadata import base_metadata, utc_now
-from ..results.schema import schema_version
 from ..results.store import check_writable, load_document, write_json, write_text_atomic
 from .nvtx import parse_patterns, range_name
 

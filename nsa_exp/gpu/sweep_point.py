@@ -21,17 +21,18 @@ from typing import Any
 import torch
 
 from .. import RESULTS_DIR
+from ..core.config import Shape
+from ..core.protocol import PERCENTILE_METHOD, TIMING_METHOD, round_orders
+from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure, UserError
 from ..placement import placement_record
-from ..results.latency import PERCENTILE_METHOD, round_orders
 from ..results.metadata import base_metadata
 from ..results.store import write_json
-from ..results.summary import TIMING_METHOD, stage_summaries
-from ..routing.config import Shape, config_from_dict
+from ..results.summary import stage_summaries
+from ..routing.config import config_from_dict
 from ..routing.fanin import routing_statistics
 from ..routing.files import file_routings
 from ..routing.packing import packing_record
-from ..routing.stages import STAGE_NAMES
 from ..sweep import AUTOTUNE_FILE, Point
 from .gates import gate_detail, run_gates
 from .telemetry import Telemetry, gpu_identity

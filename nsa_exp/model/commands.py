@@ -14,16 +14,17 @@ from typing import Any
 import numpy as np
 import scipy
 
+from ..core.families import pattern_from_entry
+from ..core.kinds import schema_version
 from ..errors import UserError
 from ..results.metadata import git_state, installed_packages, utc_now
 from ..results.model_report import plot_validation
-from ..results.schema import schema_version
 from ..results.store import check_writable, load_document, write_json
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
 from ..routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
-from ..routing.patterns import generate_routing, pattern_from_entry
+from ..routing.patterns import generate_routing
 from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
 from .doors import parse_packing, parse_params, require_enough_blocks
 from .points import (

@@ -8,10 +8,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..core.protocol import DISPATCH_ORDERS
 from ..errors import UserError
 from ..results.strict_json import parse_strict
 
-ORDERS = ("program-id", "heaviest-first")
 DEFAULT_KERNELS = "results/studies/h200_method_study_flush.raw.json"
 DEFAULT_NCU = "results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json"
 
@@ -36,7 +36,7 @@ def add_commands(command: Any, common: argparse.ArgumentParser, bind: Callable[[
     p.add_argument("--routing-file", help="block_indices .npy/.npz/.pt [B,T,H,S]")
     p.add_argument("--packing", help="packed documents, a config packing section as JSON (e.g. "
                    "'{\"documents\": 8192}'): varlen program order; a .npz routing may carry cu_seqlens instead")
-    p.add_argument("--order", choices=ORDERS, default="program-id")
+    p.add_argument("--order", choices=DISPATCH_ORDERS, default="program-id")
     p.add_argument("--json", action="store_true")
     p = command("model-validate", bind(handler, "model_validate"),
                 "CPU only: predicted vs measured dK/dV for non-calibration points", common)

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import bootstrap
 
-from ..routing.patterns import BASELINE_PATTERN
-from .schema import schema_version
+from ..core.families import BASELINE_PATTERN
+from ..core.kinds import schema_version
 
 RESAMPLES = 10_000
 SEED = 20260726

@@ -1,7 +1,7 @@
 """Validator checks for issue 11's documents: the autotune-matrix result and bench's tuning arm.
 
 ``matrix_checks`` (kind ``autotune_matrix``): ``matrix_stats_recompute`` (every cell's median, p10,
-p90, p95, min, mean and n from its raw observations, :func:`nsa_exp.results.latency.summarize`),
+p90, p95, min, mean and n from its raw observations, :func:`nsa_exp.core.protocol.summarize`),
 ``matrix_observations`` (each timed cell has exactly the run's ``timing.rounds`` observations, one
 per round), ``matrix_cells`` (every routing in every ok cell; configs unique; FLA's choice among the
 configs). ``autotune_arm_problems`` (bench results): the arm's recorded configs agree with its mode.
@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .latency import summarize
+from ..core.protocol import summarize
 
 REL_TOL = 1e-12
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..routing.patterns import BASELINE_PATTERN
+from ..core.families import BASELINE_PATTERN
 from .autotune_report import StageMatrix, _cfg
 from .plot import save_figure
 from .store import load_document

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import bootstrap
 
-from ..routing.patterns import BASELINE_PATTERN
+from ..core.families import BASELINE_PATTERN
+from ..core.stages import TITLES
 from .analysis import CI_LEVEL, METHOD, RESAMPLES, SEED, analyse, bootstrap_ratio_ci
-from .config_drift import STAGE_TITLES
 
 MIN_EFFECT_PCT = 2.0  # "differs measurably" under a config: CI excludes 1 and |ratio - 1| > this
 
@@ -85,7 +85,7 @@ def _measurable(t: tuple[float, float, float]) -> bool:
 
 def stage_lines(m: StageMatrix) -> list[str]:
     """Best configs, penalties (a)/(b)/(c), the every-config verdict and the routing-aware-key gain."""
-    title, others = STAGE_TITLES[m.stage], [p for p in m.patterns if p != BASELINE_PATTERN]
+    title, others = TITLES[m.stage], [p for p in m.patterns if p != BASELINE_PATTERN]
     seed = m.fla_choice[BASELINE_PATTERN]
     best = {p: m.best(p) for p in m.patterns}
     rows = [f"| {p} | {_cfg(m.fla_choice[p])} | {m.cell(m.fla_choice[p], p)['median_ms']:.3f} | {_cfg(best[p])} | "

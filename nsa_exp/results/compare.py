@@ -38,9 +38,9 @@ import numpy as np
 from scipy.stats import bootstrap
 from tabulate import tabulate
 
+from ..core.kinds import schema_version
 from ..errors import UserError
 from .analysis import CI_LEVEL, METHOD, RESAMPLES, SEED
-from .schema import schema_version
 from .store import load_document, write_json
 
 #: Noise floor when no repeat pair is given: 2% (the H100 formal run and its repeat differ by <= 1.4%

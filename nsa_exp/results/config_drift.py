@@ -8,8 +8,6 @@ whose configs differ, the difference mixes noise with a config change, so it is 
 noise floor of the "differs measurably" rule: that stage's verdict is re-derived with the largest
 run-to-run difference among the stages whose configs matched, and labelled so in RESULTS.md.
 
->>> stage_kernels("full_bwd"), stage_kernels("csr")
-(('dq_core', 'dkv_core'), ())
 """
 
 from __future__ import annotations
@@ -17,17 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..routing.stages import STAGES
-
-STAGE_TITLES = {s.name: s.title for s in STAGES}
-AUTOTUNED = tuple(s.name for s in STAGES if s.autotuned_kernel)
-# Stages that launch other stages' autotuned kernels (the official wrapper runs dQ and dK/dV).
-WRAPS = {"full_bwd": ("dq_core", "dkv_core")}
-
-
-def stage_kernels(stage: str) -> tuple[str, ...]:
-    """The autotuned kernels (by their stage name) a stage launches."""
-    return WRAPS.get(stage, (stage,) if stage in AUTOTUNED else ())
+from ..core.stages import TITLES, stage_kernels
 
 
 def configs(result: dict[str, Any]) -> dict[str, Any]:
@@ -56,14 +44,14 @@ def repeatability_lines(d: dict[str, Any], repeat_path: str) -> list[str]:
     """The config paragraph and table of RESULTS.md's repeatability section."""
     how = ("replayed the first run's autotune configs (`bench --autotune-from`)" if d["replayed"] else
            f"re-tuned its own autotune configs (mode `{d['repeat_mode']}`, not a replay of the first run)")
-    rows = [[STAGE_TITLES[k], _cfg(d["first"][k]), _cfg(d["repeat"].get(k)),
+    rows = [[TITLES[k], _cfg(d["first"][k]), _cfg(d["repeat"].get(k)),
              "**differs**" if k in d["differing_kernels"] else "same"] for k in d["first"]]
     table = ["| kernel (stage) | first run | repeat | |", "|---|---|---|---|",
              *["| " + " | ".join(r) + " |" for r in rows]]
     if d["differing_kernels"]:
-        kernels = ", ".join(STAGE_TITLES[k] for k in d["differing_kernels"])
+        kernels = ", ".join(TITLES[k] for k in d["differing_kernels"])
         note = (f"The repeat ran **different configs** for {kernels}: "
-                f"its differences for {', '.join(STAGE_TITLES[s] for s in d['affected_stages'])} are a config change "
+                f"its differences for {', '.join(TITLES[s] for s in d['affected_stages'])} are a config change "
                 "plus noise, not noise. They are shown below but not used as those stages' noise floor; their verdicts "
                 "in \"What the data shows\" are re-derived with the largest run-to-run difference of the stages whose "
                 "configs matched as the noise floor (marked *re-derived*).")

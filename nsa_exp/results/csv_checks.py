@@ -21,9 +21,9 @@ import io
 import math
 from typing import Any
 
+from ..core.stages import OPTIONAL_STAGES
+from ..core.stages import STAGE_NAMES as STAGES
 from ..errors import UserError
-from ..routing.stages import OPTIONAL_STAGES
-from ..routing.stages import STAGE_NAMES as STAGES
 from .schema import SUMMARY_COLUMNS
 
 BOM = b"\xef\xbb\xbf"

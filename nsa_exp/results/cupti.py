@@ -15,8 +15,9 @@ Agreement rule (``validate``'s ``cupti_agreement``), per pattern x stage, with `
 CUDA-event median over the timed rounds and ``k`` its kernel-time median over the profiled calls:
 
 - single-launch stages: ``|e - k| <= max(5% of e, 20 µs)``;
-- stages of several launches with host work between them (:data:`LOOSE_STAGES`: the CSR transpose,
-  the wrapper's allocations + reductions, the official wrapper): ``-5% of e - 20 µs <= e - k <= 15% of e
+- stages of several launches with host work between them (the Stage table's ``cupti="loose"`` rows,
+  :data:`nsa_exp.core.stages.LOOSE_CUPTI_STAGES`: the CSR transpose, the wrapper's allocations + reductions,
+  the official wrapper): ``-5% of e - 20 µs <= e - k <= 15% of e
   + 50 µs`` — the events also time the gaps between launches and the allocator's host work, so ``e``
   may exceed ``k`` by more; a kernel time far above the event time is still an error.
 
@@ -36,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from ..core.stages import LOOSE_CUPTI_STAGES
+
 PREFIX = "nsa_cupti"
 ROUNDS = 5
-LOOSE_STAGES = ("csr", "wrapper_extra", "full_bwd")
 TIGHT = {"rel": 0.05, "abs_ms": 0.020}
 LOOSE = {"rel_below": 0.05, "abs_below_ms": 0.020, "rel_above": 0.15, "abs_above_ms": 0.050}
 METHOD = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
@@ -73,7 +75,7 @@ def cupti_block(per_call: dict[str, dict[str, list[float]]], rounds: int) -> dic
     """The result's optional ``cupti`` block: every profiled call's kernel time, and the medians."""
     return {"method": METHOD, "rounds": rounds, "kernel_ms": per_call,
             "median_kernel_ms": {p: {s: float(np.median(v)) for s, v in st.items()} for p, st in per_call.items()},
-            "tolerance": {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_STAGES)}}
+            "tolerance": {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_CUPTI_STAGES)}}
 
 
 def disagreement(stage: str, event_ms: float, kernel_median_ms: float) -> str | None:
@@ -81,14 +83,15 @@ def disagreement(stage: str, event_ms: float, kernel_median_ms: float) -> str | 
     gap = event_ms - kernel_median_ms
     if kernel_median_ms <= 0:
         return "no kernel time attributed to the stage's range (profiler saw no kernels)"
-    if stage in LOOSE_STAGES:
+    loose = stage in LOOSE_CUPTI_STAGES
+    if loose:
         lo = -(LOOSE["rel_below"] * event_ms + LOOSE["abs_below_ms"])
         hi = LOOSE["rel_above"] * event_ms + LOOSE["abs_above_ms"]
         ok = lo <= gap <= hi
     else:
         ok = abs(gap) <= max(TIGHT["rel"] * event_ms, TIGHT["abs_ms"])
     return None if ok else (f"CUDA-event median {event_ms:.4f} ms vs kernel-time median {kernel_median_ms:.4f} ms "
-                            f"(gap {gap:+.4f} ms) outside the {'loose' if stage in LOOSE_STAGES else 'tight'} rule")
+                            f"(gap {gap:+.4f} ms) outside the {'loose' if loose else 'tight'} rule")
 
 
 def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..core.config import Shape
 from ..errors import UserError
-from ..routing.config import Shape
 from ..routing.edges import closed_form_edges
 from ..routing.files import file_pattern_name, routing_file_report
 from ..routing.packing import cu_seqlens, packed_closed_form_edges

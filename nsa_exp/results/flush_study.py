@@ -25,10 +25,10 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
+from ..core.kinds import schema_version
 from ..errors import UserError
 from .analysis import CI_LEVEL, METHOD_NOTE, RESAMPLES, SEED, bootstrap_ratio_ci
 from .metadata import base_metadata
-from .schema import schema_version
 from .store import write_json
 from .strict_json import parse_strict
 

@@ -16,10 +16,10 @@ import csv
 import io
 from pathlib import Path
 
+from ..core import stages
+from ..core.families import family
 from ..errors import UserError
-from ..routing import stages
 from ..routing.fanin import X_STATS
-from ..routing.patterns import pattern_spec
 from .store import load_document, write_bytes_atomic
 
 PANELS = tuple((name, stages.stage(name).panel_title) for name in stages.PANEL_ORDER)
@@ -68,7 +68,7 @@ def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path,
         ys = [float(r["median_ms"]) for r in pts]
         for i, (r, x, y) in enumerate(zip(pts, xs, ys, strict=True)):
             lo, hi = float(r["p10_ms"]), float(r["p90_ms"])
-            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=pattern_spec(r["pattern"]).marker,
+            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=family(r["pattern"]).marker,
                         ms=11 - 1.5 * i, mfc="none", mew=1.6, capsize=4, label=r["pattern"], zorder=3 + i)
         if max(xs) / max(min(xs), 1e-12) >= 10:
             ax.set_xscale("log")

@@ -35,14 +35,15 @@ from typing import Any
 
 import numpy as np
 
+from ..core.config import Pattern, Shape
+from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders
+from ..core.stages import BACKWARD_STAGES, LEGACY_STAGE_NAMES
+from ..core.stages import STAGE_NAMES as STAGES
 from ..errors import UserError
-from ..routing.config import Pattern, Shape, config_from_dict
+from ..routing.config import config_from_dict
 from ..routing.edges import effective_edges
 from ..routing.fanin import routing_statistics
 from ..routing.packing import generate_packed_routing, packed_closed_form_edges, packing_record
-from ..routing.stages import BACKWARD_STAGES, LEGACY_STAGE_NAMES
-from ..routing.stages import STAGE_NAMES as STAGES
-from .latency import LAUNCH_GUARD_CYCLES, round_orders
 from .recompute_records import (
     Add,
     Problems,

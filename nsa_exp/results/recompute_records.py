@@ -8,12 +8,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..core.protocol import THROTTLE_MASK
+
 Problems = list[tuple[str, str]]
 Add = Callable[[str, Problems], bool]
 
 REL_TOL = 1e-12
-# NVML clocks-event reasons counted as throttling (gpu/telemetry.py flags samples with this mask too).
-THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # GPU families we know: name fragment -> (allowed SM counts, compute capability).
 GPU_FAMILIES: dict[str, tuple[frozenset[int], str]] = {

@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..core.families import BASELINE_PATTERN
+from ..core.kinds import KINDS
+from ..core.stages import PANEL_ORDER, TITLES
 from ..errors import UserError
-from ..routing.patterns import BASELINE_PATTERN
-from ..routing.stages import STAGES
 from .analysis import analyse
 from .autotune_report import autotune_section
 from .config_drift import autotune_lines, drift_of, noise_spread, repeatability_lines
@@ -21,11 +22,9 @@ from .packing_report import packing_section
 from .report_gpus import DEFAULT_H200, cross_gpu_section, instrument_sections
 from .report_ncu import md_table as _table
 from .report_ncu import ncu_section
-from .schema import KINDS
 from .store import check_writable, load_document, write_json, write_text_atomic
 from .sweep_report import sweep_section
 
-STAGE_TITLES = {s.name: s.title for s in STAGES}
 MiB = 1024 * 1024
 
 
@@ -74,7 +73,7 @@ def _latency(analysis: dict[str, Any]) -> list[str]:
     for r in rows:
         lo, hi = r["ci95_ms"]
         rlo, rhi = r["ratio_vs_local_ci95"]
-        table.append([r["pattern"], STAGE_TITLES[r["stage"]], f"{r['median_ms']:.3f}",
+        table.append([r["pattern"], TITLES[r["stage"]], f"{r['median_ms']:.3f}",
                       f"{r['p10_ms']:.3f}–{r['p90_ms']:.3f}", f"{lo:.3f}–{hi:.3f} (±{r['ci95_halfwidth_pct']:.2f}%)",
                       f"{r['ratio_vs_local']:.3f} ({rlo:.3f}–{rhi:.3f})", str(r["n_obs"])])
     widest = max(r["ci95_halfwidth_pct"] for r in rows if r["stage"] == "dkv_core")
@@ -92,7 +91,7 @@ def _latency(analysis: dict[str, Any]) -> list[str]:
 def _repeatability(analysis: dict[str, Any], names: list[str], stages: list[str], repeat: str,
                    drift: dict[str, Any]) -> list[str]:
     by = {(r["pattern"], r["stage"]): r for r in analysis["rows"]}
-    rows = [[STAGE_TITLES[st] + (" (configs differ)" if st in drift["affected_stages"] else ""),
+    rows = [[TITLES[st] + (" (configs differ)" if st in drift["affected_stages"] else ""),
              *[f"{by[(p, st)]['repeat_diff_pct']:+.2f}%" for p in names]] for st in stages]
     return ["## Repeatability", "", *repeatability_lines(drift, repeat),
             f"A second, independent bench process on the same GPU (`{repeat}`): each median's difference, "
@@ -156,7 +155,7 @@ def _findings(analysis: dict[str, Any], names: list[str], stages: list[str], dri
         others = [by[(p, st)] for p in names if p != BASELINE_PATTERN]
         diff = [f"{r['pattern']} {r['ratio_vs_local']:.2f}×" for r in others if _differs(r, spread[st])]
         same = [r["pattern"] for r in others if not _differs(r, spread[st])]
-        line = f"- **{STAGE_TITLES[st]}**: " + (f"differs measurably for {', '.join(diff)}" if diff
+        line = f"- **{TITLES[st]}**: " + (f"differs measurably for {', '.join(diff)}" if diff
                                                  else "no pattern differs measurably")
         out.append(line + (f"; within noise for {', '.join(same)}" if same and diff else "") + "."
                    + (" *Re-derived*: the repeat ran other configs; noise floor from the same-config stages." if st
@@ -223,8 +222,8 @@ def headline(result: dict[str, Any], analysis: dict[str, Any], results_md: str, 
         lo, hi = r["ratio_vs_local_ci95"]
         return f"{r['ratio_vs_local']:.2f}× ({lo:.2f}–{hi:.2f})"
 
-    rows = [[STAGE_TITLES[st], f"{by[(BASELINE_PATTERN, st)]['median_ms']:.3f}", *[cell(p, st) for p in others]]
-            for st in ("dq_core", "csr", "dkv_core", "full_bwd")]
+    rows = [[TITLES[st], f"{by[(BASELINE_PATTERN, st)]['median_ms']:.3f}", *[cell(p, st) for p in others]]
+            for st in PANEL_ORDER]
     return "\n".join([
         f"{'Formal run' if formal else 'Run'} of {result['metadata']['created_utc'][:10]} on one **{gpu['name']}** "
         f"(driver {gpu['driver']}), "

@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import RESULTS_DIR
-from ..routing.stages import STAGES
+from ..core.stages import TITLES
 from .compare import compare_results
 from .cupti import disagreement
 from .report_ncu import md_table
 from .store import load_document
 from .throughput import peak_tflops, throughput_rows
 
-TITLES = {s.name: s.title for s in STAGES}
 DEFAULT_H200 = "results/raw/e1_h200.json"
 
 

@@ -83,26 +83,5 @@ def validate_or_raise(doc: Any, kind: str, label: str) -> None:
         raise UserError(f"{where}: {_message(best)} (schema {kind}.schema.json)")
 
 
-def _kinds() -> dict[str, str]:
-    """``{document kind: schema file stem}`` for every schema whose ``kind`` is a ``const``."""
-    out = {}
-    for path in sorted(SCHEMA_DIR.glob("*.schema.json")):
-        stem = path.name.removesuffix(".schema.json")
-        kind = load_schema(stem).get("properties", {}).get("kind", {}).get("const")
-        if kind is not None:
-            out[kind] = stem
-    return out
-
-
-# Derived from schemas/ (never typed twice): the document kinds, and the tidy summary's columns.
-KINDS: dict[str, str] = _kinds()
+# Derived from schemas/ (never typed twice): the tidy summary's columns.
 SUMMARY_COLUMNS: tuple[str, ...] = tuple(load_schema("summary_row")["required"])
-
-
-def schema_version(kind: str) -> str:
-    """The ``schema_version`` a document of ``kind`` is written with (the schema's ``const``).
-
-    >>> schema_version("bench_result"), KINDS["bench_result"]
-    ('1.0', 'result')
-    """
-    return load_schema(KINDS[kind])["properties"]["schema_version"]["const"]

@@ -18,8 +18,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.kinds import KINDS
 from ..errors import UserError
-from .schema import KINDS, schema_errors
+from .schema import schema_errors
 from .strict_json import parse_strict
 from .validate import validate_bytes
 

@@ -13,12 +13,11 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
-from ..routing.config import Config
-from ..routing.stages import BACKWARD_STAGES, STAGE_NAMES
-from .latency import PERCENTILE_METHOD, summarize
-from .schema import SUMMARY_COLUMNS, schema_version
-
-TIMING_METHOD = "CUDA events around each stage call; L2 flushed and a GPU spin queued before each"
+from ..core.config import Config
+from ..core.kinds import schema_version
+from ..core.protocol import PERCENTILE_METHOD, TIMING_METHOD, summarize
+from ..core.stages import BACKWARD_STAGES, STAGE_NAMES
+from .schema import SUMMARY_COLUMNS
 
 
 def stage_summaries(records: Sequence[Mapping[str, Any]], patterns: Sequence[str],

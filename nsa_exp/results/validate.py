@@ -38,16 +38,17 @@ from typing import Any
 import numpy as np
 
 from .. import PINNED_COMMIT
+from ..core.kinds import KINDS, schema_version
+from ..core.protocol import PERCENTILES
+from ..core.stages import BACKWARD_STAGES
 from ..errors import UserError
 from ..routing.patterns import generate_routing
-from ..routing.stages import BACKWARD_STAGES
 from .autotune_checks import autotune_arm_problems, matrix_checks
 from .csv_checks import json_problems, read_csv, table_problems, typed_value
 from .cupti import cupti_problems
 from .file_checks import NOT_SUPPLIED, edge_problems, routing_file_recompute
-from .latency import PERCENTILES
 from .recompute import bench_recompute, sweep_point_recompute
-from .schema import KINDS, SUMMARY_COLUMNS, schema_errors, schema_version
+from .schema import SUMMARY_COLUMNS, schema_errors
 from .strict_json import MAX_BYTES, _Rejected, parse_strict
 
 SUPPORTED_VERSIONS = {"1.0"}
