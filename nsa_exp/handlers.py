@@ -16,6 +16,9 @@ from pathlib import Path
 from . import REPO_ROOT, RESULTS_DIR
 from .errors import UserError
 from .io.schema_sync import sync_schemas
+from .io.schemas import schema_errors
+from .io.store import check_writable
+from .io.strict_json import parse_strict
 from .results.autotune_plot import plot_autotune_heatmap
 from .results.compare import format_table as format_compare_table
 from .results.compare import run_compare
@@ -24,9 +27,6 @@ from .results.flush_study import format_table as format_flush_table
 from .results.lock import write_lock
 from .results.plot import plot_fanin_latency
 from .results.report import build_report
-from .results.schema import schema_errors
-from .results.store import check_writable
-from .results.strict_json import parse_strict
 from .results.sweep_plot import plot_sweep
 from .results.validate import format_report, validate_paths
 from .routing.config import load_config

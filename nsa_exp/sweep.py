@@ -34,9 +34,10 @@ from . import REPO_ROOT, RESULTS_DIR
 from .core.families import BASELINE_PATTERN
 from .core.protocol import SWEEP_EXECUTORS as EXECUTORS
 from .errors import UserError
-from .results.schema import load_schema, schema_errors, validate_or_raise
-from .results.store import write_frame, write_json
-from .routing.config import config_from_dict, load_config, parse_config_bytes
+from .io.config_files import read_config_file
+from .io.schemas import load_schema, schema_errors, validate_or_raise
+from .io.store import read_strict, write_frame, write_json
+from .routing.config import config_from_dict, load_config
 from .routing.packing import packing_token
 from .sweep_files import file_points
 
@@ -104,10 +105,7 @@ def load_sweep(path: str | Path, routing_files: Sequence[str] = ()) -> list[Poin
     """The points of a sweep config, each checked (schema, registry, shape rules) before any GPU time;
     each of the config's ``routing_files`` and of ``routing_files`` adds a point (:mod:`.sweep_files`)."""
     path = Path(path)
-    try:
-        raw = parse_config_bytes(path.read_bytes(), str(path))
-    except FileNotFoundError:
-        raise UserError(f"sweep config {path} does not exist; e.g. --config configs/sweep_skew_h200.json") from None
+    raw = read_config_file(path, "sweep config", "e.g. --config configs/sweep_skew_h200.json")
     validate_or_raise(raw, "sweep_config", label="sweep")
     base = load_config(REPO_ROOT / raw["base_config"]).raw
     timing = {**base["timing"], **raw.get("timing", {})}
@@ -147,8 +145,10 @@ def point_done(path: Path, point: Point | None = None) -> bool:
     """The point's file exists, is JSON and is a schema-valid ``sweep_point`` (else it is re-run); for a
     routing-file ``point``, measured on a file with the same sha256."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        _, doc = read_strict(path)
+    except UserError:
+        return False
+    if not isinstance(doc, dict):
         return False
     if point is not None and point.routing_file and doc.get("routing_files", {}).get(
             point.routing_name, {}).get("sha256") != point.routing_sha256:
@@ -282,7 +282,7 @@ def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.D
     docs = []
     for path in sorted(Path(out_dir).glob("*.json")):
         if point_done(path):
-            docs.append(json.loads(path.read_text(encoding="utf-8")))
+            docs.append(read_strict(path)[1])
     packed = any("packing" in d["point"] for d in docs)
     frame = pd.DataFrame([point_rows(d) for d in docs], columns=list(SWEEP_COLUMNS) + (
         ["packing", "documents"] if packed else []))

@@ -43,7 +43,7 @@ from nsa_exp.gpu.launcher import (  # noqa: E402
 from nsa_exp.gpu.numerics import compare  # noqa: E402
 from nsa_exp.gpu.smoke import naive_comparison  # noqa: E402
 from nsa_exp.gpu.telemetry import Telemetry  # noqa: E402
-from nsa_exp.results.metadata import base_metadata  # noqa: E402
+from nsa_exp.io.metadata import base_metadata  # noqa: E402
 from nsa_exp.routing.config import load_config  # noqa: E402
 from nsa_exp.routing.patterns import generate_routing  # noqa: E402
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nsa_exp.environment import REQUIRED_ENV
+from nsa_exp.core.environment import REQUIRED_ENV
 from nsa_exp.gpu.fla_source import PINNED_COMMIT
 from nsa_exp.gpu.gates import REQUIRED_TRITON
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from nsa_exp.io.schemas import schema_errors
 from nsa_exp.results.cupti import cupti_block, disagreement, kernel_ms, range_label
-from nsa_exp.results.schema import schema_errors
 from nsa_exp.results.validate import validate_bytes
 
 from .helpers import REPO

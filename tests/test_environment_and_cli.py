@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from nsa_exp.environment import FIX, env_problems, require_env
+from nsa_exp.core.environment import FIX, env_problems, require_env
 from nsa_exp.errors import GateFailure, UserError
-from nsa_exp.results.metadata import git_state
-from nsa_exp.results.schema import schema_errors
-from nsa_exp.results.store import write_json
+from nsa_exp.io.metadata import git_state
+from nsa_exp.io.schemas import schema_errors
+from nsa_exp.io.store import write_json
 
 from .helpers import assert_one_line_error, run_cli
 

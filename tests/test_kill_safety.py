@@ -14,14 +14,14 @@ import pytest
 
 from nsa_exp.errors import UserError
 from nsa_exp.gpu.journal import Journal, check_resumable
-from nsa_exp.results.store import sweep_stale_temps, write_text_atomic
+from nsa_exp.io.store import sweep_stale_temps, write_text_atomic
 
 from .helpers import REPO, assert_one_line_error, run_cli
 
 WRITER = """
 import sys, itertools
 sys.path.insert(0, {repo!r})
-from nsa_exp.results.store import write_text_atomic
+from nsa_exp.io.store import write_text_atomic
 blobs = [("A" * 4_000_000) + "\\n", ("B" * 6_000_000) + "\\n"]
 print("ready", flush=True)
 for i in itertools.count():

@@ -1,4 +1,5 @@
-"""The one strict loader: every document read back goes through ``load_document``."""
+"""The one strict loader: every document read back goes through ``load_document`` (``load_validated`` when
+every check of the validator must pass)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 import pytest
 
 from nsa_exp.errors import UserError
-from nsa_exp.results.store import load_document
+from nsa_exp.io.store import load_document
+from nsa_exp.results.validate import load_validated
 
 from .helpers import REPO
 
@@ -15,7 +17,7 @@ DEV = REPO / "results" / "raw" / "e1_h100_dev.json"
 
 
 def test_a_committed_result_loads_with_every_invariant():
-    doc = load_document(DEV, ("bench_result",), invariants=True)
+    doc = load_validated(DEV, ("bench_result",))
     assert doc["kind"] == "bench_result"
 
 
@@ -41,7 +43,7 @@ def test_invariants_are_checked_when_asked(tmp_path):
     path.write_text(json.dumps(doc))
     load_document(path, ("bench_result",))  # schema-valid
     with pytest.raises(UserError, match=r"does not validate \(stats_recompute.*; rerun"):
-        load_document(path, ("bench_result",), invariants=True, hint="rerun")
+        load_validated(path, ("bench_result",), hint="rerun")
 
 
 def test_missing_file_names_the_fix(tmp_path):

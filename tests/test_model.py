@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from nsa_exp.cli import main
+from nsa_exp.io.schemas import schema_errors
 from nsa_exp.model.fit import fit_params
 from nsa_exp.model.makespan import heaviest_first, lower_bounds, simulate, split_rows
 from nsa_exp.model.occupancy import slots_per_sm, theoretical_occupancy_pct
 from nsa_exp.model.points import pattern_fanin, result_files
 from nsa_exp.results.model_report import model_section
-from nsa_exp.results.schema import schema_errors
 
 from .helpers import REPO, run_cli
 

@@ -13,8 +13,8 @@ import pytest
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.core.families import FAMILIES as TABLE
 from nsa_exp.errors import UserError
+from nsa_exp.io.schemas import schema_errors
 from nsa_exp.results.packing_report import packing_section
-from nsa_exp.results.schema import schema_errors
 from nsa_exp.routing.config import config_from_dict, load_config
 from nsa_exp.routing.edges import effective_edges, equal_edge_gate
 from nsa_exp.routing.fanin import csr_rows, routing_statistics

@@ -11,7 +11,7 @@ from nsa_exp.core.enums import VOCABULARY
 from nsa_exp.core.families import FAMILIES
 from nsa_exp.core.kinds import DOCUMENT_KINDS
 from nsa_exp.io.schema_sync import drifted, render, sync_schemas
-from nsa_exp.results.schema import load_schema, schema_errors
+from nsa_exp.io.schemas import load_schema, schema_errors
 
 from .helpers import REPO, run_cli
 

@@ -14,9 +14,9 @@ from nsa_exp.cli import main
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.core.protocol import summarize
 from nsa_exp.errors import UserError
-from nsa_exp.placement import placement_record
-from nsa_exp.results.schema import schema_errors
-from nsa_exp.results.store import write_text_atomic
+from nsa_exp.io.placement import placement_record
+from nsa_exp.io.schemas import schema_errors
+from nsa_exp.io.store import write_text_atomic
 from nsa_exp.routing.config import config_from_dict
 from nsa_exp.routing.edges import effective_edges
 from nsa_exp.routing.fanin import routing_statistics

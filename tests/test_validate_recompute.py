@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from nsa_exp.core import protocol
 from nsa_exp.errors import UserError
 from nsa_exp.gpu import telemetry
-from nsa_exp.results import csv_checks, recompute_records, schema
+from nsa_exp.io import schemas as schema
+from nsa_exp.io.schemas import schema_errors
+from nsa_exp.results import csv_checks, recompute_records
 from nsa_exp.results.analysis import analyse
 from nsa_exp.results.report import build_report, headline, is_formal
-from nsa_exp.results.schema import schema_errors
 from nsa_exp.results.validate import validate_bytes, validate_path, validate_paths
 from nsa_exp.routing.config import config_from_dict, load_config
 

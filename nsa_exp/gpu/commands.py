@@ -14,7 +14,7 @@ from .. import REPO_ROOT, RESULTS_DIR
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..errors import UserError
-from ..results.store import check_writable
+from ..io.store import check_writable
 from ..results.summary import format_summary
 from ..routing.config import load_config
 from ..routing.files import file_routings

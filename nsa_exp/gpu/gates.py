@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from ..core.config import Config
+from ..core.environment import require_env
 from ..core.families import family
-from ..environment import require_env
 from ..errors import GateFailure, UserError
 from ..routing.edges import equal_edge_gate
 from ..routing.files import validate_block_indices

@@ -29,8 +29,8 @@ from ..core.config import Config, Pattern, Shape
 from ..core.families import BASELINE_PATTERN
 from ..core.kinds import schema_version
 from ..errors import GateFailure
-from ..results.metadata import base_metadata
-from ..results.store import write_json
+from ..io.metadata import base_metadata
+from ..io.store import write_json
 from ..routing.patterns import generate_routing
 from .gates import run_gates
 from .numerics import compare

@@ -25,9 +25,9 @@ from ..core.config import Shape
 from ..core.protocol import PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure, UserError
-from ..placement import placement_record
-from ..results.metadata import base_metadata
-from ..results.store import write_json
+from ..io.metadata import base_metadata
+from ..io.placement import placement_record
+from ..io.store import write_json
 from ..results.summary import stage_summaries
 from ..routing.config import config_from_dict
 from ..routing.fanin import routing_statistics

@@ -19,8 +19,8 @@ from ..core.config import Config
 from ..core.kinds import schema_version
 from ..core.protocol import round_orders, summarize
 from ..errors import UserError
-from ..results.metadata import base_metadata
-from ..results.store import load_document, write_json
+from ..io.metadata import base_metadata
+from ..io.store import load_document, write_json
 from .gates import run_gates
 from .telemetry import Telemetry, gpu_identity
 

@@ -20,7 +20,8 @@ from typing import Any
 from .. import SCHEMA_DIR
 from ..core.enums import VOCABULARY
 from ..core.kinds import DOCUMENT_KINDS, UNKINDED_SCHEMAS
-from ..results.store import write_text_atomic
+from .store import write_text_atomic
+from .strict_json import parse_strict
 
 MARK = "x-vocabulary"
 _KIND_OF = {k.schema: k for k in DOCUMENT_KINDS}
@@ -73,7 +74,7 @@ def drifted(folder: Path = SCHEMA_DIR) -> dict[Path, str]:
     out = {}
     for path in sorted(folder.glob("*.schema.json")):
         text = path.read_text(encoding="utf-8")
-        want = text_of(render(json.loads(text), path.name.removesuffix(".schema.json")))
+        want = text_of(render(parse_strict(text.encode("utf-8")), path.name.removesuffix(".schema.json")))
         if text != want:
             out[path] = want
     return out

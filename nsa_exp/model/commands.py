@@ -17,9 +17,9 @@ import scipy
 from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
 from ..errors import UserError
-from ..results.metadata import git_state, installed_packages, utc_now
+from ..io.metadata import git_state, installed_packages, utc_now
+from ..io.store import check_writable, load_document, read_strict, write_json
 from ..results.model_report import plot_validation
-from ..results.store import check_writable, load_document, write_json
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
@@ -45,7 +45,7 @@ TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
 
 
 def _metadata() -> dict[str, Any]:
-    """Host metadata of a CPU model document: like ``results.metadata.base_metadata`` without importing torch
+    """Host metadata of a CPU model document: like ``io.metadata.base_metadata`` without importing torch
     (its version comes from the installed distribution), which these CPU commands never need."""
     return {"created_utc": utc_now(), "argv": list(sys.argv), "git": git_state(), "hostname": platform.node(),
             "platform": platform.platform(),
@@ -58,10 +58,7 @@ def _sha(path: str | Path) -> str:
 
 
 def _json(path: str, what: str) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{what} {path}: cannot be read ({exc})") from None
+    return read_strict(path, f"{what} {path}")[1]
 
 
 def kernel_resources(path: str, autotune_config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:

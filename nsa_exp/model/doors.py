@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core.protocol import DISPATCH_ORDERS
 from ..errors import UserError
-from ..results.strict_json import parse_strict
+from ..io.strict_json import parse_strict
 
 DEFAULT_KERNELS = "results/studies/h200_method_study_flush.raw.json"
 DEFAULT_NCU = "results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json"

@@ -21,7 +21,7 @@ import numpy as np
 from ..core.config import Shape
 from ..core.families import FAMILIES, pattern_from_entry
 from ..errors import UserError
-from ..results.strict_json import parse_strict
+from ..io.strict_json import parse_strict
 from ..routing.fanin import csr_rows
 from ..routing.packing import cu_seqlens, generate_packed_routing, packing_token
 from ..routing.patterns import generate_routing

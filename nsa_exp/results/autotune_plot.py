@@ -10,7 +10,7 @@ import numpy as np
 from ..core.families import BASELINE_PATTERN
 from .autotune_report import StageMatrix, _cfg
 from .plot import save_figure
-from .store import load_document
+from .validate import load_validated
 
 
 def heatmap_arrays(m: StageMatrix) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -31,7 +31,7 @@ def plot_autotune_heatmap(path: str | Path, out_dir: str | Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    doc = load_document(path, ("autotune_matrix",), f"--input {path}", invariants=True)
+    doc = load_validated(path, ("autotune_matrix",), f"--input {path}")
     stages = list(doc["stages"])
     fig, axes = plt.subplots(len(stages), 2, figsize=(11, 0.35 * 18 * len(stages) + 1), squeeze=False,
                              constrained_layout=True)

@@ -40,8 +40,8 @@ from tabulate import tabulate
 
 from ..core.kinds import schema_version
 from ..errors import UserError
+from ..io.store import load_document, write_json
 from .analysis import CI_LEVEL, METHOD, RESAMPLES, SEED
-from .store import load_document, write_json
 
 #: Noise floor when no repeat pair is given: 2% (the H100 formal run and its repeat differ by <= 1.4%
 #: on every stage but the tiny CSR one; 2% is a round number above that).

@@ -24,7 +24,7 @@ from typing import Any
 from ..core.stages import OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
 from ..errors import UserError
-from .schema import SUMMARY_COLUMNS
+from ..io.schemas import SUMMARY_COLUMNS
 
 BOM = b"\xef\xbb\xbf"
 STAT_COLUMNS = ("median_ms", "p10_ms", "p90_ms", "p95_ms", "min_ms", "mean_ms", "n_obs")

@@ -27,10 +27,9 @@ from tabulate import tabulate
 
 from ..core.kinds import schema_version
 from ..errors import UserError
+from ..io.metadata import base_metadata
+from ..io.store import read_strict, write_json
 from .analysis import CI_LEVEL, METHOD_NOTE, RESAMPLES, SEED, bootstrap_ratio_ci
-from .metadata import base_metadata
-from .store import write_json
-from .strict_json import parse_strict
 
 REFERENCE = "none"
 CONFIG_POLICIES = ("write", "read", "none")
@@ -40,12 +39,7 @@ SCHEMA_VERSION = schema_version("flush_study")
 def load_flush_records(path: str | Path) -> tuple[dict[str, Any], pd.DataFrame]:
     """The study's ``flush`` section and its timed observations as a tidy frame
     (columns round, policy, pattern, stage, ms; warm-up rounds dropped). Errors: one-line UserError."""
-    try:
-        doc = parse_strict(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; pass results/studies/h200_method_study_flush.raw.json") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: unreadable ({exc})") from None
+    _, doc = read_strict(path, missing_hint="pass results/studies/h200_method_study_flush.raw.json")
     if not isinstance(doc, dict) or doc.get("kind") != "method_study" or not isinstance(doc.get("flush"), dict):
         raise UserError(f"{path}: not a method study with a 'flush' section (scripts/gpu_method_study.py writes one)")
     flush = doc["flush"]

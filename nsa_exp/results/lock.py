@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 from ..errors import UserError
-from .store import load_document, write_text_atomic
+from ..io.store import write_text_atomic
+from .validate import load_validated
 
 
 def lock_text(packages: dict[str, str], source: str, sha: str) -> list[str]:
@@ -18,8 +19,8 @@ def lock_text(packages: dict[str, str], source: str, sha: str) -> list[str]:
 
 def write_lock(source: str, output: str) -> int:
     """Refuse a result that fails validation (any failed gate, e.g. `check`); write the pins."""
-    doc = load_document(source, ("bench_result",), f"lock: {source}", invariants=True,
-                        hint="a lock must come from a run that passed every gate")
+    doc = load_validated(source, ("bench_result",), f"lock: {source}",
+                         hint="a lock must come from a run that passed every gate")
     failed = [g["name"] for g in doc["gates"] if not g["passed"]]
     if failed:
         raise UserError(f"lock: {source} failed the gates {failed}; refusing to lock its environment")

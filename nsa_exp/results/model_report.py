@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
+from ..io.store import load_document, write_bytes_atomic
 from .report_ncu import md_table
-from .store import load_document, write_bytes_atomic
 
 
 def _table_lines(header: list[str], rows: list[list[str]]) -> list[str]:

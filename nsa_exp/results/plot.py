@@ -19,8 +19,8 @@ from pathlib import Path
 from ..core import stages
 from ..core.families import family
 from ..errors import UserError
+from ..io.store import load_document, write_bytes_atomic
 from ..routing.fanin import X_STATS
-from .store import load_document, write_bytes_atomic
 
 PANELS = tuple((name, stages.stage(name).panel_title) for name in stages.PANEL_ORDER)
 

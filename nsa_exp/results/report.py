@@ -13,23 +13,24 @@ from ..core.families import BASELINE_PATTERN
 from ..core.kinds import KINDS
 from ..core.stages import PANEL_ORDER, TITLES
 from ..errors import UserError
+from ..io.metadata import base_metadata
+from ..io.store import check_writable, write_json, write_text_atomic
 from .analysis import analyse
 from .autotune_report import autotune_section
 from .config_drift import autotune_lines, drift_of, noise_spread, repeatability_lines
-from .metadata import base_metadata
 from .model_report import model_section
 from .packing_report import packing_section
 from .report_gpus import DEFAULT_H200, cross_gpu_section, instrument_sections
 from .report_ncu import md_table as _table
 from .report_ncu import ncu_section
-from .store import check_writable, load_document, write_json, write_text_atomic
 from .sweep_report import sweep_section
+from .validate import load_validated
 
 MiB = 1024 * 1024
 
 
 def _load(path: str | Path) -> dict[str, Any]:
-    return load_document(path, tuple(KINDS), invariants=True, hint=f"run `invoke validate {path}`")
+    return load_validated(path, tuple(KINDS), hint=f"run `invoke validate {path}`")
 
 
 def _differs(row: dict[str, Any], repeat_spread: float) -> bool:

@@ -10,10 +10,10 @@ from typing import Any
 
 from .. import RESULTS_DIR
 from ..core.stages import TITLES
+from ..io.store import load_document
 from .compare import compare_results
 from .cupti import disagreement
 from .report_ncu import md_table
-from .store import load_document
 from .throughput import peak_tflops, throughput_rows
 
 DEFAULT_H200 = "results/raw/e1_h200.json"

@@ -17,7 +17,7 @@ from ..core.config import Config
 from ..core.kinds import schema_version
 from ..core.protocol import PERCENTILE_METHOD, TIMING_METHOD, summarize
 from ..core.stages import BACKWARD_STAGES, STAGE_NAMES
-from .schema import SUMMARY_COLUMNS
+from ..io.schemas import SUMMARY_COLUMNS
 
 
 def stage_summaries(records: Sequence[Mapping[str, Any]], patterns: Sequence[str],

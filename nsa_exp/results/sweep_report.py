@@ -10,8 +10,8 @@ import pandas as pd
 
 from .. import REPO_ROOT
 from ..errors import UserError
-from .schema import schema_errors
-from .store import load_document
+from ..io.schemas import schema_errors
+from ..io.store import load_document
 
 COLUMNS = {"point_id": "point", "T": "T", "fanin_max": "fan-in max", "fanin_cv": "fan-in CV",
            "fanin_gini": "Gini", "dkv_median_ms": "dK/dV ms", "dkv_p10_ms": "p10", "dkv_p90_ms": "p90",

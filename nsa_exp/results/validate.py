@@ -42,14 +42,15 @@ from ..core.kinds import KINDS, schema_version
 from ..core.protocol import PERCENTILES
 from ..core.stages import BACKWARD_STAGES
 from ..errors import UserError
+from ..io.schemas import SUMMARY_COLUMNS, schema_errors
+from ..io.store import read_document
+from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from ..routing.patterns import generate_routing
 from .autotune_checks import autotune_arm_problems, matrix_checks
 from .csv_checks import json_problems, read_csv, table_problems, typed_value
 from .cupti import cupti_problems
 from .file_checks import NOT_SUPPLIED, edge_problems, routing_file_recompute
 from .recompute import bench_recompute, sweep_point_recompute
-from .schema import SUMMARY_COLUMNS, schema_errors
-from .strict_json import MAX_BYTES, _Rejected, parse_strict
 
 SUPPORTED_VERSIONS = {"1.0"}
 STAGE_SUM_BOUNDS = (0.75, 1.25)
@@ -227,6 +228,19 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         extra["unverified"] += routing_file_recompute(doc, routing_files, checks.add)
     return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
             "checks": checks.items, **extra}
+
+
+def load_validated(path: str | Path, kinds: tuple[str, ...], label: str | None = None, hint: str = "",
+                   missing_hint: str = "") -> dict[str, Any]:
+    """:func:`nsa_exp.io.store.load_document`, and every check of :func:`validate_bytes` must pass (one
+    :class:`UserError` line naming the failed checks, then ``hint``)."""
+    label = str(path) if label is None else label
+    data, doc = read_document(path, kinds, label, missing_hint)
+    report = validate_bytes(data, str(path))
+    if not report["passed"]:
+        bad = [c["name"] for c in report["checks"] if not c["passed"]]
+        raise UserError(f"{label} does not validate ({', '.join(bad)})" + (f"; {hint}" if hint else ""))
+    return doc
 
 
 def bench_document(path: str | Path) -> dict[str, Any] | None:

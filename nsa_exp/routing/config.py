@@ -17,8 +17,8 @@ from ..core.config import DEFAULT_ORACLE, Config, Seeds, Shape, Timing, Toleranc
 from ..core.families import pattern_from_entry
 from ..core.stages import check_launch_limits
 from ..errors import UserError
-from ..results.schema import validate_or_raise
-from ..results.strict_json import parse_strict
+from ..io.config_files import read_config_file
+from ..io.schemas import validate_or_raise
 from .packing import cu_seqlens
 
 
@@ -118,33 +118,5 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
 
 def load_config(path: str | Path) -> Config:
     """Read and validate a config file; any problem is a one-line :class:`UserError`."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"config file {path} does not exist; pass --config configs/e1_h100.json") from None
-    except OSError as exc:
-        raise UserError(f"config file {path} cannot be read: {exc.strerror}") from None
-    raw = parse_config_bytes(data, str(path))
+    raw = read_config_file(path, "config file", "pass --config configs/e1_h100.json")
     return config_from_dict(raw, source=str(path))
-
-
-MAX_CONFIG_BYTES = 1024 * 1024
-
-
-def parse_config_bytes(data: bytes, where: str) -> dict[str, Any]:
-    """Strict JSON for a config: UTF-8 text, no NUL bytes, no duplicate keys, no NaN/Infinity/overflow."""
-    if len(data) > MAX_CONFIG_BYTES:
-        raise UserError(f"config file {where}: {len(data)} bytes is not a config (limit {MAX_CONFIG_BYTES})")
-    nul = data.find(b"\0")
-    if nul >= 0:
-        raise UserError(f"config file {where}: binary data (NUL byte at offset {nul}), not a JSON config")
-    if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark from an editor: harmless, dropped
-        data = data[3:]
-    try:
-        raw = parse_strict(data)  # the one strict parser (duplicate keys, NaN/Infinity, overflow, depth)
-    except ValueError as exc:
-        raise UserError(f"config file {where}: {exc}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"config file {where}: top level must be a JSON object")
-    return raw

@@ -19,8 +19,8 @@ from tabulate import tabulate
 from ..core.config import Config, Shape
 from ..core.families import family
 from ..core.kinds import schema_version
-from ..results.metadata import base_metadata
-from ..results.store import write_bytes_atomic, write_json
+from ..io.metadata import base_metadata
+from ..io.store import write_bytes_atomic, write_json
 from .edges import effective_edges, equal_edge_gate
 from .fanin import routing_statistics
 from .files import CU_KEY, NPZ_KEY, pattern_names, require_equal_edges, routing_file_report

@@ -70,3 +70,8 @@ def parse_strict(data: bytes) -> Any:
     if _depth(doc) > MAX_DEPTH:
         raise _Rejected(f"nesting deeper than {MAX_DEPTH} levels")
     return doc
+
+
+def dumps_strict(doc: Any) -> str:
+    """JSON text with no NaN/Infinity tokens (``allow_nan=False``), 1-space indent, trailing newline."""
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"

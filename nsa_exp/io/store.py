@@ -11,18 +11,17 @@ folder, fsync, then rename over the target. A reader never sees a partial file.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..core.kinds import KINDS
 from ..errors import UserError
-from .schema import schema_errors
-from .strict_json import parse_strict
-from .validate import validate_bytes
+from .schemas import schema_errors
+from .strict_json import dumps_strict, parse_strict
+
+if TYPE_CHECKING:  # a frame is only handed in: the writer does not import pandas
+    import pandas as pd
 
 
 def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> None:
@@ -161,11 +160,6 @@ def _write_all(fd: int, data: bytes) -> None:
     os.fsync(fd)
 
 
-def dumps_strict(doc: Any) -> str:
-    """JSON text with no NaN/Infinity tokens (``allow_nan=False``), 1-space indent, trailing newline."""
-    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
-
-
 def write_json(path: str | Path, doc: dict[str, Any], kind: str) -> None:
     """Validate ``doc`` against ``schemas/<kind>.schema.json``, then write it atomically."""
     errors = schema_errors(doc, kind, label=kind)
@@ -187,14 +181,9 @@ def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
     write_text_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
 
 
-def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = None, *, invariants: bool = False,
-                  hint: str = "", missing_hint: str = "") -> dict[str, Any]:
-    """The one loader for every document this package reads back: read, parse strictly (no duplicate
-    keys, NaN or overflowing numbers), check the kind, then validate — against the kind's schema, or
-    with ``invariants=True`` through every check of :func:`nsa_exp.results.validate.validate_bytes`.
-
-    Every failure is one :class:`UserError` line starting with ``label`` (default: the path).
-    """
+def read_strict(path: str | Path, label: str | None = None, missing_hint: str = "") -> tuple[bytes, Any]:
+    """A JSON file's bytes and its strict parse (no duplicate keys, NaN or overflowing numbers); every
+    failure is one :class:`UserError` line starting with ``label`` (default: the path)."""
     label = str(path) if label is None else label
     try:
         data = Path(path).read_bytes()
@@ -203,20 +192,34 @@ def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = 
     except OSError as exc:
         raise UserError(f"{label}: cannot be read: {exc.strerror}") from None
     try:
-        doc = parse_strict(data)
+        return data, parse_strict(data)
     except ValueError as exc:
         raise UserError(f"{label}: unreadable ({exc})") from None
+
+
+def read_document(path: str | Path, kinds: tuple[str, ...], label: str | None = None,
+                  missing_hint: str = "") -> tuple[bytes, dict[str, Any]]:
+    """:func:`read_strict`, then the document's ``kind`` must be one of ``kinds`` (one line otherwise)."""
+    label = str(path) if label is None else label
+    data, doc = read_strict(path, label, missing_hint)
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if kind not in kinds:
         wanted = " or ".join(k.replace("_", " ") for k in kinds)
         raise UserError(f"{label}: not a {wanted} (kind {kind!r})")
-    if invariants:
-        report = validate_bytes(data, str(path))
-        if not report["passed"]:
-            bad = [c["name"] for c in report["checks"] if not c["passed"]]
-            raise UserError(f"{label} does not validate ({', '.join(bad)})" + (f"; {hint}" if hint else ""))
-    else:
-        errors = schema_errors(doc, KINDS[kind], label)
-        if errors:
-            raise UserError(errors[0])
+    return data, doc
+
+
+def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = None,
+                  missing_hint: str = "") -> dict[str, Any]:
+    """The one loader for every document this package reads back: read, parse strictly, check the kind,
+    then validate against the kind's schema. (Every check of the validator as well:
+    :func:`nsa_exp.results.validate.load_validated`.)
+
+    Every failure is one :class:`UserError` line starting with ``label`` (default: the path).
+    """
+    label = str(path) if label is None else label
+    _, doc = read_document(path, kinds, label, missing_hint)
+    errors = schema_errors(doc, KINDS[doc["kind"]], label)
+    if errors:
+        raise UserError(errors[0])
     return doc

@@ -8,7 +8,6 @@ nsa_exp.errors.UserError: config: 'name' is a required property (schema config.s
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from typing import Any
 
@@ -18,13 +17,13 @@ from referencing.jsonschema import DRAFT202012
 
 from .. import SCHEMA_DIR
 from ..errors import UserError
+from .strict_json import parse_strict
 
 
 @cache
 def load_schema(kind: str) -> dict[str, Any]:
     """The schema ``schemas/<kind>.schema.json`` as a dict (cached)."""
-    with open(SCHEMA_DIR / f"{kind}.schema.json", encoding="utf-8") as fh:
-        return json.load(fh)
+    return parse_strict((SCHEMA_DIR / f"{kind}.schema.json").read_bytes())
 
 
 @cache

@@ -17,7 +17,7 @@ from typing import Any
 import numpy
 
 from .. import REPO_ROOT, __version__
-from ..environment import recorded_env
+from ..core.environment import recorded_env
 
 
 def git_state() -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from .errors import GateFailure
+from ..errors import GateFailure
 
 REQUIRED_ENV = {
     "TRITON_F32_DEFAULT": "ieee",
