@@ -12,14 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nsa_exp.analysis.autotune_matrix import StageMatrix
+from nsa_exp.analysis.config_drift import drift_of, noise_spread
+from nsa_exp.checking.autotune_checks import autotune_arm_problems
+from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.core.protocol import summarize
+from nsa_exp.figures.autotune_heatmap import heatmap_arrays, plot_autotune_heatmap
 from nsa_exp.io.store import load_document, write_json
-from nsa_exp.results.autotune_checks import autotune_arm_problems
-from nsa_exp.results.autotune_plot import heatmap_arrays, plot_autotune_heatmap
-from nsa_exp.results.autotune_report import StageMatrix, autotune_section, stage_lines
-from nsa_exp.results.config_drift import drift_of, noise_spread
-from nsa_exp.results.report import render
-from nsa_exp.results.validate import validate_bytes
+from nsa_exp.report.autotune import autotune_section, stage_lines
+from nsa_exp.report.build import render
 from tests.helpers import REPO
 
 PATTERNS = ["local", "uniform", "sink-heavy", "zipf"]

@@ -9,8 +9,8 @@ import shutil
 import numpy as np
 import pytest
 
+from nsa_exp.checking.validate import validate_path
 from nsa_exp.cli import main
-from nsa_exp.results.validate import validate_path
 
 from .helpers import REPO
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nsa_exp.analysis.compare import MIN_FLOOR, compare_results, noise_floors, verdict
 from nsa_exp.errors import UserError
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.results.compare import MIN_FLOOR, compare_results, noise_floors, verdict
 
 from .helpers import REPO, assert_one_line_error, run_cli
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from nsa_exp.analysis.cupti import cupti_block, disagreement, kernel_ms, range_label
+from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.results.cupti import cupti_block, disagreement, kernel_ms, range_label
-from nsa_exp.results.validate import validate_bytes
 
 from .helpers import REPO
 

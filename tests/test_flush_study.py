@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from nsa_exp.analysis.flush_study import choose_policy
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.results.flush_study import choose_policy
 
 from .helpers import REPO, assert_one_line_error, run_cli
 

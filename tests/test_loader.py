@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from nsa_exp.checking.validate import load_validated
 from nsa_exp.errors import UserError
 from nsa_exp.io.store import load_document
-from nsa_exp.results.validate import load_validated
 
 from .helpers import REPO
 

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
+from nsa_exp.analysis.summary import build_result, stage_summaries, summary_frame
 from nsa_exp.core.protocol import round_orders
 from nsa_exp.gpu.bench import memory_accounting
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
 from nsa_exp.gpu.timing import LAUNCH_GUARD_CYCLES, next_round, run_rounds
-from nsa_exp.results.summary import build_result, stage_summaries, summary_frame
 from nsa_exp.routing.config import config_from_dict
 from tests.helpers import REPO
 

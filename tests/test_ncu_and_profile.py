@@ -15,7 +15,7 @@ from nsa_exp.gpu.ncu import METRICS, export_csv_text, parse_raw_csv
 from nsa_exp.gpu.nvtx import parse_patterns, range_name
 from nsa_exp.gpu.profiler import load_benchmark_result, replay_autotune
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.results.report_ncu import ncu_section as report_ncu
+from nsa_exp.report.ncu import ncu_section as report_ncu
 from nsa_exp.routing.config import load_config
 
 from .helpers import REPO, assert_one_line_error, run_cli

@@ -3,9 +3,9 @@ render from whichever result holds the data, and say so where a result predates 
 
 from __future__ import annotations
 
-from nsa_exp.results.cupti import cupti_block
-from nsa_exp.results.plot import gpu_name
-from nsa_exp.results.report_gpus import cross_gpu_section, instrument_sections
+from nsa_exp.analysis.cupti import cupti_block
+from nsa_exp.figures.fanin_latency import gpu_name
+from nsa_exp.report.gpus import cross_gpu_section, instrument_sections
 
 from .helpers import REPO
 from .test_wrapper_extra import _with_wrapper_extra
@@ -45,7 +45,7 @@ def test_figures_name_the_gpu_the_result_recorded(tmp_path):
 
 
 def test_the_cross_gpu_ncu_reading_comes_from_the_counters_and_needs_both_gpus(tmp_path):
-    from nsa_exp.results.report_gpus import _ncu_across  # noqa: PLC0415 - a private section helper
+    from nsa_exp.report.gpus import _ncu_across  # noqa: PLC0415 - a private section helper
 
     lines = _ncu_across("results/raw/e1_h100.json", "results/raw/e1_h200.json", same_in_cycles=True)
     table = [ln for ln in "\n".join(lines).splitlines() if ln.startswith(("| dQ core", "| dK/dV core"))]

@@ -11,10 +11,12 @@ import sys
 import numpy as np
 import pytest
 
+from nsa_exp.analysis.bootstrap import analyse, bootstrap_median_ci, bootstrap_ratio_ci
 from nsa_exp.errors import UserError
-from nsa_exp.results.analysis import analyse, bootstrap_median_ci, bootstrap_ratio_ci
-from nsa_exp.results.lock import write_lock
-from nsa_exp.results.report import README_END, README_START, build_report, headline
+from nsa_exp.report.build import build_report
+from nsa_exp.report.lock import write_lock
+from nsa_exp.report.manifest import committed_inputs
+from nsa_exp.report.readme import README_END, README_START, headline
 
 from .helpers import REPO
 
@@ -27,8 +29,9 @@ def test_committed_results_md_regenerates_exactly(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     out = tmp_path / "RESULTS.md"
     arms = sorted(str(p.relative_to(REPO)) for p in (REPO / "results" / "raw").glob("*_tune_*.json"))
-    build_report(RESULT, REPEAT, NCU, str(out), str(tmp_path / "a.json"), "python -m nsa_exp report",
-                 formal=True, autotune_matrix="results/autotune/e1_h200.json", tune_arms=arms)  # the CLI's defaults
+    inputs = committed_inputs(result=RESULT, repeat=REPEAT, ncu=NCU, autotune_matrix="results/autotune/e1_h200.json",
+                              tune_arms=arms)  # the CLI's defaults
+    build_report(inputs, str(out), str(tmp_path / "a.json"), "python -m nsa_exp report", formal=True)
     assert out.read_text() == (REPO / "docs" / "RESULTS.md").read_text()
 
 

@@ -8,16 +8,18 @@ import json
 import numpy as np
 import pytest
 
+from nsa_exp.checking.routing_checks import NOT_SUPPLIED
+from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.core.protocol import round_orders, summarize
 from nsa_exp.errors import UserError
-from nsa_exp.results.file_checks import NOT_SUPPLIED
-from nsa_exp.results.validate import validate_path
 from nsa_exp.routing.config import config_from_dict
 from nsa_exp.routing.fanin import routing_statistics
 from nsa_exp.routing.files import file_routings
 from nsa_exp.routing.patterns import generate_routing
-from nsa_exp.sweep import load_sweep, point_done, point_path, run_sweep, sweep_table
+from nsa_exp.sweeps.plan import load_sweep, point_done, point_path
+from nsa_exp.sweeps.run import run_sweep
+from nsa_exp.sweeps.table import sweep_table
 
 from .helpers import REPO, assert_one_line_error, primary_config_dict, run_cli
 from .test_sweep import fake_measure

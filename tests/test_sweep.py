@@ -21,7 +21,9 @@ from nsa_exp.routing.config import config_from_dict
 from nsa_exp.routing.edges import effective_edges
 from nsa_exp.routing.fanin import routing_statistics
 from nsa_exp.routing.patterns import generate_routing
-from nsa_exp.sweep import load_sweep, point_done, point_path, run_sweep, sweep_table
+from nsa_exp.sweeps.plan import load_sweep, point_done, point_path
+from nsa_exp.sweeps.run import run_sweep
+from nsa_exp.sweeps.table import sweep_table
 
 from .helpers import REPO, assert_one_line_error, run_cli
 
@@ -182,7 +184,7 @@ def test_a_length_that_does_not_fit_the_free_gpu_memory_is_refused_before_alloca
 
 
 def test_validate_recomputes_a_sweep_points_statistics_and_routing(tmp_path):
-    from nsa_exp.results.validate import validate_path  # noqa: PLC0415
+    from nsa_exp.checking.validate import validate_path  # noqa: PLC0415
 
     point = load_sweep(_sweep_config(tmp_path))[4]  # sink-heavy on heads [0, 1]
     doc = fake_measure(point, True, tmp_path)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from nsa_exp.analysis.throughput import peak_tflops, stage_flops, throughput_rows
 from nsa_exp.core.config import Shape
 from nsa_exp.core.stages import flops_per_edge
-from nsa_exp.results.throughput import peak_tflops, stage_flops, throughput_rows
 
 from .helpers import REPO
 

@@ -20,9 +20,12 @@ TIERS: tuple[tuple[str, ...], ...] = (
     ("nsa_exp.core",),
     ("nsa_exp.io",),
     ("nsa_exp.routing",),
-    ("nsa_exp.results",),
+    ("nsa_exp.analysis",),
+    ("nsa_exp.checking",),
+    ("nsa_exp.figures",),
     ("nsa_exp.model",),
-    ("nsa_exp.sweep", "nsa_exp.sweep_files"),
+    ("nsa_exp.sweeps",),
+    ("nsa_exp.report",),
     ("nsa_exp.gpu",),
     ("nsa_exp.handlers", "nsa_exp.cli", "nsa_exp.__main__"),
 )
@@ -52,7 +55,8 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
             if base.split(".")[0] != "nsa_exp":
                 continue
             for alias in node.names:  # `from nsa_exp.core import stages` imports the module nsa_exp.core.stages
@@ -113,8 +117,10 @@ BLOCKED = """
 import importlib, pkgutil, sys
 for name in ("torch", "triton", "fla"):
     sys.modules[name] = None  # `import torch` now raises ImportError
-import nsa_exp.core, nsa_exp.io, nsa_exp.routing, nsa_exp.results, nsa_exp.model
-for pkg in (nsa_exp.core, nsa_exp.io, nsa_exp.routing, nsa_exp.results, nsa_exp.model):
+import nsa_exp.core, nsa_exp.io, nsa_exp.routing, nsa_exp.analysis, nsa_exp.checking, nsa_exp.figures
+import nsa_exp.model, nsa_exp.sweeps, nsa_exp.report
+for pkg in (nsa_exp.core, nsa_exp.io, nsa_exp.routing, nsa_exp.analysis, nsa_exp.checking, nsa_exp.figures,
+            nsa_exp.model, nsa_exp.sweeps, nsa_exp.report):
     for info in pkgutil.iter_modules(pkg.__path__, pkg.__name__ + "."):
         importlib.import_module(info.name)
 from nsa_exp.cli import main

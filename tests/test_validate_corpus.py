@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nsa_exp.checking.validate import MAX_BYTES, validate_bytes, validate_path
 from nsa_exp.core.protocol import summarize
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.results.validate import MAX_BYTES, validate_bytes, validate_path
 
 from .helpers import REPO, run_cli
 

@@ -11,15 +11,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nsa_exp.analysis.bootstrap import analyse
+from nsa_exp.checking import csv_checks, run_checks
+from nsa_exp.checking.validate import validate_bytes, validate_path, validate_paths
 from nsa_exp.core import protocol
 from nsa_exp.errors import UserError
 from nsa_exp.gpu import telemetry
 from nsa_exp.io import schemas as schema
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.results import csv_checks, recompute_records
-from nsa_exp.results.analysis import analyse
-from nsa_exp.results.report import build_report, headline, is_formal
-from nsa_exp.results.validate import validate_bytes, validate_path, validate_paths
+from nsa_exp.report.build import build_report, is_formal
+from nsa_exp.report.manifest import committed_inputs
+from nsa_exp.report.readme import headline
 from nsa_exp.routing.config import config_from_dict, load_config
 
 from .helpers import REPO, assert_one_line_error, primary_config_dict, run_cli
@@ -190,7 +192,7 @@ def test_configs_for_future_runs_name_the_read_flush_and_results_record_the_flus
 
 def test_csv_checks_and_telemetry_share_one_definition_of_columns_and_throttling():
     assert csv_checks.SUMMARY_COLUMNS is schema.SUMMARY_COLUMNS
-    assert telemetry.THROTTLE_MASK is recompute_records.THROTTLE_MASK is protocol.THROTTLE_MASK
+    assert telemetry.THROTTLE_MASK is run_checks.THROTTLE_MASK is protocol.THROTTLE_MASK
 
 
 # ---- fuzzer: any derived number changed must fail validation ----
@@ -319,7 +321,7 @@ def test_ncu_export_bad_inputs_are_one_line(tmp_path):
 def test_report_with_unwritable_output_writes_nothing(tmp_path):
     analysis = tmp_path / "a.json"
     with pytest.raises(UserError, match="is a folder"):
-        build_report("results/raw/e1_h100.json", None, [], str(tmp_path), str(analysis), "x")
+        build_report(committed_inputs(repeat=None, ncu=[]), str(tmp_path), str(analysis), "x")
     assert not analysis.exists()
 
 

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
+from nsa_exp.analysis.summary import build_result, summary_frame
+from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.core.stages import BACKWARD_STAGES
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.results.summary import build_result, summary_frame
-from nsa_exp.results.validate import validate_bytes
 from nsa_exp.routing.config import config_from_dict
 
 from .helpers import REPO

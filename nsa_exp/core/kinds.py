@@ -3,7 +3,7 @@
 A JSON document names its kind in its ``kind`` field; a CSV table is known by its columns (the ``required``
 list of its row schema). ``schemas/<schema>.schema.json`` holds each kind's shape; its ``kind`` and
 ``schema_version`` consts are generated from this table (``python -m nsa_exp schemas``). What each kind's
-checks recompute lives with the checks (:mod:`nsa_exp.results.validate`).
+checks recompute lives with the checks (:mod:`nsa_exp.checking.validate`).
 
 >>> KINDS["bench_result"], schema_version("bench_result")
 ('result', '1.0')

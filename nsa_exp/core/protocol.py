@@ -32,7 +32,7 @@ AUTOTUNE_MODES = ("tune-on", "per-pattern", "replay")
 GATE_NAMES = ("environment", "gpu", "versions", "fla_sources", "equal_edges")
 #: The makespan model's dispatch orders of the dK/dV programs (model/makespan.py).
 DISPATCH_ORDERS = ("program-id", "heaviest-first")
-#: The sweep executors (nsa_exp.sweep runs them; the CLI offers them as choices).
+#: The sweep executors (nsa_exp.sweeps.run runs them; the CLI offers them as choices).
 SWEEP_EXECUTORS = ("inline", "debug", "local", "slurm")
 #: The what-if layouts of a split dK/dV schedule (model/split.py).
 WHATIF_LAYOUTS = ("split", "split-heavy-first")

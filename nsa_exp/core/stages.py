@@ -103,7 +103,7 @@ class Stage:
     wraps: tuple[str, ...] = ()   # stages whose kernels it launches itself (the official wrapper)
     optional: bool = False        # added after results were recorded: a result without it stays valid
     sweepable: bool = True        # a sweep point may time it
-    cupti: str = "tight"          # CUPTI agreement class (nsa_exp.results.cupti): "tight" or "loose"
+    cupti: str = "tight"          # CUPTI agreement class (nsa_exp.analysis.cupti): "tight" or "loose"
 
 
 STAGES: tuple[Stage, ...] = (

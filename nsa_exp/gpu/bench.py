@@ -20,14 +20,14 @@ import torch
 from tqdm import tqdm
 
 from .. import REPO_ROOT
+from ..analysis.cupti import ROUNDS as CUPTI_ROUNDS
+from ..analysis.summary import build_result, summary_frame
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..core.protocol import round_orders
 from ..errors import GateFailure
 from ..io.metadata import base_metadata
 from ..io.store import write_frame, write_json
-from ..results.cupti import ROUNDS as CUPTI_ROUNDS
-from ..results.summary import build_result, summary_frame
 from ..routing.fanin import routing_statistics
 from ..routing.packing import packing_record
 from .cupti import profile_kernel_times

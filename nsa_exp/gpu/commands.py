@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 from .. import REPO_ROOT, RESULTS_DIR
+from ..analysis.summary import format_summary
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..errors import UserError
 from ..io.store import check_writable
-from ..results.summary import format_summary
 from ..routing.config import load_config
 from ..routing.files import file_routings
 from .bench import run_bench

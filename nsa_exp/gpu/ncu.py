@@ -23,11 +23,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..checking.validate import load_validated
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.metadata import base_metadata, utc_now
 from ..io.store import check_writable, write_json, write_text_atomic
-from ..results.validate import load_validated
 from .nvtx import parse_patterns, range_name
 
 METRICS = {

@@ -213,7 +213,7 @@ def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = 
                   missing_hint: str = "") -> dict[str, Any]:
     """The one loader for every document this package reads back: read, parse strictly, check the kind,
     then validate against the kind's schema. (Every check of the validator as well:
-    :func:`nsa_exp.results.validate.load_validated`.)
+    :func:`nsa_exp.checking.validate.load_validated`.)
 
     Every failure is one :class:`UserError` line starting with ``label`` (default: the path).
     """

@@ -17,9 +17,9 @@ import scipy
 from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
 from ..errors import UserError
+from ..figures.model_validation import plot_validation
 from ..io.metadata import git_state, installed_packages, utc_now
 from ..io.store import check_writable, load_document, read_strict, write_json
-from ..results.model_report import plot_validation
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
