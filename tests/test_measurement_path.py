@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from nsa_exp.analysis.summary import build_result, stage_summaries, summary_frame
+from nsa_exp.analysis.summary import summary_frame
 from nsa_exp.core.protocol import round_orders
+from nsa_exp.core.records import build_result, stage_summaries
 from nsa_exp.gpu.bench import memory_accounting
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled

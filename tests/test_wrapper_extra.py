@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from nsa_exp.analysis.summary import build_result, summary_frame
+from nsa_exp.analysis.summary import summary_frame
 from nsa_exp.checking.validate import validate_bytes
+from nsa_exp.core.records import build_result
 from nsa_exp.core.stages import BACKWARD_STAGES
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled

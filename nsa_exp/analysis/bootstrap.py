@@ -18,6 +18,7 @@ from scipy.stats import bootstrap
 
 from ..core.families import BASELINE_PATTERN
 from ..core.kinds import schema_version
+from ..core.records import BenchLike, BenchResult
 
 RESAMPLES = 10_000
 SEED = 20260726
@@ -51,16 +52,19 @@ def bootstrap_ratio_ci(num, den, resamples: int = RESAMPLES, seed: int = SEED) -
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def stage_frame(result: dict[str, Any]) -> pd.DataFrame:
+def stage_frame(result: BenchLike) -> pd.DataFrame:
     """The tidy table analysis reads: one row per pattern x stage, recorded summary + raw observations."""
-    return pd.DataFrame([{"pattern": name, "stage": stage, "median_ms": s["median_ms"], "p10_ms": s["p10_ms"],
-                          "p90_ms": s["p90_ms"], "n_obs": s["n_obs"], "raw_ms": s["raw_ms"]}
-                         for name, p in result["patterns"].items() for stage, s in p["stages"].items()])
+    run = BenchResult.coerce(result)
+    return pd.DataFrame([{"pattern": name, "stage": stage, "median_ms": s.median_ms, "p10_ms": s.p10_ms,
+                          "p90_ms": s.p90_ms, "n_obs": s.n_obs, "raw_ms": list(s.raw_ms)}
+                         for name, p in run.patterns.items() for stage, s in p.stages.items()])
 
 
-def analyse(result: dict[str, Any], repeat: dict[str, Any] | None = None) -> dict[str, Any]:
+def analyse(result: BenchLike, repeat: BenchLike | None = None) -> dict[str, Any]:
     """Per pattern x stage: median, p10/p90, bootstrap 95% CI (and its half-width in % of the median),
     ratio vs the baseline with its paired CI; with ``repeat``, each median's difference between the runs."""
+    result = BenchResult.coerce(result)
+    repeat = None if repeat is None else BenchResult.coerce(repeat)
     frame = stage_frame(result)
     ref = frame[frame["pattern"] == BASELINE_PATTERN].set_index("stage")
     other = stage_frame(repeat).set_index(["pattern", "stage"]) if repeat is not None else None
@@ -79,19 +83,19 @@ def analyse(result: dict[str, Any], repeat: dict[str, Any] | None = None) -> dic
             row["repeat_median_ms"] = rep
             row["repeat_diff_pct"] = 100 * (rep - s["median_ms"]) / s["median_ms"]
         rows.append(row)
-    patterns = result["patterns"]
+    patterns = result.patterns
     dkv = [r for r in rows if r["stage"] == "dkv_core"]
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "analysis",
-        "source": result["name"],
-        "repeat_source": repeat["name"] if repeat else None,
+        "source": result.name,
+        "repeat_source": repeat.name if repeat else None,
         "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": CI_LEVEL, "method": METHOD,
                       "implementation": METHOD_NOTE},
         "rows": rows,
         "dkv_ci_within_1pct": all(r["ci95_halfwidth_pct"] <= 1.0 for r in dkv),
-        "fanin": {name: p["fanin"] for name, p in patterns.items()},
-        "memory": {name: p["memory"] for name, p in patterns.items()},
-        "stage_sum_vs_full_bwd": {name: p["stage_sum_vs_full_bwd"] for name, p in patterns.items()},
-        "autotune": {k: v["best_config"] for k, v in result["autotune"]["kernels"].items()},
+        "fanin": {name: p.fanin for name, p in patterns.items()},
+        "memory": {name: p.memory for name, p in patterns.items()},
+        "stage_sum_vs_full_bwd": {name: p.stage_sum_vs_full_bwd.to_json() for name, p in patterns.items()},
+        "autotune": result.best_configs(),
     }

@@ -39,8 +39,9 @@ from scipy.stats import bootstrap
 from tabulate import tabulate
 
 from ..core.kinds import schema_version
+from ..core.records import BenchLike, BenchResult
 from ..errors import UserError
-from ..io.store import load_document, write_json
+from ..io.store import load_record, write_json
 from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 
 #: Noise floor when no repeat pair is given: 2% (the H100 formal run and its repeat differ by <= 1.4%
@@ -81,57 +82,58 @@ def ratio_ci(a: Any, b: Any, resamples: int = RESAMPLES, seed: int = SEED) -> tu
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def routing_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def routing_differences(a: BenchLike, b: BenchLike) -> list[str]:
     """What makes two bench results not the same experiment: shape, pattern set, a pattern's parameters,
     the routing or input seed. Each entry reads ``<field>: A <value> vs B <value>``."""
-    out = [f"shape.{k}: A {a['shape'].get(k)} vs B {b['shape'].get(k)}"
-           for k in sorted(set(a["shape"]) | set(b["shape"])) if a["shape"].get(k) != b["shape"].get(k)]
-    pa, pb = list(a["patterns"]), list(b["patterns"])
+    a, b = BenchResult.coerce(a), BenchResult.coerce(b)
+    out = [f"shape.{k}: A {a.shape.get(k)} vs B {b.shape.get(k)}"
+           for k in sorted(set(a.shape) | set(b.shape)) if a.shape.get(k) != b.shape.get(k)]
+    pa, pb = list(a.patterns), list(b.patterns)
     if sorted(pa) != sorted(pb):
         out.append(f"patterns: A {pa} vs B {pb}")
     for name in sorted(set(pa) & set(pb)):
-        if a["patterns"][name]["params"] != b["patterns"][name]["params"]:
-            out.append(f"patterns.{name}.params: A {a['patterns'][name]['params']} vs "
-                       f"B {b['patterns'][name]['params']}")
+        if a.patterns[name].params != b.patterns[name].params:
+            out.append(f"patterns.{name}.params: A {a.patterns[name].params} vs B {b.patterns[name].params}")
     for seed in ("routing", "inputs"):
-        sa, sb = a["config"]["seeds"].get(seed), b["config"]["seeds"].get(seed)
+        sa, sb = a.config["seeds"].get(seed), b.config["seeds"].get(seed)
         if sa != sb:
             out.append(f"config.seeds.{seed}: A {sa} vs B {sb}")
     return out
 
 
-def clock_series(result: dict[str, Any], pattern: str, label: str) -> np.ndarray:
+def clock_series(result: BenchLike, pattern: str, label: str) -> np.ndarray:
     """The SM clock (MHz) sampled after each timed round of ``pattern``, in the order of its ``raw_ms``.
 
     Raises UserError when the result recorded no clocks for those rounds (telemetry unavailable)."""
-    mhz = [s.get("sm_clock_mhz") for s in result["telemetry"]["samples"]
+    result = BenchResult.coerce(result)
+    mhz = [s.get("sm_clock_mhz") for s in result.telemetry["samples"]
            if s["pattern"] == pattern and not s["warmup"] and not s.get("rewarm")]
-    n = result["patterns"][pattern]["stages"]["full_bwd"]["n_obs"]
+    n = result.patterns[pattern].stages["full_bwd"].n_obs
     if len(mhz) != n or any(m is None for m in mhz):
         raise UserError(f"--cycles: {label} has no recorded SM clock for every timed round of {pattern} "
-                        f"(telemetry.available {result['telemetry']['available']}); compare it in time")
+                        f"(telemetry.available {result.telemetry['available']}); compare it in time")
     return np.asarray(mhz, dtype=np.float64)
 
 
-def samples(result: dict[str, Any], pattern: str, stage: str, cycles: bool, label: str) -> np.ndarray:
+def samples(result: BenchLike, pattern: str, stage: str, cycles: bool, label: str) -> np.ndarray:
     """A stage's timed observations: ms, or kcycles (ms x MHz) when ``cycles``."""
-    raw = np.asarray(result["patterns"][pattern]["stages"][stage]["raw_ms"], dtype=np.float64)
+    result = BenchResult.coerce(result)
+    raw = np.asarray(result.patterns[pattern].stages[stage].raw_ms, dtype=np.float64)
     return raw * clock_series(result, pattern, label) if cycles else raw
 
 
-def noise_floors(x: dict[str, Any], y: dict[str, Any], stages: list[str]) -> dict[str, float]:
+def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, float]:
     """Per stage: the largest ``|median(Y)/median(X) - 1|`` over the patterns both results timed, at
     least :data:`MIN_FLOOR`."""
-    pats = [p for p in x["patterns"] if p in y["patterns"]]
-    med = {(d, p, s): r["patterns"][p]["stages"][s]["median_ms"] for d, r in (("x", x), ("y", y))
-           for p in pats for s in stages}
+    x, y = BenchResult.coerce(x), BenchResult.coerce(y)
+    pats = [p for p in x.patterns if p in y.patterns]
+    med = {(d, p, s): r.patterns[p].median(s) for d, r in (("x", x), ("y", y)) for p in pats for s in stages}
     return {s: max([MIN_FLOOR] + [abs(med["y", p, s] / med["x", p, s] - 1) for p in pats]) for s in stages}
 
 
-def _source(path: str | Path, doc: dict[str, Any]) -> dict[str, Any]:
-    gpu = (doc["metadata"].get("gpu") or {}).get("name")
-    return {"path": str(path), "name": doc["name"], "gpu": gpu, "created_utc": doc["metadata"]["created_utc"],
-            "git_sha": doc["metadata"]["git"]["sha"]}
+def _source(path: str | Path, doc: BenchResult) -> dict[str, Any]:
+    return {"path": str(path), "name": doc.name, "gpu": doc.gpu_name, "created_utc": doc.metadata["created_utc"],
+            "git_sha": doc.metadata["git"]["sha"]}
 
 
 def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None = None,
@@ -147,16 +149,16 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
         raise UserError(f"--floor: {floor} is not a fraction in [0, 1)")
     if fail_on is not None and fail_on not in FAIL_ON:
         raise UserError(f"--fail-on: {fail_on!r}; choose one of {', '.join(FAIL_ON)}")
-    a = load_document(path_a, ("bench_result",), f"A {path_a}")
-    b = load_document(path_b, ("bench_result",), f"B {path_b}")
+    a = load_record(path_a, BenchResult, f"A {path_a}")
+    b = load_record(path_b, BenchResult, f"B {path_b}")
     diff = routing_differences(a, b)
     if diff:
         raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
-    stages = [s for s in a["timing"]["stages"] if s in b["timing"]["stages"]]
+    stages = [s for s in a.timing.stages if s in b.timing.stages]
     if noise_from:
         if len(noise_from) != 2:
             raise UserError(f"--noise-from: give a result and its repeat (2 paths), not {len(noise_from)}")
-        x, y = (load_document(p, ("bench_result",), f"--noise-from {p}") for p in noise_from)
+        x, y = (load_record(p, BenchResult, f"--noise-from {p}") for p in noise_from)
         for other, p in ((x, noise_from[0]), (y, noise_from[1])):
             bad = routing_differences(a, other)
             if bad:
@@ -169,7 +171,7 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
         floors = dict.fromkeys(stages, floor)
         floor_source = {"kind": "default", "paths": [], "rule": f"stated default {floor:g} for every stage"}
     rows = []
-    for p in a["patterns"]:
+    for p in a.patterns:
         for s in stages:
             sa, sb = samples(a, p, s, cycles, "A"), samples(b, p, s, cycles, "B")
             ci = ratio_ci(sa, sb, resamples)

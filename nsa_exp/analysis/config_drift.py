@@ -15,24 +15,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..core.records import BenchLike, BenchResult
 from ..core.stages import stage_kernels
 
 
-def configs(result: dict[str, Any]) -> dict[str, Any]:
-    """``{stage: best_config}`` of a bench result's autotuned kernels."""
-    return {k: v["best_config"] for k, v in result["autotune"]["kernels"].items()}
-
-
-def drift_of(result: dict[str, Any], repeat: dict[str, Any]) -> dict[str, Any]:
+def drift_of(result: BenchLike, repeat: BenchLike) -> dict[str, Any]:
     """How the repeat's configs relate to the first run's: ``replayed`` (it replayed this result's
     configs), ``differing_kernels`` (autotuned stages whose configs differ) and ``affected_stages``
     (every timed stage launching one of them)."""
-    a, b = configs(result), configs(repeat)
+    result, repeat = BenchResult.coerce(result), BenchResult.coerce(repeat)
+    a, b = result.best_configs(), repeat.best_configs()
     differing = [k for k in a if json.dumps(a[k], sort_keys=True) != json.dumps(b.get(k), sort_keys=True)]
-    source = repeat["autotune"].get("replayed_from") or {}
-    affected = [st for st in result["timing"]["stages"] if set(stage_kernels(st)) & set(differing)]
-    return {"replayed": repeat["autotune"].get("mode") == "replay" and source.get("name") == result["name"],
-            "repeat_mode": repeat["autotune"].get("mode", "tune-on"), "differing_kernels": differing,
+    source = repeat.autotune.get("replayed_from") or {}
+    affected = [st for st in result.timing.stages if set(stage_kernels(st)) & set(differing)]
+    return {"replayed": repeat.autotune.get("mode") == "replay" and source.get("name") == result.name,
+            "repeat_mode": repeat.autotune.get("mode", "tune-on"), "differing_kernels": differing,
             "affected_stages": affected, "first": a, "repeat": b}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.config import Shape
+from ..core.records import BenchResult
 from ..core.stages import flops_per_edge
 
 #: Dense BF16 tensor-core peak, TFLOP/s, by a substring of the GPU name, with the source.
@@ -42,16 +43,16 @@ def peak_tflops(gpu_name: str | None) -> tuple[float, str] | None:
 def throughput_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Per pattern x matmul stage of a bench result: FLOPs, median ms, achieved TFLOP/s, % of peak
     (None when the GPU is not in the peak table)."""
-    shape = Shape(**result["shape"])
-    gpu = (result["metadata"].get("gpu") or {}).get("name")
-    peak = peak_tflops(gpu)
+    run = BenchResult.coerce(result)
+    shape = Shape(**run.shape)
+    peak = peak_tflops(run.gpu_name)
     rows = []
-    for name, p in result["patterns"].items():
-        for stage, s in p["stages"].items():
-            flops = stage_flops(stage, shape, p["edges"])
+    for name, p in run.patterns.items():
+        for stage, s in p.stages.items():
+            flops = stage_flops(stage, shape, p.edges)
             if flops is None:
                 continue
-            tflops = flops / (s["median_ms"] * 1e-3) / 1e12
-            rows.append({"pattern": name, "stage": stage, "gflop": flops / 1e9, "median_ms": s["median_ms"],
+            tflops = flops / (s.median_ms * 1e-3) / 1e12
+            rows.append({"pattern": name, "stage": stage, "gflop": flops / 1e9, "median_ms": s.median_ms,
                          "tflops": tflops, "pct_peak": None if peak is None else 100 * tflops / peak[0]})
     return rows

@@ -21,6 +21,7 @@ import io
 import math
 from typing import Any
 
+from ..core.records import STAT_FIELDS
 from ..core.stages import OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
 from ..errors import UserError
@@ -28,7 +29,6 @@ from ..io.schemas import SUMMARY_COLUMNS, schema_errors
 from .checks import Add, Problems, close
 
 BOM = b"\xef\xbb\xbf"
-STAT_COLUMNS = ("median_ms", "p10_ms", "p90_ms", "p95_ms", "min_ms", "mean_ms", "n_obs")
 FANIN_COLUMNS = {"fanin_mean": "mean", "fanin_max": "max", "fanin_p95": "p95", "fanin_p99": "p99",
                  "fanin_cv": "cv", "fanin_gini": "gini"}
 INT_COLUMNS = {"n_obs", "edges"}
@@ -139,7 +139,7 @@ def expected_rows(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     for name, p in doc["patterns"].items():
         for stage, s in p["stages"].items():
             row = {"config_name": doc["config"]["name"], "pattern": name, "stage": stage, "edges": p["edges"]}
-            row |= {k: s[k] for k in STAT_COLUMNS}
+            row |= {k: s[k] for k in STAT_FIELDS}
             row |= {col: p["fanin"][key] for col, key in FANIN_COLUMNS.items()}
             out[(name, stage)] = row
     return out

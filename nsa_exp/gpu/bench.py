@@ -21,10 +21,11 @@ from tqdm import tqdm
 
 from .. import REPO_ROOT
 from ..analysis.cupti import ROUNDS as CUPTI_ROUNDS
-from ..analysis.summary import build_result, summary_frame
+from ..analysis.summary import summary_frame
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..core.protocol import round_orders
+from ..core.records import build_result
 from ..errors import GateFailure
 from ..io.metadata import base_metadata
 from ..io.store import write_frame, write_json

@@ -21,9 +21,9 @@ from typing import Any
 import torch
 
 from .. import RESULTS_DIR
-from ..analysis.summary import stage_summaries
 from ..core.config import Shape
 from ..core.protocol import PERCENTILE_METHOD, TIMING_METHOD, round_orders
+from ..core.records import stage_summaries
 from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure, UserError
 from ..io.metadata import base_metadata

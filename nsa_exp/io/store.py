@@ -13,15 +13,18 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.kinds import KINDS
+from ..core.records import Record, record_schema
 from ..errors import UserError
 from .schemas import schema_errors
 from .strict_json import dumps_strict, parse_strict
 
 if TYPE_CHECKING:  # a frame is only handed in: the writer does not import pandas
     import pandas as pd
+
+R = TypeVar("R", bound=Record)
 
 
 def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> None:
@@ -207,6 +210,21 @@ def read_document(path: str | Path, kinds: tuple[str, ...], label: str | None = 
         wanted = " or ".join(k.replace("_", " ") for k in kinds)
         raise UserError(f"{label}: not a {wanted} (kind {kind!r})")
     return data, doc
+
+
+def load_record(path: str | Path, record: type[R], label: str | None = None, missing_hint: str = "") -> R:
+    """:func:`load_document` of ``record``'s kind, as that typed record (:mod:`nsa_exp.core.records`); a key
+    the schema allows but the record does not know is one :class:`UserError` line."""
+    label = str(path) if label is None else label
+    try:
+        return record.from_json(load_document(path, (record.KIND,), label, missing_hint))
+    except ValueError as exc:
+        raise UserError(f"{label}: {exc}") from None
+
+
+def write_record(path: str | Path, record: Record) -> None:
+    """Validate ``record``'s JSON against its kind's schema, then write it atomically (:func:`write_json`)."""
+    write_json(path, record.to_json(), record_schema(record))
 
 
 def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = None,

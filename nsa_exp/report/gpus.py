@@ -11,6 +11,7 @@ from typing import Any
 from ..analysis.compare import compare_results
 from ..analysis.cupti import disagreement
 from ..analysis.throughput import peak_tflops, throughput_rows
+from ..core.records import BenchResult
 from ..core.stages import TITLES
 from ..io.store import load_document
 from .manifest import Inputs, committed_inputs
@@ -97,14 +98,15 @@ def instrument_sections(result: dict[str, Any], path: str) -> list[str]:
 
 def _cupti(result: dict[str, Any], path: str) -> list[str]:
     out = ["## CUDA events vs CUPTI kernel time", ""]
-    block = result.get("cupti")
+    run = BenchResult.coerce(result)
+    block = run.cupti
     if block is None:
         return out + [f"`{path}` was recorded before bench's CUPTI pass existed; the H200 formal result carries it.",
                       ""]
     rows = []
     for p, stages in block["median_kernel_ms"].items():
         for s, k in stages.items():
-            e = result["patterns"][p]["stages"][s]["median_ms"]
+            e = run.patterns[p].median(s)
             rows.append([p, TITLES.get(s, s), f"{e:.3f}", f"{k:.3f}", f"{100 * (e - k) / e:+.1f}%",
                          "no" if disagreement(s, e, k) else "yes"])
     return out + [f"From `{path}`: each stage's CUDA-event median (timed rounds) against the median of its kernels' "
@@ -116,7 +118,7 @@ def _cupti(result: dict[str, Any], path: str) -> list[str]:
 
 def _wrapper(result: dict[str, Any], path: str) -> list[str]:
     out = ["## The wrapper's extra work, itemised", ""]
-    recs = {p: v["stage_sum_vs_full_bwd"] for p, v in result["patterns"].items()}
+    recs = {p: v.stage_sum_vs_full_bwd.to_json() for p, v in BenchResult.coerce(result).patterns.items()}
     if not all("itemised_ratio" in r for r in recs.values()):
         return out + [f"`{path}` has no `wrapper_extra` stage (recorded before it existed); the H200 formal "
                       "result times it every round.", ""]
@@ -131,7 +133,7 @@ def _wrapper(result: dict[str, Any], path: str) -> list[str]:
 
 
 def _throughput(result: dict[str, Any], path: str) -> list[str]:
-    gpu = (result["metadata"].get("gpu") or {}).get("name")
+    gpu = BenchResult.coerce(result).gpu_name
     peak = peak_tflops(gpu)
     rows = [[r["pattern"], TITLES.get(r["stage"], r["stage"]), f"{r['gflop']:,.0f}", f"{r['median_ms']:.3f}",
              f"{r['tflops']:.1f}", "n/a" if r["pct_peak"] is None else f"{r['pct_peak']:.1f}%"]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.families import BASELINE_PATTERN
+from ..core.records import BenchResult
 from ..core.stages import PANEL_ORDER, TITLES
 from ..errors import UserError
 from ..io.store import write_text_atomic
@@ -18,8 +19,9 @@ README_START, README_END = "<!-- results:start -->", "<!-- results:end -->"
 def headline(result: dict[str, Any], analysis: dict[str, Any], results_md: str, formal: bool = False) -> str:
     """README's results block: date, hardware, and the stage ratios vs local with their CIs."""
     by = {(r["pattern"], r["stage"]): r for r in analysis["rows"]}
-    gpu = result["metadata"]["gpu"]
-    others = [p for p in result["patterns"] if p != BASELINE_PATTERN]
+    run = BenchResult.coerce(result)
+    gpu = run.metadata["gpu"]
+    others = [p for p in run.patterns if p != BASELINE_PATTERN]
 
     def cell(p: str, st: str) -> str:
         r = by[(p, st)]
@@ -29,10 +31,10 @@ def headline(result: dict[str, Any], analysis: dict[str, Any], results_md: str, 
     rows = [[TITLES[st], f"{by[(BASELINE_PATTERN, st)]['median_ms']:.3f}", *[cell(p, st) for p in others]]
             for st in PANEL_ORDER]
     return "\n".join([
-        f"{'Formal run' if formal else 'Run'} of {result['metadata']['created_utc'][:10]} on one **{gpu['name']}** "
+        f"{'Formal run' if formal else 'Run'} of {run.metadata['created_utc'][:10]} on one **{gpu['name']}** "
         f"(driver {gpu['driver']}), "
-        f"{result['timing']['repetitions']} interleaved rounds, FLA `{result['fla']['commit'][:12]}`; every routing "
-        f"has {result['edges']['closed_form']:,} edges. Median latency of `local` and each routing's ratio to it "
+        f"{run.timing.repetitions} interleaved rounds, FLA `{run.fla['commit'][:12]}`; every routing "
+        f"has {run.edges['closed_form']:,} edges. Median latency of `local` and each routing's ratio to it "
         "(bootstrap 95% CI):", "",
         md_table(["stage", "local (ms)", *[f"{p} × local" for p in others]], rows), "",
         f"Full tables, repeatability, memory, Nsight evidence and limits: [{results_md}]({results_md}).",

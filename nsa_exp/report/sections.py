@@ -11,6 +11,7 @@ from typing import Any
 
 from ..analysis.config_drift import noise_spread
 from ..core.families import BASELINE_PATTERN
+from ..core.records import BenchLike, BenchResult
 from ..core.stages import TITLES
 from .markdown import md_table
 
@@ -42,9 +43,9 @@ def repeatability_lines(d: dict[str, Any], repeat_path: str) -> list[str]:
     return [f"`{repeat_path}` {how}. Autotune configs of both runs:", "", *table, "", note, ""]
 
 
-def autotune_lines(result: dict[str, Any]) -> list[str]:
+def autotune_lines(result: BenchLike) -> list[str]:
     """RESULTS.md's autotune-configs section for one run: the arm, and the configs launched."""
-    a = result["autotune"]
+    a = BenchResult.coerce(result).autotune
     mode = a.get("mode", "tune-on")
     how = {"tune-on": f"tuned once on `{a['tuned_on']}` ({a['tune_seconds']:.1f} s), then used for every pattern",
            "per-pattern": "tuned on each pattern itself (autotuner caches reset between patterns)",
@@ -61,31 +62,32 @@ def _differs(row: dict[str, Any], repeat_spread: float) -> bool:
     return (lo > 1 or hi < 1) and abs(row["ratio_vs_local"] - 1) * 100 > 2 * repeat_spread
 
 
-def setup_section(result: dict[str, Any]) -> list[str]:
-    meta, gpu = result["metadata"], result["metadata"]["gpu"]
-    samples = [s for s in result["telemetry"]["samples"] if not s["warmup"]]
+def setup_section(result: BenchLike) -> list[str]:
+    run = BenchResult.coerce(result)
+    meta, gpu = run.metadata, run.metadata["gpu"]
+    samples = [s for s in run.telemetry["samples"] if not s["warmup"]]
     clocks = sorted({s["sm_clock_mhz"] for s in samples if "sm_clock_mhz" in s})
     temps = [s["temperature_c"] for s in samples if "temperature_c" in s]
     powers = [s["power_w"] for s in samples if "power_w" in s]
-    v, t = meta["versions"], result["timing"]
-    shape = ", ".join(f"{k}={val}" for k, val in result["shape"].items())
+    v, t = meta["versions"], run.timing
+    shape = ", ".join(f"{k}={val}" for k, val in run.shape.items())
     return [
         "## Setup", "",
         f"- Run: {meta['created_utc']} on **{gpu['name']}** ({gpu['sm_count']} SMs, driver {gpu['driver']}, "
         f"max SM clock {gpu.get('max_sm_clock_mhz')} MHz, power limit {gpu.get('power_limit_w')} W).",
         f"- Telemetry over the timed rounds: SM clock {', '.join(map(str, clocks))} MHz; temperature "
         f"{min(temps)}–{max(temps)} °C; power {min(powers):.0f}–{max(powers):.0f} W; "
-        f"{result['telemetry']['throttled_samples']} of {len(result['telemetry']['samples'])} samples flagged "
+        f"{run.telemetry['throttled_samples']} of {len(run.telemetry['samples'])} samples flagged "
         "as throttled. Clocks were not locked (the GPU's own boost behaviour, as a user runs it).",
         f"- Software: torch {v.get('torch')}, triton {v.get('triton')}, CUDA {v.get('cuda')}, "
         f"python {v.get('python')}, fla-core {v.get('fla_core')}.",
-        f"- FLA commit `{result['fla']['commit']}`: {result['fla']['files_verified']} imported files verified "
-        f"({result['fla']['method']}).",
-        f"- Shape: {shape}; routing seed {result['config']['seeds']['routing']}, input seed "
-        f"{result['config']['seeds']['inputs']}, order seed {t['order_seed']}.",
-        f"- Timing: {t['warmup_rounds']} warm-up + {t['repetitions']} timed rounds, patterns interleaved "
-        f"({t['order_mode']}); {t['method']} (flush {t['l2_flush_bytes'] // MiB} MiB, spin "
-        f"{t['launch_guard_cycles']:,} cycles). Repo commit `{meta['git']['sha']}` as recorded by the run "
+        f"- FLA commit `{run.fla['commit']}`: {run.fla['files_verified']} imported files verified "
+        f"({run.fla['method']}).",
+        f"- Shape: {shape}; routing seed {run.config['seeds']['routing']}, input seed "
+        f"{run.config['seeds']['inputs']}, order seed {t.order_seed}.",
+        f"- Timing: {t.warmup_rounds} warm-up + {t.repetitions} timed rounds, patterns interleaved "
+        f"({t.order_mode}); {t.method} (flush {t.l2_flush_bytes // MiB} MiB, spin "
+        f"{t.launch_guard_cycles:,} cycles). Repo commit `{meta['git']['sha']}` as recorded by the run "
         "([PROVENANCE.md](PROVENANCE.md) maps recorded commits to this repository's history).", ""]
 
 
@@ -131,13 +133,13 @@ def figure_section(result_stem: str, figures: Path) -> list[str]:
             + ", ".join(f"[{f.stem}](figures/{f.name})" for f in others) + ".", ""]
 
 
-def fanin_section(result: dict[str, Any]) -> list[str]:
+def fanin_section(result: BenchLike) -> list[str]:
     rows = []
-    for name, p in result["patterns"].items():
-        f = p["fanin"]
-        rows.append([name, f"{p['edges']:,}", f"{f['mean']:.1f}", f"{f['max']:.0f}", f"{f['p95']:.1f}",
+    for name, p in BenchResult.coerce(result).patterns.items():
+        f = p.fanin
+        rows.append([name, f"{p.edges:,}", f"{f['mean']:.1f}", f"{f['max']:.0f}", f"{f['p95']:.1f}",
                      f"{f['p99']:.1f}", f"{f['cv']:.3f}", f"{f['gini']:.3f}", str(f["zero_rows"]),
-                     f"{p['query_span']['median']:.0f}", f"{p['adjacent_gap']['mean']:.2f}"])
+                     f"{p.query_span['median']:.0f}", f"{p.adjacent_gap['mean']:.2f}"])
     return ["## Fan-in and CSR-row statistics", "",
             "Per (KV head, KV block) CSR row, zero rows included; span and gaps over non-empty rows.", "",
             md_table(["pattern", "edges", "fan-in mean", "max", "p95", "p99", "CV", "Gini", "zero rows",
@@ -194,8 +196,9 @@ def findings_section(analysis: dict[str, Any], names: list[str], stages: list[st
             "- Locked-clock numbers: clocks ran free (telemetry above), as in training.", ""]
 
 
-def reproduce_section(result: dict[str, Any], paths: dict[str, str]) -> list[str]:
-    bench = f"scripts/run_h100.sh .venv/bin/python -m nsa_exp bench --config {result['config_path']} --output "
+def reproduce_section(result: BenchLike, paths: dict[str, str]) -> list[str]:
+    config = BenchResult.coerce(result).config_path
+    bench = f"scripts/run_h100.sh .venv/bin/python -m nsa_exp bench --config {config} --output "
     stem = Path(paths["result"]).stem
     return ["## Reproduce", "", "```bash", "bash scripts/install.sh h100",
             "scripts/run_h100.sh .venv/bin/invoke check smoke", bench + paths["result"],

@@ -8,28 +8,30 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.records import SweepPoint
 from ..errors import UserError
 from ..io.schemas import load_schema, schema_errors
 from ..io.store import read_strict, write_frame
 from .plan import point_done
 
 
-def point_rows(doc: dict[str, Any]) -> dict[str, Any]:
+def point_rows(doc: SweepPoint | dict[str, Any]) -> dict[str, Any]:
     """One tidy row (schema ``sweep_row``) from a ``sweep_point`` document."""
-    routing = doc["point"]["pattern"]["name"]
-    p, base = doc["patterns"][routing], doc["patterns"][doc["point"]["baseline"]]
-    f, dkv = p["fanin"], p["stages"].get("dkv_core", {})
-    base_dkv = base["stages"].get("dkv_core", {}).get("median_ms")
-    params = {k: v for k, v in doc["point"]["pattern"].items() if k != "name"}
-    packed = {"packing": doc["point"]["packing"], "documents": doc.get("packing", {}).get("documents", 1)} \
-        if "packing" in doc["point"] else {}
-    return {**packed, "sweep": doc["sweep"], "point_id": doc["point_id"], "family": routing,
-            "params": json.dumps(params, sort_keys=True), "T": doc["point"]["T"], "edges": p["edges"],
+    point = SweepPoint.coerce(doc)
+    p, routing = point.routing, point.point["pattern"]["name"]
+    f, dkv, csr = p.fanin, p.stages.get("dkv_core"), p.stages.get("csr")
+    base = point.baseline.stages.get("dkv_core")
+    base_dkv = base.median_ms if base else None
+    params = {k: v for k, v in point.point["pattern"].items() if k != "name"}
+    packed = {"packing": point.point["packing"], "documents": (point.packing or {}).get("documents", 1)} \
+        if "packing" in point.point else {}
+    return {**packed, "sweep": point.sweep, "point_id": point.point_id, "family": routing,
+            "params": json.dumps(params, sort_keys=True), "T": point.point["T"], "edges": p.edges,
             "fanin_mean": f["mean"], "fanin_max": f["max"], "fanin_p99": f["p99"], "fanin_cv": f["cv"],
-            "fanin_gini": f["gini"], "dkv_median_ms": dkv.get("median_ms"), "dkv_p10_ms": dkv.get("p10_ms"),
-            "dkv_p90_ms": dkv.get("p90_ms"), "csr_median_ms": p["stages"].get("csr", {}).get("median_ms"),
+            "fanin_gini": f["gini"], "dkv_median_ms": dkv and dkv.median_ms, "dkv_p10_ms": dkv and dkv.p10_ms,
+            "dkv_p90_ms": dkv and dkv.p90_ms, "csr_median_ms": csr and csr.median_ms,
             "local_dkv_median_ms": base_dkv,
-            "ratio_vs_local": dkv["median_ms"] / base_dkv if dkv and base_dkv else None}
+            "ratio_vs_local": dkv.median_ms / base_dkv if dkv and base_dkv else None}
 
 
 SWEEP_COLUMNS: tuple[str, ...] = tuple(load_schema("sweep_row")["required"])
