@@ -25,8 +25,8 @@ from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
 from ..routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
 from ..routing.patterns import generate_routing
+from .arguments import parse_packing, parse_params, require_enough_blocks
 from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
-from .doors import parse_packing, parse_params, require_enough_blocks
 from .points import (
     check_same_setup,
     pattern_fanin,
