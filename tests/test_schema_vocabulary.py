@@ -75,3 +75,15 @@ def test_a_new_stage_row_reaches_every_stage_enum_on_regeneration(monkeypatch):
     assert "new_stage" in pattern_stages["required"] and "new_stage" in pattern_stages["properties"]
     sweep = render(load_schema("sweep_point"), "sweep_point")
     assert "new_stage" in sweep["properties"]["timing"]["properties"]["stages"]["items"]["enum"]
+
+
+def test_a_new_optional_stage_keeps_every_committed_result_valid_under_the_regenerated_schema(monkeypatch):
+    names = (*stages.STAGE_NAMES[:-1], "new_stage", stages.STAGE_NAMES[-1])
+    monkeypatch.setattr(stages, "STAGE_NAMES", names)
+    monkeypatch.setattr(stages, "OPTIONAL_STAGES", (*stages.OPTIONAL_STAGES, "new_stage"))
+    lists = stages.recorded_stage_lists()
+    assert len(lists) == 4 and lists[0] == list(stages.LEGACY_STAGE_NAMES) and lists[-1] == list(names)
+    schema = render(load_schema("result"), "result")
+    enum = schema["properties"]["timing"]["properties"]["stages"]["enum"]
+    for path in sorted((REPO / "results" / "raw").glob("*.json")):
+        assert json.loads(path.read_text())["timing"]["stages"] in enum, path.name

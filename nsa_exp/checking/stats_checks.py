@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, round_orders
-from ..core.stages import BACKWARD_STAGES, LEGACY_STAGE_NAMES
+from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
 from .checks import Add, Problems, close, first_difference
 
@@ -102,7 +102,8 @@ def timing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
     t, ct = doc["timing"], config.timing
     problems: Problems = []
     reps, warm = t["repetitions"], t["warmup_rounds"]
-    stages = list(STAGES) if "wrapper_extra" in t["stages"] else list(LEGACY_STAGE_NAMES)  # older: no wrapper_extra
+    # the table's stages, an optional one only when recorded (results from before it existed lack it)
+    stages = [s for s in STAGES if s not in OPTIONAL_STAGES or s in t["stages"]]
     for key, want in (("warmup_rounds", ct.warmup_rounds), ("order_mode", ct.order), ("order_seed", config.seeds.order),
                       ("l2_flush_bytes", ct.l2_flush_bytes), ("stages", stages),
                       ("launch_guard_cycles", LAUNCH_GUARD_CYCLES), ("flush_policy", ct.flush)):

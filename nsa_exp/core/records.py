@@ -79,6 +79,9 @@ class Record:
         """``value`` itself when it is already this record, else :meth:`from_json` of it (a document)."""
         return value if isinstance(value, cls) else cls.from_json(value)
 
+    #: The JSON key order when it is not the field order (optional keys sit among required ones).
+    ORDER: ClassVar[tuple[str, ...]] = ()
+
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, JSON] = {}
         for name, _, optional in self._fields():
@@ -86,7 +89,7 @@ class Record:
             if value is None and optional:
                 continue
             out[name] = _json(value)
-        return out
+        return {k: out[k] for k in self.ORDER if k in out} if self.ORDER else out
 
 
 def _json(value: Any) -> JSON:
@@ -162,11 +165,8 @@ class PatternRun(Record):
     reproduces_official: dict[str, JSON] | None = None
     memory: dict[str, JSON] | None = None
 
-    def to_json(self) -> dict[str, JSON]:  # the documents' order: statistics before the stages
-        d = super().to_json()
-        order = ("params", "edges", "fanin", "query_span", "adjacent_gap", "stages", "stage_sum_vs_full_bwd",
-                 "reproduces_official", "memory")
-        return {k: d[k] for k in order if k in d}
+    ORDER = ("params", "edges", "fanin", "query_span", "adjacent_gap", "stages", "stage_sum_vs_full_bwd",
+             "reproduces_official", "memory")
 
     def median(self, stage: str) -> float:
         return self.stages[stage].median_ms
@@ -190,41 +190,47 @@ class Timing(Record):
     resumed: bool | None = None              # bench results
     untimed_prerequisites: list[str] | None = None  # sweep points
 
-    def to_json(self) -> dict[str, JSON]:
-        d = super().to_json()
-        order = ("method", "warmup_rounds", "repetitions", "order_mode", "order_seed", "round_orders",
-                 "l2_flush_bytes", "flush_policy", "launch_guard_cycles", "percentile_method", "stages", "resumed",
-                 "untimed_prerequisites")
-        return {k: d[k] for k in order if k in d}
+    ORDER = ("method", "warmup_rounds", "repetitions", "order_mode", "order_seed", "round_orders", "l2_flush_bytes",
+             "flush_policy", "launch_guard_cycles", "percentile_method", "stages", "resumed", "untimed_prerequisites")
 
 
 @dataclass(frozen=True)
-class BenchResult(Record):
-    """A bench run (kind ``bench_result``, schema ``result``): every observation of every pattern x stage."""
+class Run(Record):
+    """What every measured run records: its config and shape, gates, edges, autotune configs, timing,
+    every routing's stages, wall time and host metadata."""
 
-    KIND: ClassVar[str] = "bench_result"
+    KIND: ClassVar[str] = ""
     schema_version: str
     kind: str
     name: str
     config: dict[str, JSON]
-    config_path: str
     shape: dict[str, int | str]
     gates: list[dict[str, JSON]]
-    fla: dict[str, JSON]
     edges: dict[str, JSON]
     autotune: dict[str, JSON]
     timing: Timing
     patterns: dict[str, PatternRun]
-    telemetry: dict[str, JSON]
     wall_seconds: float
     metadata: dict[str, JSON]
-    routing_files: dict[str, JSON] | None = None
-    packing: dict[str, JSON] | None = None
-    cupti: dict[str, JSON] | None = None
 
     @property
     def gpu_name(self) -> str | None:
         return (self.metadata.get("gpu") or {}).get("name")
+
+
+@dataclass(frozen=True)
+class BenchResult(Run):
+    """A bench run (kind ``bench_result``, schema ``result``): every observation of every pattern x stage."""
+
+    KIND: ClassVar[str] = "bench_result"
+    ORDER = ("schema_version", "kind", "name", "config", "config_path", "shape", "gates", "fla", "edges", "autotune",
+             "timing", "patterns", "telemetry", "wall_seconds", "metadata", "routing_files", "packing", "cupti")
+    config_path: str
+    fla: dict[str, JSON]
+    telemetry: dict[str, JSON]
+    routing_files: dict[str, JSON] | None = None
+    packing: dict[str, JSON] | None = None
+    cupti: dict[str, JSON] | None = None
 
     def best_configs(self) -> dict[str, JSON]:
         """``{stage: best_config}`` of the autotuned kernels the run launched."""
@@ -232,36 +238,20 @@ class BenchResult(Record):
 
 
 @dataclass(frozen=True)
-class SweepPoint(Record):
+class SweepPoint(Run):
     """One sweep point (kind ``sweep_point``): a routing and the baseline at one T, the asked stages timed."""
 
     KIND: ClassVar[str] = "sweep_point"
-    schema_version: str
-    kind: str
-    name: str
+    ORDER = ("packing", "schema_version", "kind", "name", "sweep", "point_id", "point", "config", "shape", "gates",
+             "edges", "autotune", "timing", "patterns", "memory", "placement", "wall_seconds", "metadata",
+             "routing_files")  # a packed point's record leads
     sweep: str
     point_id: str
     point: dict[str, JSON]
-    config: dict[str, JSON]
-    shape: dict[str, int | str]
-    gates: list[dict[str, JSON]]
-    edges: dict[str, JSON]
-    autotune: dict[str, JSON]
-    timing: Timing
-    patterns: dict[str, PatternRun]
-    wall_seconds: float
-    metadata: dict[str, JSON]
     memory: dict[str, JSON] | None = None
     packing: dict[str, JSON] | None = None
     placement: dict[str, JSON] | None = None
     routing_files: dict[str, JSON] | None = None
-
-    def to_json(self) -> dict[str, JSON]:  # a packed point's record leads; placement after memory
-        d = super().to_json()
-        order = ("packing", "schema_version", "kind", "name", "sweep", "point_id", "point", "config", "shape",
-                 "gates", "edges", "autotune", "timing", "patterns", "memory", "placement", "wall_seconds",
-                 "metadata", "routing_files")
-        return {k: d[k] for k in order if k in d}
 
     @property
     def routing(self) -> PatternRun:
@@ -277,7 +267,7 @@ class SweepPoint(Record):
 BenchLike = BenchResult | Mapping[str, Any]
 
 
-def record_schema(record: Record) -> str:
+def record_schema(record: Run) -> str:
     """The schema a record is written against (its kind's)."""
     return KINDS[type(record).KIND]
 

@@ -52,6 +52,7 @@ kernels pad ``K`` to ``BK = next_pow2(K)`` and dK/dV's gathered query tiles to `
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -161,8 +162,10 @@ def stage(name: str) -> Stage:
 
 
 def recorded_stage_lists() -> list[list[str]]:
-    """Every stage list a result may record: the table's order, with or without the optional stages."""
-    return [list(LEGACY_STAGE_NAMES), list(STAGE_NAMES)]
+    """Every stage list a result may record: the table's order, each optional stage present or not (the
+    fewest first)."""
+    return [[n for n in STAGE_NAMES if n not in OPTIONAL_STAGES or n in chosen]
+            for k in range(len(OPTIONAL_STAGES) + 1) for chosen in itertools.combinations(OPTIONAL_STAGES, k)]
 
 
 def prerequisites(name: str) -> tuple[str, ...]:
