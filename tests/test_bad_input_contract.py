@@ -11,8 +11,7 @@ import pytest
 
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.cli import main
-
-from .helpers import REPO
+from tests.helpers import REPO
 
 CAL = "results/model/h200_BQ1_w4_s2.json"
 H200 = REPO / "results" / "raw" / "e1_h200.json"

@@ -16,8 +16,7 @@ from invoke import Program
 
 from nsa_exp.cli import build_parser
 from nsa_exp.commands import COMMANDS, KINDS, cli_argv, cli_flags, command, invoke_flag, invoke_name
-
-from .helpers import REPO, run_cli
+from tests.helpers import REPO, run_cli
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:

@@ -12,8 +12,7 @@ from nsa_exp.errors import GateFailure, UserError
 from nsa_exp.io.metadata import git_state
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.io.store import write_json
-
-from .helpers import assert_one_line_error, run_cli
+from tests.helpers import assert_one_line_error, run_cli
 
 GOOD_ENV = {"TRITON_F32_DEFAULT": "ieee", "FLA_CACHE_RESULTS": "0", "FLA_DISABLE_BACKEND_DISPATCH": "1",
             "TRITON_CACHE_DIR": "/tmp/t"}

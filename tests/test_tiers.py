@@ -6,13 +6,13 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import nsa_exp
-
-from .helpers import REPO
+from tests.helpers import REPO
 
 #: Bottom to top: a module may import its own tier and the tiers below it, never one above.
 TIERS: tuple[tuple[str, ...], ...] = (
@@ -142,3 +142,24 @@ def test_every_module_imports():
              if info.name not in ("nsa_exp.__main__",)]
     for name in names:
         importlib.import_module(name)
+
+
+def test_architecture_md_names_every_module_once_and_in_its_tier():
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    rows = [ln for ln in text.split("## Modules", 1)[1].split("\n## ", 1)[0].splitlines() if ln.startswith("| ")][1:]
+    cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
+    named = [m for c in cells for m in re.findall(r"`([\w/]+\.py)`", c[2])]
+    modules = sorted(p.relative_to(REPO / "nsa_exp").as_posix() for p in (REPO / "nsa_exp").rglob("*.py"))
+    assert sorted(named) == modules  # each module exactly once, nothing that is not a module
+    order = []
+    for c in cells:  # a row lists the modules of one tier, bottom tier first
+        tiers = {tier_of(module_name(REPO / "nsa_exp" / m)) for m in re.findall(r"`([\w/]+\.py)`", c[2])}
+        assert len(tiers) == 1, c[0]
+        order.append(tiers.pop())
+    assert order == sorted(order)
+
+
+def test_the_tests_mirror_the_package():
+    folders = {p.parent.name for p in (REPO / "tests").glob("*/test_*.py")}
+    packages = {p.parent.name for p in (REPO / "nsa_exp").glob("*/__init__.py")}
+    assert folders and folders <= packages

@@ -24,7 +24,7 @@ program ``(global_block)*H + h``, chunk-major. We prepare the same three once, a
 FLA's functions and its ``@triton.jit`` kernels, resolved through ``fla.ops.nsa.parallel`` exactly as
 the wrapper resolves them (so ``parallel_attn_bwd_preprocess`` and ``prepare_block_csr`` are the
 very objects it calls); we never copy or change a kernel. ``full_bwd`` is the
-official wrapper itself. ``tests/test_launcher_matches_official.py`` records every kernel launch of
+official wrapper itself. ``tests/gpu/test_launcher_matches_official.py`` records every kernel launch of
 both paths through the Triton interpreter and asserts the grids and arguments are identical.
 
 Example (on a GPU, or on a CPU under ``TRITON_INTERPRET=1`` with float16)::
