@@ -14,7 +14,7 @@ from ..analysis.bootstrap import analyse
 from ..analysis.config_drift import drift_of
 from ..checking.validate import load_validated
 from ..core.kinds import KINDS
-from ..core.records import BenchResult
+from ..core.records import BenchLike, BenchResult
 from ..errors import UserError
 from ..io.metadata import base_metadata
 from ..io.store import check_writable, write_json, write_text_atomic
@@ -40,8 +40,13 @@ from .sections import (
 from .sweeps import sweep_section
 
 
-def _load(path: str | Path) -> dict[str, Any]:
-    return load_validated(path, tuple(KINDS), hint=f"run `invoke validate {path}`")
+def _load(path: str | Path, kinds: tuple[str, ...] = tuple(KINDS)) -> dict[str, Any]:
+    return load_validated(path, kinds, hint=f"run `invoke validate {path}`")
+
+
+def _run(path: str) -> BenchResult:
+    """A bench result the report is drawn from, every check passed, as its record."""
+    return BenchResult.from_json(_load(path, (BenchResult.KIND,)))
 
 
 def render(result: dict[str, Any], analysis: dict[str, Any], ncu: list[dict[str, Any]], paths: dict[str, str],
@@ -72,10 +77,10 @@ def render(result: dict[str, Any], analysis: dict[str, Any], ncu: list[dict[str,
     return "\n".join(out)
 
 
-def is_formal(result: dict[str, Any], flag: bool = False) -> bool:
+def is_formal(result: BenchLike, flag: bool = False) -> bool:
     """A run is formal only when its config says so (``"formal": true``), or ``--formal`` labels a result
     recorded before the field existed; ``--formal`` on a config that says ``"formal": false`` is refused."""
-    said = result["config"].get("formal")
+    said = BenchResult.coerce(result).config.get("formal")
     if flag and said is False:
         raise UserError("--formal: the result's config says \"formal\": false; it cannot be labelled formal")
     return said is True or flag
@@ -86,10 +91,10 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
     """Write RESULTS.md (``output_md``), the analysis JSON (``output_json``) and, given ``readme``, README's
     results block, all from ``inputs`` (each validated with every check first); returns the analysis."""
     check_writable(output_md, output_json, *([readme] if readme else []))
-    result = _load(inputs.result)
+    result = _run(inputs.result)  # read once into its record; every section reads that
     formal = is_formal(result, formal)
-    repeat = _load(inputs.repeat) if inputs.repeat else None
-    if repeat is not None and repeat["shape"] != result["shape"]:
+    repeat = _run(inputs.repeat) if inputs.repeat else None
+    if repeat is not None and repeat.shape != result.shape:
         raise UserError(f"{inputs.repeat}: shape differs from {inputs.result}; a repeat must run the same config")
     ncu = []
     for p in inputs.ncu:
@@ -104,7 +109,7 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
         if inputs.autotune_matrix else []
     h200 = inputs.h200
     gpus = cross_gpu_section(inputs.result, inputs.repeat, h200, inputs) + (
-        instrument_sections(_load(h200), h200) if h200 and Path(h200).exists()
+        instrument_sections(_run(h200), h200) if h200 and Path(h200).exists()
         else instrument_sections(result, inputs.result))
     text = render(result, analysis, ncu, {"result": inputs.result, "repeat": inputs.repeat, "command": command},
                   inputs, drift=drift, matrix=matrix, gpus=gpus)
