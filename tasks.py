@@ -1,6 +1,7 @@
-"""invoke tasks: one task per ``python -m nsa_exp`` command, generated from the CLI's own parser, so
-every CLI option is an invoke option and nothing is declared twice (see docs/ARCHITECTURE.md);
-plus the developer chores ``test`` and ``lint``. ``invoke --list``; ``invoke --help bench``.
+"""invoke tasks: one task per ``python -m nsa_exp`` command, generated from the one command table
+(:data:`nsa_exp.commands.COMMANDS`, which the CLI's parser is built from too), so every CLI option is an
+invoke option and nothing is declared twice (see docs/ARCHITECTURE.md); plus the developer chores
+``test`` and ``lint``. ``invoke --list``; ``invoke --help bench``.
 
 GPU tasks need the environment of ``scripts/run_h100.sh``; run them as
 ``scripts/run_h100.sh invoke bench`` (or inside the container, where it is set).
@@ -8,18 +9,26 @@ GPU tasks need the environment of ``scripts/run_h100.sh``; run them as
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from invoke import Collection, Context, Task, task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nsa_exp.cli import build_parser  # noqa: E402
+from nsa_exp.commands import COMMANDS, Command, Option, cli_argv, invoke_name  # noqa: E402
 
 PY = shlex.quote(sys.executable)
+#: What each option kind adds to its invoke help (the kinds: nsa_exp.commands).
+KIND_NOTE = {
+    "list": " (give the flag once per value: {flag} A {flag} B)",
+    "append": " (give the flag once per value: {flag} A {flag} B)",
+    "pair": " (give the flag twice, once per value: {flag} X {flag} Y)",
+    "positional": " (positional: give the value without a flag)",
+    "positionals": " (positional: give the first value without a flag, more with --more)",
+}
 MORE = "more"  # the repeatable option holding the 2nd, 3rd... value of a variadic positional (validate)
 
 
@@ -27,82 +36,62 @@ def _nsa(c: Context, *args: str) -> None:
     c.run(" ".join([PY, "-m", "nsa_exp", *(shlex.quote(a) for a in args)]), pty=False)
 
 
-def _options(sub: argparse.ArgumentParser) -> list[argparse.Action]:
-    """The command's arguments, positionals first (they are the task's positional parameters)."""
-    actions = [a for a in sub._actions if not isinstance(a, argparse._HelpAction)]
-    return sorted(actions, key=lambda a: bool(a.option_strings))
+def option_help(o: Option) -> str:
+    """An option's invoke help: the CLI's help, what its kind takes, and its choices."""
+    text = o.help.replace("%%", "%") + KIND_NOTE.get(o.kind, "").format(flag=o.flag)
+    return text + (f" (one of {', '.join(map(str, o.choices))})" if o.choices else "")
 
 
-def _repeated(a: argparse.Action) -> bool:
-    """An option whose invoke flag is given once per value: ``action="append"`` (one CLI flag per value),
-    ``nargs`` ``+``/``*`` or a fixed count such as ``--noise-from X Y`` (one CLI flag, every value)."""
-    return isinstance(a, argparse._AppendAction) or a.nargs in ("+", "*") or isinstance(a.nargs, int)
+class CommandTask(Task):
+    """A task whose parameters' kinds come from the command table (invoke would guess them from defaults)."""
+
+    def __init__(self, *args: Any, options: dict[str, Option], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.options = options
+
+    def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
+        opts = super().arg_opts(name, default, taken_names)
+        o = self.options.get(name)
+        if o is not None and o.kind == "value":
+            opts["kind"] = int if o.type is int else str  # invoke shows INT / STRING; floats travel as text
+        opts["names"] = [n for n in opts["names"] if n.strip("-")]  # no "-" short flag from a dashed name
+        return opts
 
 
-def _argv(actions: list[argparse.Action], values: dict) -> list[str]:
-    """The CLI arguments for the task's keyword values (unset options are left to the CLI's defaults).
-
-    >>> p = argparse.ArgumentParser(); _ = p.add_argument("--f", action="append", default=[])
-    >>> _ = p.add_argument("--pair", nargs=2); _ = p.add_argument("--x")
-    >>> _argv(p._actions[1:], {"f": ["a.npy", "b.npy"], "pair": ["X", "Y"], "x": ""})
-    ['--f', 'a.npy', '--f', 'b.npy', '--pair', 'X', 'Y']
-    """
-    argv: list[str] = []
-    for a in actions:
-        value = values[a.dest]
-        if not a.option_strings:  # positional
-            argv += [value, *(values.get(MORE) or [])] if a.nargs in ("+", "*") else [value]
-        elif isinstance(a, argparse._StoreTrueAction):
-            argv += [a.option_strings[-1]] if value else []
-        elif isinstance(a, argparse._AppendAction):
-            argv += [x for v in value or [] for x in (a.option_strings[-1], str(v))]
-        elif _repeated(a):
-            argv += [a.option_strings[-1], *map(str, value)] if value else []
-        elif value not in (None, ""):
-            argv += [a.option_strings[-1], str(value)]
-    return argv
-
-
-def _command_task(name: str, sub: argparse.ArgumentParser) -> Task:
-    actions = _options(sub)
+def command_task(cmd: Command) -> Task:
+    """The invoke task of one command: a parameter per option (positionals first), its kind and help."""
+    options = {invoke_name(o): o for o in sorted(cmd.options, key=lambda o: not o.positional)}
     params = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     positional, iterable, helps = [], [], {}
-    for a in actions:
-        if not a.option_strings:
-            positional.append(a.dest)
-            params.append(inspect.Parameter(a.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD))
-            if a.nargs in ("+", "*"):
-                iterable.append(MORE)
-                helps[MORE] = f"more {a.dest} (repeatable)"
+    for name, o in options.items():
+        if o.positional:
+            positional.append(name)
+            params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD))
         else:
-            default = False if isinstance(a, argparse._StoreTrueAction) else (
-                [] if _repeated(a) else "" if a.default is None else a.default)
-            if isinstance(default, list):
-                iterable.append(a.dest)
-            params.append(inspect.Parameter(a.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
-        repeat = " (repeat the flag once per value)" if a.option_strings and _repeated(a) else ""
-        helps[a.dest] = (a.help or "").replace("%%", "%") + repeat if a.option_strings or a.help else a.dest
-    if MORE in iterable:
-        params.append(inspect.Parameter(MORE, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=[]))
+            default = False if o.kind == "flag" else [] if o.kind in ("list", "pair", "append") else None
+            if o.kind in ("list", "pair", "append"):
+                iterable.append(name)
+            params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
+        helps[name] = option_help(o)
+        if o.kind == "positionals":
+            iterable.append(MORE)
+            helps[MORE] = f"more {o.metavar or name} values after the first (give the flag once per value)"
+            params.append(inspect.Parameter(MORE, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=[]))
 
-    def body(c, *args, **kwargs):
+    def body(c: Context, *args: Any, **kwargs: Any) -> None:
         values = dict(zip([p.name for p in params[1:]], args, strict=False)) | kwargs
-        _nsa(c, name, *_argv(actions, values))
+        for name, o in options.items():  # a variadic positional's first value, then --more's
+            if o.kind == "positionals":
+                values[name] = [values[name], *(values.get(MORE) or [])]
+        _nsa(c, cmd.name, *cli_argv(cmd, values))
 
     body.__signature__ = inspect.Signature(params)
-    body.__name__ = name.replace("-", "_")
-    body.__doc__ = sub.description or sub.format_usage()
-    return task(body, name=name.replace("-", "_"), positional=positional, iterable=iterable, help=helps)
-
-
-def _command_tasks() -> list[Task]:
-    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    helps = {ch.dest: ch.help for ch in subparsers._choices_actions}
-    tasks = []
-    for name, sub in subparsers.choices.items():
-        sub.description = sub.description or helps.get(name)
-        tasks.append(_command_task(name, sub))
-    return tasks
+    body.__name__ = cmd.name.replace("-", "_")
+    pos = [invoke_name(o) for o in cmd.options if o.positional]
+    body.__doc__ = cmd.help + (f"\n\nPositional: {' '.join(o.metavar or o.name for o in cmd.options if o.positional)}"
+                               if pos else "")
+    return CommandTask(body, name=cmd.name.replace("-", "_"), positional=positional, iterable=iterable, help=helps,
+                       options={n: o for n, o in options.items()})
 
 
 @task(help={"fast": "skip the slow Triton-interpreter tests"})
@@ -121,4 +110,4 @@ def lint(c):
           pty=False)
 
 
-ns = Collection(*_command_tasks(), test, lint)
+ns = Collection(*[command_task(cmd) for cmd in COMMANDS], test, lint)

@@ -17,5 +17,3 @@ PIN_DIR = REPO_ROOT / "third_party" / "fla-pin"
 RESULTS_DIR = REPO_ROOT / "results"
 # The FLA commit every result is measured at (gpu/fla_source.py proves the imported sources match it).
 PINNED_COMMIT = "0a9b9f222e86b9a895c2447767e9b4cce6c8d530"
-# The sweep executors (nsa_exp.sweep runs them; the CLI offers them as choices without importing it).
-SWEEP_EXECUTORS = ("inline", "debug", "local", "slurm")

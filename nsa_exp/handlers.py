@@ -13,21 +13,23 @@ import platform
 import sys
 from pathlib import Path
 
-from . import REPO_ROOT, RESULTS_DIR
+from . import REPO_ROOT
+from .analysis.compare import format_table as format_compare_table
+from .analysis.compare import run_compare
+from .analysis.flush_study import flush_study
+from .analysis.flush_study import format_table as format_flush_table
+from .checking.validate import format_report, validate_paths
 from .errors import UserError
-from .results.autotune_plot import plot_autotune_heatmap
-from .results.compare import format_table as format_compare_table
-from .results.compare import run_compare
-from .results.flush_study import flush_study
-from .results.flush_study import format_table as format_flush_table
-from .results.lock import write_lock
-from .results.plot import plot_fanin_latency
-from .results.report import build_report
-from .results.schema import schema_errors
-from .results.store import check_writable
-from .results.strict_json import parse_strict
-from .results.sweep_plot import plot_sweep
-from .results.validate import format_report, validate_paths
+from .figures.autotune_heatmap import plot_autotune_heatmap
+from .figures.fanin_latency import plot_fanin_latency
+from .figures.sweep import plot_sweep
+from .io.schema_sync import sync_schemas
+from .io.schemas import schema_errors
+from .io.store import check_writable
+from .io.strict_json import parse_strict
+from .report.build import build_report
+from .report.lock import write_lock
+from .report.manifest import RESULT, committed_inputs
 from .routing.config import load_config
 from .routing.files import format_files_table
 from .routing.report import (
@@ -38,7 +40,9 @@ from .routing.report import (
     time_generation,
     write_routing_report,
 )
-from .sweep import load_sweep, run_sweep, sweep_dirs, sweep_table
+from .sweeps.plan import load_sweep, sweep_dirs
+from .sweeps.run import run_sweep
+from .sweeps.table import sweep_table
 
 
 def _wrote(paths: list[Path]) -> int:
@@ -87,16 +91,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    ncu = args.ncu if args.ncu is not None else sorted(
-        str(p.relative_to(REPO_ROOT)) for p in (RESULTS_DIR / "ncu").glob(f"{Path(args.result).stem}_*.json"))
+    inputs = committed_inputs(result=args.result, repeat=args.repeat, ncu=args.ncu,
+                              autotune_matrix=args.autotune_matrix, tune_arms=args.tune_arms, h200=args.h200)
     analysis = args.analysis or f"results/analysis/{Path(args.result).stem}.json"
-    command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != "results/raw/e1_h100.json"
-                                            else "")
-    arms = args.tune_arms if args.tune_arms is not None else sorted(
-        str(p.relative_to(REPO_ROOT)) for p in (RESULTS_DIR / "raw").glob("*_tune_*.json"))
-    build_report(args.result, args.repeat or None, ncu, args.output, analysis, command,
-                 readme=str(REPO_ROOT / "README.md") if args.update_readme else None, formal=args.formal,
-                 autotune_matrix=args.autotune_matrix or None, tune_arms=arms, h200=args.h200 or None)
+    command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != RESULT else "")
+    build_report(inputs, args.output, analysis, command, readme=str(REPO_ROOT / "README.md") if args.update_readme
+                 else None, formal=args.formal)
     print(f"wrote {args.output} and {analysis}")
     return 0
 
@@ -172,6 +172,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                                 "ratio_vs_local"], float_format="%.3f"))
     print(f"wrote {csv} ({len(frame)} points)")
     return 0
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    stale = sync_schemas(write=args.write)
+    for path in stale:
+        print(f"{'wrote' if args.write else 'drifts from the vocabulary:'} {path.relative_to(REPO_ROOT)}")
+    if not stale:
+        print("schemas/ match the vocabulary")
+    return 1 if stale and not args.write else 0
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:

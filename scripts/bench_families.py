@@ -21,10 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nsa_exp.config import load_config  # noqa: E402
-from nsa_exp.families import FAMILIES, generate  # noqa: E402
-
+from nsa_exp.core.families import pattern_from_entry  # noqa: E402
 from nsa_exp.errors import UserError  # noqa: E402
+from nsa_exp.routing.config import load_config  # noqa: E402
+from nsa_exp.routing.patterns import generate_routing  # noqa: E402
+
+
+def generate(name: str, params: dict, shape, seed: int):
+    """The family's routing through the table and its generator (what a config entry gives)."""
+    return generate_routing(pattern_from_entry({"name": name, **params}, "family", shape), shape, seed)
 
 
 def cases(S: int, M: int, quick: bool = False) -> list[tuple[str, dict]]:
@@ -64,10 +69,10 @@ def main() -> int:
         out_mb = shape.B * T * shape.H * shape.S * 8 / 1e6
         for name, params in cases(shape.S, shape.num_blocks, args.quick):
             t0, c0 = time.perf_counter(), time.process_time()
-            generate(FAMILIES[name], params, shape, args.seed)
+            generate(name, params, shape, args.seed)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             tracemalloc.start()
-            generate(FAMILIES[name], params, shape, args.seed)
+            generate(name, params, shape, args.seed)
             peak = tracemalloc.get_traced_memory()[1] / 1e6
             tracemalloc.stop()
             rows.append({"T": T, "S": shape.S, "H": shape.H, "family": name, "params": params, "wall_s": wall,

@@ -28,6 +28,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nsa_exp.core.config import Pattern, Shape  # noqa: E402
+from nsa_exp.core.protocol import LAUNCH_GUARD_CYCLES, summarize  # noqa: E402
+from nsa_exp.core.stages import STAGE_NAMES as STAGES  # noqa: E402
 from nsa_exp.gpu.gates import run_gates  # noqa: E402
 from nsa_exp.gpu.launcher import (  # noqa: E402
     StagedBackward,
@@ -40,11 +43,9 @@ from nsa_exp.gpu.launcher import (  # noqa: E402
 from nsa_exp.gpu.numerics import compare  # noqa: E402
 from nsa_exp.gpu.smoke import naive_comparison  # noqa: E402
 from nsa_exp.gpu.telemetry import Telemetry  # noqa: E402
-from nsa_exp.results.latency import LAUNCH_GUARD_CYCLES, summarize  # noqa: E402
-from nsa_exp.results.metadata import base_metadata  # noqa: E402
-from nsa_exp.routing.config import Pattern, Shape, load_config  # noqa: E402
+from nsa_exp.io.metadata import base_metadata  # noqa: E402
+from nsa_exp.routing.config import load_config  # noqa: E402
 from nsa_exp.routing.patterns import generate_routing  # noqa: E402
-from nsa_exp.routing.stages import STAGE_NAMES as STAGES  # noqa: E402
 
 POLICIES = ("write", "read", "none", "write+spin4x")
 

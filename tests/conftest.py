@@ -19,7 +19,7 @@ os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(os.path.dirname(__file__)
 
 import pytest  # noqa: E402
 
-from nsa_exp.routing.config import Shape  # noqa: E402
+from nsa_exp.core.config import Shape  # noqa: E402
 
 # The tiny shape the interpreter runs in seconds (GUIDE §4): G = 16, M = 8 blocks, S = 4 slots.
 TINY = Shape(B=1, T=256, HQ=16, H=1, K=64, V=64, S=4, block_size=32, dtype="float16")

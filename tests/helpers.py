@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nsa_exp.routing.patterns import PATTERNS, generate_routing, pattern_from_entry
+from nsa_exp.core.families import FAMILIES as TABLE
+from nsa_exp.core.families import pattern_from_entry
+from nsa_exp.routing.patterns import generate_routing
 
 REPO = Path(__file__).resolve().parent.parent
 PRIMARY_CONFIG = REPO / "configs" / "e1_h100.json"
@@ -36,7 +38,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) ->
         assert fragment in lines[0], (fragment, lines[0])
 
 
-FAMILIES = {n: PATTERNS[n] for n in ("sink-heavy", "zipf", "hot-block")}
+FAMILIES = {n: TABLE[n] for n in ("sink-heavy", "zipf", "hot-block")}
 
 
 def generate(spec, params, shape, seed, where="pattern"):

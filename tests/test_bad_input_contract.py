@@ -9,10 +9,9 @@ import shutil
 import numpy as np
 import pytest
 
+from nsa_exp.checking.validate import validate_path
 from nsa_exp.cli import main
-from nsa_exp.results.validate import validate_path
-
-from .helpers import REPO
+from tests.helpers import REPO
 
 CAL = "results/model/h200_BQ1_w4_s2.json"
 H200 = REPO / "results" / "raw" / "e1_h200.json"

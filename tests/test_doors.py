@@ -4,15 +4,19 @@ make runs without an activated venv, scripts/ are thin wrappers."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import shutil
 import subprocess
+import sys
 
 import pytest
+from invoke import Program
 
 from nsa_exp.cli import build_parser
-
-from .helpers import REPO, run_cli
+from nsa_exp.commands import COMMANDS, KINDS, cli_argv, cli_flags, command, invoke_flag, invoke_name
+from tests.helpers import REPO, run_cli
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -25,14 +29,66 @@ def test_help_lists_every_command():
         assert name in out
 
 
-def test_every_cli_option_is_an_invoke_option():
+def _tasks():
     spec = importlib.util.spec_from_file_location("tasks_under_test", REPO / "tasks.py")
     tasks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tasks)
+    return tasks
+
+
+def test_every_cli_option_is_an_invoke_option():
+    tasks = _tasks()
     for name, sub in _subcommands().items():
-        task = tasks.ns.tasks[name]
+        task, cmd = tasks.ns.tasks[name], command(name)
         dests = {a.dest for a in sub._actions if not isinstance(a, argparse._HelpAction)}
-        assert dests <= set(task.argspec(task.body).parameters), name
+        assert dests == {o.name for o in cmd.options}, name  # the parser is the table
+        params = set(task.argspec(task.body).parameters) - {tasks.MORE}
+        assert params == {invoke_name(o) for o in cmd.options}, name  # invoke accepts exactly the CLI's options
+        flags = {s for a in sub._actions for s in a.option_strings if s not in ("-h", "--help")}
+        assert flags == {f for o in cmd.options if not o.positional for f in cli_flags(o)}, name
+        assert {invoke_flag(o) for o in cmd.options if not o.positional} <= flags, name  # one spelling works in both
+
+
+def test_invoke_help_names_what_each_option_kind_takes():
+    """``invoke --help <task>`` of every task: a value shows its STRING/INT, a flag no value and no repeat note,
+    a repeatable option says to repeat its flag, a positional says it is one, nothing is SUPPRESSed, every
+    option has help text."""
+    seen = set()
+    for cmd in COMMANDS:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):  # a fresh collection each time: invoke consumes a task's help dict
+            Program(namespace=_tasks().ns).run(["invoke", "--help", cmd.name], exit=False)
+        text = out.getvalue()
+        assert "SUPPRESS" not in text, cmd.name
+        lines = dict(_help_lines(text))
+        for o in cmd.options:
+            flag = invoke_flag(o)
+            spec, help_ = next((s, h) for s, h in lines.items()
+                               if any(p.split("=")[0].split(" ")[0] == flag for p in s.split(", ")))
+            assert help_.strip(), (cmd.name, flag)
+            seen.add(o.kind)
+            if o.kind == "flag":
+                assert "=" not in spec and "repeat" not in help_ and "once per value" not in help_, (cmd.name, flag)
+            elif o.kind == "value":
+                assert spec.endswith(("=STRING", "=INT", " STRING", " INT")), (cmd.name, flag, spec)
+            elif o.kind in ("list", "append", "pair"):
+                packed = help_.replace(" ", "")  # invoke wraps help lines, also inside a flag
+                assert f"{o.flag}X{o.flag}Y" in packed or f"{o.flag}A{o.flag}B" in packed, (cmd.name, flag)
+            else:
+                assert "(positional" in help_, (cmd.name, flag)
+    assert seen == set(KINDS)
+
+
+def _help_lines(text: str) -> list[tuple[str, str]]:
+    """``(flag spec, help)`` of each option in an invoke help text (wrapped help lines joined)."""
+    out: list[tuple[str, str]] = []
+    for line in text.split("Options:", 1)[1].splitlines():
+        if line.startswith("  -"):
+            spec, _, help_ = line.strip().partition("  ")
+            out.append((spec.strip(), help_.strip()))
+        elif line.strip() and out:
+            out[-1] = (out[-1][0], out[-1][1] + " " + line.strip())
+    return out
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
@@ -55,15 +111,10 @@ def test_scripts_are_thin_wrappers_onto_the_cli():
 def test_repeatable_and_two_value_options_reach_the_cli_through_invoke(tmp_path):
     """An ``append`` option (``--routing-file``, ``--param``) unset must not reach the CLI as the text '[]';
     set, it is one CLI flag per value; ``--noise-from X Y`` (nargs=2) is the invoke flag given twice."""
-    invoke = [str(REPO / ".venv" / "bin" / "invoke")] if (REPO / ".venv/bin/invoke").exists() else ["invoke"]
-    if shutil.which(invoke[0]) is None:
-        pytest.skip("invoke not installed")
-    spec = importlib.util.spec_from_file_location("tasks_under_test", REPO / "tasks.py")
-    tasks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tasks)
-    actions = tasks._options(_subcommands()["compare"])
-    argv = tasks._argv(actions, {a.dest: ([] if tasks._repeated(a) else "") for a in actions} | {
-        "a": "A.json", "b": "B.json", "noise_from": ["X.json", "Y.json"]})
+    invoke = [sys.executable, "-m", "invoke"]
+    cmd = command("compare")
+    argv = cli_argv(cmd, {invoke_name(o): [] if o.kind in ("list", "pair", "append") else None for o in cmd.options}
+                    | {"a": "A.json", "b": "B.json", "noise_from": ["X.json", "Y.json"]})
     assert argv[:2] == ["A.json", "B.json"] and argv[argv.index("--noise-from"):][:3] == ["--noise-from", "X.json",
                                                                                         "Y.json"]
     proc = subprocess.run([*invoke, "predict", "--calibration", "results/model/h200_BQ1_w4_s2.json", "--pattern",

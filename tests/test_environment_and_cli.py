@@ -8,14 +8,13 @@ import subprocess
 import numpy as np
 import pytest
 
-from nsa_exp.environment import FIX, env_problems, require_env
+from nsa_exp.core.environment import FIX, env_problems, require_env
 from nsa_exp.errors import GateFailure, UserError
-from nsa_exp.results import metadata
-from nsa_exp.results.metadata import git_state
-from nsa_exp.results.schema import schema_errors
-from nsa_exp.results.store import write_json
-
-from .helpers import assert_one_line_error, run_cli
+from nsa_exp.io import metadata
+from nsa_exp.io.metadata import git_state
+from nsa_exp.io.schemas import schema_errors
+from nsa_exp.io.store import write_json
+from tests.helpers import assert_one_line_error, run_cli
 
 GOOD_ENV = {"TRITON_F32_DEFAULT": "ieee", "FLA_CACHE_RESULTS": "0", "FLA_DISABLE_BACKEND_DISPATCH": "1",
             "TRITON_CACHE_DIR": "/tmp/t"}

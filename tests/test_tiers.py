@@ -1,22 +1,126 @@
-"""The tiers: routing/, results/ and model/ import without torch, triton or FLA; every module imports."""
+"""The tiers: every import runs down the tier order (docs/ARCHITECTURE.md), no modules import each other in a
+loop, the torch-free tiers import with torch, triton and FLA blocked, and every module imports."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import nsa_exp
+from tests.helpers import REPO
 
-from .helpers import REPO
+#: Bottom to top: a module may import its own tier and the tiers below it, never one above.
+TIERS: tuple[tuple[str, ...], ...] = (
+    ("nsa_exp", "nsa_exp.errors"),
+    ("nsa_exp.core",),
+    ("nsa_exp.io",),
+    ("nsa_exp.routing",),
+    ("nsa_exp.analysis",),
+    ("nsa_exp.checking",),
+    ("nsa_exp.figures",),
+    ("nsa_exp.model",),
+    ("nsa_exp.sweeps",),
+    ("nsa_exp.report",),
+    ("nsa_exp.gpu",),
+    ("nsa_exp.commands", "nsa_exp.handlers", "nsa_exp.cli", "nsa_exp.__main__"),
+)
+
+
+def tier_of(module: str) -> int:
+    """The tier of ``module``: the one holding its longest matching prefix."""
+    best = max(((len(p), i) for i, tier in enumerate(TIERS) for p in tier
+                if module == p or module.startswith(p + ".")), default=None)
+    assert best is not None, f"{module} is in no tier of TIERS"
+    return best[1]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every ``nsa_exp`` module ``path`` imports (at module top or inside a function), resolved."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "nsa_exp"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] != "nsa_exp":
+                continue
+            for alias in node.names:  # `from nsa_exp.core import stages` imports the module nsa_exp.core.stages
+                sub = f"{base}.{alias.name}"
+                out.add(sub if (REPO / Path(*sub.split("."))).with_suffix(".py").exists() else base)
+    return out - {name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in sorted((REPO / "nsa_exp").rglob("*.py"))}
+
+
+def test_every_import_runs_down_the_tier_order():
+    upward = sorted(f"{a} -> {b}" for a, deps in import_graph().items() for b in deps if tier_of(b) > tier_of(a))
+    assert upward == []
+
+
+def test_no_modules_import_each_other_in_a_loop():
+    graph = import_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    loops: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert loops == []
+
+
+def test_every_module_is_in_a_tier():
+    for name in import_graph():
+        tier_of(name)
+
 
 BLOCKED = """
 import importlib, pkgutil, sys
 for name in ("torch", "triton", "fla"):
     sys.modules[name] = None  # `import torch` now raises ImportError
-import nsa_exp.routing, nsa_exp.results, nsa_exp.model
-for pkg in (nsa_exp.routing, nsa_exp.results, nsa_exp.model):
+import nsa_exp.core, nsa_exp.io, nsa_exp.routing, nsa_exp.analysis, nsa_exp.checking, nsa_exp.figures
+import nsa_exp.model, nsa_exp.sweeps, nsa_exp.report
+for pkg in (nsa_exp.core, nsa_exp.io, nsa_exp.routing, nsa_exp.analysis, nsa_exp.checking, nsa_exp.figures,
+            nsa_exp.model, nsa_exp.sweeps, nsa_exp.report):
     for info in pkgutil.iter_modules(pkg.__path__, pkg.__name__ + "."):
         importlib.import_module(info.name)
 from nsa_exp.cli import main
@@ -27,7 +131,7 @@ print("heavy", heavy, "gpu", gpu)
 """
 
 
-def test_routing_results_and_model_import_with_torch_triton_and_fla_blocked():
+def test_the_cpu_tiers_import_with_torch_triton_and_fla_blocked():
     proc = subprocess.run([sys.executable, "-c", BLOCKED], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "heavy [] gpu []"
@@ -40,7 +144,22 @@ def test_every_module_imports():
         importlib.import_module(name)
 
 
-def test_no_module_is_over_300_lines():
-    long = {p.relative_to(REPO).as_posix(): n for p in (REPO / "nsa_exp").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 300}
-    assert long == {}
+def test_architecture_md_names_every_module_once_and_in_its_tier():
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    rows = [ln for ln in text.split("## Modules", 1)[1].split("\n## ", 1)[0].splitlines() if ln.startswith("| ")][1:]
+    cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
+    named = [m for c in cells for m in re.findall(r"`([\w/]+\.py)`", c[2])]
+    modules = sorted(p.relative_to(REPO / "nsa_exp").as_posix() for p in (REPO / "nsa_exp").rglob("*.py"))
+    assert sorted(named) == modules  # each module exactly once, nothing that is not a module
+    order = []
+    for c in cells:  # a row lists the modules of one tier, bottom tier first
+        tiers = {tier_of(module_name(REPO / "nsa_exp" / m)) for m in re.findall(r"`([\w/]+\.py)`", c[2])}
+        assert len(tiers) == 1, c[0]
+        order.append(tiers.pop())
+    assert order == sorted(order)
+
+
+def test_the_tests_mirror_the_package():
+    folders = {p.parent.name for p in (REPO / "tests").glob("*/test_*.py")}
+    packages = {p.parent.name for p in (REPO / "nsa_exp").glob("*/__init__.py")}
+    assert folders and folders <= packages

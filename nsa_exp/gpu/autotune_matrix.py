@@ -24,12 +24,13 @@ from typing import Any
 
 import torch
 
+from ..core.config import Config
+from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders, summarize
+from ..core.stages import stage as stage_row
 from ..errors import GateFailure, UserError
-from ..results.latency import LAUNCH_GUARD_CYCLES, round_orders, summarize
-from ..results.metadata import base_metadata
-from ..results.store import check_writable, write_json
-from ..routing.config import Config, load_config
-from ..routing.stages import stage as stage_row
+from ..io.metadata import base_metadata
+from ..io.store import check_writable, write_json
+from ..routing.config import load_config
 from .bench import Progress
 from .gates import gate_detail, run_gates
 from .telemetry import Telemetry, gpu_identity

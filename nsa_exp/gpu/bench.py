@@ -20,16 +20,17 @@ import torch
 from tqdm import tqdm
 
 from .. import REPO_ROOT
+from ..analysis.cupti import ROUNDS as CUPTI_ROUNDS
+from ..analysis.summary import summary_frame
+from ..core.config import Config
+from ..core.families import TUNE_PATTERN
+from ..core.protocol import round_orders
+from ..core.records import build_result
 from ..errors import GateFailure
-from ..results.cupti import ROUNDS as CUPTI_ROUNDS
-from ..results.latency import round_orders
-from ..results.metadata import base_metadata
-from ..results.store import write_frame, write_json
-from ..results.summary import build_result, summary_frame
-from ..routing.config import Config
+from ..io.metadata import base_metadata
+from ..io.store import write_frame, write_json
 from ..routing.fanin import routing_statistics
 from ..routing.packing import packing_record
-from ..routing.patterns import TUNE_PATTERN
 from .cupti import profile_kernel_times
 from .gates import gate_detail, run_gates
 from .journal import Journal, check_resumable

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..core.config import Config
+from ..core.kinds import schema_version
 from ..errors import GateFailure
-from ..results.metadata import base_metadata
-from ..results.schema import schema_version
-from ..results.store import write_json
-from ..routing.config import Config
+from ..io.metadata import base_metadata
+from ..io.store import write_json
 from .gates import gate_detail, run_gates
 from .telemetry import Telemetry, gpu_identity
 

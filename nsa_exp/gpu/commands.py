@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 from .. import REPO_ROOT, RESULTS_DIR
+from ..analysis.summary import format_summary
+from ..core.config import Config
+from ..core.families import TUNE_PATTERN
 from ..errors import UserError
-from ..results.store import check_writable
-from ..results.summary import format_summary
-from ..routing.config import Config, load_config
+from ..io.store import check_writable
+from ..routing.config import load_config
 from ..routing.files import file_routings
-from ..routing.patterns import TUNE_PATTERN
 from .bench import run_bench
 from .check import run_check
 from .ncu import run_ncu

@@ -2,10 +2,10 @@
 
 After the timed rounds, :func:`profile_kernel_times` runs ``rounds`` more rounds under
 ``torch.profiler.profile(activities=[CPU, CUDA])``. Each stage call sits in a ``record_function``
-range (:func:`nsa_exp.results.cupti.range_label`); the L2 flush and the GPU spin that precede it (as
+range (:func:`nsa_exp.analysis.cupti.range_label`); the L2 flush and the GPU spin that precede it (as
 in the timed rounds, :mod:`nsa_exp.gpu.timing`) run outside the range, so their kernels are not
 attributed to the stage. The aggregation of the profiler's events into per-stage kernel times is the
-pure :func:`nsa_exp.results.cupti.kernel_ms` (tested on the CPU with fake events).
+pure :func:`nsa_exp.analysis.cupti.kernel_ms` (tested on the CPU with fake events).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from ..results.cupti import ROUNDS, cupti_block, kernel_ms, range_label
-from ..results.latency import LAUNCH_GUARD_CYCLES
+from ..analysis.cupti import ROUNDS, cupti_block, kernel_ms, range_label
+from ..core.protocol import LAUNCH_GUARD_CYCLES
 from .timing import CudaDevice
 
 

@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..environment import require_env
+from ..core.config import Config
+from ..core.environment import require_env
+from ..core.families import family
 from ..errors import GateFailure, UserError
-from ..routing.config import Config
 from ..routing.edges import equal_edge_gate
 from ..routing.files import validate_block_indices
 from ..routing.packing import generate_packed_routing, packed_routing_violations
-from ..routing.patterns import generate_routing, pattern_spec, routing_violations
+from ..routing.patterns import generate_routing, routing_violations
 from .fla_source import verify_imported_fla
 
 REQUIRED_TRITON = "3.6.0"
@@ -73,11 +74,11 @@ def routings_gate(config: Config, files: Mapping[str, np.ndarray] | None = None,
     ``files`` (``{"file:<stem>": block_indices}``) are checked for range, causality and duplicates only;
     their edges are counted and recorded under ``exempt``, never gated."""
     cu, seed = config.cu_seqlens, config.seeds.routing
-    if cu is not None and (files or any(not pattern_spec(p.name).equal_edges for p in config.patterns)):
+    if cu is not None and (files or any(not family(p.name).equal_edges for p in config.patterns)):
         raise UserError("config.packing: routing files and fla-topk are not supported with a packing yet")
     routings = {p.name: generate_routing(p, config.shape, seed) if cu is None else
                 generate_packed_routing(p, config.shape, seed, cu) for p in config.patterns}
-    exempt = [n for n in routings if not pattern_spec(n).equal_edges] + list(files or {})
+    exempt = [n for n in routings if not family(n).equal_edges] + list(files or {})
     for name, bi in routings.items():
         if name in exempt:
             try:

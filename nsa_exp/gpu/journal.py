@@ -17,13 +17,13 @@ A finished bench deletes its journal after the result is written.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..results.store import dumps_strict, sweep_stale_temps, write_text_atomic
+from ..io.store import read_strict, sweep_stale_temps, write_text_atomic
+from ..io.strict_json import dumps_strict
 
 
 class Journal:
@@ -48,14 +48,14 @@ class Journal:
         """(meta, records of rounds 0..k-1); a gap in the round files is refused. Complete temp files a
         killed writer left are swept first."""
         sweep_stale_temps(self.dir)
-        meta = json.loads((self.dir / "meta.json").read_text())
+        _, meta = read_strict(self.dir / "meta.json", f"journal {self.dir}", "discard it with --discard-journal")
         records: list[dict[str, Any]] = []
         files = sorted(self.dir.glob("round-*.json"))
         for i, path in enumerate(files):
             if path.name != f"round-{i:05d}.json":
                 raise UserError(f"journal {self.dir}: round files are not consecutive at {path.name}; "
                                 f"discard it with --discard-journal")
-            records.extend(json.loads(path.read_text()))
+            records.extend(read_strict(path, f"journal {path}", "discard it with --discard-journal")[1])
         return meta, records
 
     def discard(self) -> None:

@@ -24,7 +24,7 @@ program ``(global_block)*H + h``, chunk-major. We prepare the same three once, a
 FLA's functions and its ``@triton.jit`` kernels, resolved through ``fla.ops.nsa.parallel`` exactly as
 the wrapper resolves them (so ``parallel_attn_bwd_preprocess`` and ``prepare_block_csr`` are the
 very objects it calls); we never copy or change a kernel. ``full_bwd`` is the
-official wrapper itself. ``tests/test_launcher_matches_official.py`` records every kernel launch of
+official wrapper itself. ``tests/gpu/test_launcher_matches_official.py`` records every kernel launch of
 both paths through the Triton interpreter and asserts the grids and arguments are identical.
 
 Example (on a GPU, or on a CPU under ``TRITON_INTERPRET=1`` with float16)::
@@ -51,8 +51,8 @@ import torch
 import triton
 from fla.ops.nsa import parallel as fla_nsa
 
-from ..routing import stages
-from ..routing.config import Shape
+from ..core import stages
+from ..core.config import Shape
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -214,7 +214,7 @@ class StagedBackward:
         return {"o": o, "lse": lse, "delta": delta, "csr": csr}
 
     def stage_callables(self, state: dict[str, Any] | None = None) -> dict[str, Callable[[], Any]]:
-        """Zero-argument callables, one per stage of :data:`nsa_exp.routing.stages.STAGES`, to be called in that order.
+        """Zero-argument callables, one per stage of :data:`nsa_exp.core.stages.STAGES`, to be called in that order.
 
         Each call stores its outputs in ``state`` (default: a new dict), so the next stage consumes this
         round's fresh intermediates (``o``/``lse`` from ``selection_fwd``, ``delta``, the CSR) exactly

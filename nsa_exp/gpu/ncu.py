@@ -23,10 +23,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..checking.validate import load_validated
+from ..core.kinds import schema_version
 from ..errors import UserError
-from ..results.metadata import base_metadata, utc_now
-from ..results.schema import schema_version
-from ..results.store import check_writable, load_document, write_json, write_text_atomic
+from ..io.metadata import base_metadata, utc_now
+from ..io.store import check_writable, write_json, write_text_atomic
 from .nvtx import parse_patterns, range_name
 
 METRICS = {
@@ -210,8 +211,7 @@ def export_command(args: Any) -> int:
                             "from `ncu --import R --csv --page raw`") from None
         metadata = base_metadata()
         if args.reuse_context:
-            old = load_document(args.reuse_context, ("ncu_summary",), f"--reuse-context {args.reuse_context}",
-                                invariants=True)
+            old = load_validated(args.reuse_context, ("ncu_summary",), f"--reuse-context {args.reuse_context}")
             keep = ("config_path", "pattern", "stage", "patterns_in_launch_order", "nvtx_range", "benchmark_result",
                     "ncu_command", "report")
             context = {k: old[k] for k in keep if k in old}

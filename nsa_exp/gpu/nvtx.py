@@ -8,16 +8,16 @@ The range itself is opened with ``torch.cuda.nvtx.range`` in :mod:`nsa_exp.gpu.p
 
 from __future__ import annotations
 
+from ..core.families import FAMILIES
 from ..errors import UserError
-from ..routing.patterns import PATTERNS
 
 
 def parse_patterns(spec: str) -> list[str]:
     """``local`` -> [local]; ``local-vs-sink-heavy`` -> [local, sink-heavy] (names may hold '-')."""
     names = spec.split("-vs-")
-    bad = [n for n in names if n not in PATTERNS]
+    bad = [n for n in names if n not in FAMILIES]
     if bad or not 1 <= len(names) <= 2:
-        raise UserError(f"--pattern {spec!r}: give one pattern or A-vs-B with A, B in {', '.join(PATTERNS)}")
+        raise UserError(f"--pattern {spec!r}: give one pattern or A-vs-B with A, B in {', '.join(FAMILIES)}")
     return names
 
 

@@ -21,10 +21,10 @@ from typing import Any
 import torch
 
 from .. import PINNED_COMMIT
+from ..core.config import Config
+from ..core.stages import STAGE_NAMES
 from ..errors import UserError
-from ..results.store import load_document
-from ..routing.config import Config
-from ..routing.stages import STAGE_NAMES
+from ..io.store import load_document
 from .gates import run_gates
 from .nvtx import parse_patterns, range_name
 

@@ -25,12 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from ..core.config import Config, Pattern, Shape
+from ..core.families import BASELINE_PATTERN
+from ..core.kinds import schema_version
 from ..errors import GateFailure
-from ..results.metadata import base_metadata
-from ..results.schema import schema_version
-from ..results.store import write_json
-from ..routing.config import Config, Pattern, Shape
-from ..routing.patterns import BASELINE_PATTERN, generate_routing
+from ..io.metadata import base_metadata
+from ..io.store import write_json
+from ..routing.patterns import generate_routing
 from .gates import run_gates
 from .numerics import compare
 from .telemetry import Telemetry, gpu_identity

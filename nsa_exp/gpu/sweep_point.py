@@ -21,18 +21,19 @@ from typing import Any
 import torch
 
 from .. import RESULTS_DIR
+from ..core.config import Shape
+from ..core.protocol import PERCENTILE_METHOD, TIMING_METHOD, round_orders
+from ..core.records import stage_summaries
+from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure, UserError
-from ..placement import placement_record
-from ..results.latency import PERCENTILE_METHOD, round_orders
-from ..results.metadata import base_metadata
-from ..results.store import write_json
-from ..results.summary import TIMING_METHOD, stage_summaries
-from ..routing.config import Shape, config_from_dict
+from ..io.metadata import base_metadata
+from ..io.placement import placement_record
+from ..io.store import write_json
+from ..routing.config import config_from_dict
 from ..routing.fanin import routing_statistics
 from ..routing.files import file_routings
 from ..routing.packing import packing_record
-from ..routing.stages import STAGE_NAMES
-from ..sweep import AUTOTUNE_FILE, Point
+from ..sweeps.plan import AUTOTUNE_FILE, Point
 from .gates import gate_detail, run_gates
 from .telemetry import Telemetry, gpu_identity
 from .timing import LAUNCH_GUARD_CYCLES, run_rounds
@@ -93,7 +94,7 @@ def _pins(point: Point, out_dir: Path) -> tuple[dict[str, Any] | None, str]:
 
 
 def measure_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any]:
-    """The ``sweep_point`` document of ``point`` (not written; :func:`nsa_exp.sweep.run_point` writes it)."""
+    """The ``sweep_point`` document of ``point`` (not written; :func:`nsa_exp.sweeps.run.run_point` writes it)."""
     t0 = time.monotonic()
     config = config_from_dict(point.config, source=f"sweep {point.sweep}")
     files, reports = file_routings([point.routing_file] if point.routing_file else [], config.shape)

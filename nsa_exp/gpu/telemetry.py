@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..results.recompute_records import THROTTLE_MASK
+from ..core.protocol import THROTTLE_MASK
 
 try:
     import pynvml

@@ -4,7 +4,7 @@ Method (see docs/METHOD.md): before each timed call we (1) sweep an L2-flush buf
 ``l2_flush_bytes`` (>= 2x the H100's 50 MB L2) so every stage starts from a cold L2, and (2) enqueue
 a GPU spin of ``LAUNCH_GUARD_CYCLES`` so the Python launch overhead of the stage is hidden behind
 queued GPU work: the events then measure GPU time only, not host launch gaps. Patterns are
-interleaved round by round (order from :func:`nsa_exp.results.latency.round_orders`); the first
+interleaved round by round (order from :func:`nsa_exp.core.protocol.round_orders`); the first
 ``warmup_rounds`` rounds (module load, autotune, allocator) are kept but flagged.
 
 The sweep is the config's ``timing.flush`` policy (:data:`FLUSH_POLICIES`): ``write`` overwrites the
@@ -25,10 +25,9 @@ from typing import Any, Protocol
 
 import torch
 
-from ..results.latency import LAUNCH_GUARD_CYCLES
+from ..core.protocol import FLUSH_POLICIES, LAUNCH_GUARD_CYCLES
 
 #: ``timing.flush`` values: how the L2-flush buffer is swept before each timed stage.
-FLUSH_POLICIES = ("write", "read", "none")
 
 
 class Event(Protocol):

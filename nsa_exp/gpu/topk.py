@@ -34,8 +34,8 @@ import warnings
 import numpy as np
 import torch
 
+from ..core.config import Pattern, Shape
 from ..errors import UserError
-from ..routing.config import Pattern, Shape
 from ..routing.patterns import pattern_rng
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}

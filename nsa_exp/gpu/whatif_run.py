@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..core.config import Config
+from ..core.kinds import schema_version
+from ..core.protocol import round_orders, summarize
 from ..errors import UserError
-from ..results.latency import round_orders, summarize
-from ..results.metadata import base_metadata
-from ..results.schema import schema_version
-from ..results.store import load_document, write_json
-from ..routing.config import Config
+from ..io.metadata import base_metadata
+from ..io.store import load_document, write_json
 from .gates import run_gates
 from .telemetry import Telemetry, gpu_identity
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .doors import ORDERS
+from ..core.protocol import DISPATCH_ORDERS
 from .fit import Params, error_table, fit_params
 from .makespan import heaviest_first, lower_bounds, program_work, simulate
 from .occupancy import HOPPER, SmLimits, slots_per_sm, theoretical_occupancy_pct
@@ -89,8 +89,8 @@ def predict(calibration: Mapping[str, Any], fanin: np.ndarray, order: str = "pro
     Raises:
         ValueError: an unknown ``order`` or an empty ``fanin``.
     """
-    if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS} (got {order!r})")
+    if order not in DISPATCH_ORDERS:
+        raise ValueError(f"order must be one of {DISPATCH_ORDERS} (got {order!r})")
     fanin = np.asarray(fanin)
     if fanin.size == 0:
         raise ValueError("fanin is empty: no CSR rows")

@@ -14,18 +14,19 @@ from typing import Any
 import numpy as np
 import scipy
 
+from ..core.families import pattern_from_entry
+from ..core.kinds import schema_version
 from ..errors import UserError
-from ..results.metadata import git_state, installed_packages, utc_now
-from ..results.model_report import plot_validation
-from ..results.schema import schema_version
-from ..results.store import check_writable, load_document, write_json
+from ..figures.model_validation import plot_validation
+from ..io.metadata import git_state, installed_packages, utc_now
+from ..io.store import check_writable, load_document, read_strict, write_json
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
 from ..routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
-from ..routing.patterns import generate_routing, pattern_from_entry
+from ..routing.patterns import generate_routing
+from .arguments import parse_packing, parse_params, require_enough_blocks
 from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
-from .doors import parse_packing, parse_params, require_enough_blocks
 from .points import (
     check_same_setup,
     pattern_fanin,
@@ -44,7 +45,7 @@ TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
 
 
 def _metadata() -> dict[str, Any]:
-    """Host metadata of a CPU model document: like ``results.metadata.base_metadata`` without importing torch
+    """Host metadata of a CPU model document: like ``io.metadata.base_metadata`` without importing torch
     (its version comes from the installed distribution), which these CPU commands never need."""
     return {"created_utc": utc_now(), "argv": list(sys.argv), "git": git_state(), "hostname": platform.node(),
             "platform": platform.platform(),
@@ -57,10 +58,7 @@ def _sha(path: str | Path) -> str:
 
 
 def _json(path: str, what: str) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{what} {path}: cannot be read ({exc})") from None
+    return read_strict(path, f"{what} {path}")[1]
 
 
 def kernel_resources(path: str, autotune_config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:

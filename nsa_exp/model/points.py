@@ -18,12 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from ..core.config import Shape
+from ..core.families import FAMILIES, pattern_from_entry
 from ..errors import UserError
-from ..results.strict_json import parse_strict
-from ..routing.config import Shape
+from ..io.strict_json import parse_strict
 from ..routing.fanin import csr_rows
 from ..routing.packing import cu_seqlens, generate_packed_routing, packing_token
-from ..routing.patterns import PATTERNS, generate_routing, pattern_from_entry
+from ..routing.patterns import generate_routing
 
 # Shape fields a calibration fixes; T (and with it the number of CSR rows) is free.
 SHAPE_KEYS = ("B", "HQ", "H", "K", "V", "S", "block_size", "dtype")
@@ -168,7 +169,7 @@ def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int, packing_
 def regenerable(pattern: Mapping[str, Any]) -> bool:
     """Whether the routing can be regenerated here from its name and parameters (not a ``file:<stem>``
     routing file, not a GPU-computed pattern such as fla-topk), as :func:`pattern_fanin` needs."""
-    spec = PATTERNS.get(str(pattern.get("name")))
+    spec = FAMILIES.get(str(pattern.get("name")))
     return spec is not None and spec.external is None
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-LAYOUTS = ("split", "split-heavy-first")
+from ..core.protocol import WHATIF_LAYOUTS
 
 
 def split_routing(block_indices: np.ndarray, block_size: int, max_fanin: int, layout: str = "split") -> np.ndarray:
@@ -39,8 +39,8 @@ def split_routing(block_indices: np.ndarray, block_size: int, max_fanin: int, la
         raise ValueError(f"split_routing takes one batch [1,T,H,S]; got shape {list(block_indices.shape)}")
     if max_fanin < 1:
         raise ValueError(f"max_fanin must be >= 1 (got {max_fanin})")
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS} (got {layout!r})")
+    if layout not in WHATIF_LAYOUTS:
+        raise ValueError(f"layout must be one of {WHATIF_LAYOUTS} (got {layout!r})")
     _, T, H, S = block_indices.shape
     M = -(-T // block_size)
     b = block_indices[0].astype(np.int64)  # [T, H, S]

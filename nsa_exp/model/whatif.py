@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..routing.patterns import generate_routing, pattern_from_entry
+from ..core.families import pattern_from_entry
+from ..routing.patterns import generate_routing
 from .calibration import predict
 from .points import pattern_fanin, shape_at
 from .split import batched_fanin, split_routing

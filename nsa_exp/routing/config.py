@@ -10,130 +10,16 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.config import DEFAULT_ORACLE, Config, Seeds, Shape, Timing, Tolerances
+from ..core.families import pattern_from_entry
+from ..core.stages import check_launch_limits
 from ..errors import UserError
-from ..results.schema import validate_or_raise
-from ..results.strict_json import parse_strict
-from .grids import check_launch_limits
-
-
-@dataclass(frozen=True)
-class Shape:
-    """Problem shape. q [B,T,HQ,K], k [B,T,H,K], v [B,T,H,V], block_indices [B,T,H,S]."""
-
-    B: int
-    T: int
-    HQ: int
-    H: int
-    K: int
-    V: int
-    S: int
-    block_size: int
-    dtype: str
-
-    @property
-    def num_blocks(self) -> int:
-        """M = T / block_size, the KV blocks per (batch, KV head)."""
-        return self.T // self.block_size
-
-    @property
-    def group_size(self) -> int:
-        """G = HQ / H, query heads per KV head."""
-        return self.HQ // self.H
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, init=False)
-class Pattern:
-    """One routing: ``name`` plus its parameters (e.g. ``sinks`` for sink-heavy, ``exponent`` for zipf).
-
-    Parameters are read as attributes; their schemas and defaults live in the Pattern registry
-    (:mod:`nsa_exp.routing.patterns`), which also validates config entries.
-
-    >>> p = Pattern("sink-heavy", sinks=2)
-    >>> p.sinks, p.to_dict()
-    (2, {'name': 'sink-heavy', 'sinks': 2})
-    """
-
-    name: str
-    params: tuple[tuple[str, Any], ...]
-
-    def __init__(self, name: str, **params: Any) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "params", tuple(sorted(params.items())))
-
-    def __getattr__(self, key: str) -> Any:
-        for k, v in self.__dict__.get("params", ()):
-            if k == key:
-                return v
-        raise AttributeError(f"pattern {self.__dict__.get('name')!r} has no parameter {key!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, **dict(self.params)}
-
-
-@dataclass(frozen=True)
-class Seeds:
-    routing: int
-    inputs: int
-    order: int
-
-
-@dataclass(frozen=True)
-class Timing:
-    warmup_rounds: int
-    repetitions: int
-    l2_flush_bytes: int
-    order: str
-    #: L2 sweep before each timed stage (nsa_exp.gpu.timing.FLUSH_POLICIES); absent in a config = "write",
-    #: the method every result recorded before the field existed used.
-    flush: str = "write"
-
-
-@dataclass(frozen=True)
-class Tolerances:
-    naive_rel_l2: float
-    naive_max_abs_rel: float
-    dkv_rel_l2: float
-    dkv_max_ulp: float
-    full_shape_dkv_rel_l2: float
-
-
-@dataclass(frozen=True)
-class Config:
-    name: str
-    shape: Shape
-    patterns: tuple[Pattern, ...]
-    seeds: Seeds
-    timing: Timing
-    tolerances: Tolerances
-    smoke_naive: Shape
-    smoke_staged: Shape
-    required_gpu: str
-    source: str
-    raw: dict[str, Any]
-    #: ``smoke.oracle``: every routing vs FLA's naive oracle at M > S (absent = :data:`DEFAULT_ORACLE`).
-    smoke_oracle: Shape | None = None
-    #: ``packing``: int32 ``cu_seqlens`` ``[N+1]`` of the packed documents (None = dense); see routing/packing.py.
-    cu_seqlens: Any = None
-
-    def pattern(self, name: str) -> Pattern:
-        for p in self.patterns:
-            if p.name == name:
-                return p
-        raise UserError(f"pattern {name!r} is not in config {self.name!r}; choose one of "
-                        f"{', '.join(p.name for p in self.patterns)}")
-
-
-#: smoke's all-routings oracle shape when a config names none (configs recorded before the field): M = 16 > S = 8,
-#: so the routings select different blocks (at smoke.naive's M = S = 4 all four are identical).
-DEFAULT_ORACLE = {"B": 1, "T": 1024, "HQ": 64, "H": 4, "K": 192, "V": 128, "S": 8, "block_size": 64,
-                  "dtype": "bfloat16"}
+from ..io.config_files import read_config_file
+from ..io.schemas import validate_or_raise
+from .packing import cu_seqlens
 
 
 def check_routings_differ(shape: Shape, where: str) -> None:
@@ -203,10 +89,6 @@ def _oracle_shape(d: dict[str, Any]) -> Shape:
 
 def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     """Validate ``raw`` (schema, then semantics) and build a :class:`Config`."""
-    # Deferred on purpose: patterns.py imports this module's Shape/Pattern (the registry validates params).
-    from .packing import cu_seqlens  # noqa: PLC0415
-    from .patterns import pattern_from_entry  # noqa: PLC0415
-
     validate_or_raise(raw, "config", label="config")
     shape = _shape(raw["shape"], "config.shape")
     patterns = tuple(pattern_from_entry(p, f"config.patterns[{i}]", shape) for i, p in enumerate(raw["patterns"]))
@@ -236,33 +118,5 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
 
 def load_config(path: str | Path) -> Config:
     """Read and validate a config file; any problem is a one-line :class:`UserError`."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"config file {path} does not exist; pass --config configs/e1_h100.json") from None
-    except OSError as exc:
-        raise UserError(f"config file {path} cannot be read: {exc.strerror}") from None
-    raw = parse_config_bytes(data, str(path))
+    raw = read_config_file(path, "config file", "pass --config configs/e1_h100.json")
     return config_from_dict(raw, source=str(path))
-
-
-MAX_CONFIG_BYTES = 1024 * 1024
-
-
-def parse_config_bytes(data: bytes, where: str) -> dict[str, Any]:
-    """Strict JSON for a config: UTF-8 text, no NUL bytes, no duplicate keys, no NaN/Infinity/overflow."""
-    if len(data) > MAX_CONFIG_BYTES:
-        raise UserError(f"config file {where}: {len(data)} bytes is not a config (limit {MAX_CONFIG_BYTES})")
-    nul = data.find(b"\0")
-    if nul >= 0:
-        raise UserError(f"config file {where}: binary data (NUL byte at offset {nul}), not a JSON config")
-    if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark from an editor: harmless, dropped
-        data = data[3:]
-    try:
-        raw = parse_strict(data)  # the one strict parser (duplicate keys, NaN/Infinity, overflow, depth)
-    except ValueError as exc:
-        raise UserError(f"config file {where}: {exc}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"config file {where}: top level must be a JSON object")
-    return raw

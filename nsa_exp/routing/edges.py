@@ -18,8 +18,8 @@ from collections.abc import Collection, Mapping
 
 import numpy as np
 
+from ..core.config import Shape
 from ..errors import GateFailure
-from .config import Shape
 from .packing import packed_closed_form_edges
 
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.config import Shape
 from ..errors import GateFailure, UserError
-from .config import Shape
 from .edges import closed_form_edges, effective_edges
 from .fanin import routing_statistics
 from .packing import cu_seqlens as _packed_cu

@@ -37,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from ..core.config import Pattern, Shape
+from ..core.families import family
 from ..errors import UserError
-from .config import Pattern, Shape
-from .patterns import generate_routing, pattern_spec, routing_violations
+from .patterns import generate_routing, routing_violations
 
 MAX_DOCUMENTS = 1 << 20
 
@@ -152,7 +153,7 @@ def generate_packed_routing(pattern: Pattern, shape: Shape, seed: int, cu: np.nd
         ValueError: ``shape.B != 1`` (FLA's varlen path takes one packed row) or ``cu`` not ending at ``T``.
         UserError: an external pattern (fla-topk: FLA's top-k on the dense layout), not packed yet.
     """
-    if pattern_spec(pattern.name).external is not None:
+    if family(pattern.name).external is not None:
         raise UserError(f"config.packing: pattern {pattern.name!r} is generated on the dense layout only; "
                         "drop the packing or the pattern")
     cu = np.asarray(cu, dtype=np.int64)

@@ -8,19 +8,20 @@ pattern name, and each KV head (and batch row) is drawn independently. Slot orde
 
 Worked example (T=8, BS=2, S=2: blocks 0..3, query t may use blocks <= t // 2)::
 
-    >>> from nsa_exp.routing.config import Pattern, Shape
+    >>> from nsa_exp.core.config import Pattern, Shape
     >>> shape = Shape(B=1, T=8, HQ=16, H=1, K=16, V=16, S=2, block_size=2, dtype="float16")
     >>> generate_routing(Pattern("local"), shape, seed=0)[0, :, 0].tolist()
     [[0, -1], [0, -1], [1, 0], [1, 0], [2, 1], [2, 1], [3, 2], [3, 2]]
     >>> generate_routing(Pattern("sink-heavy", sinks=1), shape, seed=0)[0, :, 0].tolist()
     [[0, -1], [0, -1], [1, 0], [1, 0], [2, 0], [2, 0], [3, 0], [3, 0]]
 
-Patterns (the registry :data:`PATTERNS`; adding one = one generator + one :func:`register_pattern`):
+Families (the table :data:`nsa_exp.core.families.FAMILIES`; adding one = one row there + one generator
+bound here by :func:`register_generator`):
 
 - ``local``: the ``n(t)`` most recent causal blocks ``t//BS, t//BS - 1, ...``.
 - ``uniform``: ``n(t)`` distinct causal blocks, uniformly without replacement.
 - the skew families ``sink-heavy``, ``zipf`` and ``hot-block`` (with placement on KV heads):
-  :mod:`nsa_exp.routing.families`, registered when the package is imported.
+  :mod:`nsa_exp.routing.families`, bound when the package is imported.
 
 Generators are vectorised over (batch, query, head) rows; the sampler (:mod:`.sampler`) loops over slots.
 """
@@ -28,17 +29,15 @@ Generators are vectorised over (batch, query, head) rows; the sampler (:mod:`.sa
 from __future__ import annotations
 
 import importlib
-import math
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import numpy as np
 
-from ..errors import UserError
-from .config import Pattern, Shape
+from ..core.config import Pattern, Shape
+from ..core.families import family
 from .sampler import sample_distinct
 
 
@@ -94,119 +93,32 @@ class Rows:
 Generator = Callable[[Rows, Mapping[str, Any], np.random.Generator], np.ndarray]
 
 
-@dataclass(frozen=True)
-class PatternSpec:
-    """One registered routing pattern."""
-
-    name: str                     # e.g. "zipf"
-    generate: Generator
-    params_schema: dict           # JSON-Schema "properties" for the pattern's parameters
-    defaults: Mapping[str, Any]   # e.g. {"exponent": 1.0}
-    marker: str                   # matplotlib marker for figures
-    description: str              # one line, for README/--help
-    label_offset: tuple[int, int] = field(default=(7, 6))  # figure label offset in points
-    # shape-dependent rules (e.g. sinks < S): raises UserError naming ``where.<param>``
-    check_shape: Callable[[Mapping[str, Any], Shape, str], None] | None = None
-    # "module:function" (pattern, shape, seed) -> int32 [B,T,H,S], imported only when generated (a
-    # routing computed on the GPU tier, e.g. fla-topk); ``generate`` is then unused
-    external: str | None = None
-    # False: the routing's edges may differ from the closed form (not generated to n(t) valid slots);
-    # the equal-edge gate counts and records them instead of failing
-    equal_edges: bool = True
+#: The generator of every family the routing tier computes, by family name (:func:`register_generator`).
+GENERATORS: dict[str, Generator] = {}
 
 
-PATTERNS: dict[str, PatternSpec] = {}
-BASELINE_PATTERN = "local"   # the ratio denominator everywhere
-TUNE_PATTERN = "local"       # bench's default autotune pattern
-
-
-def register_pattern(spec: PatternSpec) -> PatternSpec:
-    """Add ``spec`` to :data:`PATTERNS` (its name must be new); returns it."""
-    if spec.name in PATTERNS:
-        raise ValueError(f"pattern {spec.name!r} is already registered")
-    jsonschema.Draft202012Validator.check_schema({"type": "object", "properties": spec.params_schema})
-    PATTERNS[spec.name] = spec
-    return spec
-
-
-def pattern_spec(name: str, where: str = "pattern") -> PatternSpec:
-    """The registered spec of ``name``; a one-line UserError naming ``where`` and the choices otherwise."""
-    spec = PATTERNS.get(name)
-    if spec is None:
-        raise UserError(f"{where}: unknown pattern {name!r}; choose one of {', '.join(PATTERNS)}")
-    return spec
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def _check_param(field: str, value: Any, rule: Mapping[str, Any]) -> Any:
-    """One parameter against its ``params_schema`` rule (integer, finite number, or a list of distinct
-    non-negative integers); returns the value normalised (lists become tuples)."""
-    kind = rule["type"]
-    if kind == "array":
-        if not isinstance(value, (list, tuple)) or not value:
-            raise UserError(f"{field}: {value!r} must be a non-empty list of KV head indices")
-        if not all(_is_int(h) for h in value):
-            raise UserError(f"{field}: {value!r} must hold integers (KV head indices)")
-        if len(set(value)) != len(value):
-            raise UserError(f"{field}: {list(value)} lists a head twice")
-        if any(h < 0 for h in value):
-            raise UserError(f"{field}: {list(value)} holds a negative head")
-        return tuple(int(h) for h in value)
-    if kind == "integer" and not _is_int(value):
-        raise UserError(f"{field}: {value!r} is not an integer")
-    if kind == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise UserError(f"{field}: {value!r} is not a number")
-        if not math.isfinite(float(value)):
-            raise UserError(f"{field}: {value!r} is not finite; use a finite number >= {rule.get('minimum', 0)}")
-    if "minimum" in rule and value < rule["minimum"]:
-        raise UserError(f"{field}: {value!r} is below the minimum {rule['minimum']}")
-    if "maximum" in rule and value > rule["maximum"]:
-        raise UserError(f"{field}: {value!r} is above the maximum {rule['maximum']}")
-    return float(value) if kind == "number" else int(value)
-
-
-def pattern_from_entry(entry: Mapping[str, Any], where: str, shape: Shape | None = None) -> Pattern:
-    """A config pattern entry ``{"name": ..., <params>}`` -> :class:`Pattern` with defaults filled.
-
-    Each parameter is checked against the pattern's ``params_schema`` (integers are ints, numbers
-    finite — a dict built in Python may carry NaN/inf that JSON cannot — bounds, head lists), then,
-    given ``shape``, against the pattern's shape rules (``check_shape``, e.g. ``sinks < S``). Every
-    problem is one :class:`UserError` line naming ``where.<param>``.
-
-    >>> pattern_from_entry({"name": "zipf"}, "config.patterns[3]")
-    Pattern(name='zipf', params=(('exponent', 1.0),))
-    >>> pattern_from_entry({"name": "local", "sinks": 2}, "config.patterns[0]")
-    Traceback (most recent call last):
-    ...
-    nsa_exp.errors.UserError: config.patterns[0].sinks: only the sink-heavy pattern takes 'sinks'
-    """
-    spec = pattern_spec(entry["name"], f"{where}.name")
-    params = {k: v for k, v in entry.items() if k != "name"}
-    for key in params:
-        if key not in spec.params_schema:
-            owners = [s.name for s in PATTERNS.values() if key in s.params_schema]
-            hint = f"only the {' / '.join(owners)} pattern takes {key!r}" if len(owners) == 1 else \
-                f"pattern {spec.name!r} takes no parameter {key!r}"
-            raise UserError(f"{where}.{key}: {hint}")
-    merged = {**spec.defaults, **{k: _check_param(f"{where}.{k}", v, spec.params_schema[k]) for k, v in params.items()}}
-    if shape is not None and spec.check_shape is not None:
-        spec.check_shape(merged, shape, where)
-    return Pattern(spec.name, **merged)
+def register_generator(name: str, generate: Generator) -> Generator:
+    """Bind ``generate`` to the family row ``name`` of :data:`nsa_exp.core.families.FAMILIES` (once)."""
+    if family(name).external is not None:
+        raise ValueError(f"pattern {name!r} is computed by {family(name).external}, not by a generator")
+    if name in GENERATORS:
+        raise ValueError(f"pattern {name!r} already has a generator")
+    GENERATORS[name] = generate
+    return generate
 
 
 def generate_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
     """block_indices int32 ``[B, T, H, S]`` for ``pattern`` (see the module docstring); an ``external``
     pattern (fla-topk) is computed by its GPU-tier function, which raises UserError without a GPU."""
-    spec = pattern_spec(pattern.name)
-    if spec.external is not None:
-        module, _, fn = spec.external.partition(":")
+    row = family(pattern.name)
+    if row.external is not None:
+        module, _, fn = row.external.partition(":")
         return getattr(importlib.import_module(module), fn)(pattern, shape, seed)
+    generate = GENERATORS.get(row.name)
+    if generate is None:
+        raise RuntimeError(f"pattern {row.name!r} has a family row but no generator (register_generator)")
     rows = Rows.for_shape(shape)
-    out = spec.generate(rows, {**spec.defaults, **dict(pattern.params)}, pattern_rng(seed, pattern.name))
+    out = generate(rows, {**row.defaults, **dict(pattern.params)}, pattern_rng(seed, pattern.name))
     out = -np.sort(-out, axis=1)  # descending block order; -1 padding lands in the last slots
     return out.reshape(shape.B, shape.T, shape.H, shape.S).astype(np.int32)
 
@@ -219,8 +131,9 @@ def _uniform(rows: Rows, params: Mapping[str, Any], rng: np.random.Generator) ->
     return sample_distinct(rng, rows.cur, rows.n, rows.S, np.ones(rows.M, dtype=np.float64))
 
 
-register_pattern(PatternSpec("local", _local, {}, {}, "o", "the n(t) most recent causal blocks"))
-register_pattern(PatternSpec("uniform", _uniform, {}, {}, "s", "n(t) distinct causal blocks, uniformly"))
+register_generator("local", _local)
+register_generator("uniform", _uniform)
+
 
 def routing_violations(block_indices: np.ndarray, shape: Shape, limit: int = 5) -> list[str]:
     """Every invariant a routing must meet, as messages (empty list = valid).

@@ -16,15 +16,16 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from ..results.metadata import base_metadata
-from ..results.schema import schema_version
-from ..results.store import write_bytes_atomic, write_json
-from .config import Config, Shape
+from ..core.config import Config, Shape
+from ..core.families import family
+from ..core.kinds import schema_version
+from ..io.metadata import base_metadata
+from ..io.store import write_bytes_atomic, write_json
 from .edges import effective_edges, equal_edge_gate
 from .fanin import routing_statistics
 from .files import CU_KEY, NPZ_KEY, pattern_names, require_equal_edges, routing_file_report
 from .packing import generate_packed_routing, packed_routing_violations, packing_record
-from .patterns import generate_routing, pattern_spec, routing_violations
+from .patterns import generate_routing, routing_violations
 
 SCHEMA_VERSION = schema_version("routing_report")
 
@@ -50,7 +51,7 @@ def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray
             **routing_statistics(bi, BS, cu),
         }
     # fla-topk (equal_edges=False): counted and recorded under equal_edges.exempt, not gated
-    gate = equal_edge_gate(routings, config.shape, cu, exempt=[n for n in routings if not pattern_spec(n).equal_edges])
+    gate = equal_edge_gate(routings, config.shape, cu, exempt=[n for n in routings if not family(n).equal_edges])
     report = {
         "schema_version": SCHEMA_VERSION,
         "kind": "routing_report",

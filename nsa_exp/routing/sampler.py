@@ -26,7 +26,7 @@ Algorithm, per slot (Python loops run over the ``S`` slots, rejection rounds and
 Every path is exact successive sampling, so the distribution does not depend on the path; the draws are a
 pure function of the generator state (deterministic from the seed). Where rejection never stalls and the
 fallback stays within its budget the draws are today's bit for bit: this includes the committed e1
-``uniform`` and ``zipf`` (exponent 1) routings, whose sha256 tests/test_sampler.py pins (today's fallback
+``uniform`` and ``zipf`` (exponent 1) routings, whose sha256 tests/routing/test_sampler.py pins (today's fallback
 touched at most 3,388 elements there).
 """
 

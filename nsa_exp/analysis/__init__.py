@@ -1,0 +1,1 @@
+"""Analysis of records: statistics, comparisons, derived figures (pure: numpy, scipy, pandas)."""

@@ -1,0 +1,101 @@
+"""Derived statistics of bench results: bootstrap CIs of medians, paired ratios vs the baseline, repeatability.
+
+Everything here is recomputed from the raw observations in committed result JSONs, with a fixed
+resampling seed, so every number in docs/RESULTS.md traces back to them.
+
+>>> lo, hi = bootstrap_median_ci([1.0, 2.0, 3.0, 4.0, 5.0], resamples=2000, seed=0)
+>>> lo <= 3.0 <= hi
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import bootstrap
+
+from ..core.families import BASELINE_PATTERN
+from ..core.kinds import schema_version
+from ..core.records import BenchLike, BenchResult
+
+RESAMPLES = 10_000
+SEED = 20260726
+CI_LEVEL = 0.95
+METHOD = "percentile"
+# Recorded in the analysis and stated in RESULTS.md.
+METHOD_NOTE = ("scipy.stats.bootstrap, percentile method; ratios resample rounds as pairs (paired=True), "
+               "since every round ran every pattern")
+SCHEMA_VERSION = schema_version("analysis")
+
+
+def _median_ratio(num: np.ndarray, den: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(num, axis=axis) / np.median(den, axis=axis)
+
+
+def bootstrap_median_ci(samples, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
+    """95% CI of the median: ``scipy.stats.bootstrap``, percentile method, fixed seed."""
+    res = bootstrap((np.asarray(samples, dtype=np.float64),), np.median, n_resamples=resamples,
+                    confidence_level=CI_LEVEL, method=METHOD, random_state=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def bootstrap_ratio_ci(num, den, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
+    """95% CI of median(num) / median(den), resampling the *rounds*: observation i of both comes from
+    round i (each round runs every pattern), so the pairs are resampled together (``paired=True``)."""
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    if num.shape != den.shape:
+        raise ValueError(f"paired bootstrap needs one observation per round of each: {num.size} vs {den.size}")
+    res = bootstrap((num, den), _median_ratio, paired=True, n_resamples=resamples, confidence_level=CI_LEVEL,
+                    method=METHOD, random_state=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def stage_frame(result: BenchLike) -> pd.DataFrame:
+    """The tidy table analysis reads: one row per pattern x stage, recorded summary + raw observations."""
+    run = BenchResult.coerce(result)
+    return pd.DataFrame([{"pattern": name, "stage": stage, "median_ms": s.median_ms, "p10_ms": s.p10_ms,
+                          "p90_ms": s.p90_ms, "n_obs": s.n_obs, "raw_ms": list(s.raw_ms)}
+                         for name, p in run.patterns.items() for stage, s in p.stages.items()])
+
+
+def analyse(result: BenchLike, repeat: BenchLike | None = None) -> dict[str, Any]:
+    """Per pattern x stage: median, p10/p90, bootstrap 95% CI (and its half-width in % of the median),
+    ratio vs the baseline with its paired CI; with ``repeat``, each median's difference between the runs."""
+    result = BenchResult.coerce(result)
+    repeat = None if repeat is None else BenchResult.coerce(repeat)
+    frame = stage_frame(result)
+    ref = frame[frame["pattern"] == BASELINE_PATTERN].set_index("stage")
+    other = stage_frame(repeat).set_index(["pattern", "stage"]) if repeat is not None else None
+    rows = []
+    for s in frame.to_dict(orient="records"):
+        lo, hi = bootstrap_median_ci(s["raw_ms"])
+        row = {"pattern": s["pattern"], "stage": s["stage"], "median_ms": s["median_ms"], "p10_ms": s["p10_ms"],
+               "p90_ms": s["p90_ms"], "n_obs": s["n_obs"], "ci95_ms": [lo, hi],
+               "ci95_halfwidth_pct": 100 * max(s["median_ms"] - lo, hi - s["median_ms"]) / s["median_ms"]}
+        if not ref.empty:
+            r = ref.loc[s["stage"]]
+            row["ratio_vs_local"] = s["median_ms"] / float(r["median_ms"])
+            row["ratio_vs_local_ci95"] = list(bootstrap_ratio_ci(s["raw_ms"], r["raw_ms"]))
+        if other is not None:
+            rep = float(other.loc[(s["pattern"], s["stage"]), "median_ms"])
+            row["repeat_median_ms"] = rep
+            row["repeat_diff_pct"] = 100 * (rep - s["median_ms"]) / s["median_ms"]
+        rows.append(row)
+    patterns = result.patterns
+    dkv = [r for r in rows if r["stage"] == "dkv_core"]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "analysis",
+        "source": result.name,
+        "repeat_source": repeat.name if repeat else None,
+        "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": CI_LEVEL, "method": METHOD,
+                      "implementation": METHOD_NOTE},
+        "rows": rows,
+        "dkv_ci_within_1pct": all(r["ci95_halfwidth_pct"] <= 1.0 for r in dkv),
+        "fanin": {name: p.fanin for name, p in patterns.items()},
+        "memory": {name: p.memory for name, p in patterns.items()},
+        "stage_sum_vs_full_bwd": {name: p.stage_sum_vs_full_bwd.to_json() for name, p in patterns.items()},
+        "autotune": result.best_configs(),
+    }

@@ -1,0 +1,213 @@
+"""``compare A.json B.json``: is B faster, slower or the same as A, per pattern x stage?
+
+For every pattern x stage both results timed: the ratio of medians ``median(B) / median(A)`` of the
+timed (non-warm-up) observations, its 95% CI from ``scipy.stats.bootstrap`` (percentile method,
+fixed seed; A and B are independent runs, so their rounds are resampled separately: ``paired=False``),
+and a verdict under this rule, with ``f`` the stage's noise floor::
+
+    CI low  > 1 + f                  -> slower
+    CI high < 1 - f                  -> faster
+    1 - f <= CI low, CI high <= 1 + f -> same
+    otherwise                         -> unclear
+
+The floor ``f`` comes from a recorded repeat pair (``--noise-from X Y``): per stage, the largest
+``|median(Y)/median(X) - 1|`` over the patterns, i.e. how far two independent runs of one experiment
+on one GPU already differ, never below ``MIN_FLOOR`` (a stage whose repeat medians agree to the last
+digit would otherwise get a floor of 0 and no CI could ever read ``same``); without a pair it is
+``floor`` (default ``DEFAULT_FLOOR``) for every stage. The floor used is recorded per stage.
+
+``cycles=True`` compares in SM-cycle space: each observation (ms) is multiplied by the SM clock (MHz)
+NVML sampled right after that pattern's calls in that round (``telemetry.samples``), giving kcycles;
+a result without recorded clocks is refused.
+
+Results are refused (:class:`UserError`, one line, exit 2) when their shape or routings differ
+(patterns, their parameters, the routing seed, the inputs seed), naming every difference.
+
+>>> verdict((1.05, 1.08), 0.02), verdict((0.90, 0.95), 0.02), verdict((0.99, 1.01), 0.02)
+('slower', 'faster', 'same')
+>>> verdict((0.99, 1.05), 0.02)
+'unclear'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import bootstrap
+from tabulate import tabulate
+
+from ..core.kinds import schema_version
+from ..core.records import BenchLike, BenchResult
+from ..errors import UserError
+from ..io.store import load_record, write_json
+from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
+
+#: Noise floor when no repeat pair is given: 2% (the H100 formal run and its repeat differ by <= 1.4%
+#: on every stage but the tiny CSR one; 2% is a round number above that).
+DEFAULT_FLOOR = 0.02
+#: Lowest floor taken from a repeat pair: 0.5%.
+MIN_FLOOR = 0.005
+VERDICTS = ("same", "faster", "slower", "unclear")
+#: ``--fail-on`` choices and the verdicts each one fails on (exit 1).
+FAIL_ON = {"slower": {"slower"}, "faster": {"faster"}, "unclear": {"unclear"},
+           "any-change": {"slower", "faster", "unclear"}}
+RULE = ("CI of median(B)/median(A) entirely above 1+floor: slower; entirely below 1-floor: faster; "
+        "inside [1-floor, 1+floor]: same; otherwise unclear")
+
+
+def verdict(ci: tuple[float, float], floor: float) -> str:
+    """The verdict for a ratio CI ``(low, high)`` and noise floor ``floor`` (a fraction): see the module rule."""
+    low, high = ci
+    if low > 1 + floor:
+        return "slower"
+    if high < 1 - floor:
+        return "faster"
+    if low >= 1 - floor and high <= 1 + floor:
+        return "same"
+    return "unclear"
+
+
+def _ratio_of_medians(b: np.ndarray, a: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(b, axis=axis) / np.median(a, axis=axis)
+
+
+def ratio_ci(a: Any, b: Any, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
+    """95% CI of ``median(b) / median(a)`` for two independent samples (``scipy.stats.bootstrap``,
+    percentile method, ``paired=False``: each sample is resampled on its own)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    res = bootstrap((b, a), _ratio_of_medians, paired=False, n_resamples=resamples, confidence_level=CI_LEVEL,
+                    method=METHOD, random_state=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def routing_differences(a: BenchLike, b: BenchLike) -> list[str]:
+    """What makes two bench results not the same experiment: shape, pattern set, a pattern's parameters,
+    the routing or input seed. Each entry reads ``<field>: A <value> vs B <value>``."""
+    a, b = BenchResult.coerce(a), BenchResult.coerce(b)
+    out = [f"shape.{k}: A {a.shape.get(k)} vs B {b.shape.get(k)}"
+           for k in sorted(set(a.shape) | set(b.shape)) if a.shape.get(k) != b.shape.get(k)]
+    pa, pb = list(a.patterns), list(b.patterns)
+    if sorted(pa) != sorted(pb):
+        out.append(f"patterns: A {pa} vs B {pb}")
+    for name in sorted(set(pa) & set(pb)):
+        if a.patterns[name].params != b.patterns[name].params:
+            out.append(f"patterns.{name}.params: A {a.patterns[name].params} vs B {b.patterns[name].params}")
+    for seed in ("routing", "inputs"):
+        sa, sb = a.config["seeds"].get(seed), b.config["seeds"].get(seed)
+        if sa != sb:
+            out.append(f"config.seeds.{seed}: A {sa} vs B {sb}")
+    return out
+
+
+def clock_series(result: BenchLike, pattern: str, label: str) -> np.ndarray:
+    """The SM clock (MHz) sampled after each timed round of ``pattern``, in the order of its ``raw_ms``.
+
+    Raises UserError when the result recorded no clocks for those rounds (telemetry unavailable)."""
+    result = BenchResult.coerce(result)
+    mhz = [s.get("sm_clock_mhz") for s in result.telemetry["samples"]
+           if s["pattern"] == pattern and not s["warmup"] and not s.get("rewarm")]
+    n = result.patterns[pattern].stages["full_bwd"].n_obs
+    if len(mhz) != n or any(m is None for m in mhz):
+        raise UserError(f"--cycles: {label} has no recorded SM clock for every timed round of {pattern} "
+                        f"(telemetry.available {result.telemetry['available']}); compare it in time")
+    return np.asarray(mhz, dtype=np.float64)
+
+
+def samples(result: BenchLike, pattern: str, stage: str, cycles: bool, label: str) -> np.ndarray:
+    """A stage's timed observations: ms, or kcycles (ms x MHz) when ``cycles``."""
+    result = BenchResult.coerce(result)
+    raw = np.asarray(result.patterns[pattern].stages[stage].raw_ms, dtype=np.float64)
+    return raw * clock_series(result, pattern, label) if cycles else raw
+
+
+def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, float]:
+    """Per stage: the largest ``|median(Y)/median(X) - 1|`` over the patterns both results timed, at
+    least :data:`MIN_FLOOR`."""
+    x, y = BenchResult.coerce(x), BenchResult.coerce(y)
+    pats = [p for p in x.patterns if p in y.patterns]
+    med = {(d, p, s): r.patterns[p].median(s) for d, r in (("x", x), ("y", y)) for p in pats for s in stages}
+    return {s: max([MIN_FLOOR] + [abs(med["y", p, s] / med["x", p, s] - 1) for p in pats]) for s in stages}
+
+
+def _source(path: str | Path, doc: BenchResult) -> dict[str, Any]:
+    return {"path": str(path), "name": doc.name, "gpu": doc.gpu_name, "created_utc": doc.metadata["created_utc"],
+            "git_sha": doc.metadata["git"]["sha"]}
+
+
+def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None = None,
+                    floor: float = DEFAULT_FLOOR, cycles: bool = False, fail_on: str | None = None,
+                    resamples: int = RESAMPLES) -> dict[str, Any]:
+    """The ``compare`` document (schema ``compare``) of B against A; nothing is written here.
+
+    Raises UserError (exit 2) for unreadable/invalid results, a shape or routing difference (every
+    difference named), a repeat pair that is not the same experiment as A, a floor outside [0, 1),
+    or ``--cycles`` on a result without recorded SM clocks.
+    """
+    if not 0 <= floor < 1:
+        raise UserError(f"--floor: {floor} is not a fraction in [0, 1)")
+    if fail_on is not None and fail_on not in FAIL_ON:
+        raise UserError(f"--fail-on: {fail_on!r}; choose one of {', '.join(FAIL_ON)}")
+    a = load_record(path_a, BenchResult, f"A {path_a}")
+    b = load_record(path_b, BenchResult, f"B {path_b}")
+    diff = routing_differences(a, b)
+    if diff:
+        raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
+    stages = [s for s in a.timing.stages if s in b.timing.stages]
+    if noise_from:
+        if len(noise_from) != 2:
+            raise UserError(f"--noise-from: give a result and its repeat (2 paths), not {len(noise_from)}")
+        x, y = (load_record(p, BenchResult, f"--noise-from {p}") for p in noise_from)
+        for other, p in ((x, noise_from[0]), (y, noise_from[1])):
+            bad = routing_differences(a, other)
+            if bad:
+                raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
+        floors = noise_floors(x, y, stages)
+        floors = {s: floors.get(s, floor) for s in stages}
+        floor_source = {"kind": "repeat", "paths": [str(p) for p in noise_from],
+                        "rule": f"per stage, max over patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}"}
+    else:
+        floors = dict.fromkeys(stages, floor)
+        floor_source = {"kind": "default", "paths": [], "rule": f"stated default {floor:g} for every stage"}
+    rows = []
+    for p in a.patterns:
+        for s in stages:
+            sa, sb = samples(a, p, s, cycles, "A"), samples(b, p, s, cycles, "B")
+            ci = ratio_ci(sa, sb, resamples)
+            rows.append({"pattern": p, "stage": s, "a_median": float(np.median(sa)),
+                         "b_median": float(np.median(sb)), "a_n": int(sa.size), "b_n": int(sb.size),
+                         "ratio": float(np.median(sb) / np.median(sa)), "ci95": list(ci), "floor": floors[s],
+                         "verdict": verdict(ci, floors[s])})
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+    failed = fail_on is not None and any(r["verdict"] in FAIL_ON[fail_on] for r in rows)
+    return {"schema_version": schema_version("compare"), "kind": "compare",
+            "a": _source(path_a, a), "b": _source(path_b, b),
+            "space": "cycles" if cycles else "time", "unit": "kcycles" if cycles else "ms",
+            "bootstrap": {"resamples": resamples, "seed": SEED, "level": CI_LEVEL, "method": METHOD,
+                          "paired": False},
+            "rule": RULE, "noise_floor": {**floor_source, "per_stage": floors},
+            "rows": rows, "counts": counts, "fail_on": fail_on, "failed": failed}
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """The comparison as a plain-text table (tabulate), with the rule and the verdict counts."""
+    unit = doc["unit"]
+    rows = [[r["pattern"], r["stage"], r["a_median"], r["b_median"], r["ratio"],
+             f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]", f"{100 * r['floor']:.1f}%", r["verdict"]]
+            for r in doc["rows"]]
+    table = tabulate(rows, headers=["pattern", "stage", f"A {unit}", f"B {unit}", "B/A", "95% CI", "floor",
+                                    "verdict"], floatfmt=".3f")
+    a, b = doc["a"], doc["b"]
+    counts = ", ".join(f"{v} {n}" for v, n in doc["counts"].items())
+    return "\n".join([f"A = {a['name']} ({a['gpu']}), B = {b['name']} ({b['gpu']}); {doc['space']} space",
+                      table, f"rule: {doc['rule']}", f"verdicts: {counts}"])
+
+
+def run_compare(path_a: str, path_b: str, output: str | None, **kwargs: Any) -> tuple[dict[str, Any], int]:
+    """Compare, write the document (validated, atomically) when ``output`` is given; returns it and the
+    exit code: 0, or 1 when a verdict matched ``fail_on``."""
+    doc = compare_results(path_a, path_b, **kwargs)
+    if output:
+        write_json(output, doc, "compare")
+    return doc, 1 if doc["failed"] else 0

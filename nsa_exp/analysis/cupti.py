@@ -1,0 +1,122 @@
+"""The CUPTI cross-check (issue 14), pure: profiler events -> per-stage kernel time, and its agreement rule.
+
+After the timed rounds, ``bench`` runs a short pass under ``torch.profiler`` (:mod:`nsa_exp.gpu.cupti`):
+each stage call sits in a ``record_function`` range named :func:`range_label`. With CUDA activities on,
+torch reports each range twice: the CPU-side ``user_annotation`` (its ``device_time_total`` sums only the
+kernels CUPTI correlates to a CPU op under it: ATen's kernels, e.g. ``dq.sum(0)``, but not Triton's, which
+Triton launches through the driver API without a CPU op) and the GPU-side ``gpu_user_annotation``
+(``device_type`` CUDA; ``device_time_total`` = its span on the GPU, from the first kernel's start to the
+last kernel's end). The kernel time is the GPU-side span only (summing both counted ATen's kernels twice:
+the first H200 run, never committed, showed ``wrapper_extra`` at 2x its event time). So it excludes the
+launch latency before the first kernel and the GPU spin, which the CUDA-event pair around the call
+includes, and includes the gaps between a multi-launch stage's kernels.
+
+Agreement rule (``validate``'s ``cupti_agreement``), per pattern x stage, with ``e`` the stage's
+CUDA-event median over the timed rounds and ``k`` its kernel-time median over the profiled calls:
+
+- single-launch stages: ``|e - k| <= max(5% of e, 20 µs)``;
+- stages of several launches with host work between them (the Stage table's ``cupti="loose"`` rows,
+  :data:`nsa_exp.core.stages.LOOSE_CUPTI_STAGES`: the CSR transpose, the wrapper's allocations + reductions,
+  the official wrapper): ``-5% of e - 20 µs <= e - k <= 15% of e
+  + 50 µs`` — the events also time the gaps between launches and the allocator's host work, so ``e``
+  may exceed ``k`` by more; a kernel time far above the event time is still an error.
+
+>>> range_label("sink-heavy", "dkv_core", 3)
+'nsa_cupti/sink-heavy/dkv_core/3'
+>>> class E:  # a FunctionEvent's three fields this module reads
+...     def __init__(self, name, us, dev="CUDA"): self.name, self.device_time_total, self.device_type = name, us, dev
+>>> kernel_ms([E("nsa_cupti/local/csr/0", 300.0), E("aten::fill_", 9.0), E("nsa_cupti/local/csr/1", 310.0),
+...            E("nsa_cupti/local/csr/1", 12.0, dev="CPU")])
+{'local': {'csr': [0.3, 0.31]}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..core.stages import LOOSE_CUPTI_STAGES
+
+PREFIX = "nsa_cupti"
+ROUNDS = 5
+TIGHT = {"rel": 0.05, "abs_ms": 0.020}
+LOOSE = {"rel_below": 0.05, "abs_below_ms": 0.020, "rel_above": 0.15, "abs_above_ms": 0.050}
+METHOD = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
+          "GPU spin queued before each call outside the range; kernel time = the range's GPU-side span "
+          "(gpu_user_annotation device_time_total; the CPU-side range is ignored)")
+
+
+def range_label(pattern: str, stage: str, call: int) -> str:
+    """The ``record_function`` name of one profiled stage call."""
+    return f"{PREFIX}/{pattern}/{stage}/{call}"
+
+
+def kernel_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
+    """``{pattern: {stage: [ms per call, in call order]}}`` from profiler events carrying ``name`` and
+    ``device_time_total`` (µs, a ``torch.autograd.profiler_util.FunctionEvent``) and ``device_type``; only
+    the GPU-side annotation of each range counts (CPU-side ones and other events are ignored)."""
+    calls: dict[tuple[str, str], dict[int, float]] = {}
+    for e in events:
+        parts = e.name.split("/")
+        if len(parts) != 4 or parts[0] != PREFIX or str(getattr(e, "device_type", "")).rsplit(".", 1)[-1] == "CPU":
+            continue
+        _, pattern, stage, call = parts
+        by_call = calls.setdefault((pattern, stage), {})
+        by_call[int(call)] = by_call.get(int(call), 0.0) + float(e.device_time_total) / 1000.0
+    out: dict[str, dict[str, list[float]]] = {}
+    for (pattern, stage), by_call in calls.items():
+        out.setdefault(pattern, {})[stage] = [round(by_call[c], 6) for c in sorted(by_call)]
+    return out
+
+
+def cupti_block(per_call: dict[str, dict[str, list[float]]], rounds: int) -> dict[str, Any]:
+    """The result's optional ``cupti`` block: every profiled call's kernel time, and the medians."""
+    return {"method": METHOD, "rounds": rounds, "kernel_ms": per_call,
+            "median_kernel_ms": {p: {s: float(np.median(v)) for s, v in st.items()} for p, st in per_call.items()},
+            "tolerance": {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_CUPTI_STAGES)}}
+
+
+def disagreement(stage: str, event_ms: float, kernel_median_ms: float) -> str | None:
+    """Why a stage's CUDA-event and kernel-time medians disagree under the module's rule, or None."""
+    gap = event_ms - kernel_median_ms
+    if kernel_median_ms <= 0:
+        return "no kernel time attributed to the stage's range (profiler saw no kernels)"
+    loose = stage in LOOSE_CUPTI_STAGES
+    if loose:
+        lo = -(LOOSE["rel_below"] * event_ms + LOOSE["abs_below_ms"])
+        hi = LOOSE["rel_above"] * event_ms + LOOSE["abs_above_ms"]
+        ok = lo <= gap <= hi
+    else:
+        ok = abs(gap) <= max(TIGHT["rel"] * event_ms, TIGHT["abs_ms"])
+    return None if ok else (f"CUDA-event median {event_ms:.4f} ms vs kernel-time median {kernel_median_ms:.4f} ms "
+                            f"(gap {gap:+.4f} ms) outside the {'loose' if loose else 'tight'} rule")
+
+
+def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(json path, message)`` for every stage whose medians disagree, or whose recorded kernel-time
+    median does not recompute from its calls; empty for a result without a ``cupti`` block."""
+    block = doc.get("cupti")
+    if block is None:
+        return []
+    problems = []
+    for pattern, stages in block["kernel_ms"].items():
+        for stage, calls in stages.items():
+            path = f"$.cupti.median_kernel_ms.{pattern}.{stage}"
+            if len(calls) != block["rounds"]:  # one profiled call per stage and round
+                problems.append((f"$.cupti.kernel_ms.{pattern}.{stage}", f"{len(calls)} calls, but "
+                                 f"cupti.rounds = {block['rounds']}"))
+                continue
+            recorded = block["median_kernel_ms"].get(pattern, {}).get(stage)
+            if recorded is None or abs(recorded - float(np.median(calls))) > 1e-9:
+                problems.append((path, f"recorded {recorded}, the calls give {float(np.median(calls))}"))
+                continue
+            st = doc["patterns"].get(pattern, {}).get("stages", {}).get(stage)
+            if st is None:
+                problems.append((path, "no timed stage of that name"))
+                continue
+            why = disagreement(stage, st["median_ms"], recorded)
+            if why:
+                problems.append((path, why))
+    return problems

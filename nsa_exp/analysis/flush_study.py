@@ -1,0 +1,116 @@
+"""``flush-study``: which L2 flush to put before each timed stage, decided from measured data (CPU only).
+
+Input: a method-study raw JSON (``scripts/gpu_method_study.py``, kind ``method_study``) whose key
+``flush`` holds every observation of the policies ``write`` (``fill_`` of the 256 MiB flush buffer,
+the original method), ``read`` (a reduction over the same buffer), ``none`` and ``write+spin4x``
+(write flush, 4x the launch-guard spin), interleaved within each round, for every pattern x stage.
+
+For each policy other than ``none``, pattern and stage: the ratio of medians ``median(policy) /
+median(none)`` over the timed rounds (warm-up rounds dropped), with its 95% CI from
+``scipy.stats.bootstrap`` (percentile method, ``paired=True``: round i of both policies ran in the
+same round, so rounds are resampled as pairs; :func:`nsa_exp.analysis.bootstrap.bootstrap_ratio_ci`).
+A cell *differs* when its CI excludes 1.
+
+Choice (:func:`choose_policy`): among the policies a config may name that still flush (``write``,
+``read``), the one with the fewest cells whose CI lies wholly above 1 (the flush adds time to the
+stage it precedes), ties broken by the smaller largest ratio. ``none`` is never chosen: it measures
+a warm L2, which the method excludes (docs/METHOD.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tabulate import tabulate
+
+from ..core.kinds import schema_version
+from ..errors import UserError
+from ..io.metadata import base_metadata
+from ..io.store import read_strict, write_json
+from .bootstrap import CI_LEVEL, METHOD_NOTE, RESAMPLES, SEED, bootstrap_ratio_ci
+
+REFERENCE = "none"
+CONFIG_POLICIES = ("write", "read", "none")
+SCHEMA_VERSION = schema_version("flush_study")
+
+
+def load_flush_records(path: str | Path) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The study's ``flush`` section and its timed observations as a tidy frame
+    (columns round, policy, pattern, stage, ms; warm-up rounds dropped). Errors: one-line UserError."""
+    _, doc = read_strict(path, missing_hint="pass results/studies/h200_method_study_flush.raw.json")
+    if not isinstance(doc, dict) or doc.get("kind") != "method_study" or not isinstance(doc.get("flush"), dict):
+        raise UserError(f"{path}: not a method study with a 'flush' section (scripts/gpu_method_study.py writes one)")
+    flush = doc["flush"]
+    try:
+        rows = [{"round": r["round"], "policy": r["policy"], "pattern": r["pattern"], "stage": stage, "ms": ms}
+                for r in flush["records"] if not r["warmup"] for stage, ms in r["ms"].items()]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise UserError(f"{path}: flush.records: each record needs round, policy, pattern, warmup, ms "
+                        f"({exc})") from None
+    frame = pd.DataFrame(rows, columns=["round", "policy", "pattern", "stage", "ms"])
+    if REFERENCE not in set(frame["policy"]):
+        raise UserError(f"{path}: flush.records: no timed record of the reference policy {REFERENCE!r}")
+    return doc, frame
+
+
+def ratio_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per (policy != none, pattern, stage): medians, ratio to none, its paired 95% CI."""
+    wide = frame.pivot_table(index=["pattern", "stage", "round"], columns="policy", values="ms", aggfunc="first")
+    rows = []
+    for (pattern, stage), cell in wide.groupby(level=["pattern", "stage"], sort=False):
+        for policy in [p for p in wide.columns if p != REFERENCE]:
+            pair = cell[[policy, REFERENCE]].dropna()
+            num, den = pair[policy].to_numpy(), pair[REFERENCE].to_numpy()
+            lo, hi = bootstrap_ratio_ci(num, den)
+            ratio = float(pd.Series(num).median() / pd.Series(den).median())
+            rows.append({"policy": policy, "pattern": pattern, "stage": stage, "n_rounds": int(len(pair)),
+                         "median_ms": float(pd.Series(num).median()), "none_median_ms": float(pd.Series(den).median()),
+                         "ratio": ratio, "ci_low": lo, "ci_high": hi, "differs": bool(lo > 1.0 or hi < 1.0)})
+    return rows
+
+
+def choose_policy(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """The flushing policy a config may name that adds least time: (policy, one-line reason)."""
+    def cost(policy: str) -> tuple[int, float]:
+        mine = [r for r in rows if r["policy"] == policy]
+        return sum(r["ci_low"] > 1.0 for r in mine), max(r["ratio"] for r in mine)
+
+    candidates = [p for p in CONFIG_POLICIES if p != REFERENCE and any(r["policy"] == p for r in rows)]
+    if not candidates:
+        raise UserError("flush study: neither 'write' nor 'read' was measured; nothing to choose from")
+    best = min(candidates, key=cost)
+    above, worst = cost(best)
+    others = ", ".join(f"{p}: {cost(p)[0]} cell(s) above 1, largest ratio {cost(p)[1]:.4f}"
+                       for p in candidates if p != best)
+    cells = sum(r["policy"] == best for r in rows)
+    return best, (f"{best}: {above} of {cells} pattern x stage cells whose 95% CI lies above 1 (about "
+                  f"{(1 - CI_LEVEL) / 2 * cells:.1f} expected by chance), largest ratio {worst:.4f}"
+                  + (f" (vs {others})" if others else ""))
+
+
+def flush_study(raw_path: str | Path, output: str | Path | None) -> dict[str, Any]:
+    """Analyse ``raw_path``; validate and write the ``flush_study`` document to ``output`` (if given)."""
+    doc, frame = load_flush_records(raw_path)
+    rows = ratio_rows(frame)
+    policy, reason = choose_policy(rows)
+    study = {"schema_version": SCHEMA_VERSION, "kind": "flush_study", "source": str(raw_path),
+             "gpu_name": str(doc.get("metadata", {}).get("gpu_name", "unknown")),
+             "rounds": int(frame["round"].nunique()), "flush_bytes": int(doc["flush"].get("flush_bytes", 0)),
+             "reference": REFERENCE,
+             "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "confidence_level": CI_LEVEL, "method": METHOD_NOTE},
+             "rows": rows, "chosen": policy, "reason": reason, "metadata": base_metadata()}
+    if output is not None:
+        write_json(output, study, "flush_study")
+    return study
+
+
+def format_table(study: dict[str, Any]) -> str:
+    """tabulate table: one line per policy x pattern x stage, ratio to ``none`` and its 95% CI (percent)."""
+    lines = [[r["policy"], r["pattern"], r["stage"], f"{r['median_ms']:.4f}", f"{r['none_median_ms']:.4f}",
+              f"{100 * (r['ratio'] - 1):+.2f}%", f"[{100 * (r['ci_low'] - 1):+.2f}%, {100 * (r['ci_high'] - 1):+.2f}%]",
+              "yes" if r["differs"] else ""] for r in study["rows"]]
+    table = tabulate(lines, headers=["policy", "pattern", "stage", "median ms", "none ms", "vs none",
+                                     "95% CI", "differs"], tablefmt="github")
+    return f"{table}\n\nchosen: {study['reason']}"

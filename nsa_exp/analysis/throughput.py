@@ -1,0 +1,58 @@
+"""Achieved throughput per stage: FLOPs from the edge count, TFLOP/s from the median, % of dense BF16 peak.
+
+FLOPs per edge come from the Stage table (:func:`nsa_exp.core.stages.flops_per_edge`, which derives them
+matmul by matmul from FLA 0a9b9f2's kernels): the useful FLOPs with the true head dims, padding not counted.
+The peak is the GPU's dense BF16 tensor-core rate (no sparsity) from the
+vendor's datasheet (:data:`PEAK_BF16_TFLOPS`).
+
+>>> from nsa_exp.core.config import Shape
+>>> tiny = Shape(B=1, T=256, HQ=16, H=1, K=64, V=64, S=4, block_size=32, dtype="float16")
+>>> stage_flops("dq_core", tiny, edges=10)  # 10 * 2 * 16 * 32 * (2*64 + 64)
+1966080
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.config import Shape
+from ..core.records import BenchResult
+from ..core.stages import flops_per_edge
+
+#: Dense BF16 tensor-core peak, TFLOP/s, by a substring of the GPU name, with the source.
+PEAK_BF16_TFLOPS: dict[str, tuple[float, str]] = {
+    "H100": (989.4, "NVIDIA H100 SXM5 datasheet: 1,979 TFLOPS BF16 with sparsity, half without"),
+    "H200": (989.4, "NVIDIA H200 SXM datasheet: 1,979 TFLOPS BF16 with sparsity, half without (the H100's SMs)"),
+}
+
+
+def stage_flops(stage: str, shape: Shape, edges: int) -> int | None:
+    """Total matmul FLOPs of one call of ``stage`` over ``edges`` edges (None without matmuls)."""
+    per = flops_per_edge(stage, shape)
+    return None if per is None else per * edges
+
+
+def peak_tflops(gpu_name: str | None) -> tuple[float, str] | None:
+    """``(peak, source)`` for a GPU name containing a key of :data:`PEAK_BF16_TFLOPS`, else None."""
+    for key, value in PEAK_BF16_TFLOPS.items():
+        if gpu_name and key in gpu_name:
+            return value
+    return None
+
+
+def throughput_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per pattern x matmul stage of a bench result: FLOPs, median ms, achieved TFLOP/s, % of peak
+    (None when the GPU is not in the peak table)."""
+    run = BenchResult.coerce(result)
+    shape = Shape(**run.shape)
+    peak = peak_tflops(run.gpu_name)
+    rows = []
+    for name, p in run.patterns.items():
+        for stage, s in p.stages.items():
+            flops = stage_flops(stage, shape, p.edges)
+            if flops is None:
+                continue
+            tflops = flops / (s.median_ms * 1e-3) / 1e12
+            rows.append({"pattern": name, "stage": stage, "gflop": flops / 1e9, "median_ms": s.median_ms,
+                         "tflops": tflops, "pct_peak": None if peak is None else 100 * tflops / peak[0]})
+    return rows

@@ -1,0 +1,205 @@
+"""A summary CSV as a table, and cross-checked value by value against its JSON result.
+
+Checks (names as in the validation report):
+
+- ``csv_encoding``: UTF-8 text that ``csv`` can read. A UTF-8 byte-order mark (a spreadsheet's
+  "CSV UTF-8") is accepted and said once as a warning; CRLF line ends are accepted.
+- ``csv_rows``: each row against ``summary_row``, numbers parse.
+- ``csv_table``: the header has exactly the summary columns; one row per pattern x stage (no
+  duplicate, none missing, every stage known); one config name; per row min <= p10 <= median <= p90
+  <= p95 and min <= mean; the pattern's fan-in columns and edges agree across its rows.
+- ``csv_matches_json``: with its JSON, every CSV cell equals what the JSON gives for that row and
+  column (rows missing or extra on either side are named).
+
+A garbage file (binary, not UTF-8, not parseable as CSV) is a :class:`UserError` (exit 2), one line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any
+
+from ..core.records import STAT_FIELDS
+from ..core.stages import OPTIONAL_STAGES
+from ..core.stages import STAGE_NAMES as STAGES
+from ..errors import UserError
+from ..io.schemas import SUMMARY_COLUMNS, schema_errors
+from .checks import Add, Problems, close
+
+BOM = b"\xef\xbb\xbf"
+FANIN_COLUMNS = {"fanin_mean": "mean", "fanin_max": "max", "fanin_p95": "p95", "fanin_p99": "p99",
+                 "fanin_cv": "cv", "fanin_gini": "gini"}
+INT_COLUMNS = {"n_obs", "edges"}
+STR_COLUMNS = {"config_name", "pattern", "stage"}
+
+
+def read_csv(data: bytes, name: str) -> tuple[list[str], list[dict[str, str]], list[str]]:
+    """Header, rows and notes (e.g. the BOM) of a CSV; garbage is a one-line :class:`UserError`."""
+    notes = []
+    if data.startswith(BOM):
+        data = data[len(BOM):]
+        notes.append("the file starts with a UTF-8 byte-order mark (a spreadsheet export); accepted and ignored")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise UserError(f"{name}: binary data (NUL byte at offset {nul}), not a summary CSV")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{name}: not UTF-8 text (bad byte at offset {exc.start}); save the CSV as UTF-8") from None
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        table = [row for row in reader if row]
+    except csv.Error as exc:
+        raise UserError(f"{name}: not a readable CSV: {exc}") from None
+    if not table:
+        return [], [], notes
+    header, body = table[0], table[1:]
+    if len(set(header)) != len(header) or not set(header) & set(SUMMARY_COLUMNS):
+        raise UserError(f"{name}: the first line {','.join(header)[:80]!r} is not a summary CSV header "
+                        f"({','.join(SUMMARY_COLUMNS[:3])},...)")
+    rows = []
+    for i, cells in enumerate(body):
+        if len(cells) != len(header):
+            raise UserError(f"{name}: line {i + 2} has {len(cells)} cells, the header has {len(header)}")
+        rows.append(dict(zip(header, cells, strict=True)))
+    return header, rows, notes
+
+
+def typed_value(column: str, value: str) -> Any:
+    """A cell as its type (str, int, finite float); ValueError when it does not parse."""
+    if column in STR_COLUMNS:
+        return value
+    if column in INT_COLUMNS:
+        return int(value)
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"{value!r} is not finite")
+    return out
+
+
+def _num(row: dict[str, str], key: str) -> float | None:
+    try:
+        return float(row[key])
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _where(i: int, row: dict[str, str]) -> str:
+    return f"row {i + 2} ({row.get('pattern')}, {row.get('stage')})"
+
+
+def table_problems(header: list[str], rows: list[dict[str, str]]) -> Problems:
+    """``csv_table``: the CSV as one complete pattern x stage table with ordered percentiles."""
+    problems: Problems = []
+    if tuple(header) != SUMMARY_COLUMNS:
+        problems.append(("$", f"columns {header} != the summary columns {list(SUMMARY_COLUMNS)}"))
+    seen: dict[tuple[str, str], int] = {}
+    patterns: list[str] = []
+    for i, row in enumerate(rows):
+        key = (row.get("pattern", ""), row.get("stage", ""))
+        if key[0] not in patterns:
+            patterns.append(key[0])
+        if key in seen:
+            problems.append((f"$[{i}]", f"{_where(i, row)} duplicates row {seen[key] + 2}"))
+        else:
+            seen[key] = i
+        if key[1] not in STAGES:
+            problems.append((f"$[{i}].stage", f"{_where(i, row)}: unknown stage {key[1]!r}"))
+        v = {k: _num(row, k) for k in ("min_ms", "p10_ms", "median_ms", "p90_ms", "p95_ms", "mean_ms")}
+        chain = ("min_ms", "p10_ms", "median_ms", "p90_ms", "p95_ms")
+        for a, b in zip(chain, chain[1:], strict=False):
+            if v[a] is not None and v[b] is not None and v[a] > v[b]:
+                problems.append((f"$[{i}].{b}", f"{_where(i, row)}: {b} {v[b]} < {a} {v[a]}"))
+        if v["min_ms"] is not None and v["median_ms"] is not None and v["median_ms"] < v["min_ms"]:
+            problems.append((f"$[{i}].median_ms", f"{_where(i, row)}: median_ms {v['median_ms']} is below its own "
+                             f"min_ms {v['min_ms']}"))
+        if v["min_ms"] is not None and v["mean_ms"] is not None and v["mean_ms"] < v["min_ms"]:
+            problems.append((f"$[{i}].mean_ms", f"{_where(i, row)}: mean_ms {v['mean_ms']} < min_ms {v['min_ms']}"))
+    for p in patterns:
+        for stage in STAGES:
+            if (p, stage) not in seen and stage not in OPTIONAL_STAGES:
+                problems.append(("$", f"no row for pattern {p!r} stage {stage!r}"))
+        mine = [(i, r) for i, r in enumerate(rows) if r.get("pattern") == p]
+        for col in ("edges", *FANIN_COLUMNS):
+            values = {r.get(col) for _, r in mine}
+            if len(values) > 1:
+                i, r = mine[0]
+                problems.append((f"$[{i}].{col}", f"pattern {p!r}: {col} differs between its rows {sorted(values)}"))
+    names = {r.get("config_name") for r in rows}
+    if len(names) > 1:
+        problems.append(("$", f"more than one config_name: {sorted(map(str, names))}"))
+    return problems
+
+
+def expected_rows(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """What bench's summary writes for a result: (pattern, stage) -> column -> value."""
+    out = {}
+    for name, p in doc["patterns"].items():
+        for stage, s in p["stages"].items():
+            row = {"config_name": doc["config"]["name"], "pattern": name, "stage": stage, "edges": p["edges"]}
+            row |= {k: s[k] for k in STAT_FIELDS}
+            row |= {col: p["fanin"][key] for col, key in FANIN_COLUMNS.items()}
+            out[(name, stage)] = row
+    return out
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return close(a, b)
+    return a == b
+
+
+def json_problems(rows: list[dict[str, str]], doc: dict[str, Any], json_name: str) -> Problems:
+    """``csv_matches_json``: each cell against the JSON result, naming the CSV row and column."""
+    want = expected_rows(doc)
+    problems: Problems = []
+    seen = set()
+    for i, row in enumerate(rows):
+        key = (row.get("pattern", ""), row.get("stage", ""))
+        seen.add(key)
+        exp = want.get(key)
+        if exp is None:
+            problems.append((f"$[{i}]", f"{_where(i, row)} is not in {json_name}"))
+            continue
+        for col, value in exp.items():
+            if col not in row:
+                continue
+            try:
+                got = typed_value(col, row[col])
+            except ValueError:
+                continue  # csv_rows names it
+            if not _equal(got, value):
+                problems.append((f"$[{i}].{col}", f"{_where(i, row)} column {col}: CSV {row[col]} but {json_name} "
+                                 f"gives {value}"))
+    for key in want:
+        if key not in seen:
+            problems.append(("$", f"{json_name} has pattern {key[0]!r} stage {key[1]!r}; the CSV has no such row"))
+    return problems
+
+
+def summary_csv_checks(data: bytes, add: Add, name: str = "<csv>",
+                       companion: tuple[str, dict[str, Any]] | None = None) -> list[dict[str, str]]:
+    """Row schema (``csv_rows``), the table (``csv_table``) and, with its JSON, ``csv_matches_json``."""
+    header, rows, notes = read_csv(data, name)
+    warnings = [{"check": "csv_encoding", "path": "$", "message": n} for n in notes]
+    if not rows:
+        add("csv_rows", [("$", "no rows")])
+        return warnings
+    problems = []
+    for i, row in enumerate(rows):
+        typed: dict[str, Any] = {}
+        for key, value in row.items():
+            try:
+                typed[key] = typed_value(key, value)
+            except (ValueError, TypeError):
+                problems.append((f"$[{i}].{key}", f"{value!r} is not a number"))
+        problems += [tuple(e.split(": ", 1)) for e in schema_errors(typed, "summary_row", f"$[{i}]")]
+    missing = [c for c in SUMMARY_COLUMNS if c not in header]
+    problems += [("$", f"missing column {c}") for c in missing]
+    add("csv_rows", problems)
+    add("csv_table", table_problems(header, rows))
+    if companion is not None:
+        add("csv_matches_json", json_problems(rows, companion[1], companion[0]))
+    return warnings

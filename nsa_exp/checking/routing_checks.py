@@ -1,0 +1,184 @@
+"""Checks that regenerate a document's routings: the pattern set, every routing's edges and fan-in
+statistics, the packing record, the equal-edge check, and the routing files it timed.
+
+- ``pattern_set``: the result's patterns == the config's patterns, with the config's parameters.
+- ``routing_recompute``: each routing regenerated from config shape + ``seeds.routing`` + pattern
+  parameters -> edges, fan-in, query-span and adjacent-gap statistics, compared value by value (a
+  swapped or renamed pattern fails here).
+- ``packing_recompute``: the ``packing`` record from the config's packing section, field by field.
+- ``edges_equal``: equal across patterns, to the per-pattern record and to the closed form for the
+  recorded shape (packed: the packed closed form).
+- ``routing_file_recompute`` (``validate --routing-file``): a result that timed routing files (``bench``/
+  ``sweep --routing-file``) records, under ``routing_files``, per pattern ``file:<stem>``: the path as given,
+  the sha256 of the file's bytes, its edges by FLA's CSR rule, the closed form and their equality, and its
+  fan-in / CSR-row statistics. Only someone holding the file can re-check them: given the file, it is
+  re-read and re-validated at the recorded shape and every figure compared (a mismatch names the field);
+  without it they are listed under ``unverified`` as "unverified (file not supplied)" — never as passed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..core.config import Pattern, Shape
+from ..errors import UserError
+from ..routing.edges import closed_form_edges, effective_edges
+from ..routing.fanin import routing_statistics
+from ..routing.files import file_pattern_name, routing_file_report
+from ..routing.packing import cu_seqlens, generate_packed_routing, packed_closed_form_edges, packing_record
+from ..routing.patterns import generate_routing
+from .checks import Add, Problems, same
+
+NOT_SUPPLIED = "unverified (file not supplied): pass it with validate --routing-file PATH"
+COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dtype", "format", "key")
+
+
+@lru_cache(maxsize=32)
+def _routing_stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None = None) -> dict:
+    """Regenerate one routing and its statistics (cached: the corpus validates the same config often);
+    packed (``cu`` = the config's ``cu_seqlens``): per document, statistics over the varlen CSR rows."""
+
+    shape = Shape(**json.loads(shape_json))
+    pattern = Pattern(**json.loads(pattern_json))
+    if cu is None:
+        bi = generate_routing(pattern, shape, seed)
+        return {"edges": effective_edges(bi, shape.block_size), **routing_statistics(bi, shape.block_size)}
+    cu_arr = np.asarray(cu, dtype=np.int32)
+    bi = generate_packed_routing(pattern, shape, seed, cu_arr)
+    return {"edges": effective_edges(bi, shape.block_size, cu_arr),
+            **routing_statistics(bi, shape.block_size, cu_arr)}
+
+
+def pattern_set(doc: dict[str, Any], config: Any, add: Add) -> None:
+    want = {p.name: json.loads(json.dumps(p.to_dict())) for p in config.patterns}  # tuples (heads) as lists
+    files = doc.get("routing_files") or {}  # timed beside the config's patterns (--routing-file)
+    got = {n: p for n, p in doc["patterns"].items() if n not in files}
+    problems: Problems = []
+    for name in sorted(set(want) - set(got)):
+        problems.append((f"$.patterns.{name}", f"pattern {name!r} is in the config but not in the result"))
+    for name in sorted(set(got) - set(want)):
+        problems.append((f"$.patterns.{name}", f"pattern {name!r} is in the result but not in its config"))
+    if list(got) != [n for n in want if n in got]:
+        problems.append(("$.patterns", f"order {list(got)} differs from the config's {list(want)}"))
+    for name in sorted(set(got) & set(want)):
+        if got[name]["params"] != want[name]:
+            problems.append((f"$.patterns.{name}.params", f"{got[name]['params']} != the config's {want[name]}"))
+    add("pattern_set", problems)
+
+
+def routing_recompute(doc: dict[str, Any], config: Any, add: Add, unverified: list) -> None:
+    problems: Problems = []
+    shape_json = json.dumps(config.shape.to_dict(), sort_keys=True)
+    for p in config.patterns:
+        rec = doc["patterns"].get(p.name)
+        if rec is None:
+            continue
+        try:
+            stats = _routing_stats(json.dumps(p.to_dict(), sort_keys=True), shape_json, config.seeds.routing,
+                                   None if config.cu_seqlens is None else tuple(int(x) for x in config.cu_seqlens))
+        except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
+            unverified.append({"path": f"$.patterns.{p.name}.edges|fanin|query_span|adjacent_gap", "why": str(exc)})
+            continue
+        path = f"$.patterns.{p.name}"
+        if rec["edges"] != stats["edges"]:
+            problems.append((f"{path}.edges", f"recorded {rec['edges']}, the regenerated routing has {stats['edges']}"))
+        for section in ("fanin", "query_span", "adjacent_gap"):
+            for key, value in stats[section].items():
+                got = rec[section].get(key)
+                if not same(got, value):
+                    problems.append((f"{path}.{section}.{key}", f"recorded {got}, the routing regenerated from "
+                                     f"the config, seed {config.seeds.routing} and {p.to_dict()} gives {value}"))
+    add("routing_recompute", problems)
+
+
+def packing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
+    """The ``packing`` record recomputed from the config's packing section: ``cu_seqlens``, its sha256, the
+    document count and lengths, the packed closed-form edges and the program order, field by field."""
+    got = doc.get("packing")
+    if config.cu_seqlens is None:
+        add("packing_recompute", [] if got is None else [("$.packing", "recorded, but the config has no packing")])
+        return
+    if got is None:
+        add("packing_recompute", [("$.packing", "missing, but the config packs documents")])
+        return
+    S, BS = config.shape.S, config.shape.block_size
+    want = packing_record(config.cu_seqlens, packed_closed_form_edges(config.shape.H, S, BS, config.cu_seqlens))
+    add("packing_recompute", [(f"$.packing.{k}", f"recorded {got.get(k)!r}, the config's packing gives {v!r}")
+                              for k, v in want.items() if got.get(k) != v])
+
+
+def edge_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """``edges_equal``: every gated pattern's edges equal each other and the closed form of the recorded
+    shape (packed: the packed closed form of the config's packing); the exempt ones (routing files,
+    fla-topk; ``$.edges.exempt``) need only match their record."""
+    problems = []
+    try:
+        shape, packing = Shape(**doc["shape"]), doc.get("config", {}).get("packing")
+        expected = closed_form_edges(shape) if packing is None else packed_closed_form_edges(
+            shape.H, shape.S, shape.block_size, cu_seqlens(packing, shape.T, shape.block_size))
+    except UserError as exc:  # the config's packing no longer yields cu_seqlens (config_semantics names it too)
+        expected = None
+        problems.append(("$.config.packing", f"cannot compute the packed closed form: {exc}"))
+    except (TypeError, ZeroDivisionError) as exc:
+        expected = None
+        problems.append(("$.shape", f"cannot compute the closed form: {exc}"))
+    exempt = set(doc["edges"].get("exempt", ()))
+    per_pattern = {name: p["edges"] for name, p in doc["patterns"].items()}
+    gated = {n: e for n, e in per_pattern.items() if n not in exempt}
+    if len(set(gated.values())) > 1:
+        problems.append(("$.patterns", f"edges differ across patterns: {gated}"))
+    for name, edges in per_pattern.items():
+        if expected is not None and edges != expected and name not in exempt:
+            problems.append((f"$.patterns.{name}.edges", f"{edges} != closed form {expected} for the recorded shape"))
+        if doc["edges"]["per_pattern"].get(name) != edges:
+            problems.append((f"$.edges.per_pattern.{name}", "differs from the pattern's own edge count"))
+    if expected is not None and doc["edges"]["closed_form"] != expected:
+        problems.append(("$.edges.closed_form", f"{doc['edges']['closed_form']} != {expected}"))
+    return problems
+
+
+def _compare(name: str, rec: dict[str, Any], pattern: dict[str, Any] | None, got: dict[str, Any],
+             path: str) -> list[tuple[str, str]]:
+    problems = [(f"$.routing_files.{name}.{k}", f"recorded {rec.get(k)!r}, the file {path} gives {got[k]!r}")
+                for k in COMPARED if rec.get(k) != got[k]]
+    for section in ("fanin", "query_span", "adjacent_gap"):
+        for key, value in got[section].items():
+            for where, holder in ((f"$.routing_files.{name}", rec), (f"$.patterns.{name}", pattern or {})):
+                if section in holder and not same(holder[section].get(key), value):
+                    problems.append((f"{where}.{section}.{key}", f"recorded {holder[section].get(key)}, the file "
+                                     f"{path} gives {value}"))
+    if pattern is not None and pattern.get("edges") != got["edges"]:
+        problems.append((f"$.patterns.{name}.edges", f"recorded {pattern.get('edges')}, the file gives {got['edges']}"))
+    return problems
+
+
+def routing_file_recompute(doc: dict[str, Any], paths: Sequence[str], add: Add) -> list[dict[str, str]]:
+    """Re-check every recorded routing file that ``paths`` supplies (matched by pattern name ``file:<stem>``);
+    returns the unverified entries of those not supplied. Adds the check ``routing_file_recompute`` only when
+    files were supplied."""
+    recorded = doc.get("routing_files") or {}
+    supplied = {file_pattern_name(p): p for p in paths}
+    if not recorded and not supplied:
+        return []
+    problems = [("$.routing_files", f"--routing-file {p}: the result records no pattern {n!r} "
+                 f"(it has {sorted(recorded) or 'none'})") for n, p in supplied.items() if n not in recorded]
+    unverified = []
+    for name, rec in recorded.items():
+        if name not in supplied:
+            unverified.append({"path": f"$.routing_files.{name} (sha256, edges, fanin, query_span, adjacent_gap)",
+                               "why": NOT_SUPPLIED})
+            continue
+        try:
+            got = routing_file_report(supplied[name], Shape(**doc["shape"]))
+        except UserError as exc:
+            problems.append((f"$.routing_files.{name}", str(exc)))
+            continue
+        problems += _compare(name, rec, doc["patterns"].get(name), got, supplied[name])
+    if supplied:  # nothing supplied: nothing re-checked, so no check may pass
+        add("routing_file_recompute", problems)
+    return unverified

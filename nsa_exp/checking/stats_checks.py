@@ -1,0 +1,136 @@
+"""Checks of a run's statistics and timing: every summary from its raw observations, the stage sum
+against the wrapper, the ratios, and the timing record against the config and the code.
+
+- ``stats_recompute`` (every median/percentile/min/mean/n from its raw observations), ``min_observations``
+  (each stage has at least the run's recorded repetitions), ``latencies_positive_finite``: over every
+  recorded stage (a bench result's, or the stages a sweep point timed).
+- ``stage_sum_plausible``: stage-sum over full_bwd recomputes and lies in [0.75, 1.25].
+- ``ratio_recompute``: each ``stage_sum_vs_full_bwd.ratio`` = stage sum / full_bwd (and the itemised ratio
+  with ``wrapper_extra``).
+- ``timing_recompute``: repetitions == every stage's observations; warm-up counts; round orders
+  regenerated from order mode + seed; flush bytes, flush policy (absent = "write"), order, stage list
+  as the config says.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, round_orders
+from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
+from ..core.stages import STAGE_NAMES as STAGES
+from .checks import Add, Problems, close, first_difference
+
+STAGE_SUM_BOUNDS = (0.75, 1.25)
+
+
+def stats_checks(doc: dict[str, Any], add: Add) -> None:
+    """``stats_recompute``, ``min_observations``, ``latencies_positive_finite`` over every recorded stage
+    (a bench result's six, or the stages a sweep point timed)."""
+    stats_p, obs_p, lat_p = [], [], []
+    # The run's own rounds (``bench --repetitions`` may shorten a run; timing_recompute pins that every
+    # stage has exactly these, and the report names a run shorter than its config's as such).
+    want_n = doc["timing"]["repetitions"]
+    for name, p in doc["patterns"].items():
+        for stage, s in p["stages"].items():
+            path = f"$.patterns.{name}.stages.{stage}"
+            raw = np.asarray(s["raw_ms"], dtype=np.float64)
+            if not np.all(np.isfinite(raw)) or np.any(raw <= 0):
+                lat_p.append((f"{path}.raw_ms", "non-positive or non-finite latency"))
+                continue
+            recomputed = {"median_ms": float(np.median(raw)), "min_ms": float(raw.min()), "mean_ms": float(raw.mean())}
+            recomputed |= {k: float(np.percentile(raw, q, method="linear")) for k, q in PERCENTILES.items()}
+            for key, value in recomputed.items():
+                if not close(s[key], value):
+                    stats_p.append((f"{path}.{key}", f"recorded {s[key]} but the raw observations give {value}"))
+            if s["n_obs"] != raw.size:
+                stats_p.append((f"{path}.n_obs", f"recorded {s['n_obs']} but raw_ms has {raw.size}"))
+            if raw.size < want_n:
+                obs_p.append((f"{path}.raw_ms", f"{raw.size} observations < the run's {want_n} repetitions"))
+    add("stats_recompute", stats_p)
+    add("min_observations", obs_p)
+    add("latencies_positive_finite", lat_p)
+
+
+def stage_sum_problems(doc: dict[str, Any]) -> Problems:
+    """``stage_sum_plausible``: each recorded stage sum and full_bwd median recompute from the stages, and
+    stage sum / full_bwd lies in :data:`STAGE_SUM_BOUNDS`."""
+    sum_p = []
+    lo, hi = STAGE_SUM_BOUNDS
+    for name, p in doc["patterns"].items():
+        st = p["stages"]
+        stage_sum = sum(st[k]["median_ms"] for k in BACKWARD_STAGES)
+        rec = p["stage_sum_vs_full_bwd"]
+        path = f"$.patterns.{name}.stage_sum_vs_full_bwd"
+        if not close(rec["stage_sum_median_ms"], stage_sum) or not close(rec["full_bwd_median_ms"],
+                                                                            st["full_bwd"]["median_ms"]):
+            sum_p.append((path, "does not recompute from the stage medians"))
+        ratio = stage_sum / st["full_bwd"]["median_ms"]
+        if not lo <= ratio <= hi:
+            sum_p.append((f"{path}.ratio", f"stage-sum / full_bwd = {ratio:.3f} outside [{lo}, {hi}]"))
+    return sum_p
+
+
+def ratio_recompute(doc: dict[str, Any], add: Add) -> None:
+    problems: Problems = []
+    for name, p in doc["patterns"].items():
+        rec, st = p["stage_sum_vs_full_bwd"], p["stages"]
+        stage_sum = sum(st[k]["median_ms"] for k in BACKWARD_STAGES if k in st)
+        full = st["full_bwd"]["median_ms"] if "full_bwd" in st else float("nan")
+        ratio = stage_sum / full if full else float("nan")
+        if not (math.isfinite(ratio) and close(rec["ratio"], ratio)):
+            problems.append((f"$.patterns.{name}.stage_sum_vs_full_bwd.ratio",
+                             f"recorded {rec['ratio']}, stage sum / full_bwd median = {ratio}"))
+        if ("itemised_ratio" in rec) != ("wrapper_extra" in st):
+            problems.append((f"$.patterns.{name}.stage_sum_vs_full_bwd", "itemised_ratio and the wrapper_extra "
+                             "stage must be recorded together"))
+        elif "itemised_ratio" in rec:
+            extra = st["wrapper_extra"]["median_ms"]
+            itemised = (stage_sum + extra) / full if full else float("nan")
+            if not (close(rec["wrapper_extra_median_ms"], extra) and math.isfinite(itemised)
+                    and close(rec["itemised_ratio"], itemised)):
+                problems.append((f"$.patterns.{name}.stage_sum_vs_full_bwd.itemised_ratio",
+                                 f"recorded {rec['itemised_ratio']}, (stage sum + wrapper_extra) / full_bwd "
+                                 f"median = {itemised}"))
+    add("ratio_recompute", problems)
+
+
+def timing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
+    t, ct = doc["timing"], config.timing
+    problems: Problems = []
+    reps, warm = t["repetitions"], t["warmup_rounds"]
+    # the table's stages, an optional one only when recorded (results from before it existed lack it)
+    stages = [s for s in STAGES if s not in OPTIONAL_STAGES or s in t["stages"]]
+    for key, want in (("warmup_rounds", ct.warmup_rounds), ("order_mode", ct.order), ("order_seed", config.seeds.order),
+                      ("l2_flush_bytes", ct.l2_flush_bytes), ("stages", stages),
+                      ("launch_guard_cycles", LAUNCH_GUARD_CYCLES), ("flush_policy", ct.flush)):
+        got = t.get(key, "write") if key == "flush_policy" else t[key]  # absent = recorded before the field
+        if got != want:
+            problems.append((f"$.timing.{key}", f"recorded {got!r}, the config/code says {want!r}"))
+    names = list(doc["patterns"])
+    orders = t["round_orders"]
+    if len(orders) != warm + reps:
+        problems.append(("$.timing.round_orders", f"{len(orders)} rounds != warmup_rounds {warm} + repetitions {reps}"))
+    for r, order in enumerate(orders):
+        if sorted(order) != sorted(names):
+            problems.append((f"$.timing.round_orders[{r}]", f"{order} is not one of each pattern {names}"))
+            break
+    if t["order_mode"] in ("fixed-rounds", "shuffled-rounds"):
+        want_orders = round_orders(names, warm + reps, t["order_mode"], t["order_seed"])
+        if orders != want_orders:
+            first = first_difference(orders, want_orders)
+            problems.append((f"$.timing.round_orders[{first}]", f"differs from the {t['order_mode']} order of seed "
+                             f"{t['order_seed']} ({want_orders[first] if first < len(want_orders) else 'none'})"))
+    for name, p in doc["patterns"].items():
+        if list(p["stages"]) != [s for s in STAGES if s in p["stages"]]:
+            problems.append((f"$.patterns.{name}.stages", "stages are not in the recorded stage order"))
+        for stage, s in p["stages"].items():
+            path = f"$.patterns.{name}.stages.{stage}"
+            if len(s["raw_ms"]) != reps:
+                problems.append((f"{path}.raw_ms", f"{len(s['raw_ms'])} observations != timing.repetitions {reps}"))
+            if len(s["warmup_ms"]) != warm:
+                problems.append((f"{path}.warmup_ms", f"{len(s['warmup_ms'])} warm-up values != warmup_rounds {warm}"))
+    add("timing_recompute", problems)

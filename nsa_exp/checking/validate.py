@@ -1,0 +1,161 @@
+"""``validate``: check a file, ours or a third party's, beyond what a schema can say.
+
+Each check has a name and, when it fails, a message with the JSON path it concerns. Order:
+
+1. ``file_size`` (<= 64 MiB, before parsing) and ``json_syntax`` (strict: no duplicate keys, no
+   NaN/Infinity tokens, no non-finite or over-long numbers, nesting <= 64).
+2. ``kind`` (a known document kind, :data:`nsa_exp.core.kinds.KINDS`), ``schema_version`` (one we can
+   read) and ``schema``.
+3. Then the row of the kind's checks (:data:`.kinds.KIND_CHECKS`: a bench result's, a sweep point's, an
+   autotune matrix's): every derived number recomputed from its source, or listed under ``unverified``.
+
+A CSV summary is validated row by row against ``summary_row``, then as a table and, given with its
+JSON, cell by cell (:mod:`.csv_checks`).
+
+>>> report = validate_bytes(b'{"a": 1, "a": 2}', "x.json")
+>>> [(c["name"], c["passed"]) for c in report["checks"]]
+[('file_size', True), ('json_syntax', False)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..core.kinds import KINDS, schema_version
+from ..errors import UserError
+from ..io.schemas import schema_errors
+from ..io.store import read_document
+from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
+from .checks import Checks
+from .csv_checks import summary_csv_checks
+from .kinds import KIND_CHECKS
+from .routing_checks import NOT_SUPPLIED
+
+SUPPORTED_VERSIONS = {"1.0"}
+SCHEMA_VERSION = schema_version("validation_report")
+
+
+def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None,
+                   routing_files: Sequence[str] = ()) -> dict[str, Any]:
+    """Validate one file's bytes; returns the validation report (schema ``validation_report``).
+
+    ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON;
+    ``routing_files``: the files a bench result / sweep point timed, re-checked (:mod:`.file_checks`).
+    """
+    checks = Checks()
+    report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
+    if not checks.add("file_size", [] if len(data) <= MAX_BYTES else
+                      [("$", f"{len(data)} bytes > {MAX_BYTES} (refused before parsing)")]):
+        return {**report, "passed": False, "checks": checks.items}
+    if name.endswith(".csv"):
+        warnings = summary_csv_checks(data, checks.add, name, companion)
+        unverified = [] if companion else [{"path": "$", "why": "no JSON result given with the CSV (validate "
+                                            "X.json X.csv, or --also X.json): values not cross-checked"}]
+        return {**report, "passed": all(c["passed"] for c in checks.items), "checks": checks.items,
+                "unverified": unverified, "warnings": warnings}
+    try:
+        doc = parse_strict(data)
+    except _Rejected as exc:
+        checks.add("json_syntax", [("$", str(exc))])
+        return {**report, "passed": False, "checks": checks.items}
+    checks.add("json_syntax")
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if not checks.add("kind", [] if kind in KINDS else [("$.kind", f"unknown document kind {kind!r}; expected one "
+                                                                    f"of {', '.join(KINDS)}")]):
+        return {**report, "passed": False, "checks": checks.items}
+    version = doc.get("schema_version")
+    if not checks.add("schema_version", [] if version in SUPPORTED_VERSIONS else
+                      [("$.schema_version", f"{version!r} is not a supported schema version "
+                                            f"({', '.join(sorted(SUPPORTED_VERSIONS))})")]):
+        return {**report, "passed": False, "checks": checks.items}
+    errors = schema_errors(doc, KINDS[kind], "$")
+    extra: dict[str, Any] = {}
+    if checks.add("schema", [tuple(e.split(": ", 1)) for e in errors]) and kind in KIND_CHECKS:
+        extra = KIND_CHECKS[kind](doc, checks.add, routing_files)
+    return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
+            "checks": checks.items, **extra}
+
+
+def load_validated(path: str | Path, kinds: tuple[str, ...], label: str | None = None, hint: str = "",
+                   missing_hint: str = "") -> dict[str, Any]:
+    """:func:`nsa_exp.io.store.load_document`, and every check of :func:`validate_bytes` must pass (one
+    :class:`UserError` line naming the failed checks, then ``hint``)."""
+    label = str(path) if label is None else label
+    data, doc = read_document(path, kinds, label, missing_hint)
+    report = validate_bytes(data, str(path))
+    if not report["passed"]:
+        bad = [c["name"] for c in report["checks"] if not c["passed"]]
+        raise UserError(f"{label} does not validate ({', '.join(bad)})" + (f"; {hint}" if hint else ""))
+    return doc
+
+
+def bench_document(path: str | Path) -> dict[str, Any] | None:
+    """The parsed bench result at ``path`` when it is one that passes its schema (for CSV cross-checks)."""
+    try:
+        data = Path(path).read_bytes()
+        doc = parse_strict(data) if len(data) <= MAX_BYTES else None
+    except (OSError, _Rejected):
+        return None
+    if isinstance(doc, dict) and doc.get("kind") == "bench_result" and not schema_errors(doc, "result", "$"):
+        return doc
+    return None
+
+
+def validate_paths(paths: list[str], also: list[str] | None = None,
+                   routing_files: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Validate every path; a summary CSV is cross-checked against its JSON result: the bench result
+    (among ``paths`` + ``also``) with the same file stem, else the only one given. ``routing_files``
+    (``--routing-file``) re-check the routing files the results timed."""
+    for p in also or []:  # a companion named on purpose must be usable, or the CSV would go unchecked silently
+        if bench_document(p) is None:
+            raise UserError(f"--also {p}: not a readable, schema-valid bench result; the CSV cannot be "
+                            "cross-checked against it")
+    results = {p: doc for p in [*paths, *(also or [])] if not p.endswith(".csv")
+               for doc in [bench_document(p)] if doc is not None}
+    reports = []
+    for path in paths:
+        companion = None
+        if path.endswith(".csv"):
+            same = [p for p in results if Path(p).stem == Path(path).stem]
+            pick = same[0] if same else next(iter(results)) if len(results) == 1 else None
+            companion = (pick, results[pick]) if pick else None
+        reports.append(validate_path(path, companion, routing_files))
+    return reports
+
+
+def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None,
+                  routing_files: Sequence[str] = ()) -> dict[str, Any]:
+    """Validate a file on disk (size checked with stat before reading)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    if size > MAX_BYTES:
+        (checks := Checks()).add("file_size", [("$", f"{size} bytes > {MAX_BYTES} (refused before parsing)")])
+        return {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": str(path), "passed": False,
+                "checks": checks.items}
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
+    return validate_bytes(data, str(path), companion, routing_files)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [f"{report['path']}: {'PASS' if report['passed'] else 'FAIL'}"]
+    for c in report["checks"]:
+        if c["passed"]:
+            continue
+        for f in c["failures"]:
+            lines.append(f"  [{c['name']}] {f['path']}: {f['message']}")
+        if c["n_failures"] > len(c["failures"]):
+            lines.append(f"  [{c['name']}] ... {c['n_failures'] - len(c['failures'])} more")
+    for w in report.get("warnings", []):
+        lines.append(f"  warning [{w['check']}] {w['path']}: {w['message']}")
+    lines += [f"  {u['path']}: {u['why']}" for u in report.get("unverified", []) if u["why"] == NOT_SUPPLIED]
+    if report.get("unverified"):
+        lines.append(f"  {len(report['unverified'])} value group(s) listed as unverifiable (--json shows them)")
+    return "\n".join(lines)

@@ -1,0 +1,311 @@
+"""The one command table: every ``python -m nsa_exp`` command, its handler and every option, declared once.
+
+:mod:`nsa_exp.cli` builds argparse from it and ``tasks.py`` builds one invoke task per command from it,
+so the two doors accept exactly the same options (a test holds them to it). Each :class:`Option` says
+its kind, which both doors read:
+
+- ``flag``: present or not (``store_true``);
+- ``value``: one value (``type`` int, float or str), ``choices`` when given;
+- ``list``: several values after one CLI flag (``nargs="+"``, or ``"*"`` with ``empty_ok``); invoke takes
+  the flag once per value;
+- ``pair``: exactly two values after one CLI flag (``--noise-from X Y``); invoke takes the flag twice;
+- ``append``: the CLI flag once per value; invoke likewise;
+- ``positional`` / ``positionals``: one value / one or more values, given without a flag.
+
+A handler is ``"module:function"``, imported only when its command runs (the GPU commands must not import
+torch before their environment gate, and a command pays only for its own imports).
+
+>>> [c.name for c in COMMANDS][:3]
+['routing', 'routing-time', 'check']
+>>> command("lock").option("--from").dest, invoke_name(command("lock").option("--from"))
+('source', 'from_')
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .core.protocol import DISPATCH_ORDERS, SWEEP_EXECUTORS, TUNE_CHOICES, WHATIF_LAYOUTS
+from .core.stages import STAGE_NAMES
+from .report import manifest
+from .routing.fanin import X_STATS
+
+DEFAULT_CONFIG = "configs/e1_h100.json"
+KINDS = ("flag", "value", "list", "pair", "append", "positional", "positionals")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a command (see the module docstring for the kinds)."""
+
+    flag: str                           # "--config", or a positional's name
+    help: str
+    kind: str = "value"
+    type: type = str
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | tuple[str, ...] | None = None
+    required: bool = False
+    dest: str | None = None
+    empty_ok: bool = False              # a list that may be given with no value (nargs="*")
+    hidden: bool = False                # kept for old scripts: accepted, not listed in the CLI's --help
+
+    @property
+    def positional(self) -> bool:
+        return self.kind in ("positional", "positionals")
+
+    @property
+    def name(self) -> str:
+        """The argparse ``dest``: ``dest``, else the flag without dashes, dashes as underscores."""
+        return self.dest or self.flag.lstrip("-").replace("-", "_")
+
+
+def invoke_flag(option: Option) -> str:
+    """The option's flag in invoke: ``--name``, or ``-x`` for a one-letter name (invoke spells those so only;
+    the CLI accepts ``-x`` beside ``--x`` for them, so one spelling works in both doors)."""
+    name = invoke_name(option).rstrip("_").replace("_", "-")
+    return f"-{name}" if len(name) == 1 else f"--{name}"
+
+
+def cli_flags(option: Option) -> tuple[str, ...]:
+    """The option's flags on the CLI: its flag, and the invoke spelling when that differs (``--T``, ``-T``)."""
+    return (option.flag,) if invoke_flag(option) == option.flag else (option.flag, invoke_flag(option))
+
+
+def invoke_name(option: Option) -> str:
+    """The invoke task's parameter for ``option``: the flag's name (``--from`` -> ``from_``: invoke strips the
+    trailing underscore of a Python keyword again, so the invoke flag is the CLI's ``--from``)."""
+    name = option.flag.lstrip("-").replace("-", "_") if not option.positional else option.name
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command: its name, handler (``"module:function"``), one-line help and options, parents' first."""
+
+    name: str
+    handler: str
+    help: str
+    options: tuple[Option, ...]
+
+    def option(self, flag: str) -> Option:
+        return next(o for o in self.options if o.flag == flag)
+
+
+COMMON = (Option("--debug", "show tracebacks", "flag"),)
+CONFIGURED = (*COMMON, Option("--config", f"experiment config (default {DEFAULT_CONFIG})", default=DEFAULT_CONFIG),)
+GPU = (*CONFIGURED, Option("--allow-gpu", "run on a GPU other than the config's (recorded in the report)", "flag"),)
+CPU, GPU_COMMANDS, MODEL = "nsa_exp.handlers", "nsa_exp.gpu.commands", "nsa_exp.model.commands"
+ROUTING_FILE_HELP = ("also validate and summarise your own block_indices (.npy/.npz/.pt, int32/int64 [B,T,H,S], -1 "
+                     "padding); repeatable")
+
+
+def _cmd(name: str, handler: str, help: str, parent: tuple[Option, ...], *options: Option) -> Command:
+    return Command(name, handler, help, (*parent, *options))
+
+
+COMMANDS: tuple[Command, ...] = (
+    _cmd("routing", f"{CPU}:cmd_routing", "CPU only: edges and fan-in statistics of every pattern", CONFIGURED,
+         Option("--json", "print the report as JSON (schema routing_report)", "flag"),
+         Option("--save", "write each pattern's block_indices as DIR/<pattern>.npy", metavar="DIR"),
+         Option("--output", "also write the JSON report to PATH", metavar="PATH"),
+         Option("--routing-file", ROUTING_FILE_HELP, "append", default=[], metavar="PATH"),
+         Option("--require-equal-edges", "fail unless every --routing-file has the same edge count", "flag")),
+    _cmd("routing-time", f"{CPU}:cmd_routing_time", "CPU only: routing generation time per pattern and T", CONFIGURED,
+         Option("--lengths", "sequence lengths T", "list", int, default=[32768, 131072]),
+         Option("--repeats", "timed repeats (the median is printed)", type=int, default=3)),
+    _cmd("check", f"{GPU_COMMANDS}:check",
+         "gates: the config's GPU (H100 / H200), versions, FLA sources, env vars, equal edges", GPU,
+         Option("--output", "report path (default results/reports/<config>_check.json)", metavar="PATH")),
+    _cmd("smoke", f"{GPU_COMMANDS}:smoke", "correctness: FLA vs naive (T=256 local; T=1024 S=8 every routing); "
+         "staged vs official (T=2048)", GPU,
+         Option("--output", "report path (default results/reports/<config>_smoke.json)", metavar="PATH")),
+    _cmd("bench", f"{GPU_COMMANDS}:bench", "time every stage x pattern at the primary shape", GPU,
+         Option("--name", "result name (default: the config's name)"),
+         Option("--output", "raw JSON path (default results/raw/<name>.json)", metavar="PATH"),
+         Option("--summary", "CSV path (default results/summaries/<name>.csv)", metavar="PATH"),
+         Option("--repetitions", "override the config's timed rounds", type=int),
+         Option("--resume", "continue an interrupted bench from its journal", "flag"),
+         Option("--discard-journal", "delete an interrupted bench's journal first", "flag"),
+         Option("--tune-on", "tune FLA's autotuners on this routing first and reuse its configs for all (default "
+                "local: the seed's protocol)", default="local", metavar="PATTERN"),
+         Option("--tune", "per-pattern: tune each routing on itself (caches cleared between patterns) and time each "
+                "under its own configs", default="once", choices=TUNE_CHOICES),
+         Option("--autotune-from", "replay this bench result's autotune configs (tune nothing); recorded as "
+                "autotune.replayed_from", metavar="RESULT"),
+         Option("--cupti-rounds", "rounds of the torch.profiler (CUPTI) cross-check after the timed rounds (default "
+                "5; 0 skips it)", type=int, default=5),
+         Option("--routing-file", "also time your own block_indices (.npy/.npz/.pt, [B,T,H,S] of the config) as "
+                "pattern file:<stem>; repeatable", "append", default=[], metavar="PATH"),
+         Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag")),
+    _cmd("autotune-matrix", "nsa_exp.gpu.autotune_matrix:command",
+         "time every autotune config x routing of dq_core/dkv_core (issue 11)", GPU,
+         Option("--stages", "comma-separated autotuned stages", default="dq_core,dkv_core"),
+         Option("--rounds", "timed rounds (every config x routing once per round)", type=int, default=15),
+         Option("--warmup-rounds", "warm-up rounds (kept, flagged)", type=int, default=2),
+         Option("--output", "results/autotune/<name>.json", required=True, metavar="PATH")),
+    _cmd("autotune-heatmap", f"{CPU}:cmd_autotune_heatmap", "CPU only: heatmap of an autotune-matrix result", COMMON,
+         Option("--input", "results/autotune/<name>.json", required=True),
+         Option("--out-dir", "where the PNG and SVG go", default="docs/figures")),
+    _cmd("profile-stage", f"{GPU_COMMANDS}:profile",
+         "launch one stage inside NVTX range nsa_<pattern>_<stage> (for ncu)", GPU,
+         Option("--pattern", "a pattern, or A-vs-B (e.g. local-vs-sink-heavy)", required=True),
+         Option("--stage", "the stage to launch", required=True, choices=STAGE_NAMES),
+         Option("--benchmark-result", "replay the autotune configs this bench result recorded")),
+    _cmd("ncu", f"{GPU_COMMANDS}:ncu", "run Nsight Compute on one stage and export its metrics to JSON", GPU,
+         Option("--pattern", "a pattern or A-vs-B", default="local-vs-sink-heavy"),
+         Option("--stage", "the stage to profile", required=True, choices=STAGE_NAMES),
+         Option("--benchmark-result", "bench result whose autotune configs to replay (default "
+                "results/raw/<config>.json when it exists)"),
+         Option("--name", "report name (default <config>_<pattern>_<stage>)")),
+    _cmd("ncu-export", "nsa_exp.gpu.ncu:export_command", "export an existing .ncu-rep (or its raw CSV) to summary JSON",
+         COMMON,
+         Option("report", "a .ncu-rep file, or a CSV from `ncu --import R --csv --page raw`", "positional"),
+         Option("--output", "summary JSON path", required=True),
+         Option("--reuse-context", "re-parse a raw CSV, keeping this earlier summary's profile context and GPU-host "
+                "metadata (recorded as reexported_from)", metavar="SUMMARY"),
+         Option("--pattern", "the profiled pattern spec (e.g. local-vs-sink-heavy), recorded"),
+         Option("--stage", "the profiled stage, recorded", choices=STAGE_NAMES)),
+    _cmd("whatif", f"{GPU_COMMANDS}:whatif",
+         "WHAT-IF ARMS: split / heaviest-first dK/dV schedules on FLA's unmodified kernels, timed", GPU,
+         Option("--patterns", "config patterns, comma-separated", default="sink-heavy,zipf"),
+         Option("--max-fanin", "F values: rows longer than F are split", default="4096,8192"),
+         Option("--layouts", ", ".join(WHATIF_LAYOUTS), default=",".join(WHATIF_LAYOUTS)),
+         Option("--rounds", "timed rounds (after the config's warm-up)", type=int, default=20),
+         Option("--benchmark-result", "bench result whose autotune configs are pinned",
+                default="results/raw/e1_h200_pre.json"),
+         Option("--output", "default results/whatif/<config>_whatif.json")),
+    _cmd("report", f"{CPU}:cmd_report", "docs/RESULTS.md + results/analysis/<name>.json from committed results", COMMON,
+         Option("--result", "the formal raw result", default=manifest.RESULT),
+         Option("--repeat", "an independent repeat ('' for none)", default=manifest.REPEAT),
+         Option("--ncu", "ncu summaries to cite (default results/ncu/e1_h100_*.json)", "list", empty_ok=True),
+         Option("--output", "RESULTS.md path (default docs/RESULTS.md)", default=manifest.OUTPUT),
+         Option("--analysis", "analysis JSON path (default results/analysis/<result stem>.json)"),
+         Option("--update-readme", "also rewrite README's results block", "flag"),
+         Option("--no-readme", "accepted and ignored: README is rewritten only with --update-readme (kept for old "
+                "scripts)", "flag", hidden=True),
+         Option("--autotune-matrix", "autotune-matrix result for the autotune-config section (skipped when the file "
+                "does not exist; '' for none)", default=manifest.AUTOTUNE_MATRIX),
+         Option("--tune-arms", "bench results of extra tuning arms to cite (default results/raw/*_tune_*.json)",
+                "list", empty_ok=True),
+         Option("--formal", "label the run formal although its embedded config has no 'formal' field (results "
+                "recorded before the field existed, e.g. e1_h100)", "flag"),
+         Option("--h200", "the H200 formal result for the H100-vs-H200 section (a note when the file does not "
+                "exist; '' for none)", default=manifest.H200)),
+    _cmd("compare", f"{CPU}:cmd_compare", "CPU only: bench result B vs A per pattern x stage: ratio of medians, "
+         "bootstrap CI, verdict same/faster/slower/unclear; exit 0 ok, 1 --fail-on hit, 2 bad input", COMMON,
+         Option("a", "reference bench result (results/raw/<name>.json)", "positional", metavar="A"),
+         Option("b", "bench result compared against A", "positional", metavar="B"),
+         Option("--noise-from", "a result and its independent repeat: the per-stage noise floor is their largest "
+                "|median ratio - 1| (at least 0.5%%)", "pair", metavar=("X", "Y")),
+         Option("--floor", "noise floor (fraction) without --noise-from (default 0.02)", type=float, default=0.02),
+         Option("--cycles", "compare in SM-cycle space (ms x the SM clock NVML sampled after each round)", "flag"),
+         Option("--fail-on", "exit 1 when any verdict is this (any-change: anything but same)",
+                choices=("slower", "faster", "unclear", "any-change")),
+         Option("--resamples", "bootstrap resamples (default 10000)", type=int, default=10_000),
+         Option("--output", "compare JSON path (default results/compare/<A>_vs_<B>.json; '' for none)",
+                metavar="PATH")),
+    _cmd("plot", f"{CPU}:cmd_plot", "figure: latency vs a fan-in statistic, one panel per backward stage", COMMON,
+         Option("--input", "summary CSV (results/summaries/<name>.csv)", required=True),
+         Option("--x", "fan-in statistic on the x axis", default="fanin_cv", choices=tuple(sorted(X_STATS))),
+         Option("--result", "bench result naming the GPU (default results/raw/<summary stem>.json)"),
+         Option("--out-dir", "where the PNG and SVG go", default="docs/figures")),
+    _cmd("flush-study", f"{CPU}:cmd_flush_study", "CPU only: choose the L2 flush policy from a GPU method study's "
+         "flush records (paired bootstrap of median ratios vs no flush)", COMMON,
+         Option("raw", "method-study raw JSON (results/studies/h200_method_study_flush.raw.json)", "positional",
+                metavar="RAW"),
+         Option("--output", "write the flush_study JSON (e.g. results/studies/h200_flush_policy.json)",
+                metavar="PATH")),
+    _cmd("sweep", f"{CPU}:cmd_sweep", "a grid of routings x T, one result per point under results/sweeps/<name>/, "
+         "plus the tidy table results/sweeps/<name>.csv", GPU,
+         Option("--executor", "inline (this process, default), or submitit's debug, local (one job per GPU of this "
+                "host) or slurm (a job array)", default="inline", choices=SWEEP_EXECUTORS),
+         Option("--points-per-job", "points per submitit job (default 1)", type=int, default=1),
+         Option("--slurm", "submitit Slurm parameters, e.g. '{\"slurm_partition\": \"gpu\"}'", metavar="JSON"),
+         Option("--table-only", "CPU only: rebuild the CSV from the point files", "flag"),
+         Option("--routing-file", "one more point per file (added to the config's routing_files; T from the file), "
+                "timed against local; repeatable", "append", default=[], metavar="PATH")),
+    _cmd("sweep-plot", f"{CPU}:cmd_sweep_plot",
+         "CPU only: dK/dV median vs each fan-in statistic and vs T, from a sweep table", COMMON,
+         Option("--table", "results/sweeps/<name>.csv", required=True),
+         Option("--out-dir", "where the PNG and SVG go", default="docs/figures")),
+    _cmd("lock", f"{CPU}:cmd_lock", "requirements-lock.txt from the versions a real bench run recorded", COMMON,
+         Option("--from", "results/raw/<name>.json", required=True, metavar="RESULT", dest="source"),
+         Option("--output", "the lock file (default requirements-lock.txt)", default="requirements-lock.txt")),
+    _cmd("validate", f"{CPU}:cmd_validate", "validate result files (ours or a third party's): schema + invariants",
+         COMMON,
+         Option("paths", "JSON results/reports or summary CSVs", "positionals", metavar="PATH"),
+         Option("--json", "print one validation report per file as a JSON list", "flag"),
+         Option("--also", "a bench result JSON to cross-check the summary CSVs against (not itself reported; "
+                "repeatable)", "append", metavar="RESULT"),
+         Option("--routing-file", "a routing file the result timed (file:<stem>): its sha256, edges and fan-in "
+                "re-checked; repeatable", "append", default=[], metavar="PATH")),
+    _cmd("schemas", f"{CPU}:cmd_schemas", "CPU only: check schemas/ against the vocabulary (stages, families, "
+         "orders, kinds); exit 1 when a file drifts", COMMON,
+         Option("--write", "rewrite the schema files that drift", "flag")),
+    _cmd("calibrate", f"{MODEL}:calibrate", "CPU only: fit the dK/dV makespan model to designed calibration routings",
+         COMMON,
+         Option("--points", "result files or sweep folders (*.json)", "list", required=True),
+         Option("--set", "calibration-set config naming the designed routings", required=True),
+         Option("--output", "calibration path (default results/model/<gpu>_<config>.json)"),
+         Option("--kernels", "study JSON with kernels.dkv_core compiled metadata",
+                default="results/studies/h200_method_study_flush.raw.json"),
+         Option("--ncu", "ncu summary to cross-check occupancy ('' for none)",
+                default="results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json")),
+    _cmd("predict", f"{MODEL}:predict_command", "CPU only: predicted dK/dV ms of a routing from a calibration", COMMON,
+         Option("--calibration", "a calibration (results/model/<gpu>_<config>.json)", required=True),
+         Option("--pattern", "a registered pattern name"),
+         Option("--param", "pattern parameter (repeatable)", "append", default=[], metavar="K=V"),
+         Option("--T", "sequence length (default the calibration's)", type=int),
+         Option("--routing-file", "block_indices .npy/.npz/.pt [B,T,H,S]"),
+         Option("--packing", "packed documents, a config packing section as JSON (e.g. '{\"documents\": 8192}'): "
+                "varlen program order; a .npz routing may carry cu_seqlens instead"),
+         Option("--order", "the dK/dV programs' dispatch order (default program-id)", default="program-id",
+                choices=DISPATCH_ORDERS),
+         Option("--json", "print the prediction as JSON", "flag")),
+    _cmd("model-validate", f"{MODEL}:model_validate",
+         "CPU only: predicted vs measured dK/dV for non-calibration points", COMMON,
+         Option("--calibration", "a calibration (results/model/<gpu>_<config>.json)", required=True),
+         Option("--points", "result files or sweep folders (*.json)", "list", required=True),
+         Option("--output", "validation path (default results/model/<calibration>_validation.json)"),
+         Option("--max-fanin", "F of the modelled split what-if (0: none)", type=int, default=4096),
+         Option("--figures", "folder of the predicted-vs-measured figure ('' for none)", default="docs/figures")),
+)
+
+
+def command(name: str) -> Command:
+    return next(c for c in COMMANDS if c.name == name)
+
+
+def cli_argv(cmd: Command, values: Mapping[str, Any]) -> list[str]:
+    """The CLI arguments for an invoke task's values (keyed by :func:`invoke_name`; an unset option — None,
+    False or [] — is left to the CLI's default; an empty string given is passed on, e.g. ``--output ''``).
+
+    >>> cli_argv(command("compare"), {"a": "A.json", "b": "B.json", "noise_from": ["X", "Y"], "cycles": True})
+    ['A.json', 'B.json', '--noise-from', 'X', 'Y', '--cycles']
+    """
+    argv: list[str] = []
+    for o in cmd.options:
+        value = values.get(invoke_name(o))
+        if value is None or value is False or (isinstance(value, (list, tuple)) and not value):
+            continue
+        if o.kind == "positional":
+            argv.append(str(value))
+        elif o.kind == "positionals":
+            argv += [str(v) for v in _as_list(value)]
+        elif o.kind == "flag":
+            argv.append(o.flag)
+        elif o.kind == "append":
+            argv += [x for v in _as_list(value) for x in (o.flag, str(v))]
+        elif o.kind in ("list", "pair"):
+            argv += [o.flag, *map(str, _as_list(value))]
+        else:
+            argv += [o.flag, str(value)]
+    return argv
+
+
+def _as_list(value: Any) -> Sequence[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]

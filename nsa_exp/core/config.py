@@ -1,0 +1,131 @@
+"""The experiment config as typed values: a shape, the routings, seeds, timing, tolerances.
+
+These are the records :func:`nsa_exp.routing.config.load_config` builds once every rule has passed
+(schema, then semantics); everything downstream reads them, never the raw JSON.
+
+>>> Shape(B=1, T=32768, HQ=64, H=4, K=192, V=128, S=16, block_size=64, dtype="bfloat16").num_blocks
+512
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Problem shape. q [B,T,HQ,K], k [B,T,H,K], v [B,T,H,V], block_indices [B,T,H,S]."""
+
+    B: int
+    T: int
+    HQ: int
+    H: int
+    K: int
+    V: int
+    S: int
+    block_size: int
+    dtype: str
+
+    @property
+    def num_blocks(self) -> int:
+        """M = T / block_size, the KV blocks per (batch, KV head)."""
+        return self.T // self.block_size
+
+    @property
+    def group_size(self) -> int:
+        """G = HQ / H, query heads per KV head."""
+        return self.HQ // self.H
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, init=False)
+class Pattern:
+    """One routing: ``name`` plus its parameters (e.g. ``sinks`` for sink-heavy, ``exponent`` for zipf).
+
+    Parameters are read as attributes; their schemas and defaults live in the family table
+    (:mod:`nsa_exp.core.families`), which also validates config entries.
+
+    >>> p = Pattern("sink-heavy", sinks=2)
+    >>> p.sinks, p.to_dict()
+    (2, {'name': 'sink-heavy', 'sinks': 2})
+    """
+
+    name: str
+    params: tuple[tuple[str, Any], ...]
+
+    def __init__(self, name: str, **params: Any) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "params", tuple(sorted(params.items())))
+
+    def __getattr__(self, key: str) -> Any:
+        for k, v in self.__dict__.get("params", ()):
+            if k == key:
+                return v
+        raise AttributeError(f"pattern {self.__dict__.get('name')!r} has no parameter {key!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, **dict(self.params)}
+
+
+@dataclass(frozen=True)
+class Seeds:
+    routing: int
+    inputs: int
+    order: int
+
+
+@dataclass(frozen=True)
+class Timing:
+    warmup_rounds: int
+    repetitions: int
+    l2_flush_bytes: int
+    order: str
+    #: L2 sweep before each timed stage (:data:`nsa_exp.core.protocol.FLUSH_POLICIES`); absent in a config = "write",
+    #: the method every result recorded before the field existed used.
+    flush: str = "write"
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    naive_rel_l2: float
+    naive_max_abs_rel: float
+    dkv_rel_l2: float
+    dkv_max_ulp: float
+    full_shape_dkv_rel_l2: float
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    shape: Shape
+    patterns: tuple[Pattern, ...]
+    seeds: Seeds
+    timing: Timing
+    tolerances: Tolerances
+    smoke_naive: Shape
+    smoke_staged: Shape
+    required_gpu: str
+    source: str
+    raw: dict[str, Any]
+    #: ``smoke.oracle``: every routing vs FLA's naive oracle at M > S (absent = :data:`DEFAULT_ORACLE`).
+    smoke_oracle: Shape | None = None
+    #: ``packing``: int32 ``cu_seqlens`` ``[N+1]`` of the packed documents (None = dense); see routing/packing.py.
+    cu_seqlens: Any = None
+
+    def pattern(self, name: str) -> Pattern:
+        for p in self.patterns:
+            if p.name == name:
+                return p
+        raise UserError(f"pattern {name!r} is not in config {self.name!r}; choose one of "
+                        f"{', '.join(p.name for p in self.patterns)}")
+
+
+#: smoke's all-routings oracle shape when a config names none (configs recorded before the field): M = 16 > S = 8,
+#: so the routings select different blocks (at smoke.naive's M = S = 4 all four are identical).
+DEFAULT_ORACLE = {"B": 1, "T": 1024, "HQ": 64, "H": 4, "K": 192, "V": 128, "S": 8, "block_size": 64,
+                  "dtype": "bfloat16"}

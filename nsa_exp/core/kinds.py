@@ -1,0 +1,61 @@
+"""The document kinds: every document this project writes or reads, with its schema and version.
+
+A JSON document names its kind in its ``kind`` field; a CSV table is known by its columns (the ``required``
+list of its row schema). ``schemas/<schema>.schema.json`` holds each kind's shape; its ``kind`` and
+``schema_version`` consts are generated from this table (``python -m nsa_exp schemas``). What each kind's
+checks recompute lives with the checks (:mod:`nsa_exp.checking.validate`).
+
+>>> KINDS["bench_result"], schema_version("bench_result")
+('result', '1.0')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DocumentKind:
+    """One kind: its name (the ``kind`` field of a JSON document), its schema's stem, its version."""
+
+    name: str
+    schema: str
+    what: str
+    version: str = "1.0"
+
+
+#: In the order of their schema files (the order the validator lists them in its messages).
+DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
+    DocumentKind("analysis", "analysis", "derived statistics of a bench result (results/analysis)"),
+    DocumentKind("autotune_matrix", "autotune_matrix", "autotune config x routing matrix (results/autotune)"),
+    DocumentKind("check_report", "check_report", "the gates' report (results/reports/<config>_check.json)"),
+    DocumentKind("compare", "compare", "bench result B against A per pattern x stage (results/compare)"),
+    DocumentKind("flush_study", "flush_study", "the L2 flush policy chosen from a method study (results/studies)"),
+    DocumentKind("model_calibration", "model_calibration", "the dK/dV makespan model's calibration (results/model)"),
+    DocumentKind("model_calibration_set", "model_calibration_set", "designed calibration routings (configs/)"),
+    DocumentKind("model_validation", "model_validation", "predicted vs measured dK/dV (results/model)"),
+    DocumentKind("ncu_summary", "ncu_summary", "Nsight Compute metrics of one profiled stage (results/ncu)"),
+    DocumentKind("bench_result", "result", "a bench run: every observation of every pattern x stage (results/raw)"),
+    DocumentKind("routing_report", "routing_report", "edges and fan-in of every routing (routing --json)"),
+    DocumentKind("smoke_report", "smoke_report", "correctness against FLA's naive oracle (results/reports)"),
+    DocumentKind("sweep_autotune", "sweep_autotune", "the configs a sweep's first point tuned (results/sweeps)"),
+    DocumentKind("sweep_point", "sweep_point", "one sweep point: a routing and local at one T (results/sweeps)"),
+    DocumentKind("validation_report", "validation_report", "what validate found (validate --json)"),
+    DocumentKind("whatif_result", "whatif_result", "the WHAT-IF ARMS, timed (results/whatif)"),
+)
+#: ``{document kind: schema file stem}``.
+KINDS: dict[str, str] = {k.name: k.schema for k in DOCUMENT_KINDS}
+#: The schemas of the inputs and tables that carry no ``kind`` field, with the version they are written at.
+UNKINDED_SCHEMAS: dict[str, str] = {"config": "1.0", "submission": "1.0", "summary_row": "1.0",
+                                    "sweep_config": "1.0", "sweep_row": "1.0"}
+_BY_NAME = {k.name: k for k in DOCUMENT_KINDS}
+
+
+def document_kind(name: str) -> DocumentKind:
+    """The row of the kind ``name`` (KeyError otherwise: the caller names the document)."""
+    return _BY_NAME[name]
+
+
+def schema_version(kind: str) -> str:
+    """The ``schema_version`` a document of ``kind`` is written with."""
+    return document_kind(kind).version

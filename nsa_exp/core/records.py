@@ -1,0 +1,331 @@
+"""Typed records: what a run measured, as frozen dataclasses whose JSON is the documents' own, key for key
+and in order (``to_json`` of ``from_json`` of a committed document dumps to the same bytes; a test holds
+every committed result and sweep point to that).
+
+A record's fields are its JSON keys, in document order; an optional field (default None) is left out of
+the JSON when None; a field typed as a record (or a ``dict`` of records) is converted both ways; tuples
+are JSON lists. Blocks no reader needs typed (config, gates, telemetry, metadata ...) stay JSON values.
+``from_json`` refuses a key the record does not know (nothing is dropped silently).
+
+The measurement engine fills these (:func:`build_result` is today's bench path through them):
+:meth:`StageStats.of` per pattern x stage from the timed and warm-up observations, :meth:`StageSum.of`
+from the stage medians, one :class:`PatternRun` per routing, one :class:`Timing`, then
+:class:`BenchResult` (or :class:`SweepPoint`), written with ``nsa_exp.io.store.write_record``.
+
+>>> s = StageStats.of([1.0, 2.0, 3.0, 4.0], [9.0])
+>>> s.median_ms, s.n_obs, StageStats.from_json(s.to_json()) == s
+(2.5, 4, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, ClassVar
+
+from .config import Config
+from .kinds import KINDS, schema_version
+from .protocol import PERCENTILE_METHOD, TIMING_METHOD, summarize
+from .stages import BACKWARD_STAGES, STAGE_NAMES
+
+JSON = Any
+
+
+class Record:
+    """The JSON side of a record dataclass (see the module docstring)."""
+
+    @classmethod
+    @cache
+    def _fields(cls) -> tuple[tuple[str, Any, bool], ...]:
+        """``(name, record type | ("dict", record type) | None, optional)`` per field, in order."""
+        hints = typing.get_type_hints(cls)
+        out = []
+        for f in dataclasses.fields(cls):
+            hint = hints[f.name]
+            kind = None
+            for arg in typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,):
+                value = typing.get_args(arg)[1] if typing.get_origin(arg) is dict else None
+                if isinstance(arg, type) and issubclass(arg, Record):
+                    kind = arg
+                elif isinstance(value, type) and issubclass(value, Record):
+                    kind = ("dict", value)
+            out.append((f.name, kind, f.default is None))
+        return tuple(out)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, JSON]) -> Any:
+        names = {name for name, _, _ in cls._fields()}
+        unknown = [k for k in doc if k not in names]
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown key(s) {unknown}")
+        values = {}
+        for name, kind, _ in cls._fields():
+            if name not in doc:
+                continue
+            value = doc[name]
+            if isinstance(kind, tuple):
+                value = {k: kind[1].from_json(v) for k, v in value.items()}
+            elif kind is not None and value is not None:
+                value = kind.from_json(value)
+            values[name] = value
+        return cls(**values)
+
+    @classmethod
+    def coerce(cls, value: Any) -> Any:
+        """``value`` itself when it is already this record, else :meth:`from_json` of it (a document)."""
+        return value if isinstance(value, cls) else cls.from_json(value)
+
+    #: The JSON key order when it is not the field order (optional keys sit among required ones).
+    ORDER: ClassVar[tuple[str, ...]] = ()
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {}
+        for name, _, optional in self._fields():
+            value = getattr(self, name)
+            if value is None and optional:
+                continue
+            out[name] = _json(value)
+        return {k: out[k] for k in self.ORDER if k in out} if self.ORDER else out
+
+
+def _json(value: Any) -> JSON:
+    if isinstance(value, Record):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class StageStats(Record):
+    """One pattern x stage: every timed observation (ms), the warm-up ones, and their summary."""
+
+    raw_ms: tuple[float, ...]
+    warmup_ms: tuple[float, ...]
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    p95_ms: float
+    min_ms: float
+    mean_ms: float
+    n_obs: int
+
+    @classmethod
+    def of(cls, raw_ms: Sequence[float], warmup_ms: Sequence[float] = ()) -> StageStats:
+        """The record of these observations (:func:`nsa_exp.core.protocol.summarize`)."""
+        return cls(tuple(raw_ms), tuple(warmup_ms), **summarize(raw_ms))
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, JSON]) -> StageStats:
+        out = super().from_json(doc)
+        return dataclasses.replace(out, raw_ms=tuple(out.raw_ms), warmup_ms=tuple(out.warmup_ms))
+
+
+#: The summary fields of a :class:`StageStats` (the summary table's statistics columns), in order.
+STAT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StageStats) if not f.name.endswith("raw_ms")
+                                     and f.name != "warmup_ms")
+
+
+@dataclass(frozen=True)
+class StageSum(Record):
+    """The backward stages' medians summed against the official wrapper's (``stage_sum_vs_full_bwd``)."""
+
+    stage_sum_median_ms: float
+    full_bwd_median_ms: float
+    ratio: float
+    wrapper_extra_median_ms: float | None = None
+    itemised_ratio: float | None = None
+
+    @classmethod
+    def of(cls, medians: Mapping[str, float]) -> StageSum:
+        """From each stage's median; itemised with ``wrapper_extra`` when it was timed."""
+        stage_sum, full = sum(medians[k] for k in BACKWARD_STAGES), medians["full_bwd"]
+        extra = medians.get("wrapper_extra")
+        return cls(stage_sum, full, stage_sum / full, extra, None if extra is None else (stage_sum + extra) / full)
+
+
+@dataclass(frozen=True)
+class PatternRun(Record):
+    """One routing of a run: its parameters, edges, CSR-row statistics, every stage, and (bench) the
+    stage sum, the reproduction of the official wrapper and the memory accounting."""
+
+    params: dict[str, JSON]
+    edges: int
+    fanin: dict[str, JSON]
+    stages: dict[str, StageStats]
+    query_span: dict[str, JSON] | None = None
+    adjacent_gap: dict[str, JSON] | None = None
+    stage_sum_vs_full_bwd: StageSum | None = None
+    reproduces_official: dict[str, JSON] | None = None
+    memory: dict[str, JSON] | None = None
+
+    ORDER = ("params", "edges", "fanin", "query_span", "adjacent_gap", "stages", "stage_sum_vs_full_bwd",
+             "reproduces_official", "memory")
+
+    def median(self, stage: str) -> float:
+        return self.stages[stage].median_ms
+
+
+@dataclass(frozen=True)
+class Timing(Record):
+    """How a run's rounds were timed: method, rounds, orders, flush, spin, stages."""
+
+    method: str
+    warmup_rounds: int
+    repetitions: int
+    round_orders: list[list[str]]
+    l2_flush_bytes: int
+    launch_guard_cycles: int
+    percentile_method: str
+    stages: list[str]
+    order_mode: str | None = None            # every bench result (a sweep point may omit it)
+    order_seed: int | None = None
+    flush_policy: str | None = None          # bench results after the field existed
+    resumed: bool | None = None              # bench results
+    untimed_prerequisites: list[str] | None = None  # sweep points
+
+    ORDER = ("method", "warmup_rounds", "repetitions", "order_mode", "order_seed", "round_orders", "l2_flush_bytes",
+             "flush_policy", "launch_guard_cycles", "percentile_method", "stages", "resumed", "untimed_prerequisites")
+
+
+@dataclass(frozen=True)
+class Run(Record):
+    """What every measured run records: its config and shape, gates, edges, autotune configs, timing,
+    every routing's stages, wall time and host metadata."""
+
+    KIND: ClassVar[str] = ""
+    schema_version: str
+    kind: str
+    name: str
+    config: dict[str, JSON]
+    shape: dict[str, int | str]
+    gates: list[dict[str, JSON]]
+    edges: dict[str, JSON]
+    autotune: dict[str, JSON]
+    timing: Timing
+    patterns: dict[str, PatternRun]
+    wall_seconds: float
+    metadata: dict[str, JSON]
+
+    @property
+    def gpu_name(self) -> str | None:
+        return (self.metadata.get("gpu") or {}).get("name")
+
+
+@dataclass(frozen=True)
+class BenchResult(Run):
+    """A bench run (kind ``bench_result``, schema ``result``): every observation of every pattern x stage."""
+
+    KIND: ClassVar[str] = "bench_result"
+    ORDER = ("schema_version", "kind", "name", "config", "config_path", "shape", "gates", "fla", "edges", "autotune",
+             "timing", "patterns", "telemetry", "wall_seconds", "metadata", "routing_files", "packing", "cupti")
+    config_path: str
+    fla: dict[str, JSON]
+    telemetry: dict[str, JSON]
+    routing_files: dict[str, JSON] | None = None
+    packing: dict[str, JSON] | None = None
+    cupti: dict[str, JSON] | None = None
+
+    def best_configs(self) -> dict[str, JSON]:
+        """``{stage: best_config}`` of the autotuned kernels the run launched."""
+        return {k: v["best_config"] for k, v in self.autotune["kernels"].items()}
+
+
+@dataclass(frozen=True)
+class SweepPoint(Run):
+    """One sweep point (kind ``sweep_point``): a routing and the baseline at one T, the asked stages timed."""
+
+    KIND: ClassVar[str] = "sweep_point"
+    ORDER = ("packing", "schema_version", "kind", "name", "sweep", "point_id", "point", "config", "shape", "gates",
+             "edges", "autotune", "timing", "patterns", "memory", "placement", "wall_seconds", "metadata",
+             "routing_files")  # a packed point's record leads
+    sweep: str
+    point_id: str
+    point: dict[str, JSON]
+    memory: dict[str, JSON] | None = None
+    packing: dict[str, JSON] | None = None
+    placement: dict[str, JSON] | None = None
+    routing_files: dict[str, JSON] | None = None
+
+    @property
+    def routing(self) -> PatternRun:
+        """The point's own routing (``point.pattern``)."""
+        return self.patterns[self.point["pattern"]["name"]]
+
+    @property
+    def baseline(self) -> PatternRun:
+        return self.patterns[self.point["baseline"]]
+
+
+#: A bench result as a record or as its document (readers :meth:`Record.coerce` it).
+BenchLike = BenchResult | Mapping[str, Any]
+
+
+def record_schema(record: Run) -> str:
+    """The schema a record is written against (its kind's)."""
+    return KINDS[type(record).KIND]
+
+
+def stage_records(records: Sequence[Mapping[str, Any]], patterns: Sequence[str],
+                  stages: Sequence[str] = STAGE_NAMES) -> dict[str, dict[str, StageStats]]:
+    """Per pattern and stage, the :class:`StageStats` of the round loop's records (``{"pattern", "warmup",
+    "ms": {stage: ms}}`` each)."""
+    return {p: {stage: StageStats.of([r["ms"][stage] for r in records if r["pattern"] == p and not r["warmup"]],
+                                     [r["ms"][stage] for r in records if r["pattern"] == p and r["warmup"]])
+                for stage in stages} for p in patterns}
+
+
+def stage_summaries(records: Sequence[Mapping[str, Any]], patterns: Sequence[str],
+                    stages: Sequence[str] = STAGE_NAMES) -> dict[str, dict[str, JSON]]:
+    """:func:`stage_records` as JSON (what a document's ``patterns.<p>.stages`` holds)."""
+    return {p: {s: st.to_json() for s, st in by.items()} for p, by in stage_records(records, patterns, stages).items()}
+
+
+def recorded_stages(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The stages the records timed, in Stage-table order (results recorded before an optional stage
+    existed lack it; every record of one run times the same stages).
+
+    >>> recorded_stages([{"ms": {"full_bwd": 1.0, "csr": 0.1}}])
+    ('csr', 'full_bwd')
+    """
+    return tuple(s for s in STAGE_NAMES if records and s in records[0]["ms"])
+
+
+def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate_detail: Any,
+                 records: Sequence[Mapping[str, Any]], per_pattern: Mapping[str, Mapping[str, Any]],
+                 autotune: Mapping[str, Any], orders: list[list[str]], repetitions: int, resumed: bool,
+                 launch_guard_cycles: int, telemetry: Mapping[str, Any], metadata: Mapping[str, Any],
+                 wall_seconds: float, throttled: Any,
+                 routing_files: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The ``result`` document (schema ``result``) from the measured records and per-pattern extras.
+
+    ``per_pattern[p]`` holds what was measured besides timing: ``edges``, the routing statistics
+    (``fanin`` ...), ``reproduces_official`` and ``memory``. ``gate_detail(gates, name)`` reads a gate.
+    ``routing_files``: the reports of the routing files timed after the config's patterns (``file:<stem>``).
+    """
+    files = dict(routing_files or {})
+    names = [p.name for p in config.patterns] + list(files)
+    stats = stage_records(records, names, recorded_stages(records))
+    patterns = {n: PatternRun(params={"name": n} if n in files else config.pattern(n).to_dict(), **per_pattern[n],
+                              stages=stats[n], stage_sum_vs_full_bwd=StageSum.of(
+                                  {k: v.median_ms for k, v in stats[n].items()})) for n in names}
+    samples = [{"round": r["round"], "pattern": r["pattern"], "warmup": r["warmup"],
+                **({"rewarm": True} if r.get("rewarm") else {}), **(r.get("telemetry") or {})} for r in records]
+    timing = Timing(method=TIMING_METHOD, warmup_rounds=config.timing.warmup_rounds, repetitions=repetitions,
+                    order_mode=config.timing.order, order_seed=config.seeds.order, round_orders=orders,
+                    l2_flush_bytes=config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
+                    launch_guard_cycles=launch_guard_cycles, percentile_method=PERCENTILE_METHOD,
+                    stages=list(recorded_stages(records)), resumed=resumed)
+    return BenchResult(
+        schema_version=schema_version(BenchResult.KIND), kind=BenchResult.KIND, name=name, config=config.raw,
+        config_path=config.source, shape=config.shape.to_dict(), gates=gates, fla=gate_detail(gates, "fla_sources"),
+        edges=gate_detail(gates, "equal_edges"), autotune=dict(autotune), timing=timing, patterns=patterns,
+        telemetry={**telemetry, "samples": samples, "throttled_samples": sum(1 for s in samples if throttled(s))},
+        wall_seconds=wall_seconds, metadata=dict(metadata), routing_files=files or None,
+    ).to_json()

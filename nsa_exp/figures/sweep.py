@@ -1,0 +1,62 @@
+"""Figure of a sweep table: dK/dV median (bars p10-p90) vs each fan-in statistic, and vs T.
+
+Reads ``results/sweeps/<name>.csv`` (schema ``sweep_row``); one colour and marker per routing family,
+named in a legend (no per-point labels, so nothing overlaps); writes PNG and SVG atomically.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import UserError
+from ..routing.fanin import X_STATS
+from .canvas import pyplot, save_figure
+
+MARKERS = "osD^v<>Pp*hX"
+
+
+def plot_sweep(table: str | Path, out_dir: str | Path) -> list[Path]:
+    """Draw one panel per fan-in statistic of :data:`X_STATS` (points at every T) and, when the table
+    holds several T, one panel of dK/dV median vs T per family; returns the PNG and SVG paths."""
+    plt = pyplot()
+
+    try:
+        frame = pd.read_csv(table).dropna(subset=["dkv_median_ms"])
+    except FileNotFoundError:
+        raise UserError(f"--table {table}: no such file; run `python -m nsa_exp sweep` first") from None
+    if frame.empty:
+        raise UserError(f"--table {table}: no point with a dkv_core median")
+    name = str(frame["sweep"].iloc[0])
+    by_T = frame["T"].nunique() > 1
+    panels = [*X_STATS, *(["T"] if by_T else [])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), constrained_layout=True)
+    for ax, x in zip(axes, panels, strict=True):
+        # vs T: one line per routing (family + parameters); vs a statistic: one marker per family
+        # packed sweeps (a ``packing`` column): one marker per (family, packing), so packings are told apart
+        by = ["family", "params"] if x == "T" else ["family"]
+        groups = frame.groupby(by + (["packing"] if "packing" in frame else []), sort=False)
+        for i, (key, sub) in enumerate(groups):
+            sub = sub.sort_values(x)
+            label = " ".join(str(k) for k in key if str(k) != "{}")
+            med = sub["dkv_median_ms"].to_numpy()
+            err = [med - sub["dkv_p10_ms"].to_numpy(), sub["dkv_p90_ms"].to_numpy() - med]
+            ax.errorbar(sub[x].to_numpy(), med, yerr=err, fmt=MARKERS[i % len(MARKERS)],
+                        ls="-" if x == "T" else "none", ms=6, capsize=3, label=label)
+        if x == "T":
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("sequence length T")
+        else:
+            ax.set_xlabel(X_STATS[x])
+            ax.set_ylim(0, 1.15 * frame["dkv_p90_ms"].max())
+        ax.set_ylabel("dK/dV core, median (ms); bars p10-p90")
+        ax.grid(True, alpha=0.3, which="both")
+    axes[0].legend(fontsize=8, loc="best")
+    if by_T:
+        axes[-1].legend(fontsize=7, loc="best")
+    fig.suptitle(f"{name}: FLA NSA dK/dV core latency vs fan-in (equal edges per T)", fontsize=11)
+    out = save_figure(fig, Path(out_dir) / f"{name}_dkv")
+    plt.close(fig)
+    return out

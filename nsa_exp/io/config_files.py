@@ -1,0 +1,48 @@
+"""Config files as strict JSON: bounded size, UTF-8, no NUL bytes, no duplicate keys, no NaN/Infinity.
+
+:func:`read_config_file` reads an experiment or sweep config (or a calibration set) to a dict; the rules
+of its contents are the routing tier's (:func:`nsa_exp.routing.config.config_from_dict`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from .strict_json import parse_strict
+
+
+def read_config_file(path: str | Path, what: str = "config file", missing_hint: str = "") -> dict[str, Any]:
+    """The JSON object in ``path`` (:func:`parse_config_bytes`); a missing or unreadable file is one line
+    naming it (``<what> <path> does not exist; <missing_hint>``)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist" + (f"; {missing_hint}" if missing_hint else "")) \
+            from None
+    except OSError as exc:
+        raise UserError(f"{what} {path} cannot be read: {exc.strerror}") from None
+    return parse_config_bytes(data, str(path))
+
+
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def parse_config_bytes(data: bytes, where: str) -> dict[str, Any]:
+    """Strict JSON for a config: UTF-8 text, no NUL bytes, no duplicate keys, no NaN/Infinity/overflow."""
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UserError(f"config file {where}: {len(data)} bytes is not a config (limit {MAX_CONFIG_BYTES})")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise UserError(f"config file {where}: binary data (NUL byte at offset {nul}), not a JSON config")
+    if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark from an editor: harmless, dropped
+        data = data[3:]
+    try:
+        raw = parse_strict(data)  # the one strict parser (duplicate keys, NaN/Infinity, overflow, depth)
+    except ValueError as exc:
+        raise UserError(f"config file {where}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"config file {where}: top level must be a JSON object")
+    return raw

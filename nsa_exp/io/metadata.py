@@ -1,0 +1,103 @@
+"""What every report records so a number can be reproduced: versions, GPU, git state, argv, env.
+
+>>> sorted(git_state())
+['dirty', 'sha', 'source']
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+from typing import Any
+
+import numpy
+
+from .. import REPO_ROOT, __version__
+from ..core.environment import recorded_env
+
+
+def git_state() -> dict[str, Any]:
+    """This repo's commit and whether the tree has uncommitted changes (``sha`` None outside git)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True,
+                                 timeout=10, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    if os.environ.get("NSA_EXP_GIT_SHA"):
+        # The caller states the commit (a copied tree on a remote GPU host or in a container, where a
+        # .git, if any, need not be the tree's own: one such copy carried a stale HEAD). It wins over git;
+        # what git says, when it differs, is kept beside it.
+        seen = git("rev-parse", "HEAD")
+        out = {"sha": os.environ["NSA_EXP_GIT_SHA"], "dirty": os.environ.get("NSA_EXP_GIT_DIRTY") == "1",
+               "source": "env NSA_EXP_GIT_SHA"}
+        return out | ({"git_head_seen": seen} if seen and seen != out["sha"] else {})
+    sha = git("rev-parse", "HEAD")
+    head_file = REPO_ROOT / ".git-head"  # written by `git rev-parse HEAD > .git-head` before copying the tree
+    if sha is None and head_file.is_file():
+        return {"sha": head_file.read_text().strip(), "dirty": None, "source": ".git-head file"}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"sha": sha, "dirty": bool(status) if status is not None else None, "source": "git"}
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def software_versions() -> dict[str, Any]:
+    """python, numpy, torch, triton, CUDA (torch's build), fla-core (distribution version)."""
+    versions: dict[str, Any] = {"python": platform.python_version(), "numpy": numpy.__version__,
+                                "nsa_exp": __version__}
+    try:
+        import torch  # noqa: PLC0415 - optional here: the results tier imports without torch; versions recorded when present
+
+        versions["torch"] = torch.__version__
+        versions["cuda"] = torch.version.cuda
+    except ImportError:
+        pass
+    try:
+        import triton  # noqa: PLC0415 - optional here: the results tier imports without torch; versions recorded when present
+
+        versions["triton"] = triton.__version__
+    except ImportError:
+        pass
+    try:
+        versions["fla_core"] = importlib.metadata.version("fla-core")
+    except importlib.metadata.PackageNotFoundError:
+        versions["fla_core"] = None
+    versions["packages"] = installed_packages()
+    return versions
+
+
+LOCKED_PACKAGES = ("torch", "triton", "numpy", "einops", "packaging", "jsonschema", "jsonschema-specifications",
+                   "referencing", "rpds-py", "attrs", "invoke", "nvidia-ml-py", "fla-core")
+
+
+def installed_packages() -> dict[str, str]:
+    """Installed versions of the packages the H100 run depends on (``invoke lock`` pins these)."""
+    found = {}
+    for name in LOCKED_PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def base_metadata(argv: list[str] | None = None) -> dict[str, Any]:
+    """Host-side metadata every report carries (GPU fields are added by the GPU tasks)."""
+    return {
+        "created_utc": utc_now(),
+        "argv": list(sys.argv if argv is None else argv),
+        "git": git_state(),
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "env": recorded_env(),
+        "versions": software_versions(),
+    }

@@ -1,0 +1,243 @@
+"""The one writer for every output: validate against its schema, write a temp file in the same
+folder, fsync, then rename over the target. A reader never sees a partial file.
+
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> write_text_atomic(d / "a.txt", "hello\\n")
+>>> (d / "a.txt").read_text()
+'hello\\n'
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..core.kinds import KINDS
+from ..core.records import Record, record_schema
+from ..errors import UserError
+from .schemas import schema_errors
+from .strict_json import dumps_strict, parse_strict
+
+if TYPE_CHECKING:  # a frame is only handed in: the writer does not import pandas
+    import pandas as pd
+
+R = TypeVar("R", bound=Record)
+
+
+def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> None:
+    """Refuse (one line) unless every output can be written: call before writing the first of them,
+    so a command writes all its outputs or none. ``paths`` are files, ``folders`` output folders."""
+    def nearest_existing(p: Path) -> Path:
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        return p
+
+    for folder in map(Path, folders):
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder}: exists and is not a folder; give a folder (or a new name)")
+        base = nearest_existing(folder)
+        if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+            raise UserError(f"{folder}: cannot be created or written ({base} is not a writable folder)")
+    for path in map(Path, paths):
+        if path.is_dir():
+            raise UserError(f"{path}: is a folder; give a file path")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UserError(f"{path}: exists and is not writable")
+        base = nearest_existing(path.parent)
+        if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+            raise UserError(f"{path}: cannot be written ({base} is not a writable folder)")
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+TMP_SUFFIX = ".tmp"
+
+
+def _tmp_name(path: Path) -> Path:
+    """``.<name>.<pid>.<random>.tmp`` beside ``path`` (the pid lets a later run sweep it)."""
+    return path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}"
+
+
+def sweep_stale_temps(folder: str | Path) -> list[str]:
+    """Remove temp files in ``folder`` whose writing process is gone (killed mid-write); return them."""
+    removed = []
+    for tmp in Path(folder).glob(f".*{TMP_SUFFIX}"):
+        parts = tmp.name.split(".")
+        try:
+            pid = int(parts[-3])
+        except (IndexError, ValueError):
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # its writer is alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(str(tmp))
+    return removed
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically.
+
+    Linux: the data goes to an *unnamed* ``O_TMPFILE`` in the target folder and is fsynced. A new file
+    is then linked straight to ``path`` (a kill at any moment leaves nothing or the whole file); an
+    existing one is replaced by linking under a temp name and renaming over it, so a kill between those
+    two calls can leave a *complete* hidden ``.<name>.<pid>.<hex>.tmp``, which the next write in that
+    folder (or :func:`sweep_stale_temps`) removes. Without O_TMPFILE a named temp file is used.
+    The target itself is never partial.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder; give a file path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create folder {path.parent}: {exc.strerror}") from None
+    sweep_stale_temps(path.parent)
+    tmp = _tmp_name(path)
+    fd = None
+    if hasattr(os, "O_TMPFILE"):
+        try:
+            fd = os.open(path.parent, os.O_TMPFILE | os.O_WRONLY, 0o644)
+        except OSError:
+            fd = None
+    try:
+        if fd is not None:
+            _write_all(fd, data)
+            if not path.exists() and _link_unnamed(fd, path):
+                os.close(fd)
+                fd = None
+                _fsync_dir(path.parent)
+                return
+            if not _link_unnamed(fd, tmp):
+                os.close(fd)
+                fd = None
+        if fd is None:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            _write_all(fd, data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        if fd is not None:
+            os.close(fd)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _link_unnamed(fd: int, target: Path) -> bool:
+    """Give an O_TMPFILE a name: ``linkat(AT_FDCWD, "/proc/self/fd/N", AT_FDCWD, target, AT_SYMLINK_FOLLOW)``."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        at_fdcwd, at_symlink_follow = -100, 0x400
+        rc = libc.linkat(at_fdcwd, f"/proc/self/fd/{fd}".encode(), at_fdcwd, os.fsencode(target), at_symlink_follow)
+    except (OSError, AttributeError):
+        return False
+    return rc == 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
+
+
+def write_json(path: str | Path, doc: dict[str, Any], kind: str) -> None:
+    """Validate ``doc`` against ``schemas/<kind>.schema.json``, then write it atomically."""
+    errors = schema_errors(doc, kind, label=kind)
+    if errors:
+        raise UserError(f"refusing to write {path}: {len(errors)} schema violation(s); first: {errors[0]}")
+    try:
+        text = dumps_strict(doc)
+    except ValueError as exc:
+        raise UserError(f"refusing to write {path}: {exc} (NaN or infinity in the document)") from None
+    write_text_atomic(path, text)
+
+
+def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
+    """Validate each row of ``frame`` against ``schemas/<row_kind>.schema.json``, then write the CSV atomically."""
+    for i, row in enumerate(frame.to_dict(orient="records")):
+        errors = schema_errors(row, row_kind, label=f"row[{i}]")
+        if errors:
+            raise UserError(f"refusing to write {path}: {errors[0]}")
+    write_text_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+
+
+def read_strict(path: str | Path, label: str | None = None, missing_hint: str = "") -> tuple[bytes, Any]:
+    """A JSON file's bytes and its strict parse (no duplicate keys, NaN or overflowing numbers); every
+    failure is one :class:`UserError` line starting with ``label`` (default: the path)."""
+    label = str(path) if label is None else label
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{label}: no such file" + (f"; {missing_hint}" if missing_hint else "")) from None
+    except OSError as exc:
+        raise UserError(f"{label}: cannot be read: {exc.strerror}") from None
+    try:
+        return data, parse_strict(data)
+    except ValueError as exc:
+        raise UserError(f"{label}: unreadable ({exc})") from None
+
+
+def read_document(path: str | Path, kinds: tuple[str, ...], label: str | None = None,
+                  missing_hint: str = "") -> tuple[bytes, dict[str, Any]]:
+    """:func:`read_strict`, then the document's ``kind`` must be one of ``kinds`` (one line otherwise)."""
+    label = str(path) if label is None else label
+    data, doc = read_strict(path, label, missing_hint)
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if kind not in kinds:
+        wanted = " or ".join(k.replace("_", " ") for k in kinds)
+        raise UserError(f"{label}: not a {wanted} (kind {kind!r})")
+    return data, doc
+
+
+def load_record(path: str | Path, record: type[R], label: str | None = None, missing_hint: str = "") -> R:
+    """:func:`load_document` of ``record``'s kind, as that typed record (:mod:`nsa_exp.core.records`); a key
+    the schema allows but the record does not know is one :class:`UserError` line."""
+    label = str(path) if label is None else label
+    try:
+        return record.from_json(load_document(path, (record.KIND,), label, missing_hint))
+    except ValueError as exc:
+        raise UserError(f"{label}: {exc}") from None
+
+
+def write_record(path: str | Path, record: Record) -> None:
+    """Validate ``record``'s JSON against its kind's schema, then write it atomically (:func:`write_json`)."""
+    write_json(path, record.to_json(), record_schema(record))
+
+
+def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = None,
+                  missing_hint: str = "") -> dict[str, Any]:
+    """The one loader for every document this package reads back: read, parse strictly, check the kind,
+    then validate against the kind's schema. (Every check of the validator as well:
+    :func:`nsa_exp.checking.validate.load_validated`.)
+
+    Every failure is one :class:`UserError` line starting with ``label`` (default: the path).
+    """
+    label = str(path) if label is None else label
+    _, doc = read_document(path, kinds, label, missing_hint)
+    errors = schema_errors(doc, KINDS[doc["kind"]], label)
+    if errors:
+        raise UserError(errors[0])
+    return doc

@@ -1,0 +1,144 @@
+"""Sweep plans: a grid of routing points (pattern parameters x T), each point a full experiment config.
+
+A sweep config (``schemas/sweep_config.schema.json``) names a base experiment config (shape, seeds,
+tolerances), the lengths ``T``, the stages to time and the patterns; a pattern entry may carry
+``"sweep": {"<param>": [values...]}``, expanded to one point per value. Each point is one
+:class:`Point`: a full experiment config at that ``T`` whose patterns are the baseline ``local`` and
+the point's routing (just ``local`` for the baseline's own points), so every point carries its own
+baseline measured in the same interleaved rounds. Each point's file is
+``results/sweeps/<sweep>/<point_id>.json`` (schema ``sweep_point``); :mod:`.run` measures and writes
+them, :mod:`.table` turns them into the tidy CSV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import REPO_ROOT, RESULTS_DIR
+from ..core.families import BASELINE_PATTERN
+from ..errors import UserError
+from ..io.config_files import read_config_file
+from ..io.schemas import schema_errors, validate_or_raise
+from ..io.store import read_strict
+from ..routing.config import config_from_dict, load_config
+from ..routing.packing import packing_token
+from .files import file_points
+
+AUTOTUNE_FILE = "_autotune.json"  # in results/sweeps/<sweep>/: the configs the first point tuned
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sweep point: ``config`` (the experiment config dict at this T, patterns ``[local, routing]``)."""
+
+    sweep: str
+    point_id: str
+    T: int
+    pattern: dict[str, Any]
+    stages: tuple[str, ...]
+    config: dict[str, Any]
+    autotune_from: str | None
+    #: the point's ``packing`` section (None = dense); only sweeps with a ``packings`` axis label it
+    packing: dict[str, Any] | None = None
+    packing_label: str | None = None
+    routing_file: str | None = None     # a routing-file point: the file as given (files.FilePoint.path)
+    routing_sha256: str | None = None   # ... and the sha256 of its bytes when the sweep was loaded
+
+    @property
+    def routing_name(self) -> str:
+        return self.pattern["name"]
+
+
+def _param_token(key: str, value: Any) -> str:
+    text = ".".join(str(v) for v in value) if isinstance(value, (list, tuple)) else f"{value:g}" if isinstance(
+        value, float) else str(value)
+    return f"{key}{text}"
+
+
+def point_id(T: int, pattern: dict[str, Any]) -> str:
+    """A file-name-safe id, e.g. ``T32768-sink-heavy-heads0.1-sinks4``.
+
+    >>> point_id(32768, {"name": "zipf", "exponent": 0.25})
+    'T32768-zipf-exponent0.25'
+    """
+    parts = [f"T{T}", pattern["name"], *(_param_token(k, pattern[k]) for k in sorted(pattern) if k != "name")]
+    return "-".join(parts)
+
+
+def expand_patterns(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each entry's ``sweep`` list expanded into one pattern entry per value.
+
+    >>> expand_patterns([{"name": "zipf", "sweep": {"exponent": [0, 1]}}, {"name": "local"}])
+    [{'name': 'zipf', 'exponent': 0}, {'name': 'zipf', 'exponent': 1}, {'name': 'local'}]
+    """
+    out = []
+    for entry in entries:
+        fixed = {k: v for k, v in entry.items() if k != "sweep"}
+        for key, values in entry.get("sweep", {}).items():
+            out.extend({**fixed, key: v} for v in values)
+        if "sweep" not in entry:
+            out.append(fixed)
+    return out
+
+
+def load_sweep(path: str | Path, routing_files: Sequence[str] = ()) -> list[Point]:
+    """The points of a sweep config, each checked (schema, registry, shape rules) before any GPU time;
+    each of the config's ``routing_files`` and of ``routing_files`` adds a point (:mod:`.files`)."""
+    path = Path(path)
+    raw = read_config_file(path, "sweep config", "e.g. --config configs/sweep_skew_h200.json")
+    validate_or_raise(raw, "sweep_config", label="sweep")
+    base = load_config(REPO_ROOT / raw["base_config"]).raw
+    timing = {**base["timing"], **raw.get("timing", {})}
+    points, seen = [], set()
+    packings = raw.get("packings", [None])
+    grid = [(T, entry, None, packing, f"sweep.patterns[{i}]") for T in raw["lengths"] for packing in packings
+            for i, entry in enumerate(expand_patterns(raw["patterns"]))]
+    files = file_points([*raw.get("routing_files", []), *routing_files], base["shape"])
+    grid += [(f.T, f.pattern, f, None, f"sweep.routing_files {f.path}") for f in files]
+    for T, entry, file, packing, where in grid:
+        pid = file.point_id if file else point_id(T, entry)
+        if "packings" in raw and not file:  # T32768-docs8192-sink-heavy-sinks4; sweeps without the axis keep their ids
+            pid = pid.replace(f"T{T}-", f"T{T}-{packing_token(packing)}-", 1)
+        if pid in seen:
+            raise UserError(f"{where}: point {pid} is listed twice")
+        seen.add(pid)
+        routings = [{"name": BASELINE_PATTERN}] + ([entry] if entry["name"] != BASELINE_PATTERN and not file else [])
+        cfg = {**base, "name": pid[:64], "description": f"sweep {raw['name']} point {pid}",
+               "shape": {**base["shape"], "T": T}, "patterns": routings, "timing": timing, "gpu": dict(raw["gpu"])}
+        if packing is not None:
+            cfg["packing"] = packing
+        try:
+            config_from_dict(cfg, source=str(path))
+        except UserError as exc:
+            raise UserError(f"sweep point {pid}: {exc}") from None
+        points.append(Point(raw["name"], pid, T, entry, tuple(raw["stages"]), cfg, raw.get("autotune_from"),
+                            packing, packing_token(packing) if "packings" in raw and not file else None,
+                            file.path if file else None, file.sha256 if file else None))
+    return points
+
+
+def point_path(out_dir: Path, point: Point) -> Path:
+    return out_dir / f"{point.point_id}.json"
+
+
+def point_done(path: Path, point: Point | None = None) -> bool:
+    """The point's file exists, is JSON and is a schema-valid ``sweep_point`` (else it is re-run); for a
+    routing-file ``point``, measured on a file with the same sha256."""
+    try:
+        _, doc = read_strict(path)
+    except UserError:
+        return False
+    if not isinstance(doc, dict):
+        return False
+    if point is not None and point.routing_file and doc.get("routing_files", {}).get(
+            point.routing_name, {}).get("sha256") != point.routing_sha256:
+        return False
+    return not schema_errors(doc, "sweep_point", "$")
+
+
+def sweep_dirs(name: str) -> tuple[Path, Path]:
+    """``(results/sweeps/<name>/, results/sweeps/<name>.csv)``."""
+    return RESULTS_DIR / "sweeps" / name, RESULTS_DIR / "sweeps" / f"{name}.csv"

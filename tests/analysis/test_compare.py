@@ -1,0 +1,121 @@
+"""Issue 14: ``compare A B`` — ratio of medians with a bootstrap CI, a verdict under the stated rule, refusals of
+results that are not the same experiment, SM-cycle space, and exit codes a third party's CI can use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nsa_exp.analysis.compare import MIN_FLOOR, compare_results, noise_floors, verdict
+from nsa_exp.errors import UserError
+from nsa_exp.io.schemas import schema_errors
+from tests.helpers import REPO, assert_one_line_error, run_cli
+
+RAW = REPO / "results" / "raw"
+H100, H100_REPEAT, H200 = (str(RAW / f"{n}.json") for n in ("e1_h100", "e1_h100_repeat", "e1_h200_post"))
+
+
+def _variant(tmp_path, source, name, edit):
+    doc = json.loads(Path(source).read_text())
+    edit(doc)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _cell(doc, pattern, stage):
+    return next(r for r in doc["rows"] if (r["pattern"], r["stage"]) == (pattern, stage))
+
+
+def test_verdict_rule_at_its_edges():
+    assert verdict((1.021, 1.03), 0.02) == "slower"
+    assert verdict((0.97, 0.979), 0.02) == "faster"
+    assert verdict((0.98, 1.02), 0.02) == "same"
+    assert verdict((1.0, 1.03), 0.02) == "unclear"      # straddles the upper edge of the floor
+    assert verdict((0.97, 1.03), 0.02) == "unclear"     # too wide to say anything
+
+
+def test_h100_against_its_independent_repeat_is_the_same_everywhere(tmp_path):
+    out = tmp_path / "cmp.json"
+    proc = run_cli("compare", H100, H100_REPEAT, "--fail-on", "any-change", "--resamples", "1000",
+                   "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert not schema_errors(doc, "compare", "compare")
+    assert doc["counts"] == {"same": 24, "faster": 0, "slower": 0, "unclear": 0} and not doc["failed"]
+    assert "verdict" in proc.stdout and "same 24" in proc.stdout
+    cell = _cell(doc, "sink-heavy", "dkv_core")
+    raw_a = json.loads(Path(H100).read_text())["patterns"]["sink-heavy"]["stages"]["dkv_core"]["raw_ms"]
+    assert cell["a_median"] == pytest.approx(float(np.median(raw_a))) and cell["a_n"] == 150
+    assert cell["ci95"][0] <= cell["ratio"] <= cell["ci95"][1]
+
+
+def test_h200_against_h100_fails_on_slower_with_exit_1_and_still_writes(tmp_path):
+    out = tmp_path / "cmp.json"
+    proc = run_cli("compare", H100, H200, "--noise-from", H100, H100_REPEAT, "--fail-on", "slower",
+                   "--resamples", "1000", "--output", str(out))
+    assert proc.returncode == 1, proc.stderr
+    assert "--fail-on slower" in proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["failed"] and doc["noise_floor"]["kind"] == "repeat"
+    # dQ is ~2% slower on the 20-round H200 run, with a CI far from 1; the CSR transpose is faster.
+    assert _cell(doc, "local", "dq_core")["verdict"] == "slower"
+    assert _cell(doc, "uniform", "csr")["verdict"] == "faster"
+    assert run_cli("compare", H100, H200, "--fail-on", "faster", "--floor", "0.5", "--resamples", "200",
+                   "--output", "").returncode == 0
+
+
+def test_noise_floor_from_a_repeat_pair_is_the_largest_spread_per_stage_and_never_below_the_minimum():
+    a, b = (json.loads(Path(p).read_text()) for p in (H100, H100_REPEAT))
+    floors = noise_floors(a, b, ["dkv_core", "delta_preprocess"])
+    spread = max(abs(b["patterns"][p]["stages"]["dkv_core"]["median_ms"] /
+                     a["patterns"][p]["stages"]["dkv_core"]["median_ms"] - 1) for p in a["patterns"])
+    assert floors["dkv_core"] == pytest.approx(spread) and spread > MIN_FLOOR
+    assert floors["delta_preprocess"] == MIN_FLOOR   # the repeat agrees to ~0.01%
+
+
+def test_cycle_space_multiplies_each_observation_by_its_rounds_sm_clock(tmp_path):
+    halved = _variant(tmp_path, H100_REPEAT, "half_clock", lambda d: [
+        s.update(sm_clock_mhz=s["sm_clock_mhz"] // 2) for s in d["telemetry"]["samples"]])
+    in_time = compare_results(H100, halved, resamples=200)
+    in_cycles = compare_results(H100, halved, cycles=True, resamples=200)
+    assert in_time["counts"]["same"] == 24 and in_cycles["unit"] == "kcycles"
+    cell = _cell(in_cycles, "zipf", "full_bwd")
+    assert cell["ratio"] == pytest.approx(_cell(in_time, "zipf", "full_bwd")["ratio"] / 2, rel=1e-3)
+    assert cell["verdict"] == "faster"
+
+
+def test_cycles_without_recorded_clocks_is_refused(tmp_path):
+    blind = _variant(tmp_path, H100_REPEAT, "blind", lambda d: d["telemetry"].update(available=False, samples=[],
+                                                                                      throttled_samples=0))
+    with pytest.raises(UserError, match="--cycles: B has no recorded SM clock"):
+        compare_results(H100, blind, cycles=True, resamples=50)
+
+
+def test_a_different_shape_is_refused_naming_the_field(tmp_path):
+    other = _variant(tmp_path, H200, "short", lambda d: d["shape"].update(T=16384))
+    out = tmp_path / "cmp.json"
+    proc = run_cli("compare", H100, other, "--output", str(out))
+    assert_one_line_error(proc, "not the same experiment", "shape.T: A 32768 vs B 16384")
+    assert not out.exists()
+
+
+def test_a_different_routing_is_refused_naming_pattern_params_and_seed(tmp_path):
+    def edit(d):
+        d["patterns"]["zipf"]["params"]["exponent"] = 1.5
+        d["config"]["seeds"]["routing"] = 1
+        del d["patterns"]["uniform"]
+    other = _variant(tmp_path, H200, "routed", edit)
+    proc = run_cli("compare", H100, other, "--output", "")
+    assert_one_line_error(proc, "patterns: A ['local', 'uniform', 'sink-heavy', 'zipf'] vs B",
+                          "patterns.zipf.params", "config.seeds.routing: A 20260726 vs B 1")
+
+
+def test_bad_inputs_are_one_line_exit_2(tmp_path):
+    assert_one_line_error(run_cli("compare", H100, str(tmp_path / "none.json")), "no such file")
+    assert_one_line_error(run_cli("compare", H100, H200, "--floor", "1.5", "--output", ""), "--floor")
+    assert_one_line_error(run_cli("compare", H100, str(REPO / "configs" / "e1_h200.json"), "--output", ""),
+                          "not a bench result")

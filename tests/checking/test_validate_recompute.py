@@ -1,0 +1,344 @@
+"""Issue 13 + issue 16 items 3 and 7: every derived number recomputed (fuzzed), summary CSVs as
+tables and against their JSON, integers written as floats, bad config input as one line / exit 2."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nsa_exp.analysis.bootstrap import analyse
+from nsa_exp.checking import csv_checks, run_checks
+from nsa_exp.checking.validate import validate_bytes, validate_path, validate_paths
+from nsa_exp.core import protocol
+from nsa_exp.errors import UserError
+from nsa_exp.gpu import telemetry
+from nsa_exp.io import schemas as schema
+from nsa_exp.io.schemas import schema_errors
+from nsa_exp.report.build import build_report, is_formal
+from nsa_exp.report.manifest import committed_inputs
+from nsa_exp.report.readme import headline
+from nsa_exp.routing.config import config_from_dict, load_config
+from tests.helpers import REPO, assert_one_line_error, primary_config_dict, run_cli
+
+REPROS = Path(__file__).parents[1] / "data" / "repros"
+GOLDEN = REPO / "results" / "raw" / "e1_h100_dev.json"
+GOLDEN_CSV = REPO / "results" / "summaries" / "e1_h100_dev.csv"
+FORMAL = REPO / "results" / "raw" / "e1_h100.json"
+
+
+@pytest.fixture(scope="module")
+def golden() -> dict:
+    return json.loads(GOLDEN.read_text())
+
+
+def _dump(doc) -> bytes:
+    return json.dumps(doc, indent=1).encode()
+
+
+def failing(report: dict) -> list[str]:
+    return [c["name"] for c in report["checks"] if not c["passed"]]
+
+
+def paths_of(report: dict, check: str) -> list[str]:
+    return [f["path"] for c in report["checks"] if c["name"] == check for f in c.get("failures", [])]
+
+
+# ---- repro inputs (issue 16 items 3 and 7) ----
+
+def test_repro_cfg_float_T_is_one_line_naming_shape_T():
+    proc = run_cli("routing", "--config", str(REPROS / "cfg_float_T.json"))
+    assert_one_line_error(proc, "config.shape.T", "2048.0", "integer")
+
+
+def test_repro_summary_bom_is_accepted_with_one_line_saying_so():
+    report = validate_path(REPROS / "summary_bom.csv")
+    assert report["passed"], report["checks"]
+    assert [w["check"] for w in report["warnings"]] == ["csv_encoding"]
+    proc = run_cli("validate", str(REPROS / "summary_bom.csv"))
+    assert proc.returncode == 0 and proc.stdout.count("byte-order mark") == 1
+
+
+def test_repro_summary_inconsistent_with_json_names_row_and_column():
+    csv_report = validate_paths([str(FORMAL), str(REPROS / "summary_inconsistent_with_json.csv")])[1]
+    assert failing(csv_report) == ["csv_table", "csv_matches_json"]
+    assert "$[16].median_ms" in paths_of(csv_report, "csv_matches_json")
+    assert "$[16].median_ms" in paths_of(csv_report, "csv_table")
+    text = json.dumps(csv_report)
+    assert "row 18 (sink-heavy, dkv_core) column median_ms" in text and "below its own min_ms" in text
+    proc = run_cli("validate", str(FORMAL), str(REPROS / "summary_inconsistent_with_json.csv"))
+    assert proc.returncode == 1 and "[csv_matches_json] $[16].median_ms" in proc.stdout
+    proc = run_cli("validate", str(REPROS / "summary_inconsistent_with_json.csv"), "--also", str(FORMAL))
+    assert proc.returncode == 1 and "[csv_matches_json] $[16].median_ms" in proc.stdout
+
+
+# ---- summary CSV as a table ----
+
+def _csv_lines() -> list[str]:
+    return GOLDEN_CSV.read_text().splitlines(keepends=True)
+
+
+def _edit(kind: str) -> bytes:
+    lines = _csv_lines()
+    if kind == "duplicate_row":
+        lines.insert(3, lines[2])
+    elif kind == "missing_row":
+        del lines[5]
+    elif kind == "p10_above_median":
+        cells = lines[1].split(",")
+        cells[4] = str(float(cells[3]) * 1.5)
+        lines[1] = ",".join(cells)
+    elif kind == "p95_below_p90":
+        cells = lines[2].split(",")
+        cells[6] = str(float(cells[5]) * 0.5)
+        lines[2] = ",".join(cells)
+    elif kind == "unknown_stage":
+        assert ",csr," in lines[3]
+        lines[3] = lines[3].replace(",csr,", ",csv,")
+    elif kind == "extra_column":
+        lines = [ln.rstrip("\n") + ",x\n" for ln in lines]
+    elif kind == "number_does_not_parse":
+        lines[3] = lines[3].replace(",30,", ",thirty,", 1)
+    elif kind == "crlf":
+        lines = [ln.rstrip("\n") + "\r\n" for ln in lines]
+    return "".join(lines).encode()
+
+
+@pytest.mark.parametrize(("kind", "fails", "path"), [
+    ("duplicate_row", ["csv_table"], "$[2]"),
+    ("missing_row", ["csv_table", "csv_matches_json"], "$"),
+    ("p10_above_median", ["csv_table", "csv_matches_json"], "$[0].median_ms"),
+    ("p95_below_p90", ["csv_table", "csv_matches_json"], "$[1].p95_ms"),
+    ("unknown_stage", ["csv_rows", "csv_table", "csv_matches_json"], "$[2].stage"),
+    ("extra_column", ["csv_rows", "csv_table"], "$[0].x"),
+    ("number_does_not_parse", ["csv_rows"], "$[2].n_obs"),
+])
+def test_csv_table_cases_fail_with_check_and_path(kind, fails, path, golden):
+    report = validate_bytes(_edit(kind), "e1_h100_dev.csv", companion=(str(GOLDEN), golden))
+    assert failing(report) == fails, report["checks"]
+    assert path in paths_of(report, fails[0])
+
+
+def test_csv_with_crlf_and_with_its_json_passes(golden):
+    report = validate_bytes(_edit("crlf"), "e1_h100_dev.csv", companion=(str(GOLDEN), golden))
+    assert report["passed"] and "csv_matches_json" in [c["name"] for c in report["checks"]]
+
+
+def test_csv_alone_lists_the_cross_check_as_unverified():
+    report = validate_path(GOLDEN_CSV)
+    assert report["passed"] and report["unverified"][0]["path"] == "$"
+
+
+@pytest.mark.parametrize("data", [b"\x00\x01\x02binary", b"pattern,stage\n\xff\xfe,x\n", b"hello world\n"])
+def test_garbage_csv_is_a_user_error_exit_2(tmp_path, data):
+    path = tmp_path / "garbage.csv"
+    path.write_bytes(data)
+    assert_one_line_error(run_cli("validate", str(path)), str(path))
+
+
+# ---- bench result: warnings, unverifiable list, code constants pinned ----
+
+def test_throttled_samples_warn_but_pass(golden):
+    doc = copy.deepcopy(golden)
+    doc["telemetry"]["samples"][50]["throttle_reasons"] = 4
+    doc["telemetry"]["throttled_samples"] = 1
+    report = validate_bytes(_dump(doc), "t.json")
+    assert report["passed"]
+    assert [(w["check"], w["path"]) for w in report["warnings"]] == [("telemetry_recompute",
+                                                                       "$.telemetry.throttled_samples")]
+
+
+def test_every_bench_report_lists_what_it_cannot_recompute(golden):
+    report = validate_bytes(_dump(golden), "g.json")
+    assert report["passed"] and not schema_errors(report, "validation_report", "r")
+    listed = " ".join(u["path"] for u in report["unverified"])
+    for fragment in ("raw_ms", "autotune", "wall_seconds", "reproduces_official", "memory"):
+        assert fragment in listed
+
+
+@pytest.mark.parametrize(("config_flush", "recorded", "passes"), [
+    (None, None, True), (None, "write", True), (None, "read", False),
+    ("read", "read", True), ("read", None, False), ("none", "write", False)])
+def test_timing_recompute_pins_the_recorded_flush_policy_to_the_config(golden, config_flush, recorded, passes):
+    doc = copy.deepcopy(golden)
+    if config_flush is not None:
+        doc["config"]["timing"]["flush"] = config_flush
+    if recorded is not None:
+        doc["timing"]["flush_policy"] = recorded
+    report = validate_bytes(_dump(doc), "f.json")
+    assert report["passed"] is passes
+    assert ("$.timing.flush_policy" in paths_of(report, "timing_recompute")) is not passes
+
+
+def test_configs_for_future_runs_name_the_read_flush_and_results_record_the_flush_they_ran():
+    for name in ("e1_h100.json", "e1_h100_dev.json", "e1_h200.json"):
+        assert load_config(REPO / "configs" / name).timing.flush == "read"
+    older = 0
+    for path in sorted((REPO / "results" / "raw").glob("*.json")):
+        doc = json.loads(path.read_text())
+        flush = config_from_dict(doc["config"]).timing.flush
+        if "flush_policy" in doc["timing"]:
+            assert doc["timing"]["flush_policy"] == flush
+        else:  # recorded before the field existed: their config has none, which means the write flush
+            assert "flush" not in doc["config"]["timing"] and flush == "write"
+            older += 1
+    assert older >= 4  # the H100 runs and the pre-refactor H200 run
+
+
+def test_csv_checks_and_telemetry_share_one_definition_of_columns_and_throttling():
+    assert csv_checks.SUMMARY_COLUMNS is schema.SUMMARY_COLUMNS
+    assert telemetry.THROTTLE_MASK is run_checks.THROTTLE_MASK is protocol.THROTTLE_MASK
+
+
+# ---- fuzzer: any derived number changed must fail validation ----
+
+def _derived_paths(doc: dict) -> list[tuple]:
+    out: list[tuple] = [("edges", "closed_form"), ("telemetry", "throttled_samples")]
+    out += [("timing", k) for k in ("repetitions", "warmup_rounds", "order_seed", "l2_flush_bytes",
+                                    "launch_guard_cycles")]
+    for name, p in doc["patterns"].items():
+        out += [("edges", "per_pattern", name), ("patterns", name, "edges")]
+        for section in ("fanin", "query_span", "adjacent_gap", "stage_sum_vs_full_bwd"):
+            out += [("patterns", name, section, k) for k in p[section]]
+        for stage in p["stages"]:
+            out += [("patterns", name, "stages", stage, k) for k in ("median_ms", "p10_ms", "p90_ms", "p95_ms",
+                                                                      "min_ms", "mean_ms", "n_obs")]
+        out += [("patterns", name, "memory", k) for k in p["memory"]
+                if k not in ("official_baseline_allocated_bytes", "official_baseline_reserved_bytes",
+                             "official_peak_reserved_bytes")]  # measured (listed unverifiable), only bounded
+        for g in p["reproduces_official"]:
+            out += [("patterns", name, "reproduces_official", g, k) for k in ("numel", "max_abs_rel", "bit_exact")]
+    return out
+
+
+DERIVED = _derived_paths(json.loads(GOLDEN.read_text()))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzz_any_derived_number_changed_fails(golden, data):
+    doc = copy.deepcopy(golden)
+    path = data.draw(st.sampled_from(DERIVED))
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    value = node[path[-1]]
+    if isinstance(value, bool):
+        node[path[-1]] = not value
+    elif isinstance(value, int):
+        node[path[-1]] = value + data.draw(st.sampled_from([-7, -2, -1, 1, 2, 64]))
+    elif value == 0:
+        node[path[-1]] = data.draw(st.sampled_from([1e-3, 1.0, 5.0]))
+    else:
+        node[path[-1]] = value * data.draw(st.one_of(st.floats(0.5, 0.9999), st.floats(1.0001, 2.0)))
+    report = validate_bytes(_dump(doc), "fuzz.json")
+    assert not report["passed"], path
+
+
+# ---- configs: bad input is one line naming the field, exit 2 ----
+
+def _cfg(mutate) -> dict:
+    raw = primary_config_dict()
+    mutate(raw)
+    return raw
+
+
+@pytest.mark.parametrize(("mutate", "fragment"), [
+    (lambda r: r["shape"].__setitem__("T", 32768.0), "config.shape.T"),
+    (lambda r: r["timing"].__setitem__("repetitions", 150.0), "config.timing.repetitions"),
+    (lambda r: r["seeds"].__setitem__("routing", 7.0), "config.seeds.routing"),
+    (lambda r: r["patterns"][3].__setitem__("exponent", float("nan")), "config.patterns[3].exponent"),
+    (lambda r: r["patterns"][3].__setitem__("exponent", float("inf")), "config.patterns[3].exponent"),
+    (lambda r: r["patterns"][3].__setitem__("exponent", -1.0), "config.patterns[3].exponent"),
+    (lambda r: r["patterns"][2].__setitem__("sinks", 16), "config.patterns[2].sinks"),
+    (lambda r: r["patterns"][2].__setitem__("sinks", -4), "config.patterns[2].sinks"),
+    (lambda r: r["shape"].update(B=64, T=1048576, H=64, HQ=1024, S=64), "config.shape"),
+    (lambda r: r.__setitem__("formal", "yes"), "config.formal"),
+])
+def test_bad_config_values_name_the_field(mutate, fragment):
+    with pytest.raises(UserError) as err:
+        config_from_dict(_cfg(mutate))
+    assert str(err.value).startswith(fragment), str(err.value)
+
+
+@pytest.mark.parametrize(("data", "fragment"), [
+    (b'{"name": "a", "name": "b"}', "duplicate key 'name'"),
+    (b'\xff\xfe{\x00"\x00', "binary data"),
+    ('{"name": "caf\u00e9"}'.encode("latin-1"), "not UTF-8"),
+    (b'{"x": NaN}', "NaN"),
+    (b'{"x": 1e999}', "overflows"),
+    (b'[1, 2]', "top level must be a JSON object"),
+])
+def test_unreadable_config_files_are_one_line(tmp_path, data, fragment):
+    path = tmp_path / "cfg.json"
+    path.write_bytes(data)
+    with pytest.raises(UserError, match=fragment):
+        load_config(path)
+
+
+def test_unreadable_config_via_cli_is_exit_2(tmp_path):
+    path = tmp_path / "cfg.json"
+    path.write_bytes(b"\x00\x01\x02\x03")
+    assert_one_line_error(run_cli("routing", "--config", str(path)), "binary data")
+
+
+def test_formal_flag_defaults_false_and_is_read():
+    assert load_config("configs/e1_h100.json").raw.get("formal") is True
+    assert config_from_dict(_cfg(lambda r: r.pop("formal", None))).raw.get("formal", False) is False
+
+
+# ---- nothing partial; ncu-export input; report labels ----
+
+def test_routing_save_to_a_file_leaves_no_report(tmp_path):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("x")
+    report = tmp_path / "r.json"
+    proc = run_cli("routing", "--config", "configs/e1_h100_dev.json", "--output", str(report), "--save", str(blocker))
+    assert_one_line_error(proc, "not a folder")
+    assert not report.exists()
+
+
+def test_output_pointing_at_a_folder_is_exit_2(tmp_path):
+    proc = run_cli("routing", "--config", "configs/e1_h100_dev.json", "--output", str(tmp_path))
+    assert_one_line_error(proc, "is a folder")
+
+
+def test_ncu_export_bad_inputs_are_one_line(tmp_path):
+    assert_one_line_error(run_cli("ncu-export", str(tmp_path / "missing.csv"), "--output", str(tmp_path / "o.json")),
+                          "no such file")
+    bad = tmp_path / "latin1.csv"
+    bad.write_bytes('"ID","Kernel Name"\n"0","caf\u00e9"\n'.encode("latin-1"))
+    assert_one_line_error(run_cli("ncu-export", str(bad), "--output", str(tmp_path / "o.json")), "not UTF-8")
+    good = REPO / "results" / "ncu" / "e1_h100_local-vs-sink-heavy_dq_core.raw.csv"
+    assert_one_line_error(run_cli("ncu-export", str(good), "--output", str(tmp_path)), "is a folder")
+
+
+def test_report_with_unwritable_output_writes_nothing(tmp_path):
+    analysis = tmp_path / "a.json"
+    with pytest.raises(UserError, match="is a folder"):
+        build_report(committed_inputs(repeat=None, ncu=[]), str(tmp_path), str(analysis), "x")
+    assert not analysis.exists()
+
+
+def test_report_labels_formal_only_when_config_or_flag_says_so(golden):
+    assert not is_formal(golden) and is_formal(golden, flag=True)
+    doc = copy.deepcopy(golden)
+    doc["config"]["formal"] = True
+    assert is_formal(doc)
+    doc["config"]["formal"] = False
+    with pytest.raises(UserError, match="--formal"):
+        is_formal(doc, flag=True)
+    text = headline(golden, analyse(golden, None), "docs/RESULTS.md", formal=is_formal(golden))
+    assert text.startswith("Run of")
+
+
+def test_report_rewrites_readme_only_when_asked(tmp_path):
+    readme = REPO / "README.md"
+    before = readme.read_bytes()
+    proc = run_cli("report", "--output", str(tmp_path / "R.md"), "--analysis", str(tmp_path / "a.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert readme.read_bytes() == before

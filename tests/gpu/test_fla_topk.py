@@ -1,0 +1,59 @@
+"""fla-topk: FLA's own parallel_nsa_topk routing, run for real under the Triton interpreter at a tiny shape."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nsa_exp.core.config import Pattern, Shape
+from nsa_exp.core.families import pattern_from_entry
+from nsa_exp.errors import UserError
+from nsa_exp.model.points import regenerable
+from nsa_exp.routing.patterns import generate_routing, routing_violations
+from tests.helpers import assert_one_line_error, primary_config_dict, run_cli
+
+# G = 16, M = 8 blocks of 8, S = 4: BS >= 2*S as FLA's top-k asserts; 64 queries keep the interpreter ~5 s a call
+TOPK_TINY = Shape(B=1, T=64, HQ=16, H=1, K=16, V=16, S=4, block_size=8, dtype="float16")
+
+
+@pytest.mark.interpreter
+def test_fla_topk_is_causal_distinct_forces_block_0_and_recent_and_is_seeded_and_salience_moves_it():
+    plain = generate_routing(Pattern("fla-topk", salience=0.0), TOPK_TINY, seed=0)
+    again = generate_routing(Pattern("fla-topk", salience=0.0), TOPK_TINY, seed=0)
+    salient = generate_routing(Pattern("fla-topk", salience=4.0), TOPK_TINY, seed=0)
+    for bi in (plain, salient):
+        assert routing_violations(bi, TOPK_TINY) == []  # int32, n(t) valid slots then -1, causal, distinct
+        rows = bi[0, :, 0]
+        cur = np.arange(TOPK_TINY.T) // TOPK_TINY.block_size
+        assert all(0 in r for r in rows)                                    # block 0 forced
+        assert all(c in r and (c == 0 or c - 1 in r) for r, c in zip(rows, cur, strict=True))  # two most recent
+    np.testing.assert_array_equal(plain, again)
+    assert (plain != salient).any()
+
+
+def test_fla_topk_parameters_are_checked_without_torch_and_refuse_a_shape_fla_asserts_on():
+    assert pattern_from_entry({"name": "fla-topk", "salience": 2}, "c").salience == 2.0
+    with pytest.raises(UserError, match=r"c\.salience: -1 is below the minimum 0"):
+        pattern_from_entry({"name": "fla-topk", "salience": -1}, "c")
+    with pytest.raises(UserError, match=r"c\.salience: .*not finite"):
+        pattern_from_entry({"name": "fla-topk", "salience": float("nan")}, "c")
+    small = Shape(B=1, T=64, HQ=16, H=1, K=16, V=16, S=8, block_size=8, dtype="float16")
+    with pytest.raises(UserError, match=r"c\.name: fla-topk needs block_size >= 2\*S"):
+        pattern_from_entry({"name": "fla-topk"}, "c", small)
+
+
+def test_routing_command_without_gpu_or_interpreter_names_what_fla_topk_needs(tmp_path):
+    cfg = primary_config_dict()
+    cfg["patterns"] = [{"name": "local"}, {"name": "fla-topk", "salience": 1.0}]
+    path = tmp_path / "topk.json"
+    path.write_text(json.dumps(cfg))
+    proc = run_cli("routing", "--config", str(path), env={"TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""})
+    assert_one_line_error(proc, "fla-topk", "needs a CUDA GPU or TRITON_INTERPRET=1")
+
+
+def test_the_cpu_model_skips_routings_it_cannot_regenerate():
+    assert regenerable({"name": "zipf", "exponent": 0.5})
+    assert not regenerable({"name": "fla-topk", "salience": 2.0})  # FLA's top-k: GPU (or interpreter) only
+    assert not regenerable({"name": "file:mine"})                  # a routing file: only its holder has it

@@ -1,0 +1,88 @@
+"""schemas/ are generated from the vocabulary: they match it, drift is caught, and a registered family is writable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from nsa_exp import SCHEMA_DIR
+from nsa_exp.core import stages
+from nsa_exp.core.enums import VOCABULARY
+from nsa_exp.core.families import FAMILIES
+from nsa_exp.core.kinds import DOCUMENT_KINDS
+from nsa_exp.io.schema_sync import drifted, render, sync_schemas
+from nsa_exp.io.schemas import load_schema, schema_errors
+from tests.helpers import REPO, run_cli
+
+
+def test_committed_schemas_match_the_vocabulary():
+    assert drifted() == {}
+    proc = run_cli("schemas")
+    assert proc.returncode == 0 and "match the vocabulary" in proc.stdout
+
+
+def test_every_registered_family_and_stage_is_accepted_by_the_summary_row_and_result_schemas():
+    assert load_schema("summary_row")["properties"]["pattern"]["anyOf"][0]["enum"] == list(FAMILIES)
+    assert load_schema("summary_row")["properties"]["stage"]["enum"] == list(stages.STAGE_NAMES)
+    result = json.loads((REPO / "results/raw/e1_h100_dev.json").read_text())
+    result["patterns"]["hot-block"] = result["patterns"].pop("zipf")
+    result["patterns"]["hot-block"]["params"] = {"name": "hot-block", "block": 0}
+    assert schema_errors(result, "result", "$") == []  # hot-block was refused here before the enums were generated
+
+
+def test_every_marked_node_names_a_vocabulary_entry_and_every_kind_has_its_schema():
+    names = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            names.update(node.get("x-vocabulary", {}).values())
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    for path in SCHEMA_DIR.glob("*.schema.json"):
+        walk(json.loads(path.read_text()))
+    assert names and names <= set(VOCABULARY)
+    for kind in DOCUMENT_KINDS:
+        schema = load_schema(kind.schema)
+        assert schema["properties"]["kind"] == {"const": kind.name}
+        assert schema["properties"]["schema_version"] == {"const": kind.version}
+
+
+def test_a_stale_schema_is_named_and_rewritten(tmp_path):
+    folder = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, folder)
+    stale = json.loads((folder / "summary_row.schema.json").read_text())
+    stale["properties"]["stage"]["enum"].remove("wrapper_extra")
+    (folder / "summary_row.schema.json").write_text(json.dumps(stale, indent=2) + "\n")
+    assert [p.name for p in drifted(folder)] == ["summary_row.schema.json"]
+    assert [p.name for p in sync_schemas(write=True, folder=folder)] == ["summary_row.schema.json"]
+    assert drifted(folder) == {}
+
+
+def test_a_new_stage_row_reaches_every_stage_enum_on_regeneration(monkeypatch):
+    new = stages.Stage("new_stage", "new stage", None, False, "some_kernel", None)
+    monkeypatch.setattr(stages, "STAGE_NAMES", (*stages.STAGE_NAMES, new.name))
+    monkeypatch.setattr(stages, "LEGACY_STAGE_NAMES", (*stages.LEGACY_STAGE_NAMES, new.name))
+    monkeypatch.setattr(stages, "SWEEPABLE_STAGES", (*stages.SWEEPABLE_STAGES, new.name))
+    row = render(load_schema("summary_row"), "summary_row")
+    assert row["properties"]["stage"]["enum"][-1] == "new_stage"
+    result = render(load_schema("result"), "result")
+    pattern_stages = result["$defs"]["pattern"]["properties"]["stages"]
+    assert "new_stage" in pattern_stages["required"] and "new_stage" in pattern_stages["properties"]
+    sweep = render(load_schema("sweep_point"), "sweep_point")
+    assert "new_stage" in sweep["properties"]["timing"]["properties"]["stages"]["items"]["enum"]
+
+
+def test_a_new_optional_stage_keeps_every_committed_result_valid_under_the_regenerated_schema(monkeypatch):
+    names = (*stages.STAGE_NAMES[:-1], "new_stage", stages.STAGE_NAMES[-1])
+    monkeypatch.setattr(stages, "STAGE_NAMES", names)
+    monkeypatch.setattr(stages, "OPTIONAL_STAGES", (*stages.OPTIONAL_STAGES, "new_stage"))
+    lists = stages.recorded_stage_lists()
+    assert len(lists) == 4 and lists[0] == list(stages.LEGACY_STAGE_NAMES) and lists[-1] == list(names)
+    schema = render(load_schema("result"), "result")
+    enum = schema["properties"]["timing"]["properties"]["stages"]["enum"]
+    for path in sorted((REPO / "results" / "raw").glob("*.json")):
+        assert json.loads(path.read_text())["timing"]["stages"] in enum, path.name
