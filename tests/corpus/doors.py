@@ -196,6 +196,7 @@ CASES: list[dict[str, Any]] = [
               "{set}", "--output", "{set}"],
      "files": {"set.json": {"copy": "configs/model_calibration_h200.json"}}, "exit": 2, "names": ["--output"],
      "unchanged": ["set.json"]},
+    {"id": "schemas.unknown_option", "argv": ["schemas", "--bogus"], "exit": 2, "names": ["--bogus"]},
     {"id": "lock.output_is_its_source", "argv": ["lock", "--from", "{r}", "--output", "{r}"],
      "files": {"r.json": {"copy": "results/raw/e1_h200_pre.json"}}, "exit": 2, "names": ["--output"],
      "unchanged": ["r.json"]},
