@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..core.kinds import KINDS
 from ..core.records import Record, record_schema
 from ..errors import UserError
+from .reader import read_bounded, show_path
 from .schemas import schema_errors
-from .strict_json import dumps_strict, parse_strict
+from .strict_json import MAX_BYTES, dumps_strict, parse_strict
 
 if TYPE_CHECKING:  # a frame is only handed in: the writer does not import pandas
     import pandas as pd
@@ -185,15 +186,12 @@ def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
 
 
 def read_strict(path: str | Path, label: str | None = None, missing_hint: str = "") -> tuple[bytes, Any]:
-    """A JSON file's bytes and its strict parse (no duplicate keys, NaN or overflowing numbers); every
-    failure is one :class:`UserError` line starting with ``label`` (default: the path)."""
-    label = str(path) if label is None else label
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{label}: no such file" + (f"; {missing_hint}" if missing_hint else "")) from None
-    except OSError as exc:
-        raise UserError(f"{label}: cannot be read: {exc.strerror}") from None
+    """A JSON file's bytes (a regular file of at most :data:`~nsa_exp.io.strict_json.MAX_BYTES`, read by
+    :func:`nsa_exp.io.reader.read_bounded`) and its strict parse (no duplicate keys, NaN or overflowing
+    numbers); every failure is one :class:`UserError` line starting with ``label`` (default: the path)."""
+    label = show_path(path) if label is None else label
+    data = read_bounded(path, label, MAX_BYTES,
+                        not_found=f"{label}: no such file" + (f"; {missing_hint}" if missing_hint else ""))
     try:
         return data, parse_strict(data)
     except ValueError as exc:
@@ -203,7 +201,7 @@ def read_strict(path: str | Path, label: str | None = None, missing_hint: str = 
 def read_document(path: str | Path, kinds: tuple[str, ...], label: str | None = None,
                   missing_hint: str = "") -> tuple[bytes, dict[str, Any]]:
     """:func:`read_strict`, then the document's ``kind`` must be one of ``kinds`` (one line otherwise)."""
-    label = str(path) if label is None else label
+    label = show_path(path) if label is None else label
     data, doc = read_strict(path, label, missing_hint)
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if kind not in kinds:
@@ -215,7 +213,7 @@ def read_document(path: str | Path, kinds: tuple[str, ...], label: str | None = 
 def load_record(path: str | Path, record: type[R], label: str | None = None, missing_hint: str = "") -> R:
     """:func:`load_document` of ``record``'s kind, as that typed record (:mod:`nsa_exp.core.records`); a key
     the schema allows but the record does not know is one :class:`UserError` line."""
-    label = str(path) if label is None else label
+    label = show_path(path) if label is None else label
     try:
         return record.from_json(load_document(path, (record.KIND,), label, missing_hint))
     except ValueError as exc:
@@ -235,7 +233,7 @@ def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = 
 
     Every failure is one :class:`UserError` line starting with ``label`` (default: the path).
     """
-    label = str(path) if label is None else label
+    label = show_path(path) if label is None else label
     _, doc = read_document(path, kinds, label, missing_hint)
     errors = schema_errors(doc, KINDS[doc["kind"]], label)
     if errors:
