@@ -113,7 +113,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--save", "write each pattern's block_indices as DIR/<pattern>.npy", metavar="DIR"),
          Option("--output", "also write the JSON report to PATH", metavar="PATH"),
          Option("--routing-file", ROUTING_FILE_HELP, "append", default=[], metavar="PATH"),
-         Option("--require-equal-edges", "fail unless every --routing-file has the same edge count", "flag")),
+         Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag")),
     _cmd("routing-time", f"{CPU}:cmd_routing_time", "CPU only: routing generation time per pattern and T", CONFIGURED,
          Option("--lengths", "sequence lengths T", "list", int, default=[32768, 131072]),
          Option("--repeats", "timed repeats (the median is printed)", type=int, default=3)),

@@ -54,7 +54,8 @@ def _wrote(paths: list[Path]) -> int:
 def cmd_routing(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     check_writable(*([args.output] if args.output else []), folders=(args.save,) if args.save else ())
-    files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges)
+    files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges,
+                                  packed=config.cu_seqlens is not None)
     report, routings = routing_report(config)
     if files:
         report["routing_files"] = files
