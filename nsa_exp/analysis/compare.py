@@ -41,6 +41,7 @@ from tabulate import tabulate
 from ..core.kinds import schema_version
 from ..core.records import BenchLike, BenchResult
 from ..errors import UserError
+from ..io.reader import same_file
 from ..io.store import load_record, write_json
 from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 
@@ -49,6 +50,9 @@ from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 DEFAULT_FLOOR = 0.02
 #: Lowest floor taken from a repeat pair: 0.5%.
 MIN_FLOOR = 0.005
+#: Most bootstrap resamples: scipy resamples all at once (``resamples x rounds`` float64 per sample, ~0.5 GB
+#: at 150 rounds); the CI's Monte-Carlo error at the default 10^4 is already well below :data:`MIN_FLOOR`.
+MAX_RESAMPLES = 100_000
 VERDICTS = ("same", "faster", "slower", "unclear")
 #: ``--fail-on`` choices and the verdicts each one fails on (exit 1).
 FAIL_ON = {"slower": {"slower"}, "faster": {"faster"}, "unclear": {"unclear"},
@@ -112,6 +116,9 @@ def clock_series(result: BenchLike, pattern: str, label: str) -> np.ndarray:
     if len(mhz) != n or any(m is None for m in mhz):
         raise UserError(f"--cycles: {label} has no recorded SM clock for every timed round of {pattern} "
                         f"(telemetry.available {result.telemetry['available']}); compare it in time")
+    if any(not m > 0 for m in mhz):  # a clock of 0 MHz would make every cycle count 0 and every ratio NaN
+        raise UserError(f"--cycles: {label} records an SM clock of {min(mhz)} MHz for a timed round of {pattern} "
+                        "(no clock was read); compare it in time")
     return np.asarray(mhz, dtype=np.float64)
 
 
@@ -123,9 +130,10 @@ def samples(result: BenchLike, pattern: str, stage: str, cycles: bool, label: st
 
 
 def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, float]:
-    """Per stage: the largest ``|median(Y)/median(X) - 1|`` over the patterns both results timed, at
-    least :data:`MIN_FLOOR`."""
+    """Per stage of ``stages`` that both X and Y timed: the largest ``|median(Y)/median(X) - 1|`` over the
+    patterns both results timed, at least :data:`MIN_FLOOR` (a stage the pair did not time has no floor here)."""
     x, y = BenchResult.coerce(x), BenchResult.coerce(y)
+    stages = [s for s in stages if s in x.timing.stages and s in y.timing.stages]
     pats = [p for p in x.patterns if p in y.patterns]
     med = {(d, p, s): r.patterns[p].median(s) for d, r in (("x", x), ("y", y)) for p in pats for s in stages}
     return {s: max([MIN_FLOOR] + [abs(med["y", p, s] / med["x", p, s] - 1) for p in pats]) for s in stages}
@@ -149,6 +157,12 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
         raise UserError(f"--floor: {floor} is not a fraction in [0, 1)")
     if fail_on is not None and fail_on not in FAIL_ON:
         raise UserError(f"--fail-on: {fail_on!r}; choose one of {', '.join(FAIL_ON)}")
+    if not 1 <= resamples <= MAX_RESAMPLES:
+        raise UserError(f"--resamples: {resamples} is not in 1..{MAX_RESAMPLES} (the bootstrap holds every resample "
+                        "in memory; the default 10000 is plenty)")
+    if noise_from and len(noise_from) == 2 and same_file(*noise_from):
+        raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: one file twice; a noise floor needs a result "
+                        "and its independent repeat")
     a = load_record(path_a, BenchResult, f"A {path_a}")
     b = load_record(path_b, BenchResult, f"B {path_b}")
     diff = routing_differences(a, b)
@@ -163,10 +177,16 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
             bad = routing_differences(a, other)
             if bad:
                 raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
+        if x.to_json() == y.to_json():
+            raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: the two files hold the same run; a noise "
+                            "floor needs a result and its independent repeat")
         floors = noise_floors(x, y, stages)
+        untimed = [s for s in stages if s not in floors]  # e.g. wrapper_extra: a pair recorded before the stage
         floors = {s: floors.get(s, floor) for s in stages}
         floor_source = {"kind": "repeat", "paths": [str(p) for p in noise_from],
-                        "rule": f"per stage, max over patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}"}
+                        "rule": f"per stage, max over patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}"
+                        + (f"; {', '.join(untimed)} (not timed by the pair): the stated default {floor:g}"
+                           if untimed else "")}
     else:
         floors = dict.fromkeys(stages, floor)
         floor_source = {"kind": "default", "paths": [], "rule": f"stated default {floor:g} for every stage"}
