@@ -12,13 +12,16 @@ the CPU commands work without torch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
 
+from .arguments import check_arguments
 from .commands import COMMANDS, Option, cli_flags
 from .errors import UserError
 
@@ -35,6 +38,17 @@ def _lazy(target: str) -> Handler:
         return getattr(importlib.import_module(module), name)(args)
     handler.__name__ = name
     return handler
+
+
+@contextlib.contextmanager
+def numerical_warnings(debug: bool) -> Iterator[None]:
+    """numpy/scipy ``RuntimeWarning``s (an empty slice, a division by zero) never reach stderr as extra lines:
+    the one-line contract holds, and a NaN they leave cannot reach a file (every document is written with
+    ``allow_nan=False`` after its schema). With ``--debug`` they are shown as Python shows them."""
+    with warnings.catch_warnings():
+        if not debug:
+            warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -84,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with numerical_warnings(args.debug):
+            check_arguments(args)  # before the handler: before any gate, before torch is imported
+            return args.func(args)
     except UserError as exc:
         if args.debug:
             traceback.print_exc()

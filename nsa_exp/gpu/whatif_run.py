@@ -21,6 +21,7 @@ from ..core.protocol import round_orders, summarize
 from ..errors import UserError
 from ..io.metadata import base_metadata
 from ..io.store import load_document, write_json
+from ..model.split import check_whatif_memory
 from .gates import run_gates
 from .telemetry import Telemetry, gpu_identity
 
@@ -46,6 +47,9 @@ def run_whatif(config: Config, allow_gpu: bool, patterns: list[str], max_fanins:
     from .timing import run_rounds  # noqa: PLC0415
     from .whatif import SplitArm, baseline_callables, emulated_edges, equivalence_gate  # noqa: PLC0415
 
+    free = torch.cuda.mem_get_info()[0]  # the arms' B' copies estimated before anything is allocated
+    check_whatif_memory(config.shape, {p: routings[p] for p in patterns}, max_fanins, layouts, free,
+                        f"the {free / 2**30:.1f} GiB free on this GPU")
     pin_autotune_configs({k: v["best_config"] for k, v in bench["autotune"]["kernels"].items()})
     inputs = make_inputs(config.shape, config.seeds.inputs, "cuda")
     warmup, out_patterns = config.timing.warmup_rounds, {}
