@@ -14,12 +14,15 @@ from typing import Any
 import numpy as np
 import scipy
 
+from ..core.config import MAX_T
 from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..figures.model_validation import plot_validation
 from ..io.metadata import git_state, installed_packages, utc_now
+from ..io.reader import read_bounded, show_path
 from ..io.store import check_writable, load_document, read_strict, write_json
+from ..io.strict_json import MAX_BYTES
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
@@ -39,8 +42,6 @@ from .points import (
 )
 from .whatif import model_whatif
 
-MAX_T = 1048576  # schemas/config.schema.json's bound on T
-
 TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
 
 
@@ -54,7 +55,7 @@ def _metadata() -> dict[str, Any]:
 
 
 def _sha(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(read_bounded(path, show_path(path), MAX_BYTES)).hexdigest()
 
 
 def _json(path: str, what: str) -> Any:
@@ -171,7 +172,7 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
             bi = generate_packed_routing(pattern, shape, cal["seed"], cu)
             return csr_rows(bi, shape.block_size, cu).fanin, f"{point_name(entry, T)}-{packing_token(packing)}"
         return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T)
-    raw, key, _ = read_routing_file(args.routing_file)
+    raw, key, _ = read_routing_file(args.routing_file, (base["B"], None, base["H"], base["S"]))
     label = f"routing file {args.routing_file}" + (f" [{key}]" if key else "")
     T = args.T or (int(raw.shape[1]) if raw.ndim == 4 else base["T"])
     if T < 1 or T % base["block_size"] or T > MAX_T:

@@ -18,14 +18,18 @@ from typing import Any
 
 import numpy as np
 
+from ..checking.validate import load_validated
 from ..core.config import Shape
 from ..core.families import FAMILIES, pattern_from_entry
 from ..errors import UserError
-from ..io.strict_json import parse_strict
+from ..io.reader import read_bounded, show_path
+from ..io.strict_json import MAX_BYTES, parse_strict
 from ..routing.fanin import csr_rows
 from ..routing.packing import cu_seqlens, generate_packed_routing, packing_token
 from ..routing.patterns import generate_routing
 
+#: The documents that hold measured points.
+POINT_KINDS = ("bench_result", "sweep_point")
 # Shape fields a calibration fixes; T (and with it the number of CSR rows) is free.
 SHAPE_KEYS = ("B", "HQ", "H", "K", "V", "S", "block_size", "dtype")
 
@@ -61,8 +65,8 @@ def point_name(pattern: Mapping[str, Any], T: int) -> str:
 
 def _has_patterns(path: Path) -> bool:
     try:
-        return isinstance(parse_strict(path.read_bytes()).get("patterns"), dict)
-    except (OSError, ValueError, AttributeError):
+        return isinstance(parse_strict(read_bounded(path, show_path(path), MAX_BYTES)).get("patterns"), dict)
+    except (UserError, ValueError, AttributeError):
         return False
 
 
@@ -83,14 +87,19 @@ def result_files(paths: Iterable[str]) -> list[Path]:
 
 
 def read_points(path: Path) -> list[Point]:
-    """Every routing of one result file as a :class:`Point`.
+    """Every routing of one result file as a :class:`Point`: a bench result or sweep point that passes every
+    check of ``validate`` (:func:`nsa_exp.checking.validate.load_validated`: its statistics recomputed from its
+    raw observations, its routings regenerated at its T), so a forged or poisoned file is refused, not modelled.
 
     Raises:
-        UserError: the file is unreadable or lacks a field a point needs (named by JSON path).
+        UserError: the file is unreadable, not such a result, fails validation (the checks named), or lacks
+            a field a point needs (named by JSON path).
     """
-    data = path.read_bytes()
+    label = show_path(path)
+    doc = load_validated(path, POINT_KINDS, label, hint="a point must pass `python -m nsa_exp validate` to be "
+                         "modelled")
+    data = read_bounded(path, label, MAX_BYTES)
     try:
-        doc = parse_strict(data)
         config = doc.get("config", {})
         shape = doc.get("shape") or config["shape"]
         gpu = doc["metadata"]["gpu"]

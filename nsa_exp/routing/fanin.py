@@ -68,7 +68,11 @@ def csr_rows(block_indices: np.ndarray, block_size: int, cu_seqlens: np.ndarray 
         row = ((chunk_offsets[doc] + b) * H + head)[keep]  # FLA's varlen program id: (global_block)*H + h
         n_rows = int(chunk_offsets[-1]) * H
     query = t[keep]
-    order = np.lexsort((query, row))
+    # Sorted by (row, query): the entries come in C order, t ascending within every row, so a *stable* sort by
+    # row alone is that order (= np.lexsort((query, row))); a launchable shape has at most 65535 rows
+    # (CUDA's grid-y limit), whose uint16 keys numpy sorts by radix: ~4x faster than the lexsort at T=131072.
+    key = row.astype(np.uint16) if n_rows <= 1 << 16 else row
+    order = np.argsort(key, kind="stable")
     row, query = row[order], query[order]
     fanin = np.bincount(row, minlength=n_rows)
     same_row = row[1:] == row[:-1]
