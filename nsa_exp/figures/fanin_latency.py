@@ -13,11 +13,13 @@ latency axis starts at zero so that a 1% difference looks like one.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from ..core import stages
 from ..core.families import family
 from ..errors import UserError
+from ..io.reader import read_csv_table, show_path
 from ..io.store import load_document
 from ..routing.fanin import X_STATS
 from .canvas import pyplot, save_figure
@@ -26,11 +28,13 @@ PANELS = tuple((name, stages.stage(name).panel_title) for name in stages.PANEL_O
 
 
 def read_summary(path: str | Path) -> list[dict[str, str]]:
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            return list(csv.DictReader(fh))
-    except FileNotFoundError:
-        raise UserError(f"--input {path}: no such file; run `invoke bench` first") from None
+    """The rows of a bench summary CSV (:func:`nsa_exp.io.reader.read_csv_table`: bounded, its columns those of
+    ``summary_row``); another table (a sweep table) is one line naming ``--input``."""
+    label = f"--input {show_path(path)}"
+    text = read_csv_table(path, label, "summary_row", "a bench summary CSV",
+                          hint="a sweep table is drawn by sweep-plot --table",
+                          not_found=f"{label}: no such file; run `invoke bench` first")
+    return list(csv.DictReader(io.StringIO(text)))
 
 
 def gpu_name(summary: str | Path, result: str | Path | None = None) -> str | None:
