@@ -18,10 +18,12 @@ from __future__ import annotations
 import argparse
 import shutil
 from collections.abc import Callable
+from typing import Any
 
 from .core.config import MAX_T, Shape
 from .errors import UserError
 from .io.reader import same_file
+from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .routing.config import load_config, shape_at
 from .routing.patterns import generate_routing
@@ -92,11 +94,29 @@ def _whatif(args: argparse.Namespace) -> None:
                         f"the {config.required_gpu}'s {memory / 2**30:.1f} GiB")
 
 
+def parse_slurm(text: str | None) -> dict[str, Any] | None:
+    """``--slurm`` as the JSON object of submitit Slurm parameters it must be (None when not given).
+
+    >>> parse_slurm('{"slurm_partition": "gpu"}')
+    {'slurm_partition': 'gpu'}
+    """
+    if not text:
+        return None
+    try:
+        slurm = parse_strict(text.encode("utf-8"))
+    except ValueError as exc:
+        raise UserError(f"--slurm: not JSON ({exc}); e.g. --slurm '{{\"slurm_partition\": \"gpu\"}}'") from None
+    if not isinstance(slurm, dict):
+        raise UserError("--slurm: must be a JSON object of submitit Slurm parameters")
+    return slurm
+
+
 def _sweep(args: argparse.Namespace) -> None:
     if args.table_only:
         return
     if args.points_per_job < 1:
         raise UserError(f"--points-per-job: {args.points_per_job} is not a positive integer")
+    parse_slurm(args.slurm)
     if args.executor == "slurm" and (missing := [c for c in ("sbatch", "srun") if shutil.which(c) is None]):
         raise UserError(f"--executor slurm: no Slurm here ({' and '.join(missing)} not on PATH); run the sweep on a "
                         "Slurm login node, or use --executor local (one job per GPU of this host) or inline")

@@ -22,7 +22,7 @@ from ..errors import UserError
 from ..io.reader import read_csv_table, show_path
 from ..io.store import load_document
 from ..routing.fanin import X_STATS
-from .canvas import pyplot, save_figure
+from .canvas import Claim, pyplot, save_figure
 
 PANELS = tuple((name, stages.stage(name).panel_title) for name in stages.PANEL_ORDER)
 
@@ -50,7 +50,7 @@ def gpu_name(summary: str | Path, result: str | Path | None = None) -> str | Non
 
 
 def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path,
-                       result: str | Path | None = None) -> list[Path]:
+                       result: str | Path | None = None, claim: Claim | None = None) -> list[Path]:
     """Draw the figure; returns the PNG and SVG paths (written atomically). ``result``: the bench result
     whose GPU names the figure (default: the summary's companion, see :func:`gpu_name`)."""
     plt = pyplot()
@@ -87,6 +87,6 @@ def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path,
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=9)
     fig.suptitle(f"{config}: FLA NSA stage latency vs {X_STATS[x_stat]} (equal edges, "
                  f"{gpu or 'GPU not recorded'})", fontsize=11)
-    out = save_figure(fig, Path(out_dir) / f"{config}_{x_stat}_latency")
+    out = save_figure(fig, Path(out_dir) / f"{config}_{x_stat}_latency", claim)
     plt.close(fig)
     return out

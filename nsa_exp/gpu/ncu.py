@@ -28,7 +28,7 @@ from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.metadata import base_metadata, utc_now
 from ..io.reader import read_bounded, show_path
-from ..io.store import check_writable, write_json, write_text_atomic
+from ..io.store import OutputPolicy, write_json, write_text_atomic
 from ..io.strict_json import MAX_BYTES
 from .nvtx import parse_patterns, range_name
 
@@ -195,7 +195,7 @@ def export_command(args: Any) -> int:
     if not Path(args.report).is_file():
         raise UserError(f"{args.report}: no such file" if not Path(args.report).exists() else
                         f"{args.report}: is not a file")
-    check_writable(args.output)
+    OutputPolicy((("REPORT", args.report), ("--reuse-context", args.reuse_context))).claim(args.output, named=True)
     context: dict = {"report": args.report}
     if args.pattern:
         context |= {"pattern": args.pattern, "patterns_in_launch_order": parse_patterns(args.pattern)}

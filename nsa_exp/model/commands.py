@@ -18,10 +18,10 @@ from ..core.config import MAX_T
 from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
 from ..errors import UserError
-from ..figures.model_validation import plot_validation
+from ..figures.model_validation import figure_stem, plot_validation
 from ..io.metadata import git_state, installed_packages, utc_now
 from ..io.reader import read_bounded, show_path
-from ..io.store import check_writable, load_document, read_strict, write_json
+from ..io.store import OutputPolicy, load_document, read_strict, write_json
 from ..io.strict_json import MAX_BYTES
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
@@ -91,9 +91,20 @@ def _all_points(paths: list[str]) -> list:
     return [p for f in result_files(paths) for p in read_points(f)]
 
 
+FIGURES_DIR = "docs/figures"  # model-validate's default figure folder (as the command table says)
+
+
+def _policy(args: argparse.Namespace, *inputs: tuple[str, Any]) -> OutputPolicy:
+    """This command's output policy (:class:`nsa_exp.io.store.OutputPolicy`): its inputs and ``--overwrite``."""
+    return OutputPolicy(tuple((w, p) for w, p in inputs if p), bool(getattr(args, "overwrite", False)))
+
+
 def calibrate(args: argparse.Namespace) -> int:
     cset = load_document(args.set, ("model_calibration_set",), f"--set {args.set}")
-    check_writable(*([args.output] if args.output else []))
+    policy = _policy(args, ("--set", args.set), ("--kernels", args.kernels), ("--ncu", args.ncu),
+                     *(("--points", p) for p in args.points))
+    if args.output:
+        policy.claim(args.output, named=True)
     points = _all_points(args.points)
     by_name: dict[str, Any] = {}
     for p in points:  # the first file naming a routing wins
@@ -116,7 +127,7 @@ def calibrate(args: argparse.Namespace) -> int:
     params, rows = fit_calibration([p for _, p in chosen], fanins, ref.sm_count, occ["slots_per_sm"], bq)
     gpu_tag = ref.gpu.split()[-1].lower()
     out = args.output or f"results/model/{gpu_tag}_{config_label(ref.autotune_config)}.json"
-    check_writable(out)
+    policy.claim(out, named=args.output is not None)
     errs = np.abs([r["error_pct"] for r in rows])
     doc = {"schema_version": schema_version("model_calibration"), "kind": "model_calibration",
            "name": Path(out).stem, "gpu": {"name": ref.gpu, "sm_count": ref.sm_count},
@@ -212,9 +223,16 @@ def predict_command(args: argparse.Namespace) -> int:
 
 def model_validate(args: argparse.Namespace) -> int:
     cal = load_calibration(args.calibration)
-    check_writable(*([args.output] if args.output else []))
     if args.max_fanin < 0:
         raise UserError(f"--max-fanin: {args.max_fanin} is negative (0 skips the split what-if)")
+    policy = _policy(args, ("--calibration", args.calibration), *(("--points", p) for p in args.points))
+    out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
+    policy.claim(out, named=args.output is not None)
+    fig_dir = FIGURES_DIR if args.figures is None else args.figures
+    if fig_dir:  # the figure's two files are claimed now, before the long work (their stem is known)
+        stem = Path(fig_dir) / figure_stem({"calibration": {"name": cal["name"]}, "name": Path(out).stem})
+        policy.claim_all([stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "svg")],
+                         named=args.figures is not None, option="--figures")
     points = _all_points(args.points)
     for p in points:
         if not regenerable(p.pattern):  # routing files, fla-topk: their per-row fan-in is not rebuilt on a CPU
@@ -243,8 +261,6 @@ def model_validate(args: argparse.Namespace) -> int:
         raise UserError("--points: every routing read was used to calibrate; nothing to validate")
     errs = np.abs([r["error_pct"] for r in rows])
     summary = {"n": len(rows), "mean_abs_pct": float(errs.mean()), "max_abs_pct": float(errs.max())}
-    out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
-    check_writable(out)
     doc = {"schema_version": schema_version("model_validation"), "kind": "model_validation", "name": Path(out).stem,
            "calibration": {"path": args.calibration, "sha256": _sha(args.calibration), "name": cal["name"]},
            "rows": rows, "excluded": excluded, "summary": summary, "target": TARGET,
@@ -252,10 +268,12 @@ def model_validate(args: argparse.Namespace) -> int:
            and summary["max_abs_pct"] <= TARGET["max_abs_pct"], "split_max_fanin": args.max_fanin or None,
            "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
     write_json(out, doc, "model_validation")
-    figures = plot_validation(doc, args.figures) if args.figures else []
+    figures = plot_validation(doc, fig_dir) if fig_dir else []
     for r in rows:
         print(f"{r['name']:<40} measured {r['measured_ms']:8.3f}  predicted {r['predicted_ms']:8.3f}  "
               f"{r['error_pct']:+6.1f}%")
     print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
-          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%); wrote {out} {' '.join(map(str, figures))}")
+          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%)")
+    for path in [out, *figures]:
+        print(f"wrote {path}")
     return 0

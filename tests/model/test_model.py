@@ -111,11 +111,8 @@ def test_validation_predicts_only_the_held_out_routing(seed_calibration, capsys)
 
 
 def test_calibrate_refuses_points_from_another_gpu(tmp_path, capsys):
-    doc = json.loads((REPO / SEED).read_text())
-    doc["metadata"]["gpu"]["name"] = "NVIDIA H100 80GB HBM3"
-    (tmp_path / "other.json").write_text(json.dumps(doc))
-    (tmp_path / "set.json").write_text(json.dumps(SEED3))
-    rc = main(["calibrate", "--points", SEED, str(tmp_path / "other.json"), "--set", str(tmp_path / "set.json"),
+    (tmp_path / "set.json").write_text(json.dumps(SEED3))  # the H100's formal run: a valid result of another GPU
+    rc = main(["calibrate", "--points", SEED, "results/raw/e1_h100.json", "--set", str(tmp_path / "set.json"),
                "--output", str(tmp_path / "cal.json")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
