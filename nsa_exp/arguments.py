@@ -9,8 +9,8 @@ checks here are the rules between values (and against the config) that argparse 
 ``CHECKS`` holds one function per command that needs more than argparse (a command without an entry
 has none); each raises :class:`nsa_exp.errors.UserError` naming the option.
 
->>> sorted(CHECKS)[:3]
-['bench', 'routing-time', 'sweep']
+>>> sorted(CHECKS)
+['bench', 'ncu', 'profile-stage', 'routing-time', 'sweep', 'whatif']
 """
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+from . import REPO_ROOT
 from .core.config import MAX_T, Shape
 from .errors import UserError
-from .io.reader import same_file
+from .io.config_files import read_config_file
+from .io.reader import same_file, show_path
+from .io.store import load_document
 from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .routing.config import load_config, shape_at
@@ -55,6 +58,20 @@ def _bench(args: argparse.Namespace) -> None:
         raise UserError(f"--summary {args.summary}: the same file as --output; the raw JSON and the summary CSV need "
                         "two paths")
     load_config(args.config)
+    _bench_result(args, "autotune_from", "--autotune-from")
+
+
+def _bench_result(args: argparse.Namespace, dest: str, option: str) -> None:
+    """The bench result an option names (replayed or pinned autotune configs): read now, bounded and checked
+    for its kind and schema, so a missing, foreign or endless file is refused before any gate."""
+    path = getattr(args, dest, None)
+    if path:
+        load_document(path, ("bench_result",), f"{option} {show_path(path)}")
+
+
+def _profile(args: argparse.Namespace) -> None:
+    load_config(args.config)
+    _bench_result(args, "benchmark_result", "--benchmark-result")
 
 
 def parse_max_fanins(text: str) -> list[int]:
@@ -86,6 +103,7 @@ def _whatif(args: argparse.Namespace) -> None:
         raise UserError(f"--layouts: {bad} not in split, split-heavy-first")
     if args.rounds < 1:
         raise UserError("--rounds: must be a positive integer")
+    _bench_result(args, "benchmark_result", "--benchmark-result")
     memory = GPU_MEMORY_BYTES.get(config.required_gpu)
     if memory is None or config.cu_seqlens is not None:
         return  # a GPU we hold no figure for (checked on it, against its free memory), or packed (not split)
@@ -117,12 +135,17 @@ def _sweep(args: argparse.Namespace) -> None:
     if args.points_per_job < 1:
         raise UserError(f"--points-per-job: {args.points_per_job} is not a positive integer")
     parse_slurm(args.slurm)
+    raw = read_config_file(args.config, "sweep config")
+    if isinstance(raw.get("autotune_from"), str):  # read on the GPU after its gates: checked here first
+        path = REPO_ROOT / raw["autotune_from"]
+        load_document(path, ("bench_result",), f"{show_path(args.config)}: sweep.autotune_from {raw['autotune_from']}")
     if args.executor == "slurm" and (missing := [c for c in ("sbatch", "srun") if shutil.which(c) is None]):
         raise UserError(f"--executor slurm: no Slurm here ({' and '.join(missing)} not on PATH); run the sweep on a "
                         "Slurm login node, or use --executor local (one job per GPU of this host) or inline")
 
 
-CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "whatif": _whatif, "sweep": _sweep}
+CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "whatif": _whatif, "sweep": _sweep,
+                            "profile-stage": _profile, "ncu": _profile}
 
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -24,6 +24,7 @@ from typing import NoReturn
 from .arguments import check_arguments
 from .commands import COMMANDS, Option, cli_flags
 from .errors import UserError
+from .io.reader import show_path
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -109,15 +110,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush at exit
         return 0
+    except OSError as exc:
+        if exc.filename is None:  # not about a path the user gave: an internal error below
+            return _internal(exc, args.debug)
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {show_path(exc.filename)}: {exc.strerror or exc}", file=sys.stderr)  # e.g. a path too long
+        return 2
     except KeyboardInterrupt:
         print("error: interrupted; no partial output was written", file=sys.stderr)
         return 130
     except Exception as exc:  # an internal error: still one line unless --debug
-        if args.debug:
-            traceback.print_exc()
-        print(f"error: internal error {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
-              file=sys.stderr)
-        return 1
+        return _internal(exc, args.debug)
+
+
+def _internal(exc: Exception, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(f"error: internal error {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

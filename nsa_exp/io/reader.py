@@ -53,8 +53,8 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (s
 def show_path(path: str | Path) -> str:
     """``path`` for a message: as given, or its first characters and its length when it is very long.
 
-    >>> show_path("a" * 5000)[-40:]
-    'aaaaaaaaaaaaaaaaaaaa... (5000 characters)'
+    >>> show_path("a" * 5000)[-30:]
+    'aaaaaaaaa... (5000 characters)'
     """
     text = str(path)
     return text if len(text) <= SHOWN_PATH_CHARS else f"{text[:SHOWN_PATH_CHARS - 40]}... ({len(text)} characters)"

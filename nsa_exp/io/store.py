@@ -136,11 +136,11 @@ class OutputPolicy:
         file was written."""
         path = Path(path)
         try:
-            if path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
+            if path.is_file() and path.stat().st_size == len(data) and read_bounded(path, str(path), len(data)) == data:
                 self.claim(path, named=True, option=option)  # still never one of the inputs
                 return False
-        except OSError:
-            pass
+        except (OSError, UserError):
+            pass  # not a readable regular file of these bytes: claimed and written below
         self.claim(path, named=named, option=option)
         write_bytes_atomic(path, data)
         return True
@@ -239,7 +239,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
 
 
 def _fsync_dir(folder: Path) -> None:
-    dir_fd = os.open(folder, os.O_RDONLY)
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)  # a folder only: never blocks on a FIFO
     try:
         os.fsync(dir_fd)
     finally:
