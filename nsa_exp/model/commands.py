@@ -19,6 +19,7 @@ from ..core.kinds import schema_version
 from ..errors import UserError
 from ..figures.model_validation import figure_stem, plot_validation
 from ..io.metadata import git_state, installed_packages, utc_now
+from ..io.progress import progress
 from ..io.store import OutputPolicy, load_document, read_strict, write_json
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
@@ -242,14 +243,17 @@ def model_validate(args: argparse.Namespace) -> int:
     check_same_setup(points, setup)
     used = {p["label"] for p in cal["points"]}
     rows, excluded = [], sorted({p.name for p in points if p.name in used})
-    for p in points:
-        if p.name in used:
-            continue
-        fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
-        pred = predict(cal, fanin)
-        # the split what-if is modelled on the dense layout only; a packed point keeps heaviest-first alone
-        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin) if p.packing is None else \
-            {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None}
+    held_out = [p for p in points if p.name not in used]
+    memo: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # one prediction per distinct routing
+    for p in progress(held_out, "model-validate: predicting", unit="point"):
+        key = json.dumps([p.pattern, p.T, p.seed, p.packing, p.shape], sort_keys=True, default=str)
+        if key not in memo:
+            fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
+            # the split what-if is modelled on the dense layout only; a packed point keeps heaviest-first alone
+            memo[key] = (predict(cal, fanin), model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin)
+                         if p.packing is None else
+                         {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None})
+        pred, what = memo[key]
         rows.append({"name": p.name, "source": p.source, "sha256": p.sha256, "pattern": dict(p.pattern), "T": p.T,
                      "measured_ms": p.measured_ms, "predicted_ms": pred["predicted_ms"],
                      "error_pct": 100.0 * (pred["predicted_ms"] / p.measured_ms - 1.0),

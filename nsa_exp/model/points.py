@@ -25,6 +25,7 @@ from ..io.strict_json import parse_strict
 from ..routing.fanin import csr_rows
 from ..routing.packing import cu_seqlens, generate_packed_routing, packing_token
 from ..routing.patterns import generate_routing
+from .split import split_fanin
 
 # Shape fields a calibration fixes; T (and with it the number of CSR rows) is free.
 SHAPE_KEYS = ("B", "HQ", "H", "K", "V", "S", "block_size", "dtype")
@@ -173,12 +174,23 @@ def regenerable(pattern: Mapping[str, Any]) -> bool:
     return spec is not None and spec.external is None
 
 
+def _key(pattern: Mapping[str, Any], shape: Mapping[str, Any]) -> tuple[tuple, tuple]:
+    # lists (a placement's ``heads``) become tuples so the cache key hashes; the registry takes either
+    return (tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pattern.items())),
+            tuple(sorted(shape.items())))
+
+
+def pattern_split_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int, max_fanin: int,
+                        layout: str = "split-heavy-first") -> np.ndarray:
+    """Per-program fan-in of the split what-if launch of a generated dense routing
+    (:func:`nsa_exp.model.split.split_fanin` of :func:`pattern_fanin`; B' = ``len // (H*M)``)."""
+    return split_fanin(pattern_fanin(pattern, shape, T, seed), max_fanin, layout)
+
+
 def pattern_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int,
                   packing: Mapping[str, Any] | None = None) -> np.ndarray:
     """Per-CSR-row fan-in ``int64`` (cached) of a generated routing in FLA's program-id order: dense
     ``[B*H*M]`` in ``(b*H + h)*M + block``; packed (``packing``, a config section), one row per (document,
     block, head) in the varlen order ``(global_block)*H + h`` (:func:`nsa_exp.routing.fanin.csr_rows`)."""
-    # lists (a placement's ``heads``) become tuples so the cache key hashes; the registry takes either
-    items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pattern.items()))
     packed = None if packing is None else json.dumps(packing, sort_keys=True)
-    return _fanin(items, tuple(sorted(shape.items())), T, seed, packed)
+    return _fanin(*_key(pattern, shape), T, seed, packed)
