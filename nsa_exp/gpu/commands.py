@@ -27,10 +27,8 @@ from .whatif_run import run_whatif
 
 
 def _policy(args: argparse.Namespace, *inputs: tuple[str, str | None]) -> OutputPolicy:
-    """This command's output policy (:class:`nsa_exp.io.store.OutputPolicy`): the config and ``inputs``
-    are never outputs; an existing default output is replaced only with ``--overwrite``."""
-    return OutputPolicy((("--config", args.config), *((w, p) for w, p in inputs if p)),
-                        bool(getattr(args, "overwrite", False)))
+    """This command's output policy: the config and ``inputs`` are never outputs (:class:`OutputPolicy`)."""
+    return OutputPolicy.of(args, ("--config", args.config), *inputs)
 
 
 def check(args: argparse.Namespace) -> int:

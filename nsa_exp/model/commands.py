@@ -94,15 +94,10 @@ def _all_points(paths: list[str]) -> list:
 FIGURES_DIR = "docs/figures"  # model-validate's default figure folder (as the command table says)
 
 
-def _policy(args: argparse.Namespace, *inputs: tuple[str, Any]) -> OutputPolicy:
-    """This command's output policy (:class:`nsa_exp.io.store.OutputPolicy`): its inputs and ``--overwrite``."""
-    return OutputPolicy(tuple((w, p) for w, p in inputs if p), bool(getattr(args, "overwrite", False)))
-
-
 def calibrate(args: argparse.Namespace) -> int:
     cset = load_document(args.set, ("model_calibration_set",), f"--set {args.set}")
-    policy = _policy(args, ("--set", args.set), ("--kernels", args.kernels), ("--ncu", args.ncu),
-                     *(("--points", p) for p in args.points))
+    policy = OutputPolicy.of(args, ("--set", args.set), ("--kernels", args.kernels), ("--ncu", args.ncu),
+                             *(("--points", p) for p in args.points))
     if args.output:
         policy.claim(args.output, named=True)
     points = _all_points(args.points)
@@ -225,7 +220,7 @@ def model_validate(args: argparse.Namespace) -> int:
     cal = load_calibration(args.calibration)
     if args.max_fanin < 0:
         raise UserError(f"--max-fanin: {args.max_fanin} is negative (0 skips the split what-if)")
-    policy = _policy(args, ("--calibration", args.calibration), *(("--points", p) for p in args.points))
+    policy = OutputPolicy.of(args, ("--calibration", args.calibration), *(("--points", p) for p in args.points))
     out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
     policy.claim(out, named=args.output is not None)
     fig_dir = FIGURES_DIR if args.figures is None else args.figures
