@@ -52,12 +52,6 @@ def _wrote(paths: list[Path]) -> int:
     return 0
 
 
-def _policy(args: argparse.Namespace, *inputs: tuple[str, str | None]) -> OutputPolicy:
-    """The output policy (:class:`nsa_exp.io.store.OutputPolicy`) of this command: its inputs, and whether
-    ``--overwrite`` was given."""
-    return OutputPolicy(tuple((what, p) for what, p in inputs if p), bool(getattr(args, "overwrite", False)))
-
-
 def _figure_dir(args: argparse.Namespace, option: str = "out_dir") -> tuple[str, bool]:
     """The figures folder and whether the user named it (an explicit folder may be written into)."""
     given = getattr(args, option)
@@ -66,7 +60,7 @@ def _figure_dir(args: argparse.Namespace, option: str = "out_dir") -> tuple[str,
 
 def cmd_routing(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    policy = _policy(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file))
+    policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file))
     if args.output:
         policy.claim(args.output, named=True)
     if args.save:
@@ -115,9 +109,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                               autotune_matrix=args.autotune_matrix, tune_arms=args.tune_arms, h200=args.h200)
     analysis = args.analysis or f"results/analysis/{Path(args.result).stem}.json"
     output = args.output or OUTPUT
-    policy = _policy(args, ("--result", inputs.result), ("--repeat", inputs.repeat), ("--h200", inputs.h200),
-                     ("--autotune-matrix", inputs.autotune_matrix), *(("--ncu", p) for p in inputs.ncu),
-                     *(("--tune-arms", p) for p in inputs.tune_arms))
+    policy = OutputPolicy.of(args, ("--result", inputs.result), ("--repeat", inputs.repeat), ("--h200", inputs.h200),
+                             ("--autotune-matrix", inputs.autotune_matrix), *(("--ncu", p) for p in inputs.ncu),
+                             *(("--tune-arms", p) for p in inputs.tune_arms))
     policy.claim(output, named=args.output is not None)
     policy.claim(analysis, named=args.analysis is not None, option="--analysis")
     readme = str(REPO_ROOT / "README.md") if args.update_readme else None
@@ -137,8 +131,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UserError(f"compare: A and B are the same file ({args.a}); compare two runs (e.g. a result and "
                         "its independent repeat)")
     if output:
-        _policy(args, ("A", args.a), ("B", args.b), *(("--noise-from", p) for p in args.noise_from or [])).claim(
-            output, named=args.output is not None)
+        noise = (("--noise-from", p) for p in args.noise_from or [])
+        OutputPolicy.of(args, ("A", args.a), ("B", args.b), *noise).claim(output, named=args.output is not None)
     doc, code = run_compare(args.a, args.b, output or None, noise_from=args.noise_from, floor=args.floor,
                             cycles=args.cycles, fail_on=args.fail_on, resamples=args.resamples)
     print(format_compare_table(doc))
@@ -154,7 +148,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_flush_study(args: argparse.Namespace) -> int:
     if args.output:
-        _policy(args, ("RAW", args.raw)).claim(args.output, named=True)
+        OutputPolicy.of(args, ("RAW", args.raw)).claim(args.output, named=True)
     study = flush_study(args.raw, args.output)
     print(format_flush_table(study))
     if args.output:
@@ -164,7 +158,7 @@ def cmd_flush_study(args: argparse.Namespace) -> int:
 
 def cmd_lock(args: argparse.Namespace) -> int:
     output = args.output or LOCK_FILE
-    _policy(args, ("--from", args.source)).claim(output, named=args.output is not None)
+    OutputPolicy.of(args, ("--from", args.source)).claim(output, named=args.output is not None)
     lines = write_lock(args.source, output)
     print(f"wrote {output} ({lines} pins)")
     return 0
@@ -172,14 +166,14 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     out_dir, named = _figure_dir(args)
-    policy = _policy(args, ("--input", args.input), ("--result", args.result))
+    policy = OutputPolicy.of(args, ("--input", args.input), ("--result", args.result))
     return _wrote(plot_fanin_latency(args.input, args.x, out_dir, args.result,
                                      claim=lambda p: policy.claim(p, named=named, option="--out-dir")))
 
 
 def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
     out_dir, named = _figure_dir(args)
-    policy = _policy(args, ("--input", args.input))
+    policy = OutputPolicy.of(args, ("--input", args.input))
     return _wrote(plot_autotune_heatmap(args.input, out_dir,
                                         claim=lambda p: policy.claim(p, named=named, option="--out-dir")))
 
@@ -190,8 +184,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UserError(f"{args.config}: sweep.patterns: the grid is empty (no patterns and no routing_files)")
     out_dir, csv = sweep_dirs(points[0].sweep)
     csv = Path(args.output) if args.output else csv
-    policy = _policy(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
-                     ("the point folder", out_dir))
+    policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
+                             ("the point folder", out_dir))
     if not args.table_only:
         slurm = parse_slurm(args.slurm)  # --points-per-job, --executor and --slurm checked by arguments.CHECKS
         if points_to_run(points, out_dir):  # new points change the table: claimed before any GPU work
@@ -221,5 +215,5 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
     out_dir, named = _figure_dir(args)
-    policy = _policy(args, ("--table", args.table))
+    policy = OutputPolicy.of(args, ("--table", args.table))
     return _wrote(plot_sweep(args.table, out_dir, claim=lambda p: policy.claim(p, named=named, option="--out-dir")))

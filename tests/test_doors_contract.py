@@ -54,7 +54,7 @@ def _copy_repository(dst: Path) -> Path:
         src = REPO / rel
         if src.is_file() and not src.is_symlink():  # submodule folders (gitlinks) are not files
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst / rel)
+            shutil.copy(src, dst / rel)  # the mode too: scripts stay executable
     _git(dst, "init", "-q")
     _git(dst, "add", "-A")
     _git(dst, "commit", "-q", "-m", "corpus base")

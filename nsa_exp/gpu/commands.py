@@ -27,10 +27,8 @@ from .whatif_run import run_whatif
 
 
 def _policy(args: argparse.Namespace, *inputs: tuple[str, str | None]) -> OutputPolicy:
-    """This command's output policy (:class:`nsa_exp.io.store.OutputPolicy`): the config and ``inputs``
-    are never outputs; an existing default output is replaced only with ``--overwrite``."""
-    return OutputPolicy((("--config", args.config), *((w, p) for w, p in inputs if p)),
-                        bool(getattr(args, "overwrite", False)))
+    """This command's output policy: the config and ``inputs`` are never outputs (:class:`OutputPolicy`)."""
+    return OutputPolicy.of(args, ("--config", args.config), *inputs)
 
 
 def check(args: argparse.Namespace) -> int:
@@ -69,7 +67,8 @@ def bench(args: argparse.Namespace) -> int:
     check_bench_arm(config, args)
     policy = _policy(args, ("--autotune-from", args.autotune_from), *(("--routing-file", f) for f in args.routing_file))
     policy.claim(out, named=args.output is not None)
-    policy.claim(summary, named=args.summary is not None, option="--summary")
+    # the summary beside a named --output follows it (its name comes from the path the user gave)
+    policy.claim(summary, named=args.summary is not None or args.output is not None, option="--summary")
     files = file_routings(args.routing_file, config.shape, args.require_equal_edges)  # before any GPU work
     result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal,
                        tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,

@@ -105,6 +105,12 @@ class OutputPolicy:
     inputs: tuple[Any, ...] = ()
     overwrite: bool = False
 
+    @classmethod
+    def of(cls, args: Any, *inputs: tuple[str, Any]) -> OutputPolicy:
+        """The policy of one command run: ``inputs`` as ``(what, path)`` pairs (an unset one, None or '', is
+        skipped) and its ``--overwrite`` (``args.overwrite``, False for a command without the flag)."""
+        return cls(tuple((w, p) for w, p in inputs if p not in (None, "")), bool(getattr(args, "overwrite", False)))
+
     def _inputs(self) -> Iterable[tuple[str, Path]]:
         for item in self.inputs:
             what, path = item if isinstance(item, tuple) else ("input", item)

@@ -20,6 +20,7 @@ from ..core.kinds import schema_version
 from ..errors import UserError
 from ..figures.model_validation import figure_stem, plot_validation
 from ..io.metadata import git_state, installed_packages, utc_now
+from ..io.progress import progress
 from ..io.reader import read_bounded, show_path
 from ..io.store import OutputPolicy, load_document, read_strict, write_json
 from ..io.strict_json import MAX_BYTES
@@ -94,15 +95,10 @@ def _all_points(paths: list[str]) -> list:
 FIGURES_DIR = "docs/figures"  # model-validate's default figure folder (as the command table says)
 
 
-def _policy(args: argparse.Namespace, *inputs: tuple[str, Any]) -> OutputPolicy:
-    """This command's output policy (:class:`nsa_exp.io.store.OutputPolicy`): its inputs and ``--overwrite``."""
-    return OutputPolicy(tuple((w, p) for w, p in inputs if p), bool(getattr(args, "overwrite", False)))
-
-
 def calibrate(args: argparse.Namespace) -> int:
     cset = load_document(args.set, ("model_calibration_set",), f"--set {args.set}")
-    policy = _policy(args, ("--set", args.set), ("--kernels", args.kernels), ("--ncu", args.ncu),
-                     *(("--points", p) for p in args.points))
+    policy = OutputPolicy.of(args, ("--set", args.set), ("--kernels", args.kernels), ("--ncu", args.ncu),
+                             *(("--points", p) for p in args.points))
     if args.output:
         policy.claim(args.output, named=True)
     points = _all_points(args.points)
@@ -225,7 +221,7 @@ def model_validate(args: argparse.Namespace) -> int:
     cal = load_calibration(args.calibration)
     if args.max_fanin < 0:
         raise UserError(f"--max-fanin: {args.max_fanin} is negative (0 skips the split what-if)")
-    policy = _policy(args, ("--calibration", args.calibration), *(("--points", p) for p in args.points))
+    policy = OutputPolicy.of(args, ("--calibration", args.calibration), *(("--points", p) for p in args.points))
     out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
     policy.claim(out, named=args.output is not None)
     fig_dir = FIGURES_DIR if args.figures is None else args.figures
@@ -243,14 +239,17 @@ def model_validate(args: argparse.Namespace) -> int:
     check_same_setup(points, setup)
     used = {p["label"] for p in cal["points"]}
     rows, excluded = [], sorted({p.name for p in points if p.name in used})
-    for p in points:
-        if p.name in used:
-            continue
-        fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
-        pred = predict(cal, fanin)
-        # the split what-if is modelled on the dense layout only; a packed point keeps heaviest-first alone
-        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin) if p.packing is None else \
-            {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None}
+    held_out = [p for p in points if p.name not in used]
+    memo: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # one prediction per distinct routing
+    for p in progress(held_out, "model-validate: predicting", unit="point"):
+        key = json.dumps([p.pattern, p.T, p.seed, p.packing, p.shape], sort_keys=True, default=str)
+        if key not in memo:
+            fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
+            # the split what-if is modelled on the dense layout only; a packed point keeps heaviest-first alone
+            memo[key] = (predict(cal, fanin), model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin)
+                         if p.packing is None else
+                         {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None})
+        pred, what = memo[key]
         rows.append({"name": p.name, "source": p.source, "sha256": p.sha256, "pattern": dict(p.pattern), "T": p.T,
                      "measured_ms": p.measured_ms, "predicted_ms": pred["predicted_ms"],
                      "error_pct": 100.0 * (pred["predicted_ms"] / p.measured_ms - 1.0),

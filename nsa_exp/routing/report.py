@@ -62,7 +62,7 @@ def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray
         "closed_form_edges": gate["closed_form"],
         "equal_edges": gate,
         "patterns": patterns,
-        "metadata": base_metadata(),
+        "metadata": base_metadata(import_gpu=False),
     }
     if cu is not None:
         report["packing"] = packing_record(cu, gate["closed_form"])
