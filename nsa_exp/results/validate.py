@@ -5,10 +5,9 @@ Each check has a name and, when it fails, a message with the JSON path it concer
 1. ``file_size`` (<= 64 MiB, before parsing) and ``json_syntax`` (strict: no duplicate keys, no
    NaN/Infinity tokens, no non-finite or over-long numbers, nesting <= 64).
 2. ``kind`` (a known document kind), ``schema_version`` (one we can read) and ``schema``.
-3. For a sweep point (``kind: sweep_point``): ``stats_recompute``, ``min_observations``,
-   ``latencies_positive_finite`` over the stages it timed, then ``recompute.sweep_point_recompute``
-   (``config_semantics``, ``pattern_set``, ``routing_recompute``).
-   For a bench result (``kind: bench_result``), once the schema passes:
+3. For a sweep point (``kind: sweep_point``): ``stats_recompute``, ``min_observations``, ``latencies_positive_finite``
+   over the stages it timed, then ``recompute.sweep_point_recompute`` (``config_semantics``, ``pattern_set``,
+   ``routing_recompute``). For a bench result (``kind: bench_result``), once the schema passes:
    ``shape_matches_config``, ``edges_equal`` (equal across patterns, to the per-pattern record and to
    the closed form for the recorded shape), ``stats_recompute`` (every median/percentile/min/mean/n
    from its raw observations), ``min_observations`` (each stage has at least the run's recorded
@@ -16,10 +15,10 @@ Each check has a name and, when it fails, a message with the JSON path it concer
    passed), ``environment_recorded`` (GPU, driver, versions), ``stage_sum_plausible`` (stage-sum over
    full_bwd recomputes and lies in [0.75, 1.25]), ``cupti_agreement`` (with a ``cupti`` block).
 
-4. Then ``recompute.bench_recompute``: every other derived number recomputed from its source, or listed
-   under ``unverified`` (``config_semantics``, ``pattern_set``, ``routing_recompute``,
-   ``reproduction_flags``, ``timing_recompute``, ``telemetry_recompute``, ``memory_recompute``,
-   ``gates_consistent``, ``ratio_recompute``, ``metadata_plausible``; see that module).
+4. Then ``recompute.bench_recompute``: every other derived number recomputed from its source, or listed under
+   ``unverified`` (``config_semantics``, ``pattern_set``, ``routing_recompute``, ``reproduction_flags``,
+   ``timing_recompute``, ``telemetry_recompute``, ``memory_recompute``, ``gates_consistent``, ``ratio_recompute``,
+   ``metadata_plausible``; see that module); then ``stop_rule`` under a stop rule (:mod:`.stop_rule`).
 
 A CSV summary is validated row by row against ``summary_row``, then as a table and, given with its
 JSON, cell by cell (``csv_checks``).
@@ -48,6 +47,7 @@ from .file_checks import NOT_SUPPLIED, edge_problems, routing_file_recompute
 from .latency import PERCENTILES
 from .recompute import bench_recompute, sweep_point_recompute
 from .schema import KINDS, SUMMARY_COLUMNS, schema_errors, schema_version
+from .stop_rule import stop_problems
 from .strict_json import MAX_BYTES, _Rejected, parse_strict
 
 SUPPORTED_VERSIONS = {"1.0"}
@@ -224,6 +224,8 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         _stats_checks(doc, checks)
         extra = sweep_point_recompute(doc, checks.add, generate_routing)
         extra["unverified"] += routing_file_recompute(doc, routing_files, checks.add)
+    if schema_ok and kind in ("bench_result", "sweep_point") and (stop := stop_problems(doc)) is not None:
+        checks.add("stop_rule", stop)  # issue 21 (engine branch): a run under the stop rule
     return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
             "checks": checks.items, **extra}
 

@@ -84,6 +84,23 @@ class Seeds:
     order: int
 
 
+# --- stop rule (issue 21, engine branch): the config's optional timing.stop block -------------------------
+@dataclass(frozen=True)
+class StopRule:
+    """``timing.stop``: stop timing rounds once every timed median is known well enough; the criterion is
+    :mod:`nsa_exp.results.stop_rule` (absent = no stop rule: every configured round is timed)."""
+
+    min_rounds: int          # timed rounds before the CI criterion may stop the run
+    min_seconds: float       # accumulated timed GPU seconds (every cell x stage) before it may
+    ci_rel: float            # a median's CI half-width target, relative to the median ...
+    ci_abs_ms: float         # ... or absolute (ms), whichever is larger
+    timeout_seconds: float   # host seconds of the round loop (warm-up included) after which it stops anyway
+    confidence: float        # of the distribution-free CI of each median (0.95)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
 @dataclass(frozen=True)
 class Timing:
     warmup_rounds: int
@@ -93,6 +110,19 @@ class Timing:
     #: L2 sweep before each timed stage (nsa_exp.gpu.timing.FLUSH_POLICIES); absent in a config = "write",
     #: the method every result recorded before the field existed used.
     flush: str = "write"
+    #: ``timing.stop`` (issue 21): None = time every configured round (the formal protocol).
+    stop: StopRule | None = None
+
+
+def _timing(raw: dict[str, Any]) -> Timing:
+    """``config.timing``; a ``stop`` block whose ``min_rounds`` exceeds ``repetitions`` is refused (it could
+    never stop on its CI)."""
+    stop = raw.get("stop")
+    if stop is not None and stop["min_rounds"] > raw["repetitions"]:
+        raise UserError(f"config.timing.stop.min_rounds: {stop['min_rounds']} exceeds timing.repetitions "
+                        f"{raw['repetitions']} (the most rounds a run times); lower it")
+    return Timing(**{**raw, "stop": None if stop is None else StopRule(**stop)})
+# --- end stop rule -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -222,7 +252,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
         shape=shape,
         patterns=patterns,
         seeds=Seeds(**raw["seeds"]),
-        timing=Timing(**raw["timing"]),
+        timing=_timing(raw["timing"]),
         tolerances=Tolerances(**raw["tolerances"]),
         smoke_naive=_shape(raw["smoke"]["naive"], "config.smoke.naive"),
         smoke_staged=_shape(raw["smoke"]["staged"], "config.smoke.staged"),
