@@ -16,7 +16,8 @@ carries the JSON path. Checks (what each recomputes):
   ``full_shape_dkv_rel_l2`` (the gate bench applies).
 - ``gates_consistent``: each recorded gate's detail agrees with the document (edges, FLA, GPU, versions).
 - ``ratio_recompute``: each ``stage_sum_vs_full_bwd.ratio`` = stage sum / full_bwd.
-- ``timing_recompute``: repetitions == every stage's observations; warm-up counts; round orders
+- ``timing_recompute``: repetitions == every stage's observations; warm-up counts (plus the warm-up rounds a
+  resumed run re-ran, flagged ``rewarm`` in its samples); round orders
   regenerated from order mode + seed; flush bytes, flush policy (absent = "write"), order, stage list
   as the config says.
 - ``telemetry_recompute``: one sample per (round, pattern) in round order; ``throttled_samples``
@@ -240,12 +241,15 @@ def _timing(doc: dict[str, Any], config: Any, add: Add) -> None:
     for name, p in doc["patterns"].items():
         if list(p["stages"]) != [s for s in STAGES if s in p["stages"]]:
             problems.append((f"$.patterns.{name}.stages", "stages are not in the recorded stage order"))
+        # engine branch: a resumed run keeps the warm-up rounds it re-ran (its samples flag them rewarm)
+        rewarm = sum(1 for x in doc["telemetry"]["samples"] if x["pattern"] == name and x.get("rewarm"))
         for stage, s in p["stages"].items():
             path = f"$.patterns.{name}.stages.{stage}"
             if len(s["raw_ms"]) != reps:
                 problems.append((f"{path}.raw_ms", f"{len(s['raw_ms'])} observations != timing.repetitions {reps}"))
-            if len(s["warmup_ms"]) != warm:
-                problems.append((f"{path}.warmup_ms", f"{len(s['warmup_ms'])} warm-up values != warmup_rounds {warm}"))
+            if len(s["warmup_ms"]) != warm + rewarm:
+                problems.append((f"{path}.warmup_ms", f"{len(s['warmup_ms'])} warm-up values != warmup_rounds {warm}"
+                                 + (f" + {rewarm} re-run on resume" if rewarm else "")))
     add("timing_recompute", problems)
 
 
