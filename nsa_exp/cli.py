@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "block_indices (.npy/.npz/.pt, [B,T,H,S] of the config) as pattern file:<stem>; repeatable")
     p.add_argument("--require-equal-edges", action="store_true",
                    help="refuse a --routing-file whose edges differ from the closed form")
+    p.add_argument("--stop-rule", action="store_true",  # issue 21 (engine branch)
+                   help="stop timing once every median's 95%% CI is tight (docs/METHOD.md; the config's timing.stop, "
+                        "else the default rule); recorded as timing.stop")
 
     p = command("autotune-matrix", _lazy("nsa_exp.gpu.autotune_matrix", "command"),
                 "time every autotune config x routing of dq_core/dkv_core (issue 11)", gpu)
@@ -211,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--table-only", action="store_true", help="CPU only: rebuild the CSV from the point files")
     p.add_argument("--routing-file", action="append", default=[], metavar="PATH", help="one more point per file "
                    "(added to the config's routing_files; T from the file), timed against local; repeatable")
+    p.add_argument("--stop-rule", action="store_true",  # issue 21 (engine branch)
+                   help="each point stops timing once every median's 95%% CI is tight (the sweep's timing.stop, "
+                        "else the default rule; docs/METHOD.md)")
 
     p = command("sweep-plot", _cpu("sweep_plot"), "CPU only: dK/dV median vs each fan-in statistic and vs T, from a "
                 "sweep table", common)

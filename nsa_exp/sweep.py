@@ -34,6 +34,7 @@ from . import REPO_ROOT, RESULTS_DIR
 from . import SWEEP_EXECUTORS as EXECUTORS
 from .errors import UserError
 from .results.schema import load_schema, schema_errors, validate_or_raise
+from .results.stop_rule import default_rule
 from .results.store import write_frame, write_json
 from .routing.config import config_from_dict, load_config, parse_config_bytes
 from .routing.packing import packing_token
@@ -100,9 +101,9 @@ def expand_patterns(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def load_sweep(path: str | Path, routing_files: Sequence[str] = ()) -> list[Point]:
-    """The points of a sweep config, each checked (schema, registry, shape rules) before any GPU time;
-    each of the config's ``routing_files`` and of ``routing_files`` adds a point (:mod:`.sweep_files`)."""
+def load_sweep(path: str | Path, routing_files: Sequence[str] = (), stop_rule: bool = False) -> list[Point]:
+    """The points of a sweep config, checked (schema, registry, shape rules) before any GPU time; each routing file
+    (the config's, ``routing_files``) adds one (:mod:`.sweep_files`); ``stop_rule``: the default unless timing.stop."""
     path = Path(path)
     try:
         raw = parse_config_bytes(path.read_bytes(), str(path))
@@ -111,6 +112,8 @@ def load_sweep(path: str | Path, routing_files: Sequence[str] = ()) -> list[Poin
     validate_or_raise(raw, "sweep_config", label="sweep")
     base = load_config(REPO_ROOT / raw["base_config"]).raw
     timing = {**base["timing"], **raw.get("timing", {})}
+    if stop_rule and "stop" not in timing:  # issue 21: the stop rule, recorded in each point's config
+        timing["stop"] = default_rule(timing["repetitions"], f"{path}: sweep --stop-rule").to_dict()
     points, seen = [], set()
     packings = raw.get("packings", [None])
     grid = [(T, entry, None, packing, f"sweep.patterns[{i}]") for T in raw["lengths"] for packing in packings
