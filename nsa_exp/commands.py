@@ -140,7 +140,9 @@ COMMANDS: tuple[Command, ...] = (
                 "5; 0 skips it)", type=int, default=5),
          Option("--routing-file", "also time your own block_indices (.npy/.npz/.pt, [B,T,H,S] of the config) as "
                 "pattern file:<stem>; repeatable", "append", default=[], metavar="PATH"),
-         Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag")),
+         Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag"),
+         Option("--stop-rule", "stop timing once every median's 95%% CI is tight (docs/METHOD.md; the config's "
+                "timing.stop, else the default rule); recorded as timing.stop", "flag")),
     _cmd("autotune-matrix", "nsa_exp.gpu.autotune_matrix:command",
          "time every autotune config x routing of dq_core/dkv_core (issue 11)", GPU,
          Option("--stages", "comma-separated autotuned stages", default="dq_core,dkv_core"),
@@ -227,7 +229,9 @@ COMMANDS: tuple[Command, ...] = (
          Option("--slurm", "submitit Slurm parameters, e.g. '{\"slurm_partition\": \"gpu\"}'", metavar="JSON"),
          Option("--table-only", "CPU only: rebuild the CSV from the point files", "flag"),
          Option("--routing-file", "one more point per file (added to the config's routing_files; T from the file), "
-                "timed against local; repeatable", "append", default=[], metavar="PATH")),
+                "timed against local; repeatable", "append", default=[], metavar="PATH"),
+         Option("--stop-rule", "each point stops timing once every median's 95%% CI is tight (the sweep's "
+                "timing.stop, else the default rule; docs/METHOD.md)", "flag")),
     _cmd("sweep-plot", f"{CPU}:cmd_sweep_plot",
          "CPU only: dK/dV median vs each fan-in statistic and vs T, from a sweep table", COMMON,
          Option("--table", "results/sweeps/<name>.csv", required=True),

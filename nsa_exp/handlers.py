@@ -151,7 +151,7 @@ def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    points = load_sweep(args.config, args.routing_file)
+    points = load_sweep(args.config, args.routing_file, stop_rule=args.stop_rule)
     if not points:
         raise UserError(f"{args.config}: sweep.patterns: the grid is empty (no patterns and no routing_files)")
     out_dir, csv = sweep_dirs(points[0].sweep)

@@ -10,9 +10,10 @@ row of :data:`KIND_CHECKS` for its kind; a kind without a row is checked against
   recomputed from its source or listed under ``unverified``: ``config_semantics``, ``pattern_set``,
   ``routing_recompute``, ``reproduction_flags``, ``timing_recompute``, ``telemetry_recompute``,
   ``packing_recompute``, ``memory_recompute``, ``gates_consistent``, ``ratio_recompute``,
-  ``metadata_plausible``, and ``routing_file_recompute`` given the files.
+  ``metadata_plausible``, and ``routing_file_recompute`` given the files; ``stop_rule`` for a run under the
+  stop rule.
 - ``sweep_point``: the statistics checks, ``config_semantics``, ``pattern_set``, ``routing_recompute``,
-  ``packing_recompute`` (and ``routing_file_recompute``).
+  ``packing_recompute`` (and ``routing_file_recompute``; ``stop_rule`` under the stop rule).
 - ``autotune_matrix``: ``matrix_stats_recompute``, ``matrix_observations``, ``matrix_cells``.
 """
 
@@ -43,7 +44,7 @@ from .run_checks import (
     shape_problems,
     telemetry_recompute,
 )
-from .stats_checks import ratio_recompute, stage_sum_problems, stats_checks, timing_recompute
+from .stats_checks import ratio_recompute, stage_sum_problems, stats_checks, stop_rule_problems, timing_recompute
 
 #: ``checks(doc, add, routing_files) -> {"unverified": [...], "warnings": [...]}`` (extra report fields).
 KindChecks = Callable[[dict[str, Any], Add, Sequence[str]], dict[str, Any]]
@@ -62,7 +63,15 @@ def bench_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = (
         add("cupti_agreement", cupti_problems(doc))
     extra = _bench_recompute(doc, add)
     extra["unverified"] += routing_file_recompute(doc, routing_files, add)
+    guarded("stop_rule", add, stop_rule_check, doc, add)
     return extra
+
+
+def stop_rule_check(doc: dict[str, Any], add: Add) -> None:
+    """``stop_rule``, only for a run under the stop rule or whose config asks for one."""
+    problems = stop_rule_problems(doc)
+    if problems is not None:
+        add("stop_rule", problems)
 
 
 def sweep_point_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = ()) -> dict[str, Any]:
@@ -70,6 +79,7 @@ def sweep_point_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[st
     stats_checks(doc, add)
     extra = _sweep_point_recompute(doc, add)
     extra["unverified"] += routing_file_recompute(doc, routing_files, add)
+    guarded("stop_rule", add, stop_rule_check, doc, add)
     return extra
 
 

@@ -29,6 +29,8 @@ VOCABULARY: dict[str, Callable[[], list[Any]]] = {
     "families": lambda: list(FAMILIES),
     "round_orders": lambda: list(protocol.ORDER_MODES),
     "flush_policies": lambda: list(protocol.FLUSH_POLICIES),
+    "stop_reasons": lambda: list(protocol.STOP_REASONS),
+    "stop_sources": lambda: list(protocol.STOP_SOURCES),
     "autotune_modes": lambda: list(protocol.AUTOTUNE_MODES),
     "gates": lambda: list(protocol.GATE_NAMES),
     "whatif_layouts": lambda: list(protocol.WHATIF_LAYOUTS),

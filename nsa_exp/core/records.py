@@ -189,9 +189,11 @@ class Timing(Record):
     flush_policy: str | None = None          # bench results after the field existed
     resumed: bool | None = None              # bench results
     untimed_prerequisites: list[str] | None = None  # sweep points
+    stop: dict[str, JSON] | None = None      # a run under the stop rule (nsa_exp.analysis.stop_rule)
 
     ORDER = ("method", "warmup_rounds", "repetitions", "order_mode", "order_seed", "round_orders", "l2_flush_bytes",
-             "flush_policy", "launch_guard_cycles", "percentile_method", "stages", "resumed", "untimed_prerequisites")
+             "flush_policy", "launch_guard_cycles", "percentile_method", "stages", "resumed", "untimed_prerequisites",
+             "stop")
 
 
 @dataclass(frozen=True)
@@ -302,12 +304,16 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
                  autotune: Mapping[str, Any], orders: list[list[str]], repetitions: int, resumed: bool,
                  launch_guard_cycles: int, telemetry: Mapping[str, Any], metadata: Mapping[str, Any],
                  wall_seconds: float, throttled: Any,
-                 routing_files: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The ``result`` document (schema ``result``) from the measured records and per-pattern extras.
+                 routing_files: Mapping[str, Mapping[str, Any]] | None = None,
+                 packing: Mapping[str, Any] | None = None, cupti: Mapping[str, Any] | None = None,
+                 stop: Mapping[str, Any] | None = None) -> BenchResult:
+    """The :class:`BenchResult` (its JSON: schema ``result``) from the measured records and per-pattern extras.
 
     ``per_pattern[p]`` holds what was measured besides timing: ``edges``, the routing statistics
     (``fanin`` ...), ``reproduces_official`` and ``memory``. ``gate_detail(gates, name)`` reads a gate.
     ``routing_files``: the reports of the routing files timed after the config's patterns (``file:<stem>``).
+    ``packing``, ``cupti``: the packed documents' and the CUPTI pass's blocks; ``stop``: the stop rule's record
+    (``timing.stop``), each None when the run has none.
     """
     files = dict(routing_files or {})
     names = [p.name for p in config.patterns] + list(files)
@@ -321,11 +327,11 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
                     order_mode=config.timing.order, order_seed=config.seeds.order, round_orders=orders,
                     l2_flush_bytes=config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
                     launch_guard_cycles=launch_guard_cycles, percentile_method=PERCENTILE_METHOD,
-                    stages=list(recorded_stages(records)), resumed=resumed)
+                    stages=list(recorded_stages(records)), resumed=resumed, stop=None if stop is None else dict(stop))
     return BenchResult(
         schema_version=schema_version(BenchResult.KIND), kind=BenchResult.KIND, name=name, config=config.raw,
         config_path=config.source, shape=config.shape.to_dict(), gates=gates, fla=gate_detail(gates, "fla_sources"),
         edges=gate_detail(gates, "equal_edges"), autotune=dict(autotune), timing=timing, patterns=patterns,
         telemetry={**telemetry, "samples": samples, "throttled_samples": sum(1 for s in samples if throttled(s))},
         wall_seconds=wall_seconds, metadata=dict(metadata), routing_files=files or None,
-    ).to_json()
+        packing=None if packing is None else dict(packing), cupti=None if cupti is None else dict(cupti))
