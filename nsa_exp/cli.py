@@ -111,6 +111,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--require-equal-edges", action="store_true",
                    help="refuse a --routing-file whose edges differ from the closed form")
 
+    # issue 22: the release arm (nsa_exp.gpu.release_run; not the pinned experiment)
+    p = command("release-bench", _lazy("nsa_exp.gpu.release_run", "command"), "RELEASE ARM, not the pinned "
+                "experiment: time an FLA release or source tree through its public API (parallel_nsa_bwd as a whole, "
+                "its kernels by CUPTI, parallel_nsa fwd+bwd), each in its own child process", common)
+    p.add_argument("--config", default="configs/release_h200.json", help="release config (default "
+                   "configs/release_h200.json)")
+    p.add_argument("--allow-gpu", action="store_true", help="run on a GPU other than the base config's (recorded)")
+    p.add_argument("--release", action="append", default=[], metavar="VERSION", help="an fla-core release to time "
+                   "(installed in .nsa-exp/releases/fla-core-VERSION/); repeatable; default: the config's releases")
+    p.add_argument("--fla-source", action="append", default=[], metavar="PATH", help="a source tree to time as it "
+                   "is (the folder holding its fla/ package, e.g. your flash-linear-attention checkout); repeatable")
+    p.add_argument("--wheel-dir", metavar="DIR", help="take fla_core-VERSION-*.whl from DIR (offline) instead of "
+                   "pip download from the package index")
+    p.add_argument("--releases-dir", metavar="DIR", help="release folders, source views and job folders (default "
+                   ".nsa-exp/releases)")
+    p.add_argument("--output-dir", metavar="DIR", help="where <label>-T<T>.json go (default "
+                   "results/releases/<config name>)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs (refused otherwise)")
+    p.add_argument("--repetitions", type=int, help="override the config's timed rounds")
+    p.add_argument("--cupti-rounds", type=int, help="rounds of the CUPTI per-kernel pass (default: the config's; "
+                   "0 skips it)")
+
     p = command("autotune-matrix", _lazy("nsa_exp.gpu.autotune_matrix", "command"),
                 "time every autotune config x routing of dq_core/dkv_core (issue 11)", gpu)
     p.add_argument("--stages", default="dq_core,dkv_core", help="comma-separated autotuned stages")
@@ -229,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "summary CSVs against (not itself reported; repeatable)")
     p.add_argument("--routing-file", action="append", default=[], metavar="PATH", help="a routing file the "
                    "result timed (file:<stem>): its sha256, edges and fan-in re-checked; repeatable")
+    p.add_argument("--release-dir", action="append", default=[], metavar="DIR", help="a release result's FLA "
+                   "folder (the one holding its fla/, e.g. .nsa-exp/releases/fla-core-0.6.0): every imported file "
+                   "re-hashed; repeatable")
     add_model_commands(command, common, _lazy)
     return parser
 

@@ -75,7 +75,7 @@ def cmd_routing_time(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    reports = validate_paths(args.paths, args.also, args.routing_file)
+    reports = validate_paths(args.paths, args.also, args.routing_file, args.release_dir)
     for report in reports:
         assert not schema_errors(report, "validation_report", "report"), "validation report off-schema"
     if args.json:

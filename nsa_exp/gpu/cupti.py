@@ -23,8 +23,12 @@ from .timing import CudaDevice
 
 def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]], l2_flush_bytes: int,
                          flush_policy: str, rounds: int = ROUNDS,
-                         before_pattern: Callable[[str], None] | None = None) -> dict[str, Any]:
+                         before_pattern: Callable[[str], None] | None = None,
+                         on_events: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """``rounds`` profiled rounds over every pattern x stage; returns the result's ``cupti`` block.
+
+    ``on_events`` (the release arm, issue 22) receives the profiler's raw events (kernels included), for
+    a per-kernel view of multi-kernel calls (:func:`nsa_exp.results.release_kernels.kernel_calls`).
 
     ``stage_fns[pattern][stage]`` as for :func:`nsa_exp.gpu.timing.run_rounds` (called in mapping
     order, so each stage consumes this round's intermediates). Raises what torch.profiler raises when
@@ -48,4 +52,6 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
                         fn()
                 torch.cuda.synchronize()
     del flush
+    if on_events is not None:  # issue 22: the release arm's per-kernel records
+        on_events(prof.events())
     return cupti_block(kernel_ms(prof.events()), rounds)

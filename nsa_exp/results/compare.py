@@ -147,8 +147,12 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
         raise UserError(f"--floor: {floor} is not a fraction in [0, 1)")
     if fail_on is not None and fail_on not in FAIL_ON:
         raise UserError(f"--fail-on: {fail_on!r}; choose one of {', '.join(FAIL_ON)}")
-    a = load_document(path_a, ("bench_result",), f"A {path_a}")
-    b = load_document(path_b, ("bench_result",), f"B {path_b}")
+    a = load_document(path_a, ("bench_result", "release_result"), f"A {path_a}")
+    b = load_document(path_b, ("bench_result", "release_result"), f"B {path_b}")
+    if "release_result" in (a["kind"], b["kind"]):  # issue 22: a release result (the release arm's own rows)
+        from .release_compare import compare_release  # noqa: PLC0415 - circular: it builds on this module
+
+        return compare_release(path_a, a, path_b, b, noise_from, floor, cycles, fail_on, resamples)
     diff = routing_differences(a, b)
     if diff:
         raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
@@ -190,6 +194,10 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
 
 def format_table(doc: dict[str, Any]) -> str:
     """The comparison as a plain-text table (tabulate), with the rule and the verdict counts."""
+    if "release" in doc:  # issue 22: a comparison with a release result
+        from .release_compare import format_release_table  # noqa: PLC0415 - circular: it builds on this module
+
+        return format_release_table(doc)
     unit = doc["unit"]
     rows = [[r["pattern"], r["stage"], r["a_median"], r["b_median"], r["ratio"],
              f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]", f"{100 * r['floor']:.1f}%", r["verdict"]]

@@ -47,6 +47,7 @@ from .cupti import cupti_problems
 from .file_checks import NOT_SUPPLIED, edge_problems, routing_file_recompute
 from .latency import PERCENTILES
 from .recompute import bench_recompute, sweep_point_recompute
+from .release import release_recompute
 from .schema import KINDS, SUMMARY_COLUMNS, schema_errors, schema_version
 from .strict_json import MAX_BYTES, _Rejected, parse_strict
 
@@ -176,11 +177,12 @@ def _validate_csv(data: bytes, checks: _Checks, name: str = "<csv>",
 
 
 def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None,
-                   routing_files: Sequence[str] = ()) -> dict[str, Any]:
+                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> dict[str, Any]:
     """Validate one file's bytes; returns the validation report (schema ``validation_report``).
 
     ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON;
-    ``routing_files``: the files a bench result / sweep point timed, re-checked (:mod:`.file_checks`).
+    ``routing_files``: the files a bench result / sweep point timed, re-checked (:mod:`.file_checks`);
+    ``release_dirs``: folders holding a release result's ``fla/`` (its imported files re-hashed, issue 22).
     """
     checks = _Checks()
     report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
@@ -220,6 +222,9 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         extra["unverified"] += routing_file_recompute(doc, routing_files, checks.add)
     elif schema_ok and kind == "autotune_matrix":
         matrix_checks(doc, checks.add)
+    elif schema_ok and kind == "release_result":  # issue 22: the release arm (nsa_exp.results.release)
+        _stats_checks(doc, checks)
+        extra = release_recompute(doc, checks.add, generate_routing, release_dirs)
     elif schema_ok and kind == "sweep_point":
         _stats_checks(doc, checks)
         extra = sweep_point_recompute(doc, checks.add, generate_routing)
@@ -241,7 +246,7 @@ def bench_document(path: str | Path) -> dict[str, Any] | None:
 
 
 def validate_paths(paths: list[str], also: list[str] | None = None,
-                   routing_files: Sequence[str] = ()) -> list[dict[str, Any]]:
+                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Validate every path; a summary CSV is cross-checked against its JSON result: the bench result
     (among ``paths`` + ``also``) with the same file stem, else the only one given. ``routing_files``
     (``--routing-file``) re-check the routing files the results timed."""
@@ -258,12 +263,12 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
             same = [p for p in results if Path(p).stem == Path(path).stem]
             pick = same[0] if same else next(iter(results)) if len(results) == 1 else None
             companion = (pick, results[pick]) if pick else None
-        reports.append(validate_path(path, companion, routing_files))
+        reports.append(validate_path(path, companion, routing_files, release_dirs))
     return reports
 
 
 def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None,
-                  routing_files: Sequence[str] = ()) -> dict[str, Any]:
+                  routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> dict[str, Any]:
     """Validate a file on disk (size checked with stat before reading)."""
     path = Path(path)
     try:
@@ -278,7 +283,7 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
-    return validate_bytes(data, str(path), companion, routing_files)
+    return validate_bytes(data, str(path), companion, routing_files, release_dirs)
 
 
 def format_report(report: dict[str, Any]) -> str:

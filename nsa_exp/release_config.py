@@ -1,0 +1,86 @@
+"""The release arm's config (``schemas/release_config.schema.json``): a base experiment config and points.
+
+Each point is a full experiment config at that ``T`` with the point's routings (checked by the same
+rules as any config: shape, launch limits, the Pattern registry), so a release result embeds a config
+that ``validate`` can rebuild and regenerate routings from. A point may name the ``releases`` it runs
+for (e.g. the T sweep only on the newest release); a point without one runs for every target,
+``--fla-source`` trees included.
+
+>>> cfg = load_release_config("configs/release_h200.json")
+>>> [(p.T, len(p.config.patterns), p.releases) for p in cfg.points]
+[(32768, 5, None), (8192, 2, ('0.6.0',)), (131072, 2, ('0.6.0',))]
+>>> [p.T for p in cfg.points_for("release", "0.5.1")], [p.T for p in cfg.points_for("source", None)]
+([32768], [32768])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import REPO_ROOT
+from .errors import UserError
+from .results.schema import validate_or_raise
+from .routing.config import Config, config_from_dict, load_config, parse_config_bytes
+
+DEFAULT_CUPTI_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class ReleasePoint:
+    T: int
+    config: Config                      # the experiment config at this T with the point's routings
+    releases: tuple[str, ...] | None    # only for these fla-core versions (None: every target)
+
+
+@dataclass(frozen=True)
+class ReleaseConfig:
+    name: str
+    source: str
+    raw: dict[str, Any]
+    base: Config
+    points: tuple[ReleasePoint, ...]
+    releases: tuple[str, ...]
+    cupti_rounds: int
+
+    def points_for(self, kind: str, version: str | None) -> list[ReleasePoint]:
+        """The points a target runs: unfiltered ones, plus (a release) those naming its version."""
+        return [p for p in self.points if p.releases is None or (kind == "release" and version in p.releases)]
+
+
+def load_release_config(path: str | Path) -> ReleaseConfig:
+    """Read, validate (schema, then each point as an experiment config) and build a :class:`ReleaseConfig`;
+    every problem is one :class:`UserError` line naming the field."""
+    path = Path(path)
+    try:
+        raw = parse_config_bytes(path.read_bytes(), str(path))
+    except FileNotFoundError:
+        raise UserError(f"release config {path} does not exist; e.g. --config configs/release_h200.json") from None
+    except OSError as exc:
+        raise UserError(f"release config {path} cannot be read: {exc.strerror}") from None
+    validate_or_raise(raw, "release_config", label="release")
+    base = load_config(REPO_ROOT / raw["base_config"])
+    if base.cu_seqlens is not None:
+        raise UserError(f"release.base_config: {raw['base_config']} packs documents; the release arm times the "
+                        "dense path only (give a config without packing)")
+    timing = {**base.raw["timing"], **raw.get("timing", {})}
+    points, seen = [], set()
+    for i, point in enumerate(raw["points"]):
+        if point["T"] in seen:
+            raise UserError(f"release.points[{i}].T: T={point['T']} is listed twice; list each T once")
+        seen.add(point["T"])
+        cfg = {**base.raw, "name": f"{raw['name']}-T{point['T']}", "description": f"release arm {raw['name']}, "
+               f"T={point['T']} (base {raw['base_config']})", "shape": {**base.raw["shape"], "T": point["T"]},
+               "patterns": point["patterns"], "timing": timing}
+        cfg.pop("formal", None)
+        try:
+            config = config_from_dict(cfg, source=str(path))
+        except UserError as exc:
+            raise UserError(f"release.points[{i}] (T={point['T']}): {exc}") from None
+        if "local" not in [p.name for p in config.patterns]:
+            raise UserError(f"release.points[{i}].patterns: must include local (FLA's autotuners are tuned on it "
+                            "once, before timing, as bench does)")
+        points.append(ReleasePoint(point["T"], config, tuple(point["releases"]) if "releases" in point else None))
+    return ReleaseConfig(raw["name"], str(path), raw, base, tuple(points), tuple(raw.get("releases", ())),
+                         raw.get("cupti_rounds", DEFAULT_CUPTI_ROUNDS))
