@@ -211,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="PATH", help="compare JSON path (default results/compare/<A>_vs_<B>.json; "
                    "'' for none)")
 
+    p = command("release-table", _cpu("release_table"), "CPU only: per release result, the wrapper and the dK/dV "
+                "kernel of each routing with 95%% CIs and the skew penalty (Markdown; issue 22)", common)
+    p.add_argument("paths", nargs="+", metavar="RESULT", help="release results (results/releases/<config>/*.json)")
+    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+
     p = command("plot", _cpu("plot"), "figure: latency vs a fan-in statistic, one panel per backward stage", common)
     p.add_argument("--input", required=True, help="summary CSV (results/summaries/<name>.csv)")
     p.add_argument("--x", default="fanin_cv", choices=sorted(X_STATS), help="fan-in statistic on the x axis")

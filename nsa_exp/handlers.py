@@ -22,6 +22,7 @@ from .results.flush_study import flush_study
 from .results.flush_study import format_table as format_flush_table
 from .results.lock import write_lock
 from .results.plot import plot_fanin_latency
+from .results.release_table import release_table
 from .results.report import build_report
 from .results.schema import schema_errors
 from .results.store import check_writable
@@ -126,6 +127,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         what = "other than same" if args.fail_on == "any-change" else args.fail_on
         print(f"--fail-on {args.fail_on}: {hits} verdict(s) {what}; exit 1", file=sys.stderr)
     return code
+
+
+def cmd_release_table(args: argparse.Namespace) -> int:
+    if args.resamples < 1:
+        raise UserError(f"--resamples: {args.resamples} is not a positive integer")
+    print(release_table(args.paths, args.resamples))
+    return 0
 
 
 def cmd_flush_study(args: argparse.Namespace) -> int:
