@@ -181,8 +181,7 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
     """Validate one file's bytes; returns the validation report (schema ``validation_report``).
 
     ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON;
-    ``routing_files``: the files a bench result / sweep point timed, re-checked (:mod:`.file_checks`);
-    ``release_dirs``: folders holding a release result's ``fla/`` (its imported files re-hashed, issue 22).
+    ``routing_files``: files a result timed, re-checked (:mod:`.file_checks`); ``release_dirs``: see release.py.
     """
     checks = _Checks()
     report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
@@ -222,12 +221,10 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         extra["unverified"] += routing_file_recompute(doc, routing_files, checks.add)
     elif schema_ok and kind == "autotune_matrix":
         matrix_checks(doc, checks.add)
-    elif schema_ok and kind == "release_result":  # issue 22: the release arm (nsa_exp.results.release)
+    elif schema_ok and kind in ("sweep_point", "release_result"):  # release_result: issue 22 (results/release.py)
         _stats_checks(doc, checks)
-        extra = release_recompute(doc, checks.add, generate_routing, release_dirs)
-    elif schema_ok and kind == "sweep_point":
-        _stats_checks(doc, checks)
-        extra = sweep_point_recompute(doc, checks.add, generate_routing)
+        extra = release_recompute(doc, checks.add, generate_routing, release_dirs) if kind == "release_result" \
+            else sweep_point_recompute(doc, checks.add, generate_routing)
         extra["unverified"] += routing_file_recompute(doc, routing_files, checks.add)
     return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
             "checks": checks.items, **extra}
