@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repetitions", type=int, help="override the config's timed rounds")
     p.add_argument("--cupti-rounds", type=int, help="rounds of the CUPTI per-kernel pass (default: the config's; "
                    "0 skips it)")
+    p.add_argument("--routing-file", action="append", default=[], metavar="PATH", help="also time your own "
+                   "block_indices (.npy/.npz/.pt, [B,T,H,S]) as pattern file:<stem> at the point of its T; repeatable")
+    p.add_argument("--require-equal-edges", action="store_true",
+                   help="refuse a --routing-file whose edges differ from the closed form")
 
     p = command("autotune-matrix", _lazy("nsa_exp.gpu.autotune_matrix", "command"),
                 "time every autotune config x routing of dq_core/dkv_core (issue 11)", gpu)

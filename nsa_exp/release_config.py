@@ -23,6 +23,8 @@ from . import REPO_ROOT
 from .errors import UserError
 from .results.schema import validate_or_raise
 from .routing.config import Config, config_from_dict, load_config, parse_config_bytes
+from .routing.files import file_routings
+from .sweep_files import file_points
 
 DEFAULT_CUPTI_ROUNDS = 5
 
@@ -47,6 +49,19 @@ class ReleaseConfig:
     def points_for(self, kind: str, version: str | None) -> list[ReleasePoint]:
         """The points a target runs: unfiltered ones, plus (a release) those naming its version."""
         return [p for p in self.points if p.releases is None or (kind == "release" and version in p.releases)]
+
+    def routing_files(self, paths: list[str], require_equal: bool = False) -> dict[int, tuple[dict, dict]]:
+        """``--routing-file`` s (``[B,T,H,S]`` routings of your own), each timed as ``file:<stem>`` at the point of
+        its T: ``{T: (routings, reports)}`` of :func:`nsa_exp.routing.files.file_routings`. UserError for a
+        broken file or one whose T is no point's."""
+        found = file_points(paths, self.base.raw["shape"]) if paths else []
+        by_T = {p.T: p for p in self.points}
+        for f in found:
+            if f.T not in by_T:
+                raise UserError(f"--routing-file {f.path}: T={f.T}, but the config's points are at T = "
+                                f"{', '.join(str(T) for T in by_T)}")
+        return {T: file_routings([f.path for f in found if f.T == T], by_T[T].config.shape, require_equal)
+                for T in dict.fromkeys(f.T for f in found)}
 
 
 def load_release_config(path: str | Path) -> ReleaseConfig:

@@ -12,9 +12,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nsa_exp.results.validate import validate_bytes
+from nsa_exp.routing.config import Pattern, Shape
+from nsa_exp.routing.patterns import generate_routing
 
 from .helpers import REPO, assert_one_line_error, run_cli
 
@@ -52,11 +55,13 @@ def pinned_tree(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def timed(tmp_path_factory):
-    """One release-bench run over the tree (local + sink-heavy, 1 warm-up + 2 timed rounds)."""
+    """One release-bench run over the tree (local + sink-heavy + a routing file, 1 warm-up + 2 timed rounds)."""
     folder = tmp_path_factory.mktemp("release")
     config = write_configs(folder, [{"name": "local"}, {"name": "sink-heavy", "sinks": 1}])
     tree = pinned_tree(folder)
+    np.save(folder / "mine.npy", generate_routing(Pattern("zipf", exponent=1.0), Shape(**TINY), 5))
     args = ["release-bench", "--config", str(config), "--fla-source", str(tree), "--repetitions", "2",
+            "--routing-file", str(folder / "mine.npy"),
             "--output-dir", str(folder / "out"), "--releases-dir", str(folder / "rel")]
     proc = run_cli(*args)
     assert proc.returncode == 0, proc.stderr
@@ -94,7 +99,10 @@ def test_one_command_times_a_source_tree_through_its_public_api_in_a_child_that_
     assert doc["timing"]["timer"] == "host-clock" and doc["kernels"] is None
     assert [g["name"] for g in doc["gates"]] == ["environment", "interpreter", "versions", "fla_sources",
                                                  "equal_edges", "release_fla"]
-    for p in ("local", "sink-heavy"):
+    assert list(doc["patterns"]) == ["local", "sink-heavy", "file:mine"] and "file:mine" in doc["edges"]["exempt"]
+    assert doc["routing_files"]["file:mine"]["sha256"] == hashlib.sha256(
+        (timed["folder"] / "mine.npy").read_bytes()).hexdigest()
+    for p in doc["patterns"]:
         st = doc["patterns"][p]["stages"]
         assert list(st) == ["selection_fwd", "full_bwd", "train_step"]
         assert all(len(s["raw_ms"]) == 2 and len(s["warmup_ms"]) == 1 for s in st.values())
@@ -103,11 +111,13 @@ def test_one_command_times_a_source_tree_through_its_public_api_in_a_child_that_
 
 
 def test_validate_recomputes_the_release_result_and_rehashes_the_tree(timed):
-    proc = run_cli("validate", str(timed["path"]), "--release-dir", str(timed["tree"]), "--json")
+    proc = run_cli("validate", str(timed["path"]), "--release-dir", str(timed["tree"]), "--routing-file",
+                   str(timed["folder"] / "mine.npy"), "--json")
     assert proc.returncode == 0, proc.stdout
     got = checks(proc)
     assert all(got.values()) and {"stats_recompute", "routing_recompute", "routing_sha256", "timing_recompute",
-                                  "release_files", "source_consistent", "gates_consistent"} <= set(got)
+                                  "release_files", "source_consistent", "gates_consistent",
+                                  "routing_file_recompute"} <= set(got)
     assert "host-clock" in json.loads(proc.stdout)[0]["warnings"][0]["message"]
 
 
@@ -142,7 +152,8 @@ def test_compare_reads_two_release_results_and_a_rerun_is_refused_unless_overwri
     assert {(r["stage"], r["metric"]) for r in doc["rows"]} == {(s, "events") for s in
                                                                 ("selection_fwd", "full_bwd", "train_step")}
     assert all(r["ratio"] == 1.0 and r["ci95"][0] <= 1.0 <= r["ci95"][1] for r in doc["rows"])
-    assert doc["release"]["not_compared"] == [] and doc["release"]["patterns"] == ["local", "sink-heavy"]
+    assert doc["release"]["not_compared"] == [] and doc["release"]["patterns"] == ["local", "sink-heavy",
+                                                                                   "file:mine"]
     assert doc["release"]["a_label"] == doc["release"]["b_label"] == timed["doc"]["release"]["label"]
     again = run_cli(*timed["args"])
     assert_one_line_error(again, "exists", "--overwrite")

@@ -212,7 +212,7 @@ def measure_point(point: dict[str, Any], job_dir: Path, nsa: Any, parallel: Any,
 
     t0 = time.monotonic()
     config = config_from_dict(point["config"], source=point["config_path"])
-    shape, timing, names = config.shape, config.timing, [p.name for p in config.patterns]
+    shape, timing, names = config.shape, config.timing, point["names"]  # the config's patterns, then file:<stem>s
     reps = repetitions or timing.repetitions
     memory = None
     if cuda:

@@ -83,20 +83,22 @@ def targets_from(args: argparse.Namespace, cfg: ReleaseConfig, releases_dir: Pat
 
 def _write_job(folder: Path, target: Target, cfg: ReleaseConfig, routings: dict[int, dict[str, np.ndarray]],
                cupti_rounds: int, repetitions: int | None) -> None:
+    """``job.json`` (the points, their routings' names, the expected fla folder) and one ``.npz`` per point."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     points = []
     for p in cfg.points_for(target.kind, target.version):
-        np.savez(folder / f"routings-T{p.T}.npz", **{n: routings[p.T][n] for n in (x.name for x in p.config.patterns)})
-        points.append({"config": p.config.raw, "config_path": cfg.source, "routings": f"routings-T{p.T}.npz"})
+        np.savez(folder / f"routings-T{p.T}.npz", **routings[p.T])
+        points.append({"config": p.config.raw, "config_path": cfg.source, "routings": f"routings-T{p.T}.npz",
+                       "names": list(routings[p.T])})
     job = {"label": target.label, "expected_fla": str((target.root / "fla").resolve()), "points": points,
            "cupti_rounds": cupti_rounds, "repetitions": repetitions, "output": "output.json"}
     (folder / "job.json").write_text(json.dumps(job, indent=1) + "\n", encoding="utf-8")
 
 
 def run_target(target: Target, cfg: ReleaseConfig, gates: list[dict[str, Any]], edges: dict[int, dict[str, Any]],
-               routings: dict[int, dict[str, np.ndarray]], out_dir: Path, releases_dir: Path, cupti_rounds: int,
-               repetitions: int | None, metadata: dict[str, Any]) -> list[Path]:
+               routings: dict[int, dict[str, np.ndarray]], files: dict[int, tuple[dict, dict]], out_dir: Path,
+               releases_dir: Path, cupti_rounds: int, repetitions: int | None, metadata: dict[str, Any]) -> list[Path]:
     """Read the target's launches, run its child, write one result per point; returns the paths written."""
     source = read_launches(target.root)
     job_dir = releases_dir / "jobs" / f"{target.label}-{os.getpid()}"
@@ -121,7 +123,8 @@ def run_target(target: Target, cfg: ReleaseConfig, gates: list[dict[str, Any]], 
             name=f"{target.label}-T{point.T}", target=info, source=source, config=point.config,
             release_config={"path": cfg.source, "raw": cfg.raw},
             gates=[*gates, {"name": "equal_edges", "passed": True, "detail": edges[point.T]}, release_fla],
-            routings=routings[point.T], child=child, point=measured, metadata=metadata, throttled=throttled)
+            routings=routings[point.T], child=child, point=measured, metadata=metadata, throttled=throttled,
+            routing_files=files.get(point.T, ({}, {}))[1])
         path = out_dir / f"{doc['name']}.json"
         write_json(path, doc, "release_result")
         written.append(path)
@@ -152,6 +155,7 @@ def command(args: argparse.Namespace) -> int:
     out_dir = Path(args.output_dir) if args.output_dir else RESULTS_DIR / "releases" / cfg.name
     if args.wheel_dir and not Path(args.wheel_dir).is_dir():
         raise UserError(f"--wheel-dir {args.wheel_dir}: no such folder")
+    files = cfg.routing_files(args.routing_file, args.require_equal_edges)  # read and checked before any GPU work
     targets = targets_from(args, cfg, releases_dir)
     outputs = [out_dir / f"{t.label}-T{p.T}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
     check_writable(*outputs)
@@ -163,7 +167,7 @@ def command(args: argparse.Namespace) -> int:
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate
         if any(p in cfg.points_for(t.kind, t.version) for t in targets):
-            edges[p.T], routings[p.T] = routings_gate(p.config)
+            edges[p.T], routings[p.T] = routings_gate(p.config, files.get(p.T, ({}, {}))[0])
     metadata = base_metadata()
     if not interpreter:
         metadata["gpu"] = gpu_identity(Telemetry().device_info())
@@ -171,7 +175,8 @@ def command(args: argparse.Namespace) -> int:
     cupti = cfg.cupti_rounds if args.cupti_rounds is None else args.cupti_rounds
     written = []
     for t in targets:
-        written += run_target(t, cfg, gates, edges, routings, out_dir, releases_dir, cupti, args.repetitions, metadata)
+        written += run_target(t, cfg, gates, edges, routings, files, out_dir, releases_dir, cupti, args.repetitions,
+                              metadata)
     for path in written:
         print(f"wrote {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}")
     return 0

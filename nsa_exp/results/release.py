@@ -76,12 +76,16 @@ def kernel_block(point: Mapping[str, Any], launched: Sequence[str]) -> dict[str,
 def build_release_result(*, name: str, target: Mapping[str, Any], source: Mapping[str, Any], config: Config,
                          release_config: Mapping[str, Any], gates: list[dict[str, Any]], routings: Mapping[str, Any],
                          child: Mapping[str, Any], point: Mapping[str, Any], metadata: Mapping[str, Any],
-                         throttled: Callable[[Any], bool]) -> dict[str, Any]:
-    """The ``release_result`` document of one point (pure; the parent, :mod:`nsa_exp.gpu.release_run`, writes it)."""
-    names = [p.name for p in config.patterns]
+                         throttled: Callable[[Any], bool],
+                         routing_files: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``release_result`` document of one point (pure; the parent, :mod:`nsa_exp.gpu.release_run`, writes it).
+    ``routing_files``: the reports of the ``--routing-file`` s timed after the config's patterns (``file:<stem>``)."""
+    files = dict(routing_files or {})
+    names = [p.name for p in config.patterns] + list(files)
     edges = next(g["detail"] for g in gates if g["name"] == "equal_edges")
     stats = stage_summaries(point["records"], names, STAGES)
-    patterns = {n: {"params": config.pattern(n).to_dict(), "edges": int(edges["per_pattern"][n]),
+    patterns = {n: {"params": {"name": n} if n in files else config.pattern(n).to_dict(),
+                    "edges": int(edges["per_pattern"][n]),
                     "routing_sha256": routing_sha256(routings[n]),
                     **routing_statistics(routings[n], config.shape.block_size), "stages": stats[n]} for n in names}
     launched = list(dict.fromkeys(launch["kernel"] for launch in source["launches"]))
@@ -114,6 +118,8 @@ def build_release_result(*, name: str, target: Mapping[str, Any], source: Mappin
         "memory": point["memory"], "wall_seconds": point["wall_seconds"],
         "metadata": {**metadata, "release_child": {"versions": child["versions"], "env": child["env"]}},
     }
+    if files:
+        doc["routing_files"] = files
     if doc["kernels"] is None:
         doc["kernels_unavailable"] = point["kernels_unavailable"] or "no CUPTI pass"
     return doc
