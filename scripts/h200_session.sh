@@ -9,8 +9,8 @@
 #   scripts/h200_session.sh files OUTDIR   # issue 10: bench with a routing file; issue 15: the packing sweep
 #   scripts/h200_session.sh x2 OUTDIR      # issue 10: a small sweep over two GPUs (submitit local executor)
 #   scripts/h200_session.sh release OUTDIR # issue 22: the release arm (NOT the pinned experiment): fla-core 0.5.2
-#                                          # (control), 0.6.0 (also T=8192, 131072), 0.5.1 from the wheels in .whl-fla/
-#                                          # (release_a: 0.5.2 + 0.5.1 alone; release_b: 0.6.0 alone)
+#                                          # (control), 0.6.0 (also T=8192, 131072), 0.5.1 from the wheels in .whl-fla/;
+#                                          # RELEASES="0.5.1" runs a subset, RELEASE_ARGS="--overwrite" replaces results
 # Results land under results/ and docs/figures/ of this tree; OUTDIR gets one tarball of them after each step,
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
 set -uo pipefail
@@ -90,11 +90,11 @@ case "$part" in
     CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}" step sweep_x2 "$py" -m nsa_exp sweep \
       --config configs/sweep_x2_h200.json --executor local
     ;;
-  release|release_a|release_b)  # one process per release, results written as each ends; stopped before the call's limit
-    case "$part" in release) rel=(--release 0.5.2 --release 0.6.0 --release 0.5.1) ;;
-      release_a) rel=(--release 0.5.2 --release 0.5.1) ;; release_b) rel=(--release 0.6.0) ;; esac
+  release)  # one child process per release, each one's results written as it ends; stopped before the call's limit
+    rel=(); for v in ${RELEASES:-0.5.2 0.6.0 0.5.1}; do rel+=(--release "$v"); done
+    # shellcheck disable=SC2086  # RELEASE_ARGS: extra options, word-split on purpose
     step release timeout -s INT "${RELEASE_TIMEOUT_S:-540}" "$py" -m nsa_exp release-bench \
-      --config configs/release_h200.json "${rel[@]}" --wheel-dir .whl-fla
+      --config configs/release_h200.json "${rel[@]}" --wheel-dir .whl-fla ${RELEASE_ARGS:-}
     ;;
   *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2|release OUTDIR" >&2; exit 2 ;;
 esac

@@ -248,6 +248,9 @@ def measure_point(point: dict[str, Any], job_dir: Path, nsa: Any, parallel: Any,
     del fns, leaves, inputs, routings
     if cuda:
         torch.cuda.empty_cache()
+    print(f"release child: T={shape.T}, {len(names)} routings, {timing.warmup_rounds} + {reps} rounds, "
+          f"{cupti_rounds if events is not None else 0} profiled: tuned in {tune_seconds:.0f} s, point "
+          f"{time.monotonic() - t0:.0f} s", file=sys.stderr)
     return {"T": shape.T, "repetitions": reps, "round_orders": orders, "records": records,
             "autotune": {"tune_seconds": tune_seconds, "kernels": tuned,
                          "tuned_at_this_point": any(before.get(k, {}).get("cache") != v["cache"]
