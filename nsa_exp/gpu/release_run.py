@@ -96,11 +96,12 @@ def _write_job(folder: Path, target: Target, cfg: ReleaseConfig, routings: dict[
     (folder / "job.json").write_text(json.dumps(job, indent=1) + "\n", encoding="utf-8")
 
 
-def run_target(target: Target, cfg: ReleaseConfig, gates: list[dict[str, Any]], edges: dict[int, dict[str, Any]],
-               routings: dict[int, dict[str, np.ndarray]], files: dict[int, tuple[dict, dict]], out_dir: Path,
-               releases_dir: Path, cupti_rounds: int, repetitions: int | None, metadata: dict[str, Any]) -> list[Path]:
-    """Read the target's launches, run its child, write one result per point; returns the paths written."""
-    source = read_launches(target.root)
+def run_target(target: Target, source: dict[str, Any], cfg: ReleaseConfig, gates: list[dict[str, Any]],
+               edges: dict[int, dict[str, Any]], routings: dict[int, dict[str, np.ndarray]],
+               files: dict[int, tuple[dict, dict]], out_dir: Path, releases_dir: Path, cupti_rounds: int,
+               repetitions: int | None, metadata: dict[str, Any]) -> list[Path]:
+    """Run the target's child, write one result per point (``source``: its launches, read before any GPU work);
+    returns the paths written."""
     job_dir = releases_dir / "jobs" / f"{target.label}-{os.getpid()}"
     _write_job(job_dir, target, cfg, routings, cupti_rounds, repetitions)
     print(f"release-bench: {target.label} ({target.origin['kind']}) in a child process", file=sys.stderr)
@@ -157,6 +158,7 @@ def command(args: argparse.Namespace) -> int:
         raise UserError(f"--wheel-dir {args.wheel_dir}: no such folder")
     files = cfg.routing_files(args.routing_file, args.require_equal_edges)  # read and checked before any GPU work
     targets = targets_from(args, cfg, releases_dir)
+    sources = {t.label: read_launches(t.root) for t in targets}  # a tree without NSA is refused here, untimed
     outputs = [out_dir / f"{t.label}-T{p.T}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
     check_writable(*outputs)
     existing = [str(p) for p in outputs if p.exists()]
@@ -175,8 +177,8 @@ def command(args: argparse.Namespace) -> int:
     cupti = cfg.cupti_rounds if args.cupti_rounds is None else args.cupti_rounds
     written = []
     for t in targets:
-        written += run_target(t, cfg, gates, edges, routings, files, out_dir, releases_dir, cupti, args.repetitions,
-                              metadata)
+        written += run_target(t, sources[t.label], cfg, gates, edges, routings, files, out_dir, releases_dir, cupti,
+                              args.repetitions, metadata)
     for path in written:
         print(f"wrote {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}")
     return 0
