@@ -10,6 +10,9 @@
 #   scripts/h200_session.sh x2 OUTDIR      # issue 10: a small sweep over two GPUs (submitit local executor)
 #   scripts/h200_session.sh engine OUTDIR  # issue 21: check, smoke, 20-round bench + validate + compare to the formal
 #   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
+#   scripts/h200_session.sh release OUTDIR # issue 22: the release arm (NOT the pinned experiment): fla-core 0.5.2
+#                                          # (control), 0.6.0 (also T=8192, 131072), 0.5.1 from the wheels in .whl-fla/;
+#                                          # RELEASES="0.5.1" runs a subset, RELEASE_ARGS="--overwrite" replaces results
 # Results land under results/ and docs/figures/ of this tree; OUTDIR gets one tarball of them after each step,
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
 set -uo pipefail
@@ -105,5 +108,11 @@ case "$part" in
     step compare_stop "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/e1_h200_stop.json" \
       --output "$out/e1_h200_vs_stop.json"
     ;;
-  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2|engine|engine_stop OUTDIR" >&2; exit 2 ;;
+  release)  # one child process per release, each one's results written as it ends; stopped before the call's limit
+    rel=(); for v in ${RELEASES:-0.5.2 0.6.0 0.5.1}; do rel+=(--release "$v"); done
+    # shellcheck disable=SC2086  # RELEASE_ARGS: extra options, word-split on purpose
+    step release timeout -s INT "${RELEASE_TIMEOUT_S:-540}" "$py" -m nsa_exp release-bench \
+      --config configs/release_h200.json "${rel[@]}" --wheel-dir .whl-fla ${RELEASE_ARGS:-}
+    ;;
+  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2|engine|engine_stop|release OUTDIR" >&2; exit 2 ;;
 esac

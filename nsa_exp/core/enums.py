@@ -26,6 +26,8 @@ VOCABULARY: dict[str, Callable[[], list[Any]]] = {
     "stages.autotuned": lambda: list(stages.AUTOTUNED_STAGES),
     "stages.sweepable": lambda: list(stages.SWEEPABLE_STAGES),
     "stage_lists": stages.recorded_stage_lists,
+    "stages.release": lambda: list(stages.RELEASE_STAGES),
+    "stage_lists.release": lambda: [list(stages.RELEASE_STAGES)],
     "families": lambda: list(FAMILIES),
     "round_orders": lambda: list(protocol.ORDER_MODES),
     "flush_policies": lambda: list(protocol.FLUSH_POLICIES),
@@ -33,5 +35,6 @@ VOCABULARY: dict[str, Callable[[], list[Any]]] = {
     "stop_sources": lambda: list(protocol.STOP_SOURCES),
     "autotune_modes": lambda: list(protocol.AUTOTUNE_MODES),
     "gates": lambda: list(protocol.GATE_NAMES),
+    "gates.release": lambda: list(protocol.RELEASE_GATE_NAMES),
     "whatif_layouts": lambda: list(protocol.WHATIF_LAYOUTS),
 }

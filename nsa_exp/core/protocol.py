@@ -30,6 +30,9 @@ TUNE_CHOICES = ("once", "per-pattern")
 AUTOTUNE_MODES = ("tune-on", "per-pattern", "replay")
 #: The gates every GPU task passes, in the order they run (gpu/gates.py).
 GATE_NAMES = ("environment", "gpu", "versions", "fla_sources", "equal_edges")
+#: The release arm's gates (gpu/release.py): the pinned ones in its parent process (``interpreter`` in place of
+#: ``gpu`` on a CPU under TRITON_INTERPRET=1), then ``release_fla``: the child imported the target's FLA, alone.
+RELEASE_GATE_NAMES = ("environment", "gpu", "interpreter", "versions", "fla_sources", "equal_edges", "release_fla")
 #: The makespan model's dispatch orders of the dK/dV programs (model/makespan.py).
 DISPATCH_ORDERS = ("program-id", "heaviest-first")
 #: The sweep executors (nsa_exp.sweeps.run runs them; the CLI offers them as choices).

@@ -7,10 +7,11 @@ the JSON when None; a field typed as a record (or a ``dict`` of records) is conv
 are JSON lists. Blocks no reader needs typed (config, gates, telemetry, metadata ...) stay JSON values.
 ``from_json`` refuses a key the record does not know (nothing is dropped silently).
 
-The measurement engine fills these (:func:`build_result` is today's bench path through them):
+The measurement engine fills these (:func:`build_result` is bench's path through them):
 :meth:`StageStats.of` per pattern x stage from the timed and warm-up observations, :meth:`StageSum.of`
 from the stage medians, one :class:`PatternRun` per routing, one :class:`Timing`, then
-:class:`BenchResult` (or :class:`SweepPoint`), written with ``nsa_exp.io.store.write_record``.
+:class:`BenchResult` (or :class:`SweepPoint`, :class:`ReleaseResult`), written with
+``nsa_exp.io.store.write_record``.
 
 >>> s = StageStats.of([1.0, 2.0, 3.0, 4.0], [9.0])
 >>> s.median_ms, s.n_obs, StageStats.from_json(s.to_json()) == s
@@ -164,9 +165,10 @@ class PatternRun(Record):
     stage_sum_vs_full_bwd: StageSum | None = None
     reproduces_official: dict[str, JSON] | None = None
     memory: dict[str, JSON] | None = None
+    routing_sha256: str | None = None        # release results: the routing handed to the release, hashed
 
-    ORDER = ("params", "edges", "fanin", "query_span", "adjacent_gap", "stages", "stage_sum_vs_full_bwd",
-             "reproduces_official", "memory")
+    ORDER = ("params", "edges", "routing_sha256", "fanin", "query_span", "adjacent_gap", "stages",
+             "stage_sum_vs_full_bwd", "reproduces_official", "memory")
 
     def median(self, stage: str) -> float:
         return self.stages[stage].median_ms
@@ -190,10 +192,11 @@ class Timing(Record):
     resumed: bool | None = None              # bench results
     untimed_prerequisites: list[str] | None = None  # sweep points
     stop: dict[str, JSON] | None = None      # a run under the stop rule (nsa_exp.analysis.stop_rule)
+    timer: str | None = None                 # release results: "cuda-events", or "host-clock" (CPU interpreter)
 
-    ORDER = ("method", "warmup_rounds", "repetitions", "order_mode", "order_seed", "round_orders", "l2_flush_bytes",
-             "flush_policy", "launch_guard_cycles", "percentile_method", "stages", "resumed", "untimed_prerequisites",
-             "stop")
+    ORDER = ("method", "timer", "warmup_rounds", "repetitions", "order_mode", "order_seed", "round_orders",
+             "l2_flush_bytes", "flush_policy", "launch_guard_cycles", "percentile_method", "stages", "resumed",
+             "untimed_prerequisites", "stop")
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,28 @@ class SweepPoint(Run):
     @property
     def baseline(self) -> PatternRun:
         return self.patterns[self.point["baseline"]]
+
+
+@dataclass(frozen=True)
+class ReleaseResult(Run):
+    """One point of the release arm (kind ``release_result``): another FLA release or source tree timed through
+    its public API (``core.stages.RELEASE_STAGES``), NOT the pinned experiment; ``kernels`` (CUPTI, every call's
+    kernels) and ``memory`` (GPU memory read before the point) are null when a run has none."""
+
+    KIND: ClassVar[str] = "release_result"
+    ORDER = ("schema_version", "kind", "name", "not_pinned", "release", "source", "config", "config_path",
+             "release_config", "shape", "gates", "edges", "autotune", "timing", "patterns", "kernels", "telemetry",
+             "memory", "wall_seconds", "metadata", "routing_files", "kernels_unavailable")
+    not_pinned: str
+    release: dict[str, JSON]
+    source: dict[str, JSON]
+    config_path: str
+    release_config: dict[str, JSON]
+    kernels: dict[str, JSON] | None
+    telemetry: dict[str, JSON]
+    memory: dict[str, JSON] | None
+    routing_files: dict[str, JSON] | None = None
+    kernels_unavailable: str | None = None
 
 
 #: A bench result as a record or as its document (readers :meth:`Record.coerce` it).

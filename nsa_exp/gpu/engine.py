@@ -1,10 +1,10 @@
-"""The one measurement engine: gates -> inputs -> tune or pin -> cells -> rounds -> record.
+"""The one measurement engine: gates -> inputs -> tune or pin -> cells -> rounds -> record -> write.
 
 Every GPU measurement of the project is an **arm** of this engine: ``bench`` (:mod:`.bench`), a sweep point
-(:mod:`.sweep_point`), the what-if arms (:mod:`.whatif_run`), the autotune matrix (:mod:`.autotune_matrix`)
-and ``smoke`` (:mod:`.smoke`, which times nothing). :func:`measure` is the only place that sequences the
-steps; an arm is a subclass of :class:`Arm` overriding the hooks that differ (the idea of tritonbench's
-``BenchmarkOperator``: one loop fills one record, the rest are hooks), so it declares
+(:mod:`.sweep_point`), the what-if arms (:mod:`.whatif_run`), the autotune matrix (:mod:`.autotune_matrix`),
+the release arm (:mod:`.release`) and ``smoke`` (:mod:`.smoke`, which times nothing). :func:`measure` is the
+only place that sequences the steps; an arm is a subclass of :class:`Arm` overriding the hooks that differ (the
+idea of tritonbench's ``BenchmarkOperator``: one loop fills one record, the rest are hooks), so it declares
 
 - its **gates** (:meth:`Arm.gates`; default: every gate of :func:`.gates.run_gates`, strict, before FLA is
   imported, filling ``run.gates``, ``run.routings``, ``run.names``),
@@ -18,33 +18,21 @@ steps; an arm is a subclass of :class:`Arm` overriding the hooks that differ (th
   :func:`.timing.run_rounds` (:func:`time_cells`; a generator may build a group only when it is reached
   and free it after :meth:`Arm.timed`, as the what-if arms do),
 - what it does with each timed group (:meth:`Arm.timed`: the autotune-unchanged assertion, summaries),
-- its **record** (:meth:`Arm.record`: the document; record blocks such as bench's ``cupti`` and ``packing``
-  are added there; the engine adds ``timing.stop`` itself when a group ran under the stop rule) and
-- how it is **written** (:meth:`Arm.write`; default: :func:`nsa_exp.results.store.write_json` under
-  :attr:`Arm.schema` to ``run.output``: validated, atomic).
+- its **record** (:meth:`Arm.record`: a typed record of :mod:`nsa_exp.core.records` -- a
+  :class:`~nsa_exp.core.records.BenchResult`, :class:`~nsa_exp.core.records.SweepPoint`,
+  :class:`~nsa_exp.core.records.ReleaseResult` -- or the JSON of a kind without one; record blocks such as
+  bench's ``cupti`` and ``packing`` are added there; the engine adds ``timing.stop`` itself when a group ran
+  under the stop rule) and
+- how it is **written** (:meth:`Arm.write`; default: :func:`nsa_exp.io.store.write_record`, or
+  :func:`~nsa_exp.io.store.write_json` under :attr:`Arm.schema`, to ``run.output``: validated, atomic).
 
-Adding an arm is one module (the subclass and a ``run_*`` function calling :func:`measure`) and one
-command row (the CLI's entry naming the module's handler and options). The release arm of issue 22 fits
-as such a module: run in its own process whose ``sys.path`` holds another FLA (importing this module imports
-neither FLA nor triton, so that process chooses its FLA before the first FLA import), it overrides ``gates``
-(env, GPU, that FLA's provenance instead of the pinned-sources gate, equal edges), keeps the default
-seeded inputs, tunes once on ``local`` in ``tune`` (the autotune key holds no routing), yields one group
-whose cells are the routings and whose stages are that release's official ``parallel_nsa_bwd`` as a whole
-and ``parallel_nsa`` forward + backward (zero-argument callables it binds itself), and in ``record`` runs
-:func:`.cupti.profile_kernel_times` over the same cells with its own ``aggregate`` (each launched kernel by
-name) before building its document from :func:`nsa_exp.results.summary.stage_summaries` of the records::
-
-    class ReleaseArm(Arm):
-        schema = "release_result"
-        def gates(self, run): ...                      # release provenance instead of the pinned-sources gate
-        def tune(self, run): ...                       # every cell of local once; record autotune_record()
-        def cells(self, run):
-            t = run.config.timing
-            yield Cells(fns={n: {"full_bwd": ..., "parallel_nsa": ...} for n in run.names},
-                        orders=round_orders(run.names, ...), warmup=t.warmup_rounds, flush_policy=t.flush,
-                        l2_flush_bytes=t.l2_flush_bytes, telemetry=True, label="release")
-        def timed(self, run, cells): self.records = cells.records
-        def record(self, run): ...                     # stage_summaries(self.records, ...), kernels from CUPTI
+Adding an arm is one module (the subclass and a ``run_*`` function or command handler calling :func:`measure`)
+and one command row (:data:`nsa_exp.commands.COMMANDS`: the command's name, the handler, its options). The
+release arm is one: it runs the engine in its own child process whose ``sys.path`` holds another FLA
+(importing this module imports neither FLA nor triton, so that process chooses its FLA before the first FLA
+import); its hooks are that FLA's provenance in place of the pinned-sources gate (``gates``), its public calls
+as the stages (``inputs``), one pass of ``local`` (``tune``), one group of every routing (``cells``), and the
+CUPTI pass over the same cells with its own per-kernel ``aggregate`` before its record (``record``).
 
 The device is injectable: ``Run.device`` (default :class:`.timing.CudaDevice`) is everything the engine
 and the loop touch on the GPU (events, flush, spin, synchronise, its name, memory, placement), so CPU tests
@@ -52,7 +40,7 @@ drive whole arms over FLA's real kernels under the Triton interpreter with a fak
 (``Run.clock``, read by the stop rule) and pin the loop's call order: flush, spin, start event, call, end
 event per stage, one synchronise per cell.
 
-Stop rule (:mod:`nsa_exp.results.stop_rule`): a group with ``stop`` set is stopped after the first round
+Stop rule (:mod:`nsa_exp.analysis.stop_rule`): a group with ``stop`` set is stopped after the first round
 at which the rule says so; its ``orders`` are cut to the rounds that ran and ``stop_record`` holds the
 result's ``timing.stop`` block (rule, source, which criterion stopped it, one trace entry per timed round).
 """
@@ -121,7 +109,7 @@ class Cells:
     after_cell: Callable[[str], None] | None = None        # after its synchronise, before telemetry (check them)
     on_round_done: Callable[[int, list[dict[str, Any]]], None] | None = None   # the journal
     label: str | None = None                               # progress bar (None: none)
-    stop: StopRule | None = None                           # nsa_exp.results.stop_rule (None: every round)
+    stop: StopRule | None = None                           # nsa_exp.analysis.stop_rule (None: every round)
     stop_source: str = "config"                            # where the rule came from: "config" | "--stop-rule"
     tag: Any = None                                        # the arm's own (the what-if pattern, the matrix stage)
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -207,7 +195,7 @@ class Run:
         return self.clock() - self.t_start
 
     def metadata(self) -> dict[str, Any]:
-        """Host metadata (:func:`nsa_exp.results.metadata.base_metadata`) and the GPU's identity."""
+        """Host metadata (:func:`nsa_exp.io.metadata.base_metadata`) and the GPU's identity."""
         metadata = base_metadata()
         metadata["gpu"] = self.device.identity(self.nvml().device_info())
         return metadata
