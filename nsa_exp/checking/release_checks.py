@@ -14,42 +14,26 @@ and medians from the per-call kernels; the group table from the source's launche
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .. import PINNED_COMMIT
 from ..analysis.release_kernels import call_span_ms, group_table, stage_groups
-from ..core.config import Config, Pattern, Shape
+from ..core.config import Config
 from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders
 from ..core.stages import RELEASE_KERNEL_STAGES, RELEASE_STAGES
 from ..errors import UserError
 from ..routing.config import config_from_dict
-from ..routing.patterns import generate_routing, routing_sha256
 from .checks import Add, guarded
-from .routing_checks import edge_problems, pattern_set, routing_recompute
+from .routing_checks import edge_problems, pattern_set, regenerated, routing_recompute
 from .run_checks import metadata_plausible, telemetry_recompute
-
-
-@lru_cache(maxsize=16)
-def _regenerated_sha(pattern_json: str, shape_json: str, seed: int) -> str:
-    return routing_sha256(generate_routing(Pattern(**json.loads(pattern_json)), Shape(**json.loads(shape_json)), seed))
 
 
 def _routing_sha(doc: dict[str, Any], config: Config, add: Add, unverified: list) -> None:
     problems = []
-    shape_json = json.dumps(config.shape.to_dict(), sort_keys=True)
-    for p in config.patterns:
-        rec = doc["patterns"].get(p.name)
-        if rec is None:
-            continue
-        try:
-            want = _regenerated_sha(json.dumps(p.to_dict(), sort_keys=True), shape_json, config.seeds.routing)
-        except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
-            unverified.append({"path": f"$.patterns.{p.name}.routing_sha256", "why": str(exc)})
-            continue
+    for p, rec, stats in regenerated(doc, config, unverified, "routing_sha256"):
+        want = stats["routing_sha256"]
         if rec["routing_sha256"] != want:
             problems.append((f"$.patterns.{p.name}.routing_sha256", f"recorded {rec['routing_sha256']}, the routing "
                              f"regenerated from the config and seed {config.seeds.routing} hashes to {want}"))

@@ -235,15 +235,15 @@ class StagedBackward:
         return {k: state[k] for n in STAGED_PASS for k in stages.stage(n).produces}
 
     def stage_callables(self, state: dict[str, Any] | None = None,
-                        names: Iterable[str] = stages.STAGE_NAMES) -> dict[str, Callable[[], Any]]:
+                        names: Iterable[str] | None = None) -> dict[str, Callable[[], Any]]:
         """Zero-argument callables, one per stage of :data:`nsa_exp.core.stages.STAGES` named in ``names``
-        (default all), in Stage-table order, to be called in that order: each is the method of the row's name
+        (default every row), in Stage-table order, to be called in that order: each is the method of the row's name
         (:func:`stage_method`), reading the row's ``consumes`` from ``state`` (default: a new dict) and storing
         its ``produces`` there, so the next stage consumes this round's fresh intermediates exactly as the
         wrapper does; a ``state`` pre-filled by :meth:`run_staged` (or with ``lse``/``delta``) lets a caller
         time a subset. UserError for a name that is not a stage."""
         state = {} if state is None else state
-        wanted = {stages.stage(n).name for n in names}
+        wanted = set(stages.STAGE_NAMES) if names is None else {stages.stage(n).name for n in names}
         return {name: self._bind(name, state) for name in stages.STAGE_NAMES if name in wanted}
 
     def _bind(self, name: str, state: dict[str, Any]) -> Callable[[], Any]:

@@ -29,6 +29,10 @@ from ..model.split import split_routing
 from .launcher import Problem, StagedBackward
 from .numerics import compare
 
+#: The Stage rows a what-if times each round, the original launch and every arm alike: dK/dV and the CSR it
+#: consumes (the schedule changes it), over the forward's lse and the preprocess's delta computed once.
+TIMED_STAGES: tuple[str, ...] = ("csr", "dkv_core")
+
 
 class SplitArm:
     """The B'-batch emulation of one routing's dK/dV under a split schedule (a what-if arm).
@@ -62,7 +66,7 @@ class SplitArm:
     def stage_callables(self) -> dict[str, Any]:
         """``csr`` (prepare_block_csr on B'), ``dkv_core`` (the B' launch), ``reduce``: called in that order
         (the two stages bound by :meth:`StagedBackward.stage_callables` over the tiled lse and delta)."""
-        return {**self.staged.stage_callables({"lse": self.lse, "delta": self.delta}, ("csr", "dkv_core")),
+        return {**self.staged.stage_callables({"lse": self.lse, "delta": self.delta}, TIMED_STAGES),
                 "reduce": self.reduce}
 
     def compare_to_official(self, official_dk: torch.Tensor, official_dv: torch.Tensor) -> dict[str, Any]:

@@ -58,7 +58,7 @@ class WhatIfArm(Arm):
 
     def cells(self, run: Run) -> Iterator[Cells]:
         from .launcher import StagedBackward, make_problem  # noqa: PLC0415 - FLA after the env gate
-        from .whatif import SplitArm, emulated_edges, equivalence_gate  # noqa: PLC0415
+        from .whatif import TIMED_STAGES, SplitArm, emulated_edges, equivalence_gate  # noqa: PLC0415
 
         config, warmup = run.config, run.config.timing.warmup_rounds
         for pattern in self.patterns:
@@ -66,7 +66,7 @@ class WhatIfArm(Arm):
             o, lse = staged.selection_fwd()
             delta = staged.delta_preprocess(o)
             _, dk_off, dv_off = staged.full_bwd(o, lse)
-            fns = {"baseline": staged.stage_callables({"lse": lse, "delta": delta}, ("csr", "dkv_core"))}
+            fns = {"baseline": staged.stage_callables({"lse": lse, "delta": delta}, TIMED_STAGES)}
             arms: dict[str, Any] = {}
             for F in self.max_fanins:
                 for layout in self.layouts:
