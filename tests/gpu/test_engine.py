@@ -209,7 +209,7 @@ def test_a_config_block_turns_the_rule_on_and_sweep_stop_rule_puts_the_default_i
 
 def test_importing_the_engine_imports_neither_fla_nor_triton():
     """The release arm runs the engine in a process that puts another FLA on sys.path first."""
-    code = ("import sys, nsa_exp.gpu.engine; bad = [m for m in sys.modules if m.split('.')[0] in ('fla', 'triton')];"
-            " print(bad); sys.exit(bool(bad))")
+    code = ("import sys, nsa_exp.gpu.engine, nsa_exp.gpu.release; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('fla', 'triton')]; print(bad); sys.exit(bool(bad))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
