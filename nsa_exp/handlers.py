@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from . import REPO_ROOT
+from .analysis.compare import check_resamples, run_compare
 from .analysis.compare import format_table as format_compare_table
-from .analysis.compare import run_compare
 from .analysis.flush_study import flush_study
 from .analysis.flush_study import format_table as format_flush_table
 from .arguments import parse_slurm
@@ -31,6 +31,7 @@ from .io.store import OutputPolicy, check_writable, frame_csv
 from .report.build import build_report
 from .report.lock import LOCK_FILE, write_lock
 from .report.manifest import OUTPUT, RESULT, committed_inputs
+from .report.releases import release_table
 from .routing.config import load_config
 from .routing.files import format_files_table
 from .routing.report import (
@@ -93,7 +94,7 @@ def cmd_routing_time(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    reports = validate_paths(args.paths, args.also, args.routing_file)
+    reports = validate_paths(args.paths, args.also, args.routing_file, args.release_dir)
     for report in reports:
         assert not schema_errors(report, "validation_report", "report"), "validation report off-schema"
     if args.json:
@@ -123,8 +124,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    if args.resamples < 1:
-        raise UserError(f"--resamples: {args.resamples} is not a positive integer")
+    check_resamples(args.resamples)
     output = (f"results/compare/{Path(args.a).stem}_vs_{Path(args.b).stem}{'_cycles' if args.cycles else ''}.json"
               if args.output is None else args.output)
     if Path(args.a).resolve() == Path(args.b).resolve():
@@ -144,6 +144,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         what = "other than same" if args.fail_on == "any-change" else args.fail_on
         print(f"--fail-on {args.fail_on}: {hits} verdict(s) {what}; exit 1", file=sys.stderr)
     return code
+
+
+def cmd_release_table(args: argparse.Namespace) -> int:
+    check_resamples(args.resamples)
+    print(release_table(args.paths, args.resamples))
+    return 0
 
 
 def cmd_flush_study(args: argparse.Namespace) -> int:
@@ -179,7 +185,7 @@ def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    points = load_sweep(args.config, args.routing_file)
+    points = load_sweep(args.config, args.routing_file, stop_rule=args.stop_rule)
     if not points:
         raise UserError(f"{args.config}: sweep.patterns: the grid is empty (no patterns and no routing_files)")
     out_dir, csv = sweep_dirs(points[0].sweep)
