@@ -153,6 +153,8 @@ def classify(text: str) -> str:
     if found is None:
         return "host"
     door, name, argv = found
+    if name == "release-bench":
+        return "host"  # a GPU and your FLA checkout (--fla-source) or downloaded wheels (--wheel-dir): not here
     names = [name, *(argv if door in ("invoke", "make") else [])]
     if door in ("invoke", "make") and any(n in ("test", "lint") for n in names):
         return "host"  # the suite itself (CI runs it), not a command to run inside it
