@@ -20,12 +20,14 @@ JSON, cell by cell (:mod:`.csv_checks`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..core.kinds import KINDS, schema_version
 from ..errors import UserError
+from ..io.reader import file_size, read_bounded, show_path
 from ..io.schemas import schema_errors
 from ..io.store import read_document
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
@@ -96,9 +98,8 @@ def load_validated(path: str | Path, kinds: tuple[str, ...], label: str | None =
 def bench_document(path: str | Path) -> dict[str, Any] | None:
     """The parsed bench result at ``path`` when it is one that passes its schema (for CSV cross-checks)."""
     try:
-        data = Path(path).read_bytes()
-        doc = parse_strict(data) if len(data) <= MAX_BYTES else None
-    except (OSError, _Rejected):
+        doc = parse_strict(read_bounded(path, show_path(path), MAX_BYTES))
+    except (UserError, _Rejected):
         return None
     if isinstance(doc, dict) and doc.get("kind") == "bench_result" and not schema_errors(doc, "result", "$"):
         return doc
@@ -130,21 +131,15 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
 
 def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None,
                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> dict[str, Any]:
-    """Validate a file on disk (size checked with stat before reading)."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
+    """Validate a file on disk: a regular file (a FIFO, device or folder is one :class:`UserError` line), its
+    size checked with stat before reading (:mod:`nsa_exp.io.reader`)."""
+    path, label = Path(path), show_path(path)
+    size = file_size(path, label, sys.maxsize)
     if size > MAX_BYTES:
         (checks := Checks()).add("file_size", [("$", f"{size} bytes > {MAX_BYTES} (refused before parsing)")])
         return {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": str(path), "passed": False,
                 "checks": checks.items}
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
-    return validate_bytes(data, str(path), companion, routing_files, release_dirs)
+    return validate_bytes(read_bounded(path, label, MAX_BYTES), str(path), companion, routing_files, release_dirs)
 
 
 def format_report(report: dict[str, Any]) -> str:

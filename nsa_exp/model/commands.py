@@ -14,12 +14,16 @@ from typing import Any
 import numpy as np
 import scipy
 
+from ..core.config import MAX_T
 from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
 from ..errors import UserError
-from ..figures.model_validation import plot_validation
+from ..figures.model_validation import figure_stem, plot_validation
 from ..io.metadata import git_state, installed_packages, utc_now
-from ..io.store import check_writable, load_document, read_strict, write_json
+from ..io.progress import progress
+from ..io.reader import read_bounded, show_path
+from ..io.store import OutputPolicy, load_document, read_strict, write_json
+from ..io.strict_json import MAX_BYTES
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
@@ -39,8 +43,6 @@ from .points import (
 )
 from .whatif import model_whatif
 
-MAX_T = 1048576  # schemas/config.schema.json's bound on T
-
 TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
 
 
@@ -54,7 +56,7 @@ def _metadata() -> dict[str, Any]:
 
 
 def _sha(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(read_bounded(path, show_path(path), MAX_BYTES)).hexdigest()
 
 
 def _json(path: str, what: str) -> Any:
@@ -90,9 +92,15 @@ def _all_points(paths: list[str]) -> list:
     return [p for f in result_files(paths) for p in read_points(f)]
 
 
+FIGURES_DIR = "docs/figures"  # model-validate's default figure folder (as the command table says)
+
+
 def calibrate(args: argparse.Namespace) -> int:
     cset = load_document(args.set, ("model_calibration_set",), f"--set {args.set}")
-    check_writable(*([args.output] if args.output else []))
+    policy = OutputPolicy.of(args, ("--set", args.set), ("--kernels", args.kernels), ("--ncu", args.ncu),
+                             *(("--points", p) for p in args.points))
+    if args.output:
+        policy.claim(args.output, named=True)
     points = _all_points(args.points)
     by_name: dict[str, Any] = {}
     for p in points:  # the first file naming a routing wins
@@ -115,7 +123,7 @@ def calibrate(args: argparse.Namespace) -> int:
     params, rows = fit_calibration([p for _, p in chosen], fanins, ref.sm_count, occ["slots_per_sm"], bq)
     gpu_tag = ref.gpu.split()[-1].lower()
     out = args.output or f"results/model/{gpu_tag}_{config_label(ref.autotune_config)}.json"
-    check_writable(out)
+    policy.claim(out, named=args.output is not None)
     errs = np.abs([r["error_pct"] for r in rows])
     doc = {"schema_version": schema_version("model_calibration"), "kind": "model_calibration",
            "name": Path(out).stem, "gpu": {"name": ref.gpu, "sm_count": ref.sm_count},
@@ -171,7 +179,7 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
             bi = generate_packed_routing(pattern, shape, cal["seed"], cu)
             return csr_rows(bi, shape.block_size, cu).fanin, f"{point_name(entry, T)}-{packing_token(packing)}"
         return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T)
-    raw, key, _ = read_routing_file(args.routing_file)
+    raw, key, _ = read_routing_file(args.routing_file, (base["B"], None, base["H"], base["S"]))
     label = f"routing file {args.routing_file}" + (f" [{key}]" if key else "")
     T = args.T or (int(raw.shape[1]) if raw.ndim == 4 else base["T"])
     if T < 1 or T % base["block_size"] or T > MAX_T:
@@ -211,9 +219,16 @@ def predict_command(args: argparse.Namespace) -> int:
 
 def model_validate(args: argparse.Namespace) -> int:
     cal = load_calibration(args.calibration)
-    check_writable(*([args.output] if args.output else []))
     if args.max_fanin < 0:
         raise UserError(f"--max-fanin: {args.max_fanin} is negative (0 skips the split what-if)")
+    policy = OutputPolicy.of(args, ("--calibration", args.calibration), *(("--points", p) for p in args.points))
+    out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
+    policy.claim(out, named=args.output is not None)
+    fig_dir = FIGURES_DIR if args.figures is None else args.figures
+    if fig_dir:  # the figure's two files are claimed now, before the long work (their stem is known)
+        stem = Path(fig_dir) / figure_stem({"calibration": {"name": cal["name"]}, "name": Path(out).stem})
+        policy.claim_all([stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "svg")],
+                         named=args.figures is not None, option="--figures")
     points = _all_points(args.points)
     for p in points:
         if not regenerable(p.pattern):  # routing files, fla-topk: their per-row fan-in is not rebuilt on a CPU
@@ -224,14 +239,17 @@ def model_validate(args: argparse.Namespace) -> int:
     check_same_setup(points, setup)
     used = {p["label"] for p in cal["points"]}
     rows, excluded = [], sorted({p.name for p in points if p.name in used})
-    for p in points:
-        if p.name in used:
-            continue
-        fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
-        pred = predict(cal, fanin)
-        # the split what-if is modelled on the dense layout only; a packed point keeps heaviest-first alone
-        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin) if p.packing is None else \
-            {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None}
+    held_out = [p for p in points if p.name not in used]
+    memo: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # one prediction per distinct routing
+    for p in progress(held_out, "model-validate: predicting", unit="point"):
+        key = json.dumps([p.pattern, p.T, p.seed, p.packing, p.shape], sort_keys=True, default=str)
+        if key not in memo:
+            fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
+            # the split what-if is modelled on the dense layout only; a packed point keeps heaviest-first alone
+            memo[key] = (predict(cal, fanin), model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin)
+                         if p.packing is None else
+                         {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None})
+        pred, what = memo[key]
         rows.append({"name": p.name, "source": p.source, "sha256": p.sha256, "pattern": dict(p.pattern), "T": p.T,
                      "measured_ms": p.measured_ms, "predicted_ms": pred["predicted_ms"],
                      "error_pct": 100.0 * (pred["predicted_ms"] / p.measured_ms - 1.0),
@@ -242,8 +260,6 @@ def model_validate(args: argparse.Namespace) -> int:
         raise UserError("--points: every routing read was used to calibrate; nothing to validate")
     errs = np.abs([r["error_pct"] for r in rows])
     summary = {"n": len(rows), "mean_abs_pct": float(errs.mean()), "max_abs_pct": float(errs.max())}
-    out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
-    check_writable(out)
     doc = {"schema_version": schema_version("model_validation"), "kind": "model_validation", "name": Path(out).stem,
            "calibration": {"path": args.calibration, "sha256": _sha(args.calibration), "name": cal["name"]},
            "rows": rows, "excluded": excluded, "summary": summary, "target": TARGET,
@@ -251,10 +267,12 @@ def model_validate(args: argparse.Namespace) -> int:
            and summary["max_abs_pct"] <= TARGET["max_abs_pct"], "split_max_fanin": args.max_fanin or None,
            "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
     write_json(out, doc, "model_validation")
-    figures = plot_validation(doc, args.figures) if args.figures else []
+    figures = plot_validation(doc, fig_dir) if fig_dir else []
     for r in rows:
         print(f"{r['name']:<40} measured {r['measured_ms']:8.3f}  predicted {r['predicted_ms']:8.3f}  "
               f"{r['error_pct']:+6.1f}%")
     print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
-          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%); wrote {out} {' '.join(map(str, figures))}")
+          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%)")
+    for path in [out, *figures]:
+        print(f"wrote {path}")
     return 0

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..checking.validate import load_validated
 from ..core.records import SweepPoint
 from ..errors import UserError
+from ..io.reader import read_csv_table, show_path
 from ..io.schemas import load_schema, schema_errors
-from ..io.store import read_strict, write_frame
+from ..io.store import write_frame
 from .plan import point_done
 
 
@@ -38,12 +41,18 @@ SWEEP_COLUMNS: tuple[str, ...] = tuple(load_schema("sweep_row")["required"])
 
 
 def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.DataFrame:
-    """Every valid point under ``out_dir`` as one tidy row (sorted by family, T, point id); written to
-    ``csv_path`` (schema ``sweep_row`` per row) when given."""
+    """Every measured point under ``out_dir`` as one tidy row (sorted by family, T, point id); written to
+    ``csv_path`` (schema ``sweep_row`` per row) when given.
+
+    A point file (a schema-valid ``sweep_point``; anything else is an unfinished point and skipped) must pass
+    every check of ``validate`` (:func:`nsa_exp.checking.validate.load_validated`): a forged or poisoned point
+    is refused in one line naming it, never tabulated; a folder without one is refused (no 0-row table)."""
     docs = []
     for path in sorted(Path(out_dir).glob("*.json")):
         if point_done(path):
-            docs.append(read_strict(path)[1])
+            docs.append(load_validated(path, ("sweep_point",), hint="rerun the point, or remove the file"))
+    if not docs:
+        raise UserError(f"{out_dir}: no measured point file (run the sweep on a GPU first); no table written")
     packed = any("packing" in d["point"] for d in docs)
     frame = pd.DataFrame([point_rows(d) for d in docs], columns=list(SWEEP_COLUMNS) + (
         ["packing", "documents"] if packed else []))
@@ -55,7 +64,8 @@ def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.D
 
 def read_sweep_table(path: Path) -> pd.DataFrame:
     """A sweep table, each row checked against the ``sweep_row`` schema (UserError naming the row)."""
-    frame = pd.read_csv(path, dtype={"params": str})
+    text = read_csv_table(path, show_path(path), "sweep_row", "a sweep table")
+    frame = pd.read_csv(io.StringIO(text), dtype={"params": str})
     for i, row in enumerate(frame.to_dict("records")):
         clean = {k: (int(v) if k in ("T", "edges") else v) for k, v in row.items()}
         errors = schema_errors(clean, "sweep_row", f"{path.name} row {i + 2}")

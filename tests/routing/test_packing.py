@@ -153,15 +153,8 @@ def test_the_packings_axis_labels_each_point_and_the_table_carries_the_packing(t
                                             "T8192-docs2048-sink-heavy-sinks4"]
     assert "packing" not in points[0].config and points[2].config["packing"] == {"documents": 2048}
 
-    def measure(point, allow_gpu, out_dir):
-        doc = fake_measure(point, allow_gpu, out_dir)
-        doc["point"]["packing"] = point.packing_label
-        if point.packing is not None:
-            doc["packing"] = packing_record(cu_seqlens(point.packing, point.T, 64), 1)
-        return doc
-
     out = tmp_path / "out"
-    run_sweep(points, out, allow_gpu=True, measure=measure)
+    run_sweep(points, out, allow_gpu=True, measure=fake_measure)  # a packed point records its packing
     for f in out.glob("*.json"):
         assert schema_errors(json.loads(f.read_text()), "sweep_point", "$") == []
     table = sweep_table(out)

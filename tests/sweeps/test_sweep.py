@@ -20,6 +20,7 @@ from nsa_exp.io.store import write_text_atomic
 from nsa_exp.routing.config import config_from_dict
 from nsa_exp.routing.edges import effective_edges
 from nsa_exp.routing.fanin import routing_statistics
+from nsa_exp.routing.packing import generate_packed_routing, packed_closed_form_edges, packing_record
 from nsa_exp.routing.patterns import generate_routing
 from nsa_exp.sweeps.plan import load_sweep, point_done, point_path
 from nsa_exp.sweeps.run import run_sweep
@@ -30,19 +31,26 @@ measured_ids: list[str] = []
 
 
 def fake_measure(point, allow_gpu, out_dir):
-    """A sweep_point document with made-up timings (dkv ms = 1 + fan-in max / 100) and real routing stats."""
+    """A sweep_point document with made-up timings (dkv ms = 1 + fan-in max / 100) and the real routing's edges
+    and statistics (the point's own T and seed: sweep --table-only validates every point it tabulates)."""
     measured_ids.append(point.point_id)
     config = config_from_dict(point.config)
-    small = config.shape.__class__(**{**config.shape.to_dict(), "T": 4096})
     patterns = {}
+    cu, BS = config.cu_seqlens, config.shape.block_size
     for p in config.patterns:
-        stats = routing_statistics(generate_routing(p, small, 1), small.block_size)
+        bi = generate_routing(p, config.shape, config.seeds.routing) if cu is None else \
+            generate_packed_routing(p, config.shape, config.seeds.routing, cu)
+        stats = routing_statistics(bi, BS, cu)
         ms = [1.0 + stats["fanin"]["max"] / 100 + 0.01 * i for i in range(3)]
         stage = {"raw_ms": ms, "warmup_ms": [], **summarize(ms)}
-        patterns[p.name] = {"params": p.to_dict(), "edges": 100, **stats,
+        patterns[p.name] = {"params": p.to_dict(), "edges": effective_edges(bi, BS, cu), **stats,
                             "stages": {s: stage for s in point.stages}}
-    return {"schema_version": "1.0", "kind": "sweep_point", "name": config.name, "sweep": point.sweep,
-            "point_id": point.point_id, "point": {"T": point.T, "pattern": point.pattern, "baseline": "local"},
+    packed = {} if cu is None else {"packing": packing_record(cu, packed_closed_form_edges(
+        config.shape.H, config.shape.S, BS, cu))}
+    return {**packed, "schema_version": "1.0", "kind": "sweep_point", "name": config.name, "sweep": point.sweep,
+            "point_id": point.point_id, "point": {"T": point.T, "pattern": point.pattern, "baseline": "local",
+                                                  **({} if point.packing_label is None else
+                                                     {"packing": point.packing_label})},
             "config": config.raw, "shape": config.shape.to_dict(), "gates": [], "edges": {},
             "autotune": {"source": "fake", "kernels": {"selection_fwd": {}, "dq_core": {}, "dkv_core": {}}},
             "timing": {"method": "fake", "warmup_rounds": 0, "repetitions": 3, "round_orders": [],
