@@ -92,12 +92,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     inputs = committed_inputs(result=args.result, repeat=args.repeat, ncu=args.ncu,
-                              autotune_matrix=args.autotune_matrix, tune_arms=args.tune_arms, h200=args.h200)
+                              autotune_matrix=args.autotune_matrix, tune_arms=args.tune_arms, h200=args.h200,
+                              h200_repeat=args.h200_repeat)
     analysis = args.analysis or f"results/analysis/{Path(args.result).stem}.json"
     command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != RESULT else "")
     build_report(inputs, args.output, analysis, command, readme=str(REPO_ROOT / "README.md") if args.update_readme
-                 else None, formal=args.formal)
-    print(f"wrote {args.output} and {analysis}")
+                 else None, formal=args.formal, provenance=args.provenance or None)
+    print(f"wrote {args.output} and {analysis}" + (f" and the table of {args.provenance}" if args.provenance else ""))
     return 0
 
 
