@@ -136,6 +136,8 @@ KNOWN_FAILING: dict[str, str] = {
 COMMITTED_KNOWN_FAILING: dict[str, str] = {
     **{f"results/sweeps/{s}.csv": "FAIL: a sweep table is checked as a bench summary ('... is not a number')"
        for s in ("sweep_T_h200", "sweep_calib_bq4_h200", "sweep_packing_h200", "sweep_skew_h200", "sweep_x2_h200")},
+    "results/raw/e1_h200_stop.json": "FAIL: cupti_agreement, uniform csr: event 0.2438 ms vs 5-call kernel span "
+                                     "0.2803 ms (docs/PROVENANCE.md, H200 runs of 2026-12-01)",
     "results/studies/h200_method_study_flush.raw.json": "FAIL: unknown document kind 'method_study'",
     "results/studies/h200_method_study_oracle.raw.json": "FAIL: unknown document kind 'method_study'",
     **{f"results/ncu/{n}.raw.csv": "exit 2: 'is not a summary CSV header' (an ncu raw export is not recognised)"

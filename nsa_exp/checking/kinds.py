@@ -10,10 +10,13 @@ row of :data:`KIND_CHECKS` for its kind; a kind without a row is checked against
   recomputed from its source or listed under ``unverified``: ``config_semantics``, ``pattern_set``,
   ``routing_recompute``, ``reproduction_flags``, ``timing_recompute``, ``telemetry_recompute``,
   ``packing_recompute``, ``memory_recompute``, ``gates_consistent``, ``ratio_recompute``,
-  ``metadata_plausible``, and ``routing_file_recompute`` given the files.
+  ``metadata_plausible``, and ``routing_file_recompute`` given the files; ``stop_rule`` for a run under the
+  stop rule.
 - ``sweep_point``: the statistics checks, ``config_semantics``, ``pattern_set``, ``routing_recompute``,
-  ``packing_recompute`` (and ``routing_file_recompute``).
+  ``packing_recompute`` (and ``routing_file_recompute``; ``stop_rule`` under the stop rule).
 - ``autotune_matrix``: ``matrix_stats_recompute``, ``matrix_observations``, ``matrix_cells``.
+- ``release_result``: the statistics checks, then :func:`.release_checks.release_recompute` (and
+  ``routing_file_recompute``; ``release_files`` given the release folders).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ..errors import UserError
 from ..routing.config import config_from_dict
 from .autotune_checks import autotune_arm_problems, matrix_checks
 from .checks import Add, guarded
+from .release_checks import release_recompute
 from .routing_checks import (
     edge_problems,
     packing_recompute,
@@ -43,13 +47,15 @@ from .run_checks import (
     shape_problems,
     telemetry_recompute,
 )
-from .stats_checks import ratio_recompute, stage_sum_problems, stats_checks, timing_recompute
+from .stats_checks import ratio_recompute, stage_sum_problems, stats_checks, stop_rule_problems, timing_recompute
 
-#: ``checks(doc, add, routing_files) -> {"unverified": [...], "warnings": [...]}`` (extra report fields).
-KindChecks = Callable[[dict[str, Any], Add, Sequence[str]], dict[str, Any]]
+#: ``checks(doc, add, routing_files, release_dirs) -> {"unverified": [...], "warnings": [...]}`` (extra report
+#: fields); ``routing_files`` and ``release_dirs`` are the files the command line supplied to re-check against.
+KindChecks = Callable[[dict[str, Any], Add, Sequence[str], Sequence[str]], dict[str, Any]]
 
 
-def bench_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = ()) -> dict[str, Any]:
+def bench_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = (),
+                 release_dirs: Sequence[str] = ()) -> dict[str, Any]:
     """Every check of a schema-valid bench result, in the order the report lists them."""
     add("shape_matches_config", shape_problems(doc))
     add("edges_equal", edge_problems(doc))
@@ -62,20 +68,40 @@ def bench_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = (
         add("cupti_agreement", cupti_problems(doc))
     extra = _bench_recompute(doc, add)
     extra["unverified"] += routing_file_recompute(doc, routing_files, add)
+    guarded("stop_rule", add, stop_rule_check, doc, add)
     return extra
 
 
-def sweep_point_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = ()) -> dict[str, Any]:
+def stop_rule_check(doc: dict[str, Any], add: Add) -> None:
+    """``stop_rule``, only for a run under the stop rule or whose config asks for one."""
+    problems = stop_rule_problems(doc)
+    if problems is not None:
+        add("stop_rule", problems)
+
+
+def sweep_point_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = (),
+                       release_dirs: Sequence[str] = ()) -> dict[str, Any]:
     """A sweep point: a bench-shaped document with a stage subset and no reproduction, memory or telemetry."""
     stats_checks(doc, add)
     extra = _sweep_point_recompute(doc, add)
     extra["unverified"] += routing_file_recompute(doc, routing_files, add)
+    guarded("stop_rule", add, stop_rule_check, doc, add)
     return extra
 
 
-def autotune_matrix_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = ()) -> dict[str, Any]:
+def autotune_matrix_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = (),
+                           release_dirs: Sequence[str] = ()) -> dict[str, Any]:
     matrix_checks(doc, add)
     return {}
+
+
+def release_result_checks(doc: dict[str, Any], add: Add, routing_files: Sequence[str] = (),
+                          release_dirs: Sequence[str] = ()) -> dict[str, Any]:
+    """A release result: bench-shaped statistics, then what its own record allows (:mod:`.release_checks`)."""
+    stats_checks(doc, add)
+    extra = release_recompute(doc, add, release_dirs)
+    extra["unverified"] += routing_file_recompute(doc, routing_files, add)
+    return extra
 
 
 #: kind -> the checks run once its schema passed (kinds absent here: schema only).
@@ -83,6 +109,7 @@ KIND_CHECKS: dict[str, KindChecks] = {
     "bench_result": bench_checks,
     "autotune_matrix": autotune_matrix_checks,
     "sweep_point": sweep_point_checks,
+    "release_result": release_result_checks,
 }
 
 

@@ -7,7 +7,8 @@ Each check has a name and, when it fails, a message with the JSON path it concer
 2. ``kind`` (a known document kind, :data:`nsa_exp.core.kinds.KINDS`), ``schema_version`` (one we can
    read) and ``schema``.
 3. Then the row of the kind's checks (:data:`.kinds.KIND_CHECKS`: a bench result's, a sweep point's, an
-   autotune matrix's): every derived number recomputed from its source, or listed under ``unverified``.
+   autotune matrix's, a release result's): every derived number recomputed from its source, or listed under
+   ``unverified``.
 
 A CSV summary is validated row by row against ``summary_row``, then as a table and, given with its
 JSON, cell by cell (:mod:`.csv_checks`).
@@ -38,11 +39,12 @@ SCHEMA_VERSION = schema_version("validation_report")
 
 
 def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None,
-                   routing_files: Sequence[str] = ()) -> dict[str, Any]:
+                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> dict[str, Any]:
     """Validate one file's bytes; returns the validation report (schema ``validation_report``).
 
     ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON;
-    ``routing_files``: the files a bench result / sweep point timed, re-checked (:mod:`.file_checks`).
+    ``routing_files``: the files a result timed, re-checked (:mod:`.routing_checks`); ``release_dirs``: the
+    folders holding a release result's FLA, its imported files re-hashed (:mod:`.release_checks`).
     """
     checks = Checks()
     report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
@@ -73,7 +75,7 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
     errors = schema_errors(doc, KINDS[kind], "$")
     extra: dict[str, Any] = {}
     if checks.add("schema", [tuple(e.split(": ", 1)) for e in errors]) and kind in KIND_CHECKS:
-        extra = KIND_CHECKS[kind](doc, checks.add, routing_files)
+        extra = KIND_CHECKS[kind](doc, checks.add, routing_files, release_dirs)
     return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
             "checks": checks.items, **extra}
 
@@ -104,10 +106,11 @@ def bench_document(path: str | Path) -> dict[str, Any] | None:
 
 
 def validate_paths(paths: list[str], also: list[str] | None = None,
-                   routing_files: Sequence[str] = ()) -> list[dict[str, Any]]:
+                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Validate every path; a summary CSV is cross-checked against its JSON result: the bench result
     (among ``paths`` + ``also``) with the same file stem, else the only one given. ``routing_files``
-    (``--routing-file``) re-check the routing files the results timed."""
+    (``--routing-file``) re-check the routing files the results timed; ``release_dirs`` (``--release-dir``)
+    the FLA files a release result imported."""
     for p in also or []:  # a companion named on purpose must be usable, or the CSV would go unchecked silently
         if bench_document(p) is None:
             raise UserError(f"--also {p}: not a readable, schema-valid bench result; the CSV cannot be "
@@ -121,12 +124,12 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
             same = [p for p in results if Path(p).stem == Path(path).stem]
             pick = same[0] if same else next(iter(results)) if len(results) == 1 else None
             companion = (pick, results[pick]) if pick else None
-        reports.append(validate_path(path, companion, routing_files))
+        reports.append(validate_path(path, companion, routing_files, release_dirs))
     return reports
 
 
 def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None,
-                  routing_files: Sequence[str] = ()) -> dict[str, Any]:
+                  routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> dict[str, Any]:
     """Validate a file on disk (size checked with stat before reading)."""
     path = Path(path)
     try:
@@ -141,7 +144,7 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
-    return validate_bytes(data, str(path), companion, routing_files)
+    return validate_bytes(data, str(path), companion, routing_files, release_dirs)
 
 
 def format_report(report: dict[str, Any]) -> str:

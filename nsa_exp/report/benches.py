@@ -91,3 +91,48 @@ def routing_file_section(data: ReportData) -> list[str]:
                 *([line, ""] if line else [])]
     note = replay_note(data, path, run)
     return out + ([note, ""] if note else [])
+
+
+#: The H200 benches of the engine at its new HEAD beside the formal run (2026-12-01): a fixed 20-round bench and
+#: the formal config under the stop rule (``bench --stop-rule``); each with its ``compare`` file against the formal run.
+ENGINE_RUNS = (("results/raw/e1_h200_engine20.json", "results/compare/e1_h200_vs_engine20.json"),
+               ("results/raw/e1_h200_stop.json", "results/compare/e1_h200_vs_stop.json"))
+
+
+def rejudged(data: ReportData, compare_path: str, gpu: str) -> dict[str, int]:
+    """The rows of a committed ``compare`` file (ratio B/A and its CI) judged by the one rule with the report's
+    floor of each stage on ``gpu`` (compare's own verdicts use the floor it was given): counts per verdict."""
+    doc = data.load(compare_path, ("compare",))
+    counts = {"differs measurably": 0, "same within noise": 0, "unresolved": 0}
+    for r in doc["rows"]:
+        if r.get("ci95") is not None:
+            counts[data.claims.judged(r["ci95"], data.floor(r["stage"], gpu))] += 1
+    return counts
+
+
+def engine_section(data: ReportData) -> list[str]:
+    """The engine at the new HEAD and the stop rule against the formal H200 run: rounds, wall time, the compare
+    rows judged by the rule, and any validate failure of the file (never hidden)."""
+    formal = data.by_gpu("H200")
+    rows = []
+    for path, cmp_path in ENGINE_RUNS:
+        run = data.runs.get(path) or (data.failing.get(path) or (None,))[0]
+        if formal is None or not isinstance(run, BenchResult) or data.inputs.path(cmp_path) is None:
+            continue
+        counts = rejudged(data, cmp_path, formal.gpu)
+        stop = run.timing.stop or {}
+        how = (f"stop rule: stopped by {stop.get('stopped_by')} after {stop.get('rounds')} rounds"
+               if stop else f"{run.timing.repetitions} fixed rounds")
+        failed = data.failing.get(path, (None, []))[1]
+        sha = (run.metadata.get("git") or {}).get("sha", "")[:7]
+        rows.append([f"`{path}`", how, f"{run.wall_seconds:.1f} s", f"`{sha}`",
+                     ", ".join(f"{n} {k}" for k, n in counts.items() if n),
+                     "**FAILS** " + "; ".join(failed) if failed else "passes"])
+    if not rows:
+        return []
+    return ["## The engine at its new HEAD, and the stop rule (H200)", "",
+            f"Each run repeats the formal H200 config (`{formal.path}`: {formal.run.timing.repetitions} rounds, "
+            f"{formal.run.wall_seconds:.1f} s wall); its `compare` file against the formal run, every pattern × stage "
+            "ratio's CI judged by the rule with this report's floors. A file `validate` fails is reported as measured "
+            "and kept out of every floor.", "",
+            md_table(["result", "rounds", "wall", "commit", "vs the formal run", "validate"], rows), ""]

@@ -16,7 +16,7 @@ from ..errors import UserError
 from ..io.metadata import base_metadata
 from ..io.store import check_writable, read_strict, write_json, write_text_atomic
 from .autotune import autotune_section
-from .benches import docs8192_section, routing_file_section
+from .benches import docs8192_section, engine_section, routing_file_section
 from .data import ReportData, load_report_data
 from .gpus import cross_gpu_section, instrument_sections
 from .manifest import Inputs
@@ -114,7 +114,7 @@ def render(data: ReportData, command: str) -> str:
            *(["## What a split schedule recovers (WHAT-IF ARMS, measured)", "", *whatif] if whatif else []),
            *release_section(data),
            *(packing + docs if packing else (["## Packed documents (cu_seqlens, H200)", "", *docs] if docs else [])),
-           *routing_file_section(data), *cross_gpu_section(data), *limits_section(),
+           *routing_file_section(data), *engine_section(data), *cross_gpu_section(data), *limits_section(),
            *latency_appendix(data), *repeatability_appendix(data), *spread_appendix(data),
            *instrument_sections(data), *stage_sum_section(data), *sweep_section(data), *model_section(data),
            *ncu_section(_ncu_docs(data)), *setup_section(data), *autotune_lines(data), *method_notes(data),

@@ -16,13 +16,14 @@ import numpy as np
 from ..analysis.bootstrap import analyse, bootstrap_median_ci, bootstrap_ratio_ci
 from ..analysis.compare import ratio_ci
 from ..analysis.noise import Quantity, floor_of, floors, quantities
-from ..checking.validate import load_validated
+from ..checking.validate import load_validated, validate_bytes
 from ..core.families import BASELINE_PATTERN
 from ..core.kinds import KINDS
 from ..core.records import BenchResult, Run, SweepPoint
 from ..errors import UserError
+from ..io.store import read_document
 from .claims import Claims
-from .manifest import Inputs
+from .manifest import KNOWN_FAILING, Inputs
 
 
 def short_gpu(name: str | None) -> str:
@@ -64,6 +65,9 @@ class ReportData:
     runs: dict[str, Run] = field(default_factory=dict)
     quantities: list[Quantity] = field(default_factory=list)
     floors: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: Bench results ``validate`` FAILs as listed in :data:`.manifest.KNOWN_FAILING`: path -> (record, the
+    #: failed checks' names and messages); out of :attr:`runs`, so out of every floor.
+    failing: dict[str, tuple[BenchResult, list[str]]] = field(default_factory=dict)
 
     def load(self, path: str | Path, kinds: tuple[str, ...] = tuple(KINDS)) -> dict[str, Any]:
         """The document at ``path`` (relative to the root unless absolute), every check of its kind passed."""
@@ -72,6 +76,20 @@ class ReportData:
         if key not in self.docs:
             self.docs[key] = load_validated(p, kinds, hint=f"run `invoke validate {key}`")
         return self.docs[key]
+
+    def known_failing(self, path: str | Path) -> tuple[BenchResult, list[str]]:
+        """A bench result of :data:`.manifest.KNOWN_FAILING`: the record and its failed checks (``name: message``);
+        UserError (one line) when it fails other checks than listed, or none (then it belongs in :attr:`runs`)."""
+        p = Path(path) if Path(path).is_absolute() else self.inputs.root / path
+        key = self.inputs.relative(p)
+        expected, where = KNOWN_FAILING[key]
+        raw, doc = read_document(p, (BenchResult.KIND,), key)
+        failed = [c for c in validate_bytes(raw, str(p))["checks"] if not c["passed"]]
+        if tuple(sorted(c["name"] for c in failed)) != tuple(sorted(expected)):
+            raise UserError(f"{key}: listed in report's KNOWN_FAILING as failing {', '.join(expected)} ({where}), "
+                            f"but validate fails {', '.join(c['name'] for c in failed) or 'nothing'}; update the list")
+        return BenchResult.from_json(doc), [f"{c['name']} at {f['path']}: {f['message']}" for c in failed
+                                            for f in c.get("failures", [])]
 
     def bench(self, path: str) -> BenchResult:
         return BenchResult.from_json(self.load(path, (BenchResult.KIND,)))
@@ -104,6 +122,9 @@ def load_report_data(inputs: Inputs) -> ReportData:
         raise UserError(f"--result {inputs.result}: no such file")
     for path in [*inputs.bench_results(), *([] if inputs.path(inputs.result) in inputs.bench_results()
                                             else [inputs.path(inputs.result)])]:
+        if inputs.relative(path) in KNOWN_FAILING:
+            data.failing[inputs.relative(path)] = data.known_failing(path)
+            continue
         data.runs[inputs.relative(path)] = data.bench(str(path))
     for path in inputs.sweep_points():
         data.runs[inputs.relative(path)] = SweepPoint.from_json(data.load(path, (SweepPoint.KIND,)))

@@ -36,6 +36,12 @@ SKEW_SWEEP = "sweep_skew_h200"
 T_SWEEP = "sweep_T_h200"
 #: The pair whose Nsight Compute summaries the cross-GPU section sets side by side.
 NCU_PAIR = "local-vs-sink-heavy"
+#: Committed bench results that ``validate`` FAILs, committed as measured, each with the checks it fails and
+#: where that is explained. The report names them and keeps their numbers out of every noise floor; a listed
+#: file that fails other checks, or now passes, stops the report (one line), and so does any other failure.
+KNOWN_FAILING: dict[str, tuple[tuple[str, ...], str]] = {
+    "results/raw/e1_h200_stop.json": (("cupti_agreement",), "docs/PROVENANCE.md, H200 runs of 2026-12-01"),
+}
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,8 @@ class Inputs:
         return self._glob("results/whatif", "*.json")
 
     def releases(self) -> list[Path]:
-        """Every committed release result (kind ``release_result``), ``results/releases/*.json``."""
-        return self._glob("results/releases", "*.json")
+        """Every committed release result (kind ``release_result``), ``results/releases/<config>/*.json``."""
+        return self._glob("results/releases", "**/*.json")
 
     def result_files(self) -> list[Path]:
         """Every file under ``results/`` (hidden files and submitit job logs aside): the provenance table's rows."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..io.store import read_strict, write_text_atomic
-from .manifest import SESSION_SCRIPT, Inputs
+from .manifest import KNOWN_FAILING, SESSION_SCRIPT, Inputs
 from .markdown import md_table
 
 START, END = "<!-- provenance:start -->", "<!-- provenance:end -->"
@@ -90,6 +90,9 @@ def _doc_row(rel: str, doc: dict[str, Any], steps, inputs: Inputs, docs: dict[st
             notes.append(f"**rests on a discarded run**: replays the autotune configs of `{src['path']}` as created "
                          f"{src.get('created_utc')}; the committed file was created "
                          f"{now['metadata'].get('created_utc')}")
+    if rel in KNOWN_FAILING:
+        checks, where = KNOWN_FAILING[rel]
+        notes.append(f"**`validate` FAILs** {', '.join(checks)}, committed as measured ({where})")
     if git.get("dirty") and not (meta.get("gpu") or {}).get("name"):
         notes.append("derived from a dirty tree")
     if doc.get("kind") == "compare":

@@ -207,4 +207,6 @@ def readme_block(data: ReportData, results_md: str) -> str:
                       f"Mechanism, uncertainty, what a split schedule and a routing-aware autotune key recover, FLA "
                       f"releases, advice for FLA's maintainers and every table: [{results_md}]({results_md}); "
                       "each committed file's commit, time, GPU and command: "
-                      "[docs/PROVENANCE.md](docs/PROVENANCE.md).", "", *figure])
+                      "[docs/PROVENANCE.md](docs/PROVENANCE.md).", "",
+                      "FLA releases (release arm, not the pinned experiment; `release-bench --fla-source PATH` times "
+                      "your own tree): " + verdict_line(data).replace("](#", f"]({results_md}#"), "", *figure])

@@ -56,8 +56,9 @@ def test_the_floor_counts_every_repetition_not_only_the_repeat_pair(report_data)
     h200 = "NVIDIA H200"
     sink = next(q for q in quantities(report_data.runs.items()) if q.gpu == h200 and q.stage == "dkv_core"
                 and q.label == "sink-heavy(sinks=4)" and any(m.path == "results/raw/e1_h200.json" for m in q.members))
-    assert len(sink.members) == 8 and round(min(m.median_ms for m in sink.members), 2) == 62.05
-    assert round(max(m.median_ms for m in sink.members), 2) == 65.15
+    assert len(sink.members) == 9 and round(min(m.median_ms for m in sink.members), 2) == 62.05
+    assert round(max(m.median_ms for m in sink.members), 2) == 65.50  # e1_h200_engine20 (2026-12-01) is the 9th
+    assert "results/raw/e1_h200_stop.json" not in {m.path for m in sink.members}  # validate FAILs it: no floor
     assert report_data.floors[h200, "dkv_core"] == pytest.approx(sink.spread)  # 5%, not the pair's 0.5%
     assert report_data.floors[h200, "csr"] > 0.0889  # the H200 repeat moved CSR by 8.9%; more across sessions
     assert ("NVIDIA H100 80GB HBM3", "selection_fwd") in borrowed(report_data.quantities)  # its repeat re-tuned

@@ -61,7 +61,9 @@ def test_provenance_table_regenerates_byte_for_byte_and_has_a_row_for_every_comm
     assert files and missing_from(block, files) == []
     assert missing_from(block, ["results/raw/not_there.json"]) == ["results/raw/not_there.json"]
     row = next(ln for ln in block.splitlines() if ln.startswith("| `results/raw/e1_h200_file.json`"))
-    assert "rests on a discarded run" in row and "`files`" in row
+    assert "rests on a discarded run" not in row and "2026-12-01" in row  # re-run on the formal run's configs
+    stop = next(ln for ln in block.splitlines() if ln.startswith("| `results/raw/e1_h200_stop.json`"))
+    assert "**`validate` FAILs** cupti_agreement" in stop
 
 
 def test_the_answer_comes_first_in_at_most_15_lines_with_both_gpus_and_every_ratio_with_its_ci():
@@ -87,8 +89,9 @@ def test_every_committed_figure_is_referenced_and_every_reference_exists():
 
 def test_the_cross_session_spread_is_stated_with_its_files():
     text = (REPO / "docs" / "RESULTS.md").read_text()
-    row = next(ln for ln in text.splitlines() if ln.startswith("| H200 | dK/dV core | sink-heavy(sinks=4) | 32768 | 8"))
-    assert "62.051–65.148 ms" in row and "4.045–4.226×" in row and "`e1_h200`" in row and "`e1_h200_file`" in row
+    row = next(ln for ln in text.splitlines() if ln.startswith("| H200 | dK/dV core | sink-heavy(sinks=4) | 32768 | 9"))
+    assert "62.051–65.500 ms" in row and "4.045–4.249×" in row and "`e1_h200`" in row and "`e1_h200_file`" in row
+    assert "`e1_h200_stop`" not in row  # validate FAILs it: reported in its own section, out of every floor
 
 
 def test_committed_analysis_numbers_regenerate(regenerated):
