@@ -56,8 +56,9 @@ def cross_gpu_section(data: ReportData) -> list[str]:
     return out + [
         f"B = `{b.path}` ({b.gpu}) over A = `{a.path}` ({a.gpu}): ratio of medians with a bootstrap 95% CI (the rounds "
         "of each run resampled on their own, `paired=False`), judged by the rule with f = the larger of the two "
-        "GPUs' floors of the stage (`python -m nsa_exp compare A B` gives the same ratios and CIs; its floor is "
-        "the one repeat pair it is given). The last column judges the same ratio in SM-cycle space (each "
+        f"GPUs' floors of the stage (`python -m nsa_exp compare {a.path} {b.path} --output ''` gives the same ratios "
+        "and CIs; its floor is the one repeat pair it is given). The last column judges the same ratio in SM-cycle "
+        "space (each "
         "observation times the SM clock NVML sampled in its round).", "",
         md_table(["pattern", "stage", "H100 ms", "H200 ms", "H200 / H100 (95% CI)", "floor", "verdict",
                   "in cycles"], rows), "",
