@@ -11,6 +11,7 @@ folder, fsync, then rename over the target. A reader never sees a partial file.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -182,6 +183,11 @@ def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
         if errors:
             raise UserError(f"refusing to write {path}: {errors[0]}")
     write_text_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 (hex) of a file's bytes (documents cite each file they were computed from by it)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def read_strict(path: str | Path, label: str | None = None, missing_hint: str = "") -> tuple[bytes, Any]:

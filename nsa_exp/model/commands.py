@@ -4,7 +4,6 @@ one schema-valid document written or a prediction printed). Bad input is one :cl
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import platform
 import sys
@@ -19,14 +18,22 @@ from ..core.kinds import schema_version
 from ..errors import UserError
 from ..figures.model_validation import plot_validation
 from ..io.metadata import git_state, installed_packages, utc_now
-from ..io.store import check_writable, load_document, read_strict, write_json
+from ..io.store import check_writable, file_sha256, load_document, write_json
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
 from ..routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
 from ..routing.patterns import generate_routing
 from .arguments import parse_packing, parse_params, require_enough_blocks
-from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
+from .calibration import (
+    config_label,
+    fit_calibration,
+    kernel_resources,
+    limits_from_device,
+    ncu_cross_check,
+    occupancy_section,
+    predict,
+)
 from .points import (
     check_same_setup,
     pattern_fanin,
@@ -53,39 +60,6 @@ def _metadata() -> dict[str, Any]:
                          "packages": installed_packages()}}
 
 
-def _sha(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _json(path: str, what: str) -> Any:
-    return read_strict(path, f"{what} {path}")[1]
-
-
-def kernel_resources(path: str, autotune_config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The compiled dK/dV kernel's ``{n_regs, shared, num_warps, n_spills}`` for ``autotune_config`` from a
-    study's ``kernels.dkv_core`` (Triton compiled-kernel metadata) and the recorded device properties."""
-    kernels = _json(path, "--kernels").get("kernels", {})
-    dkv = kernels.get("dkv_core", {})
-    for cfg, compiled in zip(dkv.get("configs", []), dkv.get("compiled", []), strict=False):
-        if all(cfg.get(k) == autotune_config[k] for k in ("kwargs", "num_warps", "num_stages")):
-            if compiled.get("n_regs") is None:
-                raise UserError(f"--kernels {path}: config {config_label(autotune_config)} did not compile")
-            return ({k: compiled[k] for k in ("n_regs", "shared", "num_warps", "n_spills")} | {"source": path,
-                    "sha256": _sha(path)}, kernels.get("device"))
-    raise UserError(f"--kernels {path}: no kernels.dkv_core entry for config {config_label(autotune_config)}")
-
-
-def _ncu(path: str | None) -> dict[str, Any] | None:
-    if not path:
-        return None
-    doc = load_document(path, ("ncu_summary",), f"--ncu {path}")
-    pct = next((k.get("metrics", k).get("theoretical_occupancy_pct") for k in doc["kernels"]
-                if "dkv" in json.dumps(k.get("name", k.get("kernel", "")))), None)
-    if pct is None:
-        raise UserError(f"--ncu {path}: no dkv kernel with theoretical_occupancy_pct")
-    return {"source": path, "theoretical_occupancy_pct": float(pct)}
-
-
 def _all_points(paths: list[str]) -> list:
     return [p for f in result_files(paths) for p in read_points(f)]
 
@@ -109,7 +83,7 @@ def calibrate(args: argparse.Namespace) -> int:
              "autotune_config": ref.autotune_config}
     check_same_setup(points, setup)
     resources, device = kernel_resources(args.kernels, dict(ref.autotune_config))
-    occ = occupancy_section(resources, limits_from_device(device), ref.sm_count, _ncu(args.ncu))
+    occ = occupancy_section(resources, limits_from_device(device), ref.sm_count, ncu_cross_check(args.ncu))
     bq = int(ref.autotune_config["kwargs"].get("BQ", 1))
     fanins = [pattern_fanin(p.pattern, p.shape, p.T, p.seed) for _, p in chosen]
     params, rows = fit_calibration([p for _, p in chosen], fanins, ref.sm_count, occ["slots_per_sm"], bq)
@@ -123,7 +97,7 @@ def calibrate(args: argparse.Namespace) -> int:
            "kernel_resources": resources, "occupancy": occ,
            "model": {"family": "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma",
                      "bq": bq, "parameters": params.as_dict()},
-           "calibration_set": {"path": args.set, "sha256": _sha(args.set), "name": cset["name"]},
+           "calibration_set": {"path": args.set, "sha256": file_sha256(args.set), "name": cset["name"]},
            "points": [{"name": label, "label": p.name, "pattern": dict(p.pattern), "T": p.T, "source": p.source,
                        "sha256": p.sha256, "measured_ms": p.measured_ms, "fitted_ms": r["fitted_ms"],
                        "error_pct": r["error_pct"]} for (label, p), r in zip(chosen, rows, strict=True)],
@@ -245,7 +219,7 @@ def model_validate(args: argparse.Namespace) -> int:
     out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
     check_writable(out)
     doc = {"schema_version": schema_version("model_validation"), "kind": "model_validation", "name": Path(out).stem,
-           "calibration": {"path": args.calibration, "sha256": _sha(args.calibration), "name": cal["name"]},
+           "calibration": {"path": args.calibration, "sha256": file_sha256(args.calibration), "name": cal["name"]},
            "rows": rows, "excluded": excluded, "summary": summary, "target": TARGET,
            "meets_target": summary["mean_abs_pct"] <= TARGET["mean_abs_pct"]
            and summary["max_abs_pct"] <= TARGET["max_abs_pct"], "split_max_fanin": args.max_fanin or None,

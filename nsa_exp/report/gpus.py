@@ -11,6 +11,7 @@ from typing import Any
 from ..analysis.compare import compare_results
 from ..analysis.cupti import disagreement
 from ..analysis.throughput import peak_tflops, throughput_rows
+from ..core.gpus import gpu_spec
 from ..core.records import BenchResult
 from ..core.stages import TITLES
 from ..io.store import load_document
@@ -52,7 +53,8 @@ def cross_gpu_section(h100_path: str, h100_repeat: str | None, h200_path: str | 
 NCU_COLUMNS = {"duration_ns": "ncu ms", "dram_throughput_pct": "DRAM % of peak",
                "memory_throughput_pct": "memory pipes % of peak", "l2_hit_rate_pct": "L2 hit %",
                "sm_throughput_pct": "SM % of peak", "achieved_occupancy_pct": "occupancy %"}
-HBM_TBS = {"H100": 3.35, "H200": 4.8}  # vendor datasheets (H100 SXM 80 GB, H200 SXM 141 GB); docs/METHOD.md
+#: HBM bandwidth, TB/s, of the two GPUs compared (the GPU table: the H100 SXM5 and H200 datasheets; docs/METHOD.md)
+HBM_TBS = {"H100": gpu_spec("NVIDIA H100 80GB HBM3").hbm_tbs, "H200": gpu_spec("NVIDIA H200").hbm_tbs}
 
 
 def _ncu_across(h100_path: str, h200_path: str, same_in_cycles: bool, inputs: Inputs | None = None) -> list[str]:

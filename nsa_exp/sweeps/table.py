@@ -2,52 +2,26 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from ..core.records import SweepPoint
+from ..analysis.sweep_rows import table_rows
+from ..checking.validate import load_validated
 from ..errors import UserError
-from ..io.schemas import load_schema, schema_errors
-from ..io.store import read_strict, write_frame
+from ..io.schemas import schema_errors
+from ..io.store import write_frame
 from .plan import point_done
-
-
-def point_rows(doc: SweepPoint | dict[str, Any]) -> dict[str, Any]:
-    """One tidy row (schema ``sweep_row``) from a ``sweep_point`` document."""
-    point = SweepPoint.coerce(doc)
-    p, routing = point.routing, point.point["pattern"]["name"]
-    f, dkv, csr = p.fanin, p.stages.get("dkv_core"), p.stages.get("csr")
-    base = point.baseline.stages.get("dkv_core")
-    base_dkv = base.median_ms if base else None
-    params = {k: v for k, v in point.point["pattern"].items() if k != "name"}
-    packed = {"packing": point.point["packing"], "documents": (point.packing or {}).get("documents", 1)} \
-        if "packing" in point.point else {}
-    return {**packed, "sweep": point.sweep, "point_id": point.point_id, "family": routing,
-            "params": json.dumps(params, sort_keys=True), "T": point.point["T"], "edges": p.edges,
-            "fanin_mean": f["mean"], "fanin_max": f["max"], "fanin_p99": f["p99"], "fanin_cv": f["cv"],
-            "fanin_gini": f["gini"], "dkv_median_ms": dkv and dkv.median_ms, "dkv_p10_ms": dkv and dkv.p10_ms,
-            "dkv_p90_ms": dkv and dkv.p90_ms, "csr_median_ms": csr and csr.median_ms,
-            "local_dkv_median_ms": base_dkv,
-            "ratio_vs_local": dkv.median_ms / base_dkv if dkv and base_dkv else None}
-
-
-SWEEP_COLUMNS: tuple[str, ...] = tuple(load_schema("sweep_row")["required"])
 
 
 def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.DataFrame:
     """Every valid point under ``out_dir`` as one tidy row (sorted by family, T, point id); written to
-    ``csv_path`` (schema ``sweep_row`` per row) when given."""
-    docs = []
-    for path in sorted(Path(out_dir).glob("*.json")):
-        if point_done(path):
-            docs.append(read_strict(path)[1])
-    packed = any("packing" in d["point"] for d in docs)
-    frame = pd.DataFrame([point_rows(d) for d in docs], columns=list(SWEEP_COLUMNS) + (
-        ["packing", "documents"] if packed else []))
-    frame = frame.sort_values(["family", "T", "point_id"], kind="stable").reset_index(drop=True)
+    ``csv_path`` (schema ``sweep_row`` per row) when given. Each point file must pass ``validate``
+    (:func:`nsa_exp.checking.validate.load_validated`): a point that does not is refused, one line naming it."""
+    docs = [load_validated(path, ("sweep_point",), hint="fix or remove that point file, then rebuild the table")
+            for path in sorted(Path(out_dir).glob("*.json")) if point_done(path)]
+    rows, columns = table_rows(docs)
+    frame = pd.DataFrame(rows, columns=columns)
     if csv_path is not None:
         write_frame(csv_path, frame, "sweep_row")
     return frame
