@@ -81,6 +81,8 @@ class Context:
     path: str = "<bytes>"
     routing_files: Sequence[str] = ()
     depth: int = 0
+    #: ``validate_path`` one level deeper (set by :mod:`.validate`; a validation report re-makes its report)
+    revalidate: Callable[[str], dict[str, Any]] | None = None
     unverified: list[dict[str, str]] = field(default_factory=list)
     warnings: list[dict[str, str]] = field(default_factory=list)
 

@@ -201,10 +201,12 @@ def _param_token(key: str, value: Any) -> str:
 
 
 def point_id(T: int, pattern: dict[str, Any]) -> str:
-    """A file-name-safe id, e.g. ``T32768-sink-heavy-heads0.1-sinks4``.
+    """A file-name-safe id, e.g. ``T32768-sink-heavy-heads0.1-sinks4`` (a routing file's ``file:<stem>``
+    gives ``T<T>-file-<stem>``).
 
-    >>> point_id(32768, {"name": "zipf", "exponent": 0.25})
-    'T32768-zipf-exponent0.25'
+    >>> point_id(32768, {"name": "zipf", "exponent": 0.25}), point_id(1024, {"name": "file:zipf"})
+    ('T32768-zipf-exponent0.25', 'T1024-file-zipf')
     """
-    parts = [f"T{T}", pattern["name"], *(_param_token(k, pattern[k]) for k in sorted(pattern) if k != "name")]
+    params = (_param_token(k, pattern[k]) for k in sorted(pattern) if k != "name")
+    parts = [f"T{T}", pattern["name"].replace(":", "-"), *params]
     return "-".join(parts)

@@ -18,11 +18,11 @@ from typing import Any
 
 from ..checking.validate import load_validated
 from ..core.kinds import schema_version
+from ..core.nvtx import parse_patterns, range_name
 from ..errors import UserError
 from ..io.metadata import base_metadata, utc_now
 from ..io.ncu_csv import assign_patterns, parse_raw_csv
 from ..io.store import check_writable, write_json, write_text_atomic
-from .nvtx import parse_patterns, range_name
 
 SCHEMA_VERSION = schema_version("ncu_summary")
 
