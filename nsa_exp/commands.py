@@ -140,6 +140,29 @@ COMMANDS: tuple[Command, ...] = (
                 "5; 0 skips it)", type=int, default=5),
          Option("--routing-file", "also time your own block_indices (.npy/.npz/.pt, [B,T,H,S] of the config) as "
                 "pattern file:<stem>; repeatable", "append", default=[], metavar="PATH"),
+         Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag"),
+         Option("--stop-rule", "stop timing once every median's 95%% CI is tight (docs/METHOD.md; the config's "
+                "timing.stop, else the default rule); recorded as timing.stop", "flag")),
+    _cmd("release-bench", "nsa_exp.gpu.release:command", "RELEASE ARM, not the pinned experiment: time an FLA release "
+         "or source tree through its public API (parallel_nsa_bwd as a whole, its kernels by CUPTI, parallel_nsa "
+         "fwd+bwd), each in its own child process", COMMON,
+         Option("--config", "release config (default configs/release_h200.json)", default="configs/release_h200.json"),
+         Option("--allow-gpu", "run on a GPU other than the base config's (recorded)", "flag"),
+         Option("--release", "an fla-core release to time (installed in .nsa-exp/releases/fla-core-VERSION/); "
+                "repeatable; default: the config's releases", "append", default=[], metavar="VERSION"),
+         Option("--fla-source", "a source tree to time as it is (the folder holding its fla/ package, e.g. your "
+                "flash-linear-attention checkout); repeatable", "append", default=[], metavar="PATH"),
+         Option("--wheel-dir", "take fla_core-VERSION-*.whl from DIR (offline) instead of pip download from the "
+                "package index", metavar="DIR"),
+         Option("--releases-dir", "release folders, source views and job folders (default .nsa-exp/releases)",
+                metavar="DIR"),
+         Option("--output-dir", "where <label>-T<T>.json go (default results/releases/<config name>)", metavar="DIR"),
+         Option("--overwrite", "replace existing outputs (refused otherwise)", "flag"),
+         Option("--repetitions", "override the config's timed rounds", type=int),
+         Option("--cupti-rounds", "rounds of the CUPTI per-kernel pass (default: the config's; 0 skips it)",
+                type=int),
+         Option("--routing-file", "also time your own block_indices (.npy/.npz/.pt, [B,T,H,S]) as pattern "
+                "file:<stem> at the point of its T; repeatable", "append", default=[], metavar="PATH"),
          Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag")),
     _cmd("autotune-matrix", "nsa_exp.gpu.autotune_matrix:command",
          "time every autotune config x routing of dq_core/dkv_core (issue 11)", GPU,
@@ -208,6 +231,10 @@ COMMANDS: tuple[Command, ...] = (
          Option("--resamples", "bootstrap resamples (default 10000)", type=int, default=10_000),
          Option("--output", "compare JSON path (default results/compare/<A>_vs_<B>.json; '' for none)",
                 metavar="PATH")),
+    _cmd("release-table", f"{CPU}:cmd_release_table", "CPU only: per release result, the wrapper and the dK/dV "
+         "kernel of each routing with 95%% CIs and the skew penalty (Markdown)", COMMON,
+         Option("paths", "release results (results/releases/<config>/*.json)", "positionals", metavar="RESULT"),
+         Option("--resamples", "bootstrap resamples (default 10000)", type=int, default=10_000)),
     _cmd("plot", f"{CPU}:cmd_plot", "figure: latency vs a fan-in statistic, one panel per backward stage", COMMON,
          Option("--input", "summary CSV (results/summaries/<name>.csv)", required=True),
          Option("--x", "fan-in statistic on the x axis", default="fanin_cv", choices=tuple(sorted(X_STATS))),
@@ -227,7 +254,9 @@ COMMANDS: tuple[Command, ...] = (
          Option("--slurm", "submitit Slurm parameters, e.g. '{\"slurm_partition\": \"gpu\"}'", metavar="JSON"),
          Option("--table-only", "CPU only: rebuild the CSV from the point files", "flag"),
          Option("--routing-file", "one more point per file (added to the config's routing_files; T from the file), "
-                "timed against local; repeatable", "append", default=[], metavar="PATH")),
+                "timed against local; repeatable", "append", default=[], metavar="PATH"),
+         Option("--stop-rule", "each point stops timing once every median's 95%% CI is tight (the sweep's "
+                "timing.stop, else the default rule; docs/METHOD.md)", "flag")),
     _cmd("sweep-plot", f"{CPU}:cmd_sweep_plot",
          "CPU only: dK/dV median vs each fan-in statistic and vs T, from a sweep table", COMMON,
          Option("--table", "results/sweeps/<name>.csv", required=True),
@@ -242,7 +271,10 @@ COMMANDS: tuple[Command, ...] = (
          Option("--also", "a bench result JSON to cross-check the summary CSVs against (not itself reported; "
                 "repeatable)", "append", metavar="RESULT"),
          Option("--routing-file", "a routing file the result timed (file:<stem>): its sha256, edges and fan-in "
-                "re-checked; repeatable", "append", default=[], metavar="PATH")),
+                "re-checked; repeatable", "append", default=[], metavar="PATH"),
+         Option("--release-dir", "a release result's FLA folder (the one holding its fla/, e.g. "
+                ".nsa-exp/releases/fla-core-0.6.0): every imported file re-hashed; repeatable", "append", default=[],
+                metavar="DIR")),
     _cmd("schemas", f"{CPU}:cmd_schemas", "CPU only: check schemas/ against the vocabulary (stages, families, "
          "orders, kinds); exit 1 when a file drifts", COMMON,
          Option("--write", "rewrite the schema files that drift", "flag")),

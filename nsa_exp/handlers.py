@@ -30,6 +30,7 @@ from .io.strict_json import parse_strict
 from .report.build import build_report
 from .report.lock import write_lock
 from .report.manifest import RESULT, committed_inputs
+from .report.releases import release_table
 from .routing.config import load_config
 from .routing.files import format_files_table
 from .routing.report import (
@@ -79,7 +80,7 @@ def cmd_routing_time(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    reports = validate_paths(args.paths, args.also, args.routing_file)
+    reports = validate_paths(args.paths, args.also, args.routing_file, args.release_dir)
     for report in reports:
         assert not schema_errors(report, "validation_report", "report"), "validation report off-schema"
     if args.json:
@@ -128,6 +129,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_release_table(args: argparse.Namespace) -> int:
+    if args.resamples < 1:
+        raise UserError(f"--resamples: {args.resamples} is not a positive integer")
+    print(release_table(args.paths, args.resamples))
+    return 0
+
+
 def cmd_flush_study(args: argparse.Namespace) -> int:
     study = flush_study(args.raw, args.output)
     print(format_flush_table(study))
@@ -151,7 +159,7 @@ def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    points = load_sweep(args.config, args.routing_file)
+    points = load_sweep(args.config, args.routing_file, stop_rule=args.stop_rule)
     if not points:
         raise UserError(f"{args.config}: sweep.patterns: the grid is empty (no patterns and no routing_files)")
     out_dir, csv = sweep_dirs(points[0].sweep)

@@ -2,8 +2,9 @@
 
 One process, three parts, one JSON (every raw observation kept):
 
-1. ``flush``: every stage x pattern at the config's shape, timed with CUDA events exactly as
-   ``timing.run_rounds`` does, under four cache policies, policies interleaved round by round:
+1. ``flush``: every stage x pattern at the config's shape, timed with CUDA events by the engine's one
+   loop (``nsa_exp.gpu.timing.run_rounds``, each (policy, pattern) one cell whose ``cell_prologue`` sets its
+   sweep and spin), under four cache policies, policies interleaved round by round:
    ``write`` (fill a 256 MiB buffer: today's policy), ``read`` (sum the same buffer: evicts L2 but
    leaves clean lines), ``none`` (no flush), ``write+spin4x`` (write flush, then a 4x longer spin).
 2. ``oracle``: FLA forward + official backward vs ``naive_nsa_selection`` (fp32 autograd) for every
@@ -43,6 +44,7 @@ from nsa_exp.gpu.launcher import (  # noqa: E402
 from nsa_exp.gpu.numerics import compare  # noqa: E402
 from nsa_exp.gpu.smoke import naive_comparison  # noqa: E402
 from nsa_exp.gpu.telemetry import Telemetry  # noqa: E402
+from nsa_exp.gpu.timing import run_rounds  # noqa: E402
 from nsa_exp.io.metadata import base_metadata  # noqa: E402
 from nsa_exp.routing.config import load_config  # noqa: E402
 from nsa_exp.routing.patterns import generate_routing  # noqa: E402
@@ -57,30 +59,20 @@ def flush_study(config, routings, rounds: int, warmup: int) -> dict:
     for fn in fns["local"].values():  # autotune once on local, as bench does
         fn()
     torch.cuda.synchronize()
-    buf = torch.empty(config.timing.l2_flush_bytes // 4, dtype=torch.int32, device="cuda")
-    sink = torch.empty((), dtype=torch.int64, device="cuda")
     rng = np.random.default_rng(16)
     tele = Telemetry()
-    records = []
-    for r in range(warmup + rounds):
-        for policy in [POLICIES[i] for i in rng.permutation(len(POLICIES))]:
-            for pattern in [names[i] for i in rng.permutation(len(names))]:
-                ev = []
-                for stage, fn in fns[pattern].items():
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    if policy.startswith("write"):
-                        buf.fill_(r)
-                    elif policy == "read":
-                        torch.sum(buf, dim=0, dtype=torch.int64, out=sink)
-                    torch.cuda._sleep(LAUNCH_GUARD_CYCLES * (4 if policy.endswith("spin4x") else 1))
-                    s.record()
-                    fn()
-                    e.record()
-                    ev.append((stage, s, e))
-                torch.cuda.synchronize()
-                records.append({"round": r, "policy": policy, "pattern": pattern, "warmup": r < warmup,
-                                "ms": {st: float(s.elapsed_time(e)) for st, s, e in ev},
-                                "telemetry": tele.sample()})
+    orders = [[f"{policy}|{pattern}" for policy in [POLICIES[i] for i in rng.permutation(len(POLICIES))]
+               for pattern in [names[i] for i in rng.permutation(len(names))]] for _ in range(warmup + rounds)]
+    cells = {key: fns[key.split("|")[1]] for key in orders[0]}
+
+    def prologue(key: str) -> tuple[str, int]:  # the cell's L2 sweep and launch-guard spin
+        policy = key.split("|")[0]
+        return policy.split("+")[0], LAUNCH_GUARD_CYCLES * (4 if policy.endswith("spin4x") else 1)
+
+    timed = run_rounds(cells, orders, warmup, config.timing.l2_flush_bytes, cell_prologue=prologue,
+                       on_pattern_done=lambda r, key: tele.sample())
+    records = [{"round": x["round"], "policy": x["pattern"].split("|")[0], "pattern": x["pattern"].split("|")[1],
+                "warmup": x["warmup"], "ms": x["ms"], "telemetry": x["telemetry"]} for x in timed]
     summary = {pol: {pat: {st: summarize([x["ms"][st] for x in records if x["policy"] == pol
                                           and x["pattern"] == pat and not x["warmup"]]) for st in STAGES}
                      for pat in names} for pol in POLICIES}

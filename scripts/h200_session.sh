@@ -8,6 +8,11 @@
 #                                          # issue 10: the skew sweep's fla-topk points (resume)
 #   scripts/h200_session.sh files OUTDIR   # issue 10: bench with a routing file; issue 15: the packing sweep
 #   scripts/h200_session.sh x2 OUTDIR      # issue 10: a small sweep over two GPUs (submitit local executor)
+#   scripts/h200_session.sh engine OUTDIR  # issue 21: check, smoke, 20-round bench + validate + compare to the formal
+#   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
+#   scripts/h200_session.sh release OUTDIR # issue 22: the release arm (NOT the pinned experiment): fla-core 0.5.2
+#                                          # (control), 0.6.0 (also T=8192, 131072), 0.5.1 from the wheels in .whl-fla/;
+#                                          # RELEASES="0.5.1" runs a subset, RELEASE_ARGS="--overwrite" replaces results
 # Results land under results/ and docs/figures/ of this tree; OUTDIR gets one tarball of them after each step,
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
 set -uo pipefail
@@ -87,5 +92,27 @@ case "$part" in
     CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}" step sweep_x2 "$py" -m nsa_exp sweep \
       --config configs/sweep_x2_h200.json --executor local
     ;;
-  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2 OUTDIR" >&2; exit 2 ;;
+  engine)  # issue 21: the engine's HEAD against the formal run (a 20-round bench); every file in OUTDIR
+    step check "$py" -m nsa_exp check --config configs/e1_h200.json --output "$out/e1_h200_check.json"
+    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output "$out/e1_h200_smoke.json"
+    step bench20 "$py" -m nsa_exp bench --config configs/e1_h200.json --repetitions 20 --name e1_h200_engine20 \
+      --output "$out/e1_h200_engine20.json" --summary "$out/e1_h200_engine20.csv"
+    step validate20 "$py" -m nsa_exp validate "$out/e1_h200_engine20.json" "$out/e1_h200_engine20.csv"
+    step compare20 "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/e1_h200_engine20.json" \
+      --output "$out/e1_h200_vs_engine20.json"
+    ;;
+  engine_stop)  # issue 21: the formal config under the stop rule (its wall_seconds against the formal run's)
+    step bench_stop "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name e1_h200_stop \
+      --output "$out/e1_h200_stop.json" --summary "$out/e1_h200_stop.csv"
+    step validate_stop "$py" -m nsa_exp validate "$out/e1_h200_stop.json" "$out/e1_h200_stop.csv"
+    step compare_stop "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/e1_h200_stop.json" \
+      --output "$out/e1_h200_vs_stop.json"
+    ;;
+  release)  # one child process per release, each one's results written as it ends; stopped before the call's limit
+    rel=(); for v in ${RELEASES:-0.5.2 0.6.0 0.5.1}; do rel+=(--release "$v"); done
+    # shellcheck disable=SC2086  # RELEASE_ARGS: extra options, word-split on purpose
+    step release timeout -s INT "${RELEASE_TIMEOUT_S:-540}" "$py" -m nsa_exp release-bench \
+      --config configs/release_h200.json "${rel[@]}" --wheel-dir .whl-fla ${RELEASE_ARGS:-}
+    ;;
+  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2|engine|engine_stop|release OUTDIR" >&2; exit 2 ;;
 esac

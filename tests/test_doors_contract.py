@@ -116,11 +116,26 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
                            "commit.gpgsign=false", *args], cwd=repo, capture_output=True, text=True, check=True)
 
 
+_NOT_COPIED = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
+
+
+def _tree_files(root: Path) -> list[str]:
+    """The working tree's files: git's list (tracked and untracked, not ignored) in a clone; every file but
+    caches and virtual environments where the tree is not a git repository (the image's /opt/nsa-exp, whose
+    contents .dockerignore already chose)."""
+    if (root / ".git").exists():
+        return subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                              capture_output=True, check=True).stdout.decode().split("\0")
+    found = []
+    for here, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _NOT_COPIED and not d.startswith(".whl")]
+        found += [str((Path(here) / f).relative_to(root)) for f in files]
+    return found
+
+
 def _copy_repository(dst: Path) -> Path:
-    """The working tree as it is now (tracked and untracked, not ignored), committed in a new repository."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    for rel in filter(None, listed):
+    """The working tree as it is now (see ``_tree_files``), committed in a new repository."""
+    for rel in filter(None, _tree_files(REPO)):
         src = REPO / rel
         if src.is_file() and not src.is_symlink():  # submodule folders (gitlinks) are not files
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ TIERS: tuple[tuple[str, ...], ...] = (
     ("nsa_exp.figures",),
     ("nsa_exp.model.commands",),  # the model's command handlers: they read validated points and draw figures
     ("nsa_exp.sweeps",),
+    ("nsa_exp.releases",),
     ("nsa_exp.report",),
     ("nsa_exp.gpu",),
     ("nsa_exp.commands", "nsa_exp.handlers", "nsa_exp.cli", "nsa_exp.__main__"),
@@ -119,9 +120,9 @@ import importlib, pkgutil, sys
 for name in ("torch", "triton", "fla"):
     sys.modules[name] = None  # `import torch` now raises ImportError
 import nsa_exp.core, nsa_exp.io, nsa_exp.routing, nsa_exp.analysis, nsa_exp.checking, nsa_exp.figures
-import nsa_exp.model, nsa_exp.sweeps, nsa_exp.report
+import nsa_exp.model, nsa_exp.sweeps, nsa_exp.releases, nsa_exp.report
 for pkg in (nsa_exp.core, nsa_exp.io, nsa_exp.routing, nsa_exp.analysis, nsa_exp.checking, nsa_exp.figures,
-            nsa_exp.model, nsa_exp.sweeps, nsa_exp.report):
+            nsa_exp.model, nsa_exp.sweeps, nsa_exp.releases, nsa_exp.report):
     for info in pkgutil.iter_modules(pkg.__path__, pkg.__name__ + "."):
         importlib.import_module(info.name)
 from nsa_exp.cli import main

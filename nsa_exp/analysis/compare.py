@@ -23,6 +23,10 @@ a result without recorded clocks is refused.
 Results are refused (:class:`UserError`, one line, exit 2) when their shape or routings differ
 (patterns, their parameters, the routing seed, the inputs seed), naming every difference.
 
+A or B may be a release result (the release arm, NOT the pinned experiment): the rows are then the public
+calls both timed and the pinned stages whose kernels correspond (:mod:`.release_compare` says what pairs with
+what), judged by the same rule; ``--cycles`` and a host-clock result against a GPU one are refused.
+
 >>> verdict((1.05, 1.08), 0.02), verdict((0.90, 0.95), 0.02), verdict((0.99, 1.01), 0.02)
 ('slower', 'faster', 'same')
 >>> verdict((0.99, 1.05), 0.02)
@@ -39,10 +43,11 @@ from scipy.stats import bootstrap
 from tabulate import tabulate
 
 from ..core.kinds import schema_version
-from ..core.records import BenchLike, BenchResult
+from ..core.records import BenchLike, BenchResult, ReleaseResult
 from ..errors import UserError
 from ..io.store import load_record, write_json
 from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
+from .release_compare import Side, format_release_table, release_block, release_cells, same_experiment, timer
 
 #: Noise floor when no repeat pair is given: 2% (the H100 formal run and its repeat differ by <= 1.4%
 #: on every stage but the tiny CSR one; 2% is a round number above that).
@@ -131,7 +136,7 @@ def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, flo
     return {s: max([MIN_FLOOR] + [abs(med["y", p, s] / med["x", p, s] - 1) for p in pats]) for s in stages}
 
 
-def _source(path: str | Path, doc: BenchResult) -> dict[str, Any]:
+def _source(path: str | Path, doc: Side) -> dict[str, Any]:
     return {"path": str(path), "name": doc.name, "gpu": doc.gpu_name, "created_utc": doc.metadata["created_utc"],
             "git_sha": doc.metadata["git"]["sha"]}
 
@@ -149,8 +154,10 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
         raise UserError(f"--floor: {floor} is not a fraction in [0, 1)")
     if fail_on is not None and fail_on not in FAIL_ON:
         raise UserError(f"--fail-on: {fail_on!r}; choose one of {', '.join(FAIL_ON)}")
-    a = load_record(path_a, BenchResult, f"A {path_a}")
-    b = load_record(path_b, BenchResult, f"B {path_b}")
+    a = load_record(path_a, (BenchResult, ReleaseResult), f"A {path_a}")
+    b = load_record(path_b, (BenchResult, ReleaseResult), f"B {path_b}")
+    if isinstance(a, ReleaseResult) or isinstance(b, ReleaseResult):
+        return _compare_release(path_a, a, path_b, b, noise_from, floor, cycles, fail_on, resamples)
     diff = routing_differences(a, b)
     if diff:
         raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
@@ -190,8 +197,57 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
             "rows": rows, "counts": counts, "fail_on": fail_on, "failed": failed}
 
 
+def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, noise_from: list[str] | None,
+                     floor: float, cycles: bool, fail_on: str | None, resamples: int) -> dict[str, Any]:
+    """The ``compare`` document (with its ``release`` block) of B against A when either is a release result."""
+    if cycles:
+        raise UserError("--cycles: not available with a release result (its kernel times have no per-call clock); "
+                        "compare in time")
+    if timer(a) != timer(b):
+        raise UserError(f"{path_a} ({timer(a)}) and {path_b} ({timer(b)}): a CPU interpreter run cannot be compared "
+                        "with a GPU measurement")
+    common, diff = same_experiment(a, b)
+    if diff:
+        raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
+    floors: dict[str, float] = {}
+    if noise_from:
+        if len(noise_from) != 2:
+            raise UserError(f"--noise-from: give a result and its repeat (2 paths), not {len(noise_from)}")
+        x, y = (load_record(p, BenchResult, f"--noise-from {p}") for p in noise_from)
+        floors = noise_floors(x, y, [s for s in x.timing.stages if s in y.timing.stages])
+        source = {"kind": "repeat", "paths": [str(p) for p in noise_from], "rule": f"per pinned stage, max over "
+                  f"patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}; {floor:g} for other stages"}
+    else:
+        source = {"kind": "default", "paths": [], "rule": f"stated default {floor:g} for every stage"}
+    cells, skipped = release_cells(a, b, common)
+    rows = []
+    for p, stage, metric, xa, xb, corr, note in cells:
+        xa, xb = np.asarray(xa, dtype=np.float64), np.asarray(xb, dtype=np.float64)
+        if min(xa.size, xb.size) < 2:
+            raise UserError(f"{p} {stage}: {xa.size} vs {xb.size} observations; a bootstrap CI needs at least 2 "
+                            "on each side (rerun with more --repetitions / --cupti-rounds)")
+        ci = ratio_ci(xa, xb, resamples)
+        f = floors.get(stage, floor)
+        rows.append({"pattern": p, "stage": stage, "metric": metric, "correspondence": corr,
+                     **({"note": note} if note else {}), "a_median": float(np.median(xa)),
+                     "b_median": float(np.median(xb)), "a_n": int(xa.size), "b_n": int(xb.size),
+                     "ratio": float(np.median(xb) / np.median(xa)), "ci95": list(ci), "floor": f,
+                     "verdict": verdict(ci, f)})
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+    return {"schema_version": schema_version("compare"), "kind": "compare", "a": _source(path_a, a),
+            "b": _source(path_b, b), "space": "time", "unit": "ms",
+            "bootstrap": {"resamples": resamples, "seed": SEED, "level": CI_LEVEL, "method": METHOD,
+                          "paired": False},
+            "rule": RULE, "noise_floor": {**source, "per_stage": {r["stage"]: r["floor"] for r in rows}},
+            "rows": rows, "counts": counts, "fail_on": fail_on,
+            "failed": fail_on is not None and any(r["verdict"] in FAIL_ON[fail_on] for r in rows),
+            "release": release_block(a, b, common, skipped)}
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """The comparison as a plain-text table (tabulate), with the rule and the verdict counts."""
+    if "release" in doc:
+        return format_release_table(doc)
     unit = doc["unit"]
     rows = [[r["pattern"], r["stage"], r["a_median"], r["b_median"], r["ratio"],
              f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]", f"{100 * r['floor']:.1f}%", r["verdict"]]

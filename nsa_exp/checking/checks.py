@@ -80,6 +80,8 @@ class Context:
 
     path: str = "<bytes>"
     routing_files: Sequence[str] = ()
+    #: the folders holding a release result's FLA (``validate --release-dir``), its imported files re-hashed
+    release_dirs: Sequence[str] = ()
     depth: int = 0
     #: ``validate_path`` one level deeper (set by :mod:`.validate`; a validation report re-makes its report)
     revalidate: Callable[[str], dict[str, Any]] | None = None

@@ -20,6 +20,9 @@ Rows (check modules in brackets):
 - ``model_calibration``, ``model_calibration_set``, ``model_validation`` [model checks].
 - ``ncu_summary`` [ncu checks]; ``sweep_autotune`` [autotune checks].
 - CSVs: ``summary_csv`` [csv checks], ``sweep_csv`` [sweep checks], ``ncu_raw_csv`` [ncu checks].
+- ``release_result``: the statistics checks, then :func:`.release_checks.release_recompute` (and
+  ``routing_file_recompute``; ``release_files`` given the release folders) + the run record.
+- ``stop_rule`` for a bench result or sweep point run under the stop rule.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..routing.config import config_from_dict
 from . import derived_checks, model_checks, ncu_checks, record_checks, report_checks, sweep_checks
 from .autotune_checks import autotune_arm_problems, autotune_configs, matrix_checks
 from .checks import Add, Context, guarded
+from .release_checks import release_recompute
 from .routing_checks import (
     edge_problems,
     packing_recompute,
@@ -48,7 +52,7 @@ from .run_checks import (
     shape_problems,
     telemetry_recompute,
 )
-from .stats_checks import ratio_recompute, stage_sum_problems, stats_checks, timing_recompute
+from .stats_checks import ratio_recompute, stage_sum_problems, stats_checks, stop_rule_problems, timing_recompute
 
 #: ``checks(doc, add, ctx)``: records its checks through ``add``, unverified figures and warnings on ``ctx``.
 KindChecks = Callable[[dict[str, Any], Add, Context], None]
@@ -117,6 +121,14 @@ def bench_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                                  "its own raw and warm-up latencies", add)
     ctx.unverified += _always_unverified(doc)
     ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
+    guarded("stop_rule", add, stop_rule_check, doc, add)
+
+
+def stop_rule_check(doc: dict[str, Any], add: Add) -> None:
+    """``stop_rule``, only for a run under the stop rule or whose config asks for one."""
+    problems = stop_rule_problems(doc)
+    if problems is not None:
+        add("stop_rule", problems)
 
 
 def sweep_point_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
@@ -140,6 +152,27 @@ def sweep_point_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                      "$.wall_seconds, $.metadata", "measured on the GPU host; statistics recomputed from the "
                      "observations, the rest bounded only")
     ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
+    guarded("stop_rule", add, stop_rule_check, doc, add)
+
+
+def release_result_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    """A release result (another FLA release through its public API, NOT the pinned experiment): bench-shaped
+    statistics, what its own record allows (:mod:`.release_checks`), and the run record every GPU document
+    gets (environment gate, GPU against the GPU table, clocks, pinned tolerances, wall time)."""
+    stats_checks(doc, add)
+    extra = release_recompute(doc, add, ctx.release_dirs)
+    ctx.unverified += extra["unverified"]
+    ctx.warnings += extra["warnings"]
+    ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
+    gpu_run = doc["timing"]["timer"] == "cuda-events"
+    samples = [(f"$.telemetry.samples[{i}]", s) for i, s in enumerate(doc["telemetry"]["samples"])]
+    guarded("environment_gate", add, record_checks.environment_gate, doc, add)
+    if gpu_run:
+        guarded("metadata_plausible", add, record_checks.metadata_plausible, doc, add, ctx)
+        guarded("telemetry_plausible", add, record_checks.telemetry_plausible, samples, doc, add, ctx)
+    record_checks.tolerances_pinned(doc["config"].get("tolerances"), "$.config.tolerances", add)
+    record_checks.wall_plausible(doc["wall_seconds"], _raw_ms(doc), "$.wall_seconds",
+                                 "its own raw and warm-up latencies", add)
 
 
 def autotune_matrix_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
@@ -226,6 +259,7 @@ KIND_CHECKS: dict[str, KindChecks] = {
     "model_calibration_set": _row("calibration_set_semantics", model_checks.calibration_set_checks),
     "model_validation": _row("model_validation_recompute", model_checks.validation_checks),
     "ncu_summary": _row("ncu_recompute", ncu_checks.ncu_summary_checks),
+    "release_result": release_result_checks,
     "routing_report": _row("routing_report_recompute", derived_checks.routing_report_checks, host=True),
     "smoke_report": smoke_checks,
     "sweep_autotune": sweep_autotune_checks,

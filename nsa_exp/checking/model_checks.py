@@ -194,6 +194,10 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
         problems.append(("$.points", f"{got} are not the set's routings {want}"))
 
 
+#: calibration sha256 -> validation_row's cache for that calibration (see validation_checks)
+_MODELLED: dict[str, dict] = {}
+
+
 def validation_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = host_problems(doc.get("metadata", {}))
     summary, meets = validation_summary(doc["rows"])
@@ -221,7 +225,10 @@ def validation_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems += [(f"$.rows[{i}].name", f"{r['name']} calibrated the model: it cannot also validate it")
                  for i, r in enumerate(doc["rows"]) if r["name"] in used]
     problems += [("$.excluded", f"{e} is not a calibration routing") for e in doc["excluded"] if e not in used]
-    unseen, cache = [], {}
+    unseen = []
+    # the modelled rows of one calibration file (by its bytes' sha256) are kept for the process: validating
+    # several validations of one calibration (a corpus, a folder) models each routing once
+    cache = _MODELLED.setdefault(doc["calibration"]["sha256"], {})
     for i, r in enumerate(doc["rows"]):
         where = f"$.rows[{i}]"
         if not regenerable(r["pattern"]):

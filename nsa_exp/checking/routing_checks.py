@@ -21,7 +21,7 @@ statistics, the packing record, the equal-edge check, and the routing files it t
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -35,7 +35,7 @@ from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import routing_statistics
 from ..routing.files import file_pattern_name, routing_file_report
 from ..routing.packing import cu_seqlens, generate_packed_routing, packed_closed_form_edges, packing_record
-from ..routing.patterns import generate_routing
+from ..routing.patterns import generate_routing, routing_sha256
 from .checks import Add, Problems, same
 
 NOT_SUPPLIED = "unverified (file not supplied): pass it with validate --routing-file PATH"
@@ -44,18 +44,42 @@ COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dty
 
 @lru_cache(maxsize=32)
 def _routing_stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None = None) -> dict:
-    """Regenerate one routing and its statistics (cached: the corpus validates the same config often);
+    """Regenerate one routing, its statistics and its sha256 (cached: the corpus validates the same config often);
     packed (``cu`` = the config's ``cu_seqlens``): per document, statistics over the varlen CSR rows."""
 
     shape = Shape(**json.loads(shape_json))
     pattern = Pattern(**json.loads(pattern_json))
     if cu is None:
         bi = generate_routing(pattern, shape, seed)
-        return {"edges": effective_edges(bi, shape.block_size), **routing_statistics(bi, shape.block_size)}
+        return {"edges": effective_edges(bi, shape.block_size), **routing_statistics(bi, shape.block_size),
+                "routing_sha256": routing_sha256(bi)}
     cu_arr = np.asarray(cu, dtype=np.int32)
     bi = generate_packed_routing(pattern, shape, seed, cu_arr)
     return {"edges": effective_edges(bi, shape.block_size, cu_arr),
-            **routing_statistics(bi, shape.block_size, cu_arr)}
+            **routing_statistics(bi, shape.block_size, cu_arr), "routing_sha256": routing_sha256(bi)}
+
+
+def regenerated(doc: dict[str, Any], config: Any, unverified: list, fields: str) -> Iterator[tuple[Any, dict, dict]]:
+    """``(pattern, its record, its routing regenerated: edges, statistics, sha256)`` for each config pattern
+    the document records; one that regenerates only on a GPU (fla-topk) is listed under ``unverified`` for
+    ``fields`` (``$.patterns.<p>.<fields>``) instead."""
+    shape_json = json.dumps(config.shape.to_dict(), sort_keys=True)
+    for p in config.patterns:
+        rec = doc["patterns"].get(p.name)
+        if rec is None:
+            continue
+        if family(p.name).external is not None and not nvidia_gpu_visible():
+            unverified.append({"path": f"$.patterns.{p.name}.{fields}",
+                               "why": f"{p.name} is computed by FLA's kernels ({family(p.name).external}): "
+                                      "regenerated only where a CUDA GPU is visible, never in the Triton interpreter"})
+            continue
+        try:
+            stats = _routing_stats(json.dumps(p.to_dict(), sort_keys=True), shape_json, config.seeds.routing,
+                                   None if config.cu_seqlens is None else tuple(int(x) for x in config.cu_seqlens))
+        except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
+            unverified.append({"path": f"$.patterns.{p.name}.{fields}", "why": str(exc)})
+            continue
+        yield p, rec, stats
 
 
 def pattern_set(doc: dict[str, Any], config: Any, add: Add) -> None:
@@ -77,22 +101,7 @@ def pattern_set(doc: dict[str, Any], config: Any, add: Add) -> None:
 
 def routing_recompute(doc: dict[str, Any], config: Any, add: Add, unverified: list) -> None:
     problems: Problems = []
-    shape_json = json.dumps(config.shape.to_dict(), sort_keys=True)
-    for p in config.patterns:
-        rec = doc["patterns"].get(p.name)
-        if rec is None:
-            continue
-        if family(p.name).external is not None and not nvidia_gpu_visible():
-            unverified.append({"path": f"$.patterns.{p.name}.edges|fanin|query_span|adjacent_gap",
-                               "why": f"{p.name} is computed by FLA's kernels ({family(p.name).external}): "
-                                      "regenerated only where a CUDA GPU is visible, never in the Triton interpreter"})
-            continue
-        try:
-            stats = _routing_stats(json.dumps(p.to_dict(), sort_keys=True), shape_json, config.seeds.routing,
-                                   None if config.cu_seqlens is None else tuple(int(x) for x in config.cu_seqlens))
-        except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
-            unverified.append({"path": f"$.patterns.{p.name}.edges|fanin|query_span|adjacent_gap", "why": str(exc)})
-            continue
+    for p, rec, stats in regenerated(doc, config, unverified, "edges|fanin|query_span|adjacent_gap"):
         path = f"$.patterns.{p.name}"
         if rec["edges"] != stats["edges"]:
             problems.append((f"{path}.edges", f"recorded {rec['edges']}, the regenerated routing has {stats['edges']}"))

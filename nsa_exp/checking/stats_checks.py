@@ -7,9 +7,11 @@ against the wrapper, the ratios, and the timing record against the config and th
 - ``stage_sum_plausible``: stage-sum over full_bwd recomputes and lies in [0.75, 1.25].
 - ``ratio_recompute``: each ``stage_sum_vs_full_bwd.ratio`` = stage sum / full_bwd (and the itemised ratio
   with ``wrapper_extra``).
-- ``timing_recompute``: repetitions == every stage's observations; warm-up counts; round orders
-  regenerated from order mode + seed; flush bytes, flush policy (absent = "write"), order, stage list
-  as the config says.
+- ``timing_recompute``: repetitions == every stage's observations; warm-up counts (plus the warm-up rounds a
+  resumed run re-ran, flagged ``rewarm`` in its samples); round orders regenerated from order mode + seed;
+  flush bytes, flush policy (absent = "write"), order, stage list as the config says.
+- ``stop_rule`` (a run under the stop rule, or whose config asks for one): every trace entry and decision
+  recomputed from the raw observations (:mod:`nsa_exp.analysis.stop_rule`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, round_orders
+from ..analysis.stop_rule import decision, observations, round_entry
+from ..core.config import StopRule
+from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, round_orders
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
-from .checks import Add, Problems, close, first_difference
+from .checks import Add, Problems, close, first_difference, same
 
 STAGE_SUM_BOUNDS = (0.75, 1.25)
 
@@ -127,10 +131,62 @@ def timing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
     for name, p in doc["patterns"].items():
         if list(p["stages"]) != [s for s in STAGES if s in p["stages"]]:
             problems.append((f"$.patterns.{name}.stages", "stages are not in the recorded stage order"))
+        # a resumed run keeps the warm-up rounds it re-ran (its samples flag them rewarm)
+        rewarm = sum(1 for x in doc["telemetry"]["samples"] if x["pattern"] == name and x.get("rewarm"))
         for stage, s in p["stages"].items():
             path = f"$.patterns.{name}.stages.{stage}"
             if len(s["raw_ms"]) != reps:
                 problems.append((f"{path}.raw_ms", f"{len(s['raw_ms'])} observations != timing.repetitions {reps}"))
-            if len(s["warmup_ms"]) != warm:
-                problems.append((f"{path}.warmup_ms", f"{len(s['warmup_ms'])} warm-up values != warmup_rounds {warm}"))
+            if len(s["warmup_ms"]) != warm + rewarm:
+                problems.append((f"{path}.warmup_ms", f"{len(s['warmup_ms'])} warm-up values != warmup_rounds {warm}"
+                                 + (f" + {rewarm} re-run on resume" if rewarm else "")))
     add("timing_recompute", problems)
+
+
+def stop_rule_problems(doc: dict[str, Any]) -> Problems | None:
+    """``validate``'s ``stop_rule`` check of a bench result or sweep point (None: the run has no ``timing.stop``
+    and its config asks for none, so there is nothing to check): the recorded rule is the config's
+    (source ``config``) or was asked on the command line (``--stop-rule``, the config has none); the round
+    count agrees with the observations; every trace entry recomputes from the raw observations of its first
+    ``rounds`` timed rounds; the run went on at every earlier entry and stopped at the last, for the recorded
+    reason. Returns ``(json path, message)`` pairs (none = passed)."""
+    stop, timing = doc["timing"].get("stop"), doc["timing"]
+    configured = (doc["config"].get("timing") or {}).get("stop")
+    if stop is None:
+        return [("$.timing.stop", "missing, but the config's timing.stop asks for the stop rule")] if configured \
+            else None
+    problems: Problems = []
+    from_config, from_cli = STOP_SOURCES
+    if configured is not None and (stop["source"] != from_config or stop["rule"] != StopRule(**configured).to_dict()):
+        problems.append(("$.timing.stop.rule", f"recorded {stop['rule']} ({stop['source']}), the config's "
+                                                f"timing.stop is {configured}"))
+    if configured is None and stop["source"] != from_cli:
+        problems.append(("$.timing.stop.source", f"{stop['source']!r}, but the config has no timing.stop"))
+    rule, n, trace = StopRule(**stop["rule"]), stop["rounds"], stop["trace"]
+    if n != timing["repetitions"] or len(trace) != n or n > stop["max_rounds"]:
+        problems.append(("$.timing.stop.rounds", f"{n} rounds, {len(trace)} trace entries, timing.repetitions "
+                                                 f"{timing['repetitions']}, max_rounds {stop['max_rounds']}: "
+                                                 "must agree (and not exceed max_rounds)"))
+        return problems
+    raw = observations(doc)
+    last_elapsed = 0.0
+    for i, got in enumerate(trace):
+        path = f"$.timing.stop.trace[{i}]"
+        want = round_entry(i + 1, got["elapsed_seconds"], {k: x[:i + 1] for k, x in raw.items()}, rule)
+        bad = [k for k in ("rounds", "timed_seconds", "unconverged", "worst", "worst_ratio")
+               if not (got[k] == want[k] if None in (got[k], want[k]) else same(got[k], want[k]))]
+        if bad:
+            problems.append((path, "; ".join(f"{k} recorded {got[k]!r}, the raw observations give {want[k]!r}"
+                                             for k in bad)))
+        if got["elapsed_seconds"] < last_elapsed:
+            problems.append((f"{path}.elapsed_seconds", "the wall clock went backwards"))
+        last_elapsed = got["elapsed_seconds"]
+        reason = decision(want, rule, stop["max_rounds"])
+        if i < n - 1 and reason is not None:
+            problems.append((path, f"the rule stops here ({reason}), but the run went on to {n} rounds"))
+        if i == n - 1 and reason != stop["stopped_by"]:
+            problems.append(("$.timing.stop.stopped_by", f"recorded {stop['stopped_by']!r}, the rule at round {n} "
+                                                         f"gives {reason!r}"))
+    if trace and not close(stop["elapsed_seconds"], trace[-1]["elapsed_seconds"]):
+        problems.append(("$.timing.stop.elapsed_seconds", "differs from the last trace entry's"))
+    return problems

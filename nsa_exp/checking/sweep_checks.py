@@ -90,8 +90,12 @@ def timing_recompute(doc: dict[str, Any], add: Add) -> None:
             "l2_flush_bytes": ct["l2_flush_bytes"], "launch_guard_cycles": LAUNCH_GUARD_CYCLES,
             "percentile_method": PERCENTILE_METHOD, "stages": [s for s in STAGE_NAMES if s in stages],
             "untimed_prerequisites": [s for s in PREPARING_STAGES if s not in stages]}
+    if t.get("stop") is not None:  # under the stop rule: the rounds it ran, at most the config's (``stop_rule``)
+        want.pop("repetitions")
     problems: Problems = [(f"$.timing.{k}", f"recorded {t.get(k)!r}, the config/code says {v!r}")
                           for k, v in want.items() if t.get(k) != v]
+    if t["repetitions"] > ct["repetitions"]:
+        problems.append(("$.timing.repetitions", f"{t['repetitions']} rounds > the config's {ct['repetitions']}"))
     rounds = t["warmup_rounds"] + t["repetitions"]
     orders = round_orders(names, rounds, t["order_mode"], t["order_seed"])
     if t["round_orders"] != orders:

@@ -7,7 +7,8 @@ Each check has a name and, when it fails, a message with the JSON path it concer
 2. ``kind`` (a known document kind, :data:`nsa_exp.core.kinds.KINDS`), ``schema_version`` (one we can
    read) and ``schema``.
 3. Then the row of the kind's checks (:data:`.kinds.KIND_CHECKS`: a bench result's, a sweep point's, an
-   autotune matrix's): every derived number recomputed from its source, or listed under ``unverified``.
+   autotune matrix's, a release result's): every derived number recomputed from its source, or listed under
+   ``unverified``.
 
 A CSV summary is validated row by row against ``summary_row``, then as a table and, given with its
 JSON, cell by cell (:mod:`.csv_checks`).
@@ -43,17 +44,20 @@ SCHEMA_VERSION = schema_version("validation_report")
 
 
 def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None,
-                   routing_files: Sequence[str] = (), depth: int = 0) -> dict[str, Any]:
+                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = (),
+                   depth: int = 0) -> dict[str, Any]:
     """Validate one file's bytes; returns the validation report (schema ``validation_report``).
 
     ``name``: the file's path as given (it names the files beside it a kind's checks read: a summary's
     JSON, an ncu summary's raw CSV, a compare's results); ``companion`` = (path, parsed bench result)
     cross-checks a summary CSV against that JSON instead of the one found beside it; ``routing_files``:
     the files a bench result / sweep point timed, re-checked (:func:`.routing_checks.routing_file_recompute`);
-    ``depth``: 1 when this validation serves another one (a companion, a validation report's file).
+    ``release_dirs``: the folders holding a release result's FLA, its imported files re-hashed
+    (:mod:`.release_checks`); ``depth``: 1 when this validation serves another one (a companion, a
+    validation report's file).
     """
     checks = Checks()
-    ctx = Context(path=name, routing_files=routing_files, depth=depth,
+    ctx = Context(path=name, routing_files=routing_files, release_dirs=release_dirs, depth=depth,
                   revalidate=lambda path: validate_path(path, depth=depth + 1))
     report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
     if not checks.add("file_size", [] if len(data) <= MAX_BYTES else
@@ -161,10 +165,11 @@ def bench_document(path: str | Path) -> dict[str, Any] | None:
 
 
 def validate_paths(paths: list[str], also: list[str] | None = None,
-                   routing_files: Sequence[str] = ()) -> list[dict[str, Any]]:
+                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Validate every path; a summary CSV is cross-checked against its JSON result: the bench result
     (among ``paths`` + ``also``) with the same file stem, else the only one given. ``routing_files``
-    (``--routing-file``) re-check the routing files the results timed."""
+    (``--routing-file``) re-check the routing files the results timed; ``release_dirs`` (``--release-dir``)
+    the FLA files a release result imported."""
     for p in also or []:  # a companion named on purpose must be usable, or the CSV would go unchecked silently
         if bench_document(p) is None:
             raise UserError(f"--also {p}: not a readable, schema-valid bench result; the CSV cannot be "
@@ -179,12 +184,13 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
             same = [p for p in results if Path(p).stem == Path(path).stem]
             pick = same[0] if same else next(iter(results)) if len(results) == 1 else None
             companion = (pick, results[pick]) if pick else None
-        reports.append(validate_path(path, companion, routing_files))
+        reports.append(validate_path(path, companion, routing_files, release_dirs))
     return reports
 
 
 def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None,
-                  routing_files: Sequence[str] = (), depth: int = 0) -> dict[str, Any]:
+                  routing_files: Sequence[str] = (), release_dirs: Sequence[str] = (),
+                  depth: int = 0) -> dict[str, Any]:
     """Validate a file on disk (size checked with stat before reading). A validation that serves another
     one (``depth`` > 0: a companion JSON, a validation report's file) is made once per file and process."""
     path = Path(path)
@@ -195,7 +201,7 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
             st = None
         key = (str(path.resolve()), st and st.st_size, st and st.st_mtime_ns)
         if key not in _SERVED:
-            _SERVED[key] = validate_path(path, companion, routing_files)
+            _SERVED[key] = validate_path(path, companion, routing_files, release_dirs)
         return _SERVED[key]
     try:
         size = path.stat().st_size
@@ -209,7 +215,7 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
-    return validate_bytes(data, str(path), companion, routing_files, depth)
+    return validate_bytes(data, str(path), companion, routing_files, release_dirs, depth)
 
 
 def format_report(report: dict[str, Any]) -> str:

@@ -80,6 +80,22 @@ class Seeds:
 
 
 @dataclass(frozen=True)
+class StopRule:
+    """``timing.stop``: stop timing rounds once every timed median is known well enough; the criterion is
+    :mod:`nsa_exp.analysis.stop_rule` (absent = no stop rule: every configured round is timed)."""
+
+    min_rounds: int          # timed rounds before the CI criterion may stop the run
+    min_seconds: float       # accumulated timed GPU seconds (every cell x stage) before it may
+    ci_rel: float            # a median's CI half-width target, relative to the median ...
+    ci_abs_ms: float         # ... or absolute (ms), whichever is larger
+    timeout_seconds: float   # host seconds of the round loop (warm-up included) after which it stops anyway
+    confidence: float        # of the distribution-free CI of each median (0.95)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Timing:
     warmup_rounds: int
     repetitions: int
@@ -88,6 +104,8 @@ class Timing:
     #: L2 sweep before each timed stage (:data:`nsa_exp.core.protocol.FLUSH_POLICIES`); absent in a config = "write",
     #: the method every result recorded before the field existed used.
     flush: str = "write"
+    #: ``timing.stop``: None = time every configured round (the formal protocol).
+    stop: StopRule | None = None
 
 
 @dataclass(frozen=True)

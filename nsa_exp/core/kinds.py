@@ -40,6 +40,8 @@ DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
                  "results/studies)", versioned=False),
     DocumentKind("model_validation", "model_validation", "predicted vs measured dK/dV (results/model)"),
     DocumentKind("ncu_summary", "ncu_summary", "Nsight Compute metrics of one profiled stage (results/ncu)"),
+    DocumentKind("release_result", "release_result", "the release arm: another FLA release or source tree through "
+                 "its public API, NOT the pinned experiment (results/releases)"),
     DocumentKind("bench_result", "result", "a bench run: every observation of every pattern x stage (results/raw)"),
     DocumentKind("routing_report", "routing_report", "edges and fan-in of every routing (routing --json)"),
     DocumentKind("smoke_report", "smoke_report", "correctness against FLA's naive oracle (results/reports)"),
@@ -51,8 +53,8 @@ DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
 #: ``{document kind: schema file stem}``.
 KINDS: dict[str, str] = {k.name: k.schema for k in DOCUMENT_KINDS}
 #: The schemas of the inputs and tables that carry no ``kind`` field, with the version they are written at.
-UNKINDED_SCHEMAS: dict[str, str] = {"config": "1.0", "submission": "1.0", "summary_row": "1.0",
-                                    "sweep_config": "1.0", "sweep_row": "1.0"}
+UNKINDED_SCHEMAS: dict[str, str] = {"config": "1.0", "release_config": "1.0", "submission": "1.0",
+                                    "summary_row": "1.0", "sweep_config": "1.0", "sweep_row": "1.0"}
 #: The CSV tables ``validate`` reads: kind -> what it is (the row schema where there is one).
 CSV_KINDS: dict[str, str] = {
     "summary_csv": "bench's medians table, one row per pattern x stage (results/summaries; row schema summary_row)",

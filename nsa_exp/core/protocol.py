@@ -1,10 +1,10 @@
 """The measurement protocol's named choices and the statistics every record carries.
 
-Round orders (how the patterns interleave within a round), L2 flush policies, autotune modes, the gates
-in the order they run, the model's dispatch orders, the sweep executors and the what-if layouts: each a
-tuple read by the config check, the CLI's choices, the GPU tier and the schemas' enums
-(``python -m nsa_exp schemas``). The statistics: the first ``warmup_rounds`` rounds are kept but
-flagged and excluded; the rest are summarised by :func:`summarize` (the validator recomputes every
+Round orders (how the patterns interleave within a round), L2 flush policies, the stop rule's reasons and
+sources, autotune modes, the gates in the order they run, the model's dispatch orders, the sweep executors
+and the what-if layouts: each a tuple read by the config check, the CLI's choices, the GPU tier and the
+schemas' enums (``python -m nsa_exp schemas``). The statistics: the first ``warmup_rounds`` rounds are
+kept but flagged and excluded; the rest are summarised by :func:`summarize` (the validator recomputes every
 summary with it). The GPU round loop that produces the observations is :mod:`nsa_exp.gpu.timing`
 (docs/METHOD.md).
 
@@ -30,12 +30,19 @@ TUNE_CHOICES = ("once", "per-pattern")
 AUTOTUNE_MODES = ("tune-on", "per-pattern", "replay")
 #: The gates every GPU task passes, in the order they run (gpu/gates.py).
 GATE_NAMES = ("environment", "gpu", "versions", "fla_sources", "equal_edges")
+#: The release arm's gates (gpu/release.py): the pinned ones in its parent process (``interpreter`` in place of
+#: ``gpu`` on a CPU under TRITON_INTERPRET=1), then ``release_fla``: the child imported the target's FLA, alone.
+RELEASE_GATE_NAMES = ("environment", "gpu", "interpreter", "versions", "fla_sources", "equal_edges", "release_fla")
 #: The makespan model's dispatch orders of the dK/dV programs (model/makespan.py).
 DISPATCH_ORDERS = ("program-id", "heaviest-first")
 #: The sweep executors (nsa_exp.sweeps.run runs them; the CLI offers them as choices).
 SWEEP_EXECUTORS = ("inline", "debug", "local", "slurm")
 #: The what-if layouts of a split dK/dV schedule (model/split.py).
 WHATIF_LAYOUTS = ("split", "split-heavy-first")
+#: What stopped a run under the stop rule (nsa_exp.analysis.stop_rule), criteria in the order they are asked.
+STOP_REASONS = ("ci", "timeout", "max_rounds")
+#: Where a run's stop rule came from: its config's ``timing.stop`` block, or ``bench/sweep --stop-rule``.
+STOP_SOURCES = ("config", "--stop-rule")
 #: NVML clocks-event reasons counted as throttling (gpu/telemetry.py flags samples with this mask).
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 

@@ -7,10 +7,11 @@ the JSON when None; a field typed as a record (or a ``dict`` of records) is conv
 are JSON lists. Blocks no reader needs typed (config, gates, telemetry, metadata ...) stay JSON values.
 ``from_json`` refuses a key the record does not know (nothing is dropped silently).
 
-The measurement engine fills these (:func:`build_result` is today's bench path through them):
+The measurement engine fills these (:func:`build_result` is bench's path through them):
 :meth:`StageStats.of` per pattern x stage from the timed and warm-up observations, :meth:`StageSum.of`
 from the stage medians, one :class:`PatternRun` per routing, one :class:`Timing`, then
-:class:`BenchResult` (or :class:`SweepPoint`), written with ``nsa_exp.io.store.write_record``.
+:class:`BenchResult` (or :class:`SweepPoint`, :class:`ReleaseResult`), written with
+``nsa_exp.io.store.write_record``.
 
 >>> s = StageStats.of([1.0, 2.0, 3.0, 4.0], [9.0])
 >>> s.median_ms, s.n_obs, StageStats.from_json(s.to_json()) == s
@@ -164,9 +165,10 @@ class PatternRun(Record):
     stage_sum_vs_full_bwd: StageSum | None = None
     reproduces_official: dict[str, JSON] | None = None
     memory: dict[str, JSON] | None = None
+    routing_sha256: str | None = None        # release results: the routing handed to the release, hashed
 
-    ORDER = ("params", "edges", "fanin", "query_span", "adjacent_gap", "stages", "stage_sum_vs_full_bwd",
-             "reproduces_official", "memory")
+    ORDER = ("params", "edges", "routing_sha256", "fanin", "query_span", "adjacent_gap", "stages",
+             "stage_sum_vs_full_bwd", "reproduces_official", "memory")
 
     def median(self, stage: str) -> float:
         return self.stages[stage].median_ms
@@ -189,9 +191,12 @@ class Timing(Record):
     flush_policy: str | None = None          # bench results after the field existed
     resumed: bool | None = None              # bench results
     untimed_prerequisites: list[str] | None = None  # sweep points
+    stop: dict[str, JSON] | None = None      # a run under the stop rule (nsa_exp.analysis.stop_rule)
+    timer: str | None = None                 # release results: "cuda-events", or "host-clock" (CPU interpreter)
 
-    ORDER = ("method", "warmup_rounds", "repetitions", "order_mode", "order_seed", "round_orders", "l2_flush_bytes",
-             "flush_policy", "launch_guard_cycles", "percentile_method", "stages", "resumed", "untimed_prerequisites")
+    ORDER = ("method", "timer", "warmup_rounds", "repetitions", "order_mode", "order_seed", "round_orders",
+             "l2_flush_bytes", "flush_policy", "launch_guard_cycles", "percentile_method", "stages", "resumed",
+             "untimed_prerequisites", "stop")
 
 
 @dataclass(frozen=True)
@@ -263,6 +268,28 @@ class SweepPoint(Run):
         return self.patterns[self.point["baseline"]]
 
 
+@dataclass(frozen=True)
+class ReleaseResult(Run):
+    """One point of the release arm (kind ``release_result``): another FLA release or source tree timed through
+    its public API (``core.stages.RELEASE_STAGES``), NOT the pinned experiment; ``kernels`` (CUPTI, every call's
+    kernels) and ``memory`` (GPU memory read before the point) are null when a run has none."""
+
+    KIND: ClassVar[str] = "release_result"
+    ORDER = ("schema_version", "kind", "name", "not_pinned", "release", "source", "config", "config_path",
+             "release_config", "shape", "gates", "edges", "autotune", "timing", "patterns", "kernels", "telemetry",
+             "memory", "wall_seconds", "metadata", "routing_files", "kernels_unavailable")
+    not_pinned: str
+    release: dict[str, JSON]
+    source: dict[str, JSON]
+    config_path: str
+    release_config: dict[str, JSON]
+    kernels: dict[str, JSON] | None
+    telemetry: dict[str, JSON]
+    memory: dict[str, JSON] | None
+    routing_files: dict[str, JSON] | None = None
+    kernels_unavailable: str | None = None
+
+
 #: A bench result as a record or as its document (readers :meth:`Record.coerce` it).
 BenchLike = BenchResult | Mapping[str, Any]
 
@@ -302,12 +329,16 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
                  autotune: Mapping[str, Any], orders: list[list[str]], repetitions: int, resumed: bool,
                  launch_guard_cycles: int, telemetry: Mapping[str, Any], metadata: Mapping[str, Any],
                  wall_seconds: float, throttled: Any,
-                 routing_files: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The ``result`` document (schema ``result``) from the measured records and per-pattern extras.
+                 routing_files: Mapping[str, Mapping[str, Any]] | None = None,
+                 packing: Mapping[str, Any] | None = None, cupti: Mapping[str, Any] | None = None,
+                 stop: Mapping[str, Any] | None = None) -> BenchResult:
+    """The :class:`BenchResult` (its JSON: schema ``result``) from the measured records and per-pattern extras.
 
     ``per_pattern[p]`` holds what was measured besides timing: ``edges``, the routing statistics
     (``fanin`` ...), ``reproduces_official`` and ``memory``. ``gate_detail(gates, name)`` reads a gate.
     ``routing_files``: the reports of the routing files timed after the config's patterns (``file:<stem>``).
+    ``packing``, ``cupti``: the packed documents' and the CUPTI pass's blocks; ``stop``: the stop rule's record
+    (``timing.stop``), each None when the run has none.
     """
     files = dict(routing_files or {})
     names = [p.name for p in config.patterns] + list(files)
@@ -321,11 +352,11 @@ def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate
                     order_mode=config.timing.order, order_seed=config.seeds.order, round_orders=orders,
                     l2_flush_bytes=config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
                     launch_guard_cycles=launch_guard_cycles, percentile_method=PERCENTILE_METHOD,
-                    stages=list(recorded_stages(records)), resumed=resumed)
+                    stages=list(recorded_stages(records)), resumed=resumed, stop=None if stop is None else dict(stop))
     return BenchResult(
         schema_version=schema_version(BenchResult.KIND), kind=BenchResult.KIND, name=name, config=config.raw,
         config_path=config.source, shape=config.shape.to_dict(), gates=gates, fla=gate_detail(gates, "fla_sources"),
         edges=gate_detail(gates, "equal_edges"), autotune=dict(autotune), timing=timing, patterns=patterns,
         telemetry={**telemetry, "samples": samples, "throttled_samples": sum(1 for s in samples if throttled(s))},
         wall_seconds=wall_seconds, metadata=dict(metadata), routing_files=files or None,
-    ).to_json()
+        packing=None if packing is None else dict(packing), cupti=None if cupti is None else dict(cupti))

@@ -106,6 +106,10 @@ class Stage:
     optional: bool = False        # added after results were recorded: a result without it stays valid
     sweepable: bool = True        # a sweep point may time it
     cupti: str = "tight"          # CUPTI agreement class (nsa_exp.analysis.cupti): "tight" or "loose"
+    kernel: str | None = None     # the @triton.jit kernel it launches, by the name CUPTI records (the release arm
+    #                               finds this stage's time among the kernels of a parallel_nsa_bwd call by it)
+    kernel_span: bool = False     # its time is the span of its kernel's launches (torch ops between them included),
+    #                               not the sum of their durations; its range also holds torch ops besides them
     #: the autotuned kernel's configs at the pinned commit ({kwargs, num_warps, num_stages}, FLA's order;
     #: tests/gpu/test_autotune_space.py holds them to FLA's ``@triton.autotune(configs=...)``)
     autotune_space: tuple[dict[str, Any], ...] = ()
@@ -119,26 +123,26 @@ def _space(kwargs: dict[str, list[int]], warps: list[int], stages: list[int]) ->
 
 STAGES: tuple[Stage, ...] = (
     Stage("selection_fwd", "selection fwd", None, False, "parallel_nsa_fwd", "parallel_nsa_fwd_kernel",
-          produces=("o", "lse"),
+          produces=("o", "lse"), kernel="parallel_nsa_fwd_kernel",
           grid=Grid("selection_fwd", lambda s: (s.T, cdiv(s.V, min(128, next_pow2(s.V))), s.B * s.H),
                     ("T", "NV", "B*H")),
           flops=lambda s: 2 * s.group_size * s.block_size * (s.K + s.V),
           autotune_space=_space({}, [1, 2, 4, 8], [1, 2, 3])),
     Stage("delta_preprocess", "delta preprocess", None, True, "parallel_attn_bwd_preprocess", None,
-          consumes=("o",), produces=("delta",),
+          consumes=("o",), produces=("delta",), kernel="parallel_attn_bwd_kernel_preprocess",
           grid=Grid("delta_preprocess", lambda s: (s.B * s.T * s.HQ,), ("B*T*HQ",))),
     Stage("csr", "CSR", "CSR transpose", True, "prepare_block_csr", None, produces=("csr",),
           grid=Grid("csr (prepare_block_csr_kernel)",
                     lambda s: (cdiv(s.T, max(1, min(128, next_pow2(max(1, 2048 // s.S))))), s.B * s.H),
                     ("cdiv(T, BT)", "B*H")),
-          cupti="loose"),
+          cupti="loose", kernel="prepare_block_csr_kernel", kernel_span=True),
     Stage("dq_core", "dQ core", "dQ core", True, "parallel_nsa_bwd_kernel_dq", "parallel_nsa_bwd_kernel_dq",
-          consumes=("lse", "delta"),
+          consumes=("lse", "delta"), kernel="parallel_nsa_bwd_kernel_dq",
           grid=Grid("dq_core", lambda s: (s.T, _nv_bwd(s), s.B * s.H), ("T", "NV", "B*H")),
           flops=lambda s: 2 * s.group_size * s.block_size * (2 * s.K + s.V),
           autotune_space=_space({}, [1, 2, 4, 8], [1, 2, 3])),
     Stage("dkv_core", "dK/dV core", "fused dK/dV core", True, "parallel_nsa_bwd_kernel_dkv",
-          "parallel_nsa_bwd_kernel_dkv", consumes=("lse", "delta", "csr"),
+          "parallel_nsa_bwd_kernel_dkv", consumes=("lse", "delta", "csr"), kernel="parallel_nsa_bwd_kernel_dkv",
           grid=Grid("dkv_core", lambda s: (_nv_bwd(s), s.B * s.H * cdiv(s.T, s.block_size)), ("NV", "B*H*M")),
           flops=lambda s: 2 * s.group_size * s.block_size * (2 * s.K + 2 * s.V),
           # FLA prunes BQ * G > 256 (BQ = 1 always kept); at G = 16 every BQ here survives
@@ -162,6 +166,12 @@ SWEEPABLE_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.sweepable)
 #: Stages whose outputs later stages consume: a focused timing (a sweep point) runs them once, untimed.
 PREPARING_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.produces)
 LOOSE_CUPTI_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.cupti == "loose")
+#: The release arm's calls (nsa_exp.gpu.release): FLA's public API of another release or source tree, as its
+#: users call it: the forward, the official wrapper as a whole, ``parallel_nsa`` forward + backward as a
+#: training step does. The first two are the Stage rows of the same names (the same public functions).
+RELEASE_STAGES: tuple[str, ...] = ("selection_fwd", "full_bwd", "train_step")
+#: The release calls whose profiled kernels are grouped into this table's stages (nsa_exp.analysis.release_kernels).
+RELEASE_KERNEL_STAGES: tuple[str, ...] = ("full_bwd", "train_step")
 #: Figure panels and README's results block, in that order (dQ first: its work does not depend on fan-in).
 PANEL_ORDER = ("dq_core", "csr", "dkv_core", "full_bwd")
 TITLES: dict[str, str] = {s.name: s.title for s in STAGES}

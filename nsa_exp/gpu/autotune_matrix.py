@@ -6,10 +6,10 @@ restricting the ``triton.Autotuner`` to it (FLA's code untouched). Every config 
 once per routing (this compiles it); one that fails to compile or launch (e.g. ``OutOfResources``:
 BQ=8 with num_stages=2 needs ~247 KB of shared memory on the H200, above the 227 KB a block may use)
 is recorded with its reason and left out of the timing. The rest are timed with the project's own
-loop (:func:`nsa_exp.gpu.timing.run_rounds`: CUDA events, L2 flush, spin, every raw observation
-kept) where one "pattern" of the loop is one (config, routing) cell, so all cells are interleaved in
-a seeded shuffled order each round and the cell's config is pinned before its call, outside the
-timed region. FLA's own choice (its autotuner run on each routing, caches reset in between) is
+loop (the engine's, :mod:`nsa_exp.gpu.engine`, of which this module is an arm: CUDA events, L2 flush,
+spin, every raw observation kept) where one cell of the loop is one (config, routing) pair, so all cells
+are interleaved in a seeded shuffled order each round and the cell's config is pinned before its call,
+outside the timed region. FLA's own choice (its autotuner run on each routing, caches reset in between) is
 recorded too, so the report can compare the seed's protocol (tuned on ``local``), the config tuned
 on each routing, and each routing's best config. Output: schema ``autotune_matrix``.
 """
@@ -18,25 +18,24 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-import torch
-
 from ..core.config import Config
+from ..core.families import TUNE_PATTERN
+from ..core.kinds import schema_version
 from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders, summarize
+from ..core.stages import AUTOTUNED_STAGES
 from ..core.stages import stage as stage_row
 from ..errors import GateFailure, UserError
-from ..io.metadata import base_metadata
-from ..io.store import check_writable, write_json
+from ..io.store import check_writable
 from ..routing.config import load_config
-from .bench import Progress
-from .gates import gate_detail, run_gates
-from .telemetry import Telemetry, gpu_identity
-from .timing import run_rounds
+from .engine import Arm, Cells, Run, measure, time_cells
+from .gates import gate_detail
 
-MATRIX_STAGES = ("selection_fwd", "dq_core", "dkv_core")
+MATRIX_STAGES = AUTOTUNED_STAGES
 
 
 def parse_stages(text: str) -> list[str]:
@@ -62,26 +61,18 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
 
 
-def _stage_call(staged: Any, inter: dict[str, Any], stage: str) -> Any:
-    calls = {"selection_fwd": lambda: staged.selection_fwd(),
-             "dq_core": lambda: staged.dq_core(inter["lse"], inter["delta"]),
-             "dkv_core": lambda: staged.dkv_core(inter["lse"], inter["delta"], inter["csr"])}
-    return calls[stage]
-
-
-def stage_matrix(stage: str, calls: dict[str, Callable[[], Any]], params: Any, rounds: int, warmup: int,
-                 config: Config, synchronize: Callable[[], None], device: Any = None,
-                 on_cell_done: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """One stage's matrix: every config of its pruned autotune space pinned in turn and launched once
-    per routing (``calls[routing]``; a config that raises is recorded ``failed`` with its reason), then
-    every ok (config, routing) cell timed by :func:`run_rounds` over ``device`` (default CUDA), cells
-    interleaved per round, each cell's config pinned before its call and checked after it
-    (:class:`GateFailure` if the kernel launched another). Returns the stage's document part."""
+def matrix_cells(stage: str, calls: dict[str, Callable[[], Any]], params: Any, rounds: int, warmup: int,
+                 config: Config, synchronize: Callable[[], None], telemetry: bool = False) -> Cells:
+    """One stage's group of cells: every config of its pruned autotune space pinned in turn and launched
+    once per routing (``calls[routing]``; a config that raises is recorded ``failed`` with its reason), then
+    one cell per ok (config, routing), its config pinned before its call and checked after it
+    (:class:`GateFailure` if the kernel launched another). ``tag`` holds the stage, the configs' records and
+    FLA's pruning; :func:`stage_document` turns the timed group into the stage's document part."""
     from .tuning import launched_configs, pin_stage, pruned_space  # noqa: PLC0415 - FLA after the env gate
 
     names = list(calls)
     kept, pruned = pruned_space(stage, params)
-    cells: list[dict[str, Any]] = []
+    configs: list[dict[str, Any]] = []
     for cfg in kept:
         pin_stage(stage, cfg)
         t0 = time.monotonic()
@@ -89,79 +80,111 @@ def stage_matrix(stage: str, calls: dict[str, Callable[[], Any]], params: Any, r
             for n in names:
                 calls[n]()
             synchronize()
-            cells.append({"config": cfg, "status": "ok", "compile_seconds": time.monotonic() - t0})
+            configs.append({"config": cfg, "status": "ok", "compile_seconds": time.monotonic() - t0})
         except Exception as exc:  # noqa: BLE001 - a config that does not compile/launch is a result, not a crash
-            cells.append({"config": cfg, "status": "failed", "reason": _failure(exc),
-                          "compile_seconds": time.monotonic() - t0})
-    ok = [i for i, c in enumerate(cells) if c["status"] == "ok"]
+            configs.append({"config": cfg, "status": "failed", "reason": _failure(exc),
+                            "compile_seconds": time.monotonic() - t0})
+    ok = [i for i, c in enumerate(configs) if c["status"] == "ok"]
     fns = {cell_key(i, n): {stage: calls[n]} for i in ok for n in names}
     orders = round_orders(list(fns), warmup + rounds, config.timing.order, config.seeds.order)
 
     def before(key: str) -> None:
-        pin_stage(stage, cells[int(key.split("|")[0])]["config"])
+        pin_stage(stage, configs[int(key.split("|")[0])]["config"])
 
-    def after(r: int, key: str) -> Any:
-        want = cells[int(key.split("|")[0])]["config"]
+    def after(key: str) -> None:
+        want = configs[int(key.split("|")[0])]["config"]
         if launched_configs()[stage] != want:
             raise GateFailure(f"autotune-matrix: {stage} cell {key} launched {launched_configs()[stage]}, not {want}")
-        return on_cell_done() if on_cell_done else None
 
-    records = run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
-                         before_pattern=before,
-                         on_pattern_done=after, progress=Progress(f"matrix {stage}", warmup), device=device)
-    for i in ok:
-        cells[i]["patterns"] = {}
-        for n in names:
+    return Cells(fns, orders, warmup, config.timing.flush, config.timing.l2_flush_bytes, telemetry=telemetry,
+                 before_cell=before, after_cell=after, label=f"matrix {stage}",
+                 tag={"stage": stage, "names": names, "ok": ok, "configs": configs, "kept": kept, "pruned": pruned})
+
+
+def stage_document(cells: Cells) -> dict[str, Any]:
+    """The stage's part of the ``autotune_matrix`` document from its timed group (:func:`matrix_cells`)."""
+    tag, records, stage = cells.tag, cells.records, cells.tag["stage"]
+    configs = tag["configs"]
+    for i in tag["ok"]:
+        configs[i]["patterns"] = {}
+        for n in tag["names"]:
             mine = [r for r in records if r["pattern"] == cell_key(i, n)]
             raw = [r["ms"][stage] for r in mine if not r["warmup"]]
-            cells[i]["patterns"][n] = {"raw_ms": raw, "warmup_ms": [r["ms"][stage] for r in mine if r["warmup"]],
-                                       "rounds": [r["round"] for r in mine if not r["warmup"]], **summarize(raw)}
+            configs[i]["patterns"][n] = {"raw_ms": raw, "warmup_ms": [r["ms"][stage] for r in mine if r["warmup"]],
+                                         "rounds": [r["round"] for r in mine if not r["warmup"]], **summarize(raw)}
     return {"kernel": stage_row(stage).autotuned_kernel, "autotune_key": ["BS", "BK", "BV", "G"],
-            "space_size": len(kept) + len(pruned), "pruned_by_fla": pruned, "cells": cells, "round_orders": orders}
+            "space_size": len(tag["kept"]) + len(tag["pruned"]), "pruned_by_fla": tag["pruned"], "cells": configs,
+            "round_orders": cells.orders}
+
+
+def stage_matrix(stage: str, calls: dict[str, Callable[[], Any]], params: Any, rounds: int, warmup: int,
+                 config: Config, synchronize: Callable[[], None], device: Any = None,
+                 on_cell_done: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """One stage's matrix on its own (:func:`matrix_cells` timed by the engine's loop over ``device``,
+    default CUDA; ``on_cell_done()`` sampled after each cell); returns the stage's document part."""
+    cells = matrix_cells(stage, calls, params, rounds, warmup, config, synchronize, telemetry=on_cell_done is not None)
+    return stage_document(time_cells(cells, device, SimpleNamespace(sample=on_cell_done)))
+
+
+class MatrixArm(Arm):
+    """The matrix's hooks: every routing's intermediates once, FLA's own choice per routing (autotuners reset
+    in between), then one group of cells per stage."""
+
+    schema = "autotune_matrix"
+    packed = False  # as before packing existed: the matrix times the dense launch
+
+    def __init__(self, stages: list[str], rounds: int, warmup: int):
+        self.stages, self.rounds, self.warmup = stages, rounds, warmup
+        self.out_stages: dict[str, Any] = {}
+
+    def inputs(self, run: Run) -> None:
+        super().inputs(run)
+        inter = {n: run.staged[n].run_staged() for n in run.names}
+        self.calls = {st: {n: run.staged[n].stage_callables(inter[n], (st,))[st] for n in run.names}
+                      for st in self.stages}
+        run.device.synchronize()
+
+    def tune(self, run: Run) -> None:
+        """FLA's autotuner on each routing, from a reset: what FLA itself would pick there."""
+        from .tuning import launched_configs, reset_autotuners  # noqa: PLC0415 - FLA after the env gate
+
+        self.fla_choice: dict[str, dict[str, Any]] = {st: {} for st in self.stages}
+        for n in run.names:
+            reset_autotuners()
+            for st in self.stages:
+                self.calls[st][n]()
+            run.device.synchronize()
+            for st, cfg in launched_configs().items():
+                if st in self.stages:
+                    self.fla_choice[st][n] = cfg
+
+    def cells(self, run: Run) -> Iterator[Cells]:
+        params = next(iter(run.staged.values())).params
+        for st in self.stages:
+            yield matrix_cells(st, self.calls[st], params, self.rounds, self.warmup, run.config,
+                               run.device.synchronize, telemetry=True)
+
+    def timed(self, run: Run, cells: Cells) -> None:
+        st = cells.tag["stage"]
+        self.out_stages[st] = {**stage_document(cells), "fla_choice": self.fla_choice[st]}
+
+    def record(self, run: Run) -> dict[str, Any]:
+        config, timing = run.config, run.config.timing
+        metadata = run.metadata()
+        return {"schema_version": schema_version("autotune_matrix"), "kind": "autotune_matrix",
+                "name": Path(run.output).stem, "config": config.raw, "shape": config.shape.to_dict(),
+                "patterns": run.names, "tuned_on_seed": TUNE_PATTERN,
+                "timing": {"warmup_rounds": self.warmup, "rounds": self.rounds, "l2_flush_bytes": timing.l2_flush_bytes,
+                           "launch_guard_cycles": LAUNCH_GUARD_CYCLES, "order_mode": timing.order,
+                           "order_seed": config.seeds.order},
+                "fla_commit": gate_detail(run.gates, "fla_sources")["commit"], "gates": run.gates,
+                "stages": self.out_stages, "metadata": metadata, "wall_seconds": run.elapsed()}
 
 
 def run_matrix(config: Config, allow_gpu: bool, output: str | Path, stages: list[str], rounds: int,
-               warmup: int) -> dict[str, Any]:
+               warmup: int, device: Any = None) -> dict[str, Any]:
     """The whole matrix; returns the document (schema ``autotune_matrix``, already written)."""
-    t_start = time.monotonic()
-    gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True)  # env first, before FLA is imported
-    from .launcher import StagedBackward, make_inputs, make_problem  # noqa: PLC0415 - FLA after the env gate
-    from .tuning import launched_configs, reset_autotuners  # noqa: PLC0415
-
-    names = [p.name for p in config.patterns]
-    inputs = make_inputs(config.shape, config.seeds.inputs, "cuda")
-    staged = {n: StagedBackward(make_problem(config.shape, routings[n], inputs)) for n in names}
-    inter = {n: staged[n].run_staged() for n in names}
-    calls = {st: {n: _stage_call(staged[n], inter[n], st) for n in names} for st in stages}
-    torch.cuda.synchronize()
-
-    fla_choice: dict[str, dict[str, Any]] = {st: {} for st in stages}  # FLA's autotuner on each routing
-    for n in names:
-        reset_autotuners()
-        for st in stages:
-            calls[st][n]()
-        torch.cuda.synchronize()
-        for st, cfg in launched_configs().items():
-            if st in stages:
-                fla_choice[st][n] = cfg
-
-    telemetry = Telemetry()
-    params = next(iter(staged.values())).params
-    out_stages = {st: {**stage_matrix(st, calls[st], params, rounds, warmup, config, torch.cuda.synchronize,
-                                      on_cell_done=telemetry.sample), "fla_choice": fla_choice[st]}
-                  for st in stages}
-
-    metadata = base_metadata()
-    metadata["gpu"] = gpu_identity(telemetry.device_info())
-    doc = {"schema_version": "1.0", "kind": "autotune_matrix", "name": Path(output).stem, "config": config.raw,
-           "shape": config.shape.to_dict(), "patterns": names, "tuned_on_seed": "local",
-           "timing": {"warmup_rounds": warmup, "rounds": rounds, "l2_flush_bytes": config.timing.l2_flush_bytes,
-                      "launch_guard_cycles": LAUNCH_GUARD_CYCLES, "order_mode": config.timing.order,
-                      "order_seed": config.seeds.order},
-           "fla_commit": gate_detail(gates, "fla_sources")["commit"], "gates": gates, "stages": out_stages,
-           "metadata": metadata, "wall_seconds": time.monotonic() - t_start}
-    write_json(output, doc, "autotune_matrix")
-    return doc
+    return measure(MatrixArm(stages, rounds, warmup), Run(config, allow_gpu, Path(output), device=device))
 
 
 def command(args: argparse.Namespace) -> int:

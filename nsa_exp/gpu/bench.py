@@ -1,11 +1,13 @@
-"""``bench``: time every FLA stage for every routing at the primary shape, interleaved.
+"""``bench``: time every FLA stage for every routing at the primary shape, interleaved (an arm of
+:mod:`nsa_exp.gpu.engine`).
 
 Steps: gates (env, H100, triton, FLA sources, equal edges) -> shared random inputs (q, k, v, dO are
 the same tensors for every pattern; only the routing differs) -> autotune once on ``local`` (the
 autotune key of FLA's kernels, ``BS, BK, BV, G``, does not include the routing, so that one config
-serves every pattern; we assert it never changed) -> staged-vs-official reproduction at the full
-shape -> warm-up + timed rounds, patterns interleaved in a seeded shuffled order -> memory
-accounting -> result JSON (schema ``result``) and the tidy summary CSV (schema ``summary_row``).
+serves every pattern; we assert it never changed) -> warm-up + timed rounds, patterns interleaved in a
+seeded shuffled order (every round journalled; optionally ended early by the stop rule) -> the CUPTI
+pass -> staged-vs-official reproduction at the full shape -> memory accounting -> result JSON (schema
+``result``) and the tidy summary CSV (schema ``summary_row``).
 """
 
 from __future__ import annotations
@@ -13,45 +15,29 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from .. import REPO_ROOT
 from ..analysis.cupti import ROUNDS as CUPTI_ROUNDS
 from ..analysis.summary import summary_frame
-from ..core.config import Config
+from ..core.config import Config, StopRule
 from ..core.families import TUNE_PATTERN
-from ..core.protocol import round_orders
-from ..core.records import build_result
+from ..core.protocol import LAUNCH_GUARD_CYCLES, STOP_SOURCES, round_orders
+from ..core.records import BenchResult, build_result
 from ..errors import GateFailure
-from ..io.metadata import base_metadata
-from ..io.store import write_frame, write_json
+from ..io.store import write_frame, write_record
 from ..routing.fanin import routing_statistics
 from ..routing.packing import packing_record
 from .cupti import profile_kernel_times
-from .gates import gate_detail, run_gates
+from .engine import Arm, Cells, Run, measure
+from .gates import gate_detail
 from .journal import Journal, check_resumable
-from .telemetry import Telemetry, gpu_identity, throttled
-from .timing import LAUNCH_GUARD_CYCLES, next_round, run_rounds
-
-
-class Progress:
-    """Rounds done on stderr via tqdm (quiet when stderr is not a TTY), phase in the description."""
-
-    def __init__(self, label: str, warmup: int):
-        self.label, self.warmup, self.bar = label, warmup, None
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            self.bar = tqdm(total=total, desc=self.label, unit="round", file=sys.stderr,
-                            disable=not sys.stderr.isatty())
-        self.bar.set_postfix_str("warm-up" if done <= self.warmup else "timed")
-        self.bar.update(1)
-        if done == total:
-            self.bar.close()
+from .telemetry import throttled
+from .timing import next_round
 
 
 def memory_accounting(staged: Any, state_o: Any, state_lse: Any, cuda: Any = torch.cuda) -> dict[str, int]:
@@ -98,11 +84,144 @@ def reproduction_gate(pattern: str, repro: dict[str, Any], dkv_rel_l2: float) ->
                               f"{dkv_rel_l2} vs parallel_nsa_bwd; the staged launch is wrong, timings void")
 
 
+class BenchArm(Arm):
+    """bench's hooks: the journal and the tuning arm (:func:`.tuning.tuning_arm`) around the one loop, the
+    autotune-unchanged assertion after it, then the CUPTI pass, reproduction and memory blocks; the record is a
+    :class:`nsa_exp.core.records.BenchResult`, written with its summary CSV."""
+
+    def __init__(self, summary: str | Path | None, repetitions: int | None, resume: bool, discard_journal: bool,
+                 tune_on: str, per_pattern: bool, autotune_from: str | None, cupti_rounds: int,
+                 stop: tuple[StopRule, str] | None):
+        self.summary, self.repetitions, self.stop = summary, repetitions, stop
+        self.resume, self.discard_journal = resume, discard_journal
+        self.tune_on, self.per_pattern, self.autotune_from = tune_on, per_pattern, autotune_from
+        self.cupti_rounds = cupti_rounds
+        self.records: list[dict[str, Any]] = []
+
+    def gates(self, run: Run) -> None:
+        self.journal = Journal(REPO_ROOT, Path(run.output).stem)
+        self.journal.refuse_unless_told(self.resume, self.discard_journal)
+        super().gates(run)  # env first, before FLA is imported
+        run.nvml()
+        self.reps = self.repetitions or run.config.timing.repetitions
+        if self.tune_on not in run.names:
+            raise GateFailure(f"--tune-on: bench autotunes on {self.tune_on!r}; it is not among config.patterns "
+                              f"{run.names}")
+
+    def inputs(self, run: Run) -> None:
+        super().inputs(run)
+        self.fns = {n: run.staged[n].stage_callables() for n in run.names}
+
+    def tune(self, run: Run) -> None:
+        """Autotune once, on local: one staged pass + the wrapper; every kernel's cache then holds one key.
+        A resumed run pins the interrupted run's configs instead (tuning is not repeatable across processes)."""
+        # Deferred on purpose: FLA/triton may only be imported once the env gate has passed.
+        from .launcher import autotune_record, pin_autotune_configs  # noqa: PLC0415
+        from .tuning import tuning_arm  # noqa: PLC0415
+
+        config = run.config
+        old_meta, self.records = self.journal.load() if self.resume else ({}, [])
+        if self.resume:
+            pin_autotune_configs(old_meta["autotune_best"])
+        t_tune = run.clock()
+        self.arm = tuning_arm(config, self.fns, self.tune_on, self.per_pattern, self.autotune_from, run.device.name(),
+                              synchronize=run.device.synchronize)
+        self.tuned = autotune_record()
+        self.tune_seconds = run.clock() - t_tune
+        self.pins = self.arm.pop("pins")
+        warmup = config.timing.warmup_rounds
+        self.orders = round_orders(run.names, warmup + self.reps, config.timing.order, config.seeds.order)
+        meta = {"config": config.raw, "gpu_name": run.device.name(), "repetitions": self.reps,
+                "fla_commit": gate_detail(run.gates, "fla_sources")["commit"], "warmup_rounds": warmup,
+                "autotune_best": {k: v["best_config"] for k, v in self.tuned.items()}, "round_orders": self.orders,
+                "autotune_arm": self.arm,
+                **({"routing_files": {n: r["sha256"] for n, r in run.file_reports.items()}} if run.files else {})}
+        if self.resume:
+            check_resumable(old_meta, meta)
+        else:
+            self.journal.start(meta)
+
+    def cells(self, run: Run) -> Iterator[Cells]:
+        timing, pins = run.config.timing, self.pins
+        common = {"fns": self.fns, "orders": self.orders, "warmup": timing.warmup_rounds,
+                  "flush_policy": timing.flush, "l2_flush_bytes": timing.l2_flush_bytes, "telemetry": True}
+        if self.resume:  # the interrupted run's warm-up, re-run before continuing
+            yield Cells(**common, rounds=range(timing.warmup_rounds), rewarm=True)
+        first = next_round(self.records)
+        rule, source = self.stop or (None, STOP_SOURCES[0])
+        yield Cells(**common, rounds=range(first, len(self.orders)), before_cell=pins and pins.before,
+                    after_cell=pins and pins.after, on_round_done=self.journal.append,
+                    label=f"bench {run.config.name}", stop=rule, stop_source=source)
+
+    def timed(self, run: Run, cells: Cells) -> None:
+        self.records += cells.records
+        self.orders = cells.orders  # cut to the rounds that ran when the stop rule ended the loop
+
+    def record(self, run: Run) -> BenchResult:
+        from .launcher import autotune_record  # noqa: PLC0415 - FLA after the env gate
+        from .numerics import compare  # noqa: PLC0415
+
+        config, names, arm, tuned = run.config, run.names, self.arm, self.tuned
+        after = autotune_record()
+        unchanged = self.pins is not None or all(after[k]["cache"] == tuned[k]["cache"] and len(after[k]["cache"]) <= 1
+                                                 for k in tuned)
+        same_config = unchanged and len({json.dumps(c, sort_keys=True) for c in arm["per_pattern"].values()}) <= 1
+        if not unchanged:
+            raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
+                              "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
+
+        cupti = None
+        try:  # a cross-check only: a host without CUPTI keeps its timed rounds, recorded without the block
+            cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush,
+                                         self.cupti_rounds, before_pattern=self.pins and self.pins.before) \
+                if self.cupti_rounds else None
+        except (RuntimeError, OSError) as exc:
+            print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
+                  file=sys.stderr)
+
+        gates = run.gates
+        per_pattern: dict[str, Any] = {}
+        for n in names:
+            s = run.staged[n]
+            # Reproduction at the full shape: one staged pass vs the official wrapper on the same o/lse.
+            inter = s.run_staged()
+            official = s.full_bwd(inter["o"], inter["lse"])
+            repro = {g: compare(a, b) for g, a, b in zip(("dq", "dk", "dv"), s.gradients(), official, strict=True)}
+            reproduction_gate(n, repro, config.tolerances.full_shape_dkv_rel_l2)
+            del official
+            mem = memory_accounting(s, inter["o"], inter["lse"], cuda=run.device.memory)
+            del inter
+            per_pattern[n] = {"edges": int(gate_detail(gates, "equal_edges")["per_pattern"][n]),
+                              **routing_statistics(run.routings[n], config.shape.block_size, config.cu_seqlens),
+                              "reproduces_official": repro, "memory": mem}
+            run.device.empty_cache()
+
+        metadata = run.metadata()
+        packing = None if config.cu_seqlens is None else \
+            packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
+        return build_result(
+            name=Path(run.output).stem, config=config, gates=gates, gate_detail=gate_detail, records=self.records,
+            per_pattern=per_pattern, orders=self.orders, repetitions=len(self.orders) - config.timing.warmup_rounds,
+            resumed=self.resume,
+            autotune={"tuned_on": arm["tuned_on"], "tune_seconds": self.tune_seconds, "kernels": tuned,
+                      "same_config_all_patterns": same_config, **{k: v for k, v in arm.items() if k != "tuned_on"}},
+            launch_guard_cycles=LAUNCH_GUARD_CYCLES, telemetry={"available": run.nvml().handle is not None},
+            metadata=metadata, wall_seconds=run.elapsed(), throttled=throttled, routing_files=run.file_reports,
+            packing=packing, cupti=cupti)
+
+    def write(self, run: Run, doc: BenchResult) -> None:
+        write_record(run.output, doc)
+        if self.summary is not None:
+            write_frame(self.summary, summary_frame(doc), "summary_row")
+        self.journal.discard()
+
+
 def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str | Path | None,
               repetitions: int | None = None, resume: bool = False, discard_journal: bool = False,
               tune_on: str = TUNE_PATTERN, per_pattern: bool = False,
               autotune_from: str | None = None, cupti_rounds: int = CUPTI_ROUNDS,
-              routing_files: tuple[dict, dict] | None = None) -> dict[str, Any]:
+              routing_files: tuple[dict, dict] | None = None, stop_rule: StopRule | None = None,
+              device: Any = None, clock: Any = time.monotonic) -> dict[str, Any]:
     """The whole benchmark; returns the result document (already written).
 
     Tuning arm (issue 11; recorded under ``autotune``): ``tune_on`` (default ``local``, the seed's
@@ -113,108 +232,15 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     block (issue 14, :mod:`nsa_exp.gpu.cupti`).
     ``routing_files``: ``(routings, reports)`` of :func:`nsa_exp.routing.files.file_routings`, validated
     before this is called; each is timed as one more pattern ``file:<stem>``, interleaved with the rest.
+    Stop rule (:mod:`nsa_exp.analysis.stop_rule`): the config's ``timing.stop``, else ``stop_rule``
+    (``bench --stop-rule``), else none (every round timed); recorded as ``timing.stop``.
+    ``device`` (default CUDA) and ``clock`` (host seconds) are injectable (:mod:`.engine`).
     """
     files, file_reports = routing_files or ({}, {})
-    t_start = time.monotonic()
-    journal = Journal(REPO_ROOT, Path(output).stem)
-    journal.refuse_unless_told(resume, discard_journal)
-    # env first, before FLA is imported
-    gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True, files=files)
-    # Deferred on purpose: FLA/triton may only be imported once the env gate above has passed.
-    from .launcher import StagedBackward, autotune_record, make_inputs, make_problem, pin_autotune_configs  # noqa: PLC0415
-    from .numerics import compare  # noqa: PLC0415
-    from .tuning import tuning_arm  # noqa: PLC0415
-
-    telemetry = Telemetry()
-    reps = repetitions or config.timing.repetitions
-    names = [p.name for p in config.patterns] + list(files)
-    if tune_on not in names:
-        raise GateFailure(f"--tune-on: bench autotunes on {tune_on!r}; it is not among config.patterns {names}")
-
-    inputs = make_inputs(config.shape, config.seeds.inputs, "cuda")
-    staged = {n: StagedBackward(make_problem(config.shape, routings[n], inputs, config.cu_seqlens)) for n in names}
-    fns = {n: staged[n].stage_callables() for n in names}
-
-    # Autotune once, on local: one staged pass + the wrapper; every kernel's cache then holds one key.
-    # A resumed run pins the interrupted run's configs instead (tuning is not repeatable across processes).
-    old_meta, records = journal.load() if resume else ({}, [])
-    if resume:
-        pin_autotune_configs(old_meta["autotune_best"])
-    t_tune = time.monotonic()
-    arm = tuning_arm(config, fns, tune_on, per_pattern, autotune_from, torch.cuda.get_device_name(0))
-    tuned = autotune_record()
-    tune_seconds = time.monotonic() - t_tune
-    pins = arm.pop("pins")
-
-    warmup = config.timing.warmup_rounds
-    orders = round_orders(names, warmup + reps, config.timing.order, config.seeds.order)
-    meta = {"config": config.raw, "gpu_name": torch.cuda.get_device_name(0), "repetitions": reps,
-            "fla_commit": gate_detail(gates, "fla_sources")["commit"], "warmup_rounds": warmup,
-            "autotune_best": {k: v["best_config"] for k, v in tuned.items()}, "round_orders": orders,
-            "autotune_arm": arm,
-            **({"routing_files": {n: r["sha256"] for n, r in file_reports.items()}} if files else {})}
-    if resume:
-        check_resumable(old_meta, meta)
-        records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
-                              rounds=range(warmup),
-                              on_pattern_done=lambda r, p: telemetry.sample(), rewarm=True)
-    else:
-        journal.start(meta)
-    first = next_round(records)
-    records += run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
-                          rounds=range(first, len(orders)),
-                          on_pattern_done=lambda r, p: (pins and pins.after(p), telemetry.sample())[1],
-                          on_round_done=journal.append, before_pattern=pins and pins.before,
-                          progress=Progress(f"bench {config.name}", warmup - first))
-
-    after = autotune_record()
-    unchanged = pins is not None or all(after[k]["cache"] == tuned[k]["cache"] and len(after[k]["cache"]) <= 1
-                                        for k in tuned)
-    same_config = unchanged and len({json.dumps(c, sort_keys=True) for c in arm["per_pattern"].values()}) <= 1
-    if not unchanged:
-        raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
-                          "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
-
-    cupti = None
-    try:  # a cross-check only: a host without CUPTI keeps its timed rounds, recorded without the block
-        cupti = profile_kernel_times(fns, config.timing.l2_flush_bytes, config.timing.flush, cupti_rounds,
-                                     before_pattern=pins and pins.before) if cupti_rounds else None
-    except (RuntimeError, OSError) as exc:
-        print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
-              file=sys.stderr)
-
-    per_pattern: dict[str, Any] = {}
-    for n in names:
-        s = staged[n]
-        # Reproduction at the full shape: one staged pass vs the official wrapper on the same o/lse.
-        inter = s.run_staged()
-        official = s.full_bwd(inter["o"], inter["lse"])
-        repro = {g: compare(a, b) for g, a, b in zip(("dq", "dk", "dv"), s.gradients(), official, strict=True)}
-        reproduction_gate(n, repro, config.tolerances.full_shape_dkv_rel_l2)
-        del official
-        mem = memory_accounting(s, inter["o"], inter["lse"])
-        del inter
-        per_pattern[n] = {"edges": int(gate_detail(gates, "equal_edges")["per_pattern"][n]),
-                          **routing_statistics(routings[n], config.shape.block_size, config.cu_seqlens),
-                          "reproduces_official": repro, "memory": mem}
-        torch.cuda.empty_cache()
-
-    metadata = base_metadata()
-    metadata["gpu"] = gpu_identity(telemetry.device_info())
-    result = build_result(
-        name=Path(output).stem, config=config, gates=gates, gate_detail=gate_detail, records=records,
-        per_pattern=per_pattern, orders=orders, repetitions=reps, resumed=resume,
-        autotune={"tuned_on": arm["tuned_on"], "tune_seconds": tune_seconds, "kernels": tuned,
-                  "same_config_all_patterns": same_config, **{k: v for k, v in arm.items() if k != "tuned_on"}},
-        launch_guard_cycles=LAUNCH_GUARD_CYCLES, telemetry={"available": telemetry.handle is not None},
-        metadata=metadata, wall_seconds=time.monotonic() - t_start, throttled=throttled,
-        routing_files=file_reports)
-    if config.cu_seqlens is not None:
-        result["packing"] = packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
-    if cupti is not None:
-        result["cupti"] = cupti
-    write_json(output, result, "result")
-    if summary is not None:
-        write_frame(summary, summary_frame(result), "summary_row")
-    journal.discard()
-    return result
+    from_config, from_cli = STOP_SOURCES
+    stop = (config.timing.stop, from_config) if config.timing.stop is not None else \
+        (stop_rule, from_cli) if stop_rule is not None else None
+    arm = BenchArm(summary, repetitions, resume, discard_journal, tune_on, per_pattern, autotune_from, cupti_rounds,
+                   stop)
+    return measure(arm, Run(config, allow_gpu, Path(output), device=device, clock=clock, files=files,
+                            file_reports=file_reports))

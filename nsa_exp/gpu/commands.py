@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .. import REPO_ROOT, RESULTS_DIR
+from ..analysis.stop_rule import default_rule
 from ..analysis.summary import format_summary
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
@@ -64,7 +65,9 @@ def bench(args: argparse.Namespace) -> int:
     files = file_routings(args.routing_file, config.shape, args.require_equal_edges)  # before any GPU work
     result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal,
                        tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
-                       cupti_rounds=args.cupti_rounds, routing_files=files)
+                       cupti_rounds=args.cupti_rounds, routing_files=files,
+                       stop_rule=default_rule(args.repetitions or config.timing.repetitions, "bench --stop-rule")
+                       if args.stop_rule and config.timing.stop is None else None)
     print(format_summary(result))
     print(f"wrote {out} and {summary}")
     return 0
@@ -80,6 +83,9 @@ def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
                         "per-pattern or --tune-on")
     if args.resume and (args.tune == "per-pattern" or args.autotune_from):
         raise UserError("--resume: only the default arm can be resumed (it replays the journal's configs)")
+    if args.resume and (args.stop_rule or config.timing.stop is not None):
+        raise UserError("--resume: a run under the stop rule (--stop-rule, timing.stop) cannot be resumed; its "
+                        "decision needs every round of one process (pass --discard-journal to start over)")
     if args.autotune_from and not Path(args.autotune_from).is_file():
         raise UserError(f"--autotune-from {args.autotune_from}: no such file")
 

@@ -1,51 +1,73 @@
 """The CUPTI cross-check pass of ``bench`` (issue 14): each stage's kernels timed by the profiler.
 
 After the timed rounds, :func:`profile_kernel_times` runs ``rounds`` more rounds under
-``torch.profiler.profile(activities=[CPU, CUDA])``. Each stage call sits in a ``record_function``
-range (:func:`nsa_exp.analysis.cupti.range_label`); the L2 flush and the GPU spin that precede it (as
-in the timed rounds, :mod:`nsa_exp.gpu.timing`) run outside the range, so their kernels are not
-attributed to the stage. The aggregation of the profiler's events into per-stage kernel times is the
-pure :func:`nsa_exp.analysis.cupti.kernel_ms` (tested on the CPU with fake events).
+``torch.profiler.profile(activities=[CPU, CUDA])``, through the same round loop as the timed rounds
+(:func:`nsa_exp.gpu.timing.run_rounds`, every pattern in order each round): each stage call sits in a
+``record_function`` range (:func:`nsa_exp.analysis.cupti.range_label`, the loop's ``around`` hook); the L2
+flush and the GPU spin that precede it run outside the range, so their kernels are not attributed to the
+stage, and the loop's device records no CUDA events here (the profiler times the kernels). The aggregation of
+the profiler's events into per-stage kernel times is the pure :func:`nsa_exp.analysis.cupti.kernel_ms`
+(tested on the CPU with fake events); another arm may pass its own ``aggregate`` (e.g. each launched kernel
+by name).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from ..analysis.cupti import ROUNDS, cupti_block, kernel_ms, range_label
-from ..core.protocol import LAUNCH_GUARD_CYCLES
-from .timing import CudaDevice
+from ..core.protocol import round_orders
+from .timing import CudaDevice, run_rounds
+
+
+class _NoEvent:
+    def record(self) -> None:
+        pass
+
+    def elapsed_time(self, end: Any) -> float:
+        return 0.0
+
+
+class Unevented:
+    """A device that forwards everything to ``device`` except events, which it does not record."""
+
+    def __init__(self, device: Any):
+        self.device = device
+
+    def event(self) -> _NoEvent:
+        return _NoEvent()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.device, name)
+
+
+def _in_range(pattern: str, stage: str, r: int) -> Any:
+    return record_function(range_label(pattern, stage, r))
 
 
 def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]], l2_flush_bytes: int,
                          flush_policy: str, rounds: int = ROUNDS,
-                         before_pattern: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """``rounds`` profiled rounds over every pattern x stage; returns the result's ``cupti`` block.
+                         before_pattern: Callable[[str], None] | None = None, device: Any = None,
+                         aggregate: Callable[[Iterable[Any], int], Any] | None = None) -> Any:
+    """``rounds`` profiled rounds over every pattern x stage; returns the result's ``cupti`` block
+    (``aggregate(profiler events, rounds)``, default :func:`nsa_exp.analysis.cupti.cupti_block` of
+    :func:`~nsa_exp.analysis.cupti.kernel_ms`).
 
     ``stage_fns[pattern][stage]`` as for :func:`nsa_exp.gpu.timing.run_rounds` (called in mapping
-    order, so each stage consumes this round's intermediates). Raises what torch.profiler raises when
-    CUPTI is unavailable (bench records the block as absent then).
+    order, so each stage consumes this round's intermediates); ``device`` defaults to CUDA. Raises what
+    torch.profiler raises when CUPTI is unavailable (bench records the block as absent then).
     """
-    dev = CudaDevice()
+    dev = Unevented(CudaDevice() if device is None else device)
     flush = dev.flush_buffer(l2_flush_bytes)
-    torch.cuda.synchronize()
+    dev.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for r in range(rounds):
-            for pattern, fns in stage_fns.items():
-                if before_pattern is not None:
-                    before_pattern(pattern)
-                for stage, fn in fns.items():
-                    if l2_flush_bytes and flush_policy == "write":
-                        dev.flush(flush, r)
-                    elif l2_flush_bytes and flush_policy == "read":
-                        dev.read_flush(flush)
-                    dev.spin(LAUNCH_GUARD_CYCLES)
-                    with record_function(range_label(pattern, stage, r)):
-                        fn()
-                torch.cuda.synchronize()
+        run_rounds(stage_fns, round_orders(list(stage_fns), rounds, "fixed-rounds", 0), 0, l2_flush_bytes,
+                   device=dev, before_pattern=before_pattern, flush_policy=flush_policy, around=_in_range,
+                   flush_buffer=flush)
     del flush
-    return cupti_block(kernel_ms(prof.events()), rounds)
+    events = prof.events()
+    return aggregate(events, rounds) if aggregate is not None else cupti_block(kernel_ms(events), rounds)
+

@@ -19,30 +19,26 @@ forward prepares ``token_indices = prepare_token_indices(cu_seqlens)`` and whose
 program ``(global_block)*H + h``, chunk-major. We prepare the same three once, at construction (untimed;
 ``full_bwd`` still pays them per call, as the wrapper does), with FLA's own ``prepare_*`` functions.
 
-:class:`StagedBackward` makes exactly those calls with exactly those arguments, but with ``dq``,
-``dk`` and ``dv`` allocated once, outside any timed region, so each call can be timed alone. We call
-FLA's functions and its ``@triton.jit`` kernels, resolved through ``fla.ops.nsa.parallel`` exactly as
-the wrapper resolves them (so ``parallel_attn_bwd_preprocess`` and ``prepare_block_csr`` are the
-very objects it calls); we never copy or change a kernel. ``full_bwd`` is the
-official wrapper itself. ``tests/gpu/test_launcher_matches_official.py`` records every kernel launch of
-both paths through the Triton interpreter and asserts the grids and arguments are identical.
+:class:`StagedBackward` makes exactly those calls with exactly those arguments, but with ``dq``, ``dk`` and ``dv``
+allocated once, outside any timed region, so each call can be timed alone. We call FLA's functions and its
+``@triton.jit`` kernels, resolved through ``fla.ops.nsa.parallel`` exactly as the wrapper resolves them (so
+``parallel_attn_bwd_preprocess`` and ``prepare_block_csr`` are the very objects it calls); we never copy or change
+a kernel. ``full_bwd`` is the official wrapper itself. ``tests/gpu/test_launcher_matches_official.py`` records every
+kernel launch of both paths through the Triton interpreter and asserts the grids and arguments are identical.
+Each stage is a method marked :func:`stage_method` with its Stage-table name, bound by
+:meth:`StagedBackward.stage_callables`: the one stage -> callable binding every arm uses. Example (on a GPU,
+or on a CPU under ``TRITON_INTERPRET=1`` with float16)::
 
-Example (on a GPU, or on a CPU under ``TRITON_INTERPRET=1`` with float16)::
-
-    problem = make_problem(shape, block_indices, seed=1, device="cuda")
-    staged = StagedBackward(problem)
-    o, lse = staged.selection_fwd()
-    delta = staged.delta_preprocess(o)
-    csr = staged.csr()
-    staged.dq_core(lse, delta)
-    staged.dkv_core(lse, delta, csr)
-    staged.wrapper_extra()                   # the wrapper's allocations and dq/dk reductions, timed alone
-    dq, dk, dv = staged.gradients()          # == parallel_nsa_bwd(...) (dq bit-exact)
+    staged = StagedBackward(make_problem(shape, block_indices, make_inputs(shape, 1, "cuda")))
+    for call in staged.stage_callables().values():   # selection_fwd, ..., wrapper_extra, full_bwd: one round
+        call()
+    dq, dk, dv = staged.gradients()                   # == parallel_nsa_bwd(...) (dq bit-exact)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +51,25 @@ from ..core import stages
 from ..core.config import Shape
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+#: The stages one staged pass runs (:meth:`StagedBackward.run_staged`): every backward stage and what it
+#: consumes, in table order (the forward, then the backward's own calls; not the wrapper).
+STAGED_PASS: tuple[str, ...] = tuple(n for n in stages.STAGE_NAMES if n in stages.BACKWARD_STAGES
+                                     or any(n in stages.prerequisites(b) for b in stages.BACKWARD_STAGES))
+
+
+def stage_method(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a :class:`StagedBackward` method as the launch of the Stage-table row of its name: its parameters
+    (after ``self``) must be the row's ``consumes`` in order (``dq_core(self, lse, delta)``; TypeError at
+    import otherwise), and :meth:`StagedBackward.stage_callables` stores its return value under the row's
+    ``produces`` (one name: the value; several: the tuple, unpacked) or, for a row that hands nothing on,
+    under the stage's own name (kept until the next round's call replaces it, as the wrapper's caller keeps its
+    gradients). Adding a stage is one Stage row and one marked method. UserError for a name not in the table."""
+    row = stages.stage(fn.__name__)
+    params = tuple(inspect.signature(fn).parameters)[1:]
+    if params != row.consumes:
+        raise TypeError(f"StagedBackward.{fn.__name__}{params}: the Stage row consumes {row.consumes}")
+    fn.stage_row = row  # type: ignore[attr-defined]
+    return fn
 
 
 @dataclass
@@ -140,6 +155,7 @@ class StagedBackward:
         self.dk = torch.empty(NV, *k.shape, dtype=k.dtype if NV == 1 else torch.float, device=q.device)
         self.dv = torch.empty(v.shape, dtype=v.dtype, device=q.device)
 
+    @stage_method
     def selection_fwd(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``parallel_nsa_fwd`` as ``ParallelNSAFunction.forward`` calls it: ``(o, lse)``."""
         p = self.p
@@ -148,10 +164,12 @@ class StagedBackward:
                                         scale=p.scale, cu_seqlens_q=p.cu_seqlens, cu_seqlens_k=p.cu_seqlens,
                                         token_indices_q=self.token_indices)
 
+    @stage_method
     def delta_preprocess(self, o: torch.Tensor) -> torch.Tensor:
         """``delta = parallel_attn_bwd_preprocess(o, do)``: fp32 ``[B, T, HQ]``."""
         return fla_nsa.parallel_attn_bwd_preprocess(o, self.p.do)
 
+    @stage_method
     def csr(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``prepare_block_csr`` with the wrapper's arguments: ``(csr_indices, csr_offsets)``."""
         p = self.p
@@ -159,6 +177,7 @@ class StagedBackward:
                                          cu_seqlens=p.cu_seqlens, chunk_indices=self.chunk_indices,
                                          num_blocks=self.params.M, block_size=p.shape.block_size)
 
+    @stage_method
     def dq_core(self, lse: torch.Tensor, delta: torch.Tensor) -> None:
         """``parallel_nsa_bwd_kernel_dq`` on grid ``(T, NV, B*H)`` into the pre-allocated ``dq``."""
         p, s, lp = self.p, self.p.shape, self.params
@@ -170,6 +189,7 @@ class StagedBackward:
             BS=lp.BS, BK=lp.BK, BV=lp.BV,
         )
 
+    @stage_method
     def dkv_core(self, lse: torch.Tensor, delta: torch.Tensor, csr: tuple[torch.Tensor, torch.Tensor]) -> None:
         """``parallel_nsa_bwd_kernel_dkv`` on grid ``(NV, B*H*M)`` into the pre-allocated ``dk``/``dv``."""
         p, s, lp = self.p, self.p.shape, self.params
@@ -181,6 +201,7 @@ class StagedBackward:
             T=s.T, B=s.B, H=s.H, HQ=s.HQ, G=lp.G, K=s.K, V=s.V, TC=lp.M, BS=lp.BS, BK=lp.BK, BV=lp.BV,
         )
 
+    @stage_method
     def full_bwd(self, o: torch.Tensor, lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The official ``parallel_nsa_bwd`` as ``ParallelNSAFunction.backward`` calls it."""
         p = self.p
@@ -189,6 +210,7 @@ class StagedBackward:
                                         block_size=p.shape.block_size, scale=p.scale,
                                         cu_seqlens=p.cu_seqlens, token_indices=self.token_indices)
 
+    @stage_method
     def wrapper_extra(self) -> tuple[torch.Tensor, torch.Tensor]:
         """What ``parallel_nsa_bwd`` does beyond the staged calls: allocate its ``dq``/``dk``/``dv`` buffers
         (``torch.empty``, the wrapper's shapes and dtypes) and reduce ``dq.sum(0)``, ``dk.sum(0)`` over the
@@ -205,47 +227,39 @@ class StagedBackward:
         return self.dq.sum(0), self.dk.sum(0), self.dv
 
     def run_staged(self) -> dict[str, Any]:
-        """Every stage once, in data-flow order; returns the intermediate tensors by name."""
-        o, lse = self.selection_fwd()
-        delta = self.delta_preprocess(o)
-        csr = self.csr()
-        self.dq_core(lse, delta)
-        self.dkv_core(lse, delta, csr)
-        return {"o": o, "lse": lse, "delta": delta, "csr": csr}
+        """Every stage of :data:`STAGED_PASS` once, in data-flow order; returns the intermediates they hand on
+        (``{o, lse, delta, csr}``: every ``produces`` of those rows)."""
+        state: dict[str, Any] = {}
+        for call in self.stage_callables(state, STAGED_PASS).values():
+            call()
+        return {k: state[k] for n in STAGED_PASS for k in stages.stage(n).produces}
 
-    def stage_callables(self, state: dict[str, Any] | None = None) -> dict[str, Callable[[], Any]]:
-        """Zero-argument callables, one per stage of :data:`nsa_exp.core.stages.STAGES`, to be called in that order.
-
-        Each call stores its outputs in ``state`` (default: a new dict), so the next stage consumes this
-        round's fresh intermediates (``o``/``lse`` from ``selection_fwd``, ``delta``, the CSR) exactly
-        as the wrapper does; a ``state`` pre-filled from :meth:`run_staged` lets a caller time a subset.
-        """
+    def stage_callables(self, state: dict[str, Any] | None = None,
+                        names: Iterable[str] | None = None) -> dict[str, Callable[[], Any]]:
+        """Zero-argument callables, one per stage of :data:`nsa_exp.core.stages.STAGES` named in ``names``
+        (default every row), in Stage-table order, to be called in that order: each is the method of the row's name
+        (:func:`stage_method`), reading the row's ``consumes`` from ``state`` (default: a new dict) and storing
+        its ``produces`` there, so the next stage consumes this round's fresh intermediates exactly as the
+        wrapper does; a ``state`` pre-filled by :meth:`run_staged` (or with ``lse``/``delta``) lets a caller
+        time a subset. UserError for a name that is not a stage."""
         state = {} if state is None else state
+        wanted = set(stages.STAGE_NAMES) if names is None else {stages.stage(n).name for n in names}
+        return {name: self._bind(name, state) for name in stages.STAGE_NAMES if name in wanted}
 
-        def selection_fwd() -> None:
-            state["o"], state["lse"] = self.selection_fwd()
+    def _bind(self, name: str, state: dict[str, Any]) -> Callable[[], Any]:
+        method = getattr(self, name)
+        row = method.stage_row
+        reads, writes = row.consumes, row.produces or (name,)
 
-        def delta_preprocess() -> None:
-            state["delta"] = self.delta_preprocess(state["o"])
+        def call() -> None:
+            out = method(*[state[k] for k in reads])
+            if len(writes) == 1:
+                state[writes[0]] = out
+            else:
+                state.update(zip(writes, out, strict=True))
 
-        def csr() -> None:
-            state["csr"] = self.csr()
-
-        def dq_core() -> None:
-            self.dq_core(state["lse"], state["delta"])
-
-        def dkv_core() -> None:
-            self.dkv_core(state["lse"], state["delta"], state["csr"])
-
-        def wrapper_extra() -> None:
-            state["reduced"] = self.wrapper_extra()
-
-        def full_bwd() -> None:
-            state["full"] = self.full_bwd(state["o"], state["lse"])
-
-        fns = {"selection_fwd": selection_fwd, "delta_preprocess": delta_preprocess, "csr": csr,
-               "dq_core": dq_core, "dkv_core": dkv_core, "wrapper_extra": wrapper_extra, "full_bwd": full_bwd}
-        return {name: fns[name] for name in stages.STAGE_NAMES}
+        call.__name__ = name
+        return call
 
 
 def autotuned_kernels() -> dict[str, Any]:

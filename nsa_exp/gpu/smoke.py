@@ -16,6 +16,8 @@ can change from run to run. Each output element is the same fp32 sum in another 
 to bf16: the difference is fp32 reassociation error (~1e-6 relative) that can flip the final bf16
 rounding, i.e. at most a few bf16 ULPs on a small fraction of elements, and a relative L2 far below
 1e-3. A real launch error (wrong grid, argument, block size) gives O(1) errors.
+
+``smoke`` is the engine's arm that times nothing (:class:`SmokeArm`: gates, then the comparisons as its record).
 """
 
 from __future__ import annotations
@@ -30,12 +32,10 @@ from ..core.config import Config, Pattern, Shape
 from ..core.families import BASELINE_PATTERN
 from ..core.kinds import schema_version
 from ..errors import GateFailure
-from ..io.metadata import base_metadata
 from ..io.store import write_json
 from ..routing.patterns import generate_routing
-from .gates import run_gates
+from .engine import Arm, Run, measure
 from .numerics import compare
-from .telemetry import Telemetry, gpu_identity
 
 SCHEMA_VERSION = schema_version("smoke_report")
 
@@ -98,15 +98,26 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
     }
 
 
-def run_smoke(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
+class SmokeArm(Arm):
+    """smoke's hooks: the gates, no shared inputs, no cells; the record is the comparisons' report, and a
+    failing one raises once written."""
+
+    schema = "smoke_report"
+
+    def inputs(self, run: Run) -> None:
+        """Each comparison makes its own inputs, at its own shape."""
+
+    def record(self, run: Run) -> dict[str, Any]:
+        checks = run_smoke_checks(run.config, run.device.tensor_device)
+        return {"schema_version": SCHEMA_VERSION, "kind": "smoke_report", "config_name": run.config.name,
+                "passed": not checks["failures"], "gates": run.gates, **checks, "metadata": run.metadata()}
+
+    def write(self, run: Run, doc: dict[str, Any]) -> None:
+        write_json(run.output, doc, "smoke_report")
+        if doc["failures"]:
+            raise GateFailure(f"smoke failed (report {run.output}): " + " | ".join(doc["failures"]))
+
+
+def run_smoke(config: Config, allow_gpu: bool, output: str | Path, device: Any = None) -> dict[str, Any]:
     """Gates, then both comparisons on the GPU; write the report; raise if any comparison failed."""
-    gates, _ = run_gates(config, allow_gpu=allow_gpu, strict=True)
-    checks = run_smoke_checks(config, "cuda")
-    metadata = base_metadata()
-    metadata["gpu"] = gpu_identity(Telemetry().device_info())
-    report = {"schema_version": SCHEMA_VERSION, "kind": "smoke_report", "config_name": config.name,
-              "passed": not checks["failures"], "gates": gates, **checks, "metadata": metadata}
-    write_json(output, report, "smoke_report")
-    if checks["failures"]:
-        raise GateFailure(f"smoke failed (report {output}): " + " | ".join(checks["failures"]))
-    return report
+    return measure(SmokeArm(), Run(config, allow_gpu, Path(output), device=device))

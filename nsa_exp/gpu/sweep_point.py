@@ -6,15 +6,14 @@ point's T) -> memory check against ``torch.cuda.mem_get_info`` (one-line refusal
 sweep's ``autotune_from`` bench result, else from the first point this sweep tuned, stored as
 ``results/sweeps/<sweep>/_autotune.json``) -> the prerequisites of the asked stages once, untimed
 (``selection_fwd`` for ``lse``, ``delta_preprocess`` for ``delta``, ``csr``) -> warm-up + timed
-rounds through :func:`nsa_exp.gpu.timing.run_rounds`, the point's routing and ``local`` interleaved
-in seeded shuffled order -> the ``sweep_point`` document.
+rounds through the engine's one loop (:mod:`nsa_exp.gpu.engine`; this module is its sweep-point arm), the
+point's routing and ``local`` interleaved in seeded shuffled order (optionally ended early by the stop rule,
+``timing.stop``) -> the ``sweep_point`` document.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,20 @@ import torch
 
 from .. import RESULTS_DIR
 from ..core.config import Shape, bytes_needed
-from ..core.protocol import PERCENTILE_METHOD, TIMING_METHOD, round_orders
-from ..core.records import stage_summaries
-from ..core.stages import STAGE_NAMES
+from ..core.kinds import schema_version
+from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
+from ..core.records import BenchResult, PatternRun, SweepPoint, Timing, stage_records
+from ..core.stages import PREPARING_STAGES
 from ..errors import GateFailure, UserError
-from ..io.metadata import base_metadata
 from ..io.placement import placement_record
-from ..io.store import write_json
+from ..io.store import load_document, load_record, write_json
 from ..routing.config import config_from_dict
 from ..routing.fanin import routing_statistics
 from ..routing.files import file_routings
 from ..routing.packing import packing_record
 from ..sweeps.plan import AUTOTUNE_FILE, Point
-from .gates import gate_detail, run_gates
-from .telemetry import Telemetry, gpu_identity
-from .timing import LAUNCH_GUARD_CYCLES, run_rounds
+from .engine import Arm, Cells, Run, measure
+from .gates import gate_detail
 
 _INPUTS: dict[tuple[Shape, int], dict[str, torch.Tensor]] = {}
 def check_memory(shape: Shape, n_patterns: int, l2_flush_bytes: int, where: str,
@@ -56,94 +54,126 @@ def check_memory(shape: Shape, n_patterns: int, l2_flush_bytes: int, where: str,
 def focused_callables(staged: Any, stages: tuple[str, ...]) -> tuple[dict[str, Callable[[], None]], list[str]]:
     """Zero-argument callables for the asked ``stages`` only (in Stage-table order), after running
     every stage's inputs once, untimed (:meth:`StagedBackward.run_staged`); returns them and the
-    prerequisites that are not timed."""
+    preparing stages (:data:`nsa_exp.core.stages.PREPARING_STAGES`) that are not timed."""
     state = staged.run_staged()
-    untimed = [s for s in ("selection_fwd", "delta_preprocess", "csr") if s not in stages]
-    fns = staged.stage_callables(state)
-    return {s: fns[s] for s in STAGE_NAMES if s in stages}, untimed
+    untimed = [s for s in PREPARING_STAGES if s not in stages]
+    return staged.stage_callables(state, stages), untimed
 
 
 def _pins(point: Point, out_dir: Path) -> tuple[dict[str, Any] | None, str]:
-    """The autotune configs to pin, and where they came from (None: tune at this point)."""
+    """The autotune configs to pin, and where they came from (None: tune at this point); both files are read by
+    the one strict loader (one line, :class:`UserError`, for one that is not its kind or breaks its schema)."""
     if point.autotune_from:
-        doc = json.loads((RESULTS_DIR.parent / point.autotune_from).read_text(encoding="utf-8"))
-        return {k: v["best_config"] for k, v in doc["autotune"]["kernels"].items()}, point.autotune_from
+        bench = load_record(RESULTS_DIR.parent / point.autotune_from, BenchResult,
+                            f"sweep {point.sweep}: autotune_from {point.autotune_from}")
+        return bench.best_configs(), point.autotune_from
     stored = out_dir / AUTOTUNE_FILE
     if stored.is_file():
-        return json.loads(stored.read_text(encoding="utf-8"))["best_config"], str(stored)
+        return load_document(stored, ("sweep_autotune",), f"sweep {point.sweep}: {stored}")["best_config"], str(stored)
     return None, "tuned"
 
 
-def measure_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any]:
-    """The ``sweep_point`` document of ``point`` (not written; :func:`nsa_exp.sweeps.run.run_point` writes it)."""
-    t0 = time.monotonic()
-    config = config_from_dict(point.config, source=f"sweep {point.sweep}")
-    files, reports = file_routings([point.routing_file] if point.routing_file else [], config.shape)
-    if point.routing_file and reports[point.routing_name]["sha256"] != point.routing_sha256:
-        raise UserError(f"routing file {point.routing_file} changed since the sweep was loaded (sha256 differs)")
-    gates, routings = run_gates(config, allow_gpu=allow_gpu, strict=True, files=files)
-    # Deferred on purpose: FLA/triton may only be imported once the env gate above has passed.
-    from .launcher import StagedBackward, autotune_record, make_inputs, make_problem, pin_autotune_configs  # noqa: PLC0415
+class SweepPointArm(Arm):
+    """A sweep point's hooks: the routing file re-read, the memory check and the process's shared inputs, the
+    autotune configs pinned (or tuned once and stored), the asked stages only; the document is written by
+    :func:`nsa_exp.sweeps.run.run_point`."""
 
-    names = [p.name for p in config.patterns] + list(files)
-    key = (config.shape, config.seeds.inputs)
-    if key not in _INPUTS:
-        _INPUTS.clear()
-        torch.cuda.empty_cache()
-    memory = check_memory(config.shape, len(names), config.timing.l2_flush_bytes, f"sweep point {point.point_id}",
-                          shared_allocated=key in _INPUTS)
-    if key not in _INPUTS:
-        _INPUTS[key] = make_inputs(config.shape, config.seeds.inputs, "cuda")
-    pins, source = _pins(point, out_dir)
-    if pins is not None:
-        pin_autotune_configs(pins)
-    staged = {n: StagedBackward(make_problem(config.shape, routings[n], _INPUTS[key], config.cu_seqlens))
-              for n in names}
-    t_tune = time.monotonic()
-    if pins is None:
-        staged[names[0]].run_staged()  # autotune on local, every kernel once
-        torch.cuda.synchronize()
-        best = {k: v["best_config"] for k, v in autotune_record().items()}
-        write_json(out_dir / AUTOTUNE_FILE,
-                   {"schema_version": "1.0", "kind": "sweep_autotune", "best_config": best}, "sweep_autotune")
-    tune_seconds = time.monotonic() - t_tune
-    fns, untimed = {}, []
-    for n in names:
-        fns[n], untimed = focused_callables(staged[n], point.stages)
-    torch.cuda.synchronize()
-    warmup, reps = config.timing.warmup_rounds, config.timing.repetitions
-    orders = round_orders(names, warmup + reps, config.timing.order, config.seeds.order)
-    records = run_rounds(fns, orders, warmup, config.timing.l2_flush_bytes)
-    kernels = autotune_record()
-    if any(len(k["cache"]) > 1 for k in kernels.values()):
-        raise GateFailure("autotune: a kernel holds more than one tuned config; the point would mix configs")
-    stats = stage_summaries(records, names, point.stages)
-    edges = gate_detail(gates, "equal_edges")
-    params = {n: {"name": n} if n in files else config.pattern(n).to_dict() for n in names}
-    patterns = {n: {"params": params[n], "edges": int(edges["per_pattern"][n]),
-                    **routing_statistics(routings[n], config.shape.block_size, config.cu_seqlens),
-                    "stages": stats[n]} for n in names}
-    metadata = base_metadata()
-    metadata["gpu"] = gpu_identity(Telemetry().device_info())
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    pci = [getattr(props, a, None) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
-    placement = {**placement_record(), "device_index": torch.cuda.current_device(),
-                 **({"pci_bus_id": "{:04x}:{:02x}:{:02x}".format(*pci)} if None not in pci else {})}
-    del staged, fns
-    point_record = {"T": point.T, "pattern": point.pattern, "baseline": names[0]}
-    packed = {} if config.cu_seqlens is None else {"packing": packing_record(config.cu_seqlens, edges["closed_form"])}
-    if point.packing_label is not None:
-        point_record["packing"] = point.packing_label
-    return {**packed,
-        "schema_version": "1.0", "kind": "sweep_point", "name": config.name, "sweep": point.sweep,
-        "point_id": point.point_id, "point": point_record,
-        "config": config.raw, "shape": config.shape.to_dict(), "gates": gates, "edges": edges,
-        "autotune": {"source": source, "tune_seconds": tune_seconds, "kernels": kernels},
-        "timing": {"method": TIMING_METHOD, "warmup_rounds": warmup, "repetitions": reps,
-                   "order_mode": config.timing.order, "order_seed": config.seeds.order, "round_orders": orders,
-                   "l2_flush_bytes": config.timing.l2_flush_bytes, "launch_guard_cycles": LAUNCH_GUARD_CYCLES,
-                   "percentile_method": PERCENTILE_METHOD, "stages": list(point.stages),
-                   "untimed_prerequisites": untimed},
-        "patterns": patterns, "memory": memory, "placement": placement, "wall_seconds": time.monotonic() - t0,
-        "metadata": metadata, **({"routing_files": reports} if reports else {}),
-    }
+    def __init__(self, point: Point, out_dir: Path):
+        self.point, self.out_dir = point, out_dir
+
+    def gates(self, run: Run) -> None:
+        point = self.point
+        run.files, run.file_reports = file_routings([point.routing_file] if point.routing_file else [],
+                                                    run.config.shape)
+        if point.routing_file and run.file_reports[point.routing_name]["sha256"] != point.routing_sha256:
+            raise UserError(f"routing file {point.routing_file} changed since the sweep was loaded (sha256 differs)")
+        super().gates(run)
+
+    def inputs(self, run: Run) -> None:
+        # Deferred on purpose: FLA/triton may only be imported once the env gate has passed.
+        from .launcher import StagedBackward, make_inputs, make_problem, pin_autotune_configs  # noqa: PLC0415
+
+        config, names = run.config, run.names
+        key = (config.shape, config.seeds.inputs)
+        if key not in _INPUTS:
+            _INPUTS.clear()
+            run.device.empty_cache()
+        self.memory = check_memory(config.shape, len(names), config.timing.l2_flush_bytes,
+                                   f"sweep point {self.point.point_id}", shared_allocated=key in _INPUTS,
+                                   mem_get_info=run.device.mem_get_info)
+        if key not in _INPUTS:
+            _INPUTS[key] = make_inputs(config.shape, config.seeds.inputs, run.device.tensor_device)
+        run.inputs = _INPUTS[key]
+        self.pins, self.source = _pins(self.point, self.out_dir)
+        if self.pins is not None:
+            pin_autotune_configs(self.pins)
+        run.staged = {n: StagedBackward(make_problem(config.shape, run.routings[n], run.inputs, config.cu_seqlens))
+                      for n in names}
+
+    def tune(self, run: Run) -> None:
+        from .launcher import autotune_record  # noqa: PLC0415 - FLA after the env gate
+
+        t_tune = run.clock()
+        if self.pins is None:
+            run.staged[run.names[0]].run_staged()  # autotune on local, every kernel once
+            run.device.synchronize()
+            best = {k: v["best_config"] for k, v in autotune_record().items()}
+            write_json(self.out_dir / AUTOTUNE_FILE, {"schema_version": schema_version("sweep_autotune"),
+                                                      "kind": "sweep_autotune", "best_config": best}, "sweep_autotune")
+        self.tune_seconds = run.clock() - t_tune
+
+    def cells(self, run: Run) -> Iterator[Cells]:
+        fns, self.untimed = {}, []
+        for n in run.names:
+            fns[n], self.untimed = focused_callables(run.staged[n], self.point.stages)
+        run.device.synchronize()
+        timing = run.config.timing
+        warmup = timing.warmup_rounds
+        orders = round_orders(run.names, warmup + timing.repetitions, timing.order, run.config.seeds.order)
+        # Sweep points have always swept with the write flush, whatever the config's timing.flush says (the
+        # loop's default; not recorded in the point): kept, so that every point of a sweep stays comparable.
+        yield Cells(fns, orders, warmup, "write", timing.l2_flush_bytes, stop=timing.stop)
+
+    def timed(self, run: Run, cells: Cells) -> None:
+        from .launcher import autotune_record  # noqa: PLC0415 - FLA after the env gate
+
+        self.records, self.orders = cells.records, cells.orders
+        self.kernels = autotune_record()
+        if any(len(k["cache"]) > 1 for k in self.kernels.values()):
+            raise GateFailure("autotune: a kernel holds more than one tuned config; the point would mix configs")
+
+    def record(self, run: Run) -> SweepPoint:
+        config, names, point, files = run.config, run.names, self.point, run.files
+        stats = stage_records(self.records, names, point.stages)
+        edges = gate_detail(run.gates, "equal_edges")
+        params = {n: {"name": n} if n in files else config.pattern(n).to_dict() for n in names}
+        patterns = {n: PatternRun(params=params[n], edges=int(edges["per_pattern"][n]), stages=stats[n],
+                                  **routing_statistics(run.routings[n], config.shape.block_size, config.cu_seqlens))
+                    for n in names}
+        metadata = run.metadata()
+        placement = {**placement_record(), **run.device.placement()}
+        run.staged = {}
+        point_record = {"T": point.T, "pattern": point.pattern, "baseline": names[0]}
+        if point.packing_label is not None:
+            point_record["packing"] = point.packing_label
+        warmup = config.timing.warmup_rounds
+        timing = Timing(method=TIMING_METHOD, warmup_rounds=warmup, repetitions=len(self.orders) - warmup,
+                        order_mode=config.timing.order, order_seed=config.seeds.order, round_orders=self.orders,
+                        l2_flush_bytes=config.timing.l2_flush_bytes, launch_guard_cycles=LAUNCH_GUARD_CYCLES,
+                        percentile_method=PERCENTILE_METHOD, stages=list(point.stages),
+                        untimed_prerequisites=self.untimed)
+        return SweepPoint(
+            schema_version=schema_version(SweepPoint.KIND), kind=SweepPoint.KIND, name=config.name, sweep=point.sweep,
+            point_id=point.point_id, point=point_record, config=config.raw, shape=config.shape.to_dict(),
+            gates=run.gates, edges=edges,
+            autotune={"source": self.source, "tune_seconds": self.tune_seconds, "kernels": self.kernels},
+            timing=timing, patterns=patterns, memory=self.memory, placement=placement, wall_seconds=run.elapsed(),
+            metadata=metadata, routing_files=run.file_reports or None,
+            packing=None if config.cu_seqlens is None else packing_record(config.cu_seqlens, edges["closed_form"]))
+
+
+def measure_point(point: Point, allow_gpu: bool, out_dir: Path, device: Any = None) -> dict[str, Any]:
+    """The ``sweep_point`` document of ``point`` (not written; :func:`nsa_exp.sweeps.run.run_point` writes it).
+    ``device`` (default CUDA) is injectable (:mod:`.engine`)."""
+    config = config_from_dict(point.config, source=f"sweep {point.sweep}")
+    return measure(SweepPointArm(point, out_dir), Run(config, allow_gpu, device=device))

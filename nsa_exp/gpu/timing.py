@@ -7,27 +7,31 @@ queued GPU work: the events then measure GPU time only, not host launch gaps. Pa
 interleaved round by round (order from :func:`nsa_exp.core.protocol.round_orders`); the first
 ``warmup_rounds`` rounds (module load, autotune, allocator) are kept but flagged.
 
-The sweep is the config's ``timing.flush`` policy (:data:`FLUSH_POLICIES`): ``write`` overwrites the
-buffer (``fill_``; the original method, the default when a config does not name one), ``read`` reduces
-it into a preallocated int64 scalar (evicts L2 without leaving dirty lines for the next stage to write
-back), ``none`` skips it. The policy was chosen from H200 data (``python -m nsa_exp flush-study``,
+The sweep is the config's ``timing.flush`` policy (:data:`nsa_exp.core.protocol.FLUSH_POLICIES`): ``write``
+overwrites the buffer (``fill_``; the original method, the default when a config does not name one),
+``read`` reduces it into a preallocated int64 scalar (evicts L2 without leaving dirty lines for the next
+stage to write back), ``none`` skips it. The policy was chosen from H200 data (``python -m nsa_exp flush-study``,
 ``results/studies/h200_flush_policy.json``; docs/METHOD.md).
 
 The device is injectable (:class:`CudaDevice` by default) so CPU tests drive the loop with a fake
 and pin its call order: flush, spin, start event, call, end event per stage; one sync per pattern.
-No library does this loop (none interleaves patterns per stage), so it stays hand-written.
+No library does this loop (none interleaves patterns per stage), so it stays hand-written. It is the
+only such loop: the engine (:mod:`nsa_exp.gpu.engine`) runs every arm's cells through it, the CUPTI
+pass (:mod:`nsa_exp.gpu.cupti`) runs it with ``around`` (a profiler range per call) over a device that
+records no events, and ``scripts/gpu_method_study.py`` runs it with ``cell_prologue`` (a flush policy
+and spin per cell).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import torch
 
 from ..core.protocol import FLUSH_POLICIES, LAUNCH_GUARD_CYCLES
-
-#: ``timing.flush`` values: how the L2-flush buffer is swept before each timed stage.
+from .telemetry import gpu_identity
 
 
 class Event(Protocol):
@@ -48,7 +52,12 @@ class Device(Protocol):
 
 class CudaDevice:
     """The real device: torch's CUDA events, ``fill_`` (write flush) or an int64 sum (read flush) of an
-    int32 buffer, ``torch.cuda._sleep``."""
+    int32 buffer, ``torch.cuda._sleep``; and the host facts the engine reads (name, memory, identity)."""
+
+    #: where the engine allocates inputs
+    tensor_device = "cuda"
+    #: what :func:`nsa_exp.gpu.bench.memory_accounting` reads the allocator from
+    memory = torch.cuda
 
     def flush_buffer(self, nbytes: int) -> torch.Tensor:
         """The int32 flush buffer (zeroed once, untimed) and the read flush's preallocated int64 sink."""
@@ -72,6 +81,28 @@ class CudaDevice:
     def synchronize(self) -> None:
         torch.cuda.synchronize()
 
+    def name(self) -> str:
+        """``torch.cuda.get_device_name(0)``."""
+        return torch.cuda.get_device_name(0)
+
+    def empty_cache(self) -> None:
+        torch.cuda.empty_cache()
+
+    def mem_get_info(self) -> tuple[int, int]:
+        """(free, total) bytes of the current device."""
+        return torch.cuda.mem_get_info()
+
+    def identity(self, nvml_info: dict[str, Any]) -> dict[str, Any]:
+        """GPU 0 as torch sees it plus NVML's driver and clocks (:func:`.telemetry.gpu_identity`)."""
+        return gpu_identity(nvml_info)
+
+    def placement(self) -> dict[str, Any]:
+        """The torch device index and, when torch reports it, the PCI bus id (``dddd:bb:dd``)."""
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        pci = [getattr(props, a, None) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+        return {"device_index": torch.cuda.current_device(),
+                **({"pci_bus_id": "{:04x}:{:02x}:{:02x}".format(*pci)} if None not in pci else {})}
+
 
 def run_rounds(
     stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]],
@@ -86,6 +117,10 @@ def run_rounds(
     device: Device | None = None,
     before_pattern: Callable[[str], None] | None = None,
     flush_policy: str = "write",
+    cell_prologue: Callable[[str], tuple[str, int]] | None = None,
+    around: Callable[[str, str, int], AbstractContextManager[Any]] | None = None,
+    flush_buffer: Any = None,
+    should_stop: Callable[[int, list[dict[str, Any]]], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the rounds ``rounds`` (default: all); return one record per (round, pattern) with each
     stage's elapsed ms.
@@ -97,12 +132,17 @@ def run_rounds(
     ``before_pattern(pattern)`` runs before the pattern's first flush, outside every timed region
     (bench's per-pattern arm swaps the pattern's pinned autotune configs in there).
     ``flush_policy`` (one of :data:`FLUSH_POLICIES`) picks the sweep; ``l2_flush_bytes=0`` also skips it.
+    ``cell_prologue(pattern)`` -> ``(flush policy, spin cycles)`` overrides both per pattern (a study of
+    the method itself); ``around(pattern, stage, round)`` is a context entered around each call, inside its
+    event pair (the CUPTI pass's profiler range); ``flush_buffer`` is a buffer from
+    ``device.flush_buffer`` to sweep instead of allocating one; ``should_stop(round, round_records)``,
+    asked after each round's ``on_round_done``, ends the loop early when it returns True (the stop rule).
     Raises ValueError for another policy.
     """
     if flush_policy not in FLUSH_POLICIES:
         raise ValueError(f"flush_policy {flush_policy!r} is not one of {FLUSH_POLICIES}")
     dev = CudaDevice() if device is None else device
-    flush = dev.flush_buffer(l2_flush_bytes)
+    flush = dev.flush_buffer(l2_flush_bytes) if flush_buffer is None else flush_buffer
     records = []
     todo = list(range(len(orders))) if rounds is None else list(rounds)
     for done, r in enumerate(todo, start=1):
@@ -110,16 +150,23 @@ def run_rounds(
         for pattern in orders[r]:
             if before_pattern is not None:
                 before_pattern(pattern)
+            policy, cycles = (flush_policy, LAUNCH_GUARD_CYCLES) if cell_prologue is None else cell_prologue(pattern)
+            if policy not in FLUSH_POLICIES:
+                raise ValueError(f"flush_policy {policy!r} of {pattern!r} is not one of {FLUSH_POLICIES}")
             events = []
             for stage, fn in stage_fns[pattern].items():
                 start, end = dev.event(), dev.event()
-                if l2_flush_bytes and flush_policy == "write":
+                if l2_flush_bytes and policy == "write":
                     dev.flush(flush, r)
-                elif l2_flush_bytes and flush_policy == "read":
+                elif l2_flush_bytes and policy == "read":
                     dev.read_flush(flush)
-                dev.spin(LAUNCH_GUARD_CYCLES)
+                dev.spin(cycles)
                 start.record()
-                fn()
+                if around is None:
+                    fn()
+                else:
+                    with around(pattern, stage, r):
+                        fn()
                 end.record()
                 events.append((stage, start, end))
             dev.synchronize()
@@ -135,6 +182,8 @@ def run_rounds(
             on_round_done(r, round_records)
         if progress is not None:
             progress(done, len(todo))
+        if should_stop is not None and should_stop(r, round_records):
+            break
     return records
 
 

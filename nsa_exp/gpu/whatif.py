@@ -29,6 +29,10 @@ from ..model.split import split_routing
 from .launcher import Problem, StagedBackward
 from .numerics import compare
 
+#: The Stage rows a what-if times each round, the original launch and every arm alike: dK/dV and the CSR it
+#: consumes (the schedule changes it), over the forward's lse and the preprocess's delta computed once.
+TIMED_STAGES: tuple[str, ...] = ("csr", "dkv_core")
+
 
 class SplitArm:
     """The B'-batch emulation of one routing's dK/dV under a split schedule (a what-if arm).
@@ -60,10 +64,9 @@ class SplitArm:
         self.dv = self.staged.dv.sum(0, keepdim=True)
 
     def stage_callables(self) -> dict[str, Any]:
-        """``csr`` (prepare_block_csr on B'), ``dkv_core`` (the B' launch), ``reduce``: called in that order."""
-        state: dict[str, Any] = {}
-        return {"csr": lambda: state.__setitem__("csr", self.staged.csr()),
-                "dkv_core": lambda: self.staged.dkv_core(self.lse, self.delta, state["csr"]),
+        """``csr`` (prepare_block_csr on B'), ``dkv_core`` (the B' launch), ``reduce``: called in that order
+        (the two stages bound by :meth:`StagedBackward.stage_callables` over the tiled lse and delta)."""
+        return {**self.staged.stage_callables({"lse": self.lse, "delta": self.delta}, TIMED_STAGES),
                 "reduce": self.reduce}
 
     def compare_to_official(self, official_dk: torch.Tensor, official_dv: torch.Tensor) -> dict[str, Any]:
@@ -71,13 +74,6 @@ class SplitArm:
         for fn in self.stage_callables().values():
             fn()
         return {"dk": compare(self.dk, official_dk), "dv": compare(self.dv, official_dv)}
-
-
-def baseline_callables(staged: StagedBackward, lse: torch.Tensor, delta: torch.Tensor) -> dict[str, Any]:
-    """The original launch's ``csr`` and ``dkv_core`` on fixed lse/delta (what the arm is compared with)."""
-    state: dict[str, Any] = {}
-    return {"csr": lambda: state.__setitem__("csr", staged.csr()),
-            "dkv_core": lambda: staged.dkv_core(lse, delta, state["csr"])}
 
 
 def equivalence_gate(label: str, result: dict[str, Any], rel_l2: float) -> None:

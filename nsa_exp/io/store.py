@@ -218,12 +218,17 @@ def read_document(path: str | Path, kinds: tuple[str, ...], label: str | None = 
     return data, doc
 
 
-def load_record(path: str | Path, record: type[R], label: str | None = None, missing_hint: str = "") -> R:
-    """:func:`load_document` of ``record``'s kind, as that typed record (:mod:`nsa_exp.core.records`); a key
-    the schema allows but the record does not know is one :class:`UserError` line."""
+def load_record(path: str | Path, record: type[R] | tuple[type[R], ...], label: str | None = None,
+                missing_hint: str = "") -> R:
+    """:func:`load_document` of ``record``'s kind (or of any of several records' kinds: the one the document
+    names), as that typed record (:mod:`nsa_exp.core.records`); a key the schema allows but the record does not
+    know is one :class:`UserError` line."""
     label = str(path) if label is None else label
+    records = record if isinstance(record, tuple) else (record,)
+    by_kind = {r.KIND: r for r in records}
     try:
-        return record.from_json(load_document(path, (record.KIND,), label, missing_hint))
+        doc = load_document(path, tuple(by_kind), label, missing_hint)
+        return by_kind[doc["kind"]].from_json(doc)
     except ValueError as exc:
         raise UserError(f"{label}: {exc}") from None
 

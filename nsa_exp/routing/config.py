@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..core.config import DEFAULT_ORACLE, Config, Seeds, Shape, Timing, Tolerances
+from ..core.config import DEFAULT_ORACLE, Config, Seeds, Shape, StopRule, Timing, Tolerances
 from ..core.families import pattern_from_entry
 from ..core.stages import check_launch_limits
 from ..errors import UserError
@@ -87,6 +87,16 @@ def _oracle_shape(d: dict[str, Any]) -> Shape:
     return shape
 
 
+def _timing(raw: dict[str, Any]) -> Timing:
+    """``config.timing``; a ``stop`` block whose ``min_rounds`` exceeds ``repetitions`` is refused (it could
+    never stop on its CI)."""
+    stop = raw.get("stop")
+    if stop is not None and stop["min_rounds"] > raw["repetitions"]:
+        raise UserError(f"config.timing.stop.min_rounds: {stop['min_rounds']} exceeds timing.repetitions "
+                        f"{raw['repetitions']} (the most rounds a run times); lower it")
+    return Timing(**{**raw, "stop": None if stop is None else StopRule(**stop)})
+
+
 def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     """Validate ``raw`` (schema, then semantics) and build a :class:`Config`."""
     validate_or_raise(raw, "config", label="config")
@@ -108,7 +118,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
         shape=shape,
         patterns=patterns,
         seeds=Seeds(**raw["seeds"]),
-        timing=Timing(**raw["timing"]),
+        timing=_timing(raw["timing"]),
         tolerances=tolerances,
         smoke_naive=_shape(raw["smoke"]["naive"], "config.smoke.naive"),
         smoke_staged=_shape(raw["smoke"]["staged"], "config.smoke.staged"),

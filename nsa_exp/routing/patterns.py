@@ -28,6 +28,7 @@ Generators are vectorised over (batch, query, head) rows; the sampler (:mod:`.sa
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import zlib
 from collections.abc import Callable, Mapping
@@ -133,6 +134,12 @@ def _uniform(rows: Rows, params: Mapping[str, Any], rng: np.random.Generator) ->
 
 register_generator("local", _local)
 register_generator("uniform", _uniform)
+
+
+def routing_sha256(block_indices: np.ndarray) -> str:
+    """sha256 of a routing's C-contiguous int32 bytes: its identity wherever it is handed on (the release arm's
+    child receives it as such an array; validate regenerates and hashes it again)."""
+    return hashlib.sha256(np.ascontiguousarray(block_indices, dtype=np.int32).tobytes()).hexdigest()
 
 
 def routing_violations(block_indices: np.ndarray, shape: Shape, limit: int = 5) -> list[str]:

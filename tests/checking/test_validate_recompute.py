@@ -128,9 +128,16 @@ def test_csv_with_crlf_and_with_its_json_passes(golden):
     assert report["passed"] and "csv_matches_json" in [c["name"] for c in report["checks"]]
 
 
-def test_csv_alone_lists_the_cross_check_as_unverified():
+def test_csv_alone_is_cross_checked_against_the_json_it_was_written_from(tmp_path):
+    """A committed summary finds its bench result (results/raw/<stem>.json) and is checked against it; a copy
+    whose JSON cannot be found lists the cross-check as unverified (never passed silently)."""
     report = validate_path(GOLDEN_CSV)
+    assert report["passed"] and "csv_matches_json" in [c["name"] for c in report["checks"]]
+    alone = tmp_path / "no_such_run.csv"
+    alone.write_bytes(GOLDEN_CSV.read_bytes())
+    report = validate_path(alone)
     assert report["passed"] and report["unverified"][0]["path"] == "$"
+    assert "csv_matches_json" not in [c["name"] for c in report["checks"]]
 
 
 @pytest.mark.parametrize("data", [b"\x00\x01\x02binary", b"pattern,stage\n\xff\xfe,x\n", b"hello world\n"])

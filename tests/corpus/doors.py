@@ -147,6 +147,13 @@ CASES: list[dict[str, Any]] = [
      "exit": 2, "names": ["banana"], "not_names": [NO_GPU]},
     {"id": "ncu.unknown_pattern", "argv": ["ncu", "--pattern", "banana", "--stage", "dq_core"], "exit": 2,
      "names": ["banana"], "not_names": [NO_GPU]},
+    # ---------------------------------------------------------------- release-bench, release-table
+    {"id": "release_bench.zero_repetitions", "argv": ["release-bench", "--release", "0.6.0", "--repetitions", "0"],
+     "exit": 2, "names": ["--repetitions"]},
+    {"id": "release_bench.release_not_a_version", "argv": ["release-bench", "--release", "latest"], "exit": 2,
+     "names": ["--release", "not a release version"]},
+    {"id": "release_table.a_bench_result", "argv": ["release-table", "{r}"],
+     "files": {"r.json": {"copy": "results/raw/e1_h200_pre.json"}}, "exit": 2, "names": ["not a release result"]},
     # ---------------------------------------------------------------- sweep
     {"id": "sweep.slurm_executor_without_slurm",
      "argv": ["sweep", "--config", "configs/sweep_corpus_slurm.json", "--executor", "slurm"],

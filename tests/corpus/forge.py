@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
+import importlib.util
 import io
 import json
 import shutil
@@ -220,17 +222,18 @@ def _cli_output(argv: list[str], scratch: Path) -> bytes:
 
 
 def tiny_config(path: Path) -> Path:
-    """``configs/e1_h100.json`` at T=1024 (the routing report's source; routing it takes a second)."""
+    """``configs/e1_h100.json`` at T=2048 (the routing report's source; routing it takes a second). M = 32 > S = 16:
+    at T=1024 (M = S = 16) every query selects every causal block, so all routings are one and no seed shows."""
     cfg = json.loads((REPO / "configs/e1_h100.json").read_text())
-    cfg["shape"]["T"] = 1024
+    cfg["shape"]["T"] = 2048
     path.write_text(json.dumps(cfg, indent=1))
     return path
 
 
 def _routing_report(scratch: Path) -> tuple[str, bytes]:
-    """``python -m nsa_exp routing --config <e1_h100 at T=1024> --json``."""
-    cfg = tiny_config(scratch / "e1_h100_T1024.json")
-    return "results/routing/e1_h100_T1024.json", _cli_output(["routing", "--config", str(cfg), "--json"], scratch)
+    """``python -m nsa_exp routing --config <e1_h100 at T=2048> --json``."""
+    cfg = tiny_config(scratch / "e1_h100_T2048.json")
+    return "results/routing/e1_h100_T2048.json", _cli_output(["routing", "--config", str(cfg), "--json"], scratch)
 
 
 def _validation_report(scratch: Path) -> tuple[str, bytes]:
@@ -239,8 +242,89 @@ def _validation_report(scratch: Path) -> tuple[str, bytes]:
     return "results/validation/e1_h200_pre.json", json.dumps(reports[0], indent=1).encode()
 
 
+RELEASE_REPS, RELEASE_WARM = 20, 2
+RELEASE_KERNELS = ["parallel_attn_bwd_kernel_preprocess", "parallel_nsa_bwd_kernel_dq", "prepare_block_csr_kernel",
+                   "parallel_nsa_bwd_kernel_dkv", "parallel_nsa_kernel_mask"]
+
+
+def _release_calls(cupti: dict, dkv_scale: float = 1.0, block_mask: bool = False) -> list:
+    """One call's kernels per CUPTI round, from the pinned stage times: preprocess, dQ, the CSR as two launches
+    spanning its time (or 0.5.1's block-mask kernel), dK/dV."""
+    out = []
+    for c in range(len(cupti["dkv_core"])):
+        d, q, r, k = (cupti[s][c] for s in ("delta_preprocess", "dq_core", "csr", "dkv_core"))
+        mid = [[4, d + q, r]] if block_mask else [[2, d + q, r / 2], [2, d + q + r / 2, r / 2]]
+        out.append([[0, 0.0, d], [1, d, q], *mid, [3, d + q + r, k * dkv_scale]])
+    return out
+
+
+def release_doc(pinned: dict, dkv_scale: float = 1.0, block_mask: bool = False) -> dict:
+    """A release result of fla-core 0.5.2 (the pinned files) at the pinned run's point, built by the real builder
+    from ``pinned``'s own observations (its first rounds as the release's event rounds, its CUPTI stage times as
+    the kernels of one ``parallel_nsa_bwd`` call per round); ``dkv_scale`` slows the dK/dV kernel,
+    ``block_mask`` swaps the CSR kernels for 0.5.1's block mask."""
+    # Only the release sources need the package (and torch, for throttled): imported when one is built.
+    from nsa_exp.core.protocol import round_orders  # noqa: PLC0415
+    from nsa_exp.gpu.telemetry import throttled  # noqa: PLC0415
+    from nsa_exp.releases.result import build_release_result  # noqa: PLC0415
+    from nsa_exp.releases.source import read_launches  # noqa: PLC0415
+    from nsa_exp.routing.config import config_from_dict  # noqa: PLC0415
+    from nsa_exp.routing.patterns import generate_routing  # noqa: PLC0415
+
+    warm, reps = RELEASE_WARM, RELEASE_REPS
+    config = config_from_dict({**pinned["config"], "timing": {**pinned["config"]["timing"], "warmup_rounds": warm,
+                                                              "repetitions": reps}})
+    names = [p.name for p in config.patterns]
+    orders = round_orders(names, warm + reps, config.timing.order, config.seeds.order)
+    assert orders == pinned["timing"]["round_orders"][:warm + reps]  # same names and seed: the pinned order
+    tel = {(s["round"], s["pattern"]): s for s in pinned["telemetry"]["samples"]}
+    records = []
+    for r, order in enumerate(orders):
+        for p in order:
+            st = pinned["patterns"][p]["stages"]
+            i, key = (r, "warmup_ms") if r < warm else (r - warm, "raw_ms")
+            fwd, bwd = st["selection_fwd"][key][i], st["full_bwd"][key][i]
+            records.append({"round": r, "pattern": p, "warmup": r < warm, "ms": {
+                "selection_fwd": fwd, "full_bwd": bwd, "train_step": fwd + bwd},
+                "telemetry": {k: v for k, v in tel[r, p].items() if k not in ("round", "pattern", "warmup")}})
+    root = Path(importlib.util.find_spec("fla").submodule_search_locations[0]).parent  # the pinned files
+    source = read_launches(root)
+    if block_mask:  # 0.5.1's launches: a dense block mask instead of the CSR kernels
+        source["launches"] = [x for x in source["launches"] if x["kernel"] != "prepare_block_csr_kernel"] + [
+            {"kernel": "parallel_nsa_kernel_mask", "grid": "(T, B, H * S)", "line": 1, "via": "m", "args": {}}]
+    calls = {p: {"full_bwd": _release_calls(pinned["cupti"]["kernel_ms"][p], dkv_scale, block_mask)} for p in names}
+    point = {"records": records, "repetitions": reps, "round_orders": orders, "memory": None, "wall_seconds": 1.0,
+             "autotune": {"tune_seconds": 1.0, "kernels": {}, "tuned_at_this_point": True},
+             "cupti_rounds": len(pinned["cupti"]["kernel_ms"]["local"]["dkv_core"]), "kernel_names": RELEASE_KERNELS,
+             "kernel_calls": calls, "kernels_unavailable": None,
+             "kernel_markers": {"names": ["reduce", "spin_kernel"], "per_call": 2, "consistent": True}}
+    files = {rel: hashlib.sha256((root / rel).read_bytes()).hexdigest() for rel in source["files"]}
+    child = {"timer": "cuda-events", "sys_path": [str(root)], "telemetry_available": True, "env": {},
+             "versions": pinned["metadata"]["versions"], "fla": {
+                 "version_imported": "0.5.2", "package_dir": str(root / "fla"), "files": files,
+                 "distributions": ["fla-core==0.5.2"], "fla_roots_on_path": [str(root)]}}
+    gates = [g for g in pinned["gates"] if g["name"] != "equal_edges"] + [
+        {"name": "equal_edges", "passed": True, "detail": pinned["edges"]},
+        {"name": "release_fla", "passed": True, "detail": {}}]
+    target = {"label": "fla-core-0.5.2", "kind": "release", "version": "0.5.2", "path": None,
+              "origin": {"kind": "wheel-dir", "wheel": "fla_core-0.5.2-py3-none-any.whl", "wheel_sha256": "0" * 64}}
+    routings = {p.name: generate_routing(p, config.shape, config.seeds.routing) for p in config.patterns}
+    return build_release_result(name="fla-core-0.5.2-T32768", target=target, source=source, config=config,
+                                release_config={"path": "configs/release_h200.json", "raw": json.loads(
+                                    (REPO / "configs/release_h200.json").read_text())},
+                                gates=gates, routings=routings, child=child, point=point,
+                                metadata=pinned["metadata"], throttled=throttled).to_json()
+
+
+def _release_result(_: Path) -> tuple[str, bytes]:
+    """What ``release-bench`` writes for fla-core 0.5.2 at the pinned H200 point (:func:`release_doc`)."""
+    doc = release_doc(json.loads((REPO / "results/raw/e1_h200.json").read_text()))
+    return "results/releases/release_h200/fla-core-0.5.2-T32768.json", json.dumps(doc, indent=1).encode()
+
+
 DERIVED: dict[str, Callable[[Path], tuple[str, bytes]]] = {
     "sweep_autotune": _sweep_autotune,
+    "release_result": _release_result,
     "routing_report": _routing_report,
     "validation_report": _validation_report,
 }

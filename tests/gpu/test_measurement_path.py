@@ -186,7 +186,7 @@ def test_build_result_rebuilds_the_committed_result_from_its_records(name):
         autotune=doc["autotune"], orders=doc["timing"]["round_orders"], repetitions=doc["timing"]["repetitions"],
         resumed=doc["timing"]["resumed"], launch_guard_cycles=doc["timing"]["launch_guard_cycles"],
         telemetry={"available": doc["telemetry"]["available"]}, metadata=doc["metadata"],
-        wall_seconds=doc["wall_seconds"], throttled=throttled)
+        wall_seconds=doc["wall_seconds"], throttled=throttled).to_json()
     # Recorded before timing.flush existed: their configs name no policy, which means the write flush.
     assert "flush_policy" not in doc["timing"] and rebuilt["timing"].pop("flush_policy") == "write"
     assert json.dumps(rebuilt) == json.dumps(doc)

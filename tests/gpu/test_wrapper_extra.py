@@ -36,7 +36,7 @@ def _with_wrapper_extra(extra_ms: float) -> dict:
         autotune=doc["autotune"], orders=doc["timing"]["round_orders"], repetitions=doc["timing"]["repetitions"],
         resumed=False, launch_guard_cycles=doc["timing"]["launch_guard_cycles"],
         telemetry={"available": True}, metadata=doc["metadata"], wall_seconds=doc["wall_seconds"],
-        throttled=throttled)
+        throttled=throttled).to_json()
 
 
 def test_a_result_with_wrapper_extra_records_the_itemised_ratio_and_validates():

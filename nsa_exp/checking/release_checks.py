@@ -1,0 +1,174 @@
+"""The release result's checks (``validate`` of ``kind: release_result``, once its schema has passed): what can be
+recomputed of one point of the release arm (:mod:`nsa_exp.gpu.release`; NOT the pinned experiment).
+
+After the statistics checks every run gets (``stats_recompute``, ``min_observations``,
+``latencies_positive_finite``): ``config_semantics``, ``shape_matches_config``, ``pattern_set``, ``edges_equal``,
+``routing_recompute`` (edges and fan-in regenerated from config + seed) and ``routing_sha256``, ``timing_recompute``
+(stage list, round orders from the seed, counts), ``telemetry_recompute``, ``kernels_recompute`` (groups, spans
+and medians from the per-call kernels; the group table from the source's launches), ``gates_consistent``,
+``source_consistent`` (every file the source reading hashed is an imported file with that sha256) and, with
+``release_dirs`` (``validate --release-dir``), ``release_files`` (each imported file re-hashed);
+and the run record (:mod:`.kinds`: environment gate, GPU against the GPU table, clocks,
+pinned tolerances, wall time; ``metadata_plausible`` for a GPU run). The rest is listed as unverifiable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import PINNED_COMMIT
+from ..analysis.release_kernels import call_span_ms, group_table, stage_groups
+from ..core.config import Config
+from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders
+from ..core.stages import RELEASE_KERNEL_STAGES, RELEASE_STAGES
+from ..errors import UserError
+from ..routing.config import config_from_dict
+from .checks import Add, guarded
+from .routing_checks import edge_problems, pattern_set, regenerated, routing_recompute
+from .run_checks import telemetry_recompute
+
+
+def _routing_sha(doc: dict[str, Any], config: Config, add: Add, unverified: list) -> None:
+    problems = []
+    for p, rec, stats in regenerated(doc, config, unverified, "routing_sha256"):
+        want = stats["routing_sha256"]
+        if rec["routing_sha256"] != want:
+            problems.append((f"$.patterns.{p.name}.routing_sha256", f"recorded {rec['routing_sha256']}, the routing "
+                             f"regenerated from the config and seed {config.seeds.routing} hashes to {want}"))
+    add("routing_sha256", problems)
+
+
+def _timing(doc: dict[str, Any], config: Config, add: Add) -> None:
+    t, ct = doc["timing"], config.timing
+    problems = [(f"$.timing.{k}", f"recorded {t[k]!r}, the config/code says {want!r}") for k, want in (
+        ("warmup_rounds", ct.warmup_rounds), ("order_mode", ct.order), ("order_seed", config.seeds.order),
+        ("l2_flush_bytes", ct.l2_flush_bytes), ("flush_policy", ct.flush), ("stages", list(RELEASE_STAGES)),
+        ("launch_guard_cycles", LAUNCH_GUARD_CYCLES)) if t[k] != want]
+    names, reps, warm = list(doc["patterns"]), t["repetitions"], t["warmup_rounds"]
+    if t["round_orders"] != round_orders(names, warm + reps, t["order_mode"], t["order_seed"]):
+        problems.append(("$.timing.round_orders", f"differs from the {t['order_mode']} order of seed {t['order_seed']} "
+                         f"over {warm} + {reps} rounds of {names}"))
+    for name, p in doc["patterns"].items():
+        if list(p["stages"]) != list(RELEASE_STAGES):
+            problems.append((f"$.patterns.{name}.stages", f"{list(p['stages'])} is not {list(RELEASE_STAGES)}"))
+        for stage, s in p["stages"].items():
+            if len(s["raw_ms"]) != reps or len(s["warmup_ms"]) != warm:
+                problems.append((f"$.patterns.{name}.stages.{stage}", f"{len(s['raw_ms'])} + {len(s['warmup_ms'])} "
+                                 f"observations != repetitions {reps} + warm-up {warm}"))
+    add("timing_recompute", problems)
+
+
+def _kernels(doc: dict[str, Any], add: Add, warnings: list) -> None:
+    k = doc["kernels"]
+    if k is None:
+        add("kernels_recompute", [] if doc.get("kernels_unavailable") else
+            [("$.kernels_unavailable", "no kernels block and no reason")])
+        return
+    launched = list(dict.fromkeys(launch["kernel"] for launch in doc["source"]["launches"]))
+    problems = [] if k["launched"] == launched else [("$.kernels.launched", f"{k['launched']} != the kernels the "
+                                                      f"source's parallel_nsa_bwd launches {launched}")]
+    if not k["markers"]["consistent"]:
+        warnings.append({"check": "kernels_recompute", "path": "$.kernels.markers", "message": "a call's window did "
+                         f"not end with the flush + spin sequence {k['markers']['names']}: the named kernel groups "
+                         "stand, but spans and unnamed kernels may hold a neighbour's flush or spin"})
+    if k["groups_table"] != group_table(launched):
+        problems.append(("$.kernels.groups_table", "differs from the table the launched kernels give"))
+    if set(k["calls"]) != set(doc["patterns"]):
+        problems.append(("$.kernels.calls", f"patterns {sorted(k['calls'])} != {sorted(doc['patterns'])}"))
+    for p, st in k["calls"].items():
+        for s, calls in st.items():
+            path = f"$.kernels.calls.{p}.{s}"
+            if len(calls) != k["rounds"]:
+                problems.append((path, f"{len(calls)} calls, but kernels.rounds = {k['rounds']}"))
+            if any(not 0 <= i < len(k["names"]) for c in calls for i, _, _ in c):
+                problems.append((path, "a kernel name index outside kernels.names"))
+                continue
+            groups = k["groups"].get(p, {}).get(s)
+            if s in RELEASE_KERNEL_STAGES and groups != stage_groups(calls, k["names"], launched):
+                problems.append((f"$.kernels.groups.{p}.{s}", "does not recompute from the calls"))
+            if k["span_ms"].get(p, {}).get(s) != [round(call_span_ms(c), 6) for c in calls]:
+                problems.append((f"$.kernels.span_ms.{p}.{s}", "does not recompute from the calls"))
+    add("kernels_recompute", problems)
+
+
+def _gates(doc: dict[str, Any], add: Add) -> None:
+    problems, meta = [], doc["metadata"]
+    for i, gate in enumerate(doc["gates"]):
+        d = gate.get("detail", {})
+        if gate["name"] == "equal_edges" and d != doc["edges"]:
+            problems.append((f"$.gates[{i}].detail", "differs from $.edges"))
+        if gate["name"] == "fla_sources" and d.get("commit") != PINNED_COMMIT:
+            problems.append((f"$.gates[{i}].detail.commit", "the parent's FLA is not the pinned commit"))
+        if gate["name"] == "gpu" and d.get("name") != meta.get("gpu", {}).get("name"):
+            problems.append((f"$.gates[{i}].detail.name", "differs from $.metadata.gpu.name"))
+        if gate["name"] == "versions" and any(meta["versions"].get(k) != v for k, v in d.items()):
+            problems.append((f"$.gates[{i}].detail", "differs from $.metadata.versions"))
+    want = "gpu" if doc["timing"]["timer"] == "cuda-events" else "interpreter"
+    if not any(g["name"] == want for g in doc["gates"]):
+        problems.append(("$.gates", f"no {want} gate for a {doc['timing']['timer']} run"))
+    roots = doc["release"]["fla_roots_on_path"]
+    if len(roots) != 1 or len(doc["release"]["distributions"]) > 1:
+        problems.append(("$.release.fla_roots_on_path", f"the child saw {len(roots)} fla packages and "
+                         f"{len(doc['release']['distributions'])} distributions (must be one and at most one)"))
+    add("gates_consistent", problems)
+
+
+def _source_and_files(doc: dict[str, Any], add: Add, release_dirs: Sequence[str], unverified: list) -> None:
+    files = doc["release"]["imported_files"]
+    add("source_consistent", [(f"$.source.files.{rel}", f"sha256 {sha} is not the imported file's ({files.get(rel)})")
+                              for rel, sha in doc["source"]["files"].items() if files.get(rel) != sha])
+    init = files.get("fla/__init__.py")
+    roots = [Path(d) for d in release_dirs if (Path(d) / "fla" / "__init__.py").is_file()
+             and hashlib.sha256((Path(d) / "fla" / "__init__.py").read_bytes()).hexdigest() == init]
+    if not roots:  # a supplied folder whose fla/__init__.py is another release's belongs to another result
+        unverified.append({"path": "$.release.imported_files", "why": "unverified (release folder not supplied): "
+                           "pass the folder holding its fla/ with validate --release-dir DIR"})
+        return
+    problems = []
+    for rel, sha in files.items():
+        hit = next((r / rel for r in roots if (r / rel).is_file()), None)
+        if hit is None:
+            problems.append((f"$.release.imported_files.{rel}", "not in the supplied release folder"))
+        elif hashlib.sha256(hit.read_bytes()).hexdigest() != sha:
+            problems.append((f"$.release.imported_files.{rel}", f"{hit} hashes differently"))
+    add("release_files", problems)
+
+
+def release_recompute(doc: dict[str, Any], add: Add, release_dirs: Sequence[str] = ()) -> dict[str, list]:
+    """Every recompute check of a schema-valid release result (module doc); returns ``{"unverified", "warnings"}``."""
+    unverified: list[dict[str, str]] = []
+    warnings: list[dict[str, str]] = []
+    try:
+        config = config_from_dict(doc["config"], source="$.config")
+    except UserError as exc:
+        add("config_semantics", [("$.config", str(exc))])
+        config = None
+    else:
+        add("config_semantics", [])
+    add("shape_matches_config", [] if doc["shape"] == doc["config"].get("shape") else
+        [("$.shape", "differs from config.shape")])
+    add("edges_equal", edge_problems(doc))
+    if config is not None:
+        guarded("pattern_set", add, pattern_set, doc, config, add)
+        guarded("routing_recompute", add, routing_recompute, doc, config, add, unverified)
+        guarded("routing_sha256", add, _routing_sha, doc, config, add, unverified)
+        guarded("timing_recompute", add, _timing, doc, config, add)
+    guarded("telemetry_recompute", add, telemetry_recompute, doc, add, warnings, unverified)
+    guarded("kernels_recompute", add, _kernels, doc, add, warnings)
+    guarded("gates_consistent", add, _gates, doc, add)
+    guarded("source_consistent", add, _source_and_files, doc, add, release_dirs, unverified)
+    if doc["timing"]["timer"] != "cuda-events":  # a GPU run's host facts: the run record (:mod:`.record_checks`)
+        warnings.append({"check": "timer", "path": "$.timing.timer", "message": "host-clock: a CPU run through "
+                         "Triton's interpreter, not a GPU measurement (its latencies say nothing about FLA's speed)"})
+    unverified += [
+        {"path": "$.patterns.*.stages.*.raw_ms|warmup_ms", "why": "measured latencies (statistics recomputed)"},
+        {"path": "$.kernels.calls", "why": "CUPTI kernel records from the GPU host (groups and spans recomputed)"},
+        {"path": "$.autotune", "why": "autotune choices and tune time come from the run"},
+        {"path": "$.memory", "why": "free/total GPU memory read on the host"},
+        {"path": "$.source", "why": "read from the release's source; its files' hashes are cross-checked"},
+        {"path": "$.release.origin", "why": "where the release came from (wheel sha256, git describe) as recorded"},
+        {"path": "$.wall_seconds|$.metadata", "why": "host facts"}]
+    return {"unverified": unverified, "warnings": warnings}

@@ -1,0 +1,99 @@
+"""The release arm's config (``schemas/release_config.schema.json``): a base experiment config and points.
+
+Each point is a full experiment config at that ``T`` with the point's routings (checked by the same
+rules as any config: shape, launch limits, the family table), so a release result embeds a config
+that ``validate`` can rebuild and regenerate routings from. A point may name the ``releases`` it runs
+for (e.g. the T sweep only on the newest release); a point without one runs for every target,
+``--fla-source`` trees included.
+
+>>> cfg = load_release_config("configs/release_h200.json")
+>>> [(p.T, len(p.config.patterns), p.releases) for p in cfg.points]
+[(32768, 5, None), (8192, 2, ('0.6.0',)), (131072, 2, ('0.6.0',))]
+>>> [p.T for p in cfg.points_for("release", "0.5.1")], [p.T for p in cfg.points_for("source", None)]
+([32768], [32768])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import REPO_ROOT
+from ..core.config import Config
+from ..core.families import TUNE_PATTERN
+from ..errors import UserError
+from ..io.config_files import read_config_file
+from ..io.schemas import validate_or_raise
+from ..routing.config import config_from_dict, load_config
+from ..routing.files import file_routings
+from ..sweeps.files import file_points
+
+DEFAULT_CUPTI_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class ReleasePoint:
+    T: int
+    config: Config                      # the experiment config at this T with the point's routings
+    releases: tuple[str, ...] | None    # only for these fla-core versions (None: every target)
+
+
+@dataclass(frozen=True)
+class ReleaseConfig:
+    name: str
+    source: str
+    raw: dict[str, Any]
+    base: Config
+    points: tuple[ReleasePoint, ...]
+    releases: tuple[str, ...]
+    cupti_rounds: int
+
+    def points_for(self, kind: str, version: str | None) -> list[ReleasePoint]:
+        """The points a target runs: unfiltered ones, plus (a release) those naming its version."""
+        return [p for p in self.points if p.releases is None or (kind == "release" and version in p.releases)]
+
+    def routing_files(self, paths: list[str], require_equal: bool = False) -> dict[int, tuple[dict, dict]]:
+        """``--routing-file`` s (``[B,T,H,S]`` routings of your own), each timed as ``file:<stem>`` at the point of
+        its T: ``{T: (routings, reports)}`` of :func:`nsa_exp.routing.files.file_routings`. UserError for a
+        broken file or one whose T is no point's."""
+        found = file_points(paths, self.base.raw["shape"]) if paths else []
+        by_T = {p.T: p for p in self.points}
+        for f in found:
+            if f.T not in by_T:
+                raise UserError(f"--routing-file {f.path}: T={f.T}, but the config's points are at T = "
+                                f"{', '.join(str(T) for T in by_T)}")
+        return {T: file_routings([f.path for f in found if f.T == T], by_T[T].config.shape, require_equal)
+                for T in dict.fromkeys(f.T for f in found)}
+
+
+def load_release_config(path: str | Path) -> ReleaseConfig:
+    """Read, validate (schema, then each point as an experiment config) and build a :class:`ReleaseConfig`;
+    every problem is one :class:`UserError` line naming the field."""
+    path = Path(path)
+    raw = read_config_file(path, "release config", "e.g. --config configs/release_h200.json")
+    validate_or_raise(raw, "release_config", label="release")
+    base = load_config(REPO_ROOT / raw["base_config"])
+    if base.cu_seqlens is not None:
+        raise UserError(f"release.base_config: {raw['base_config']} packs documents; the release arm times the "
+                        "dense path only (give a config without packing)")
+    timing = {**base.raw["timing"], **raw.get("timing", {})}
+    points, seen = [], set()
+    for i, point in enumerate(raw["points"]):
+        if point["T"] in seen:
+            raise UserError(f"release.points[{i}].T: T={point['T']} is listed twice; list each T once")
+        seen.add(point["T"])
+        cfg = {**base.raw, "name": f"{raw['name']}-T{point['T']}", "description": f"release arm {raw['name']}, "
+               f"T={point['T']} (base {raw['base_config']})", "shape": {**base.raw["shape"], "T": point["T"]},
+               "patterns": point["patterns"], "timing": timing}
+        cfg.pop("formal", None)
+        try:
+            config = config_from_dict(cfg, source=str(path))
+        except UserError as exc:
+            raise UserError(f"release.points[{i}] (T={point['T']}): {exc}") from None
+        if TUNE_PATTERN not in [p.name for p in config.patterns]:
+            raise UserError(f"release.points[{i}].patterns: must include {TUNE_PATTERN} (FLA's autotuners are tuned "
+                            "on it once, before timing, as bench does)")
+        points.append(ReleasePoint(point["T"], config, tuple(point["releases"]) if "releases" in point else None))
+    return ReleaseConfig(raw["name"], str(path), raw, base, tuple(points), tuple(raw.get("releases", ())),
+                         raw.get("cupti_rounds", DEFAULT_CUPTI_ROUNDS))

@@ -1,0 +1,30 @@
+"""The stop rule's statistics: each median's distribution-free CI from the exact binomial order statistics, and
+its coverage on skewed samples (the rule itself, over the engine's loop, is in tests/gpu/test_engine.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from nsa_exp.analysis.stop_rule import half_width, median_ci_ranks
+
+
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_median_ci_ranks_are_the_exact_binomial_order_statistics(confidence):
+    alpha_half = (1 - confidence) / 2
+    for n in range(1, 300):
+        j = max((j for j in range(0, n + 1) if binom.cdf(j - 1, n, 0.5) <= alpha_half), default=0)
+        assert median_ci_ranks(n, confidence) == (None if j == 0 else (j - 1, n - j)), n
+
+
+def test_the_median_ci_covers_the_true_median_at_least_95_percent_of_the_time():
+    rng = np.random.default_rng(0)
+    for n in (10, 31, 150):
+        x = rng.lognormal(0.0, 1.0, size=(4000, n))  # skewed: true median exp(0) = 1
+        lo, hi = median_ci_ranks(n)
+        s = np.sort(x, axis=1)
+        covered = np.mean((s[:, lo] <= 1.0) & (s[:, hi] >= 1.0))
+        exact = 1 - 2 * binom.cdf(lo, n, 0.5)  # the interval's guaranteed coverage
+        assert covered >= 0.95 - 3 * np.sqrt(0.05 * 0.95 / 4000) and exact >= 0.95
+    assert half_width([1.0] * 5) is None and half_width([2.0] * 6) == 0.0

@@ -1,0 +1,115 @@
+"""validate's ``stop_rule`` check recomputes a stop from the raw observations (the committed H200 formal run's, cut
+where the rule would have cut it) and names every part that does not recompute; the committed results and the
+formal configs time every round."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from nsa_exp.analysis.stop_rule import DEFAULT_RULE, StopTracker
+from nsa_exp.checking.stats_checks import stop_rule_problems
+from nsa_exp.checking.validate import validate_bytes
+from nsa_exp.core.config import StopRule
+from nsa_exp.core.records import build_result
+from nsa_exp.gpu.gates import gate_detail
+from nsa_exp.gpu.telemetry import throttled
+from nsa_exp.routing.config import config_from_dict
+from tests.gpu.test_engine import Ticks, rule
+from tests.gpu.test_measurement_path import _records_of
+from tests.helpers import REPO
+
+H200 = REPO / "results" / "raw" / "e1_h200.json"
+
+
+def _stopped_h200(stop_rule: StopRule = DEFAULT_RULE, source: str = "--stop-rule") -> dict:
+    """results/raw/e1_h200.json as the stop rule would have cut it: its own records, fed round by round."""
+    doc = json.loads(H200.read_text())
+    records, warm = _records_of(doc), doc["timing"]["warmup_rounds"]
+    tracker = StopTracker(stop_rule, doc["timing"]["repetitions"], source, Ticks(0.6))
+    for r in range(len(doc["timing"]["round_orders"])):
+        if tracker.update([x for x in records if x["round"] == r]):
+            break
+    stop = tracker.record()
+    keep = ("edges", "fanin", "query_span", "adjacent_gap", "reproduces_official", "memory")
+    config = config_from_dict(doc["config"], source=doc["config_path"])
+    result = build_result(
+        name=doc["name"], config=config, gates=doc["gates"], gate_detail=gate_detail,
+        records=[x for x in records if x["round"] < warm + stop["rounds"]],
+        per_pattern={n: {k: p[k] for k in keep} for n, p in doc["patterns"].items()}, autotune=doc["autotune"],
+        orders=doc["timing"]["round_orders"][:warm + stop["rounds"]], repetitions=stop["rounds"], resumed=False,
+        launch_guard_cycles=doc["timing"]["launch_guard_cycles"], telemetry={"available": True},
+        metadata=doc["metadata"], wall_seconds=doc["wall_seconds"], throttled=throttled, stop=stop)
+    return result.to_json()
+
+
+def _report(doc: dict) -> dict:
+    return {c["name"]: c for c in validate_bytes(json.dumps(doc).encode(), "stopped.json")["checks"]}
+
+
+def test_the_default_rule_on_the_formal_h200_observations_stops_early_and_validates():
+    doc = _stopped_h200()
+    stop = doc["timing"]["stop"]
+    assert stop["stopped_by"] == "ci" and 20 <= stop["rounds"] < 150
+    assert stop["trace"][-2]["unconverged"] > 0 and stop["trace"][-1]["unconverged"] == 0
+    checks = _report(doc)
+    assert all(c["passed"] for c in checks.values()), [c for c in checks.values() if not c["passed"]]
+    assert checks["stop_rule"]["passed"] and checks["timing_recompute"]["passed"]
+
+
+@pytest.mark.parametrize(("edit", "path"), [
+    ("raw", "$.timing.stop.trace"), ("stopped_by", "$.timing.stop.stopped_by"), ("went_on", "$.timing.stop.rounds"),
+    ("source", "$.timing.stop.source"), ("worst", "$.timing.stop.trace"),
+])
+def test_a_stop_that_does_not_recompute_is_named(edit, path):
+    doc = _stopped_h200()
+    stop = doc["timing"]["stop"]
+    if edit == "raw":  # an observation changed after the fact: the trace no longer recomputes
+        doc["patterns"]["local"]["stages"]["csr"]["raw_ms"][0] *= 3
+    elif edit == "stopped_by":
+        stop["stopped_by"] = "timeout"
+    elif edit == "went_on":  # one round fewer recorded than the trace says
+        stop["rounds"] -= 1
+    elif edit == "source":
+        stop["source"] = "config"
+    else:
+        stop["trace"][10]["worst"] = "zipf/dq_core"
+    failures = _report(doc)["stop_rule"]["failures"]
+    assert any(f["path"].startswith(path) for f in failures), failures
+
+
+def test_a_run_that_went_on_after_the_rule_said_stop_is_named():
+    doc = _stopped_h200(rule(min_rounds=8, ci_rel=0.5, ci_abs_ms=1.0))  # loose: stops at round 8
+    assert doc["timing"]["stop"]["rounds"] == 8
+    tighter = copy.deepcopy(doc)
+    tighter["timing"]["stop"]["rule"]["min_rounds"] = 7  # the rule as recorded would have stopped at 7
+    failures = _report(tighter)["stop_rule"]["failures"]
+    assert any("went on to 8 rounds" in f["message"] for f in failures), failures
+
+
+def test_a_config_asking_for_the_stop_rule_needs_its_block_and_the_same_rule():
+    doc = _stopped_h200(source="config")
+    doc["config"]["timing"]["stop"] = DEFAULT_RULE.to_dict()
+    assert _report(doc)["stop_rule"]["passed"]
+    doc["config"]["timing"]["stop"] = {**DEFAULT_RULE.to_dict(), "ci_rel": 0.02}
+    assert not _report(doc)["stop_rule"]["passed"]
+    del doc["timing"]["stop"]
+    missing = [("$.timing.stop", "missing, but the config's timing.stop asks for the stop rule")]
+    assert stop_rule_problems(doc) == missing
+
+
+def test_the_formal_configs_and_committed_results_time_every_round():
+    """No committed config asks for the stop rule; the one committed run under it (e1_h200_stop, the formal
+    config run with ``--stop-rule``, docs/PROVENANCE.md) says so in its record and is not the formal result."""
+    stopped = []
+    for path in sorted((REPO / "results" / "raw").glob("*.json")):
+        doc = json.loads(path.read_text())
+        assert "stop" not in doc["config"]["timing"], path
+        if "stop" in doc["timing"]:
+            assert doc["timing"]["stop"]["source"] == "--stop-rule", path
+            stopped.append(path.name)
+    assert stopped == ["e1_h200_stop.json"], stopped
+    for name in ("e1_h100", "e1_h200"):
+        assert "stop" not in json.loads((REPO / "configs" / f"{name}.json").read_text())["timing"]

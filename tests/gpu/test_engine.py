@@ -1,0 +1,215 @@
+"""The measurement engine on the CPU: its hooks run in order around the one round loop; the stop rule, driven
+by a fake device and a fake clock (deterministic), stops where its criterion says and records why; the CUPTI
+pass goes through the same loop; the rule is turned on by a config block, ``bench --stop-rule`` or ``sweep
+--stop-rule``. The device is a fake; FLA never is (the arms' end-to-end tests are in
+tests/gpu/test_engine_arms.py; the stop rule's statistics in tests/analysis/test_stop_rule.py, its validate
+check in tests/checking/test_stop_rule_check.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from nsa_exp.analysis.stop_rule import DEFAULT_RULE
+from nsa_exp.core.config import StopRule
+from nsa_exp.gpu.engine import Arm, Cells, Run, measure, time_cells
+from nsa_exp.routing.config import config_from_dict
+from tests.gpu.test_measurement_path import FLUSH, FakeDevice
+from tests.helpers import REPO
+
+
+class Ticks:
+    """A fake host clock: each read advances it by ``step`` seconds."""
+
+    def __init__(self, step: float = 1.0):
+        self.t, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def _cells(dev: FakeDevice, costs, cells=("x", "y"), stages=("a", "b"), **kw) -> Cells:
+    """Each call advances the device clock by ``costs(round_call_index)`` ms (the event pair adds 1 ms)."""
+    count = {"n": 0}
+
+    def call(p, s):
+        def fn():
+            dev.log.append(f"call {p}.{s}")
+            dev.clock += costs(count["n"])
+            count["n"] += 1
+        return fn
+
+    fns = {p: {s: call(p, s) for s in stages} for p in cells}
+    rounds = kw.pop("rounds_planned", 20)
+    warmup = kw.pop("warmup", 1)
+    return Cells(fns, [list(cells)] * (warmup + rounds), warmup, "write", FLUSH, **kw)
+
+
+def rule(**kw) -> StopRule:
+    return StopRule(**{**DEFAULT_RULE.to_dict(), "min_rounds": 8, "min_seconds": 0.0, **kw})
+
+
+def test_the_stop_rule_stops_at_the_first_round_every_median_is_tight_and_cuts_the_orders():
+    dev = FakeDevice()
+    cells = _cells(dev, lambda i: 3.0, stop=rule(min_rounds=8))
+    time_cells(cells, dev, clock=Ticks(0.5))
+    stop = cells.stop_record
+    assert (stop["stopped_by"], stop["rounds"], len(stop["trace"])) == ("ci", 8, 8)
+    assert len(cells.orders) == 1 + 8 and len(cells.records) == 2 * 9
+    assert dev.log.count("sync") == 2 * 9 and dev.log[-1] == "sync"  # nothing launched after the stopping round
+    assert [e["unconverged"] for e in stop["trace"]] == [4] * 5 + [0] * 3  # no CI before 6 observations
+    assert stop["rule"] == rule(min_rounds=8).to_dict() and stop["source"] == "config" and stop["max_rounds"] == 20
+
+
+def test_every_stage_is_still_flush_spin_start_call_end_under_the_stop_rule():
+    dev = FakeDevice()
+    time_cells(_cells(dev, lambda i: 1.0, cells=("x",), stages=("a",), warmup=0, stop=rule(min_rounds=6)), dev,
+               clock=Ticks())
+    assert dev.log == ["flush", "spin", "start", "call x.a", "end", "sync"] * 6
+
+
+def test_min_seconds_holds_the_stop_until_enough_gpu_time_is_timed():
+    dev = FakeDevice()
+    cells = _cells(dev, lambda i: 2.0, stop=rule(min_rounds=6, min_seconds=0.120))  # 4 calls x 3 ms a round
+    time_cells(cells, dev, clock=Ticks())
+    assert cells.stop_record["stopped_by"] == "ci" and cells.stop_record["rounds"] == 10
+    assert cells.stop_record["trace"][-1]["timed_seconds"] == pytest.approx(0.120)
+
+
+def test_a_run_that_never_converges_stops_on_its_timeout_or_at_max_rounds():
+    noisy = lambda i: 1.0 if (i // 4) % 2 else 9.0  # noqa: E731 - every call 1 ms one round, 9 ms the next
+    dev = FakeDevice()
+    cells = _cells(dev, noisy, stop=rule(timeout_seconds=7.0))
+    time_cells(cells, dev, clock=Ticks(1.0))  # one clock read at the start, one per timed round: k s after k
+    assert cells.stop_record["stopped_by"] == "timeout" and cells.stop_record["rounds"] == 7
+    assert cells.stop_record["trace"][-1]["unconverged"] == 4
+    dev = FakeDevice()
+    long = _cells(dev, noisy, rounds_planned=12, stop=rule(timeout_seconds=1e9))
+    time_cells(long, dev, clock=Ticks())
+    assert long.stop_record["stopped_by"] == "max_rounds" and long.stop_record["rounds"] == 12
+
+
+def test_the_stop_rule_refuses_to_time_part_of_a_run():
+    with pytest.raises(ValueError, match="cannot resume"):
+        time_cells(_cells(FakeDevice(), lambda i: 1.0, rounds=range(3, 10), stop=rule()), FakeDevice())
+
+
+class LoggingArm(Arm):
+    """An arm whose hooks only log: the engine's order of steps, and the stop block it adds."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def gates(self, run):
+        self.log.append("gates")
+
+    def inputs(self, run):
+        self.log.append("inputs")
+
+    def tune(self, run):
+        self.log.append("tune")
+
+    def cells(self, run):
+        for k in range(2):
+            self.log.append(f"cells {k}")
+            yield _cells(run.device, lambda i: 1.0, cells=(f"c{k}",), stages=("s",), warmup=0, rounds_planned=6,
+                         stop=rule(min_rounds=6) if k else None, tag=k)
+
+    def timed(self, run, cells):
+        self.log.append(f"timed {cells.tag} {len(cells.records)}")
+
+    def record(self, run):
+        self.log.append("record")
+        return {"timing": {}}
+
+    def write(self, run, doc):
+        self.log.append(f"write {sorted(doc['timing'])}")
+
+
+def test_measure_runs_the_hooks_in_order_and_adds_the_stop_block():
+    log = []
+    run = Run(config=None, allow_gpu=False, device=FakeDevice(), clock=Ticks())
+    doc = measure(LoggingArm(log), run)
+    assert log == ["gates", "inputs", "tune", "cells 0", "timed 0 6", "cells 1", "timed 1 6", "record",
+                   "write ['stop']"]
+    assert doc["timing"]["stop"]["stopped_by"] == "ci"
+
+
+def test_the_cupti_pass_runs_the_same_loop_inside_profiler_ranges_without_events():
+    from nsa_exp.gpu.cupti import profile_kernel_times  # noqa: PLC0415 - torch.profiler
+
+    dev = FakeDevice()
+    fns = {p: {s: (lambda p=p, s=s: dev.log.append(f"call {p}.{s}")) for s in ("a", "b")} for p in ("x", "y")}
+    names = profile_kernel_times(fns, FLUSH, "read", rounds=2, device=dev,
+                                 aggregate=lambda events, rounds: sorted({e.name for e in events
+                                                                         if e.name.startswith("nsa_cupti/")}))
+    stage = ["read-flush", "spin"]
+    one_round = [*stage, "call x.a", *stage, "call x.b", "sync", *stage, "call y.a", *stage, "call y.b", "sync"]
+    assert dev.log == ["sync", *one_round, *one_round]  # the buffer's sync, then no event anywhere
+    assert names == sorted(f"nsa_cupti/{p}/{s}/{r}" for p in "xy" for s in "ab" for r in (0, 1))
+
+
+# --- turning the rule on: config, CLI, sweep -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "start"), [
+    (["--resume"], "error: --resume: a run under the stop rule"),
+    (["--repetitions", "12"], "error: bench --stop-rule: the run times 12 rounds, fewer than the default rule's"),
+])
+def test_a_stop_rule_bench_that_cannot_run_is_refused_in_one_line(args, start, tmp_path, capsys):
+    from nsa_exp.cli import main  # noqa: PLC0415
+
+    assert main(["bench", "--output", str(tmp_path / "r.json"), "--stop-rule", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(start), err
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(("stop", "fragment"), [
+    ({**DEFAULT_RULE.to_dict(), "min_rounds": 151}, "config.timing.stop.min_rounds: 151 exceeds timing.repetitions"),
+    ({k: v for k, v in DEFAULT_RULE.to_dict().items() if k != "ci_rel"}, "'ci_rel' is a required property"),
+    ({**DEFAULT_RULE.to_dict(), "confidence": 1.0}, "config.timing.stop.confidence"),
+])
+def test_a_bad_stop_block_is_one_line_naming_the_field(stop, fragment, tmp_path):
+    from nsa_exp.errors import UserError  # noqa: PLC0415
+
+    raw = json.loads((REPO / "configs" / "e1_h200.json").read_text())
+    raw["timing"]["stop"] = stop
+    with pytest.raises(UserError, match=re.escape(fragment)):
+        config_from_dict(raw)
+
+
+def test_a_config_block_turns_the_rule_on_and_sweep_stop_rule_puts_the_default_in_every_point(tmp_path):
+    from nsa_exp.sweeps.plan import load_sweep  # noqa: PLC0415
+
+    raw = json.loads((REPO / "configs" / "e1_h200.json").read_text())
+    raw["timing"]["stop"] = {**DEFAULT_RULE.to_dict(), "min_rounds": 30}
+    assert config_from_dict(raw).timing.stop == StopRule(**{**DEFAULT_RULE.to_dict(), "min_rounds": 30})
+    assert config_from_dict(json.loads((REPO / "configs" / "e1_h200.json").read_text())).timing.stop is None
+    from nsa_exp.errors import UserError  # noqa: PLC0415
+
+    sweep = REPO / "configs" / "sweep_x2_h200.json"  # 10 rounds a point: too few for the default rule
+    assert all("stop" not in p.config["timing"] for p in load_sweep(sweep))
+    with pytest.raises(UserError, match="sweep --stop-rule: the run times 10 rounds, fewer than the default rule's"):
+        load_sweep(sweep, stop_rule=True)
+    own = json.loads(sweep.read_text())
+    own["timing"]["repetitions"] = 60  # the cap the rule may stop short of
+    (tmp_path / "s.json").write_text(json.dumps(own))
+    points = load_sweep(tmp_path / "s.json", stop_rule=True)
+    assert points and all(p.config["timing"]["stop"] == DEFAULT_RULE.to_dict() for p in points)
+    own["timing"]["stop"] = {**DEFAULT_RULE.to_dict(), "ci_rel": 0.02}
+    (tmp_path / "s.json").write_text(json.dumps(own))
+    assert all(p.config["timing"]["stop"]["ci_rel"] == 0.02 for p in load_sweep(tmp_path / "s.json", stop_rule=True))
+
+
+def test_importing_the_engine_imports_neither_fla_nor_triton():
+    """The release arm runs the engine in a process that puts another FLA on sys.path first."""
+    code = ("import sys, nsa_exp.gpu.engine, nsa_exp.gpu.release; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('fla', 'triton')]; print(bad); sys.exit(bool(bad))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
