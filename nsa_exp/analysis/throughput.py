@@ -32,7 +32,8 @@ def peak_tflops(gpu_name: str | None) -> tuple[float, str] | None:
     spec = gpu_spec(gpu_name)
     if spec is None or spec.peak_bf16_tflops is None:
         return None
-    return spec.peak_bf16_tflops, f"{spec.source}: dense BF16, half the datasheet's with-sparsity figure"
+    return spec.peak_bf16_tflops, (spec.peak_source
+                                   or f"{spec.source}: dense BF16, half the datasheet's with-sparsity figure")
 
 
 def throughput_rows(result: dict[str, Any]) -> list[dict[str, Any]]:

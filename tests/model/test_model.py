@@ -119,7 +119,8 @@ def test_calibrate_refuses_points_from_another_gpu(tmp_path, capsys):
                "--output", str(tmp_path / "cal.json")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
-    assert "gpu is 'NVIDIA H100 80GB HBM3' but the calibration's is 'NVIDIA H200'" in err[0]
+    # the relabelled point no longer validates (its GPU against the GPU table and its gpu gate): refused first
+    assert "does not validate" in err[0] and "metadata_plausible" in err[0] and "other.json" in err[0]
     assert not (tmp_path / "cal.json").exists()
 
 
