@@ -81,12 +81,7 @@ KNOWN_FAILING: dict[str, str] = {
     "autotune_matrix.output_is_its_config": _AFTER_GATE,
     # --- nsa_exp/sweep.py
     "sweep.slurm_executor_without_slurm": _INTERNAL.format(exc="RuntimeError: Could not detect \"srun\""),
-    "sweep.table_only_with_a_poisoned_point": _ACCEPTED + " (the table is rebuilt from a point validate FAILs)",
     "sweep.table_only_of_an_empty_sweep": _ACCEPTED + " ('Empty DataFrame', a 0-row CSV written)",
-    # --- nsa_exp/model/commands.py + points.py: points read without validate's checks
-    "model_validate.point_with_a_forged_T": _ACCEPTED + " (the forged point is predicted)",
-    "model_validate.point_with_T_zero": _INTERNAL.format(exc="ValueError: fanin is empty"),
-    "model_validate.poisoned_point": _ACCEPTED + " (the forged point is predicted: +106% error)",
     # --- nsa_exp/results/plot.py, sweep_plot.py: the input's kind is not checked
     "plot.sweep_table_as_summary": _INTERNAL.format(exc="KeyError: 'config_name'"),
     "sweep_plot.summary_as_sweep_table": _INTERNAL.format(exc="KeyError: ['dkv_median_ms']"),
