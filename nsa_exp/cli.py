@@ -12,15 +12,19 @@ the CPU commands work without torch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
 
+from .arguments import check_arguments
 from .commands import COMMANDS, Option, cli_flags
 from .errors import UserError
+from .io.reader import show_path
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -35,6 +39,17 @@ def _lazy(target: str) -> Handler:
         return getattr(importlib.import_module(module), name)(args)
     handler.__name__ = name
     return handler
+
+
+@contextlib.contextmanager
+def numerical_warnings(debug: bool) -> Iterator[None]:
+    """numpy/scipy ``RuntimeWarning``s (an empty slice, a division by zero) never reach stderr as extra lines:
+    the one-line contract holds, and a NaN they leave cannot reach a file (every document is written with
+    ``allow_nan=False`` after its schema). With ``--debug`` they are shown as Python shows them."""
+    with warnings.catch_warnings():
+        if not debug:
+            warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -84,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with numerical_warnings(args.debug):
+            check_arguments(args)  # before the handler: before any gate, before torch is imported
+            return args.func(args)
     except UserError as exc:
         if args.debug:
             traceback.print_exc()
@@ -93,15 +110,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush at exit
         return 0
+    except OSError as exc:
+        if exc.filename is None:  # not about a path the user gave: an internal error below
+            return _internal(exc, args.debug)
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {show_path(exc.filename)}: {exc.strerror or exc}", file=sys.stderr)  # e.g. a path too long
+        return 2
     except KeyboardInterrupt:
         print("error: interrupted; no partial output was written", file=sys.stderr)
         return 130
     except Exception as exc:  # an internal error: still one line unless --debug
-        if args.debug:
-            traceback.print_exc()
-        print(f"error: internal error {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
-              file=sys.stderr)
-        return 1
+        return _internal(exc, args.debug)
+
+
+def _internal(exc: Exception, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(f"error: internal error {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

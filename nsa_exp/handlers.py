@@ -14,22 +14,23 @@ import sys
 from pathlib import Path
 
 from . import REPO_ROOT
+from .analysis.compare import check_resamples, run_compare
 from .analysis.compare import format_table as format_compare_table
-from .analysis.compare import run_compare
 from .analysis.flush_study import flush_study
 from .analysis.flush_study import format_table as format_flush_table
+from .arguments import parse_slurm
 from .checking.validate import format_report, validate_paths
+from .commands import FIGURES_DIR
 from .errors import UserError
 from .figures.autotune_heatmap import plot_autotune_heatmap
 from .figures.fanin_latency import plot_fanin_latency
 from .figures.sweep import plot_sweep
 from .io.schema_sync import sync_schemas
 from .io.schemas import schema_errors
-from .io.store import check_writable
-from .io.strict_json import parse_strict
+from .io.store import OutputPolicy, check_writable, frame_csv
 from .report.build import build_report
-from .report.lock import write_lock
-from .report.manifest import RESULT, committed_inputs
+from .report.lock import LOCK_FILE, write_lock
+from .report.manifest import OUTPUT, RESULT, committed_inputs
 from .report.releases import release_table
 from .routing.config import load_config
 from .routing.files import format_files_table
@@ -42,7 +43,7 @@ from .routing.report import (
     write_routing_report,
 )
 from .sweeps.plan import load_sweep, sweep_dirs
-from .sweeps.run import run_sweep
+from .sweeps.run import points_to_run, run_sweep
 from .sweeps.table import sweep_table
 
 
@@ -52,10 +53,23 @@ def _wrote(paths: list[Path]) -> int:
     return 0
 
 
+def _figure_dir(args: argparse.Namespace, option: str = "out_dir") -> tuple[str, bool]:
+    """The figures folder and whether the user named it (an explicit folder may be written into)."""
+    given = getattr(args, option)
+    return (given, True) if given is not None else (FIGURES_DIR, False)
+
+
 def cmd_routing(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    check_writable(*([args.output] if args.output else []), folders=(args.save,) if args.save else ())
-    files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges)
+    policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file))
+    if args.output:
+        policy.claim(args.output, named=True)
+    if args.save:
+        check_writable(folders=(args.save,))
+        ext = "npy" if config.cu_seqlens is None else "npz"
+        policy.claim_all([Path(args.save) / f"{p.name}.{ext}" for p in config.patterns], named=True, option="--save")
+    files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges,
+                                  packed=config.cu_seqlens is not None)
     report, routings = routing_report(config)
     if files:
         report["routing_files"] = files
@@ -95,27 +109,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     inputs = committed_inputs(result=args.result, repeat=args.repeat, ncu=args.ncu,
                               autotune_matrix=args.autotune_matrix, tune_arms=args.tune_arms, h200=args.h200)
     analysis = args.analysis or f"results/analysis/{Path(args.result).stem}.json"
+    output = args.output or OUTPUT
+    policy = OutputPolicy.of(args, ("--result", inputs.result), ("--repeat", inputs.repeat), ("--h200", inputs.h200),
+                             ("--autotune-matrix", inputs.autotune_matrix), *(("--ncu", p) for p in inputs.ncu),
+                             *(("--tune-arms", p) for p in inputs.tune_arms))
+    policy.claim(output, named=args.output is not None)
+    policy.claim(analysis, named=args.analysis is not None, option="--analysis")
+    readme = str(REPO_ROOT / "README.md") if args.update_readme else None
+    if readme:
+        policy.claim(readme, named=True, option="--update-readme")  # asked for by name
     command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != RESULT else "")
-    build_report(inputs, args.output, analysis, command, readme=str(REPO_ROOT / "README.md") if args.update_readme
-                 else None, formal=args.formal)
-    print(f"wrote {args.output} and {analysis}")
-    return 0
+    build_report(inputs, output, analysis, command, readme=readme, formal=args.formal)
+    return _wrote([Path(output), Path(analysis), *([Path(readme)] if readme else [])])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    if args.resamples < 1:
-        raise UserError(f"--resamples: {args.resamples} is not a positive integer")
+    check_resamples(args.resamples)
     output = (f"results/compare/{Path(args.a).stem}_vs_{Path(args.b).stem}{'_cycles' if args.cycles else ''}.json"
               if args.output is None else args.output)
-    inputs = {Path(p).resolve(): p for p in [args.a, args.b, *(args.noise_from or [])]}
     if Path(args.a).resolve() == Path(args.b).resolve():
         raise UserError(f"compare: A and B are the same file ({args.a}); compare two runs (e.g. a result and "
                         "its independent repeat)")
-    if output and Path(output).resolve() in inputs:
-        raise UserError(f"--output {output}: is an input of this comparison ({inputs[Path(output).resolve()]}); "
-                        "choose another path")
     if output:
-        check_writable(output)
+        noise = (("--noise-from", p) for p in args.noise_from or [])
+        OutputPolicy.of(args, ("A", args.a), ("B", args.b), *noise).claim(output, named=args.output is not None)
     doc, code = run_compare(args.a, args.b, output or None, noise_from=args.noise_from, floor=args.floor,
                             cycles=args.cycles, fail_on=args.fail_on, resamples=args.resamples)
     print(format_compare_table(doc))
@@ -130,13 +147,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_release_table(args: argparse.Namespace) -> int:
-    if args.resamples < 1:
-        raise UserError(f"--resamples: {args.resamples} is not a positive integer")
+    check_resamples(args.resamples)
     print(release_table(args.paths, args.resamples))
     return 0
 
 
 def cmd_flush_study(args: argparse.Namespace) -> int:
+    if args.output:
+        OutputPolicy.of(args, ("RAW", args.raw)).claim(args.output, named=True)
     study = flush_study(args.raw, args.output)
     print(format_flush_table(study))
     if args.output:
@@ -145,17 +163,25 @@ def cmd_flush_study(args: argparse.Namespace) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    lines = write_lock(args.source, args.output)
-    print(f"wrote {args.output} ({lines} pins)")
+    output = args.output or LOCK_FILE
+    OutputPolicy.of(args, ("--from", args.source)).claim(output, named=args.output is not None)
+    lines = write_lock(args.source, output)
+    print(f"wrote {output} ({lines} pins)")
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    return _wrote(plot_fanin_latency(args.input, args.x, args.out_dir, args.result))
+    out_dir, named = _figure_dir(args)
+    policy = OutputPolicy.of(args, ("--input", args.input), ("--result", args.result))
+    return _wrote(plot_fanin_latency(args.input, args.x, out_dir, args.result,
+                                     claim=lambda p: policy.claim(p, named=named, option="--out-dir")))
 
 
 def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
-    return _wrote(plot_autotune_heatmap(args.input, args.out_dir))
+    out_dir, named = _figure_dir(args)
+    policy = OutputPolicy.of(args, ("--input", args.input))
+    return _wrote(plot_autotune_heatmap(args.input, out_dir,
+                                        claim=lambda p: policy.claim(p, named=named, option="--out-dir")))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -163,22 +189,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if not points:
         raise UserError(f"{args.config}: sweep.patterns: the grid is empty (no patterns and no routing_files)")
     out_dir, csv = sweep_dirs(points[0].sweep)
+    csv = Path(args.output) if args.output else csv
+    policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
+                             ("the point folder", out_dir))
     if not args.table_only:
-        if args.points_per_job < 1:
-            raise UserError("--points-per-job: must be a positive integer")
-        try:
-            slurm = parse_strict(args.slurm.encode("utf-8")) if args.slurm else None
-        except ValueError as exc:
-            raise UserError(f"--slurm: not JSON ({exc}); e.g. --slurm '{{\"slurm_partition\": \"gpu\"}}'") from None
-        if slurm is not None and not isinstance(slurm, dict):
-            raise UserError("--slurm: must be a JSON object of submitit Slurm parameters")
+        slurm = parse_slurm(args.slurm)  # --points-per-job, --executor and --slurm checked by arguments.CHECKS
+        if points_to_run(points, out_dir):  # new points change the table: claimed before any GPU work
+            policy.claim(csv, named=args.output is not None)
         done = run_sweep(points, out_dir, args.allow_gpu, args.executor, points_per_job=args.points_per_job,
                          slurm=slurm)
         print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")
-    frame = sweep_table(out_dir, csv)
+    frame = sweep_table(out_dir)
+    if frame.empty:
+        raise UserError(f"sweep {points[0].sweep}: no valid point file under {out_dir}/ (0 of {len(points)} points "
+                        "measured); run the sweep on a GPU first, nothing written")
     print(frame.to_string(index=False, columns=["point_id", "fanin_max", "fanin_cv", "dkv_median_ms",
                                                 "ratio_vs_local"], float_format="%.3f"))
-    print(f"wrote {csv} ({len(frame)} points)")
+    wrote = policy.write(csv, frame_csv(csv, frame, "sweep_row").encode("utf-8"), named=args.output is not None)
+    print(f"{'wrote' if wrote else 'unchanged (rebuilt byte for byte):'} {csv} ({len(frame)} points)")
     return 0
 
 
@@ -192,4 +220,6 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
-    return _wrote(plot_sweep(args.table, args.out_dir))
+    out_dir, named = _figure_dir(args)
+    policy = OutputPolicy.of(args, ("--table", args.table))
+    return _wrote(plot_sweep(args.table, out_dir, claim=lambda p: policy.claim(p, named=named, option="--out-dir")))

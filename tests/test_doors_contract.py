@@ -28,72 +28,7 @@ from nsa_exp.cli import build_parser
 from .corpus.doors import CASES, case_files, check_table, expand, zip_bomb
 from .corpus.runner import REPO, run_child
 
-_INTERNAL = "internal error {exc} (exit 1) instead of one line, exit 2"
-_ACCEPTED = "accepted (exit 0): the bad input is not refused"
-_AFTER_GATE = "refused only after the 'no CUDA GPU' gate: the argument is checked too late"
-_CLOBBER = "the documented command rewrites committed files (git status shows them modified)"
-_LOST = "exit 0 and the input is overwritten by the command's output"
-KNOWN_FAILING: dict[str, str] = {
-    # --- nsa_exp/routing/packing.py (+ config.py): lengths checked as Python ints before numpy
-    "routing.packing_lengths_1e30": _INTERNAL.format(exc="OverflowError"),
-    "routing.packing_lengths_wrap_int64_to_T": _ACCEPTED + " (cu_seqlens [0,0,0,0,0,1024])",
-    "check.config_with_packing_lengths_1e30": _INTERNAL.format(exc="OverflowError"),
-    # --- nsa_exp/routing/config.py + results/strict_json.py (the one reader of user files): regular files,
-    #     size checked before reading, path errors as one line
-    "routing.config_dev_zero": "reads /dev/zero until the memory cap: internal error MemoryError",
-    "routing.config_fifo": "open() of the FIFO blocks: killed at the timeout",
-    "validate.dev_zero": "reads /dev/zero until the memory cap (st_size is 0): internal error MemoryError",
-    "validate.long_path": _INTERNAL.format(exc="OSError: File name too long"),
-    "autotune_heatmap.dev_zero": "reads /dev/zero until the memory cap: internal error MemoryError",
-    "predict.calibration_dev_zero": "reads /dev/zero until the memory cap: internal error MemoryError",
-    # --- nsa_exp/routing/files.py: routing files
-    "routing.file_truncated_npz": _INTERNAL.format(exc="BadZipFile"),
-    "routing.file_junk_npz": _INTERNAL.format(exc="BadZipFile"),
-    "routing.file_zip_bomb_npz": "refused only after decompressing: peak RSS ~1.2 GB (the header's shape is not "
-                                 "checked first)",
-    "routing.file_dev_zero_npy": "a .npy symlink to /dev/zero is read until the memory cap: internal error "
-                                 "MemoryError",
-    "routing.require_equal_edges_with_fewer_edges": _ACCEPTED + " (files are compared with each other only, not "
-                                                    "with the closed form)",
-    "routing.packed_config_with_routing_file": _ACCEPTED + " (README says refused)",
-    # --- nsa_exp/handlers.py / results/store.py: an --output that is one of the command's inputs
-    "routing.output_is_its_config": _LOST,
-    "lock.output_is_its_source": _LOST + " (a raw GPU result replaced by requirements lines)",
-    "report.output_is_its_result": _LOST,
-    "flush_study.output_is_its_raw_study": _LOST,
-    "ncu_export.output_is_its_raw_csv": _LOST,
-    "model_validate.output_is_its_calibration": _LOST,
-    "calibrate.output_is_its_calibration_set": _LOST,
-    # --- nsa_exp/handlers.py (routing-time), results/compare.py
-    "routing_time.negative_length": _INTERNAL.format(exc="ValueError"),
-    "routing_time.length_2_to_40": _INTERNAL.format(exc="MemoryError"),
-    "routing_time.zero_repeats": _ACCEPTED + " with numpy RuntimeWarnings as extra stderr lines",
-    "compare.resamples_1e12": _INTERNAL.format(exc="MemoryError"),
-    "compare.noise_from_one_file_twice": _ACCEPTED + " (a file as its own repeat: noise floor 0.5%)",
-    "compare.noise_pair_without_wrapper_extra": _INTERNAL.format(exc="KeyError: 'wrapper_extra'"),
-    "compare.cycles_with_zero_clocks": _ACCEPTED + " (every ratio NaN, all verdicts unclear)",
-    # --- nsa_exp/gpu/commands.py (+ whatif_run.py): arguments checked before any gate
-    "bench.output_is_summary": _AFTER_GATE,
-    "bench.resume_with_discard_journal": _AFTER_GATE,
-    "whatif.unknown_pattern": _AFTER_GATE,
-    "whatif.max_fanin_512_at_T32768": _AFTER_GATE + " (on the H200: CUDA out of memory)",
-    "smoke.output_is_its_config": _AFTER_GATE,
-    "autotune_matrix.output_is_its_config": _AFTER_GATE,
-    # --- nsa_exp/sweep.py
-    "sweep.slurm_executor_without_slurm": _INTERNAL.format(exc="RuntimeError: Could not detect \"srun\""),
-    "sweep.table_only_of_an_empty_sweep": _ACCEPTED + " ('Empty DataFrame', a 0-row CSV written)",
-    # --- nsa_exp/results/plot.py, sweep_plot.py: the input's kind is not checked
-    "plot.sweep_table_as_summary": _INTERNAL.format(exc="KeyError: 'config_name'"),
-    "sweep_plot.summary_as_sweep_table": _INTERNAL.format(exc="KeyError: ['dkv_median_ms']"),
-    # --- default output paths of the documented commands (handlers.py, model/doors.py, cli.py defaults)
-    "documented.calibrate_from_readme": _CLOBBER + ": results/model/h200_BQ1_w4_s2.json",
-    "documented.model_validate_default_output": _CLOBBER + ": results/model/h200_BQ1_w4_s2_validation.json, "
-                                                           "docs/figures/model_validation_h200_BQ1_w4_s2.*",
-    "documented.lock_from_readme": _CLOBBER + ": requirements-lock.txt",
-    "documented.plot_from_readme": _CLOBBER + ": docs/figures/e1_h100_fanin_cv_latency.svg",
-    "documented.autotune_heatmap_from_readme": _CLOBBER + ": docs/figures/e1_h200_autotune_heatmap.svg",
-    "documented.report_default_outputs": _CLOBBER + ": docs/RESULTS.md, results/analysis/e1_h100.json",
-}
+KNOWN_FAILING: dict[str, str] = {}  # id -> what happens today; every case passes (issue 23)
 
 ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # a user's shell, the GPU env vars set
 
@@ -134,7 +69,7 @@ def _copy_repository(dst: Path) -> Path:
         src = REPO / rel
         if src.is_file() and not src.is_symlink():  # submodule folders (gitlinks) are not files
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst / rel)
+            shutil.copy(src, dst / rel)  # the mode too: scripts stay executable
     _git(dst, "init", "-q")
     _git(dst, "add", "-A")
     _git(dst, "commit", "-q", "-m", "corpus base")

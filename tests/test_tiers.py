@@ -29,7 +29,7 @@ TIERS: tuple[tuple[str, ...], ...] = (
     ("nsa_exp.releases",),
     ("nsa_exp.report",),
     ("nsa_exp.gpu",),
-    ("nsa_exp.commands", "nsa_exp.handlers", "nsa_exp.cli", "nsa_exp.__main__"),
+    ("nsa_exp.commands", "nsa_exp.arguments", "nsa_exp.handlers", "nsa_exp.cli", "nsa_exp.__main__"),
 )
 
 

@@ -45,6 +45,7 @@ from tabulate import tabulate
 from ..core.kinds import schema_version
 from ..core.records import BenchLike, BenchResult, ReleaseResult
 from ..errors import UserError
+from ..io.reader import same_file
 from ..io.store import load_record, write_json
 from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 from .release_compare import Side, format_release_table, release_block, release_cells, same_experiment, timer
@@ -54,6 +55,9 @@ from .release_compare import Side, format_release_table, release_block, release_
 DEFAULT_FLOOR = 0.02
 #: Lowest floor taken from a repeat pair: 0.5%.
 MIN_FLOOR = 0.005
+#: Most bootstrap resamples: scipy resamples all at once (``resamples x rounds`` float64 per sample, ~0.5 GB
+#: at 150 rounds); the CI's Monte-Carlo error at the default 10^4 is already well below :data:`MIN_FLOOR`.
+MAX_RESAMPLES = 100_000
 VERDICTS = ("same", "faster", "slower", "unclear")
 #: ``--fail-on`` choices and the verdicts each one fails on (exit 1).
 FAIL_ON = {"slower": {"slower"}, "faster": {"faster"}, "unclear": {"unclear"},
@@ -117,6 +121,9 @@ def clock_series(result: BenchLike, pattern: str, label: str) -> np.ndarray:
     if len(mhz) != n or any(m is None for m in mhz):
         raise UserError(f"--cycles: {label} has no recorded SM clock for every timed round of {pattern} "
                         f"(telemetry.available {result.telemetry['available']}); compare it in time")
+    if any(not m > 0 for m in mhz):  # a clock of 0 MHz would make every cycle count 0 and every ratio NaN
+        raise UserError(f"--cycles: {label} records an SM clock of {min(mhz)} MHz for a timed round of {pattern} "
+                        "(no clock was read); compare it in time")
     return np.asarray(mhz, dtype=np.float64)
 
 
@@ -128,9 +135,10 @@ def samples(result: BenchLike, pattern: str, stage: str, cycles: bool, label: st
 
 
 def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, float]:
-    """Per stage: the largest ``|median(Y)/median(X) - 1|`` over the patterns both results timed, at
-    least :data:`MIN_FLOOR`."""
+    """Per stage of ``stages`` that both X and Y timed: the largest ``|median(Y)/median(X) - 1|`` over the
+    patterns both results timed, at least :data:`MIN_FLOOR` (a stage the pair did not time has no floor here)."""
     x, y = BenchResult.coerce(x), BenchResult.coerce(y)
+    stages = [s for s in stages if s in x.timing.stages and s in y.timing.stages]
     pats = [p for p in x.patterns if p in y.patterns]
     med = {(d, p, s): r.patterns[p].median(s) for d, r in (("x", x), ("y", y)) for p in pats for s in stages}
     return {s: max([MIN_FLOOR] + [abs(med["y", p, s] / med["x", p, s] - 1) for p in pats]) for s in stages}
@@ -139,6 +147,13 @@ def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, flo
 def _source(path: str | Path, doc: Side) -> dict[str, Any]:
     return {"path": str(path), "name": doc.name, "gpu": doc.gpu_name, "created_utc": doc.metadata["created_utc"],
             "git_sha": doc.metadata["git"]["sha"]}
+
+
+def check_resamples(resamples: int) -> None:
+    """Refuse (one :class:`UserError` line naming ``--resamples``) a count outside 1..:data:`MAX_RESAMPLES`."""
+    if not 1 <= resamples <= MAX_RESAMPLES:
+        raise UserError(f"--resamples: {resamples} is not in 1..{MAX_RESAMPLES} (the bootstrap holds every resample "
+                        "in memory; the default 10000 is plenty)")
 
 
 def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None = None,
@@ -154,6 +169,10 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
         raise UserError(f"--floor: {floor} is not a fraction in [0, 1)")
     if fail_on is not None and fail_on not in FAIL_ON:
         raise UserError(f"--fail-on: {fail_on!r}; choose one of {', '.join(FAIL_ON)}")
+    check_resamples(resamples)
+    if noise_from and len(noise_from) == 2 and same_file(*noise_from):
+        raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: one file twice; a noise floor needs a result "
+                        "and its independent repeat")
     a = load_record(path_a, (BenchResult, ReleaseResult), f"A {path_a}")
     b = load_record(path_b, (BenchResult, ReleaseResult), f"B {path_b}")
     if isinstance(a, ReleaseResult) or isinstance(b, ReleaseResult):
@@ -163,17 +182,14 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
         raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
     stages = [s for s in a.timing.stages if s in b.timing.stages]
     if noise_from:
-        if len(noise_from) != 2:
-            raise UserError(f"--noise-from: give a result and its repeat (2 paths), not {len(noise_from)}")
-        x, y = (load_record(p, BenchResult, f"--noise-from {p}") for p in noise_from)
-        for other, p in ((x, noise_from[0]), (y, noise_from[1])):
-            bad = routing_differences(a, other)
-            if bad:
-                raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
+        x, y = _noise_pair(noise_from, path_a, a)
         floors = noise_floors(x, y, stages)
+        untimed = [s for s in stages if s not in floors]  # e.g. wrapper_extra: a pair recorded before the stage
         floors = {s: floors.get(s, floor) for s in stages}
         floor_source = {"kind": "repeat", "paths": [str(p) for p in noise_from],
-                        "rule": f"per stage, max over patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}"}
+                        "rule": f"per stage, max over patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}"
+                        + (f"; {', '.join(untimed)} (not timed by the pair): the stated default {floor:g}"
+                           if untimed else "")}
     else:
         floors = dict.fromkeys(stages, floor)
         floor_source = {"kind": "default", "paths": [], "rule": f"stated default {floor:g} for every stage"}
@@ -197,6 +213,23 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
             "rows": rows, "counts": counts, "fail_on": fail_on, "failed": failed}
 
 
+def _noise_pair(noise_from: list[str], path_a: str | Path | None = None,
+                a: BenchResult | None = None) -> tuple[BenchResult, BenchResult]:
+    """The ``--noise-from`` pair as bench records: exactly 2 paths, two different runs and, given ``a``, each the
+    same experiment as ``a`` (one :class:`UserError` line naming the option otherwise)."""
+    if len(noise_from) != 2:
+        raise UserError(f"--noise-from: give a result and its repeat (2 paths), not {len(noise_from)}")
+    x, y = (load_record(p, BenchResult, f"--noise-from {p}") for p in noise_from)
+    for other, p in ((x, noise_from[0]), (y, noise_from[1])) if a is not None else ():
+        bad = routing_differences(a, other)
+        if bad:
+            raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
+    if x.to_json() == y.to_json():
+        raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: the two files hold the same run; a noise "
+                        "floor needs a result and its independent repeat")
+    return x, y
+
+
 def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, noise_from: list[str] | None,
                      floor: float, cycles: bool, fail_on: str | None, resamples: int) -> dict[str, Any]:
     """The ``compare`` document (with its ``release`` block) of B against A when either is a release result."""
@@ -211,9 +244,7 @@ def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, n
         raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
     floors: dict[str, float] = {}
     if noise_from:
-        if len(noise_from) != 2:
-            raise UserError(f"--noise-from: give a result and its repeat (2 paths), not {len(noise_from)}")
-        x, y = (load_record(p, BenchResult, f"--noise-from {p}") for p in noise_from)
+        x, y = _noise_pair(noise_from)
         floors = noise_floors(x, y, [s for s in x.timing.stages if s in y.timing.stages])
         source = {"kind": "repeat", "paths": [str(p) for p in noise_from], "rule": f"per pinned stage, max over "
                   f"patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}; {floor:g} for other stages"}

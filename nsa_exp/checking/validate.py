@@ -20,12 +20,14 @@ JSON, cell by cell (:mod:`.csv_checks`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..core.kinds import KINDS, document_kind, schema_version
 from ..errors import UserError
+from ..io.reader import file_size, read_bounded, show_path
 from ..io.schemas import SUMMARY_COLUMNS, schema_errors
 from ..io.store import read_document
 from ..io.strict_csv import decode_csv
@@ -155,9 +157,8 @@ _SERVED: dict[tuple, dict[str, Any]] = {}
 def bench_document(path: str | Path) -> dict[str, Any] | None:
     """The parsed bench result at ``path`` when it is one that passes its schema (for CSV cross-checks)."""
     try:
-        data = Path(path).read_bytes()
-        doc = parse_strict(data) if len(data) <= MAX_BYTES else None
-    except (OSError, _Rejected):
+        doc = parse_strict(read_bounded(path, show_path(path), MAX_BYTES))
+    except (UserError, _Rejected):
         return None
     if isinstance(doc, dict) and doc.get("kind") == "bench_result" and not schema_errors(doc, "result", "$"):
         return doc
@@ -191,9 +192,10 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
 def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None,
                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = (),
                   depth: int = 0) -> dict[str, Any]:
-    """Validate a file on disk (size checked with stat before reading). A validation that serves another
-    one (``depth`` > 0: a companion JSON, a validation report's file) is made once per file and process."""
-    path = Path(path)
+    """Validate a file on disk: a regular file (a FIFO, device or folder is one :class:`UserError` line), its
+    size checked with stat before reading (:mod:`nsa_exp.io.reader`). A validation that serves another one
+    (``depth`` > 0: a companion JSON, a validation report's file) is made once per file and process."""
+    path, label = Path(path), show_path(path)
     if depth:
         try:
             st = path.stat()
@@ -203,19 +205,13 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
         if key not in _SERVED:
             _SERVED[key] = validate_path(path, companion, routing_files, release_dirs)
         return _SERVED[key]
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
+    size = file_size(path, label, sys.maxsize)
     if size > MAX_BYTES:
         (checks := Checks()).add("file_size", [("$", f"{size} bytes > {MAX_BYTES} (refused before parsing)")])
         return {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": str(path), "passed": False,
                 "checks": checks.items}
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot be read: {exc.strerror}") from None
-    return validate_bytes(data, str(path), companion, routing_files, release_dirs, depth)
+    return validate_bytes(read_bounded(path, label, MAX_BYTES), str(path), companion, routing_files, release_dirs,
+                          depth)
 
 
 def format_report(report: dict[str, Any]) -> str:

@@ -14,6 +14,9 @@ from typing import Any
 
 from ..errors import UserError
 
+#: The largest T a config may name (``schemas/config.schema.json``'s bound on ``shape.T``).
+MAX_T = 1 << 20
+
 
 @dataclass(frozen=True)
 class Shape:

@@ -10,7 +10,7 @@ import numpy as np
 from ..analysis.autotune_matrix import StageMatrix, config_text
 from ..checking.validate import load_validated
 from ..core.families import BASELINE_PATTERN
-from .canvas import pyplot, save_figure
+from .canvas import Claim, pyplot, save_figure
 
 
 def heatmap_arrays(m: StageMatrix) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -24,7 +24,7 @@ def heatmap_arrays(m: StageMatrix) -> tuple[list[str], np.ndarray, np.ndarray]:
     return labels, arr, arr / arr[:, [m.patterns.index(BASELINE_PATTERN)]]
 
 
-def plot_autotune_heatmap(path: str | Path, out_dir: str | Path) -> list[Path]:
+def plot_autotune_heatmap(path: str | Path, out_dir: str | Path, claim: Claim | None = None) -> list[Path]:
     """Draw the heatmaps of every stage in the matrix; returns the PNG and SVG paths (atomic writes)."""
     plt = pyplot()
 
@@ -47,6 +47,6 @@ def plot_autotune_heatmap(path: str | Path, out_dir: str | Path) -> list[Path]:
             fig.colorbar(im, ax=ax)
     gpu = doc["metadata"].get("gpu", {}).get("name", "?")
     fig.suptitle(f"{doc['name']}: FLA NSA autotune config × routing ({gpu})")
-    out = save_figure(fig, Path(out_dir) / f"{doc['name']}_autotune_heatmap")
+    out = save_figure(fig, Path(out_dir) / f"{doc['name']}_autotune_heatmap", claim)
     plt.close(fig)
     return out

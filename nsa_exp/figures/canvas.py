@@ -4,6 +4,7 @@ headless ``Agg``) and the one way a figure is written, PNG (130 dpi) and SVG, ea
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +16,26 @@ def pyplot() -> Any:
     import matplotlib  # noqa: PLC0415 - matplotlib is optional (requirements-analysis) and slow to import
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "nsa-exp"  # SVG ids from a fixed salt: the same figure, the same bytes
     import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib is optional (requirements-analysis) and slow to import
 
     return plt
 
 
-def save_figure(fig: object, stem: Path) -> list[Path]:
-    """Write ``fig`` as ``<stem>.png`` (130 dpi) and ``<stem>.svg``, each atomically; returns both paths."""
-    out = []
-    for ext in ("png", "svg"):
+#: ``claim(path) -> path``: the command's output policy for one file (:class:`nsa_exp.io.store.OutputPolicy`).
+Claim = Callable[[Path], Path]
+#: No date in the files: a figure redrawn from the same data is byte for byte the same.
+METADATA: dict[str, dict[str, Any]] = {"png": {}, "svg": {"Date": None}}
+
+
+def save_figure(fig: object, stem: Path, claim: Claim | None = None) -> list[Path]:
+    """Write ``fig`` as ``<stem>.png`` (130 dpi) and ``<stem>.svg``, each atomically, with no date or
+    version in them; returns both paths. ``claim`` is asked for both paths before either is written."""
+    paths = [stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "svg")]
+    if claim is not None:
+        paths = [claim(p) for p in paths]
+    for path in paths:
         buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=130)
-        path = stem.with_name(f"{stem.name}.{ext}")
+        fig.savefig(buf, format=path.suffix[1:], dpi=130, metadata=METADATA[path.suffix[1:]])
         write_bytes_atomic(path, buf.getvalue())
-        out.append(path)
-    return out
+    return paths

@@ -13,24 +13,28 @@ latency axis starts at zero so that a 1% difference looks like one.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from ..core import stages
 from ..core.families import family
 from ..errors import UserError
+from ..io.reader import read_csv_table, show_path
 from ..io.store import load_document
 from ..routing.fanin import X_STATS
-from .canvas import pyplot, save_figure
+from .canvas import Claim, pyplot, save_figure
 
 PANELS = tuple((name, stages.stage(name).panel_title) for name in stages.PANEL_ORDER)
 
 
 def read_summary(path: str | Path) -> list[dict[str, str]]:
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            return list(csv.DictReader(fh))
-    except FileNotFoundError:
-        raise UserError(f"--input {path}: no such file; run `invoke bench` first") from None
+    """The rows of a bench summary CSV (:func:`nsa_exp.io.reader.read_csv_table`: bounded, its columns those of
+    ``summary_row``); another table (a sweep table) is one line naming ``--input``."""
+    label = f"--input {show_path(path)}"
+    text = read_csv_table(path, label, "summary_row", "a bench summary CSV",
+                          hint="a sweep table is drawn by sweep-plot --table",
+                          not_found=f"{label}: no such file; run `invoke bench` first")
+    return list(csv.DictReader(io.StringIO(text)))
 
 
 def gpu_name(summary: str | Path, result: str | Path | None = None) -> str | None:
@@ -46,7 +50,7 @@ def gpu_name(summary: str | Path, result: str | Path | None = None) -> str | Non
 
 
 def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path,
-                       result: str | Path | None = None) -> list[Path]:
+                       result: str | Path | None = None, claim: Claim | None = None) -> list[Path]:
     """Draw the figure; returns the PNG and SVG paths (written atomically). ``result``: the bench result
     whose GPU names the figure (default: the summary's companion, see :func:`gpu_name`)."""
     plt = pyplot()
@@ -83,6 +87,6 @@ def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path,
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=9)
     fig.suptitle(f"{config}: FLA NSA stage latency vs {X_STATS[x_stat]} (equal edges, "
                  f"{gpu or 'GPU not recorded'})", fontsize=11)
-    out = save_figure(fig, Path(out_dir) / f"{config}_{x_stat}_latency")
+    out = save_figure(fig, Path(out_dir) / f"{config}_{x_stat}_latency", claim)
     plt.close(fig)
     return out

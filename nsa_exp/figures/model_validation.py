@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .canvas import pyplot, save_figure
+from .canvas import Claim, pyplot, save_figure
 
 
-def plot_validation(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
+def plot_validation(doc: dict[str, Any], out_dir: str | Path, claim: Claim | None = None) -> list[Path]:
     """Predicted vs measured dK/dV ms (log-log, the y = x line); returns the PNG and SVG paths."""
     plt = pyplot()
 
@@ -26,7 +26,7 @@ def plot_validation(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured dK/dV ms",
            ylabel="predicted dK/dV ms", title=f"{doc['calibration']['name']}: {len(meas)} held-out points")
     ax.legend()
-    paths = save_figure(fig, Path(out_dir) / figure_stem(doc))
+    paths = save_figure(fig, Path(out_dir) / figure_stem(doc), claim)
     plt.close(fig)
     return paths
 

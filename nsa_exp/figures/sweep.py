@@ -6,26 +6,29 @@ named in a legend (no per-point labels, so nothing overlaps); writes PNG and SVG
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
 
 from ..errors import UserError
+from ..io.reader import read_csv_table, show_path
 from ..routing.fanin import X_STATS
-from .canvas import pyplot, save_figure
+from .canvas import Claim, pyplot, save_figure
 
 MARKERS = "osD^v<>Pp*hX"
 
 
-def plot_sweep(table: str | Path, out_dir: str | Path) -> list[Path]:
+def plot_sweep(table: str | Path, out_dir: str | Path, claim: Claim | None = None) -> list[Path]:
     """Draw one panel per fan-in statistic of :data:`X_STATS` (points at every T) and, when the table
     holds several T, one panel of dK/dV median vs T per family; returns the PNG and SVG paths."""
     plt = pyplot()
 
-    try:
-        frame = pd.read_csv(table).dropna(subset=["dkv_median_ms"])
-    except FileNotFoundError:
-        raise UserError(f"--table {table}: no such file; run `python -m nsa_exp sweep` first") from None
+    label = f"--table {show_path(table)}"
+    text = read_csv_table(table, label, "sweep_row", "a sweep table",
+                          hint="a bench summary is drawn by plot --input",
+                          not_found=f"{label}: no such file; run `python -m nsa_exp sweep` first")
+    frame = pd.read_csv(io.StringIO(text)).dropna(subset=["dkv_median_ms"])
     if frame.empty:
         raise UserError(f"--table {table}: no point with a dkv_core median")
     name = str(frame["sweep"].iloc[0])
@@ -57,6 +60,6 @@ def plot_sweep(table: str | Path, out_dir: str | Path) -> list[Path]:
     if by_T:
         axes[-1].legend(fontsize=7, loc="best")
     fig.suptitle(f"{name}: FLA NSA dK/dV core latency vs fan-in (equal edges per T)", fontsize=11)
-    out = save_figure(fig, Path(out_dir) / f"{name}_dkv")
+    out = save_figure(fig, Path(out_dir) / f"{name}_dkv", claim)
     plt.close(fig)
     return out

@@ -30,7 +30,7 @@ from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders, summarize
 from ..core.stages import AUTOTUNED_STAGES
 from ..core.stages import stage as stage_row
 from ..errors import GateFailure, UserError
-from ..io.store import check_writable
+from ..io.store import OutputPolicy
 from ..routing.config import load_config
 from .engine import Arm, Cells, Run, measure, time_cells
 from .gates import gate_detail
@@ -195,7 +195,7 @@ def command(args: argparse.Namespace) -> int:
         raise UserError("--rounds: must be a positive integer")
     if args.warmup_rounds < 0:
         raise UserError("--warmup-rounds: must be 0 or more")
-    check_writable(args.output)
+    OutputPolicy((("--config", args.config),)).claim(args.output, named=True)
     doc = run_matrix(config, args.allow_gpu, args.output, stages, args.rounds, args.warmup_rounds)
     for st, s in doc["stages"].items():
         failed = [c for c in s["cells"] if c["status"] == "failed"]

@@ -22,7 +22,9 @@ from ..core.nvtx import parse_patterns, range_name
 from ..errors import UserError
 from ..io.metadata import base_metadata, utc_now
 from ..io.ncu_csv import assign_patterns, parse_raw_csv
-from ..io.store import check_writable, write_json, write_text_atomic
+from ..io.reader import read_bounded, show_path
+from ..io.store import OutputPolicy, write_json, write_text_atomic
+from ..io.strict_json import MAX_BYTES
 
 SCHEMA_VERSION = schema_version("ncu_summary")
 
@@ -85,7 +87,7 @@ def export_command(args: Any) -> int:
     if not Path(args.report).is_file():
         raise UserError(f"{args.report}: no such file" if not Path(args.report).exists() else
                         f"{args.report}: is not a file")
-    check_writable(args.output)
+    OutputPolicy((("REPORT", args.report), ("--reuse-context", args.reuse_context))).claim(args.output, named=True)
     context: dict = {"report": args.report}
     if args.pattern:
         context |= {"pattern": args.pattern, "patterns_in_launch_order": parse_patterns(args.pattern)}
@@ -95,9 +97,7 @@ def export_command(args: Any) -> int:
         context["nvtx_range"] = range_name(args.pattern, args.stage)
     if args.report.endswith(".csv"):
         try:
-            text = Path(args.report).read_bytes().decode("utf-8-sig")
-        except OSError as exc:
-            raise UserError(f"{args.report}: cannot be read: {exc.strerror}") from None
+            text = read_bounded(args.report, show_path(args.report), MAX_BYTES).decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise UserError(f"{args.report}: not UTF-8 text (bad byte at offset {exc.start}); give the CSV "
                             "from `ncu --import R --csv --page raw`") from None

@@ -71,7 +71,7 @@ from ..core.records import ReleaseResult
 from ..core.stages import RELEASE_STAGES
 from ..errors import GateFailure, UserError
 from ..io.metadata import base_metadata
-from ..io.store import check_writable, read_strict
+from ..io.store import OutputPolicy, read_strict
 from ..io.strict_json import dumps_strict
 from ..releases.config import ReleaseConfig, load_release_config
 from ..releases.environments import RELEASES_DIR, Target, child_sys_path, prepare_release, run_child, source_tree
@@ -476,11 +476,11 @@ def command(args: argparse.Namespace) -> int:
     targets = targets_from(args, cfg, releases_dir)
     sources = {t.label: read_launches(t.root) for t in targets}  # a tree without NSA is refused here, untimed
     outputs = [out_dir / f"{t.label}-T{p.T}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
-    check_writable(*outputs)
-    existing = [str(p) for p in outputs if p.exists()]
-    if existing and not args.overwrite:
-        raise UserError(f"{existing[0]}: exists ({len(existing)} of the outputs do); pass --overwrite to replace "
-                        "them, or --output-dir for a new folder")
+    # The output policy (io.store.OutputPolicy): no output is an input (inside a --fla-source or --wheel-dir
+    # folder included); an existing output, in the default folder or a named one, is replaced only with --overwrite.
+    OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
+                    *(("--fla-source", f) for f in args.fla_source), ("--wheel-dir", args.wheel_dir)).claim_all(
+        outputs, option="--output-dir")
     gates, interpreter = parent_gates(cfg, args.allow_gpu)
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate

@@ -21,6 +21,7 @@ from ..core.kinds import schema_version
 from ..core.protocol import round_orders, summarize
 from ..errors import UserError
 from ..io.store import load_document
+from ..model.split import check_whatif_memory
 from .engine import Arm, Cells, Run, measure
 
 
@@ -53,6 +54,9 @@ class WhatIfArm(Arm):
         # Deferred on purpose: FLA/triton may only be imported once the env gate has passed.
         from .launcher import make_inputs, pin_autotune_configs  # noqa: PLC0415
 
+        free = run.device.mem_get_info()[0]  # the arms' B' copies estimated before anything is allocated
+        check_whatif_memory(run.config.shape, {p: run.routings[p] for p in self.patterns}, self.max_fanins,
+                            self.layouts, free, f"the {free / 2**30:.1f} GiB free on this GPU")
         pin_autotune_configs({k: v["best_config"] for k, v in self.bench["autotune"]["kernels"].items()})
         run.inputs = make_inputs(run.config.shape, run.config.seeds.inputs, run.device.tensor_device)
 

@@ -10,24 +10,20 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from .reader import read_bounded, show_path
 from .strict_json import parse_strict
+
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 def read_config_file(path: str | Path, what: str = "config file", missing_hint: str = "") -> dict[str, Any]:
-    """The JSON object in ``path`` (:func:`parse_config_bytes`); a missing or unreadable file is one line
-    naming it (``<what> <path> does not exist; <missing_hint>``)."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{what} {path} does not exist" + (f"; {missing_hint}" if missing_hint else "")) \
-            from None
-    except OSError as exc:
-        raise UserError(f"{what} {path} cannot be read: {exc.strerror}") from None
-    return parse_config_bytes(data, str(path))
-
-
-MAX_CONFIG_BYTES = 1024 * 1024
+    """The JSON object in ``path`` (:func:`parse_config_bytes`), read by the one bounded reader
+    (:func:`nsa_exp.io.reader.read_bounded`: a regular file of at most :data:`MAX_CONFIG_BYTES`); a missing or
+    unreadable file is one line naming it (``<what> <path> does not exist; <missing_hint>``)."""
+    shown = show_path(path)
+    data = read_bounded(path, f"{what} {shown}", MAX_CONFIG_BYTES,
+                        not_found=f"{what} {shown} does not exist" + (f"; {missing_hint}" if missing_hint else ""))
+    return parse_config_bytes(data, shown)
 
 
 def parse_config_bytes(data: bytes, where: str) -> dict[str, Any]:

@@ -76,11 +76,24 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def software_versions() -> dict[str, Any]:
-    """python, numpy, torch, triton, CUDA (torch's build), fla-core (distribution version)."""
+def _distribution(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def software_versions(import_gpu: bool = True) -> dict[str, Any]:
+    """python, numpy, torch, triton, CUDA (torch's build), fla-core (distribution version). ``import_gpu=False``
+    (a CPU command: ``routing``, ``report``) reads torch's and triton's versions from their installed
+    distributions instead of importing them (~4 s), and records no CUDA build."""
     versions: dict[str, Any] = {"python": platform.python_version(), "numpy": numpy.__version__,
                                 "nsa_exp": __version__}
+    if not import_gpu:
+        versions |= {k: v for k, v in (("torch", _distribution("torch")), ("triton", _distribution("triton"))) if v}
     try:
+        if not import_gpu:
+            raise ImportError
         import torch  # noqa: PLC0415 - optional here: the results tier imports without torch; versions recorded when present
 
         versions["torch"] = torch.__version__
@@ -88,15 +101,14 @@ def software_versions() -> dict[str, Any]:
     except ImportError:
         pass
     try:
+        if not import_gpu:
+            raise ImportError
         import triton  # noqa: PLC0415 - optional here: the results tier imports without torch; versions recorded when present
 
         versions["triton"] = triton.__version__
     except ImportError:
         pass
-    try:
-        versions["fla_core"] = importlib.metadata.version("fla-core")
-    except importlib.metadata.PackageNotFoundError:
-        versions["fla_core"] = None
+    versions["fla_core"] = _distribution("fla-core")
     versions["packages"] = installed_packages()
     return versions
 
@@ -116,8 +128,9 @@ def installed_packages() -> dict[str, str]:
     return found
 
 
-def base_metadata(argv: list[str] | None = None) -> dict[str, Any]:
-    """Host-side metadata every report carries (GPU fields are added by the GPU tasks)."""
+def base_metadata(argv: list[str] | None = None, import_gpu: bool = True) -> dict[str, Any]:
+    """Host-side metadata every report carries (GPU fields are added by the GPU tasks); ``import_gpu``: see
+    :func:`software_versions` (False for the CPU commands, which never need torch)."""
     return {
         "created_utc": utc_now(),
         "argv": list(sys.argv if argv is None else argv),
@@ -125,5 +138,5 @@ def base_metadata(argv: list[str] | None = None) -> dict[str, Any]:
         "hostname": platform.node(),
         "platform": platform.platform(),
         "env": recorded_env(),
-        "versions": software_versions(),
+        "versions": software_versions(import_gpu),
     }

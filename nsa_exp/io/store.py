@@ -13,14 +13,17 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.kinds import KINDS
 from ..core.records import Record, record_schema
 from ..errors import UserError
+from .reader import read_bounded, same_file, show_path
 from .schemas import schema_errors
-from .strict_json import dumps_strict, parse_strict
+from .strict_json import MAX_BYTES, dumps_strict, parse_strict
 
 if TYPE_CHECKING:  # a frame is only handed in: the writer does not import pandas
     import pandas as pd
@@ -50,6 +53,110 @@ def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> 
         base = nearest_existing(path.parent)
         if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
             raise UserError(f"{path}: cannot be written ({base} is not a writable folder)")
+
+
+OVERWRITE_FLAG = "--overwrite"
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return folder.is_dir() and path.resolve().is_relative_to(folder.resolve())
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class OutputPolicy:
+    """The output policy of every writing command, in one place (issue 23). For each output path:
+
+    1. **An input is never an output.** A path that is one of the command's own inputs (the same file by
+       resolved path or inode), or lies inside an input folder, is refused, with or without
+       ``--overwrite``: nothing a user gives a command may be lost.
+    2. **A default output is never replaced unless asked.** A path the command chose itself (``named=False``:
+       its default, e.g. ``results/raw/<name>.json`` or ``docs/figures/...``) that already exists is refused
+       unless ``overwrite`` (the command's ``--overwrite``); a path the user named (``--output PATH``,
+       ``--out-dir DIR``) may be replaced. A user's run so never clobbers a committed result by default.
+    3. **Writable.** The path can be written (:func:`check_writable`).
+
+    Every refusal is one :class:`UserError` line naming the file and the fix(es). Claim every output
+    before writing the first (and before any long or GPU work), so a command writes all or none.
+
+    ``inputs`` holds ``(what, path)`` pairs (``what``: the option or argument that gave it, for the message)
+    or bare paths.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "in.json").write_text("{}"), (d / "old.json").write_text("{}")
+    >>> policy = OutputPolicy(inputs=(("--config", d / "in.json"),))
+    >>> policy.claim(d / "new.json") == d / "new.json"
+    True
+    >>> def refusal(call):
+    ...     try:
+    ...         call()
+    ...     except UserError as exc:
+    ...         print(str(exc).replace(str(d), "D"))
+    >>> refusal(lambda: policy.claim(d / "in.json", named=True))
+    --output D/in.json: is an input of this command (--config D/in.json); choose another path
+    >>> refusal(lambda: policy.claim(d / "old.json"))
+    D/old.json: exists (committed or earlier output); --overwrite replaces it, --output NEW_PATH writes elsewhere
+    >>> OutputPolicy(overwrite=True).claim(d / "old.json") == d / "old.json"
+    True
+    """
+
+    inputs: tuple[Any, ...] = ()
+    overwrite: bool = False
+
+    @classmethod
+    def of(cls, args: Any, *inputs: tuple[str, Any]) -> OutputPolicy:
+        """The policy of one command run: ``inputs`` as ``(what, path)`` pairs (an unset one, None or '', is
+        skipped) and its ``--overwrite`` (``args.overwrite``, False for a command without the flag)."""
+        return cls(tuple((w, p) for w, p in inputs if p not in (None, "")), bool(getattr(args, "overwrite", False)))
+
+    def _inputs(self) -> Iterable[tuple[str, Path]]:
+        for item in self.inputs:
+            what, path = item if isinstance(item, tuple) else ("input", item)
+            if path not in (None, ""):
+                yield str(what), Path(path)
+
+    def claim(self, path: str | Path, *, named: bool = False, option: str = "--output") -> Path:
+        """Refuse ``path`` (one line) unless the policy lets this command write it; return it as a Path.
+        ``named``: the user gave this path (or its folder) explicitly; ``option``: the option that
+        relocates the output (named in the refusal)."""
+        path = Path(path)
+        for what, source in self._inputs():
+            if same_file(path, source) or _inside(path, source):
+                how = "is an input of this command" if same_file(path, source) else "lies inside an input folder"
+                raise UserError(f"{option} {path}: {how} ({what} {source}); choose another path")
+        if path.exists() and not path.is_dir() and not named and not self.overwrite:
+            raise UserError(f"{path}: exists (committed or earlier output); {OVERWRITE_FLAG} replaces it, "
+                            f"{option} NEW_PATH writes elsewhere")
+        check_writable(path)
+        return path
+
+    def claim_all(self, paths: Iterable[str | Path], *, named: bool = False, option: str = "--output") -> list[Path]:
+        """:meth:`claim` each of ``paths`` (all before any is written)."""
+        return [self.claim(p, named=named, option=option) for p in paths]
+
+    def write(self, path: str | Path, data: bytes, *, named: bool = False, option: str = "--output") -> bool:
+        """Write ``data`` to ``path`` under the policy; an existing file with exactly these bytes is left as it
+        is (a byte-identical rebuild replaces nothing, so it needs no ``--overwrite``). Returns whether the
+        file was written."""
+        path = Path(path)
+        try:
+            if path.is_file() and path.stat().st_size == len(data) and read_bounded(path, str(path), len(data)) == data:
+                self.claim(path, named=True, option=option)  # still never one of the inputs
+                return False
+        except (OSError, UserError):
+            pass  # not a readable regular file of these bytes: claimed and written below
+        self.claim(path, named=named, option=option)
+        write_bytes_atomic(path, data)
+        return True
+
+
+def claim_output(path: str | Path, inputs: tuple[Any, ...] = (), overwrite: bool = False, *, named: bool = False,
+                 option: str = "--output") -> Path:
+    """``OutputPolicy(inputs, overwrite).claim(path, named=named, option=option)``: see :class:`OutputPolicy`."""
+    return OutputPolicy(tuple(inputs), overwrite).claim(path, named=named, option=option)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -139,7 +246,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
 
 
 def _fsync_dir(folder: Path) -> None:
-    dir_fd = os.open(folder, os.O_RDONLY)
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)  # a folder only: never blocks on a FIFO
     try:
         os.fsync(dir_fd)
     finally:
@@ -176,13 +283,19 @@ def write_json(path: str | Path, doc: dict[str, Any], kind: str) -> None:
     write_text_atomic(path, text)
 
 
-def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
-    """Validate each row of ``frame`` against ``schemas/<row_kind>.schema.json``, then write the CSV atomically."""
+def frame_csv(path: str | Path, frame: pd.DataFrame, row_kind: str) -> str:
+    """``frame`` as the CSV text :func:`write_frame` writes, each row validated against
+    ``schemas/<row_kind>.schema.json`` first (one line naming ``path`` and the row otherwise)."""
     for i, row in enumerate(frame.to_dict(orient="records")):
         errors = schema_errors(row, row_kind, label=f"row[{i}]")
         if errors:
             raise UserError(f"refusing to write {path}: {errors[0]}")
-    write_text_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
+    """Validate each row of ``frame`` against ``schemas/<row_kind>.schema.json``, then write the CSV atomically."""
+    write_text_atomic(path, frame_csv(path, frame, row_kind))
 
 
 def file_sha256(path: str | Path) -> str:
@@ -191,15 +304,12 @@ def file_sha256(path: str | Path) -> str:
 
 
 def read_strict(path: str | Path, label: str | None = None, missing_hint: str = "") -> tuple[bytes, Any]:
-    """A JSON file's bytes and its strict parse (no duplicate keys, NaN or overflowing numbers); every
-    failure is one :class:`UserError` line starting with ``label`` (default: the path)."""
-    label = str(path) if label is None else label
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{label}: no such file" + (f"; {missing_hint}" if missing_hint else "")) from None
-    except OSError as exc:
-        raise UserError(f"{label}: cannot be read: {exc.strerror}") from None
+    """A JSON file's bytes (a regular file of at most :data:`~nsa_exp.io.strict_json.MAX_BYTES`, read by
+    :func:`nsa_exp.io.reader.read_bounded`) and its strict parse (no duplicate keys, NaN or overflowing
+    numbers); every failure is one :class:`UserError` line starting with ``label`` (default: the path)."""
+    label = show_path(path) if label is None else label
+    data = read_bounded(path, label, MAX_BYTES,
+                        not_found=f"{label}: no such file" + (f"; {missing_hint}" if missing_hint else ""))
     try:
         return data, parse_strict(data)
     except ValueError as exc:
@@ -209,7 +319,7 @@ def read_strict(path: str | Path, label: str | None = None, missing_hint: str = 
 def read_document(path: str | Path, kinds: tuple[str, ...], label: str | None = None,
                   missing_hint: str = "") -> tuple[bytes, dict[str, Any]]:
     """:func:`read_strict`, then the document's ``kind`` must be one of ``kinds`` (one line otherwise)."""
-    label = str(path) if label is None else label
+    label = show_path(path) if label is None else label
     data, doc = read_strict(path, label, missing_hint)
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if kind not in kinds:
@@ -223,7 +333,7 @@ def load_record(path: str | Path, record: type[R] | tuple[type[R], ...], label: 
     """:func:`load_document` of ``record``'s kind (or of any of several records' kinds: the one the document
     names), as that typed record (:mod:`nsa_exp.core.records`); a key the schema allows but the record does not
     know is one :class:`UserError` line."""
-    label = str(path) if label is None else label
+    label = show_path(path) if label is None else label
     records = record if isinstance(record, tuple) else (record,)
     by_kind = {r.KIND: r for r in records}
     try:
@@ -246,7 +356,7 @@ def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = 
 
     Every failure is one :class:`UserError` line starting with ``label`` (default: the path).
     """
-    label = str(path) if label is None else label
+    label = show_path(path) if label is None else label
     _, doc = read_document(path, kinds, label, missing_hint)
     errors = schema_errors(doc, KINDS[doc["kind"]], label)
     if errors:

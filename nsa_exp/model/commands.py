@@ -14,12 +14,14 @@ import numpy as np
 import scipy
 
 from ..checking.validate import load_validated
+from ..core.config import MAX_T
 from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
 from ..errors import UserError
-from ..figures.model_validation import plot_validation
+from ..figures.model_validation import figure_stem, plot_validation
 from ..io.metadata import git_state, installed_packages, utc_now
-from ..io.store import check_writable, file_sha256, load_document, write_json
+from ..io.progress import progress
+from ..io.store import OutputPolicy, file_sha256, load_document, write_json
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
@@ -36,6 +38,7 @@ from .calibration import (
     predict,
 )
 from .points import (
+    POINT_KINDS,
     check_same_setup,
     pattern_fanin,
     point_name,
@@ -46,9 +49,6 @@ from .points import (
     shape_at,
 )
 from .whatif import TARGET, validation_row, validation_summary
-
-MAX_T = 1048576  # schemas/config.schema.json's bound on T
-
 
 
 def _metadata() -> dict[str, Any]:
@@ -65,14 +65,20 @@ def _all_points(paths: list[str]) -> list:
     naming the file and its failed checks otherwise)."""
     files = result_files(paths)
     for f in files:
-        load_validated(f, ("bench_result", "sweep_point"), f"--points {f}",
+        load_validated(f, POINT_KINDS, f"--points {f}",
                        hint="the model reads only points that validate; fix or remove that file")
     return [p for f in files for p in read_points(f)]
 
 
+FIGURES_DIR = "docs/figures"  # model-validate's default figure folder (as the command table says)
+
+
 def calibrate(args: argparse.Namespace) -> int:
     cset = load_document(args.set, ("model_calibration_set",), f"--set {args.set}")
-    check_writable(*([args.output] if args.output else []))
+    policy = OutputPolicy.of(args, ("--set", args.set), ("--kernels", args.kernels), ("--ncu", args.ncu),
+                             *(("--points", p) for p in args.points))
+    if args.output:
+        policy.claim(args.output, named=True)
     points = _all_points(args.points)
     by_name: dict[str, Any] = {}
     for p in points:  # the first file naming a routing wins
@@ -95,7 +101,7 @@ def calibrate(args: argparse.Namespace) -> int:
     params, rows = fit_calibration([p for _, p in chosen], fanins, ref.sm_count, occ["slots_per_sm"], bq)
     gpu_tag = ref.gpu.split()[-1].lower()
     out = args.output or f"results/model/{gpu_tag}_{config_label(ref.autotune_config)}.json"
-    check_writable(out)
+    policy.claim(out, named=args.output is not None)
     errs = np.abs([r["error_pct"] for r in rows])
     doc = {"schema_version": schema_version("model_calibration"), "kind": "model_calibration",
            "name": Path(out).stem, "gpu": {"name": ref.gpu, "sm_count": ref.sm_count},
@@ -151,7 +157,7 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
             bi = generate_packed_routing(pattern, shape, cal["seed"], cu)
             return csr_rows(bi, shape.block_size, cu).fanin, f"{point_name(entry, T)}-{packing_token(packing)}"
         return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T)
-    raw, key, _ = read_routing_file(args.routing_file)
+    raw, key, _ = read_routing_file(args.routing_file, (base["B"], None, base["H"], base["S"]))
     label = f"routing file {args.routing_file}" + (f" [{key}]" if key else "")
     T = args.T or (int(raw.shape[1]) if raw.ndim == 4 else base["T"])
     if T < 1 or T % base["block_size"] or T > MAX_T:
@@ -191,9 +197,16 @@ def predict_command(args: argparse.Namespace) -> int:
 
 def model_validate(args: argparse.Namespace) -> int:
     cal = load_calibration(args.calibration)
-    check_writable(*([args.output] if args.output else []))
     if args.max_fanin < 0:
         raise UserError(f"--max-fanin: {args.max_fanin} is negative (0 skips the split what-if)")
+    policy = OutputPolicy.of(args, ("--calibration", args.calibration), *(("--points", p) for p in args.points))
+    out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
+    policy.claim(out, named=args.output is not None)
+    fig_dir = FIGURES_DIR if args.figures is None else args.figures
+    if fig_dir:  # the figure's two files are claimed now, before the long work (their stem is known)
+        stem = Path(fig_dir) / figure_stem({"calibration": {"name": cal["name"]}, "name": Path(out).stem})
+        policy.claim_all([stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "svg")],
+                         named=args.figures is not None, option="--figures")
     points = _all_points(args.points)
     for p in points:
         if not regenerable(p.pattern):  # routing files, fla-topk: their per-row fan-in is not rebuilt on a CPU
@@ -205,22 +218,23 @@ def model_validate(args: argparse.Namespace) -> int:
     used = {p["label"] for p in cal["points"]}
     excluded = sorted({p.name for p in points if p.name in used})
     cache: dict = {}  # a routing measured in several files is modelled once
-    rows = [validation_row(cal, p, args.max_fanin, cache) for p in points if p.name not in used]
+    rows = [validation_row(cal, p, args.max_fanin, cache)
+            for p in progress([p for p in points if p.name not in used], "model-validate: predicting", unit="point")]
     if not rows:
         raise UserError("--points: every routing read was used to calibrate; nothing to validate")
     summary, meets = validation_summary(rows)
-    out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
-    check_writable(out)
     doc = {"schema_version": schema_version("model_validation"), "kind": "model_validation", "name": Path(out).stem,
            "calibration": {"path": args.calibration, "sha256": file_sha256(args.calibration), "name": cal["name"]},
            "rows": rows, "excluded": excluded, "summary": summary, "target": TARGET,
            "meets_target": meets, "split_max_fanin": args.max_fanin or None,
            "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
     write_json(out, doc, "model_validation")
-    figures = plot_validation(doc, args.figures) if args.figures else []
+    figures = plot_validation(doc, fig_dir) if fig_dir else []
     for r in rows:
         print(f"{r['name']:<40} measured {r['measured_ms']:8.3f}  predicted {r['predicted_ms']:8.3f}  "
               f"{r['error_pct']:+6.1f}%")
     print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
-          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%); wrote {out} {' '.join(map(str, figures))}")
+          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%)")
+    for path in [out, *figures]:
+        print(f"wrote {path}")
     return 0

@@ -21,11 +21,15 @@ import numpy as np
 from ..core.config import Shape
 from ..core.families import FAMILIES, pattern_from_entry
 from ..errors import UserError
-from ..io.strict_json import parse_strict
-from ..routing.fanin import csr_rows
+from ..io.reader import read_bounded, show_path
+from ..io.strict_json import MAX_BYTES, parse_strict
+from ..routing.fanin import csr_rows, row_fanin
 from ..routing.packing import cu_seqlens, generate_packed_routing, packing_token
 from ..routing.patterns import generate_routing
+from .split import split_fanin
 
+#: The documents that hold measured points.
+POINT_KINDS = ("bench_result", "sweep_point")
 # Shape fields a calibration fixes; T (and with it the number of CSR rows) is free.
 SHAPE_KEYS = ("B", "HQ", "H", "K", "V", "S", "block_size", "dtype")
 
@@ -61,8 +65,8 @@ def point_name(pattern: Mapping[str, Any], T: int) -> str:
 
 def _has_patterns(path: Path) -> bool:
     try:
-        return isinstance(parse_strict(path.read_bytes()).get("patterns"), dict)
-    except (OSError, ValueError, AttributeError):
+        return isinstance(parse_strict(read_bounded(path, show_path(path), MAX_BYTES)).get("patterns"), dict)
+    except (UserError, ValueError, AttributeError):
         return False
 
 
@@ -83,12 +87,15 @@ def result_files(paths: Iterable[str]) -> list[Path]:
 
 
 def read_points(path: Path) -> list[Point]:
-    """Every routing of one result file as a :class:`Point`.
+    """Every routing of one result file (a bench result or sweep point) as a :class:`Point`. The model's
+    commands read only files that pass every check of ``validate`` first (``model/commands.py``, a door above
+    ``checking/``, which itself reads the points a calibration cites through this function).
 
     Raises:
         UserError: the file is unreadable or lacks a field a point needs (named by JSON path).
     """
-    data = path.read_bytes()
+    label = show_path(path)
+    data = read_bounded(path, label, MAX_BYTES)
     try:
         doc = parse_strict(data)
         config = doc.get("config", {})
@@ -138,24 +145,6 @@ def shape_at(shape: Mapping[str, Any], T: int) -> Shape:
     return replace(Shape(T=T, **{k: shape[k] for k in SHAPE_KEYS}), T=T)
 
 
-def row_fanin(block_indices: np.ndarray, block_size: int) -> np.ndarray:
-    """Queries per CSR row ``int64 [B*H*M]`` in FLA's program-id order ``(b*H + h)*M + block``, with FLA's
-    validity rule (``0 <= block < M`` and ``block*BS <= t``); equals ``csr_rows(...).fanin`` without its
-    sort (spans and gaps are not needed here): ~50 ms instead of ~260 ms at T=32768.
-
-    >>> row_fanin(np.array([[[[0, -1]], [[0, 1]]]]), block_size=1).tolist()
-    [2, 1]
-    """
-    B, T, H, _ = block_indices.shape
-    M = -(-T // block_size)
-    b = block_indices.astype(np.int64)
-    t = np.arange(T, dtype=np.int64)[None, :, None, None]
-    row = (np.arange(B, dtype=np.int64)[:, None, None, None] * H + np.arange(H, dtype=np.int64)[None, None, :, None]) \
-        * M + b
-    keep = (b >= 0) & (b < M) & (b * block_size <= t)
-    return np.bincount(row[keep], minlength=B * H * M)
-
-
 @cache
 def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int, packing_json: str | None = None) -> np.ndarray:
     shape = shape_at(dict(shape_items), T)
@@ -173,12 +162,23 @@ def regenerable(pattern: Mapping[str, Any]) -> bool:
     return spec is not None and spec.external is None
 
 
+def _key(pattern: Mapping[str, Any], shape: Mapping[str, Any]) -> tuple[tuple, tuple]:
+    # lists (a placement's ``heads``) become tuples so the cache key hashes; the registry takes either
+    return (tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pattern.items())),
+            tuple(sorted(shape.items())))
+
+
+def pattern_split_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int, max_fanin: int,
+                        layout: str = "split-heavy-first") -> np.ndarray:
+    """Per-program fan-in of the split what-if launch of a generated dense routing
+    (:func:`nsa_exp.model.split.split_fanin` of :func:`pattern_fanin`; B' = ``len // (H*M)``)."""
+    return split_fanin(pattern_fanin(pattern, shape, T, seed), max_fanin, layout)
+
+
 def pattern_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int,
                   packing: Mapping[str, Any] | None = None) -> np.ndarray:
     """Per-CSR-row fan-in ``int64`` (cached) of a generated routing in FLA's program-id order: dense
     ``[B*H*M]`` in ``(b*H + h)*M + block``; packed (``packing``, a config section), one row per (document,
     block, head) in the varlen order ``(global_block)*H + h`` (:func:`nsa_exp.routing.fanin.csr_rows`)."""
-    # lists (a placement's ``heads``) become tuples so the cache key hashes; the registry takes either
-    items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pattern.items()))
     packed = None if packing is None else json.dumps(packing, sort_keys=True)
-    return _fanin(items, tuple(sorted(shape.items())), T, seed, packed)
+    return _fanin(*_key(pattern, shape), T, seed, packed)

@@ -16,11 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.families import pattern_from_entry
-from ..routing.patterns import generate_routing
 from .calibration import predict
-from .points import pattern_fanin, shape_at
-from .split import batched_fanin, split_routing
+from .points import pattern_fanin, pattern_split_fanin
 
 # H200 HBM3e bandwidth, 4.8 TB/s (NVIDIA H200 datasheet); the reduction reads B' partials and writes one.
 HBM_BYTES_PER_MS = 4.8e12 / 1e3
@@ -39,19 +36,18 @@ def reduction_ms(batches: int, shape: Mapping[str, Any], T: int) -> float:
 
 def model_whatif(cal: Mapping[str, Any], pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int,
                  max_fanin: int | None) -> dict[str, Any]:
-    """``{"program_id_ms", "heaviest_first_ms", "split_ms" (None without ``max_fanin``), "split_batches",
-    "reduction_ms"}`` for one generated routing (``pattern`` at ``T``, routing seed ``seed``)."""
+    """``{"heaviest_first_ms", "split_ms" (None without ``max_fanin``), "split_batches", "reduction_ms"}`` for one
+    generated routing (``pattern`` at ``T``, routing seed ``seed``). The split launch is priced from its per-program
+    fan-in (:func:`.points.pattern_split_fanin`, from the routing's cached fan-in): the B'-batch routing itself is
+    never built."""
     fanin = pattern_fanin(pattern, shape, T, seed)
-    out = {"program_id_ms": predict(cal, fanin)["predicted_ms"],
-           "heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"],
+    out = {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"],
            "split_ms": None, "split_batches": 1, "reduction_ms": 0.0}
     if max_fanin:
-        s = shape_at(shape, T)
-        bi = generate_routing(pattern_from_entry(dict(pattern), "pattern", s), s, seed)
-        split = split_routing(bi, s.block_size, max_fanin, "split-heavy-first")
-        red = reduction_ms(split.shape[0], shape, T)
-        out.update(split_ms=predict(cal, batched_fanin(split, s.block_size))["predicted_ms"] + red,
-                   split_batches=int(split.shape[0]), reduction_ms=red)
+        programs = pattern_split_fanin(pattern, shape, T, seed, max_fanin, "split-heavy-first")
+        batches = len(programs) // (shape["H"] * -(-T // shape["block_size"]))
+        red = reduction_ms(batches, shape, T)
+        out.update(split_ms=predict(cal, programs)["predicted_ms"] + red, split_batches=batches, reduction_ms=red)
     return out
 
 

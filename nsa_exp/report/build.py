@@ -102,7 +102,7 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
         doc["_path"] = p
         ncu.append(doc)
     analysis = analyse(result, repeat)
-    analysis["metadata"] = base_metadata()
+    analysis["metadata"] = base_metadata(import_gpu=False)
     write_json(output_json, analysis, "analysis")
     drift = drift_of(result, repeat) if repeat is not None else None
     matrix = autotune_section(inputs.autotune_matrix, list(inputs.tune_arms), _load, inputs.figures) \

@@ -38,8 +38,8 @@ def cross_gpu_section(h100_path: str, h100_repeat: str | None, h200_path: str | 
              r["verdict"], cyc[r["pattern"], r["stage"]]["verdict"]] for r in doc["rows"]]
     a, b = doc["a"], doc["b"]
     return out + [
-        f"`python -m nsa_exp compare {h100_path} {h200_path}" + (f" --noise-from {h100_path} {h100_repeat}`"
-                                                                  if noise else "`") +
+        f"`python -m nsa_exp compare {h100_path} {h200_path}" + (f" --noise-from {h100_path} {h100_repeat}"
+                                                                  if noise else "") + " --output ''`" +
         f": A = {a['name']} on {a['gpu']}, B = {b['name']} on {b['gpu']}. Ratio = median(H200) / median(H100) "
         f"with a bootstrap 95% CI (rounds of each run resampled on their own). Rule: {doc['rule']}; "
         f"floor = {doc['noise_floor']['rule']}. The last column repeats the verdict in SM-cycle space (each "

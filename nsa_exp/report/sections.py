@@ -205,5 +205,7 @@ def reproduce_section(result: BenchLike, paths: dict[str, str]) -> list[str]:
             *([bench + paths["repeat"]] if paths.get("repeat") else []),
             "scripts/run_h100.sh .venv/bin/invoke ncu --stage dkv_core",
             "scripts/run_h100.sh .venv/bin/invoke ncu --stage dq_core",
-            f"python scripts/plot_fanin_latency.py --input results/summaries/{stem}.csv --x fanin_cv",
-            paths["command"], "```", ""]
+            f"python scripts/plot_fanin_latency.py --input results/summaries/{stem}.csv --x fanin_cv --overwrite",
+            paths["command"] + " --overwrite", "```", "",
+            "(`--overwrite` regenerates the committed figure and this file; without it a command refuses to replace an "
+            "existing default output.)", ""]

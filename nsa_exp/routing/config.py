@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,23 @@ def check_fits_machine(shape: Shape, where: str) -> None:
                         f"more than this machine's {have / 2**30:.1f} GiB; lower B, T, H or S")
 
 
-def _shape(d: dict[str, Any], where: str) -> Shape:
-    shape = Shape(**d)
+def checked_shape(shape: Shape, where: str) -> Shape:
+    """``shape`` when every shape rule of a config holds (:func:`check_shape`, CUDA's launch limits, this
+    machine's memory for the routing); one :class:`UserError` line starting with ``where`` otherwise."""
     check_shape(shape, where)
     check_launch_limits(shape, where)
     check_fits_machine(shape, where)
     return shape
+
+
+def shape_at(shape: Shape, T: int, where: str) -> Shape:
+    """``shape`` at sequence length ``T``, every rule of :func:`checked_shape` held (e.g. ``routing-time
+    --lengths``)."""
+    return checked_shape(replace(shape, T=T), where)
+
+
+def _shape(d: dict[str, Any], where: str) -> Shape:
+    return checked_shape(Shape(**d), where)
 
 
 def _oracle_shape(d: dict[str, Any]) -> Shape:

@@ -68,7 +68,11 @@ def csr_rows(block_indices: np.ndarray, block_size: int, cu_seqlens: np.ndarray 
         row = ((chunk_offsets[doc] + b) * H + head)[keep]  # FLA's varlen program id: (global_block)*H + h
         n_rows = int(chunk_offsets[-1]) * H
     query = t[keep]
-    order = np.lexsort((query, row))
+    # Sorted by (row, query): the entries come in C order, t ascending within every row, so a *stable* sort by
+    # row alone is that order (= np.lexsort((query, row))); a launchable shape has at most 65535 rows
+    # (CUDA's grid-y limit), whose uint16 keys numpy sorts by radix: ~4x faster than the lexsort at T=131072.
+    key = row.astype(np.uint16) if n_rows <= 1 << 16 else row
+    order = np.argsort(key, kind="stable")
     row, query = row[order], query[order]
     fanin = np.bincount(row, minlength=n_rows)
     same_row = row[1:] == row[:-1]
@@ -133,3 +137,21 @@ def routing_statistics(block_indices: np.ndarray, block_size: int,
         "query_span": distribution_summary(rows.span),
         "adjacent_gap": distribution_summary(rows.gaps),
     }
+
+
+def row_fanin(block_indices: np.ndarray, block_size: int) -> np.ndarray:
+    """Queries per CSR row ``int64 [B*H*M]`` in FLA's program-id order ``(b*H + h)*M + block``, with FLA's
+    validity rule (``0 <= block < M`` and ``block*BS <= t``); equals ``csr_rows(...).fanin`` without its
+    sort (spans and gaps are not needed here): ~50 ms instead of ~260 ms at T=32768.
+
+    >>> row_fanin(np.array([[[[0, -1]], [[0, 1]]]]), block_size=1).tolist()
+    [2, 1]
+    """
+    B, T, H, _ = block_indices.shape
+    M = -(-T // block_size)
+    b = block_indices.astype(np.int64)
+    t = np.arange(T, dtype=np.int64)[None, :, None, None]
+    row = (np.arange(B, dtype=np.int64)[:, None, None, None] * H + np.arange(H, dtype=np.int64)[None, None, :, None]) \
+        * M + b
+    keep = (b >= 0) & (b < M) & (b * block_size <= t)
+    return np.bincount(row[keep], minlength=B * H * M)

@@ -20,16 +20,21 @@ file can re-check its statistics.
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import warnings
+import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.lib.format as npy_format
 
-from ..core.config import Shape
-from ..errors import GateFailure, UserError
+from ..core.config import MAX_T, Shape
+from ..errors import UserError
+from ..io.reader import read_bounded, show_path
 from .edges import closed_form_edges, effective_edges
 from .fanin import routing_statistics
 from .packing import cu_seqlens as _packed_cu
@@ -43,27 +48,107 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _read_array(path: Path) -> tuple[Any, str | None]:
-    """The raw array (numpy or torch) and the key it came from."""
-    suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return np.load(path, allow_pickle=False), None
-    if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
-            names = list(z.files)
-            if NPZ_KEY in names:
-                return z[NPZ_KEY], NPZ_KEY
-            if len(names) == 1:
-                return z[names[0]], names[0]
-        raise UserError(f"routing file {path}: .npz holds {len(names)} arrays {names}; name the routing "
-                        f"'{NPZ_KEY}' or store only one array")
-    # .pt: torch is imported lazily: this module is in the numpy-only routing tier, and torch is needed
+#: Bytes a routing file may hold beyond its int64 entries: the .npy header, a .npz's zip records, a
+#: ``cu_seqlens`` member, a .pt's pickle and record names.
+SLACK_BYTES = 1 << 20
+#: Dims of a routing array: (B, T, H, S); None = any, up to :data:`MAX_T` for T and 1 for B.
+Dims = tuple[int | None, int | None, int | None, int | None]
+
+
+def max_file_bytes(dims: Dims) -> int:
+    """The largest routing file read for ``dims``: its entries as int64 plus :data:`SLACK_BYTES`."""
+    B, T, H, S = (d if d is not None else bound for d, bound in zip(dims, (1, MAX_T, 64, 64), strict=True))
+    return B * T * H * S * 8 + SLACK_BYTES
+
+
+def _check_header(shape: tuple[int, ...], dtype: np.dtype, dims: Dims, label: str, suffix: str) -> None:
+    """The array a header declares must be int32/int64 ``[B, T, H, S]`` of ``dims``: refused (one line)
+    before a byte of its data is read or decompressed."""
+    if dtype.hasobject:
+        raise UserError(f"{label}: cannot be read as {suffix}: dtype {dtype} (object arrays are never unpickled)")
+    if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise UserError(f"{label}: dtype {dtype}, expected int32 or int64 block indices")
+    if len(shape) == 4 and dims[1] is None and not 0 < shape[1] <= MAX_T:
+        raise UserError(f"{label}: shape {list(shape)}: T={shape[1]} is outside 1..{MAX_T} (read from its header, "
+                        "before its data)")
+    want = [n if d is None else d for n, d in zip(shape, dims, strict=True)] if len(shape) == 4 else \
+        [d if d is not None else k for d, k in zip(dims, "BTHS", strict=True)]
+    if len(shape) != 4 or any(d is not None and n != d for n, d in zip(shape, dims, strict=True)):
+        raise UserError(f"{label}: shape {list(shape)}, expected {want} = [B, T, H, S] of the config (read from "
+                        "its header, before its data)")
+
+
+def _npy_header(fh: Any, label: str, suffix: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    try:
+        version = npy_format.read_magic(fh)
+        read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+        return read(fh, max_header_size=10_000)  # numpy's own parser (a literal, never evaluated), bounded
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise UserError(f"{label}: cannot be read as {suffix}: {_one_line(exc)}") from None
+
+
+def _npy_array(fh: Any, size: int, dims: Dims, label: str, suffix: str) -> np.ndarray:
+    """One ``.npy`` stream of ``size`` bytes: header checked (:func:`_check_header`), then exactly the bytes
+    it declares read (a truncated or padded array is refused)."""
+    shape, fortran, dtype = _npy_header(fh, label, suffix)
+    _check_header(shape, dtype, dims, label, suffix)
+    count = int(np.prod(shape, dtype=np.int64))
+    nbytes = count * dtype.itemsize
+    left = size - fh.tell()
+    if left != nbytes:
+        raise UserError(f"{label}: cannot be read as {suffix}: its header declares {nbytes} bytes of data, the "
+                        f"file holds {left} (truncated or padded)")
+    try:
+        data = fh.read(nbytes + 1)  # to the end: a zip member's CRC is checked there
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise UserError(f"{label}: cannot be read as {suffix}: {_one_line(exc)}") from None
+    if len(data) != nbytes:
+        raise UserError(f"{label}: cannot be read as {suffix}: {len(data)} bytes of data, its header declares "
+                        f"{nbytes}")
+    arr = np.frombuffer(data, dtype=dtype, count=count)
+    return arr.reshape(shape[::-1]).transpose() if fortran else arr.reshape(shape)
+
+
+def _npz_member(z: zipfile.ZipFile, name: str, dims: Dims, label: str) -> np.ndarray:
+    """Member ``<name>.npy`` of an open ``.npz``: its header (the first few hundred decompressed bytes) checked
+    against ``dims`` and against the size the archive declares before the data are decompressed, so a zip
+    bomb costs a few hundred bytes, not the gigabytes its header claims."""
+    info = z.getinfo(f"{name}.npy")
+    try:
+        with z.open(info) as member:
+            return _npy_array(member, info.file_size, dims, label, ".npz")
+    except (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, OSError, EOFError) as exc:
+        raise UserError(f"{label}: cannot be read as .npz: {_one_line(exc)}") from None
+
+
+def _npz(path: Path, data: bytes, dims: Dims) -> tuple[np.ndarray, str | None]:
+    try:
+        z = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
+        raise UserError(f"routing file {path}: cannot be read as .npz: {_one_line(exc)}") from None
+    with z:
+        names = [n.removesuffix(".npy") for n in z.namelist() if n.endswith(".npy")]
+        key = NPZ_KEY if NPZ_KEY in names else names[0] if len(names) == 1 else None
+        if key is None:
+            raise UserError(f"routing file {path}: .npz holds {len(names)} arrays {names}; name the routing "
+                            f"'{NPZ_KEY}' or store only one array")
+        return _npz_member(z, key, dims, f"routing file {path} [{key}]"), key
+
+
+def _pt(path: Path, data: bytes) -> tuple[np.ndarray, str | None]:
+    # torch is imported lazily: this module is in the numpy-only routing tier, and torch is needed
     # only for users who bring a .pt file (it is installed wherever the GPU tier runs).
     import torch  # noqa: PLC0415  (deferred on purpose, see above)
 
+    if zipfile.is_zipfile(io.BytesIO(data)):  # torch.save's format: the records' declared sizes bounded first
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            declared = sum(i.file_size for i in z.infolist())
+        if declared > 2 * len(data) + SLACK_BYTES:
+            raise UserError(f"routing file {path}: cannot be read as .pt: its records declare {declared} bytes, "
+                            f"far more than the file's {len(data)} (compressed records); refused before reading")
     with warnings.catch_warnings():  # torch warns about old pickle protocols: the error (if any) is the one line
         warnings.simplefilter("ignore")
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     key = None
     if isinstance(obj, dict):
         tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
@@ -79,6 +164,16 @@ def _read_array(path: Path) -> tuple[Any, str | None]:
         raise UserError(f"routing file {path}: .pt holds a {type(obj).__name__}, expected a tensor "
                         f"(or a dict with '{NPZ_KEY}')")
     return obj.detach().cpu().numpy(), key
+
+
+def _read_array(path: Path, data: bytes, dims: Dims) -> tuple[Any, str | None]:
+    """The raw array (numpy) of a routing file's bytes and the key it came from."""
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return _npy_array(io.BytesIO(data), len(data), dims, f"routing file {path}", ".npy"), None
+    if suffix == ".npz":
+        return _npz(path, data, dims)
+    return _pt(path, data)
 
 
 def _where(index: int, shape4: tuple[int, ...]) -> str:
@@ -120,30 +215,33 @@ def validate_block_indices(bi: np.ndarray, shape: Shape, label: str) -> None:
                         f"same (query, head); each (query, head) selects distinct blocks")
 
 
-def read_routing_file(path: str | Path) -> tuple[np.ndarray, str | None, bytes]:
+def read_routing_file(path: str | Path, dims: Dims = (None, None, None, None)) -> tuple[np.ndarray, str | None, bytes]:
     """The raw array of a routing file (not yet validated), the key it came from, and the file's bytes.
 
+    The file is read by the one bounded reader (:func:`nsa_exp.io.reader.read_bounded`: a regular file of
+    at most :func:`max_file_bytes` of ``dims``); a ``.npy`` (or a ``.npz`` member) has its header's dtype
+    and shape checked against ``dims`` (``(B, T, H, S)``, None = any) before its data are read or
+    decompressed, and must hold exactly the bytes its header declares.
+
     Raises:
-        UserError: unsupported suffix, missing/unreadable file, not a .npy/.npz/.pt, several arrays.
+        UserError: unsupported suffix, missing/unreadable/oversized file, not a .npy/.npz/.pt, several
+            arrays, a header whose dtype or shape is not the routing's.
     """
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
-        raise UserError(f"routing file {path}: unsupported suffix {path.suffix!r}; use one of "
+        raise UserError(f"routing file {show_path(path)}: unsupported suffix {path.suffix!r}; use one of "
                         f"{', '.join(FORMATS)}")
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"routing file {path} does not exist") from None
-    except OSError as exc:
-        raise UserError(f"routing file {path} cannot be read: {exc.strerror}") from None
+    shown = show_path(path)
+    data = read_bounded(path, f"routing file {shown}", max_file_bytes(dims),
+                        not_found=f"routing file {shown} does not exist")
     if path.suffix.lower() == ".npy" and not data.startswith(b"\x93NUMPY"):
         raise UserError(f"routing file {path}: not a .npy file (no NumPy header; "
                         f"{'empty file' if not data else 'first bytes ' + repr(data[:8])}); save it with numpy.save")
     try:
-        bi, key = _read_array(path)
+        bi, key = _read_array(path, data, dims)
     except UserError:
         raise
-    except Exception as exc:  # a corrupt/foreign file: numpy, zipfile and torch raise many kinds
+    except Exception as exc:  # a corrupt/foreign .pt: torch's unpickler raises many kinds
         raise UserError(f"routing file {path}: cannot be read as {path.suffix}: {_one_line(exc)}") from None
     return bi, key, data
 
@@ -153,7 +251,8 @@ CU_KEY = "cu_seqlens"
 
 def read_cu_seqlens(path: str | Path, T: int, block_size: int) -> np.ndarray | None:
     """The int32 ``cu_seqlens`` stored next to ``block_indices`` in a ``.npz`` routing file (None when absent
-    or not a .npz); checked like a ``lengths`` packing (0 .. T, strictly increasing, whole blocks).
+    or not a .npz); checked like a ``lengths`` packing (0 .. T, strictly increasing, whole blocks). The file
+    is read bounded and the member's header checked before its data (:func:`read_routing_file`).
 
     Raises:
         UserError: the array is not 1-D integers or breaks a packing rule (one line naming it).
@@ -161,25 +260,42 @@ def read_cu_seqlens(path: str | Path, T: int, block_size: int) -> np.ndarray | N
     path = Path(path)
     if path.suffix.lower() != ".npz":
         return None
-    where = f"routing file {path} [{CU_KEY}]"
+    where = f"routing file {show_path(path)} [{CU_KEY}]"
+    data = read_bounded(path, f"routing file {show_path(path)}", max_file_bytes((None, None, None, None)),
+                        not_found=f"routing file {show_path(path)} does not exist")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if CU_KEY not in z.files:
-                return None
-            cu = z[CU_KEY]
-    except (ValueError, OSError, EOFError) as exc:  # object arrays (never unpickled), a truncated archive
-        raise UserError(f"{where}: unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") \
-            from None
-    if cu.ndim != 1 or cu.size < 2 or not np.issubdtype(cu.dtype, np.integer) or cu[0] != 0:
+        z = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
+        raise UserError(f"routing file {path}: cannot be read as .npz: {_one_line(exc)}") from None
+    with z:
+        if f"{CU_KEY}.npy" not in z.namelist():
+            return None
+        info = z.getinfo(f"{CU_KEY}.npy")
+        limit = (T + 1) * 8 + 4096
+        if info.file_size > limit:
+            raise UserError(f"{where}: the archive declares {info.file_size} bytes, more than T+1={T + 1} "
+                            "boundaries can hold; refused before decompressing")
+        try:
+            with z.open(info) as member:
+                shape, _, dtype = _npy_header(member, where, ".npz")
+                if dtype.hasobject or len(shape) != 1:
+                    raise UserError(f"{where}: must be 1-D integers starting at 0 (document boundaries), got "
+                                    f"{dtype} {list(shape)}")
+                cu = np.frombuffer(member.read(limit), dtype=dtype)
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
+            raise UserError(f"{where}: unreadable ({_one_line(exc)})") from None
+    if cu.ndim != 1 or cu.size < 2 or cu.size != shape[0] or not np.issubdtype(cu.dtype, np.integer) or cu[0] != 0:
         raise UserError(f"{where}: must be 1-D integers starting at 0 (document boundaries), got {cu.dtype} "
                         f"{list(cu.shape)}")
+    if int(cu.min()) < 0 or int(cu.max()) > T:
+        raise UserError(f"{where}: boundaries must lie in 0..T={T}, got {int(cu.min())}..{int(cu.max())}")
     lengths = np.diff(cu.astype(np.int64))
     return _packed_cu({"lengths": lengths.tolist()}, T, block_size, where)
 
 
 def load_routing_file(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[str, Any]]:
     """Read and validate a routing file: int32 ``[B,T,H,S]`` and ``{path, format, key, dtype, sha256}``."""
-    bi, key, data = read_routing_file(path)
+    bi, key, data = read_routing_file(path, (shape.B, shape.T, shape.H, shape.S))
     path = Path(path)
     label = f"routing file {path}" + (f" [{key}]" if key else "")
     validate_block_indices(bi, shape, label)
@@ -252,14 +368,6 @@ def file_routings(paths: Sequence[str], shape: Shape, require_equal: bool = Fals
         detail = ", ".join(f"{p}={c}" for p, c in unequal.items())
         raise UserError(f"--require-equal-edges: closed form {closed_form_edges(shape)} edges, but {detail}")
     return routings, reports
-
-
-def require_equal_edges(reports: Sequence[dict[str, Any]]) -> None:
-    """GateFailure unless every report has the same edge count (``--require-equal-edges``)."""
-    counts = {r["path"]: r["edges"] for r in reports}
-    if len(set(counts.values())) > 1:
-        detail = ", ".join(f"{p}={c}" for p, c in counts.items())
-        raise GateFailure(f"--require-equal-edges: the routing files have different edge counts ({detail})")
 
 
 def format_files_table(reports: Sequence[dict[str, Any]]) -> str:

@@ -113,7 +113,13 @@ def document_lengths(entry: Mapping[str, Any], T: int, block_size: int, where: s
         raw = entry["lengths"]
         if not isinstance(raw, (list, tuple)) or not raw or len(raw) > MAX_DOCUMENTS:
             raise UserError(f"{where}.lengths: must be a non-empty list of document lengths")
-        lengths = np.array([_int(v, f"{where}.lengths[{i}]") for i, v in enumerate(raw)], dtype=np.int64)
+        values = [_int(v, f"{where}.lengths[{i}]") for i, v in enumerate(raw)]
+        for i, v in enumerate(values):  # as Python ints, before numpy: 10**30 cannot overflow, 4 x 2**62 cannot wrap
+            if not 0 < v <= T:
+                raise UserError(f"{where}.lengths[{i}]: {v} is not a document length in 1..T={T}")
+        if sum(values) != T:
+            raise UserError(f"{where}.lengths: the lengths sum to {sum(values)}, not T={T}")
+        lengths = np.array(values, dtype=np.int64)
         _check_lengths(lengths, T, block_size, f"{where}.lengths")
         return lengths
     lengths = _lognormal(entry, T, block_size, where)

@@ -19,11 +19,12 @@ from tabulate import tabulate
 from ..core.config import Config, Shape
 from ..core.families import family
 from ..core.kinds import schema_version
+from ..errors import UserError
 from ..io.metadata import base_metadata
 from ..io.store import write_bytes_atomic, write_json
 from .edges import effective_edges, equal_edge_gate
 from .fanin import routing_statistics
-from .files import CU_KEY, NPZ_KEY, pattern_names, require_equal_edges, routing_file_report
+from .files import CU_KEY, NPZ_KEY, file_routings
 from .packing import generate_packed_routing, packed_routing_violations, packing_record
 from .patterns import generate_routing, routing_violations
 
@@ -61,20 +62,22 @@ def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray
         "closed_form_edges": gate["closed_form"],
         "equal_edges": gate,
         "patterns": patterns,
-        "metadata": base_metadata(),
+        "metadata": base_metadata(import_gpu=False),
     }
     if cu is not None:
         report["packing"] = packing_record(cu, gate["closed_form"])
     return report, routings
 
 
-def routing_files_section(shape: Shape, paths: Sequence[str], require_equal: bool = False) -> list[dict[str, Any]]:
-    """Validate and summarise each ``--routing-file`` (before any pattern work); optionally equal edges."""
-    reports = [routing_file_report(path, shape) for path in pattern_names(paths).values()]  # as bench and sweep
-    if require_equal:
-        require_equal_edges(reports)
-    return reports
-
+def routing_files_section(shape: Shape, paths: Sequence[str], require_equal: bool = False,
+                          packed: bool = False) -> list[dict[str, Any]]:
+    """Validate and summarise each ``--routing-file`` (before any pattern work) as bench and sweep do
+    (:func:`.files.file_routings`): ``require_equal`` (``--require-equal-edges``) holds every file to the closed
+    form. ``packed``: the config has a packing, which takes no routing file yet (one line)."""
+    if paths and packed:
+        raise UserError(f"--routing-file {paths[0]}: the config is packed (config.packing) and routing files are "
+                        "dense-only for now; drop the packing or the routing file")
+    return list(file_routings(paths, shape, require_equal)[1].values())
 
 
 def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ class FilePoint:
 
 def file_point(path: str, base_shape: dict[str, Any]) -> FilePoint:
     """The validated point of one routing file (T from its second axis); raises UserError naming the file."""
-    bi, _, _ = read_routing_file(path)
+    bi, _, _ = read_routing_file(path, (base_shape["B"], None, base_shape["H"], base_shape["S"]))
     if getattr(bi, "ndim", 0) != 4:
         raise UserError(f"routing file {path}: shape {list(getattr(bi, 'shape', ()))}, expected [B, T, H, S]")
     T = int(bi.shape[1])

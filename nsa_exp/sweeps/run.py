@@ -98,6 +98,11 @@ def must_tune(point: Point, out_dir: Path) -> bool:
     return point.autotune_from is None and not (out_dir / AUTOTUNE_FILE).is_file()
 
 
+def points_to_run(points: Sequence[Point], out_dir: str | Path) -> list[Point]:
+    """The points without a valid file under ``out_dir`` (what :func:`run_sweep` would run)."""
+    return [p for p in points if not point_done(point_path(Path(out_dir), p), p)]
+
+
 def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, executor: str = "inline",
               measure: Measure | str = MEASURE, points_per_job: int = 1,
               slurm: dict[str, Any] | None = None) -> dict[str, list[str]]:
@@ -110,7 +115,7 @@ def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, exe
     if executor not in EXECUTORS:
         raise UserError(f"--executor: {executor!r}; choose one of {', '.join(EXECUTORS)}")
     out = Path(out_dir)
-    todo = [p for p in points if not point_done(point_path(out, p), p)]
+    todo = points_to_run(points, out)
     skipped = [p.point_id for p in points if p not in todo]
     if executor == "inline":
         for p in todo:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
@@ -9,17 +10,23 @@ import pandas as pd
 from ..analysis.sweep_rows import table_rows
 from ..checking.validate import load_validated
 from ..errors import UserError
+from ..io.reader import read_csv_table, show_path
 from ..io.schemas import schema_errors
 from ..io.store import write_frame
 from .plan import point_done
 
 
 def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.DataFrame:
-    """Every valid point under ``out_dir`` as one tidy row (sorted by family, T, point id); written to
-    ``csv_path`` (schema ``sweep_row`` per row) when given. Each point file must pass ``validate``
-    (:func:`nsa_exp.checking.validate.load_validated`): a point that does not is refused, one line naming it."""
+    """Every measured point under ``out_dir`` as one tidy row (sorted by family, T, point id); written to
+    ``csv_path`` (schema ``sweep_row`` per row) when given.
+
+    A point file (a schema-valid ``sweep_point``; anything else is an unfinished point and skipped) must pass
+    every check of ``validate`` (:func:`nsa_exp.checking.validate.load_validated`): a forged or poisoned point
+    is refused in one line naming it, never tabulated; a folder without one is refused (no 0-row table)."""
     docs = [load_validated(path, ("sweep_point",), hint="fix or remove that point file, then rebuild the table")
             for path in sorted(Path(out_dir).glob("*.json")) if point_done(path)]
+    if not docs:
+        raise UserError(f"{out_dir}: no measured point file (run the sweep on a GPU first); no table written")
     rows, columns = table_rows(docs)
     frame = pd.DataFrame(rows, columns=columns)
     if csv_path is not None:
@@ -29,7 +36,8 @@ def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.D
 
 def read_sweep_table(path: Path) -> pd.DataFrame:
     """A sweep table, each row checked against the ``sweep_row`` schema (UserError naming the row)."""
-    frame = pd.read_csv(path, dtype={"params": str})
+    text = read_csv_table(path, show_path(path), "sweep_row", "a sweep table")
+    frame = pd.read_csv(io.StringIO(text), dtype={"params": str})
     for i, row in enumerate(frame.to_dict("records")):
         clean = {k: (int(v) if k in ("T", "edges") else v) for k, v in row.items()}
         errors = schema_errors(clean, "sweep_row", f"{path.name} row {i + 2}")

@@ -22,6 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+# A vforked child shares this process's memory map until it execs, and Linux carries that map's high-water RSS
+# into the child's peak (ru_maxrss): every child would report the test session's own peak (1121 MB late in the
+# full suite). A real fork starts the child's peak from its own small launcher.
+subprocess._USE_VFORK = False  # CPython 3.11+'s documented switch (subprocess.py); an older Python never vforks
+
 # The child caps its own address space, then becomes ``python -m nsa_exp`` (same pid, so ``wait4`` sees it);
 # no preexec_fn, which is unsafe when the children are started from threads.
 _LAUNCH = ("import os, resource, sys; cap = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); "

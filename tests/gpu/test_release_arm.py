@@ -156,3 +156,7 @@ def test_compare_reads_two_release_results_and_a_rerun_is_refused_unless_overwri
     assert doc["release"]["a_label"] == doc["release"]["b_label"] == timed["doc"]["release"]["label"]
     again = run_cli(*timed["args"])
     assert_one_line_error(again, "exists", "--overwrite")
+    args = list(timed["args"])
+    args[args.index("--output-dir") + 1] = str(timed["tree"] / "fla")  # the outputs would land in an input
+    inside = run_cli(*args, "--overwrite")
+    assert_one_line_error(inside, "--output-dir", "lies inside an input folder", "--fla-source")

@@ -8,8 +8,8 @@ import pytest
 
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.core.protocol import WHATIF_LAYOUTS as LAYOUTS
-from nsa_exp.model.split import batched_fanin, split_routing
-from nsa_exp.routing.fanin import csr_rows
+from nsa_exp.model.split import split_routing
+from nsa_exp.routing.fanin import csr_rows, row_fanin
 from nsa_exp.routing.patterns import generate_routing
 
 SHAPE = Shape(B=1, T=64, HQ=16, H=1, K=32, V=32, S=4, block_size=16, dtype="float16")
@@ -24,7 +24,7 @@ def test_split_keeps_every_edge_and_caps_chunks_at_max_fanin(pattern, layout, ma
     bi = generate_routing(pattern, shape, seed=5)
     split = split_routing(bi, shape.block_size, max_fanin, layout)
     rows = csr_rows(bi, shape.block_size).fanin
-    chunks = batched_fanin(split, shape.block_size).reshape(split.shape[0], -1)
+    chunks = row_fanin(split, shape.block_size).reshape(split.shape[0], -1)
     assert (split >= 0).sum() == (bi >= 0).sum()
     assert (chunks.sum(axis=0) == rows).all()  # each row's chunks add up to the row
     long = rows > max_fanin

@@ -9,13 +9,18 @@ import numpy as np
 import pytest
 
 from nsa_exp.cli import main
+from nsa_exp.core.config import Shape
+from nsa_exp.core.families import pattern_from_entry
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.model.fit import fit_params
 from nsa_exp.model.makespan import heaviest_first, lower_bounds, simulate, split_rows
 from nsa_exp.model.occupancy import slots_per_sm, theoretical_occupancy_pct
 from nsa_exp.model.points import pattern_fanin, result_files
+from nsa_exp.model.split import split_fanin, split_routing
 from nsa_exp.report.manifest import committed_inputs
 from nsa_exp.report.model import model_section
+from nsa_exp.routing.fanin import row_fanin
+from nsa_exp.routing.patterns import generate_routing
 from tests.helpers import REPO, run_cli
 
 SEED = "results/raw/e1_h200_pre.json"
@@ -111,11 +116,8 @@ def test_validation_predicts_only_the_held_out_routing(seed_calibration, capsys)
 
 
 def test_calibrate_refuses_points_from_another_gpu(tmp_path, capsys):
-    doc = json.loads((REPO / SEED).read_text())
-    doc["metadata"]["gpu"]["name"] = "NVIDIA H100 80GB HBM3"
-    (tmp_path / "other.json").write_text(json.dumps(doc))
-    (tmp_path / "set.json").write_text(json.dumps(SEED3))
-    rc = main(["calibrate", "--points", SEED, str(tmp_path / "other.json"), "--set", str(tmp_path / "set.json"),
+    (tmp_path / "set.json").write_text(json.dumps(SEED3))  # the H100's formal run: a valid result of another GPU
+    rc = main(["calibrate", "--points", SEED, "results/raw/e1_h100.json", "--set", str(tmp_path / "set.json"),
                "--output", str(tmp_path / "cal.json")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
@@ -227,3 +229,17 @@ def test_predict_takes_one_kv_head_as_heads_0_like_the_list_form():
         return json.loads(proc.stdout)["predicted_ms"]
 
     assert ms("0") == ms("[0]") == ms("0,") != ms("0,3")
+
+
+@pytest.mark.parametrize("layout", ["split", "split-heavy-first"])
+@pytest.mark.parametrize("pattern", [{"name": "sink-heavy", "sinks": 4}, {"name": "zipf", "exponent": 1.0},
+                                     {"name": "local"}, {"name": "hot-block", "block": 3}])
+def test_the_split_fanin_from_row_fanins_equals_the_fanin_of_the_built_split_routing(pattern, layout):
+    """model-validate prices the split what-if from the rows' fan-in alone (no B'-batch routing built, issue 23's
+    6 GB): it must equal the fan-in of the routing the measured arm launches, program for program."""
+    shape = Shape(B=1, T=4096, HQ=64, H=4, K=192, V=128, S=16, block_size=64, dtype="bfloat16")
+    bi = generate_routing(pattern_from_entry(pattern, "pattern", shape), shape, 0)
+    rows = row_fanin(bi, 64)
+    for max_fanin in (64, 300, 4096, 10**6):  # B' = 64 at most (a row of 4096 queries cut every 64)
+        built = row_fanin(split_routing(bi, 64, max_fanin, layout), 64)
+        assert split_fanin(rows, max_fanin, layout).tolist() == built.tolist(), max_fanin

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from nsa_exp.core.config import Pattern, Shape
-from nsa_exp.errors import GateFailure, UserError
+from nsa_exp.errors import UserError
 from nsa_exp.routing.edges import closed_form_edges
-from nsa_exp.routing.files import load_routing_file, require_equal_edges, routing_file_report
+from nsa_exp.routing.files import file_routings, load_routing_file, routing_file_report
 from nsa_exp.routing.patterns import generate_routing
 from tests.helpers import assert_one_line_error, primary_config_dict, run_cli
 
@@ -61,10 +61,11 @@ def test_edges_need_not_equal_the_closed_form_and_the_report_says_so(tmp_path):
     assert rep["edges"] == closed_form_edges(SHAPE) - 24 and not rep["equal_to_closed_form"]
     assert "not comparable at equal edges" in rep["note"]
     np.save(tmp_path / "full.npy", _good("local"))
-    full = routing_file_report(tmp_path / "full.npy", SHAPE)
-    require_equal_edges([full, full])
-    with pytest.raises(GateFailure, match="different edge counts"):
-        require_equal_edges([full, rep])
+    file_routings([str(tmp_path / "full.npy")], SHAPE, require_equal=True)  # the closed form: accepted
+    with pytest.raises(UserError, match=r"--require-equal-edges: closed form \d+ edges, but .*fewer.npy=\d+"):
+        file_routings([str(tmp_path / "full.npy"), str(tmp_path / "fewer.npy")], SHAPE, require_equal=True)
+    with pytest.raises(UserError, match="fewer.npy"):  # one file is enough: held to the closed form, not to the others
+        file_routings([str(tmp_path / "fewer.npy")], SHAPE, require_equal=True)
 
 
 def test_each_validation_error_names_the_first_offending_slot(tmp_path):

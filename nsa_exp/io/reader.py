@@ -1,0 +1,170 @@
+"""The one reader of user files: regular files only, their size bounded before a byte is read.
+
+Every loader of a file a user names (configs, results and other documents, summary and sweep CSVs,
+routing files, calibrations, ncu CSVs) opens it here, so that:
+
+- a FIFO, a character device (``/dev/zero``), a socket or a folder is refused in one line, without
+  blocking and without reading (the path is ``stat``-ed first and opened ``O_NONBLOCK``, so a FIFO
+  swapped in between cannot hang it either; the opened file is ``fstat``-ed again);
+- a file larger than the loader's ``limit`` is refused before reading (``st_size``), and the read
+  itself stops at ``limit + 1`` bytes (a file that grows while read is refused too);
+- a path the OS cannot look up (too long, a loop of links, not a folder) is one line, the path shown
+  shortened (:func:`show_path`).
+
+Every refusal is one :class:`nsa_exp.errors.UserError` line starting with the loader's ``label``.
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "a.json"
+>>> _ = p.write_bytes(b"{}")
+>>> read_bounded(p, "config", 10)
+b'{}'
+>>> try:
+...     read_bounded("/dev/zero", "config /dev/zero", 10)
+... except Exception as exc:
+...     print(exc)
+config /dev/zero: a character device, not a regular file; give a file
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import UserError
+from .schemas import load_schema
+from .strict_json import MAX_BYTES
+
+CHUNK = 1 << 20  #: bytes per further read when a file's size changes while it is read
+
+#: A path longer than this is shown shortened in messages (the OS refuses names > 255 bytes anyway).
+SHOWN_PATH_CHARS = 120
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def show_path(path: str | Path) -> str:
+    """``path`` for a message: as given, or its first characters and its length when it is very long.
+
+    >>> show_path("a" * 5000)[-30:]
+    'aaaaaaaaa... (5000 characters)'
+    """
+    text = str(path)
+    return text if len(text) <= SHOWN_PATH_CHARS else f"{text[:SHOWN_PATH_CHARS - 40]}... ({len(text)} characters)"
+
+
+def _os_error(label: str, exc: OSError, not_found: str | None) -> UserError:
+    if exc.errno == errno.ENOENT:
+        return UserError(not_found or f"{label}: no such file")
+    if exc.errno == errno.ENAMETOOLONG:
+        return UserError(f"{label}: the path is too long for this file system ({exc.strerror})")
+    return UserError(f"{label}: cannot be read: {exc.strerror or exc}")
+
+
+def _refuse_kind(mode: int, label: str) -> None:
+    for test, what in _KINDS:
+        if test(mode):
+            raise UserError(f"{label}: {what}, not a regular file; give a file")
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{label}: not a regular file; give a file")
+
+
+def _too_big(label: str, size: int, limit: int) -> UserError:
+    return UserError(f"{label}: {size} bytes, more than the {limit} bytes such a file can hold (refused before "
+                     "reading)")
+
+
+def file_size(path: str | Path, label: str, limit: int, not_found: str | None = None) -> int:
+    """The size of the regular file ``path`` (``stat``, nothing opened or read), refused in one line when it
+    is missing, not a regular file, or larger than ``limit`` bytes."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise _os_error(label, exc, not_found) from None
+    except ValueError as exc:  # an embedded NUL byte
+        raise UserError(f"{label}: not a usable path ({exc})") from None
+    _refuse_kind(st.st_mode, label)
+    if st.st_size > limit:
+        raise _too_big(label, st.st_size, limit)
+    return st.st_size
+
+
+@contextmanager
+def open_bounded(path: str | Path, label: str, limit: int, not_found: str | None = None) -> Iterator[BinaryIO]:
+    """The regular file ``path`` opened for binary reading, after :func:`file_size`'s checks (and the same
+    checks again on the opened descriptor: the path cannot be swapped for a FIFO or device in between)."""
+    file_size(path, label, limit, not_found)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _os_error(label, exc, not_found) from None
+    try:
+        st = os.fstat(fd)
+        _refuse_kind(st.st_mode, label)
+        if st.st_size > limit:
+            raise _too_big(label, st.st_size, limit)
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
+        yield fh
+
+
+def read_bounded(path: str | Path, label: str, limit: int, not_found: str | None = None) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them (:func:`open_bounded`)."""
+    with open_bounded(path, label, limit, not_found) as fh:
+        try:
+            first = min(os.fstat(fh.fileno()).st_size, limit) + 1  # what stat said, and a byte more: did it grow?
+            parts: list[bytes] = []
+            total = 0
+            while total <= limit:  # to the end of the file, never past limit + 1 bytes
+                chunk = fh.read(min(CHUNK, limit + 1 - total) if parts else first)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                total += len(chunk)
+        except OSError as exc:
+            raise _os_error(label, exc, not_found) from None
+    if total > limit:
+        raise _too_big(label, total, limit)
+    return b"".join(parts)
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """``a`` and ``b`` name one file: the same resolved path, or the same inode (a hard link, a bind mount).
+
+    >>> same_file(".", "./")
+    True
+    """
+    try:
+        return Path(a).resolve() == Path(b).resolve() or os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def read_csv_table(path: str | Path, label: str, row_kind: str, what: str, hint: str = "",
+                   not_found: str | None = None) -> str:
+    """The text of a CSV table whose rows are ``row_kind`` (a schema under ``schemas/``, e.g. ``summary_row``,
+    ``sweep_row``): read bounded (:func:`read_bounded`, at most :data:`~nsa_exp.io.strict_json.MAX_BYTES`),
+    UTF-8 (a byte-order mark dropped), its header holding every column the row schema requires; else one
+    :class:`UserError` line starting with ``label``, saying it is not ``what`` (``hint`` appended, e.g. the
+    command that draws the other kind)."""
+    data = read_bounded(path, label, MAX_BYTES, not_found)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{label}: not UTF-8 text (byte {exc.start}); not a CSV table") from None
+    header = next(csv.reader(io.StringIO(text)), [])
+    missing = [c for c in load_schema(row_kind)["required"] if c not in header]
+    if missing:
+        raise UserError(f"{label}: not {what} (no column {', '.join(missing[:3])}"
+                        f"{' ...' if len(missing) > 3 else ''})" + (f"; {hint}" if hint else ""))
+    return text
