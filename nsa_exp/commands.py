@@ -206,7 +206,8 @@ COMMANDS: tuple[Command, ...] = (
          Option("--benchmark-result", "bench result whose autotune configs are pinned",
                 default="results/raw/e1_h200_pre.json"),
          Option("--output", "default results/whatif/<config>_whatif.json", metavar="PATH"), OVERWRITE),
-    _cmd("report", f"{CPU}:cmd_report", "docs/RESULTS.md + results/analysis/<name>.json from committed results", COMMON,
+    _cmd("report", f"{CPU}:cmd_report", "docs/RESULTS.md, docs/PROVENANCE.md's table and "
+         "results/analysis/<name>.json from committed results", COMMON,
          Option("--result", "the formal raw result", default=manifest.RESULT),
          Option("--repeat", "an independent repeat ('' for none)", default=manifest.REPEAT),
          Option("--ncu", "ncu summaries to cite (default results/ncu/e1_h100_*.json)", "list", empty_ok=True),
@@ -222,7 +223,11 @@ COMMANDS: tuple[Command, ...] = (
          Option("--formal", "label the run formal although its embedded config has no 'formal' field (results "
                 "recorded before the field existed, e.g. e1_h100)", "flag"),
          Option("--h200", "the H200 formal result for the H100-vs-H200 section (a note when the file does not "
-                "exist; '' for none)", default=manifest.H200), OVERWRITE),
+                "exist; '' for none)", default=manifest.H200),
+         Option("--h200-repeat", "the H200 formal result's independent repeat ('' for none)",
+                default=manifest.H200_REPEAT),
+         Option("--provenance", "the file whose generated provenance table is rewritten (default "
+                "docs/PROVENANCE.md; '' for none)", default=manifest.PROVENANCE), OVERWRITE),
     _cmd("compare", f"{CPU}:cmd_compare", "CPU only: bench result B vs A per pattern x stage: ratio of medians, "
          "bootstrap CI, verdict same/faster/slower/unclear; exit 0 ok, 1 --fail-on hit, 2 bad input", COMMON,
          Option("a", "reference bench result (results/raw/<name>.json)", "positional", metavar="A"),

@@ -30,7 +30,7 @@ from .io.schemas import schema_errors
 from .io.store import OutputPolicy, check_writable, frame_csv
 from .report.build import build_report
 from .report.lock import LOCK_FILE, write_lock
-from .report.manifest import OUTPUT, RESULT, committed_inputs
+from .report.manifest import OUTPUT, PROVENANCE, RESULT, committed_inputs
 from .report.releases import release_table
 from .routing.config import load_config
 from .routing.files import format_files_table
@@ -107,10 +107,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     inputs = committed_inputs(result=args.result, repeat=args.repeat, ncu=args.ncu,
-                              autotune_matrix=args.autotune_matrix, tune_arms=args.tune_arms, h200=args.h200)
+                              autotune_matrix=args.autotune_matrix, tune_arms=args.tune_arms, h200=args.h200,
+                              h200_repeat=args.h200_repeat)
     analysis = args.analysis or f"results/analysis/{Path(args.result).stem}.json"
     output = args.output or OUTPUT
     policy = OutputPolicy.of(args, ("--result", inputs.result), ("--repeat", inputs.repeat), ("--h200", inputs.h200),
+                             ("--h200-repeat", inputs.h200_repeat),
                              ("--autotune-matrix", inputs.autotune_matrix), *(("--ncu", p) for p in inputs.ncu),
                              *(("--tune-arms", p) for p in inputs.tune_arms))
     policy.claim(output, named=args.output is not None)
@@ -119,8 +121,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if readme:
         policy.claim(readme, named=True, option="--update-readme")  # asked for by name
     command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != RESULT else "")
-    build_report(inputs, output, analysis, command, readme=readme, formal=args.formal)
-    return _wrote([Path(output), Path(analysis), *([Path(readme)] if readme else [])])
+    provenance = args.provenance or None
+    if provenance:
+        policy.claim(provenance, named=args.provenance != PROVENANCE, option="--provenance")
+    build_report(inputs, output, analysis, command, readme=readme, formal=args.formal, provenance=provenance)
+    return _wrote([Path(output), Path(analysis), *([Path(readme)] if readme else []),
+                   *([Path(provenance)] if provenance else [])])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -144,7 +144,8 @@ def test_every_documented_command_was_found_and_classified():
     """The extraction finds the commands a reader sees (a regression of the extractor would silently test
     nothing): each class is present and the README's own commands are among them."""
     kinds = {c.kind for c in COMMANDS_FOUND}
-    assert {"cpu", "gpu", "template", "host", "mention"} <= kinds, kinds
+    assert {"cpu", "gpu", "template", "host", "mention", "record"} <= kinds, kinds
+    assert all(c.where.startswith("docs/PROVENANCE.md:") for c in COMMANDS_FOUND if c.kind == "record")
     texts = {c.text for c in COMMANDS_FOUND}
     assert "bash scripts/install.sh cpu" in texts and ".venv/bin/invoke lint test" in texts
     assert len(CPU) >= 15 and len(GPU) >= 10

@@ -158,8 +158,12 @@ def check_resamples(resamples: int) -> None:
 
 def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None = None,
                     floor: float = DEFAULT_FLOOR, cycles: bool = False, fail_on: str | None = None,
-                    resamples: int = RESAMPLES) -> dict[str, Any]:
+                    resamples: int = RESAMPLES, floors_given: dict[str, float] | None = None,
+                    floors_rule: str = "") -> dict[str, Any]:
     """The ``compare`` document (schema ``compare``) of B against A; nothing is written here.
+
+    ``floors_given`` (per stage, with ``floors_rule`` saying where they come from) replaces the floor of
+    ``noise_from`` / ``floor``: the report passes the floors of :mod:`nsa_exp.analysis.noise`.
 
     Raises UserError (exit 2) for unreadable/invalid results, a shape or routing difference (every
     difference named), a repeat pair that is not the same experiment as A, a floor outside [0, 1),
@@ -193,6 +197,9 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
     else:
         floors = dict.fromkeys(stages, floor)
         floor_source = {"kind": "default", "paths": [], "rule": f"stated default {floor:g} for every stage"}
+    if floors_given is not None:
+        floors = {s: floors_given.get(s, floors[s]) for s in stages}
+        floor_source = {"kind": "given", "paths": [], "rule": floors_rule or "given per stage"}
     rows = []
     for p in a.patterns:
         for s in stages:

@@ -4,9 +4,9 @@ run-to-run differences may count as noise.
 
 A stage's repeat difference is noise only when both runs launched the same autotune configs for
 every autotuned kernel the stage runs (``full_bwd`` runs the dQ and dK/dV kernels). For a stage
-whose configs differ, the difference mixes noise with a config change, so it is not used as the
-noise floor of the "differs measurably" rule: that stage's verdict is re-derived with the largest
-run-to-run difference among the stages whose configs matched, and labelled so in RESULTS.md.
+whose configs differ, the difference mixes noise with a config change: the pair is then not a repeated
+measurement of that stage (:mod:`nsa_exp.analysis.noise` keys a quantity on its configs), and RESULTS.md
+says which stages that is.
 
 """
 
@@ -31,14 +31,3 @@ def drift_of(result: BenchLike, repeat: BenchLike) -> dict[str, Any]:
     return {"replayed": repeat.autotune.get("mode") == "replay" and source.get("name") == result.name,
             "repeat_mode": repeat.autotune.get("mode", "tune-on"), "differing_kernels": differing,
             "affected_stages": affected, "first": a, "repeat": b}
-
-
-def noise_spread(by: dict[tuple[str, str], dict[str, Any]], names: list[str], stages: list[str],
-                 d: dict[str, Any] | None) -> dict[str, float]:
-    """Per stage, the run-to-run |median difference| in % that counts as noise: the stage's own largest
-    one when both runs launched the same configs; for a stage whose configs differ, the largest one
-    among the stages whose configs matched (the process-to-process noise the repeat did measure)."""
-    affected = set(d["affected_stages"]) if d else set()
-    own = {st: max(abs(by[(p, st)].get("repeat_diff_pct", 0.0)) for p in names) for st in stages}
-    clean = max((own[st] for st in stages if st not in affected), default=0.0)
-    return {st: clean if st in affected else own[st] for st in stages}

@@ -1,12 +1,23 @@
 """Figure of a sweep table: dK/dV median (bars p10-p90) vs each fan-in statistic, and vs T.
 
 Reads ``results/sweeps/<name>.csv`` (schema ``sweep_row``); one colour and marker per routing family,
-named in a legend (no per-point labels, so nothing overlaps); writes PNG and SVG atomically.
+named in a legend (no per-point labels, so nothing overlaps; a routing's parameters as ``k=v``, never as
+JSON); large fan-in ticks in thousands (``32k``) so they do not run into each other; the title says "equal
+edges per T" only when every point of a T has the same edges, else the range of edges; writes PNG and SVG
+atomically.
+
+>>> params_label('{"sinks": 4, "heads": [0, 1]}'), params_label("{}")
+('sinks=4, heads=0,1', '')
+>>> edges_note(pd.DataFrame({"T": [8, 8], "edges": [5, 5]}))
+'equal edges per T'
+>>> edges_note(pd.DataFrame({"T": [8, 8], "edges": [1605632, 2066432]}))
+'edges 1.61–2.07 M across points'
 """
 
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +28,27 @@ from ..routing.fanin import X_STATS
 from .canvas import Claim, pyplot, save_figure
 
 MARKERS = "osD^v<>Pp*hX"
+
+
+def params_label(params: str) -> str:
+    """A routing's parameters (the table's JSON) as ``k=v`` pairs, lists comma-joined."""
+    values = json.loads(params) if params else {}
+    return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in values.items())
+
+
+def edges_note(frame: pd.DataFrame) -> str:
+    """``equal edges per T`` when every T's points have one edge count; for a packed sweep whose packings differ,
+    equal per packing and the range across packings; else the range, in millions."""
+    span = f"{frame['edges'].min() / 1e6:.2f}–{frame['edges'].max() / 1e6:.2f} M"
+    if (frame.groupby("T")["edges"].nunique() == 1).all():
+        return "equal edges per T"
+    if "packing" in frame and (frame.groupby(["T", "packing"])["edges"].nunique() == 1).all():
+        return f"equal edges per packing, {span} across packings"
+    return f"edges {span} across points"
+
+
+def _thousands(value: float, _pos: int) -> str:
+    return f"{value / 1000:g}k" if abs(value) >= 1000 else f"{value:g}"
 
 
 def plot_sweep(table: str | Path, out_dir: str | Path, claim: Claim | None = None) -> list[Path]:
@@ -42,7 +74,9 @@ def plot_sweep(table: str | Path, out_dir: str | Path, claim: Claim | None = Non
         groups = frame.groupby(by + (["packing"] if "packing" in frame else []), sort=False)
         for i, (key, sub) in enumerate(groups):
             sub = sub.sort_values(x)
-            label = " ".join(str(k) for k in key if str(k) != "{}")
+            key = key if isinstance(key, tuple) else (key,)
+            parts = [str(k) if j != 1 or x != "T" else params_label(str(k)) for j, k in enumerate(key)]
+            label = " ".join(p for p in parts if p and p != "{}")
             med = sub["dkv_median_ms"].to_numpy()
             err = [med - sub["dkv_p10_ms"].to_numpy(), sub["dkv_p90_ms"].to_numpy() - med]
             ax.errorbar(sub[x].to_numpy(), med, yerr=err, fmt=MARKERS[i % len(MARKERS)],
@@ -54,12 +88,14 @@ def plot_sweep(table: str | Path, out_dir: str | Path, claim: Claim | None = Non
         else:
             ax.set_xlabel(X_STATS[x])
             ax.set_ylim(0, 1.15 * frame["dkv_p90_ms"].max())
+            if frame[x].max() >= 10_000:
+                ax.xaxis.set_major_formatter(plt.FuncFormatter(_thousands))
         ax.set_ylabel("dK/dV core, median (ms); bars p10-p90")
         ax.grid(True, alpha=0.3, which="both")
     axes[0].legend(fontsize=8, loc="best")
     if by_T:
         axes[-1].legend(fontsize=7, loc="best")
-    fig.suptitle(f"{name}: FLA NSA dK/dV core latency vs fan-in (equal edges per T)", fontsize=11)
+    fig.suptitle(f"{name}: FLA NSA dK/dV core latency vs fan-in ({edges_note(frame)})", fontsize=11)
     out = save_figure(fig, Path(out_dir) / f"{name}_dkv", claim)
     plt.close(fig)
     return out

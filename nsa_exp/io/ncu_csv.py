@@ -58,6 +58,10 @@ def _number(text: str, where: str) -> float | None:
         raise UserError(f"ncu export: {where}: {exc}") from None
 
 
+#: The unit of a stored value that :func:`_normalise_units` converted (``units`` keeps what ncu printed).
+VALUE_UNITS = {"duration_ns": "ns", "shared_mem_static_bytes": "byte/block", "shared_mem_dynamic_bytes": "byte/block"}
+
+
 def _normalise_units(metrics: dict[str, float | None], units: dict[str, str]) -> dict[str, float | None]:
     """Duration to ns, shared memory to bytes, whatever prefix ncu printed; unknown units are refused."""
     out = dict(metrics)
@@ -102,6 +106,7 @@ def parse_raw_csv(text: str) -> list[dict[str, Any]]:
             "block": raw.get("Block Size", ""),
             "metrics": metrics,
             "units": {key: unit.get(name, "") for key, name in METRICS.items()},
+            "value_units": {key: VALUE_UNITS.get(key, unit.get(name, "")) for key, name in METRICS.items()},
             "metric_names": dict(METRICS),
             "top_stalls": stalls[:TOP_STALLS],
         })

@@ -1,53 +1,70 @@
-"""RESULTS.md sections of issue 14: H100 vs H200 (``compare``'s verdicts), the CUPTI agreement, the
-itemised wrapper overhead and the achieved TFLOP/s — each rendered from the results that hold the data
-(the H200 formal result once it is recorded; until then the H100 result, and a note for what it lacks).
+"""RESULTS.md sections across and within the GPUs: H100 vs H200 (``compare``'s ratios and CIs, judged by the one
+rule with the larger of the two GPUs' floors), the cross-GPU Nsight Compute reading, the CUPTI agreement, the
+itemised wrapper overhead and the achieved TFLOP/s of the H200 formal run (each with the CIs of its medians).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from ..analysis.bootstrap import bootstrap_median_ci
 from ..analysis.compare import compare_results
 from ..analysis.cupti import disagreement
 from ..analysis.throughput import peak_tflops, throughput_rows
 from ..core.gpus import gpu_spec
-from ..core.records import BenchResult
 from ..core.stages import TITLES
 from ..io.store import load_document
-from .manifest import Inputs, committed_inputs
-from .markdown import md_table
+from .data import Formal, ReportData
+from .markdown import md_table, ms, pct, times
 
 
-def cross_gpu_section(h100_path: str, h100_repeat: str | None, h200_path: str | None,
-                      inputs: Inputs | None = None) -> list[str]:
-    """H100 vs H200 per pattern x stage with ``compare``'s verdicts (noise floor from the H100 repeat
-    pair), or a note that the H200 formal result is not recorded yet; ``inputs``: where the Nsight
-    Compute summaries are (default :func:`.manifest.committed_inputs`)."""
+def judged_words(data: ReportData, row: dict[str, Any]) -> str:
+    """The rule's words for a compare row (its CI and floor), with the direction when it differs."""
+    word = data.claims.judged(row["ci95"], row["floor"])
+    return word + (f" ({row['verdict']})" if row["verdict"] in ("slower", "faster") else "")
+
+
+def cross_gpu_rows(data: ReportData, cycles: bool = False) -> tuple[dict[str, Any], Formal, Formal] | None:
+    """``compare`` of the H200 formal run against the H100's, floors per stage the larger of the two GPUs'."""
+    a, b = data.by_gpu("H100"), data.by_gpu("H200")
+    if a is None or b is None:
+        return None
+    stages = [s for s in a.run.timing.stages if s in b.run.timing.stages]
+    floors = {s: data.floor(s, a.gpu, b.gpu) for s in stages}
+    root = data.inputs.root
+    doc = compare_results(root / a.path, root / b.path, cycles=cycles, floors_given=floors,
+                          floors_rule="per stage, the larger of the two GPUs' noise floors (the rule's f)")
+    return doc, a, b
+
+
+def cross_gpu_section(data: ReportData) -> list[str]:
+    """H100 vs H200 per pattern x stage, judged by the rule (and again in SM-cycle space)."""
     out = ["## H100 vs H200", ""]
-    if not h200_path or not Path(h200_path).exists():
-        return out + [f"No H200 formal result at `{h200_path}` yet: run the formal bench on the H200 "
-                      "(`configs/e1_h200.json`) and regenerate this file; this section then compares it with the "
-                      "H100 run stage by stage.", ""]
-    noise = [h100_path, h100_repeat] if h100_repeat else None
-    doc = compare_results(h100_path, h200_path, noise_from=noise)
-    cyc = {(r["pattern"], r["stage"]): r for r in compare_results(h100_path, h200_path, noise_from=noise,
-                                                                   cycles=True)["rows"]}
-    rows = [[r["pattern"], TITLES.get(r["stage"], r["stage"]), f"{r['a_median']:.3f}", f"{r['b_median']:.3f}",
-             f"{r['ratio']:.3f} ({r['ci95'][0]:.3f}–{r['ci95'][1]:.3f})", f"{100 * r['floor']:.1f}%",
-             r["verdict"], cyc[r["pattern"], r["stage"]]["verdict"]] for r in doc["rows"]]
-    a, b = doc["a"], doc["b"]
+    got = cross_gpu_rows(data)
+    if got is None:
+        return out + ["Not both formal results are committed: nothing to compare across GPUs.", ""]
+    doc, a, b = got
+    cyc = {(r["pattern"], r["stage"]): r for r in cross_gpu_rows(data, cycles=True)[0]["rows"]}
+    rows, words, counts = [], [], {}
+    for r in doc["rows"]:
+        c = cyc[r["pattern"], r["stage"]]
+        word, cword = judged_words(data, r), judged_words(data, c)
+        words.append((r["verdict"], c["verdict"]))
+        counts[word] = counts.get(word, 0) + 1
+        rows.append([r["pattern"], TITLES.get(r["stage"], r["stage"]), f"{r['a_median']:.3f}", f"{r['b_median']:.3f}",
+                     times(r["ratio"], r["ci95"]), pct(r["floor"]), word, cword])
+    same_in_cycles = all(v == c for v, c in words)
     return out + [
-        f"`python -m nsa_exp compare {h100_path} {h200_path}" + (f" --noise-from {h100_path} {h100_repeat}"
-                                                                  if noise else "") + " --output ''`" +
-        f": A = {a['name']} on {a['gpu']}, B = {b['name']} on {b['gpu']}. Ratio = median(H200) / median(H100) "
-        f"with a bootstrap 95% CI (rounds of each run resampled on their own). Rule: {doc['rule']}; "
-        f"floor = {doc['noise_floor']['rule']}. The last column repeats the verdict in SM-cycle space (each "
+        f"B = `{b.path}` ({b.gpu}) over A = `{a.path}` ({a.gpu}): ratio of medians with a bootstrap 95% CI (the rounds "
+        "of each run resampled on their own, `paired=False`), judged by the rule with f = the larger of the two "
+        f"GPUs' floors of the stage (`python -m nsa_exp compare {a.path} {b.path} --output ''` gives the same ratios "
+        "and CIs; its floor is the one repeat pair it is given). The last column judges the same ratio in SM-cycle "
+        "space (each "
         "observation times the SM clock NVML sampled in its round).", "",
-        md_table(["pattern", "stage", "H100 ms", "H200 ms", "H200/H100 (95% CI)", "floor", "verdict",
-                  "verdict (cycles)"], rows), "",
-        "Verdicts: " + ", ".join(f"{v} {n}" for v, n in doc["counts"].items()) + ".", "",
-        *_ncu_across(h100_path, h200_path, all(row[6] == row[7] for row in rows), inputs)]
+        md_table(["pattern", "stage", "H100 ms", "H200 ms", "H200 / H100 (95% CI)", "floor", "verdict",
+                  "in cycles"], rows), "",
+        data.claims.define("Verdicts: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) + "."), "",
+        *_ncu_across(data, a, b, same_in_cycles)]
 
 
 NCU_COLUMNS = {"duration_ns": "ncu ms", "dram_throughput_pct": "DRAM % of peak",
@@ -57,23 +74,21 @@ NCU_COLUMNS = {"duration_ns": "ncu ms", "dram_throughput_pct": "DRAM % of peak",
 HBM_TBS = {"H100": gpu_spec("NVIDIA H100 80GB HBM3").hbm_tbs, "H200": gpu_spec("NVIDIA H200").hbm_tbs}
 
 
-def _ncu_across(h100_path: str, h200_path: str, same_in_cycles: bool, inputs: Inputs | None = None) -> list[str]:
-    """Nsight Compute side by side (``results/ncu/<stem>_local-vs-sink-heavy_<stage>.json`` of each run,
-    :meth:`.manifest.Inputs.ncu_summary`) and what the counters say about the H200's larger HBM bandwidth;
-    empty when either is missing."""
-    inputs = committed_inputs() if inputs is None else inputs
+def _ncu_across(data: ReportData, a: Formal, b: Formal, same_in_cycles: bool) -> list[str]:
+    """Nsight Compute side by side (``results/ncu/<stem>_local-vs-sink-heavy_<stage>.json`` of each run) and
+    what the counters say about the H200's larger HBM bandwidth; empty when either is missing."""
     rows, dram, sms = [], {}, set()
     for stage in ("dq_core", "dkv_core"):
-        for gpu, path in (("H100", h100_path), ("H200", h200_path)):
-            f = inputs.ncu_summary(path, stage)
-            if not f.exists():
+        for f in (a, b):
+            path = data.inputs.ncu_summary(f.path, stage)
+            if not path.exists():
                 return []
-            for k in load_document(f, ("ncu_summary",))["kernels"]:
+            for k in load_document(path, ("ncu_summary",))["kernels"]:
                 m = k["metrics"]
                 dram.setdefault(stage, []).append(m["dram_throughput_pct"])
                 dram.setdefault((stage, k["pattern"]), []).append(m["dram_throughput_pct"])
                 sms.add(int(m["sm_count"]))
-                rows.append([TITLES[stage], gpu, k["pattern"], *(
+                rows.append([TITLES[stage], f.label, k["pattern"], *(
                     f"{m[c] / 1e6:.3f}" if c == "duration_ns" else f"{m[c]:.1f}" for c in NCU_COLUMNS)])
     dq = max(dram["dq_core"])
     reading = (f"dQ core draws at most {dq:.1f}% of either GPU's peak DRAM bandwidth, so it is not bound by HBM and "
@@ -85,63 +100,74 @@ def _ncu_across(h100_path: str, h200_path: str, same_in_cycles: bool, inputs: In
                   "ones in places, so clocks explain part of the difference")
                if dq < 20 else f"dQ core draws up to {dq:.1f}% of peak DRAM bandwidth: HBM matters for it")
     return ["Nsight Compute on both GPUs (`invoke ncu --stage dq_core|dkv_core`, `local` vs `sink-heavy`, one "
-            "profiled launch each, clocks free):", "",
+            "profiled launch each, clocks free; one launch, so no CI; full metrics: the Nsight appendix):", "",
             md_table(["stage", "GPU", "pattern", *NCU_COLUMNS.values()], rows), "",
             f"Reading: {reading}. dK/dV core draws at most "
             + ", ".join(f"{max(v):.1f}% on `{key[1]}`" for key, v in dram.items() if key[:1] == ("dkv_core",))
-            + " of peak DRAM bandwidth; the skewed routing's extra time is not spent moving memory. The "
-            "counters do not explain the H200's small uniform slowdown at equal clocks; they do rule out HBM.", ""]
+            + " of peak DRAM bandwidth; the skewed routing's extra time is not spent moving memory.", ""]
 
 
-def instrument_sections(result: dict[str, Any], path: str) -> list[str]:
-    """CUPTI agreement, wrapper overhead and achieved TFLOP/s of ``result`` (read from ``path``)."""
-    return _cupti(result, path) + _wrapper(result, path) + _throughput(result, path)
+def instrument_sections(data: ReportData) -> list[str]:
+    """CUPTI agreement, wrapper overhead and achieved TFLOP/s of the H200 formal run (else the first formal)."""
+    f = data.by_gpu("H200") or data.formal[0]
+    return _cupti(f) + _wrapper(f) + _throughput(f)
 
 
-def _cupti(result: dict[str, Any], path: str) -> list[str]:
-    out = ["## CUDA events vs CUPTI kernel time", ""]
-    run = BenchResult.coerce(result)
+def _cupti(f: Formal) -> list[str]:
+    out = ["## Appendix: CUDA events vs CUPTI kernel time", ""]
+    run = f.run
     block = run.cupti
     if block is None:
-        return out + [f"`{path}` was recorded before bench's CUPTI pass existed; the H200 formal result carries it.",
-                      ""]
+        return out + [f"`{f.path}` was recorded before bench's CUPTI pass existed.", ""]
     rows = []
     for p, stages in block["median_kernel_ms"].items():
         for s, k in stages.items():
-            e = run.patterns[p].median(s)
-            rows.append([p, TITLES.get(s, s), f"{e:.3f}", f"{k:.3f}", f"{100 * (e - k) / e:+.1f}%",
-                         "no" if disagreement(s, e, k) else "yes"])
-    return out + [f"From `{path}`: each stage's CUDA-event median (timed rounds) against the median of its kernels' "
-                  f"own device time over {block['rounds']} profiled rounds (torch.profiler). Agreement rule: "
-                  "docs/METHOD.md (5% or 20 µs for one-launch stages; CSR, wrapper extra and the full wrapper may "
-                  "spend up to 15% + 50 µs on launch gaps and host work).", "",
-                  md_table(["pattern", "stage", "events ms", "kernels ms", "gap", "agree"], rows), ""]
+            r = f.row(p, s)
+            calls = block["kernel_ms"][p][s]
+            kci = bootstrap_median_ci(calls) if len(calls) > 1 else (k, k)
+            rows.append([p, TITLES.get(s, s), ms(r["median_ms"], r["ci95_ms"]), ms(k, kci),
+                         f"{100 * (r['median_ms'] - k) / r['median_ms']:+.1f}%",
+                         "no" if disagreement(s, r["median_ms"], k) else "yes"])
+    return out + [f"From `{f.path}`: each stage's CUDA-event median over the timed rounds (95% CI) against the median "
+                  f"of its kernels' own device time over {block['rounds']} profiled rounds (95% CI of those "
+                  f"{block['rounds']}). Agreement rule: docs/METHOD.md (5% or 20 µs for one-launch stages; CSR, "
+                  "wrapper "
+                  "extra and the full wrapper may spend up to 15% + 50 µs on launch gaps and host work).", "",
+                  md_table(["pattern", "stage", "events ms (95% CI)", "kernels ms (95% CI)", "gap", "agree"], rows), ""]
 
 
-def _wrapper(result: dict[str, Any], path: str) -> list[str]:
-    out = ["## The wrapper's extra work, itemised", ""]
-    recs = {p: v.stage_sum_vs_full_bwd.to_json() for p, v in BenchResult.coerce(result).patterns.items()}
+def _wrapper(f: Formal) -> list[str]:
+    out = ["## Appendix: the wrapper's extra work, itemised", ""]
+    recs = {p: v.stage_sum_vs_full_bwd.to_json() for p, v in f.run.patterns.items()}
     if not all("itemised_ratio" in r for r in recs.values()):
-        return out + [f"`{path}` has no `wrapper_extra` stage (recorded before it existed); the H200 formal "
-                      "result times it every round.", ""]
-    rows = [[p, f"{r['stage_sum_median_ms']:.3f}", f"{r['wrapper_extra_median_ms']:.3f}",
-             f"{r['stage_sum_median_ms'] + r['wrapper_extra_median_ms']:.3f}", f"{r['full_bwd_median_ms']:.3f}",
+        return out + [f"`{f.path}` has no `wrapper_extra` stage (recorded before it existed).", ""]
+    rows = [[p, f"{r['stage_sum_median_ms']:.3f}",
+             ms(r["wrapper_extra_median_ms"], f.row(p, "wrapper_extra")["ci95_ms"]),
+             f"{r['stage_sum_median_ms'] + r['wrapper_extra_median_ms']:.3f}",
+             ms(r["full_bwd_median_ms"], f.row(p, "full_bwd")["ci95_ms"]),
              f"{100 * (r['itemised_ratio'] - 1):+.2f}%"] for p, r in recs.items()]
-    return out + [f"From `{path}`: `wrapper_extra` times what `parallel_nsa_bwd` does beyond the staged calls — its "
+    return out + [f"From `{f.path}`: `wrapper_extra` times what `parallel_nsa_bwd` does beyond the staged calls — its "
                   "three `torch.empty` gradient buffers and `dq.sum(0)`, `dk.sum(0)` over the NV dim (target: stage "
-                  "sum + wrapper extra within 1% of the wrapper).", "",
+                  "sum + wrapper extra within 1% of the wrapper). Medians with their 95% CIs; the sum's CI is not "
+                  "a sum of CIs and is not shown.", "",
                   md_table(["pattern", "stage sum ms", "wrapper extra ms", "sum + extra ms", "full bwd ms",
                             "gap"], rows), ""]
 
 
-def _throughput(result: dict[str, Any], path: str) -> list[str]:
-    gpu = BenchResult.coerce(result).gpu_name
+def _throughput(f: Formal) -> list[str]:
+    gpu = f.run.gpu_name
     peak = peak_tflops(gpu)
-    rows = [[r["pattern"], TITLES.get(r["stage"], r["stage"]), f"{r['gflop']:,.0f}", f"{r['median_ms']:.3f}",
-             f"{r['tflops']:.1f}", "n/a" if r["pct_peak"] is None else f"{r['pct_peak']:.1f}%"]
-            for r in throughput_rows(result)]
+    rows = []
+    for r in throughput_rows(f.run):
+        lo, hi = f.row(r["pattern"], r["stage"])["ci95_ms"]
+        tlo, thi = r["gflop"] / hi, r["gflop"] / lo  # GFLOP / ms = TFLOP/s
+        rows.append([r["pattern"], TITLES.get(r["stage"], r["stage"]), f"{r['gflop']:,.0f}",
+                     f"{r['median_ms']:.3f}", f"{r['tflops']:.1f} ({tlo:.1f}–{thi:.1f})",
+                     "n/a" if r["pct_peak"] is None else f"{r['pct_peak']:.1f}%"])
     note = f"dense BF16 peak {peak[0]:g} TFLOP/s ({peak[1]})" if peak else f"no peak on file for {gpu}"
-    return ["## Achieved throughput", "",
-            f"From `{path}` on {gpu}: matmul FLOPs per stage from the edge count (derivation in docs/METHOD.md; "
-            f"useful FLOPs with the true head dims, padding not counted) over the stage's median; {note}.", "",
-            md_table(["pattern", "stage", "GFLOP", "median ms", "TFLOP/s", "% of peak"], rows), ""]
+    return ["## Appendix: achieved throughput", "",
+            f"From `{f.path}` on {gpu}: matmul FLOPs per stage from the edge count (derivation in docs/METHOD.md; "
+            f"useful FLOPs with the true head dims, padding not counted) over the stage's median, with the CI of "
+            f"the median carried over; {note}.", "",
+            md_table(["pattern", "stage", "GFLOP", "median ms", "TFLOP/s (95% CI)", "% of peak"], rows), ""]
+

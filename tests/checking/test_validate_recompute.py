@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsa_exp.analysis.bootstrap import analyse
 from nsa_exp.checking import csv_checks, run_checks
 from nsa_exp.checking.validate import validate_bytes, validate_path, validate_paths
 from nsa_exp.core import protocol
@@ -21,7 +20,6 @@ from nsa_exp.io import schemas as schema
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.report.build import build_report, is_formal
 from nsa_exp.report.manifest import committed_inputs
-from nsa_exp.report.readme import headline
 from nsa_exp.routing.config import config_from_dict, load_config
 from tests.helpers import REPO, assert_one_line_error, primary_config_dict, run_cli
 
@@ -339,13 +337,12 @@ def test_report_labels_formal_only_when_config_or_flag_says_so(golden):
     doc["config"]["formal"] = False
     with pytest.raises(UserError, match="--formal"):
         is_formal(doc, flag=True)
-    text = headline(golden, analyse(golden, None), "docs/RESULTS.md", formal=is_formal(golden))
-    assert text.startswith("Run of")
 
 
 def test_report_rewrites_readme_only_when_asked(tmp_path):
     readme = REPO / "README.md"
     before = readme.read_bytes()
-    proc = run_cli("report", "--output", str(tmp_path / "R.md"), "--analysis", str(tmp_path / "a.json"))
+    proc = run_cli("report", "--output", str(tmp_path / "R.md"), "--analysis", str(tmp_path / "a.json"),
+                   "--provenance", "", env={"TRITON_INTERPRET": "0"})  # a user's shell: fla-topk is unverifiable
     assert proc.returncode == 0, proc.stderr
     assert readme.read_bytes() == before

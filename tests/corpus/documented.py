@@ -179,16 +179,36 @@ def _is_mention(text: str) -> bool:
     return found is not None and not found[2] and not found[1].startswith("-")
 
 
+#: Generated regions that RECORD commands as past runs gave them (the provenance table: each file's argv from its
+#: metadata, its output paths on the GPU host): a record, not an instruction; kind ``record``, never run.
+RECORD_REGIONS = (("<!-- provenance:start -->", "<!-- provenance:end -->"),)
+
+
+def _record_lines(text: str) -> set[int]:
+    """1-based line numbers inside a :data:`RECORD_REGIONS` region."""
+    inside, out = False, set()
+    for n, line in enumerate(text.splitlines(), 1):
+        if any(line.strip() == start for start, _ in RECORD_REGIONS):
+            inside = True
+        elif any(line.strip() == end for _, end in RECORD_REGIONS):
+            inside = False
+        elif inside:
+            out.add(n)
+    return out
+
+
 def documented_commands(root: Path = REPO) -> list[DocCommand]:
     """Every command of README.md and docs/*.md, in document order, each classified (one per place it appears;
-    ``a && b`` gives two commands of one group)."""
+    ``a && b`` gives two commands of one group); those of a generated record region are kind ``record``."""
     out = []
     for rel in DOCS:
         text = (root / rel).read_text()
+        records = _record_lines(text)
         found = [(w, c, g) for w, c, g in _fenced(rel, text)] + [(w, c, None) for w, c in _inline(rel, text)]
         for where, command, group in sorted(found, key=lambda wcg: int(wcg[0].rsplit(":", 1)[1])):
             for part in (p.strip() for p in command.split(" && ")):
                 kind = classify(part)
                 kind = "mention" if kind != "template" and group is None and _is_mention(part) else kind
+                kind = "record" if int(where.rsplit(":", 1)[1]) in records else kind
                 out.append(DocCommand(where, part, kind, group or where))
     return out

@@ -30,7 +30,9 @@ def test_raw_csv_gives_one_row_per_profiled_kernel_in_ns_and_bytes():
     kernels = parse_raw_csv(DKV_CSV.read_text())
     assert [k["kernel"] for k in kernels] == ["parallel_nsa_bwd_kernel_dkv"] * 2
     local, sink = (k["metrics"] for k in kernels)
-    assert kernels[0]["units"]["duration_ns"] == "ms"
+    assert kernels[0]["units"]["duration_ns"] == "ms"  # what ncu printed, before conversion
+    assert kernels[0]["value_units"]["duration_ns"] == "ns"  # the stored value's unit
+    assert kernels[0]["value_units"]["shared_mem_dynamic_bytes"] == "byte/block"
     assert 1e7 < local["duration_ns"] < sink["duration_ns"] < 1e8  # 15 ms and 64 ms, in ns
     assert local["grid_size"] == 2048 == 4 * 512  # one program per (kv head, kv block)
     assert local["shared_mem_dynamic_bytes"] == 73920.0
@@ -136,7 +138,8 @@ def test_multi_kernel_stage_labels_each_kernel_with_its_pattern_and_the_report_n
         [("local", n) for n in CSR_KERNELS] + [("sink-heavy", n) for n in CSR_KERNELS]
     assert schema_errors(json.loads((tmp_path / "s.json").read_text()), "ncu_summary", "s") == []
     table = "\n".join(report_ncu([{**doc, "_path": "s.json"}]))
-    assert "?" not in table and "| csr | local: prepare_block_csr_kernel |" in table
+    gpu = doc["kernels"][0]["device"]
+    assert "?" not in table and f"| csr | {gpu} | local: prepare_block_csr_kernel |" in table
     assert table.count("sink-heavy: prepare_block_csr_kernel") == 2 and "local: cub_scan_kernel" in table
 
 

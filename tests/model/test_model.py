@@ -17,6 +17,7 @@ from nsa_exp.model.makespan import heaviest_first, lower_bounds, simulate, split
 from nsa_exp.model.occupancy import slots_per_sm, theoretical_occupancy_pct
 from nsa_exp.model.points import pattern_fanin, result_files
 from nsa_exp.model.split import split_fanin, split_routing
+from nsa_exp.report.data import ReportData
 from nsa_exp.report.manifest import committed_inputs
 from nsa_exp.report.model import model_section
 from nsa_exp.routing.fanin import row_fanin
@@ -107,12 +108,13 @@ def test_validation_predicts_only_the_held_out_routing(seed_calibration, capsys)
     assert schema_errors(val, "model_validation", "val") == []
     assert [r["name"] for r in val["rows"]] == ["zipf(exponent=1.0)@T=32768"]
     assert abs(val["rows"][0]["error_pct"]) < 5.0  # a held-out prediction, measured 58.228 ms
-    assert model_section(committed_inputs(root=seed_calibration)) == []  # no results/model folder there: no section
+    assert model_section(ReportData(committed_inputs(root=seed_calibration))) == []  # no results/model there
     (seed_calibration / "results" / "model").mkdir(parents=True)
     out.rename(seed_calibration / "results" / "model" / "seed_validation.json")
-    text = "\n".join(model_section(committed_inputs(root=seed_calibration)))
+    text = "\n".join(model_section(ReportData(committed_inputs(root=seed_calibration))))
     assert "### Validation: `results/model/seed_validation.json`" in text
-    assert "| zipf(exponent=1.0)@T=32768 | 58.23 |" in text
+    # its source is not under that root, so the row has no CI and says so
+    assert "| zipf(exponent=1.0)@T=32768 | 58.23 |" in text and "source not committed" in text
 
 
 def test_calibrate_refuses_points_from_another_gpu(tmp_path, capsys):

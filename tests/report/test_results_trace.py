@@ -1,10 +1,13 @@
-"""Every number in docs/RESULTS.md, requirements-lock.txt and the figures regenerates from the
-committed raw results; the statistics behind them are right."""
+"""Every number in docs/RESULTS.md, README's results block, docs/PROVENANCE.md's table, requirements-lock.txt
+and the figures regenerates from the committed results; the statistics behind them are right; every committed
+file has a provenance row and every committed figure is read somewhere."""
 
 from __future__ import annotations
 
 import copy
 import json
+import re
+import shutil
 import subprocess
 import sys
 
@@ -16,28 +19,85 @@ from nsa_exp.errors import UserError
 from nsa_exp.report.build import build_report
 from nsa_exp.report.lock import write_lock
 from nsa_exp.report.manifest import committed_inputs
-from nsa_exp.report.readme import README_END, README_START, headline
+from nsa_exp.report.provenance import END, START, missing_from
+from nsa_exp.report.readme import README_END, README_START
+from nsa_exp.report.summary import ANSWER, MAX_LINES
 from tests.helpers import REPO
+from tests.report.conftest import as_a_user
 
 RESULT = "results/raw/e1_h100.json"
 REPEAT = "results/raw/e1_h100_repeat.json"
-NCU = ["results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json", "results/ncu/e1_h100_local-vs-sink-heavy_dq_core.json"]
 
 
-def test_committed_results_md_regenerates_exactly(tmp_path, monkeypatch):
-    monkeypatch.chdir(REPO)
-    out = tmp_path / "RESULTS.md"
-    arms = sorted(str(p.relative_to(REPO)) for p in (REPO / "results" / "raw").glob("*_tune_*.json"))
-    inputs = committed_inputs(result=RESULT, repeat=REPEAT, ncu=NCU, autotune_matrix="results/autotune/e1_h200.json",
-                              tune_arms=arms)  # the CLI's defaults
-    build_report(inputs, str(out), str(tmp_path / "a.json"), "python -m nsa_exp report", formal=True)
-    assert out.read_text() == (REPO / "docs" / "RESULTS.md").read_text()
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory) -> dict[str, str]:
+    """``report --formal --update-readme`` (the documented command) into copies: RESULTS.md, README, PROVENANCE.md."""
+    tmp = tmp_path_factory.mktemp("report")
+    readme, provenance = tmp / "README.md", tmp / "PROVENANCE.md"
+    shutil.copy(REPO / "README.md", readme)
+    shutil.copy(REPO / "docs" / "PROVENANCE.md", provenance)
+    with as_a_user():
+        build_report(committed_inputs(), str(tmp / "RESULTS.md"), str(tmp / "a.json"), "python -m nsa_exp report",
+                     readme=str(readme), formal=True, provenance=str(provenance))
+    return {"results": (tmp / "RESULTS.md").read_text(), "readme": readme.read_text(),
+            "provenance": provenance.read_text(), "analysis": (tmp / "a.json").read_text()}
 
 
-def test_committed_analysis_numbers_regenerate(tmp_path):
+def test_committed_results_md_regenerates_byte_for_byte(regenerated):
+    assert regenerated["results"] == (REPO / "docs" / "RESULTS.md").read_text()
+
+
+def test_readme_results_block_regenerates_byte_for_byte(regenerated):
+    assert regenerated["readme"] == (REPO / "README.md").read_text()
+    block = regenerated["readme"].split(README_START, 1)[1].split(README_END, 1)[0]
+    assert "H100" in block and "H200" in block and "2026-11-29" in block and "2026-11-30" in block
+
+
+def test_provenance_table_regenerates_byte_for_byte_and_has_a_row_for_every_committed_file(regenerated):
+    assert regenerated["provenance"] == (REPO / "docs" / "PROVENANCE.md").read_text()
+    block = regenerated["provenance"].split(START, 1)[1].split(END, 1)[0]
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    files = tracked or [p.relative_to(REPO).as_posix() for p in committed_inputs().result_files()]
+    assert files and missing_from(block, files) == []
+    assert missing_from(block, ["results/raw/not_there.json"]) == ["results/raw/not_there.json"]
+    row = next(ln for ln in block.splitlines() if ln.startswith("| `results/raw/e1_h200_file.json`"))
+    assert "rests on a discarded run" not in row and "2026-12-01" in row  # re-run on the formal run's configs
+    stop = next(ln for ln in block.splitlines() if ln.startswith("| `results/raw/e1_h200_stop.json`"))
+    assert "**`validate` FAILs** cupti_agreement" in stop
+
+
+def test_the_answer_comes_first_in_at_most_15_lines_with_both_gpus_and_every_ratio_with_its_ci():
+    text = (REPO / "docs" / "RESULTS.md").read_text()
+    assert text.index(f"## {ANSWER}") < text.index("\n## ", text.index(f"## {ANSWER}") + 1)
+    body = text.split(f"## {ANSWER}\n\n", 1)[1].split("\n\n## ", 1)[0].splitlines()
+    assert len(body) <= MAX_LINES
+    table = [ln for ln in body if ln.startswith("| ") and "×" in ln and "stage" not in ln]
+    assert len(table) == 4 and all(ln.count("H100") == 3 and ln.count("H200") == 3 for ln in table)
+    assert all(len(re.findall(r"×(?:\*\*|\*)? \(\d\.\d\d–\d\.\d\d\)", ln)) == 6 for ln in table)
+    for words in ("**Mechanism**", "**Recovered**", "**FLA releases**", "**For FLA's maintainers (1)**",
+                  "**For FLA's maintainers (2)**", "**Scope**"):
+        assert any(ln.startswith(f"- {words}") for ln in body), words
+
+
+def test_every_committed_figure_is_referenced_and_every_reference_exists():
+    text = (REPO / "docs" / "RESULTS.md").read_text() + (REPO / "README.md").read_text()
+    figures = sorted(p.name for p in (REPO / "docs" / "figures").glob("*.png"))
+    assert [f for f in figures if f"figures/{f}" not in text] == []
+    for ref in re.findall(r"\(((?:docs/)?figures/[^)]+\.png)\)", text):
+        assert (REPO / "docs" / ref.removeprefix("docs/")).is_file(), ref
+
+
+def test_the_cross_session_spread_is_stated_with_its_files():
+    text = (REPO / "docs" / "RESULTS.md").read_text()
+    row = next(ln for ln in text.splitlines() if ln.startswith("| H200 | dK/dV core | sink-heavy(sinks=4) | 32768 | 9"))
+    assert "62.051–65.500 ms" in row and "4.045–4.249×" in row and "`e1_h200`" in row and "`e1_h200_file`" in row
+    assert "`e1_h200_stop`" not in row  # validate FAILs it: reported in its own section, out of every floor
+
+
+def test_committed_analysis_numbers_regenerate(regenerated):
     committed = json.loads((REPO / "results" / "analysis" / "e1_h100.json").read_text())
     fresh = analyse(json.loads((REPO / RESULT).read_text()), json.loads((REPO / REPEAT).read_text()))
-    assert committed["rows"] == fresh["rows"]
+    assert committed["rows"] == fresh["rows"] == json.loads(regenerated["analysis"])["rows"]
     assert committed["dkv_ci_within_1pct"] is True
 
 
@@ -71,23 +131,6 @@ def test_bootstrap_ci_brackets_the_median_and_is_deterministic():
     assert rlo < 2.0 < rhi
     # ... while a pattern that is exactly 2x the other in every round has no uncertainty at all.
     assert bootstrap_ratio_ci(2 * x, x) == (2.0, 2.0)
-
-
-def test_readme_results_block_regenerates_exactly():
-
-    result = json.loads((REPO / RESULT).read_text())
-    analysis = analyse(result, json.loads((REPO / REPEAT).read_text()))
-    readme = (REPO / "README.md").read_text()
-    block = readme.split(README_START, 1)[1].split(README_END, 1)[0].strip("\n")
-    assert block == headline(result, analysis, "docs/RESULTS.md", formal=True)  # `report --formal` (tasks.py)
-
-
-def test_readme_headline_numbers_come_from_the_analysis():
-    readme = (REPO / "README.md").read_text()
-    rows = {(r["pattern"], r["stage"]): r for r in json.loads(
-        (REPO / "results" / "analysis" / "e1_h100.json").read_text())["rows"]}
-    for pattern in ("uniform", "sink-heavy", "zipf"):
-        assert f"{rows[(pattern, 'dkv_core')]['ratio_vs_local']:.2f}×" in readme
 
 
 def test_plot_script_writes_png_and_svg(tmp_path):

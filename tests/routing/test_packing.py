@@ -14,6 +14,7 @@ from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.core.families import FAMILIES as TABLE
 from nsa_exp.errors import UserError
 from nsa_exp.io.schemas import schema_errors
+from nsa_exp.report.data import ReportData
 from nsa_exp.report.manifest import committed_inputs
 from nsa_exp.report.packing import packing_section
 from nsa_exp.routing.config import config_from_dict, load_config
@@ -194,7 +195,7 @@ def test_predict_follows_the_varlen_program_order_from_a_packing_or_an_npz_cu_se
 
 
 def test_the_packing_report_section_renders_penalty_per_document_length_and_the_order_effect(tmp_path):
-    assert packing_section(committed_inputs(root=tmp_path)) == []
+    assert packing_section(ReportData(committed_inputs(root=tmp_path))) == []
     rows = []
     for label, docs, dkv, local in [("lognormal4096s1seed0", 9, 20.0, 14.0), ("docs2048", 16, 16.0, 15.0),
                                     ("dense", 1, 63.0, 15.0), ("docs32768", 1, 55.0, 15.5),
@@ -206,10 +207,11 @@ def test_the_packing_report_section_renders_penalty_per_document_length_and_the_
                      "local_dkv_median_ms": local, "ratio_vs_local": dkv / local})
     (tmp_path / "results" / "sweeps").mkdir(parents=True)
     pd.DataFrame(rows).to_csv(tmp_path / "results" / "sweeps" / "sweep_packing_h200.csv", index=False)
-    text = "\n".join(packing_section(committed_inputs(root=tmp_path)))
+    text = "\n".join(packing_section(ReportData(committed_inputs(root=tmp_path))))
     order = [text.index(f"| {label}") for label in ("dense", "docs32768", "docs8192", "docs2048", "lognormal")]
-    assert order == sorted(order) and " 4.200 |" in text  # dense penalty 63 / 15
-    assert "dense 63.000 ms vs one document (varlen order) 55.000 ms (0.873×)" in text
+    assert order == sorted(order) and " 4.200× |" in text  # dense penalty 63 / 15
+    # no point files under this root: the medians of the table, no CI, and it says so
+    assert "dense 63.000 ms vs one document (varlen order) 55.000 ms (0.873×; point files not committed" in text
 
 
 def test_validate_recomputes_a_packed_points_statistics_over_the_varlen_csr_rows(tmp_path):

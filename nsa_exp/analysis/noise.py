@@ -1,0 +1,160 @@
+"""The one rule for "differs measurably", and the noise floor it needs: the spread of repeated measurements.
+
+A **quantity** is one stage's median of one routing under one protocol on one GPU: the same shape (T
+included), the same routing parameters, the same packing, the same L2 flush policy (``write`` when a run
+predates the field: it moves the small stages, docs/METHOD.md) and the same autotune configs of every kernel
+the stage launches (:func:`nsa_exp.core.stages.stage_kernels`). Several committed files measure the same
+quantity: a formal run and its repeat, and every later session that timed it again (bench results, sweep
+points). Their **spread** is ``max / min - 1`` of their medians, and, for its ratio to ``local`` in the
+same file (same rounds, the local baseline under its own configs), ``max / min - 1`` of those ratios.
+
+The **noise floor** ``f(GPU, stage)`` is the largest spread (medians or ratios) of any quantity of that
+stage measured more than once on that GPU, at least :data:`MIN_FLOOR`; a comparison across two GPUs
+uses the larger of the two floors.
+
+**The rule** (:func:`judge`, the verdict of :func:`nsa_exp.analysis.compare.verdict`): a ratio with a
+bootstrap 95% CI ``[lo, hi]`` *differs measurably* from 1 when the whole CI lies outside
+``[1 - f, 1 + f]`` (``lo > 1 + f``: slower / larger; ``hi < 1 - f``: faster / smaller); it is *the same
+within noise* when the whole CI lies inside that band; otherwise it is *unresolved*. The bootstrap CI
+holds the round-to-round noise of one run, the floor the run-to-run and session-to-session noise no
+single run can show.
+
+>>> judge((1.08, 1.09), 0.005), judge((0.999, 1.002), 0.005), judge((1.003, 1.02), 0.005)
+('differs', 'same', 'unresolved')
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.families import BASELINE_PATTERN
+from ..core.records import Run
+from ..core.stages import stage_kernels
+from .compare import MIN_FLOOR, verdict
+
+#: A verdict of :func:`nsa_exp.analysis.compare.verdict` as the rule reads it.
+JUDGEMENT = {"slower": "differs", "faster": "differs", "same": "same", "unclear": "unresolved"}
+
+
+def judge(ci: Sequence[float], floor: float) -> str:
+    """``differs`` | ``same`` | ``unresolved`` for a ratio's 95% CI and noise floor ``floor`` (module rule)."""
+    return JUDGEMENT[verdict((float(ci[0]), float(ci[1])), floor)]
+
+
+def direction(ci: Sequence[float], floor: float) -> str:
+    """The rule's verdict with its direction: ``slower`` (CI above ``1 + floor``), ``faster``, ``same``,
+    ``unclear`` (compare's words)."""
+    return verdict((float(ci[0]), float(ci[1])), floor)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One file's measurement of a quantity: its median, and its ratio to ``local`` in the same rounds."""
+
+    path: str
+    median_ms: float
+    ratio: float | None
+    n_obs: int
+
+
+@dataclass
+class Quantity:
+    """One quantity (module doc) and every committed file that measured it."""
+
+    gpu: str
+    stage: str
+    pattern: str
+    T: int
+    key: str
+    label: str = ""
+    members: list[Member] = field(default_factory=list)
+
+    @property
+    def median_spread(self) -> float:
+        m = [x.median_ms for x in self.members]
+        return max(m) / min(m) - 1
+
+    @property
+    def ratio_spread(self) -> float:
+        r = [x.ratio for x in self.members if x.ratio is not None]
+        return max(r) / min(r) - 1 if len(r) > 1 else 0.0
+
+    @property
+    def spread(self) -> float:
+        return max(self.median_spread, self.ratio_spread)
+
+
+def routing_label(params: Mapping[str, Any], packing: Mapping[str, Any] | None = None) -> str:
+    """``sink-heavy(sinks=4)``, ``zipf(exponent=1.0)``, ``local`` (and ``, packed {...}``).
+
+    >>> routing_label({"name": "sink-heavy", "sinks": 4, "heads": [3]}), routing_label({"name": "local"})
+    ('sink-heavy(heads=[3],sinks=4)', 'local')
+    """
+    rest = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items()) if k != "name")
+    label = f"{params['name']}({rest})" if rest else str(params["name"])
+    return label + (f", packed {json.dumps(packing, sort_keys=True)}" if packing else "")
+
+
+def _configs(run: Run, pattern: str, stage: str) -> dict[str, Any]:
+    """The autotune configs of the kernels ``stage`` launches for ``pattern`` (a per-pattern arm's own)."""
+    per = (run.autotune.get("per_pattern") or {}).get(pattern)
+    kernels = run.autotune.get("kernels") or {}
+    return {k: (per or {}).get(k, (kernels.get(k) or {}).get("best_config")) for k in stage_kernels(stage)}
+
+
+def quantities(runs: Iterable[tuple[str, Run]]) -> list[Quantity]:
+    """Every quantity the runs measured (``(path, record)`` pairs: bench results and sweep points), with
+    its members, in first-seen order; a run without a GPU name is skipped."""
+    out: dict[str, Quantity] = {}
+    for path, run in runs:
+        gpu = run.gpu_name
+        if gpu is None:
+            continue
+        shape = dict(run.shape)
+        packing = run.config.get("packing")
+        flush = run.timing.flush_policy or (run.config.get("timing") or {}).get("flush") or "write"
+        for name, p in run.patterns.items():
+            base = run.patterns.get(BASELINE_PATTERN)
+            for stage, s in p.stages.items():
+                key = json.dumps([gpu, stage, p.params, shape, packing, flush, _configs(run, name, stage),
+                                  _configs(run, BASELINE_PATTERN, stage) if base is not None else None],
+                                 sort_keys=True)
+                label = routing_label(p.params, packing)
+                q = out.setdefault(key, Quantity(gpu, stage, name, int(shape["T"]), key, label))
+                ratio = (None if base is None or name == BASELINE_PATTERN or stage not in base.stages
+                         else s.median_ms / base.stages[stage].median_ms)
+                q.members.append(Member(path, s.median_ms, ratio, s.n_obs))
+    return list(out.values())
+
+
+def repeated(qs: Iterable[Quantity]) -> list[Quantity]:
+    """The quantities more than one file measured."""
+    return [q for q in qs if len({m.path for m in q.members}) > 1]
+
+
+def floors(qs: Iterable[Quantity]) -> dict[tuple[str, str], float]:
+    """``f(GPU, stage)``: the largest spread of a repeated quantity, at least :data:`MIN_FLOOR` (module doc).
+    A stage that GPU measured but no two files measured under the same protocol (e.g. a repeat that re-tuned
+    other configs) borrows the largest floor of that GPU's other stages (:func:`borrowed`)."""
+    qs = list(qs)
+    out: dict[tuple[str, str], float] = {}
+    for q in repeated(qs):
+        out[q.gpu, q.stage] = max(out.get((q.gpu, q.stage), MIN_FLOOR), q.spread)
+    for key in borrowed(qs):
+        out[key] = max([MIN_FLOOR] + [v for (g, _), v in out.items() if g == key[0]])
+    return out
+
+
+def borrowed(qs: Iterable[Quantity]) -> list[tuple[str, str]]:
+    """The (GPU, stage) pairs measured, but never twice under one protocol (their floor is borrowed)."""
+    qs = list(qs)
+    own = {(q.gpu, q.stage) for q in repeated(qs)}
+    return sorted({(q.gpu, q.stage) for q in qs} - own)
+
+
+def floor_of(table: Mapping[tuple[str, str], float], stage: str, *gpus: str) -> float:
+    """The floor of a comparison on ``gpus`` (one, or the two of a cross-GPU ratio): the larger floor."""
+    return max([MIN_FLOOR] + [table.get((g, stage), MIN_FLOOR) for g in gpus])

@@ -1,0 +1,97 @@
+"""RESULTS.md's noise-floor section: the rule, the floor of every GPU x stage and the repeated measurements
+that set it (every committed file that measured the same quantity, :mod:`nsa_exp.analysis.noise`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..analysis.compare import MIN_FLOOR
+from ..analysis.noise import Quantity, borrowed, repeated
+from ..core.stages import STAGE_NAMES, TITLES
+from .data import ReportData, short_gpu
+from .markdown import md_table, pct
+
+RULE_TITLE = "The rule: differs measurably"
+
+
+def rule_text(data: ReportData) -> str:
+    """The one rule, as RESULTS.md states it (docs/METHOD.md says the same)."""
+    return data.claims.define(
+        "A ratio (a routing over `local` in the same rounds, or one GPU over another) **differs measurably** from 1 "
+        "when its whole bootstrap 95% CI lies outside [1 − f, 1 + f]; it is the **same within noise** when the whole "
+        "CI lies inside; otherwise it is **unresolved**. f = f(GPU, stage), the noise floor: the largest relative "
+        "spread (max / min − 1, of the medians or of their ratios to `local`) of any quantity that several "
+        "committed files measured on that GPU under one protocol (same shape, routing, packing, flush policy and "
+        f"autotune configs), at least {MIN_FLOOR:.1%}; a stage never measured twice under one protocol borrows the "
+        "largest floor of that GPU; a comparison across GPUs uses the larger floor. The CI holds a run's "
+        "round-to-round noise, the floor the run-to-run and session-to-session noise no single run shows.")
+
+
+def _files(q: Quantity, most: int | None = None) -> str:
+    if most is not None and len(q.members) > most:
+        return f"{len(q.members)} files (listed in the repeated-measurement appendix)"
+    names = []
+    for m in q.members:
+        p = Path(m.path)
+        names.append(p.stem if p.parent.name == "raw" else f"{p.parent.name}/{p.stem}")
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def _range(values: list[float], unit: str, digits: int) -> str:
+    return f"{min(values):.{digits}f}–{max(values):.{digits}f}{unit}"
+
+
+def quantity_row(q: Quantity, most: int | None = None) -> list[str]:
+    ratios = [m.ratio for m in q.members if m.ratio is not None]
+    return [short_gpu(q.gpu), TITLES.get(q.stage, q.stage), q.label, str(q.T), str(len(q.members)),
+            _range([m.median_ms for m in q.members], " ms", 3 if q.stage != "csr" else 4),
+            _range(ratios, "×", 3) if ratios else "—", pct(q.spread), _files(q, most)]
+
+
+def setters(data: ReportData) -> dict[tuple[str, str], Quantity]:
+    """Per (GPU, stage), the repeated quantity with the largest spread (the one that sets the floor)."""
+    out: dict[tuple[str, str], Quantity] = {}
+    for q in repeated(data.quantities):
+        if (q.gpu, q.stage) not in out or q.spread > out[q.gpu, q.stage].spread:
+            out[q.gpu, q.stage] = q
+    return out
+
+
+def headline_quantity(data: ReportData, gpu: str, pattern: str, stage: str = "dkv_core") -> Quantity | None:
+    """The repeated quantity of ``pattern``'s ``stage`` under the GPU's formal protocol (the formal run is a member)."""
+    formal = next((f for f in data.formal if f.gpu == gpu), None)
+    if formal is None:
+        return None
+    return next((q for q in repeated(data.quantities) if q.gpu == gpu and q.stage == stage and q.pattern == pattern
+                 and any(m.path == formal.path for m in q.members)), None)
+
+
+def spread_section(data: ReportData) -> list[str]:
+    order = {s: i for i, s in enumerate(STAGE_NAMES)}
+    rows = []
+    set_by = setters(data)
+    lent = set(borrowed(data.quantities))
+    for (gpu, stage), f in sorted(data.floors.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99))):
+        q = set_by.get((gpu, stage))
+        how = (f"borrowed: no two files measured {TITLES.get(stage, stage)} under one protocol"
+               if (gpu, stage) in lent else
+               f"{q.label} at T={q.T}, {len(q.members)} files" if q is not None and q.spread >= MIN_FLOOR else
+               f"the minimum ({pct(MIN_FLOOR)}); largest spread {pct(q.spread, 2) if q else '—'}")
+        rows.append([short_gpu(gpu), TITLES.get(stage, stage), pct(f), how])
+    heads = [q for f in data.formal for p in f.run.patterns
+             for q in [headline_quantity(data, f.gpu, p, st) for st in ("dkv_core", "full_bwd")] if q is not None]
+    table = [quantity_row(q, most=10) for q in heads]
+    return [data.claims.define(f"### {RULE_TITLE}"), "", rule_text(data), "",
+            md_table(["GPU", "stage", "floor f", "set by"], rows), "",
+            "Repeated measurements of the seed routings under each GPU's formal protocol (dK/dV and the wrapper; "
+            "every quantity and file: the noise-floor appendix). The spread, not the CI of one run, is the honest "
+            "uncertainty of a number measured once:", "",
+            md_table(["GPU", "stage", "routing", "T", "files", "medians", "× local", "spread", "files"], table), ""]
+
+
+def spread_appendix(data: ReportData) -> list[str]:
+    """Every repeated quantity (a row each) with its files."""
+    rows = [quantity_row(q) for q in sorted(repeated(data.quantities), key=lambda q: (q.gpu, q.stage, -q.spread))]
+    return ["## Appendix: every repeated measurement", "",
+            f"{len(rows)} quantities measured by more than one committed file (the floors above come from these).", "",
+            md_table(["GPU", "stage", "routing", "T", "files", "medians", "× local", "spread", "files"], rows), ""]

@@ -1,0 +1,122 @@
+"""The claims guard and the one rule: a verdict word reaches RESULTS.md only through a check of the data; a claim the
+data do not support stops the report (one line, nothing written); the statements issue 24 found false are
+computed from the committed data and come out as the data say."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import pytest
+
+from nsa_exp.analysis.autotune_matrix import StageMatrix
+from nsa_exp.analysis.noise import borrowed, floors, judge, quantities
+from nsa_exp.core.records import PatternRun
+from nsa_exp.errors import UserError
+from nsa_exp.report import build as build_module
+from nsa_exp.report.autotune import config_verdicts
+from nsa_exp.report.build import build_report
+from nsa_exp.report.claims import Claims
+from nsa_exp.report.manifest import committed_inputs
+from nsa_exp.report.mechanism import largest
+from nsa_exp.report.model import free_parameters, summary_stats
+from tests.helpers import REPO
+from tests.report.conftest import as_a_user
+
+
+def test_a_claim_the_data_do_not_support_stops_with_one_line():
+    with pytest.raises(UserError, match="the data do not support 'the worst routing measured': not resolved"):
+        Claims().holds("the worst routing measured", False, "not resolved against hot-block(block=0)")
+
+
+def test_a_verdict_word_typed_into_the_text_is_refused_by_the_audit():
+    c = Claims()
+    text = "x " + c.judged((1.08, 1.09), 0.01) + "; y differs measurably too."
+    with pytest.raises(UserError, match="'differs measurably' 2 time.s., but only 1 are backed"):
+        c.audit(text, "R.md")
+    c.audit("x " + c.judged((0.99, 1.01), 0.02), "R.md")  # 'same within noise', backed
+
+
+def test_the_report_refuses_a_template_that_types_an_unchecked_claim(monkeypatch, tmp_path):
+    monkeypatch.setattr(build_module, "limits_section",
+                        lambda: ["## What the data does not show", "", "- fla-topk is the worst routing measured.", ""])
+    out = tmp_path / "R.md"
+    with as_a_user(), pytest.raises(UserError, match="says 'worst' 1 time.s., but only 0 are backed"):
+        build_report(committed_inputs(), str(out), str(tmp_path / "a.json"), "cmd")
+    assert not out.exists() and not (tmp_path / "a.json").exists()
+
+
+def test_the_rule_needs_the_whole_ci_outside_the_floor():
+    assert judge((1.006, 1.008), 0.005) == "differs" and judge((1.006, 1.008), 0.0065) == "unresolved"
+    assert judge((0.97, 1.03), 0.05) == "same" and judge((0.70, 0.73), 0.176) == "differs"
+
+
+def test_the_floor_counts_every_repetition_not_only_the_repeat_pair(report_data):
+    h200 = "NVIDIA H200"
+    sink = next(q for q in quantities(report_data.runs.items()) if q.gpu == h200 and q.stage == "dkv_core"
+                and q.label == "sink-heavy(sinks=4)" and any(m.path == "results/raw/e1_h200.json" for m in q.members))
+    assert len(sink.members) == 9 and round(min(m.median_ms for m in sink.members), 2) == 62.05
+    assert round(max(m.median_ms for m in sink.members), 2) == 65.50  # e1_h200_engine20 (2026-12-01) is the 9th
+    assert "results/raw/e1_h200_stop.json" not in {m.path for m in sink.members}  # validate FAILs it: no floor
+    assert report_data.floors[h200, "dkv_core"] == pytest.approx(sink.spread)  # 5%, not the pair's 0.5%
+    assert report_data.floors[h200, "csr"] > 0.0889  # the H200 repeat moved CSR by 8.9%; more across sessions
+    assert ("NVIDIA H100 80GB HBM3", "selection_fwd") in borrowed(report_data.quantities)  # its repeat re-tuned
+
+
+def test_a_floor_is_never_below_the_minimum_and_a_stage_nothing_repeated_borrows_the_gpu_largest(report_data):
+    one = [(p, r) for p, r in report_data.runs.items() if p == "results/raw/e1_h100.json"]
+    two = one + [("copy.json", one[0][1])]
+    alone = floors(quantities(one))  # nothing repeated: every stage borrows, and there is nothing to borrow but 0.5%
+    assert set(alone.values()) == {0.005} and set(alone) == set(borrowed(quantities(one)))
+    assert set(floors(quantities(two)).values()) == {0.005}  # identical copies: spread 0, the minimum
+    assert borrowed(quantities(two)) == []
+
+
+def test_dq_does_differ_from_local_under_the_num_warps_1_configs(report_data):
+    """README once said "dQ: no routing differs under any config"; the matrix says otherwise."""
+    m = StageMatrix(report_data.load("results/autotune/e1_h200.json"), "dq_core")
+    v = config_verdicts(m, report_data.floor("dq_core", "NVIDIA H200"))
+    assert {c["num_warps"] for c in v["uniform"]["differs"]} == {1} == {c["num_warps"] for c in v["zipf"]["differs"]}
+    assert len(v["uniform"]["differs"]) == 3 and "differs" not in v["sink-heavy"]
+
+
+def test_fla_topk_is_a_point_estimate_not_the_worst_routing(report_data):
+    text = largest(report_data)
+    assert text.startswith("`fla-topk(") and "not resolved" in text and "worst" not in text
+    assert "hot-block(block=0)" in text and "sink-heavy(sinks=1)" in text
+
+
+def test_worst_is_written_only_when_resolved_against_every_other_routing(report_data):
+    data = copy.copy(report_data)
+    data.claims = Claims()
+    data.runs = dict(report_data.runs)
+    key = "results/sweeps/sweep_skew_h200/T32768-fla-topk-salience0.json"
+    doc = json.loads((REPO / key).read_text())
+    doc["patterns"]["fla-topk"]["stages"]["dkv_core"]["raw_ms"] = [
+        2 * x for x in doc["patterns"]["fla-topk"]["stages"]["dkv_core"]["raw_ms"]]
+    doc["patterns"]["fla-topk"]["stages"]["dkv_core"]["median_ms"] *= 2
+    data.runs[key] = dataclasses.replace(report_data.runs[key], patterns={
+        **report_data.runs[key].patterns, "fla-topk": PatternRun.from_json(doc["patterns"]["fla-topk"])})
+    text = largest(data)
+    assert "the worst routing measured" in text and data.claims.backed["worst"] == 1
+
+
+def test_model_errors_over_distinct_non_baseline_points_and_the_one_parameter_fit():
+    doc = json.loads((REPO / "results/model/h200_BQ1_w4_s2_validation.json").read_text())
+    s = summary_stats(doc["rows"])
+    assert s["all rows"][0] == 64 and s["non-baseline rows"][0] == 29 and s["distinct routing × T points"][0] == 27
+    assert round(s["non-baseline rows"][1], 2) == 4.76 and round(s["distinct routing × T points"][1], 2) == 4.39
+    bq4 = json.loads((REPO / "results/model/h200_BQ4_w8_s1.json").read_text())
+    n, why = free_parameters(bq4)
+    assert n == 1 and "a = " in why[0] and "bound 0" in why[0] and "gamma = 1" in why[1]
+    assert free_parameters(json.loads((REPO / "results/model/h200_BQ1_w4_s2.json").read_text()))[0] == 3
+
+
+def test_h100_vs_h200_csr_uses_the_larger_floor(report_data):
+    from nsa_exp.report.gpus import cross_gpu_rows  # noqa: PLC0415 - the section's own helper
+
+    doc, _, _ = cross_gpu_rows(report_data)
+    csr = {r["pattern"]: r for r in doc["rows"] if r["stage"] == "csr"}
+    assert csr["local"]["floor"] == report_data.floors["NVIDIA H200", "csr"] > 0.0889
+    assert judge(csr["local"]["ci95"], csr["local"]["floor"]) != "differs"  # once "faster" by the H100's floor

@@ -1,0 +1,104 @@
+"""RESULTS.md's FLA-releases section and README's release line (issue 22's Report), and the committed bench result
+validate FAILs (reported as measured, out of every floor): computed from the committed files, as the data say."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from nsa_exp.commands import command
+from nsa_exp.errors import UserError
+from nsa_exp.report import manifest as manifest_module
+from nsa_exp.report.benches import engine_section
+from nsa_exp.report.data import ReportData, load_report_data
+from nsa_exp.report.manifest import committed_inputs
+from nsa_exp.report.releases import SOURCE_COMMAND, maintainers_paragraph, release_section, releases, verdict_line
+from tests.helpers import REPO
+from tests.report.conftest import as_a_user
+
+STOP = "results/raw/e1_h200_stop.json"
+
+
+def _row(lines: list[str], release: str, T: int, routing: str) -> list[str]:
+    return next(ln for ln in lines if ln.startswith(f"| fla-core-{release} | {T} | {routing} |")).split(" | ")
+
+
+def test_each_release_gives_wrapper_and_dkv_of_every_routing_with_cis_and_the_penalty(report_data):
+    with as_a_user():  # validating a release result outside the interpreter, as the report's user does
+        found = releases(report_data)
+        lines = "\n".join(release_section(report_data)).splitlines()
+    assert [(run.release["label"], run.shape["T"]) for _, run, _ in found] == [
+        ("fla-core-0.5.1", 32768), ("fla-core-0.5.2", 32768), ("fla-core-0.6.0", 8192), ("fla-core-0.6.0", 32768),
+        ("fla-core-0.6.0", 131072)]
+    sink = _row(lines, "0.6.0", 32768, "sink-heavy")
+    assert sink[6].startswith("4.19× (") and sink[6].endswith(": differs measurably")
+    assert _row(lines, "0.5.2", 32768, "uniform")[6].startswith("1.19× (")
+    assert _row(lines, "0.5.1", 32768, "local")[5].startswith("60.99")  # the pre-rewrite kernel: 61 ms on local
+    for release in ("0.5.1", "0.5.2", "0.6.0"):
+        for routing in ("uniform", "sink-heavy", "zipf", "fla-topk"):
+            assert "×" in _row(lines, release, 32768, routing)[4] and "×" in _row(lines, release, 32768, routing)[6]
+
+
+def test_the_maintainers_paragraph_answers_tail_rewrite_and_the_command(report_data):
+    with as_a_user():
+        text = maintainers_paragraph(report_data, releases(report_data))
+    assert "the tail is still there in the newest release measured, fla-core-0.6.0" in text
+    assert "between fla-core-0.5.1 and fla-core-0.5.2" in text and "local 3.95× (" in text
+    assert "sink-heavy 1.79× (" in text and "largest for the routing with no long CSR rows" in text
+    assert f"`{SOURCE_COMMAND}`" in text and "--fla-source PATH" in SOURCE_COMMAND
+
+
+def test_the_fla_source_command_is_a_real_option_of_release_bench():
+    cmd = command("release-bench")
+    assert "--fla-source" in {o.flag for o in cmd.options} and "--config" in {o.flag for o in cmd.options}
+
+
+def test_readme_and_summary_carry_the_release_verdict():
+    readme = (REPO / "README.md").read_text()
+    results = (REPO / "docs" / "RESULTS.md").read_text()
+    line = next(ln for ln in readme.splitlines() if ln.startswith("FLA releases (release arm"))
+    assert "--fla-source PATH" in line and "0.6.0: sink-heavy 4.19× (" in line
+    assert "(docs/RESULTS.md#fla-releases)" in line
+    assert "0.6.0: sink-heavy 4.19× (" in results.split("## The answer per stage", 1)[0]
+
+
+def test_the_release_control_agrees_with_the_pinned_run(report_data):
+    with as_a_user():
+        lines = "\n".join(release_section(report_data)).splitlines()
+    control = next(ln for ln in lines if "e1_h200_vs_fla-core-0.5.2-T32768.json" in ln)
+    assert "differs measurably" not in control and "same within noise" in control
+
+
+def test_the_failing_stop_run_is_reported_with_its_failure_and_out_of_every_floor(report_data):
+    assert STOP not in report_data.runs and STOP in report_data.failing
+    assert all(m.path != STOP for q in report_data.quantities for m in q.members)
+    with as_a_user():
+        row = next(ln for ln in "\n".join(engine_section(report_data)).splitlines() if ln.startswith(f"| `{STOP}`"))
+    assert "stopped by ci after 67 rounds" in row and "76.0 s" in row and "**FAILS** cupti_agreement" in row
+
+
+def test_a_listed_failing_file_that_now_fails_otherwise_stops_the_report(tmp_path, monkeypatch):
+    (tmp_path / "results" / "raw").mkdir(parents=True)
+    shutil.copy(REPO / STOP, tmp_path / STOP)
+    monkeypatch.setitem(manifest_module.KNOWN_FAILING, STOP, (("cupti_agreement", "stats"), "here"))
+    data = ReportData(committed_inputs(root=tmp_path))
+    with as_a_user(), pytest.raises(UserError, match=r"KNOWN_FAILING as failing cupti_agreement, stats .*but "
+                                                     r"validate fails cupti_agreement; update the list"):
+        data.known_failing(STOP)
+
+
+def test_an_unlisted_failing_bench_result_stops_the_report(tmp_path, monkeypatch):
+    (tmp_path / "results" / "raw").mkdir(parents=True)
+    shutil.copy(REPO / STOP, tmp_path / "results" / "raw" / "other.json")
+    shutil.copy(REPO / STOP, tmp_path / "results" / "raw" / "e1_h100.json")
+    monkeypatch.delitem(manifest_module.KNOWN_FAILING, STOP)
+    with as_a_user(), pytest.raises(UserError, match="does not validate .cupti_agreement."):
+        load_report_data(committed_inputs(root=tmp_path))
+    assert json.loads((tmp_path / "results" / "raw" / "other.json").read_text())["kind"] == "bench_result"
+
+
+def test_no_release_committed_says_not_yet_measured(report_data, monkeypatch):
+    monkeypatch.setattr(type(report_data.inputs), "releases", lambda self: [])
+    assert verdict_line(report_data).startswith("not yet measured")
