@@ -346,3 +346,20 @@ def test_report_rewrites_readme_only_when_asked(tmp_path):
                    "--provenance", "", env={"TRITON_INTERPRET": "0"})  # a user's shell: fla-topk is unverifiable
     assert proc.returncode == 0, proc.stderr
     assert readme.read_bytes() == before
+
+
+def test_an_ncu_summary_without_value_units_recomputes_and_a_wrong_one_is_named(tmp_path):
+    """A summary exported before ``value_units`` existed (the schema: its values in the same units) still
+    recomputes from its raw CSV; one that records the field is held to it."""
+    src = REPO / "results" / "ncu" / "e1_h100_local-vs-sink-heavy_dkv_core.json"
+    doc = json.loads(src.read_text())
+    assert all("value_units" not in k for k in doc["kernels"])
+    (tmp_path / src.name).write_text(json.dumps(doc))
+    raw = src.with_name(doc["raw_csv"])
+    (tmp_path / raw.name).write_bytes(raw.read_bytes())
+    assert validate_path(tmp_path / src.name)["passed"]
+    doc["kernels"][0]["value_units"] = {"duration_ns": "ms"}  # claims the stored duration is in ms
+    (tmp_path / src.name).write_text(json.dumps(doc))
+    failed = {c["name"]: c for c in validate_path(tmp_path / src.name)["checks"] if not c["passed"]}
+    assert list(failed) == ["ncu_recompute"]
+    assert failed["ncu_recompute"]["failures"][0]["path"].startswith("$.kernels[0].value_units")
