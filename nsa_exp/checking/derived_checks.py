@@ -35,6 +35,7 @@ from ..core.config import Pattern, Shape
 from ..core.families import family
 from ..errors import UserError
 from ..io.metadata import nvidia_gpu_visible
+from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from ..routing.edges import closed_form_edges
 from ..routing.packing import packed_closed_form_edges
@@ -76,8 +77,8 @@ def read_source(ctx: Context, recorded: str | None, kinds: tuple[str, ...]) -> t
     if found is None or found.stat().st_size > MAX_BYTES:
         return found, None
     try:
-        doc = parse_strict(found.read_bytes())
-    except (OSError, _Rejected):
+        doc = parse_strict(read_bounded(found, str(found), MAX_BYTES))
+    except (OSError, _Rejected, UserError):
         return found, None
     return found, doc if isinstance(doc, dict) and doc.get("kind") in kinds else None
 

@@ -25,7 +25,9 @@ from ..core.gpus import gpu_spec
 from ..core.nvtx import parse_patterns, range_name
 from ..errors import UserError
 from ..io.ncu_csv import assign_patterns, parse_raw_csv
+from ..io.reader import read_bounded
 from ..io.strict_csv import decode_csv
+from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems
 from .derived_checks import _deep_diff, read_source
 from .record_checks import host_problems, parse_utc
@@ -41,7 +43,8 @@ def kernels_of(rows: list[list[str]], patterns: list[str]) -> list[dict[str, Any
 
 
 def _rows(path: Path) -> list[list[str]]:
-    return decode_csv(path.read_bytes(), str(path))[0]  # binary / non-UTF-8: a one-line UserError
+    # a FIFO, a device, too large, binary or non-UTF-8: a one-line UserError
+    return decode_csv(read_bounded(path, str(path), MAX_BYTES), str(path))[0]
 
 
 def ncu_summary_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:

@@ -34,7 +34,9 @@ from ..core.config import PINNED_TOLERANCES, Tolerances
 from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON
 from ..core.gpus import gpu_spec
 from ..core.protocol import GATE_NAMES
+from ..errors import UserError
 from ..io.metadata import file_at_commit
+from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from .checks import Add, Context, Problems
 
@@ -323,8 +325,8 @@ def config_file(ctx: Context, config_path: str | None) -> dict[str, Any] | None:
     if found is None or found.stat().st_size > MAX_BYTES:
         return None
     try:
-        doc = parse_strict(found.read_bytes())
-    except (OSError, _Rejected):
+        doc = parse_strict(read_bounded(found, str(found), MAX_BYTES))
+    except (OSError, _Rejected, UserError):
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -32,9 +32,10 @@ from ..core.families import BASELINE_PATTERN, pattern_from_entry, point_id
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.stages import PREPARING_STAGES, STAGE_NAMES
 from ..errors import UserError
+from ..io.reader import read_bounded
 from ..io.schemas import schema_errors
 from ..io.strict_csv import typed_rows
-from ..io.strict_json import _Rejected, parse_strict
+from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from ..routing.packing import packing_token
 from .checks import Add, Context, Problems, close, first_difference
 
@@ -143,8 +144,8 @@ def _points(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
     docs, bad = [], []
     for path in sorted(folder.glob("*.json")):
         try:
-            doc = parse_strict(path.read_bytes())
-        except (OSError, _Rejected):
+            doc = parse_strict(read_bounded(path, str(path), MAX_BYTES))
+        except (OSError, _Rejected, UserError):
             bad.append(path.name)
             continue
         if isinstance(doc, dict) and doc.get("kind") == "sweep_point":

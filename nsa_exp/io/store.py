@@ -300,7 +300,7 @@ def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
 
 def file_sha256(path: str | Path) -> str:
     """The sha256 (hex) of a file's bytes (documents cite each file they were computed from by it)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(read_bounded(path, show_path(path), MAX_BYTES)).hexdigest()
 
 
 def read_strict(path: str | Path, label: str | None = None, missing_hint: str = "") -> tuple[bytes, Any]:
