@@ -42,6 +42,15 @@ def kernels_of(rows: list[list[str]], patterns: list[str]) -> list[dict[str, Any
     return kernels
 
 
+def _kernels_diff(recorded: Any, want: list[dict[str, Any]], where: str, problems: Problems) -> None:
+    """The recorded kernels against the recomputed ones; a summary exported before ``value_units`` existed
+    (the schema: its values in the same units) is not held to that field."""
+    for k, w in zip(recorded, want, strict=False):
+        if isinstance(k, dict) and "value_units" not in k:
+            w.pop("value_units", None)
+    _deep_diff(recorded, want, where, problems)
+
+
 def _rows(path: Path) -> list[list[str]]:
     # a FIFO, a device, too large, binary or non-UTF-8: a one-line UserError
     return decode_csv(read_bounded(path, str(path), MAX_BYTES), str(path))[0]
@@ -90,10 +99,7 @@ def ncu_summary_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         except UserError as exc:
             problems.append(("$.raw_csv", f"{doc['raw_csv']}: {exc}"))
         else:
-            for k, w in zip(doc["kernels"], want, strict=False):  # a summary exported before value_units existed
-                if isinstance(k, dict) and "value_units" not in k:  # (schema: its values in the same units)
-                    w.pop("value_units", None)
-            _deep_diff(doc["kernels"], want, "$.kernels", problems)
+            _kernels_diff(doc["kernels"], want, "$.kernels", problems)
     add("ncu_recompute", problems)
 
 
@@ -116,5 +122,5 @@ def ncu_raw_csv_checks(rows: list[list[str]], add: Add, ctx: Context) -> None:
         return
     want = kernels_of(rows, doc["patterns_in_launch_order"])
     problems = []
-    _deep_diff(doc["kernels"], want, f"{summary.name} $.kernels", problems)
+    _kernels_diff(doc["kernels"], want, f"{summary.name} $.kernels", problems)
     add("ncu_recompute", problems)
