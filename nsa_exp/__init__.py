@@ -17,3 +17,5 @@ PIN_DIR = REPO_ROOT / "third_party" / "fla-pin"
 RESULTS_DIR = REPO_ROOT / "results"
 # The FLA commit every result is measured at (gpu/fla_source.py proves the imported sources match it).
 PINNED_COMMIT = "0a9b9f222e86b9a895c2447767e9b4cce6c8d530"
+# The config a configured command reads without --config (results record it as their config_path).
+DEFAULT_CONFIG = "configs/e1_h100.json"

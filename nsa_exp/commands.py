@@ -28,12 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import DEFAULT_CONFIG
 from .core.protocol import DISPATCH_ORDERS, SWEEP_EXECUTORS, TUNE_CHOICES, WHATIF_LAYOUTS
 from .core.stages import STAGE_NAMES
 from .report import manifest
 from .routing.fanin import X_STATS
 
-DEFAULT_CONFIG = "configs/e1_h100.json"
 KINDS = ("flag", "value", "list", "pair", "append", "positional", "positionals")
 
 

@@ -97,8 +97,9 @@ def test_validate_recomputes_a_packed_points_packing_record(tmp_path, edit, fiel
     doc = json.loads(PACKED.read_text())
     assert validate_path(PACKED)["passed"]
     edit(doc)
-    (tmp_path / "p.json").write_text(json.dumps(doc))
-    failed = [c for c in validate_path(tmp_path / "p.json")["checks"] if not c["passed"]]
+    edited = tmp_path / PACKED.name  # a sweep writes <point_id>.json (point_consistent)
+    edited.write_text(json.dumps(doc))
+    failed = [c for c in validate_path(edited)["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["packing_recompute"]
     assert failed[0]["failures"][0]["path"] == field
 

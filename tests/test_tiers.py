@@ -21,9 +21,10 @@ TIERS: tuple[tuple[str, ...], ...] = (
     ("nsa_exp.io",),
     ("nsa_exp.routing",),
     ("nsa_exp.analysis",),
+    ("nsa_exp.model",),  # the model's computations: validate recomputes calibrations and validations with them
     ("nsa_exp.checking",),
     ("nsa_exp.figures",),
-    ("nsa_exp.model",),
+    ("nsa_exp.model.commands",),  # the model's command handlers: they read validated points and draw figures
     ("nsa_exp.sweeps",),
     ("nsa_exp.releases",),
     ("nsa_exp.report",),

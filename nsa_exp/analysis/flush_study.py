@@ -90,17 +90,23 @@ def choose_policy(rows: list[dict[str, Any]]) -> tuple[str, str]:
                   + (f" (vs {others})" if others else ""))
 
 
-def flush_study(raw_path: str | Path, output: str | Path | None) -> dict[str, Any]:
-    """Analyse ``raw_path``; validate and write the ``flush_study`` document to ``output`` (if given)."""
+def study_of(raw_path: str | Path) -> dict[str, Any]:
+    """The ``flush_study`` document of ``raw_path`` without its host ``metadata`` (what ``validate``
+    recomputes a committed study from)."""
     doc, frame = load_flush_records(raw_path)
     rows = ratio_rows(frame)
     policy, reason = choose_policy(rows)
-    study = {"schema_version": SCHEMA_VERSION, "kind": "flush_study", "source": str(raw_path),
-             "gpu_name": str(doc.get("metadata", {}).get("gpu_name", "unknown")),
-             "rounds": int(frame["round"].nunique()), "flush_bytes": int(doc["flush"].get("flush_bytes", 0)),
-             "reference": REFERENCE,
-             "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "confidence_level": CI_LEVEL, "method": METHOD_NOTE},
-             "rows": rows, "chosen": policy, "reason": reason, "metadata": base_metadata()}
+    return {"schema_version": SCHEMA_VERSION, "kind": "flush_study", "source": str(raw_path),
+            "gpu_name": str(doc.get("metadata", {}).get("gpu_name", "unknown")),
+            "rounds": int(frame["round"].nunique()), "flush_bytes": int(doc["flush"].get("flush_bytes", 0)),
+            "reference": REFERENCE,
+            "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "confidence_level": CI_LEVEL, "method": METHOD_NOTE},
+            "rows": rows, "chosen": policy, "reason": reason}
+
+
+def flush_study(raw_path: str | Path, output: str | Path | None) -> dict[str, Any]:
+    """Analyse ``raw_path``; validate and write the ``flush_study`` document to ``output`` (if given)."""
+    study = {**study_of(raw_path), "metadata": base_metadata()}
     if output is not None:
         write_json(output, study, "flush_study")
     return study

@@ -3,7 +3,7 @@
 FLOPs per edge come from the Stage table (:func:`nsa_exp.core.stages.flops_per_edge`, which derives them
 matmul by matmul from FLA 0a9b9f2's kernels): the useful FLOPs with the true head dims, padding not counted.
 The peak is the GPU's dense BF16 tensor-core rate (no sparsity) from the
-vendor's datasheet (:data:`PEAK_BF16_TFLOPS`).
+vendor's datasheet (the GPU table, :data:`nsa_exp.core.gpus.GPUS`).
 
 >>> from nsa_exp.core.config import Shape
 >>> tiny = Shape(B=1, T=256, HQ=16, H=1, K=64, V=64, S=4, block_size=32, dtype="float16")
@@ -16,14 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.config import Shape
+from ..core.gpus import gpu_spec
 from ..core.records import BenchResult
 from ..core.stages import flops_per_edge
-
-#: Dense BF16 tensor-core peak, TFLOP/s, by a substring of the GPU name, with the source.
-PEAK_BF16_TFLOPS: dict[str, tuple[float, str]] = {
-    "H100": (989.4, "NVIDIA H100 SXM5 datasheet: 1,979 TFLOPS BF16 with sparsity, half without"),
-    "H200": (989.4, "NVIDIA H200 SXM datasheet: 1,979 TFLOPS BF16 with sparsity, half without (the H100's SMs)"),
-}
 
 
 def stage_flops(stage: str, shape: Shape, edges: int) -> int | None:
@@ -33,11 +28,12 @@ def stage_flops(stage: str, shape: Shape, edges: int) -> int | None:
 
 
 def peak_tflops(gpu_name: str | None) -> tuple[float, str] | None:
-    """``(peak, source)`` for a GPU name containing a key of :data:`PEAK_BF16_TFLOPS`, else None."""
-    for key, value in PEAK_BF16_TFLOPS.items():
-        if gpu_name and key in gpu_name:
-            return value
-    return None
+    """``(peak, source)`` of the GPU table's row for ``gpu_name`` (dense BF16 TFLOP/s), else None."""
+    spec = gpu_spec(gpu_name)
+    if spec is None or spec.peak_bf16_tflops is None:
+        return None
+    return spec.peak_bf16_tflops, (spec.peak_source
+                                   or f"{spec.source}: dense BF16, half the datasheet's with-sparsity figure")
 
 
 def throughput_rows(result: dict[str, Any]) -> list[dict[str, Any]]:

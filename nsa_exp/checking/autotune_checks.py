@@ -16,7 +16,8 @@ import json
 from typing import Any
 
 from ..core.protocol import summarize
-from .checks import Add, close
+from ..core.stages import AUTOTUNED_STAGES, stage
+from .checks import Add, Problems, close
 
 
 def _key(cfg: dict[str, Any]) -> str:
@@ -78,3 +79,48 @@ def autotune_arm_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if mode != "replay" and "replayed_from" in a:
         problems.append(("$.autotune.replayed_from", f"recorded although mode is {mode!r}"))
     return problems
+
+
+def config_problems(stage_name: str, cfg: Any, path: str) -> Problems:
+    """``cfg`` (``{kwargs, num_warps, num_stages}``) is one of FLA's configs for ``stage_name``'s kernel."""
+    if stage_name not in AUTOTUNED_STAGES:
+        return [(path, f"{stage_name!r} has no autotuned kernel ({', '.join(AUTOTUNED_STAGES)})")]
+    space = stage(stage_name).autotune_space
+    if cfg not in space:
+        kwargs = sorted({k for c in space for k in c["kwargs"]})
+        return [(path, f"{cfg} is not one of FLA's {len(space)} configs for {stage(stage_name).autotuned_kernel} "
+                       f"(kwargs {kwargs or 'none'}, num_warps {sorted({c['num_warps'] for c in space})}, "
+                       f"num_stages {sorted({c['num_stages'] for c in space})})")]
+    return []
+
+
+def recorded_configs(doc: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """(JSON path, stage, config) of every autotune config a document records: a run's
+    ``autotune.kernels.<stage>`` best config and cache (a what-if's ``autotune.<stage>``), a bench arm's
+    ``per_pattern``, a sweep's ``best_config``, an analysis's ``autotune``, a calibration's
+    ``autotune_config``, an autotune matrix's cells."""
+    out: list[tuple[str, str, Any]] = []
+    autotune = doc.get("autotune")
+    if doc.get("kind") == "analysis" and isinstance(autotune, dict):
+        return [(f"$.autotune.{s}", s, c) for s, c in autotune.items()]
+    if doc.get("kind") == "model_calibration":
+        return [("$.autotune_config", "dkv_core", doc["autotune_config"])]
+    if doc.get("kind") == "autotune_matrix":
+        for s, st in doc["stages"].items():
+            out += [(f"$.stages.{s}.cells[{i}].config", s, c["config"]) for i, c in enumerate(st["cells"])]
+        return out
+    if isinstance(autotune, dict):
+        kernels = autotune if doc.get("kind") == "whatif_result" else autotune.get("kernels") or {}
+        for s, k in kernels.items():
+            if isinstance(k, dict) and "best_config" in k:
+                out.append((f"$.autotune.kernels.{s}.best_config", s, k["best_config"]))
+                cache = (k.get("cache") or {}).values()
+                out += [(f"$.autotune.kernels.{s}.cache[{i}]", s, c) for i, c in enumerate(cache)]
+        for p, configs in (autotune.get("per_pattern") or {}).items():
+            out += [(f"$.autotune.per_pattern.{p}.{s}", s, c) for s, c in configs.items()]
+    out += [(f"$.best_config.{s}", s, c) for s, c in (doc.get("best_config") or {}).items()]
+    return out
+
+
+def autotune_configs(doc: dict[str, Any], add: Add, name: str = "autotune_configs") -> None:
+    add(name, [p for path, s, cfg in recorded_configs(doc) for p in config_problems(s, cfg, path)])

@@ -1,5 +1,11 @@
 """The checks' plumbing: a named check records its problems as (JSON path, message) pairs; a number
-recorded in a document is compared with its recomputation at :data:`REL_TOL`.
+recorded in a document is compared with its recomputation at :data:`REL_TOL`; a :class:`Context` carries
+what a kind's checks may need beyond the document (its path, the files it names, what stays unverified).
+
+Files a document names (its sources: the results a compare read, the raw CSV of an ncu summary, the points
+of a calibration) are looked for by :meth:`Context.locate`: beside the document first (its own folder,
+then each folder above it, so a copied ``results/`` tree resolves within itself), then relative to the
+working directory. A source that is not found leaves its figures *unverified* (listed, never passed).
 
 >>> c = Checks(); c.add("kind"), c.add("schema", [("$.a", "missing")])
 (True, False)
@@ -9,7 +15,9 @@ recorded in a document is compared with its recomputation at :data:`REL_TOL`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 Problems = list[tuple[str, str]]
@@ -63,3 +71,35 @@ def first_difference(a: list, b: list) -> int:
     """The first index where ``a`` and ``b`` differ (the shorter length when one is a prefix)."""
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
+
+@dataclass
+class Context:
+    """What a kind's checks get besides the document: its path as given (``"<bytes>"`` when none),
+    the routing files given with ``--routing-file``, how deep a re-validation this is (a validation
+    report re-validates the file it names once), and the report's ``unverified`` / ``warnings`` lists."""
+
+    path: str = "<bytes>"
+    routing_files: Sequence[str] = ()
+    #: the folders holding a release result's FLA (``validate --release-dir``), its imported files re-hashed
+    release_dirs: Sequence[str] = ()
+    depth: int = 0
+    #: ``validate_path`` one level deeper (set by :mod:`.validate`; a validation report re-makes its report)
+    revalidate: Callable[[str], dict[str, Any]] | None = None
+    unverified: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+
+    def unverifiable(self, path: str, why: str) -> None:
+        """List the figures at ``path`` as not recomputed, with the reason."""
+        self.unverified.append({"path": path, "why": why})
+
+    def locate(self, recorded: str | None) -> Path | None:
+        """The file a document records as ``recorded`` (see the module docstring), or None."""
+        if not recorded:
+            return None
+        p = Path(recorded)
+        if p.is_absolute():
+            return p if p.is_file() else None
+        here = Path(self.path).resolve().parent if self.path != "<bytes>" else None
+        candidates = [] if here is None else [here / p, *(d / p for d in here.parents)]
+        candidates.append(Path.cwd() / p)
+        return next((c for c in candidates if c.is_file()), None)

@@ -2,9 +2,11 @@
 
 Checks (names as in the validation report):
 
-- ``csv_encoding``: UTF-8 text that ``csv`` can read. A UTF-8 byte-order mark (a spreadsheet's
-  "CSV UTF-8") is accepted and said once as a warning; CRLF line ends are accepted.
-- ``csv_rows``: each row against ``summary_row``, numbers parse.
+- ``csv_encoding``: UTF-8 text that ``csv`` can read (:func:`nsa_exp.io.strict_csv.decode_csv`). A UTF-8
+  byte-order mark (a spreadsheet's "CSV UTF-8") is accepted and said once as a warning; CRLF line ends
+  are accepted.
+- ``csv_rows``: each row against ``summary_row``, every number under the one strict rule
+  (:mod:`nsa_exp.io.strict_csv`: ASCII digits, no separators, padding, ``+`` or other scripts' digits).
 - ``csv_table``: the header has exactly the summary columns; one row per pattern x stage (no
   duplicate, none missing, every stage known); one config name; per row min <= p10 <= median <= p90
   <= p95 and min <= mean; the pattern's fan-in columns and edges agree across its rows.
@@ -16,9 +18,6 @@ A garbage file (binary, not UTF-8, not parseable as CSV) is a :class:`UserError`
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 from typing import Any
 
 from ..core.records import STAT_FIELDS
@@ -26,62 +25,28 @@ from ..core.stages import OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
 from ..errors import UserError
 from ..io.schemas import SUMMARY_COLUMNS, schema_errors
+from ..io.strict_csv import parse_float, parse_int
 from .checks import Add, Problems, close
 
-BOM = b"\xef\xbb\xbf"
 FANIN_COLUMNS = {"fanin_mean": "mean", "fanin_max": "max", "fanin_p95": "p95", "fanin_p99": "p99",
                  "fanin_cv": "cv", "fanin_gini": "gini"}
 INT_COLUMNS = {"n_obs", "edges"}
 STR_COLUMNS = {"config_name", "pattern", "stage"}
 
 
-def read_csv(data: bytes, name: str) -> tuple[list[str], list[dict[str, str]], list[str]]:
-    """Header, rows and notes (e.g. the BOM) of a CSV; garbage is a one-line :class:`UserError`."""
-    notes = []
-    if data.startswith(BOM):
-        data = data[len(BOM):]
-        notes.append("the file starts with a UTF-8 byte-order mark (a spreadsheet export); accepted and ignored")
-    nul = data.find(b"\0")
-    if nul >= 0:
-        raise UserError(f"{name}: binary data (NUL byte at offset {nul}), not a summary CSV")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{name}: not UTF-8 text (bad byte at offset {exc.start}); save the CSV as UTF-8") from None
-    try:
-        reader = csv.reader(io.StringIO(text, newline=""))
-        table = [row for row in reader if row]
-    except csv.Error as exc:
-        raise UserError(f"{name}: not a readable CSV: {exc}") from None
-    if not table:
-        return [], [], notes
-    header, body = table[0], table[1:]
-    if len(set(header)) != len(header) or not set(header) & set(SUMMARY_COLUMNS):
-        raise UserError(f"{name}: the first line {','.join(header)[:80]!r} is not a summary CSV header "
-                        f"({','.join(SUMMARY_COLUMNS[:3])},...)")
-    rows = []
-    for i, cells in enumerate(body):
-        if len(cells) != len(header):
-            raise UserError(f"{name}: line {i + 2} has {len(cells)} cells, the header has {len(header)}")
-        rows.append(dict(zip(header, cells, strict=True)))
-    return header, rows, notes
-
-
 def typed_value(column: str, value: str) -> Any:
-    """A cell as its type (str, int, finite float); ValueError when it does not parse."""
+    """A cell as its type (str, int, finite float) under the strict number rule
+    (:mod:`nsa_exp.io.strict_csv`); ValueError naming the text when it does not parse."""
     if column in STR_COLUMNS:
         return value
     if column in INT_COLUMNS:
-        return int(value)
-    out = float(value)
-    if not math.isfinite(out):
-        raise ValueError(f"{value!r} is not finite")
-    return out
+        return parse_int(value)
+    return parse_float(value)
 
 
 def _num(row: dict[str, str], key: str) -> float | None:
     try:
-        return float(row[key])
+        return parse_float(row[key])
     except (KeyError, ValueError, TypeError):
         return None
 
@@ -179,22 +144,25 @@ def json_problems(rows: list[dict[str, str]], doc: dict[str, Any], json_name: st
     return problems
 
 
-def summary_csv_checks(data: bytes, add: Add, name: str = "<csv>",
-                       companion: tuple[str, dict[str, Any]] | None = None) -> list[dict[str, str]]:
+def summary_csv_checks(header: list[str], body: list[list[str]], add: Add, name: str = "<csv>",
+                       companion: tuple[str, dict[str, Any]] | None = None) -> None:
     """Row schema (``csv_rows``), the table (``csv_table``) and, with its JSON, ``csv_matches_json``."""
-    header, rows, notes = read_csv(data, name)
-    warnings = [{"check": "csv_encoding", "path": "$", "message": n} for n in notes]
+    rows = []
+    for i, cells in enumerate(body):
+        if len(cells) != len(header):
+            raise UserError(f"{name}: line {i + 2} has {len(cells)} cells, the header has {len(header)}")
+        rows.append(dict(zip(header, cells, strict=True)))
     if not rows:
         add("csv_rows", [("$", "no rows")])
-        return warnings
+        return
     problems = []
     for i, row in enumerate(rows):
         typed: dict[str, Any] = {}
         for key, value in row.items():
             try:
                 typed[key] = typed_value(key, value)
-            except (ValueError, TypeError):
-                problems.append((f"$[{i}].{key}", f"{value!r} is not a number"))
+            except (ValueError, TypeError) as exc:
+                problems.append((f"$[{i}].{key}", str(exc)))
         problems += [tuple(e.split(": ", 1)) for e in schema_errors(typed, "summary_row", f"$[{i}]")]
     missing = [c for c in SUMMARY_COLUMNS if c not in header]
     problems += [("$", f"missing column {c}") for c in missing]
@@ -202,4 +170,3 @@ def summary_csv_checks(data: bytes, add: Add, name: str = "<csv>",
     add("csv_table", table_problems(header, rows))
     if companion is not None:
         add("csv_matches_json", json_problems(rows, companion[1], companion[0]))
-    return warnings

@@ -8,7 +8,8 @@ After the statistics checks every run gets (``stats_recompute``, ``min_observati
 and medians from the per-call kernels; the group table from the source's launches), ``gates_consistent``,
 ``source_consistent`` (every file the source reading hashed is an imported file with that sha256) and, with
 ``release_dirs`` (``validate --release-dir``), ``release_files`` (each imported file re-hashed);
-``metadata_plausible`` for a GPU run. The rest is listed as unverifiable.
+and the run record (:mod:`.kinds`: environment gate, GPU against the GPU table, clocks,
+pinned tolerances, wall time; ``metadata_plausible`` for a GPU run). The rest is listed as unverifiable.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..errors import UserError
 from ..routing.config import config_from_dict
 from .checks import Add, guarded
 from .routing_checks import edge_problems, pattern_set, regenerated, routing_recompute
-from .run_checks import metadata_plausible, telemetry_recompute
+from .run_checks import telemetry_recompute
 
 
 def _routing_sha(doc: dict[str, Any], config: Config, add: Add, unverified: list) -> None:
@@ -159,9 +160,7 @@ def release_recompute(doc: dict[str, Any], add: Add, release_dirs: Sequence[str]
     guarded("kernels_recompute", add, _kernels, doc, add, warnings)
     guarded("gates_consistent", add, _gates, doc, add)
     guarded("source_consistent", add, _source_and_files, doc, add, release_dirs, unverified)
-    if doc["timing"]["timer"] == "cuda-events":
-        guarded("metadata_plausible", add, metadata_plausible, doc, add)
-    else:
+    if doc["timing"]["timer"] != "cuda-events":  # a GPU run's host facts: the run record (:mod:`.record_checks`)
         warnings.append({"check": "timer", "path": "$.timing.timer", "message": "host-clock: a CPU run through "
                          "Triton's interpreter, not a GPU measurement (its latencies say nothing about FLA's speed)"})
     unverified += [

@@ -8,6 +8,8 @@ statistics, the packing record, the equal-edge check, and the routing files it t
 - ``packing_recompute``: the ``packing`` record from the config's packing section, field by field.
 - ``edges_equal``: equal across patterns, to the per-pattern record and to the closed form for the
   recorded shape (packed: the packed closed form).
+- ``routing_files_consistent``: the two copies of a routing file's figures a result holds (``routing_files``
+  and ``patterns``) agree, edges and every fan-in / span / gap statistic (no file needed).
 - ``routing_file_recompute`` (``validate --routing-file``): a result that timed routing files (``bench``/
   ``sweep --routing-file``) records, under ``routing_files``, per pattern ``file:<stem>``: the path as given,
   the sha256 of the file's bytes, its edges by FLA's CSR rule, the closed form and their equality, and its
@@ -26,7 +28,9 @@ from typing import Any
 import numpy as np
 
 from ..core.config import Pattern, Shape
+from ..core.families import family
 from ..errors import UserError
+from ..io.metadata import nvidia_gpu_visible
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import routing_statistics
 from ..routing.files import file_pattern_name, routing_file_report
@@ -63,6 +67,11 @@ def regenerated(doc: dict[str, Any], config: Any, unverified: list, fields: str)
     for p in config.patterns:
         rec = doc["patterns"].get(p.name)
         if rec is None:
+            continue
+        if family(p.name).external is not None and not nvidia_gpu_visible():
+            unverified.append({"path": f"$.patterns.{p.name}.{fields}",
+                               "why": f"{p.name} is computed by FLA's kernels ({family(p.name).external}): "
+                                      "regenerated only where a CUDA GPU is visible, never in the Triton interpreter"})
             continue
         try:
             stats = _routing_stats(json.dumps(p.to_dict(), sort_keys=True), shape_json, config.seeds.routing,
@@ -191,3 +200,21 @@ def routing_file_recompute(doc: dict[str, Any], paths: Sequence[str], add: Add) 
     if supplied:  # nothing supplied: nothing re-checked, so no check may pass
         add("routing_file_recompute", problems)
     return unverified
+
+
+def routing_files_consistent(doc: dict[str, Any], add: Add) -> None:
+    problems: Problems = []
+    for name, rec in (doc.get("routing_files") or {}).items():
+        pattern = doc["patterns"].get(name)
+        if pattern is None:
+            problems.append((f"$.routing_files.{name}", f"the result timed no pattern {name!r}"))
+            continue
+        if rec.get("edges") != pattern.get("edges"):
+            problems.append((f"$.routing_files.{name}.edges", f"{rec.get('edges')} != $.patterns.{name}.edges "
+                             f"{pattern.get('edges')}"))
+        for section in ("fanin", "query_span", "adjacent_gap"):
+            for key, value in (rec.get(section) or {}).items():
+                if section in pattern and not same(value, pattern[section].get(key)):
+                    problems.append((f"$.routing_files.{name}.{section}.{key}", f"{value} != $.patterns.{name}."
+                                     f"{section}.{key} {pattern[section].get(key)}: the two copies disagree"))
+    add("routing_files_consistent", problems)

@@ -1,48 +1,25 @@
-"""Checks of a run's own records: shape, FLA commit, environment, memory accounting, reproduction flags,
-gates, telemetry and metadata plausibility.
+"""Checks of a bench result's own records: shape, environment, memory accounting, reproduction flags and
+telemetry (the run-record checks every GPU document shares are in :mod:`.record_checks`).
 
-- ``shape_matches_config``, ``fla_commit`` (the pinned commit, verification passed), ``environment_recorded``
-  (GPU, driver, versions).
+- ``shape_matches_config``, ``environment_recorded`` (GPU, driver, versions).
 - ``memory_recompute``: every buffer size from the shape; peaks >= baselines; allocated <= reserved;
   peak - baseline recomputed; nothing above the GPU's memory.
 - ``reproduction_flags``: ``bit_exact`` <=> ``n_different == 0`` <=> ``max_abs == 0``; numel from the
-  shape; ``max_abs_rel`` = max_abs / ref_max_abs; dQ bit-exact and dK/dV rel-L2 within the config's
-  ``full_shape_dkv_rel_l2`` (the gate bench applies).
-- ``gates_consistent``: each recorded gate's detail agrees with the document (edges, FLA, GPU, versions).
+  shape; ``max_abs_rel`` = max_abs / ref_max_abs; dQ bit-exact and dK/dV rel-L2 within the pinned
+  ``full_shape_dkv_rel_l2`` (the gate bench applies; the file's own value only where stricter).
 - ``telemetry_recompute``: one sample per (round, pattern) in round order; ``throttled_samples``
   recounted. Policy: throttled samples > 0 is a WARNING (listed, not a failure; see docs/SCHEMAS.md).
-- ``metadata_plausible``: a known GPU family with its SM count and compute capability, versions and
-  the driver parse, NVML and CUDA names agree.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from .. import PINNED_COMMIT
 from ..core.protocol import THROTTLE_MASK
 from .checks import Add, Problems, first_difference, same
+from .record_checks import pinned
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-
-# GPU families we know: name fragment -> (allowed SM counts, compute capability).
-GPU_FAMILIES: dict[str, tuple[frozenset[int], str]] = {
-    "H100": (frozenset({114, 132}), "9.0"),
-    "H200": (frozenset({132}), "9.0"),
-    "H800": (frozenset({114, 132}), "9.0"),
-    "H20": (frozenset({78}), "9.0"),
-    "GH200": (frozenset({132}), "9.0"),
-    "A100": (frozenset({108}), "8.0"),
-    "A800": (frozenset({108}), "8.0"),
-    "B200": (frozenset({148}), "10.0"),
-    "B100": (frozenset({132}), "10.0"),
-    "L40S": (frozenset({142}), "8.9"),
-}
-SM_RANGE = (1, 1024)
-VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
-DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{1,3})?$")
-CC_RE = re.compile(r"^\d{1,2}\.\d$")
 
 
 def shape_problems(doc: dict[str, Any]) -> Problems:
@@ -50,20 +27,6 @@ def shape_problems(doc: dict[str, Any]) -> Problems:
     shape_d, config = doc["shape"], doc["config"]
     return [] if shape_d == config["shape"] else [
         ("$.shape", f"shape {shape_d} differs from config.shape {config['shape']}")]
-
-
-def fla_problems(doc: dict[str, Any]) -> Problems:
-    """``fla_commit``: the pinned FLA commit, verification passed, and the fla_sources gate says so."""
-    fla = doc["fla"]
-    fla_p = []
-    if fla["commit"] != PINNED_COMMIT:
-        fla_p.append(("$.fla.commit", f"{fla['commit']} is not the pinned commit {PINNED_COMMIT}"))
-    if fla["verified"] is not True:
-        fla_p.append(("$.fla.verified", "FLA source verification did not pass"))
-    for i, gate in enumerate(doc["gates"]):
-        if gate["name"] == "fla_sources" and gate.get("detail", {}).get("commit") != PINNED_COMMIT:
-            fla_p.append((f"$.gates[{i}].detail.commit", "the fla_sources gate did not verify the pinned commit"))
-    return fla_p
 
 
 def environment_problems(doc: dict[str, Any]) -> Problems:
@@ -121,69 +84,53 @@ def memory_recompute(doc: dict[str, Any], add: Add) -> None:
     add("memory_recompute", problems)
 
 
-def reproduction_flags(doc: dict[str, Any], config: Any, add: Add) -> None:
-    s = doc["shape"]
-    numel = {"dq": s["B"] * s["T"] * s["HQ"] * s["K"], "dk": s["B"] * s["T"] * s["H"] * s["K"],
-             "dv": s["B"] * s["T"] * s["H"] * s["V"]}
-    tol = config.tolerances.full_shape_dkv_rel_l2
+def gradient_numel(shape: dict[str, Any]) -> dict[str, int]:
+    """Elements of o, dq, dk, dv at ``shape`` (o and dq ``[B,T,HQ,V|K]``, dk/dv ``[B,T,H,K|V]``)."""
+    B, T, HQ, H, K, V = (shape[k] for k in ("B", "T", "HQ", "H", "K", "V"))
+    return {"o": B * T * HQ * V, "dq": B * T * HQ * K, "dk": B * T * H * K, "dv": B * T * H * V}
+
+
+def comparison_problems(m: dict[str, Any], path: str, numel: int | None = None) -> Problems:
+    """One comparison record (``gpu/numerics.compare``) against itself: ``bit_exact`` <=> ``n_different == 0``
+    <=> every error metric zero, ``n_different <= numel``, ``max_abs_rel = max_abs / ref_max_abs``, and
+    ``numel`` from the shape when given. Fields a record lacks are not judged."""
+    problems: Problems = []
+    if numel is not None and m.get("numel") != numel:
+        problems.append((f"{path}.numel", f"recorded {m.get('numel')}, the shape gives {numel}"))
+    if "n_different" in m and m["n_different"] > m["numel"]:
+        problems.append((f"{path}.n_different", f"{m['n_different']} > numel {m['numel']}"))
+    if "n_different" in m:
+        exact = m["n_different"] == 0
+        if "bit_exact" in m and m["bit_exact"] != exact:
+            problems.append((f"{path}.bit_exact", f"{m['bit_exact']} but n_different = {m['n_different']}"))
+        for key in ("max_abs", "max_ulp", "rel_l2", "max_abs_rel"):
+            if key in m and (m[key] == 0) != exact:
+                problems.append((f"{path}.{key}", f"{key} = {m[key]} contradicts n_different = {m['n_different']}"))
+    if "ref_max_abs" in m:
+        want = m["max_abs"] / m["ref_max_abs"] if m["ref_max_abs"] else 0.0
+        if not same(m["max_abs_rel"], want):
+            problems.append((f"{path}.max_abs_rel", f"recorded {m['max_abs_rel']}, max_abs / ref_max_abs = {want}"))
+    return problems
+
+
+def reproduction_flags(doc: dict[str, Any], add: Add) -> None:
+    """Each gradient's comparison record consistent with itself and the shape; dQ bit-exact; dK/dV rel-L2
+    within the pinned ``full_shape_dkv_rel_l2`` (the file's own only where stricter: a raised tolerance in
+    the embedded config cannot loosen the gate)."""
+    numel = gradient_numel(doc["shape"])
+    tol = pinned(doc["config"].get("tolerances")).full_shape_dkv_rel_l2
     problems: Problems = []
     for name, p in doc["patterns"].items():
         for g, m in p["reproduces_official"].items():
             path = f"$.patterns.{name}.reproduces_official.{g}"
-            if m["numel"] != numel.get(g):
-                problems.append((f"{path}.numel", f"recorded {m['numel']}, the shape gives {numel.get(g)}"))
-            if m["n_different"] > m["numel"]:
-                problems.append((f"{path}.n_different", f"{m['n_different']} > numel {m['numel']}"))
-            exact = m["n_different"] == 0
-            if m["bit_exact"] != exact:
-                problems.append((f"{path}.bit_exact", f"{m['bit_exact']} but n_different = {m['n_different']}"))
-            for key in ("max_abs", "max_ulp", "rel_l2", "max_abs_rel"):
-                if (m[key] == 0) != exact:
-                    problems.append((f"{path}.{key}", f"{key} = {m[key]} contradicts n_different = {m['n_different']}"))
-            want = m["max_abs"] / m["ref_max_abs"] if m["ref_max_abs"] else 0.0
-            if not same(m["max_abs_rel"], want):
-                problems.append((f"{path}.max_abs_rel", f"recorded {m['max_abs_rel']}, max_abs / ref_max_abs = {want}"))
+            problems += comparison_problems(m, path, numel.get(g))
             if g == "dq" and not m["bit_exact"]:
                 problems.append((f"{path}.bit_exact", "dQ must reproduce the official wrapper bit for bit "
                                  "(bench's reproduction gate); the timings are void"))
             if g in ("dk", "dv") and m["rel_l2"] > tol:
-                problems.append((f"{path}.rel_l2", f"{m['rel_l2']} > config.tolerances.full_shape_dkv_rel_l2 {tol}: "
+                problems.append((f"{path}.rel_l2", f"{m['rel_l2']} > full_shape_dkv_rel_l2 {tol}: "
                                  "the reproduction gate cannot have passed"))
     add("reproduction_flags", problems)
-
-
-def gates_consistent(doc: dict[str, Any], add: Add) -> None:
-    problems: Problems = []
-    meta = doc["metadata"]
-    for i, gate in enumerate(doc["gates"]):
-        d, path = gate.get("detail", {}), f"$.gates[{i}].detail"
-        if gate["name"] == "equal_edges" and d != doc["edges"]:
-            problems.append((path, "the equal_edges gate's detail differs from $.edges"))
-        if gate["name"] == "fla_sources" and d != doc["fla"]:
-            problems.append((path, "the fla_sources gate's detail differs from $.fla"))
-        if gate["name"] == "gpu":
-            name = meta.get("gpu", {}).get("name")
-            if d.get("name") != name:
-                problems.append((f"{path}.name", f"{d.get('name')!r} differs from $.metadata.gpu.name {name!r}"))
-            if d.get("required") != doc["config"]["gpu"]["required_name"]:
-                problems.append((f"{path}.required", "differs from $.config.gpu.required_name"))
-            matches = str(d.get("required", "")) in str(d.get("name", ""))
-            if d.get("matches_required") != matches:
-                problems.append((f"{path}.matches_required", f"{d.get('matches_required')} but the name test gives "
-                                 f"{matches}"))
-            if not matches and d.get("allow_gpu") is not True:
-                problems.append((f"{path}.allow_gpu", "a GPU other than the required one without --allow-gpu"))
-        if gate["name"] == "versions":
-            for k, v in d.items():
-                if meta.get("versions", {}).get(k) != v:
-                    problems.append((f"{path}.{k}", f"{v!r} differs from $.metadata.versions.{k}"))
-    per = doc["edges"]["per_pattern"]
-    if set(per) != set(doc["patterns"]):
-        problems.append(("$.edges.per_pattern", "names differ from $.patterns"))
-    if doc["edges"]["equal"] != (len(set(per.values())) <= 1 and all(v == doc["edges"]["closed_form"]
-                                                                      for v in per.values())):
-        problems.append(("$.edges.equal", "does not follow from the counts"))
-    add("gates_consistent", problems)
 
 
 def telemetry_recompute(doc: dict[str, Any], add: Add, warnings: list, unverified: list) -> None:
@@ -215,29 +162,3 @@ def telemetry_recompute(doc: dict[str, Any], add: Add, warnings: list, unverifie
     if not tel["available"]:
         unverified.append({"path": "$.telemetry", "why": "no NVML on the host: clocks and throttling unknown"})
     add("telemetry_recompute", problems)
-
-
-def metadata_plausible(doc: dict[str, Any], add: Add) -> None:
-    meta = doc["metadata"]
-    gpu, versions = meta.get("gpu", {}), meta.get("versions", {})
-    problems: Problems = []
-    name = str(gpu.get("name", ""))
-    family = next((f for f in sorted(GPU_FAMILIES, key=len, reverse=True) if re.search(rf"\b{f}\b", name)), None)
-    sm = gpu.get("sm_count")
-    if family is None:
-        problems.append(("$.metadata.gpu.name", f"{name!r} is not a known GPU family ({', '.join(GPU_FAMILIES)})"))
-    if not isinstance(sm, int) or not SM_RANGE[0] <= sm <= SM_RANGE[1]:
-        problems.append(("$.metadata.gpu.sm_count", f"{sm!r} is not an SM count in {SM_RANGE}"))
-    elif family is not None and sm not in GPU_FAMILIES[family][0]:
-        problems.append(("$.metadata.gpu.sm_count", f"{sm} SMs is not a {family} ({sorted(GPU_FAMILIES[family][0])})"))
-    cc = gpu.get("compute_capability")
-    if cc is not None and (not CC_RE.match(str(cc)) or (family is not None and cc != GPU_FAMILIES[family][1])):
-        problems.append(("$.metadata.gpu.compute_capability", f"{cc!r} is not the compute capability of a {family}"))
-    if gpu.get("nvml_name") is not None and gpu["nvml_name"] != name:
-        problems.append(("$.metadata.gpu.nvml_name", f"{gpu['nvml_name']!r} differs from the CUDA name {name!r}"))
-    if not DRIVER_RE.match(str(gpu.get("driver", ""))):
-        problems.append(("$.metadata.gpu.driver", f"{gpu.get('driver')!r} does not parse as a driver version"))
-    for key in ("python", "numpy", "torch", "triton", "cuda", "fla_core"):
-        if key in versions and not VERSION_RE.match(str(versions[key])):
-            problems.append((f"$.metadata.versions.{key}", f"{versions[key]!r} does not parse as a version"))
-    add("metadata_plausible", problems)

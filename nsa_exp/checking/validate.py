@@ -25,40 +25,49 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.kinds import KINDS, schema_version
+from ..core.kinds import KINDS, document_kind, schema_version
 from ..errors import UserError
 from ..io.reader import file_size, read_bounded, show_path
-from ..io.schemas import schema_errors
+from ..io.schemas import SUMMARY_COLUMNS, schema_errors
 from ..io.store import read_document
+from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
-from .checks import Checks
+from .checks import Add, Checks, Context
 from .csv_checks import summary_csv_checks
 from .kinds import KIND_CHECKS
+from .ncu_checks import ncu_raw_csv_checks
 from .routing_checks import NOT_SUPPLIED
+from .sweep_checks import sweep_csv_checks
+
+NO_COMPANION = "unverified (no JSON result found beside the CSV, results/raw/<stem>.json)"
 
 SUPPORTED_VERSIONS = {"1.0"}
 SCHEMA_VERSION = schema_version("validation_report")
 
 
 def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None,
-                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> dict[str, Any]:
+                   routing_files: Sequence[str] = (), release_dirs: Sequence[str] = (),
+                   depth: int = 0) -> dict[str, Any]:
     """Validate one file's bytes; returns the validation report (schema ``validation_report``).
 
-    ``companion`` = (path, parsed bench result) cross-checks a summary CSV against its JSON;
-    ``routing_files``: the files a result timed, re-checked (:mod:`.routing_checks`); ``release_dirs``: the
-    folders holding a release result's FLA, its imported files re-hashed (:mod:`.release_checks`).
+    ``name``: the file's path as given (it names the files beside it a kind's checks read: a summary's
+    JSON, an ncu summary's raw CSV, a compare's results); ``companion`` = (path, parsed bench result)
+    cross-checks a summary CSV against that JSON instead of the one found beside it; ``routing_files``:
+    the files a bench result / sweep point timed, re-checked (:func:`.routing_checks.routing_file_recompute`);
+    ``release_dirs``: the folders holding a release result's FLA, its imported files re-hashed
+    (:mod:`.release_checks`); ``depth``: 1 when this validation serves another one (a companion, a
+    validation report's file).
     """
     checks = Checks()
+    ctx = Context(path=name, routing_files=routing_files, release_dirs=release_dirs, depth=depth,
+                  revalidate=lambda path: validate_path(path, depth=depth + 1))
     report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
     if not checks.add("file_size", [] if len(data) <= MAX_BYTES else
                       [("$", f"{len(data)} bytes > {MAX_BYTES} (refused before parsing)")]):
         return {**report, "passed": False, "checks": checks.items}
     if name.endswith(".csv"):
-        warnings = summary_csv_checks(data, checks.add, name, companion)
-        unverified = [] if companion else [{"path": "$", "why": "no JSON result given with the CSV (validate "
-                                            "X.json X.csv, or --also X.json): values not cross-checked"}]
-        return {**report, "passed": all(c["passed"] for c in checks.items), "checks": checks.items,
-                "unverified": unverified, "warnings": warnings}
+        kind = _csv_checks(data, name, checks.add, ctx, companion)
+        return _finish({**report, "document_kind": kind}, checks, ctx)
     try:
         doc = parse_strict(data)
     except _Rejected as exc:
@@ -69,17 +78,64 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
     if not checks.add("kind", [] if kind in KINDS else [("$.kind", f"unknown document kind {kind!r}; expected one "
                                                                     f"of {', '.join(KINDS)}")]):
         return {**report, "passed": False, "checks": checks.items}
-    version = doc.get("schema_version")
+    version = doc.get("schema_version", None if document_kind(kind).versioned else document_kind(kind).version)
     if not checks.add("schema_version", [] if version in SUPPORTED_VERSIONS else
                       [("$.schema_version", f"{version!r} is not a supported schema version "
                                             f"({', '.join(sorted(SUPPORTED_VERSIONS))})")]):
         return {**report, "passed": False, "checks": checks.items}
     errors = schema_errors(doc, KINDS[kind], "$")
-    extra: dict[str, Any] = {}
-    if checks.add("schema", [tuple(e.split(": ", 1)) for e in errors]) and kind in KIND_CHECKS:
-        extra = KIND_CHECKS[kind](doc, checks.add, routing_files, release_dirs)
-    return {**report, "document_kind": kind, "passed": all(c["passed"] for c in checks.items),
-            "checks": checks.items, **extra}
+    if checks.add("schema", [tuple(e.split(": ", 1)) for e in errors]):
+        try:
+            KIND_CHECKS[kind](doc, checks.add, ctx)
+        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as exc:
+            checks.add(f"{kind}_checks", [("$", f"cannot be checked: {type(exc).__name__}: {exc}")])
+    return _finish({**report, "document_kind": kind}, checks, ctx)
+
+
+def _finish(report: dict[str, Any], checks: Checks, ctx: Context) -> dict[str, Any]:
+    return {**report, "passed": all(c["passed"] for c in checks.items), "checks": checks.items,
+            "unverified": ctx.unverified, "warnings": ctx.warnings}
+
+
+def csv_kind(rows: list[list[str]], name: str) -> str:
+    """The CSV kind of a table (:data:`nsa_exp.core.kinds.CSV_KINDS`) by its header; a CSV of no kind the
+    bundle reads is a one-line :class:`UserError`."""
+    if any(r and r[0] == "ID" and "Kernel Name" in r for r in rows[:8]):
+        return "ncu_raw_csv"
+    header = rows[0] if rows else []
+    if {"sweep", "point_id", "family"} <= set(header):
+        return "sweep_csv"
+    if len(set(header)) == len(header) and set(header) & set(SUMMARY_COLUMNS):
+        return "summary_csv"
+    raise UserError(f"{name}: the first line {','.join(header)[:80]!r} is not the header of a CSV validate reads "
+                    f"(a bench summary {','.join(SUMMARY_COLUMNS[:3])},..., a sweep table sweep,point_id,..., or "
+                    "ncu's raw export ID,...,Kernel Name,...)")
+
+
+def _csv_checks(data: bytes, name: str, add: Add, ctx: Context,
+                companion: tuple[str, dict[str, Any]] | None) -> str:
+    rows, notes = decode_csv(data, name)
+    ctx.warnings += [{"check": "csv_encoding", "path": "$", "message": n} for n in notes]
+    kind = csv_kind(rows, name)
+    if kind == "ncu_raw_csv":
+        ncu_raw_csv_checks(rows, add, ctx)
+        return kind
+    if kind == "sweep_csv":
+        sweep_csv_checks(rows[0], rows[1:], add, ctx)
+        return kind
+    if companion is None:  # the bench result it was written from, beside it: results/raw/<stem>.json
+        found = ctx.locate(f"results/raw/{Path(name).stem}.json")
+        doc = bench_document(found) if found else None
+        companion = (str(found), doc) if doc is not None else None
+    if companion is None:
+        ctx.unverifiable("$", f"{NO_COMPANION}: values not cross-checked (validate X.json X.csv, or --also X.json)")
+    else:
+        sub = validate_path(companion[0], depth=ctx.depth + 1)
+        bad = [c["name"] for c in sub["checks"] if not c["passed"]]
+        add("companion_valid", [("$", f"its JSON {companion[0]} does not validate ({', '.join(bad)}): a CSV is only "
+                                      "as good as the result it is checked against")] if bad else [])
+    summary_csv_checks(rows[0], rows[1:], add, name, companion)
+    return kind
 
 
 def load_validated(path: str | Path, kinds: tuple[str, ...], label: str | None = None, hint: str = "",
@@ -93,6 +149,9 @@ def load_validated(path: str | Path, kinds: tuple[str, ...], label: str | None =
         bad = [c["name"] for c in report["checks"] if not c["passed"]]
         raise UserError(f"{label} does not validate ({', '.join(bad)})" + (f"; {hint}" if hint else ""))
     return doc
+
+
+_SERVED: dict[tuple, dict[str, Any]] = {}
 
 
 def bench_document(path: str | Path) -> dict[str, Any] | None:
@@ -116,6 +175,7 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
         if bench_document(p) is None:
             raise UserError(f"--also {p}: not a readable, schema-valid bench result; the CSV cannot be "
                             "cross-checked against it")
+    # (each companion used is then validated in full: the CSV's report fails companion_valid if it does not pass)
     results = {p: doc for p in [*paths, *(also or [])] if not p.endswith(".csv")
                for doc in [bench_document(p)] if doc is not None}
     reports = []
@@ -130,16 +190,28 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
 
 
 def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None = None,
-                  routing_files: Sequence[str] = (), release_dirs: Sequence[str] = ()) -> dict[str, Any]:
+                  routing_files: Sequence[str] = (), release_dirs: Sequence[str] = (),
+                  depth: int = 0) -> dict[str, Any]:
     """Validate a file on disk: a regular file (a FIFO, device or folder is one :class:`UserError` line), its
-    size checked with stat before reading (:mod:`nsa_exp.io.reader`)."""
+    size checked with stat before reading (:mod:`nsa_exp.io.reader`). A validation that serves another one
+    (``depth`` > 0: a companion JSON, a validation report's file) is made once per file and process."""
     path, label = Path(path), show_path(path)
+    if depth:
+        try:
+            st = path.stat()
+        except OSError:
+            st = None
+        key = (str(path.resolve()), st and st.st_size, st and st.st_mtime_ns)
+        if key not in _SERVED:
+            _SERVED[key] = validate_path(path, companion, routing_files, release_dirs)
+        return _SERVED[key]
     size = file_size(path, label, sys.maxsize)
     if size > MAX_BYTES:
         (checks := Checks()).add("file_size", [("$", f"{size} bytes > {MAX_BYTES} (refused before parsing)")])
         return {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": str(path), "passed": False,
                 "checks": checks.items}
-    return validate_bytes(read_bounded(path, label, MAX_BYTES), str(path), companion, routing_files, release_dirs)
+    return validate_bytes(read_bounded(path, label, MAX_BYTES), str(path), companion, routing_files, release_dirs,
+                          depth)
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -153,7 +225,8 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"  [{c['name']}] ... {c['n_failures'] - len(c['failures'])} more")
     for w in report.get("warnings", []):
         lines.append(f"  warning [{w['check']}] {w['path']}: {w['message']}")
-    lines += [f"  {u['path']}: {u['why']}" for u in report.get("unverified", []) if u["why"] == NOT_SUPPLIED]
+    lines += [f"  {u['path']}: {u['why']}" for u in report.get("unverified", [])
+              if u["why"] == NOT_SUPPLIED or u["why"].startswith("unverified (")]
     if report.get("unverified"):
         lines.append(f"  {len(report['unverified'])} value group(s) listed as unverifiable (--json shows them)")
     return "\n".join(lines)

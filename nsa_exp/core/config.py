@@ -119,6 +119,18 @@ class Tolerances:
     dkv_max_ulp: float
     full_shape_dkv_rel_l2: float
 
+    def loosened(self, pinned: Tolerances | None = None) -> list[tuple[str, float, float]]:
+        """``(field, value, pinned value)`` of each tolerance looser (larger) than :data:`PINNED_TOLERANCES`."""
+        pinned = PINNED_TOLERANCES if pinned is None else pinned
+        return [(k, v, getattr(pinned, k)) for k, v in asdict(self).items() if v > getattr(pinned, k)]
+
+
+#: The tolerances every gate of the bundle is judged at (those of configs/e1_h100.json, the formal config,
+#: with which every committed run was gated). A config may ask stricter ones, never looser: a looser one is
+#: refused when the config is read, and ``validate`` judges a recorded run at these whatever its file says.
+PINNED_TOLERANCES = Tolerances(naive_rel_l2=0.02, naive_max_abs_rel=0.05, dkv_rel_l2=0.001, dkv_max_ulp=2,
+                               full_shape_dkv_rel_l2=0.01)
+
 
 @dataclass(frozen=True)
 class Config:
@@ -144,6 +156,30 @@ class Config:
                 return p
         raise UserError(f"pattern {name!r} is not in config {self.name!r}; choose one of "
                         f"{', '.join(p.name for p in self.patterns)}")
+
+
+#: The experiment's primary shape (README: q [1,32768,64,192], k [1,T,4,192], v [1,T,4,128], BF16,
+#: block_indices [1,T,4,16], block size 64); a calibration set's routings are designed at it (T aside).
+PRIMARY_SHAPE = Shape(B=1, T=32768, HQ=64, H=4, K=192, V=128, S=16, block_size=64, dtype="bfloat16")
+
+#: A sweep point's allocator headroom over its buffers (fragmentation, FLA's transient buffers).
+HEADROOM = 1.2
+
+
+def bytes_needed(shape: Shape, n_patterns: int, l2_flush_bytes: int, shared_allocated: bool = False) -> int:
+    """Device bytes a sweep point allocates: shared q, k, v, dO; per pattern o, dq, dk, dv, lse, delta,
+    block_indices and the CSR; the L2-flush buffer; times :data:`HEADROOM`. ``shared_allocated``: the
+    inputs (and flush buffer) are already on the device (cached from the previous point at this shape).
+
+    >>> bytes_needed(Shape(1, 131072, 64, 4, 192, 128, 16, 64, "bfloat16"), 2, 2**28) / 2**30 < 32
+    True
+    """
+    e = 4 if shape.dtype == "float32" else 2
+    B, T, HQ, H, K, V, S = shape.B, shape.T, shape.HQ, shape.H, shape.K, shape.V, shape.S
+    shared = B * T * (HQ * K + H * K + H * V + HQ * V) * e
+    per = (B * T * HQ * V * e + B * T * HQ * K * 4 + B * T * H * (K + V) * 4 + 2 * B * T * HQ * 4
+           + 3 * B * T * H * S * 4)
+    return int(HEADROOM * ((0 if shared_allocated else shared + l2_flush_bytes) + n_patterns * per))
 
 
 #: smoke's all-routings oracle shape when a config names none (configs recorded before the field): M = 16 > S = 8,

@@ -192,3 +192,21 @@ def pattern_from_entry(entry: Mapping[str, Any], where: str, shape: Shape | None
     if shape is not None and row.check_shape is not None:
         row.check_shape(merged, shape, where)
     return Pattern(row.name, **merged)
+
+
+def _param_token(key: str, value: Any) -> str:
+    text = ".".join(str(v) for v in value) if isinstance(value, (list, tuple)) else f"{value:g}" if isinstance(
+        value, float) else str(value)
+    return f"{key}{text}"
+
+
+def point_id(T: int, pattern: dict[str, Any]) -> str:
+    """A file-name-safe id, e.g. ``T32768-sink-heavy-heads0.1-sinks4`` (a routing file's ``file:<stem>``
+    gives ``T<T>-file-<stem>``).
+
+    >>> point_id(32768, {"name": "zipf", "exponent": 0.25}), point_id(1024, {"name": "file:zipf"})
+    ('T32768-zipf-exponent0.25', 'T1024-file-zipf')
+    """
+    params = (_param_token(k, pattern[k]) for k in sorted(pattern) if k != "name")
+    parts = [f"T{T}", pattern["name"].replace(":", "-"), *params]
+    return "-".join(parts)

@@ -1,9 +1,10 @@
 """The document kinds: every document this project writes or reads, with its schema and version.
 
-A JSON document names its kind in its ``kind`` field; a CSV table is known by its columns (the ``required``
-list of its row schema). ``schemas/<schema>.schema.json`` holds each kind's shape; its ``kind`` and
-``schema_version`` consts are generated from this table (``python -m nsa_exp schemas``). What each kind's
-checks recompute lives with the checks (:mod:`nsa_exp.checking.validate`).
+A JSON document names its kind in its ``kind`` field; a CSV table is known by its columns
+(:data:`CSV_KINDS`: a summary and a sweep table by the ``required`` list of their row schema, ncu's raw
+export by its ``ID`` / ``Kernel Name`` header). ``schemas/<schema>.schema.json`` holds each kind's shape;
+its ``kind`` and ``schema_version`` consts are generated from this table (``python -m nsa_exp schemas``).
+What each kind's checks recompute lives with the checks (:mod:`nsa_exp.checking.kinds`).
 
 >>> KINDS["bench_result"], schema_version("bench_result")
 ('result', '1.0')
@@ -22,6 +23,8 @@ class DocumentKind:
     schema: str
     what: str
     version: str = "1.0"
+    #: False: documents of this kind were written before they carried ``schema_version`` (absent = ``version``)
+    versioned: bool = True
 
 
 #: In the order of their schema files (the order the validator lists them in its messages).
@@ -33,6 +36,8 @@ DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
     DocumentKind("flush_study", "flush_study", "the L2 flush policy chosen from a method study (results/studies)"),
     DocumentKind("model_calibration", "model_calibration", "the dK/dV makespan model's calibration (results/model)"),
     DocumentKind("model_calibration_set", "model_calibration_set", "designed calibration routings (configs/)"),
+    DocumentKind("method_study", "method_study", "a GPU method study's raw record (scripts/gpu_method_study.py, "
+                 "results/studies)", versioned=False),
     DocumentKind("model_validation", "model_validation", "predicted vs measured dK/dV (results/model)"),
     DocumentKind("ncu_summary", "ncu_summary", "Nsight Compute metrics of one profiled stage (results/ncu)"),
     DocumentKind("release_result", "release_result", "the release arm: another FLA release or source tree through "
@@ -50,6 +55,12 @@ KINDS: dict[str, str] = {k.name: k.schema for k in DOCUMENT_KINDS}
 #: The schemas of the inputs and tables that carry no ``kind`` field, with the version they are written at.
 UNKINDED_SCHEMAS: dict[str, str] = {"config": "1.0", "release_config": "1.0", "submission": "1.0",
                                     "summary_row": "1.0", "sweep_config": "1.0", "sweep_row": "1.0"}
+#: The CSV tables ``validate`` reads: kind -> what it is (the row schema where there is one).
+CSV_KINDS: dict[str, str] = {
+    "summary_csv": "bench's medians table, one row per pattern x stage (results/summaries; row schema summary_row)",
+    "sweep_csv": "a sweep's tidy table, one row per point (results/sweeps/<sweep>.csv; row schema sweep_row)",
+    "ncu_raw_csv": "Nsight Compute's raw export of one profile (results/ncu/<name>.raw.csv, ncu --csv --page raw)",
+}
 _BY_NAME = {k.name: k for k in DOCUMENT_KINDS}
 
 

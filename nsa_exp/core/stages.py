@@ -55,6 +55,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UserError
 from .config import Shape
@@ -109,6 +110,15 @@ class Stage:
     #                               finds this stage's time among the kernels of a parallel_nsa_bwd call by it)
     kernel_span: bool = False     # its time is the span of its kernel's launches (torch ops between them included),
     #                               not the sum of their durations; its range also holds torch ops besides them
+    #: the autotuned kernel's configs at the pinned commit ({kwargs, num_warps, num_stages}, FLA's order;
+    #: tests/gpu/test_autotune_space.py holds them to FLA's ``@triton.autotune(configs=...)``)
+    autotune_space: tuple[dict[str, Any], ...] = ()
+
+
+def _space(kwargs: dict[str, list[int]], warps: list[int], stages: list[int]) -> tuple[dict[str, Any], ...]:
+    """FLA's config list comprehension: every kwarg value x num_warps x num_stages, in that nesting order."""
+    combos = [{}] if not kwargs else [{k: v} for k, vs in kwargs.items() for v in vs]
+    return tuple({"kwargs": kw, "num_warps": w, "num_stages": n} for kw in combos for w in warps for n in stages)
 
 
 STAGES: tuple[Stage, ...] = (
@@ -116,7 +126,8 @@ STAGES: tuple[Stage, ...] = (
           produces=("o", "lse"), kernel="parallel_nsa_fwd_kernel",
           grid=Grid("selection_fwd", lambda s: (s.T, cdiv(s.V, min(128, next_pow2(s.V))), s.B * s.H),
                     ("T", "NV", "B*H")),
-          flops=lambda s: 2 * s.group_size * s.block_size * (s.K + s.V)),
+          flops=lambda s: 2 * s.group_size * s.block_size * (s.K + s.V),
+          autotune_space=_space({}, [1, 2, 4, 8], [1, 2, 3])),
     Stage("delta_preprocess", "delta preprocess", None, True, "parallel_attn_bwd_preprocess", None,
           consumes=("o",), produces=("delta",), kernel="parallel_attn_bwd_kernel_preprocess",
           grid=Grid("delta_preprocess", lambda s: (s.B * s.T * s.HQ,), ("B*T*HQ",))),
@@ -128,11 +139,14 @@ STAGES: tuple[Stage, ...] = (
     Stage("dq_core", "dQ core", "dQ core", True, "parallel_nsa_bwd_kernel_dq", "parallel_nsa_bwd_kernel_dq",
           consumes=("lse", "delta"), kernel="parallel_nsa_bwd_kernel_dq",
           grid=Grid("dq_core", lambda s: (s.T, _nv_bwd(s), s.B * s.H), ("T", "NV", "B*H")),
-          flops=lambda s: 2 * s.group_size * s.block_size * (2 * s.K + s.V)),
+          flops=lambda s: 2 * s.group_size * s.block_size * (2 * s.K + s.V),
+          autotune_space=_space({}, [1, 2, 4, 8], [1, 2, 3])),
     Stage("dkv_core", "dK/dV core", "fused dK/dV core", True, "parallel_nsa_bwd_kernel_dkv",
           "parallel_nsa_bwd_kernel_dkv", consumes=("lse", "delta", "csr"), kernel="parallel_nsa_bwd_kernel_dkv",
           grid=Grid("dkv_core", lambda s: (_nv_bwd(s), s.B * s.H * cdiv(s.T, s.block_size)), ("NV", "B*H*M")),
-          flops=lambda s: 2 * s.group_size * s.block_size * (2 * s.K + 2 * s.V)),
+          flops=lambda s: 2 * s.group_size * s.block_size * (2 * s.K + 2 * s.V),
+          # FLA prunes BQ * G > 256 (BQ = 1 always kept); at G = 16 every BQ here survives
+          autotune_space=_space({"BQ": [1, 2, 4, 8]}, [4, 8], [1, 2])),
     # What parallel_nsa_bwd does beyond the staged kernels (issue 14): its three torch.empty gradient buffers
     # and its two reductions dq.sum(0), dk.sum(0) over the NV dim (of the buffers dq_core/dkv_core filled);
     # fla_callable names the wrapper it comes from.

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..core.config import Config
-from ..core.environment import require_env
+from ..core.environment import REQUIRED_TRITON, require_env
 from ..core.families import family
 from ..errors import GateFailure, UserError
 from ..routing.edges import equal_edge_gate
@@ -24,8 +24,6 @@ from ..routing.files import validate_block_indices
 from ..routing.packing import generate_packed_routing, packed_routing_violations
 from ..routing.patterns import generate_routing, routing_violations
 from .fla_source import verify_imported_fla
-
-REQUIRED_TRITON = "3.6.0"
 
 
 def environment_gate() -> dict[str, Any]:

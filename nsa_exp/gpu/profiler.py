@@ -22,11 +22,11 @@ import torch
 
 from .. import PINNED_COMMIT
 from ..core.config import Config
+from ..core.nvtx import parse_patterns, range_name
 from ..core.stages import STAGE_NAMES
 from ..errors import UserError
 from ..io.store import load_document
 from .gates import run_gates
-from .nvtx import parse_patterns, range_name
 
 
 def load_benchmark_result(path: str | Path, config: Config, gpu_name: str) -> dict[str, Any]:

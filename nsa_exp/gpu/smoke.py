@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.reproduction import judge_naive, judge_staged
 from ..core.config import Config, Pattern, Shape
 from ..core.families import BASELINE_PATTERN
 from ..core.kinds import schema_version
@@ -66,26 +67,6 @@ def staged_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device
     official = staged.full_bwd(inter["o"], inter["lse"])
     ours = staged.gradients()
     return {name: compare(a, b) for name, a, b in zip(("dq", "dk", "dv"), ours, official, strict=True)}
-
-
-def judge_naive(result: dict[str, Any], tol_rel_l2: float, tol_max_abs_rel: float, label: str = "naive") -> list[str]:
-    """One failure line per output (o, dq, dk, dv) whose rel-L2 or max-abs/max|ref| exceeds its tolerance."""
-    return [f"{label} {name}: rel_l2 {m['rel_l2']:.3g} (tol {tol_rel_l2}), max_abs/max|ref| "
-            f"{m['max_abs_rel']:.3g} (tol {tol_max_abs_rel})"
-            for name, m in result.items() if m["rel_l2"] > tol_rel_l2 or m["max_abs_rel"] > tol_max_abs_rel]
-
-
-def judge_staged(pattern: str, result: dict[str, Any], tol_rel_l2: float, tol_ulp: int) -> list[str]:
-    failures = []
-    if not result["dq"]["bit_exact"]:
-        failures.append(f"staged {pattern} dq: not bit-exact vs the official wrapper "
-                        f"({result['dq']['n_different']} elements differ)")
-    for name in ("dk", "dv"):
-        m = result[name]
-        if m["rel_l2"] > tol_rel_l2 or m["max_ulp"] > tol_ulp:
-            failures.append(f"staged {pattern} {name}: rel_l2 {m['rel_l2']:.3g} (tol {tol_rel_l2}), "
-                            f"max_ulp {m['max_ulp']} (tol {tol_ulp})")
-    return failures
 
 
 def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from .. import RESULTS_DIR
-from ..core.config import Shape
+from ..core.config import Shape, bytes_needed
 from ..core.kinds import schema_version
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.records import BenchResult, PatternRun, SweepPoint, Timing, stage_records
@@ -37,25 +37,6 @@ from .engine import Arm, Cells, Run, measure
 from .gates import gate_detail
 
 _INPUTS: dict[tuple[Shape, int], dict[str, torch.Tensor]] = {}
-HEADROOM = 1.2  # allocator fragmentation and FLA's transient buffers
-
-
-def bytes_needed(shape: Shape, n_patterns: int, l2_flush_bytes: int, shared_allocated: bool = False) -> int:
-    """Device bytes a point allocates: shared q, k, v, dO; per pattern o, dq, dk, dv, lse, delta,
-    block_indices and the CSR; the L2-flush buffer; times :data:`HEADROOM`. ``shared_allocated``: the
-    inputs (and flush buffer) are already on the device (cached from the previous point at this shape).
-
-    >>> bytes_needed(Shape(1, 131072, 64, 4, 192, 128, 16, 64, "bfloat16"), 2, 2**28) / 2**30 < 32
-    True
-    """
-    e = 4 if shape.dtype == "float32" else 2
-    B, T, HQ, H, K, V, S = shape.B, shape.T, shape.HQ, shape.H, shape.K, shape.V, shape.S
-    shared = B * T * (HQ * K + H * K + H * V + HQ * V) * e
-    per = (B * T * HQ * V * e + B * T * HQ * K * 4 + B * T * H * (K + V) * 4 + 2 * B * T * HQ * 4
-           + 3 * B * T * H * S * 4)
-    return int(HEADROOM * ((0 if shared_allocated else shared + l2_flush_bytes) + n_patterns * per))
-
-
 def check_memory(shape: Shape, n_patterns: int, l2_flush_bytes: int, where: str,
                  shared_allocated: bool = False, mem_get_info: Callable[[], tuple[int, int]] | None = None,
                  ) -> dict[str, int]:

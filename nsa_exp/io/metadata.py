@@ -12,12 +12,38 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy
 
 from .. import REPO_ROOT, __version__
 from ..core.environment import recorded_env
+
+
+def nvidia_gpu_visible() -> bool:
+    """Whether this host shows an NVIDIA GPU to CUDA, read without importing torch: the driver's device
+    nodes exist (``/dev/nvidiactl``, ``/dev/nvidia0``) and ``CUDA_VISIBLE_DEVICES`` does not hide every device.
+    ``validate`` regenerates a GPU-computed routing (fla-topk) only then, never in the Triton interpreter."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1"):
+        return False
+    return os.path.exists("/dev/nvidiactl") and os.path.exists("/dev/nvidia0")
+
+
+_AT_COMMIT: dict[tuple[str, str], bytes | None] = {}
+
+
+def file_at_commit(sha: str, path: str, repo: str | Path = ".") -> bytes | None:
+    """``path`` as the git repository at ``repo`` held it at commit ``sha`` (``git show sha:path``), or None
+    when git, the commit or the file is not there (a shallow clone, another repository, a copied tree)."""
+    key = (str(Path(repo).resolve()), f"{sha}:{path}")
+    if key not in _AT_COMMIT:
+        try:
+            out = subprocess.run(["git", "-C", key[0], "show", key[1]], capture_output=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            out = None
+        _AT_COMMIT[key] = out.stdout if out is not None and out.returncode == 0 else None
+    return _AT_COMMIT[key]
 
 
 def git_state() -> dict[str, Any]:

@@ -11,6 +11,7 @@ folder, fsync, then rename over the target. A reader never sees a partial file.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -295,6 +296,11 @@ def frame_csv(path: str | Path, frame: pd.DataFrame, row_kind: str) -> str:
 def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
     """Validate each row of ``frame`` against ``schemas/<row_kind>.schema.json``, then write the CSV atomically."""
     write_text_atomic(path, frame_csv(path, frame, row_kind))
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 (hex) of a file's bytes (documents cite each file they were computed from by it)."""
+    return hashlib.sha256(read_bounded(path, show_path(path), MAX_BYTES)).hexdigest()
 
 
 def read_strict(path: str | Path, label: str | None = None, missing_hint: str = "") -> tuple[bytes, Any]:

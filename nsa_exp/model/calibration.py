@@ -12,12 +12,15 @@ the heaviest row starts and ends, and the slots' busy fraction.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..core.protocol import DISPATCH_ORDERS
+from ..errors import UserError
+from ..io.store import file_sha256, load_document, read_strict
 from .fit import Params, error_table, fit_params
 from .makespan import heaviest_first, lower_bounds, program_work, simulate
 from .occupancy import HOPPER, SmLimits, slots_per_sm, theoretical_occupancy_pct
@@ -111,3 +114,33 @@ def predict(calibration: Mapping[str, Any], fanin: np.ndarray, order: str = "pro
         "programs": int(work.size),
         "slots": int(n_sm * slots),
     }
+
+
+def _json(path: str, what: str) -> Any:
+    return read_strict(path, f"{what} {path}")[1]
+
+
+def kernel_resources(path: str, autotune_config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The compiled dK/dV kernel's ``{n_regs, shared, num_warps, n_spills}`` for ``autotune_config`` from a
+    study's ``kernels.dkv_core`` (Triton compiled-kernel metadata) and the recorded device properties."""
+    kernels = _json(path, "--kernels").get("kernels", {})
+    dkv = kernels.get("dkv_core", {})
+    for cfg, compiled in zip(dkv.get("configs", []), dkv.get("compiled", []), strict=False):
+        if all(cfg.get(k) == autotune_config[k] for k in ("kwargs", "num_warps", "num_stages")):
+            if compiled.get("n_regs") is None:
+                raise UserError(f"--kernels {path}: config {config_label(autotune_config)} did not compile")
+            return ({k: compiled[k] for k in ("n_regs", "shared", "num_warps", "n_spills")} | {"source": path,
+                    "sha256": file_sha256(path)}, kernels.get("device"))
+    raise UserError(f"--kernels {path}: no kernels.dkv_core entry for config {config_label(autotune_config)}")
+
+
+def ncu_cross_check(path: str | None) -> dict[str, Any] | None:
+    """``{"source", "theoretical_occupancy_pct"}`` of the dK/dV kernel in an ncu summary (None without one)."""
+    if not path:
+        return None
+    doc = load_document(path, ("ncu_summary",), f"--ncu {path}")
+    pct = next((k.get("metrics", k).get("theoretical_occupancy_pct") for k in doc["kernels"]
+                if "dkv" in json.dumps(k.get("name", k.get("kernel", "")))), None)
+    if pct is None:
+        raise UserError(f"--ncu {path}: no dkv kernel with theoretical_occupancy_pct")
+    return {"source": path, "theoretical_occupancy_pct": float(pct)}

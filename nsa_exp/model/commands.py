@@ -4,7 +4,6 @@ one schema-valid document written or a prediction printed). Bad input is one :cl
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import platform
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 import scipy
 
+from ..checking.validate import load_validated
 from ..core.config import MAX_T
 from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
@@ -21,17 +21,24 @@ from ..errors import UserError
 from ..figures.model_validation import figure_stem, plot_validation
 from ..io.metadata import git_state, installed_packages, utc_now
 from ..io.progress import progress
-from ..io.reader import read_bounded, show_path
-from ..io.store import OutputPolicy, load_document, read_strict, write_json
-from ..io.strict_json import MAX_BYTES
+from ..io.store import OutputPolicy, file_sha256, load_document, write_json
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import csr_rows
 from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
 from ..routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
 from ..routing.patterns import generate_routing
 from .arguments import parse_packing, parse_params, require_enough_blocks
-from .calibration import config_label, fit_calibration, limits_from_device, occupancy_section, predict
+from .calibration import (
+    config_label,
+    fit_calibration,
+    kernel_resources,
+    limits_from_device,
+    ncu_cross_check,
+    occupancy_section,
+    predict,
+)
 from .points import (
+    POINT_KINDS,
     check_same_setup,
     pattern_fanin,
     point_name,
@@ -41,9 +48,7 @@ from .points import (
     row_fanin,
     shape_at,
 )
-from .whatif import model_whatif
-
-TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
+from .whatif import TARGET, validation_row, validation_summary
 
 
 def _metadata() -> dict[str, Any]:
@@ -55,41 +60,14 @@ def _metadata() -> dict[str, Any]:
                          "packages": installed_packages()}}
 
 
-def _sha(path: str | Path) -> str:
-    return hashlib.sha256(read_bounded(path, show_path(path), MAX_BYTES)).hexdigest()
-
-
-def _json(path: str, what: str) -> Any:
-    return read_strict(path, f"{what} {path}")[1]
-
-
-def kernel_resources(path: str, autotune_config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The compiled dK/dV kernel's ``{n_regs, shared, num_warps, n_spills}`` for ``autotune_config`` from a
-    study's ``kernels.dkv_core`` (Triton compiled-kernel metadata) and the recorded device properties."""
-    kernels = _json(path, "--kernels").get("kernels", {})
-    dkv = kernels.get("dkv_core", {})
-    for cfg, compiled in zip(dkv.get("configs", []), dkv.get("compiled", []), strict=False):
-        if all(cfg.get(k) == autotune_config[k] for k in ("kwargs", "num_warps", "num_stages")):
-            if compiled.get("n_regs") is None:
-                raise UserError(f"--kernels {path}: config {config_label(autotune_config)} did not compile")
-            return ({k: compiled[k] for k in ("n_regs", "shared", "num_warps", "n_spills")} | {"source": path,
-                    "sha256": _sha(path)}, kernels.get("device"))
-    raise UserError(f"--kernels {path}: no kernels.dkv_core entry for config {config_label(autotune_config)}")
-
-
-def _ncu(path: str | None) -> dict[str, Any] | None:
-    if not path:
-        return None
-    doc = load_document(path, ("ncu_summary",), f"--ncu {path}")
-    pct = next((k.get("metrics", k).get("theoretical_occupancy_pct") for k in doc["kernels"]
-                if "dkv" in json.dumps(k.get("name", k.get("kernel", "")))), None)
-    if pct is None:
-        raise UserError(f"--ncu {path}: no dkv kernel with theoretical_occupancy_pct")
-    return {"source": path, "theoretical_occupancy_pct": float(pct)}
-
-
 def _all_points(paths: list[str]) -> list:
-    return [p for f in result_files(paths) for p in read_points(f)]
+    """Every routing of every result file under ``paths``; each file must pass ``validate`` first (one line
+    naming the file and its failed checks otherwise)."""
+    files = result_files(paths)
+    for f in files:
+        load_validated(f, POINT_KINDS, f"--points {f}",
+                       hint="the model reads only points that validate; fix or remove that file")
+    return [p for f in files for p in read_points(f)]
 
 
 FIGURES_DIR = "docs/figures"  # model-validate's default figure folder (as the command table says)
@@ -117,7 +95,7 @@ def calibrate(args: argparse.Namespace) -> int:
              "autotune_config": ref.autotune_config}
     check_same_setup(points, setup)
     resources, device = kernel_resources(args.kernels, dict(ref.autotune_config))
-    occ = occupancy_section(resources, limits_from_device(device), ref.sm_count, _ncu(args.ncu))
+    occ = occupancy_section(resources, limits_from_device(device), ref.sm_count, ncu_cross_check(args.ncu))
     bq = int(ref.autotune_config["kwargs"].get("BQ", 1))
     fanins = [pattern_fanin(p.pattern, p.shape, p.T, p.seed) for _, p in chosen]
     params, rows = fit_calibration([p for _, p in chosen], fanins, ref.sm_count, occ["slots_per_sm"], bq)
@@ -131,7 +109,7 @@ def calibrate(args: argparse.Namespace) -> int:
            "kernel_resources": resources, "occupancy": occ,
            "model": {"family": "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma",
                      "bq": bq, "parameters": params.as_dict()},
-           "calibration_set": {"path": args.set, "sha256": _sha(args.set), "name": cset["name"]},
+           "calibration_set": {"path": args.set, "sha256": file_sha256(args.set), "name": cset["name"]},
            "points": [{"name": label, "label": p.name, "pattern": dict(p.pattern), "T": p.T, "source": p.source,
                        "sha256": p.sha256, "measured_ms": p.measured_ms, "fitted_ms": r["fitted_ms"],
                        "error_pct": r["error_pct"]} for (label, p), r in zip(chosen, rows, strict=True)],
@@ -238,33 +216,17 @@ def model_validate(args: argparse.Namespace) -> int:
              "seed": cal["seed"], "autotune_config": cal["autotune_config"]}
     check_same_setup(points, setup)
     used = {p["label"] for p in cal["points"]}
-    rows, excluded = [], sorted({p.name for p in points if p.name in used})
-    held_out = [p for p in points if p.name not in used]
-    memo: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # one prediction per distinct routing
-    for p in progress(held_out, "model-validate: predicting", unit="point"):
-        key = json.dumps([p.pattern, p.T, p.seed, p.packing, p.shape], sort_keys=True, default=str)
-        if key not in memo:
-            fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
-            # the split what-if is modelled on the dense layout only; a packed point keeps heaviest-first alone
-            memo[key] = (predict(cal, fanin), model_whatif(cal, p.pattern, p.shape, p.T, p.seed, args.max_fanin)
-                         if p.packing is None else
-                         {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None})
-        pred, what = memo[key]
-        rows.append({"name": p.name, "source": p.source, "sha256": p.sha256, "pattern": dict(p.pattern), "T": p.T,
-                     "measured_ms": p.measured_ms, "predicted_ms": pred["predicted_ms"],
-                     "error_pct": 100.0 * (pred["predicted_ms"] / p.measured_ms - 1.0),
-                     "busy_fraction": pred["busy_fraction"],
-                     "lower_bound_ms": max(pred["lower_bounds"].values()),
-                     "heaviest_first_ms": what["heaviest_first_ms"], "split_ms": what["split_ms"]})
+    excluded = sorted({p.name for p in points if p.name in used})
+    cache: dict = {}  # a routing measured in several files is modelled once
+    rows = [validation_row(cal, p, args.max_fanin, cache)
+            for p in progress([p for p in points if p.name not in used], "model-validate: predicting", unit="point")]
     if not rows:
         raise UserError("--points: every routing read was used to calibrate; nothing to validate")
-    errs = np.abs([r["error_pct"] for r in rows])
-    summary = {"n": len(rows), "mean_abs_pct": float(errs.mean()), "max_abs_pct": float(errs.max())}
+    summary, meets = validation_summary(rows)
     doc = {"schema_version": schema_version("model_validation"), "kind": "model_validation", "name": Path(out).stem,
-           "calibration": {"path": args.calibration, "sha256": _sha(args.calibration), "name": cal["name"]},
+           "calibration": {"path": args.calibration, "sha256": file_sha256(args.calibration), "name": cal["name"]},
            "rows": rows, "excluded": excluded, "summary": summary, "target": TARGET,
-           "meets_target": summary["mean_abs_pct"] <= TARGET["mean_abs_pct"]
-           and summary["max_abs_pct"] <= TARGET["max_abs_pct"], "split_max_fanin": args.max_fanin or None,
+           "meets_target": meets, "split_max_fanin": args.max_fanin or None,
            "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
     write_json(out, doc, "model_validation")
     figures = plot_validation(doc, fig_dir) if fig_dir else []

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from ..checking.validate import load_validated
 from ..core.config import Shape
 from ..core.families import FAMILIES, pattern_from_entry
 from ..errors import UserError
@@ -88,19 +87,17 @@ def result_files(paths: Iterable[str]) -> list[Path]:
 
 
 def read_points(path: Path) -> list[Point]:
-    """Every routing of one result file as a :class:`Point`: a bench result or sweep point that passes every
-    check of ``validate`` (:func:`nsa_exp.checking.validate.load_validated`: its statistics recomputed from its
-    raw observations, its routings regenerated at its T), so a forged or poisoned file is refused, not modelled.
+    """Every routing of one result file (a bench result or sweep point) as a :class:`Point`. The model's
+    commands read only files that pass every check of ``validate`` first (``model/commands.py``, a door above
+    ``checking/``, which itself reads the points a calibration cites through this function).
 
     Raises:
-        UserError: the file is unreadable, not such a result, fails validation (the checks named), or lacks
-            a field a point needs (named by JSON path).
+        UserError: the file is unreadable or lacks a field a point needs (named by JSON path).
     """
     label = show_path(path)
-    doc = load_validated(path, POINT_KINDS, label, hint="a point must pass `python -m nsa_exp validate` to be "
-                         "modelled")
     data = read_bounded(path, label, MAX_BYTES)
     try:
+        doc = parse_strict(data)
         config = doc.get("config", {})
         shape = doc.get("shape") or config["shape"]
         gpu = doc["metadata"]["gpu"]

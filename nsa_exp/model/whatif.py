@@ -10,8 +10,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from .calibration import predict
 from .points import pattern_fanin, pattern_split_fanin
@@ -46,3 +49,39 @@ def model_whatif(cal: Mapping[str, Any], pattern: Mapping[str, Any], shape: Mapp
         red = reduction_ms(batches, shape, T)
         out.update(split_ms=predict(cal, programs)["predicted_ms"] + red, split_batches=batches, reduction_ms=red)
     return out
+
+
+#: model-validate's accuracy target (docs/MODEL.md): |error| mean <= 5 %, max <= 10 % over the predictions.
+TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
+
+
+def validation_row(cal: Mapping[str, Any], point: Any, max_fanin: int | None,
+                   cache: dict | None = None) -> dict[str, Any]:
+    """One ``model_validation`` row: the measured point (:class:`.points.Point`) against the calibration's
+    prediction, its busy fraction and lower bound, and the heaviest-first and split what-ifs (the split
+    is modelled on the dense layout only; a packed point keeps heaviest-first alone). ``cache``: a dict
+    kept across the rows of one calibration, so a routing measured in several files is modelled once."""
+    p = point
+    key = json.dumps([dict(p.pattern), dict(p.shape), p.T, p.seed, p.packing, max_fanin], sort_keys=True, default=str)
+    if cache is None or key not in cache:
+        fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
+        pred = predict(cal, fanin)
+        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, max_fanin) if p.packing is None else \
+            {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None}
+        if cache is None:
+            cache = {}
+        cache[key] = (pred, what)
+    pred, what = cache[key]
+    return {"name": p.name, "source": p.source, "sha256": p.sha256, "pattern": dict(p.pattern), "T": p.T,
+            "measured_ms": p.measured_ms, "predicted_ms": pred["predicted_ms"],
+            "error_pct": 100.0 * (pred["predicted_ms"] / p.measured_ms - 1.0),
+            "busy_fraction": pred["busy_fraction"], "lower_bound_ms": max(pred["lower_bounds"].values()),
+            "heaviest_first_ms": what["heaviest_first_ms"], "split_ms": what["split_ms"]}
+
+
+def validation_summary(rows: list[Mapping[str, Any]]) -> tuple[dict[str, Any], bool]:
+    """``({n, mean_abs_pct, max_abs_pct}, meets_target)`` of the rows' ``error_pct`` against :data:`TARGET`."""
+    errs = np.abs([r["error_pct"] for r in rows])
+    summary = {"n": len(rows), "mean_abs_pct": float(errs.mean()), "max_abs_pct": float(errs.max())}
+    meets = summary["mean_abs_pct"] <= TARGET["mean_abs_pct"] and summary["max_abs_pct"] <= TARGET["max_abs_pct"]
+    return summary, meets

@@ -11,6 +11,7 @@ from ..analysis.bootstrap import bootstrap_median_ci
 from ..analysis.compare import compare_results
 from ..analysis.cupti import disagreement
 from ..analysis.throughput import peak_tflops, throughput_rows
+from ..core.gpus import gpu_spec
 from ..core.stages import TITLES
 from ..io.store import load_document
 from .data import Formal, ReportData
@@ -69,7 +70,8 @@ def cross_gpu_section(data: ReportData) -> list[str]:
 NCU_COLUMNS = {"duration_ns": "ncu ms", "dram_throughput_pct": "DRAM % of peak",
                "memory_throughput_pct": "memory pipes % of peak", "l2_hit_rate_pct": "L2 hit %",
                "sm_throughput_pct": "SM % of peak", "achieved_occupancy_pct": "occupancy %"}
-HBM_TBS = {"H100": 3.35, "H200": 4.8}  # vendor datasheets (H100 SXM 80 GB, H200 SXM 141 GB); docs/METHOD.md
+#: HBM bandwidth, TB/s, of the two GPUs compared (the GPU table: the H100 SXM5 and H200 datasheets; docs/METHOD.md)
+HBM_TBS = {"H100": gpu_spec("NVIDIA H100 80GB HBM3").hbm_tbs, "H200": gpu_spec("NVIDIA H200").hbm_tbs}
 
 
 def _ncu_across(data: ReportData, a: Formal, b: Formal, same_in_cycles: bool) -> list[str]:

@@ -12,7 +12,6 @@ paired CI, and the rule's verdict on arm / baseline.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ from ..analysis.autotune_matrix import diff_ci
 from ..analysis.bootstrap import bootstrap_median_ci, bootstrap_ratio_ci
 from ..core.families import BASELINE_PATTERN
 from ..figures.model_validation import figure_stem
-from ..io.store import load_document
+from ..io.store import file_sha256, load_document
 from .data import ReportData
 from .markdown import md_table, ms, times
 
@@ -62,10 +61,6 @@ def calibration_lines(data: ReportData) -> list[str]:
                       "fit abs. error mean / max"], rows), ""]
 
 
-def _sha256(path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _measured(data: ReportData, row: dict[str, Any]) -> dict[str, Any] | None:
     """The row's measurement in its source file: median, 95% CI, n (None when the source is not committed)."""
     run = data.runs.get(row["source"])
@@ -77,7 +72,7 @@ def _measured(data: ReportData, row: dict[str, Any]) -> dict[str, Any] | None:
     raw = np.asarray(run.patterns[name].stages["dkv_core"].raw_ms)
     out = {"median": float(np.median(raw)), "ci": bootstrap_median_ci(raw), "n": int(raw.size)}
     path = data.inputs.root / row["source"]
-    out["same_file"] = _sha256(path) == row.get("sha256", _sha256(path))
+    out["same_file"] = file_sha256(path) == row.get("sha256", file_sha256(path))
     return out
 
 

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..io.reader import read_bounded
 from ..io.store import read_strict, write_text_atomic
+from ..io.strict_json import MAX_BYTES
 from .manifest import KNOWN_FAILING, SESSION_SCRIPT, Inputs
 from .markdown import md_table
 
@@ -35,7 +37,7 @@ def session_steps(script: Path) -> list[tuple[str, str, tuple[str, ...]]]:
     (backslash continuations joined); an absent script gives none."""
     if not script.is_file():
         return []
-    text = script.read_text(encoding="utf-8").replace("\\\n", " ")
+    text = read_bounded(script, str(script), MAX_BYTES).decode("utf-8").replace("\\\n", " ")
     out, part = [], None
     for line in text.splitlines():
         m = re.match(r"^\s{2}([A-Za-z0-9_|]+)\)\s*(?:#.*)?$", line)
@@ -172,7 +174,7 @@ def provenance_block(inputs: Inputs, docs: dict[str, dict[str, Any]] | None = No
 
 def update_provenance(path: Path, block: str) -> None:
     """Replace the generated block of ``path`` (its markers must be there)."""
-    text = path.read_text(encoding="utf-8")
+    text = read_bounded(path, str(path), MAX_BYTES).decode("utf-8")
     if START not in text or END not in text:
         raise UserError(f"{path}: no {START} ... {END} markers for the provenance table")
     head, rest = text.split(START, 1)

@@ -118,6 +118,10 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UserError(f"config.patterns: pattern {dup[0]!r} is listed twice; list each pattern once")
+    tolerances = Tolerances(**raw["tolerances"])
+    for key, value, pinned in tolerances.loosened():
+        raise UserError(f"config.tolerances.{key}: {value} is looser than the pinned {pinned} (PINNED_TOLERANCES); "
+                        "a config may tighten a gate, never loosen it")
     packing = raw.get("packing")
     if packing is not None and shape.B != 1:
         raise UserError(f"config.shape.B: a packing needs B=1 (one packed row, FLA's cu_seqlens path), got {shape.B}")
@@ -127,7 +131,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
         patterns=patterns,
         seeds=Seeds(**raw["seeds"]),
         timing=_timing(raw["timing"]),
-        tolerances=Tolerances(**raw["tolerances"]),
+        tolerances=tolerances,
         smoke_naive=_shape(raw["smoke"]["naive"], "config.smoke.naive"),
         smoke_staged=_shape(raw["smoke"]["staged"], "config.smoke.staged"),
         required_gpu=raw["gpu"]["required_name"],

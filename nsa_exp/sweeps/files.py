@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import Shape
+from ..core.families import point_id
 from ..errors import UserError
 from ..routing.files import file_pattern_name, file_routings, read_routing_file
 
@@ -39,7 +40,7 @@ def file_point(path: str, base_shape: dict[str, Any]) -> FilePoint:
     T = int(bi.shape[1])
     _, reports = file_routings([path], Shape(**{**base_shape, "T": T}))
     name = file_pattern_name(path)
-    return FilePoint(f"T{T}-{name.replace(':', '-')}", T, {"name": name}, path, str(Path(path).resolve()),
+    return FilePoint(point_id(T, {"name": name}), T, {"name": name}, path, str(Path(path).resolve()),
                      reports[name]["sha256"])
 
 

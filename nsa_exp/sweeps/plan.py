@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import REPO_ROOT, RESULTS_DIR
 from ..analysis.stop_rule import default_rule
-from ..core.families import BASELINE_PATTERN
+from ..core.families import BASELINE_PATTERN, point_id
 from ..errors import UserError
 from ..io.config_files import read_config_file
 from ..io.schemas import schema_errors, validate_or_raise
@@ -51,22 +51,6 @@ class Point:
     @property
     def routing_name(self) -> str:
         return self.pattern["name"]
-
-
-def _param_token(key: str, value: Any) -> str:
-    text = ".".join(str(v) for v in value) if isinstance(value, (list, tuple)) else f"{value:g}" if isinstance(
-        value, float) else str(value)
-    return f"{key}{text}"
-
-
-def point_id(T: int, pattern: dict[str, Any]) -> str:
-    """A file-name-safe id, e.g. ``T32768-sink-heavy-heads0.1-sinks4``.
-
-    >>> point_id(32768, {"name": "zipf", "exponent": 0.25})
-    'T32768-zipf-exponent0.25'
-    """
-    parts = [f"T{T}", pattern["name"], *(_param_token(k, pattern[k]) for k in sorted(pattern) if k != "name")]
-    return "-".join(parts)
 
 
 def expand_patterns(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,41 +3,17 @@
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
+from ..analysis.sweep_rows import table_rows
 from ..checking.validate import load_validated
-from ..core.records import SweepPoint
 from ..errors import UserError
 from ..io.reader import read_csv_table, show_path
-from ..io.schemas import load_schema, schema_errors
+from ..io.schemas import schema_errors
 from ..io.store import write_frame
 from .plan import point_done
-
-
-def point_rows(doc: SweepPoint | dict[str, Any]) -> dict[str, Any]:
-    """One tidy row (schema ``sweep_row``) from a ``sweep_point`` document."""
-    point = SweepPoint.coerce(doc)
-    p, routing = point.routing, point.point["pattern"]["name"]
-    f, dkv, csr = p.fanin, p.stages.get("dkv_core"), p.stages.get("csr")
-    base = point.baseline.stages.get("dkv_core")
-    base_dkv = base.median_ms if base else None
-    params = {k: v for k, v in point.point["pattern"].items() if k != "name"}
-    packed = {"packing": point.point["packing"], "documents": (point.packing or {}).get("documents", 1)} \
-        if "packing" in point.point else {}
-    return {**packed, "sweep": point.sweep, "point_id": point.point_id, "family": routing,
-            "params": json.dumps(params, sort_keys=True), "T": point.point["T"], "edges": p.edges,
-            "fanin_mean": f["mean"], "fanin_max": f["max"], "fanin_p99": f["p99"], "fanin_cv": f["cv"],
-            "fanin_gini": f["gini"], "dkv_median_ms": dkv and dkv.median_ms, "dkv_p10_ms": dkv and dkv.p10_ms,
-            "dkv_p90_ms": dkv and dkv.p90_ms, "csr_median_ms": csr and csr.median_ms,
-            "local_dkv_median_ms": base_dkv,
-            "ratio_vs_local": dkv.median_ms / base_dkv if dkv and base_dkv else None}
-
-
-SWEEP_COLUMNS: tuple[str, ...] = tuple(load_schema("sweep_row")["required"])
 
 
 def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.DataFrame:
@@ -47,16 +23,12 @@ def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.D
     A point file (a schema-valid ``sweep_point``; anything else is an unfinished point and skipped) must pass
     every check of ``validate`` (:func:`nsa_exp.checking.validate.load_validated`): a forged or poisoned point
     is refused in one line naming it, never tabulated; a folder without one is refused (no 0-row table)."""
-    docs = []
-    for path in sorted(Path(out_dir).glob("*.json")):
-        if point_done(path):
-            docs.append(load_validated(path, ("sweep_point",), hint="rerun the point, or remove the file"))
+    docs = [load_validated(path, ("sweep_point",), hint="fix or remove that point file, then rebuild the table")
+            for path in sorted(Path(out_dir).glob("*.json")) if point_done(path)]
     if not docs:
         raise UserError(f"{out_dir}: no measured point file (run the sweep on a GPU first); no table written")
-    packed = any("packing" in d["point"] for d in docs)
-    frame = pd.DataFrame([point_rows(d) for d in docs], columns=list(SWEEP_COLUMNS) + (
-        ["packing", "documents"] if packed else []))
-    frame = frame.sort_values(["family", "T", "point_id"], kind="stable").reset_index(drop=True)
+    rows, columns = table_rows(docs)
+    frame = pd.DataFrame(rows, columns=columns)
     if csv_path is not None:
         write_frame(csv_path, frame, "sweep_row")
     return frame

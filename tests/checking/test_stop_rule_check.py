@@ -102,13 +102,15 @@ def test_a_config_asking_for_the_stop_rule_needs_its_block_and_the_same_rule():
 
 def test_the_formal_configs_and_committed_results_time_every_round():
     """The formal runs and their repeats time every round; the one committed stop-rule run (the formal config
-    under ``bench --stop-rule``, docs/PROVENANCE.md) says which criterion stopped it, and no config carries the rule."""
+    under ``bench --stop-rule``, docs/PROVENANCE.md) says so in its record and which criterion stopped it, and no
+    config carries the rule."""
     formal = {"e1_h100", "e1_h100_repeat", "e1_h200", "e1_h200_repeat"}
     stopped = set()
     for path in sorted((REPO / "results" / "raw").glob("*.json")):
         doc = json.loads(path.read_text())
         assert "stop" not in doc["config"]["timing"], path
         if "stop" in doc["timing"]:
+            assert doc["timing"]["stop"]["source"] == "--stop-rule", path
             assert doc["timing"]["stop"]["stopped_by"] in ("ci", "timeout", "max_rounds"), path
             stopped.add(path.stem)
         else:

@@ -126,9 +126,16 @@ def test_csv_with_crlf_and_with_its_json_passes(golden):
     assert report["passed"] and "csv_matches_json" in [c["name"] for c in report["checks"]]
 
 
-def test_csv_alone_lists_the_cross_check_as_unverified():
+def test_csv_alone_is_cross_checked_against_the_json_it_was_written_from(tmp_path):
+    """A committed summary finds its bench result (results/raw/<stem>.json) and is checked against it; a copy
+    whose JSON cannot be found lists the cross-check as unverified (never passed silently)."""
     report = validate_path(GOLDEN_CSV)
+    assert report["passed"] and "csv_matches_json" in [c["name"] for c in report["checks"]]
+    alone = tmp_path / "no_such_run.csv"
+    alone.write_bytes(GOLDEN_CSV.read_bytes())
+    report = validate_path(alone)
     assert report["passed"] and report["unverified"][0]["path"] == "$"
+    assert "csv_matches_json" not in [c["name"] for c in report["checks"]]
 
 
 @pytest.mark.parametrize("data", [b"\x00\x01\x02binary", b"pattern,stage\n\xff\xfe,x\n", b"hello world\n"])
@@ -339,3 +346,20 @@ def test_report_rewrites_readme_only_when_asked(tmp_path):
                    "--provenance", "", env={"TRITON_INTERPRET": "0"})  # a user's shell: fla-topk is unverifiable
     assert proc.returncode == 0, proc.stderr
     assert readme.read_bytes() == before
+
+
+def test_an_ncu_summary_without_value_units_recomputes_and_a_wrong_one_is_named(tmp_path):
+    """A summary exported before ``value_units`` existed (the schema: its values in the same units) still
+    recomputes from its raw CSV; one that records the field is held to it."""
+    src = REPO / "results" / "ncu" / "e1_h100_local-vs-sink-heavy_dkv_core.json"
+    doc = json.loads(src.read_text())
+    assert all("value_units" not in k for k in doc["kernels"])
+    (tmp_path / src.name).write_text(json.dumps(doc))
+    raw = src.with_name(doc["raw_csv"])
+    (tmp_path / raw.name).write_bytes(raw.read_bytes())
+    assert validate_path(tmp_path / src.name)["passed"]
+    doc["kernels"][0]["value_units"] = {"duration_ns": "ms"}  # claims the stored duration is in ms
+    (tmp_path / src.name).write_text(json.dumps(doc))
+    failed = {c["name"]: c for c in validate_path(tmp_path / src.name)["checks"] if not c["passed"]}
+    assert list(failed) == ["ncu_recompute"]
+    assert failed["ncu_recompute"]["failures"][0]["path"].startswith("$.kernels[0].value_units")

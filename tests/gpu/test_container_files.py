@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from nsa_exp.core.environment import REQUIRED_ENV
+from nsa_exp.core.environment import REQUIRED_ENV, REQUIRED_TRITON
 from nsa_exp.gpu.fla_source import PINNED_COMMIT
-from nsa_exp.gpu.gates import REQUIRED_TRITON
 from tests.helpers import REPO
 
 DOCKERFILE = (REPO / "Dockerfile").read_text()

@@ -33,7 +33,8 @@ ORACLE = {**TINY, "T": 64}
 # H200 medians of local (results/raw/e1_h200.json), so the fake's stage sum / full_bwd is plausible.
 H200_MS = {"selection_fwd": 14.6, "delta_preprocess": 1.27, "csr": 0.35, "dq_core": 24.0, "dkv_core": 15.3,
            "wrapper_extra": 1.24, "full_bwd": 42.1}
-GPU = {"name": "NVIDIA H200", "sm_count": 132, "total_memory_bytes": 150_000_000_000, "compute_capability": "9.0",
+# total memory = the fake's mem_get_info total (validate holds a sweep point's free <= total = the GPU's memory)
+GPU = {"name": "NVIDIA H200", "sm_count": 132, "total_memory_bytes": 140 * 2**30, "compute_capability": "9.0",
        "l2_cache_bytes": 62_914_560, "driver": "580.95.05"}
 
 
@@ -166,9 +167,10 @@ def test_bench_under_the_stop_rule_writes_todays_keys_and_validates(fake_gpu, tm
 
     report = validate_path(out)
     failed = {c["name"]: [f["path"] for f in c["failures"]] for c in report["checks"] if not c["passed"]}
-    # CPU torch has no CUDA version: the only checks a CPU run fails, and only on that field
+    # CPU torch has no CUDA version; run in this process, the recorded argv is pytest's (no --name, --config):
+    # the only checks a CPU run fails, and only on those fields
     assert failed == {"environment_recorded": ["$.metadata.versions.cuda"],
-                      "metadata_plausible": ["$.metadata.versions.cuda"]}, failed
+                      "config_provenance": ["$.config_path", "$.name"]}, failed
     assert "stop_rule" in {c["name"] for c in report["checks"]}
 
 
@@ -208,7 +210,8 @@ def test_a_bench_killed_mid_run_resumes_from_its_journal_and_validates(fake_gpu,
     assert samples == [(0, True, False), (1, False, False), (2, False, False), (0, True, True),
                        (3, False, False), (4, False, False), (5, False, False)]
     failed = {c["name"] for c in validate_path(out)["checks"] if not c["passed"]}
-    assert failed == {"environment_recorded", "metadata_plausible"}  # CPU torch has no CUDA version
+    # CPU torch has no CUDA version; the recorded argv is pytest's (config_provenance: no --name, --config)
+    assert failed == {"environment_recorded", "config_provenance"}
 
 
 def test_a_sweep_point_under_its_configs_stop_rule_validates(fake_gpu, tmp_path):

@@ -127,6 +127,20 @@ def test_calibrate_refuses_points_from_another_gpu(tmp_path, capsys):
     assert not (tmp_path / "cal.json").exists()
 
 
+def test_calibrate_refuses_a_point_relabelled_to_another_gpu_because_it_no_longer_validates(tmp_path, capsys):
+    doc = json.loads((REPO / SEED).read_text())
+    doc["metadata"]["gpu"]["name"] = "NVIDIA H100 80GB HBM3"
+    (tmp_path / "other.json").write_text(json.dumps(doc))
+    (tmp_path / "set.json").write_text(json.dumps(SEED3))
+    rc = main(["calibrate", "--points", SEED, str(tmp_path / "other.json"), "--set", str(tmp_path / "set.json"),
+               "--output", str(tmp_path / "cal.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    # its GPU against the GPU table and its gpu gate: refused before any setup check
+    assert "does not validate" in err[0] and "metadata_plausible" in err[0] and "other.json" in err[0]
+    assert not (tmp_path / "cal.json").exists()
+
+
 def test_a_sweep_folder_is_read_recursively_and_its_other_json_skipped(tmp_path):
     (tmp_path / "zipf").mkdir()
     (tmp_path / "zipf" / "p1.json").write_bytes((REPO / SEED).read_bytes())

@@ -155,8 +155,8 @@ def test_the_packings_axis_labels_each_point_and_the_table_carries_the_packing(t
     assert "packing" not in points[0].config and points[2].config["packing"] == {"documents": 2048}
 
     out = tmp_path / "out"
-    run_sweep(points, out, allow_gpu=True, measure=fake_measure)  # a packed point records its packing
-    for f in out.glob("*.json"):
+    run_sweep(points, out, allow_gpu=True, measure=fake_measure)  # the real arm records each point's packing
+    for f in out.glob("T*.json"):  # the points (beside them _autotune.json, the configs the first point tuned)
         assert schema_errors(json.loads(f.read_text()), "sweep_point", "$") == []
     table = sweep_table(out)
     assert dict(zip(table["packing"], table["documents"], strict=True)) == {"dense": 1, "docs8192": 1, "docs2048": 4}
@@ -221,15 +221,14 @@ def test_validate_recomputes_a_packed_points_statistics_over_the_varlen_csr_rows
                          packings=[{"documents": 1024}])
     point = load_sweep(path)[0]
     config = config_from_dict(point.config)
-    doc = fake_measure(point, True, tmp_path)
-    doc["point"]["packing"] = point.packing_label
-    doc["packing"] = packing_record(config.cu_seqlens, packed_closed_form_edges(
-        config.shape.H, config.shape.S, config.shape.block_size, config.cu_seqlens))
+    doc = fake_measure(point, True, tmp_path)  # the real arm: packing record and statistics over the CSR rows
+    assert doc["point"]["packing"] == point.packing_label and doc["packing"] == packing_record(
+        config.cu_seqlens, packed_closed_form_edges(config.shape.H, config.shape.S, config.shape.block_size,
+                                                    config.cu_seqlens))
     for p in config.patterns:
         bi = generate_packed_routing(p, config.shape, config.seeds.routing, config.cu_seqlens)
-        doc["patterns"][p.name].update(routing_statistics(bi, config.shape.block_size, config.cu_seqlens))
-        doc["patterns"][p.name]["edges"] = effective_edges(bi, config.shape.block_size, config.cu_seqlens)
-    out = tmp_path / "p.json"
+        assert doc["patterns"][p.name]["edges"] == effective_edges(bi, config.shape.block_size, config.cu_seqlens)
+    out = tmp_path / f"{doc['point_id']}.json"  # a sweep writes <point_id>.json (point_consistent)
     out.write_text(json.dumps(doc))
     report = validate_path(out)
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]

@@ -11,10 +11,8 @@ import pytest
 from nsa_exp.checking.routing_checks import NOT_SUPPLIED
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import Pattern, Shape
-from nsa_exp.core.protocol import round_orders, summarize
+from nsa_exp.core.protocol import round_orders
 from nsa_exp.errors import UserError
-from nsa_exp.routing.config import config_from_dict
-from nsa_exp.routing.fanin import routing_statistics
 from nsa_exp.routing.files import file_routings
 from nsa_exp.routing.patterns import generate_routing
 from nsa_exp.sweeps.plan import load_sweep, point_done, point_path
@@ -45,20 +43,6 @@ def test_bench_refuses_a_broken_or_unequal_routing_file_before_any_gpu_work(tmp_
     assert not out.exists()
 
 
-def fake_with_files(point, allow_gpu, out_dir):
-    """test_sweep's fake measurement plus, for a routing-file point, the file's pattern and record."""
-    doc = fake_measure(point, allow_gpu, out_dir)
-    if point.routing_file:
-        shape = config_from_dict(point.config).shape
-        files, reports = file_routings([point.routing_file], shape)
-        name, ms = point.routing_name, [1.5, 1.6, 1.7]
-        doc["patterns"][name] = {"params": {"name": name}, "edges": reports[name]["edges"],
-                                 **routing_statistics(files[name], shape.block_size),
-                                 "stages": {s: {"raw_ms": ms, "warmup_ms": [], **summarize(ms)} for s in point.stages}}
-        doc["routing_files"] = reports
-    return doc
-
-
 def test_a_routing_file_is_one_sweep_point_at_its_own_T_resumed_by_sha256_and_revalidated_on_request(tmp_path):
     mine = tmp_path / "mine.npy"
     bi = _local(4096)
@@ -71,7 +55,7 @@ def test_a_routing_file_is_one_sweep_point_at_its_own_T_resumed_by_sha256_and_re
     points = load_sweep(tmp_path / "s.json")
     assert [(p.point_id, p.T) for p in points] == [("T8192-local", 8192), ("T4096-file-mine", 4096)]
     out = tmp_path / "out"
-    run_sweep(points, out, allow_gpu=True, measure=fake_with_files)
+    run_sweep(points, out, allow_gpu=True, measure=fake_measure)  # the real arm times the file beside local
     doc = json.loads(point_path(out, points[1]).read_text())
     rec = doc["routing_files"]["file:mine"]
     assert rec["path"] == str(mine) and not rec["equal_to_closed_form"] and rec["edges"] == rec["closed_form_edges"] - 1

@@ -4,7 +4,6 @@ table, and the dK/dV-focused stage callables on the real FLA kernels (interprete
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -12,52 +11,98 @@ import pytest
 
 from nsa_exp.cli import main
 from nsa_exp.core.config import Pattern, Shape
-from nsa_exp.core.protocol import summarize
+from nsa_exp.core.kinds import schema_version
+from nsa_exp.core.protocol import round_orders
+from nsa_exp.core.stages import PREPARING_STAGES
 from nsa_exp.errors import UserError
-from nsa_exp.io.placement import placement_record
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.io.store import write_text_atomic
+from nsa_exp.io.store import write_json, write_text_atomic
 from nsa_exp.routing.config import config_from_dict
-from nsa_exp.routing.edges import effective_edges
 from nsa_exp.routing.fanin import routing_statistics
-from nsa_exp.routing.packing import generate_packed_routing, packed_closed_form_edges, packing_record
 from nsa_exp.routing.patterns import generate_routing
-from nsa_exp.sweeps.plan import load_sweep, point_done, point_path
+from nsa_exp.sweeps.plan import AUTOTUNE_FILE, load_sweep, point_done, point_path
 from nsa_exp.sweeps.run import run_sweep
 from nsa_exp.sweeps.table import sweep_table
+from tests.gpu.test_engine_arms import GPU, FakeGpu
+from tests.gpu.test_measurement_path import FakeDevice
 from tests.helpers import REPO, assert_one_line_error, run_cli
 
 measured_ids: list[str] = []
 
 
+# The configs the H200 pinned (results/sweeps/sweep_T_h200/T8192-local.json), as FLA's autotune record gives them.
+H200_KERNELS = {s: {"kernel": k, "best_config": {"kwargs": kw, "num_warps": w, "num_stages": n}, "cache": {}}
+                for s, k, kw, w, n in (("selection_fwd", "parallel_nsa_fwd_kernel", {}, 2, 1),
+                                       ("dq_core", "parallel_nsa_bwd_kernel_dq", {}, 4, 1),
+                                       ("dkv_core", "parallel_nsa_bwd_kernel_dkv", {"BQ": 1}, 4, 2))}
+
+
+class FakeTimedGpu(FakeGpu):
+    """The engine arms' fake H200 whose events read a clock the stage calls advance (each event record adds
+    1 ms), so that a cell's time is its own call's cost."""
+
+    event = FakeDevice.event
+
+
+def _no_fla_arm():
+    from nsa_exp.gpu.engine import Cells  # noqa: PLC0415 - gpu tier (torch)
+    from nsa_exp.gpu.sweep_point import SweepPointArm, _pins, check_memory  # noqa: PLC0415
+
+    class NoFlaArm(SweepPointArm):
+        """The real sweep-point arm (gates at the point's T, memory check, pins, round orders, record) with
+        FLA's launches replaced by calls costing 1 + fan-in max / 100 ms on the fake GPU."""
+
+        def inputs(self, run):
+            self.memory = check_memory(run.config.shape, len(run.names), run.config.timing.l2_flush_bytes,
+                                       f"sweep point {self.point.point_id}", mem_get_info=run.device.mem_get_info)
+            self.pins, self.source = _pins(self.point, self.out_dir)
+
+        def tune(self, run):
+            self.tune_seconds = 0.0
+            if self.pins is None:
+                best = {k: v["best_config"] for k, v in H200_KERNELS.items()}
+                write_json(self.out_dir / AUTOTUNE_FILE, {"schema_version": schema_version("sweep_autotune"),
+                                                          "kind": "sweep_autotune", "best_config": best},
+                           "sweep_autotune")
+
+        def cells(self, run):
+            dev, config = run.device, run.config
+            self.untimed = [s for s in PREPARING_STAGES if s not in self.point.stages]
+
+            def call(ms):
+                def fn():
+                    dev.clock += ms
+                return fn
+            fns = {}
+            for n in run.names:
+                fanin = routing_statistics(run.routings[n], config.shape.block_size, config.cu_seqlens)["fanin"]
+                fns[n] = {s: call(1.0 + fanin["max"] / 100) for s in self.point.stages}
+            orders = round_orders(run.names, config.timing.warmup_rounds + config.timing.repetitions,
+                                  config.timing.order, config.seeds.order)
+            yield Cells(fns, orders, config.timing.warmup_rounds, "write", config.timing.l2_flush_bytes,
+                        stop=config.timing.stop)
+
+        def timed(self, run, cells):
+            self.records, self.orders, self.kernels = cells.records, cells.orders, H200_KERNELS
+
+    return NoFlaArm
+
+
 def fake_measure(point, allow_gpu, out_dir):
-    """A sweep_point document with made-up timings (dkv ms = 1 + fan-in max / 100) and the real routing's edges
-    and statistics (the point's own T and seed: sweep --table-only validates every point it tabulates)."""
+    """A sweep_point document from the real sweep-point arm and engine (every gate, the routing at the point's
+    T, the record builder) on the engine arms' fake H200, FLA's launches replaced by calls costing
+    1 + fan-in max / 100 ms: a document validate passes, as a GPU run's would."""
+    from nsa_exp.gpu import gates  # noqa: PLC0415 - gpu tier (torch)
+    from nsa_exp.gpu.engine import Run, measure  # noqa: PLC0415
+
     measured_ids.append(point.point_id)
-    config = config_from_dict(point.config)
-    patterns = {}
-    cu, BS = config.cu_seqlens, config.shape.block_size
-    for p in config.patterns:
-        bi = generate_routing(p, config.shape, config.seeds.routing) if cu is None else \
-            generate_packed_routing(p, config.shape, config.seeds.routing, cu)
-        stats = routing_statistics(bi, BS, cu)
-        ms = [1.0 + stats["fanin"]["max"] / 100 + 0.01 * i for i in range(3)]
-        stage = {"raw_ms": ms, "warmup_ms": [], **summarize(ms)}
-        patterns[p.name] = {"params": p.to_dict(), "edges": effective_edges(bi, BS, cu), **stats,
-                            "stages": {s: stage for s in point.stages}}
-    packed = {} if cu is None else {"packing": packing_record(cu, packed_closed_form_edges(
-        config.shape.H, config.shape.S, BS, cu))}
-    return {**packed, "schema_version": "1.0", "kind": "sweep_point", "name": config.name, "sweep": point.sweep,
-            "point_id": point.point_id, "point": {"T": point.T, "pattern": point.pattern, "baseline": "local",
-                                                  **({} if point.packing_label is None else
-                                                     {"packing": point.packing_label})},
-            "config": config.raw, "shape": config.shape.to_dict(), "gates": [], "edges": {},
-            "autotune": {"source": "fake", "kernels": {"selection_fwd": {}, "dq_core": {}, "dkv_core": {}}},
-            "timing": {"method": "fake", "warmup_rounds": 0, "repetitions": 3, "round_orders": [],
-                       "stages": list(point.stages), "untimed_prerequisites": [], "l2_flush_bytes": 0,
-                       "launch_guard_cycles": 0, "percentile_method": "linear"},
-            "patterns": patterns, "wall_seconds": 0.0, "placement": placement_record(),
-            "metadata": {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}}
+    config = config_from_dict(point.config, source=f"sweep {point.sweep}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
+                                                               "allow_gpu": allow, "matches_required": True})
+        dev = FakeTimedGpu([0.0])  # the host clock is the device's: the wall time covers the latencies it timed
+        return measure(_no_fla_arm()(point, Path(out_dir)),
+                       Run(config, allow_gpu, device=dev, clock=lambda: dev.clock / 1000))
 
 
 def _sweep_config(tmp_path: Path, **extra) -> Path:
@@ -133,12 +178,9 @@ def test_the_submitit_local_executor_places_one_job_per_visible_gpu(tmp_path, mo
     out = tmp_path / "out"
     done = run_sweep(points, out, allow_gpu=True, executor="local", measure=fake_measure)
     assert done["ran"] == [p.point_id for p in points]
-    placed = {p.point_id: json.loads(point_path(out, p).read_text())["metadata"]["cuda_visible_devices"]
-              for p in points}
-    assert placed == {p.point_id: "2" if i % 2 == 0 else "5" for i, p in enumerate(points)}
     where = [json.loads(point_path(out, p).read_text())["placement"] for p in points]
     # each point records the GPU its job was pinned to and the submitit job (one job per GPU: two ids)
-    assert [w["cuda_visible_devices"] for w in where] == list(placed.values())
+    assert [w["cuda_visible_devices"] for w in where] == ["2" if i % 2 == 0 else "5" for i in range(len(points))]
     assert len({w["submitit_job_id"] for w in where}) == 2 and None not in {w["submitit_job_id"] for w in where}
 
 
@@ -195,12 +237,7 @@ def test_validate_recomputes_a_sweep_points_statistics_and_routing(tmp_path):
 
     point = load_sweep(_sweep_config(tmp_path))[4]  # sink-heavy on heads [0, 1]
     doc = fake_measure(point, True, tmp_path)
-    config = config_from_dict(point.config)
-    for p in config.patterns:  # the fake's statistics were taken at T=4096; the real ones at the point's T
-        bi = generate_routing(p, config.shape, config.seeds.routing)
-        doc["patterns"][p.name].update(routing_statistics(bi, config.shape.block_size))
-        doc["patterns"][p.name]["edges"] = int(effective_edges(bi, config.shape.block_size))
-    path = tmp_path / "p.json"
+    path = tmp_path / f"{doc['point_id']}.json"  # a sweep writes <point_id>.json (point_consistent)
     path.write_text(json.dumps(doc))
     report = validate_path(path)
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]

@@ -1,6 +1,7 @@
 """NVTX range names and profiled-pattern specs, shared by ``profile-stage`` and ``ncu`` (torch-free).
 
-The range itself is opened with ``torch.cuda.nvtx.range`` in :mod:`nsa_exp.gpu.profiler`.
+The range itself is opened with ``torch.cuda.nvtx.range`` in :mod:`nsa_exp.gpu.profiler`; ``validate`` holds an
+ncu summary's ``patterns_in_launch_order`` and ``nvtx_range`` to these.
 
 >>> range_name("local-vs-sink-heavy", "dq_core")
 'nsa_local-vs-sink-heavy_dq_core'
@@ -8,8 +9,8 @@ The range itself is opened with ``torch.cuda.nvtx.range`` in :mod:`nsa_exp.gpu.p
 
 from __future__ import annotations
 
-from ..core.families import FAMILIES
 from ..errors import UserError
+from .families import FAMILIES
 
 
 def parse_patterns(spec: str) -> list[str]:

@@ -1,0 +1,298 @@
+"""Checks of the documents the CPU derives from others: recomputed from their sources by the same functions
+that wrote them, compared field by field. A source that is not at hand (:meth:`.checks.Context.locate`)
+leaves those fields unverified; what the document says about itself is checked either way.
+
+- ``compare_recompute`` (compare): with A and B (and the repeat pair of the noise floor) at hand, the
+  whole document recomputed by :func:`nsa_exp.analysis.compare.compare_results` with its recorded
+  resamples, floor, space and ``fail_on`` (rows, ratios, CIs, verdicts, floors, counts, ``failed``, the
+  sources' names, GPUs, dates, shas); without them: ratio = b_median / a_median, each verdict from its CI
+  and floor, each floor the recorded stage floor, counts from the verdicts, ``failed`` from ``fail_on``.
+- ``analysis_recompute`` (analysis): the result ``results/raw/<source>.json`` (and its repeat) re-analysed
+  (:func:`nsa_exp.analysis.bootstrap.analyse`); without it: each row's half-width from its CI, the
+  ``dkv_ci_within_1pct`` flag from the rows, ``repeat_diff_pct`` from the two medians.
+- ``flush_study_recompute`` (flush study): the raw method study at ``source`` re-analysed
+  (:func:`nsa_exp.analysis.flush_study.study_of`); without it: each ratio, ``differs`` flag and the
+  chosen policy from the rows.
+- ``routing_report_recompute`` (routing report): every routing regenerated from the report's shape,
+  routing seed and parameters: edges, fan-in, span and gap statistics, the closed form, the equal-edge
+  record; ``generation_s`` and the host are unverified.
+- ``validation_report_consistent`` (validation report): ``passed`` from the checks, failure counts; with
+  the validated file at hand, the report re-made by ``validate`` and compared (kind, checks, verdicts,
+  unverified list).
+- ``created_after_sources``: a derived document is not dated before the documents it was computed from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..analysis.bootstrap import analyse
+from ..analysis.compare import FAIL_ON, VERDICTS, compare_results, verdict
+from ..analysis.flush_study import choose_policy, study_of
+from ..core.config import Pattern, Shape
+from ..core.families import family
+from ..errors import UserError
+from ..io.metadata import nvidia_gpu_visible
+from ..io.reader import read_bounded
+from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
+from ..routing.edges import closed_form_edges
+from ..routing.packing import packed_closed_form_edges
+from .checks import Add, Context, Problems, close
+from .record_checks import parse_utc
+from .routing_checks import _routing_stats
+
+
+def _deep_diff(got: Any, want: Any, path: str, out: Problems, limit: int = 50) -> None:
+    """Append ``(path, message)`` for each leaf where ``got`` differs from ``want`` (floats at REL_TOL)."""
+    if len(out) >= limit:
+        return
+    if isinstance(want, dict) and isinstance(got, dict):
+        for k in sorted(set(want) | set(got), key=str):
+            if k not in got:
+                out.append((f"{path}.{k}", f"missing; the recomputation gives {json.dumps(want[k])[:80]}"))
+            elif k not in want:
+                out.append((f"{path}.{k}", "recorded, but the recomputation has no such field"))
+            else:
+                _deep_diff(got[k], want[k], f"{path}.{k}", out, limit)
+    elif isinstance(want, list) and isinstance(got, list):
+        if len(got) != len(want):
+            out.append((path, f"{len(got)} items, the recomputation gives {len(want)}"))
+            return
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            _deep_diff(g, w, f"{path}[{i}]", out, limit)
+    elif isinstance(want, float) or isinstance(got, float):
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or not isinstance(want, (int, float)) \
+                or not close(float(got), float(want)):
+            out.append((path, f"recorded {got}, the recomputation gives {want}"))
+    elif got != want:
+        out.append((path, f"recorded {json.dumps(got)[:80]}, the recomputation gives {json.dumps(want)[:80]}"))
+
+
+def read_source(ctx: Context, recorded: str | None, kinds: tuple[str, ...]) -> tuple[Path | None, dict | None]:
+    """(located path, strictly parsed document of one of ``kinds``) of a file a document names; the
+    document is None when the file is absent, too large, unreadable or of another kind."""
+    found = ctx.locate(recorded)
+    if found is None or found.stat().st_size > MAX_BYTES:
+        return found, None
+    try:
+        doc = parse_strict(read_bounded(found, str(found), MAX_BYTES))
+    except (OSError, _Rejected, UserError):
+        return found, None
+    return found, doc if isinstance(doc, dict) and doc.get("kind") in kinds else None
+
+
+def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], add: Add) -> None:
+    mine = parse_utc(doc.get("metadata", {}).get("created_utc"))
+    problems: Problems = []
+    for s in sources:
+        theirs = parse_utc(s.get("metadata", {}).get("created_utc"))
+        if mine is not None and theirs is not None and mine < theirs:
+            problems.append(("$.metadata.created_utc", f"{doc['metadata']['created_utc']} is before its source's "
+                             f"{s['metadata']['created_utc']} ({s.get('name', s.get('kind'))})"))
+    add("created_after_sources", problems)
+
+
+# --- compare ---------------------------------------------------------------------------------------
+
+def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    floors = doc["noise_floor"]["per_stage"]
+    for i, r in enumerate(doc["rows"]):
+        path = f"$.rows[{i}]"
+        if not close(r["ratio"], r["b_median"] / r["a_median"]):
+            problems.append((f"{path}.ratio", f"{r['ratio']}, b_median / a_median = {r['b_median'] / r['a_median']}"))
+        if r["floor"] != floors.get(r["stage"]):
+            problems.append((f"{path}.floor", f"{r['floor']}, the recorded floor of {r['stage']} is "
+                             f"{floors.get(r['stage'])}"))
+        if r["verdict"] != verdict(tuple(r["ci95"]), r["floor"]):
+            problems.append((f"{path}.verdict", f"{r['verdict']!r}, CI {r['ci95']} with floor {r['floor']} reads "
+                             f"{verdict(tuple(r['ci95']), r['floor'])!r}"))
+        if not r["ci95"][0] <= r["ci95"][1]:
+            problems.append((f"{path}.ci95", "low above high"))
+    counts = {v: sum(r["verdict"] == v for r in doc["rows"]) for v in VERDICTS}
+    if doc["counts"] != counts:
+        problems.append(("$.counts", f"{doc['counts']}, the rows give {counts}"))
+    failed = doc["fail_on"] is not None and any(r["verdict"] in FAIL_ON[doc["fail_on"]] for r in doc["rows"])
+    if doc["failed"] != failed:
+        problems.append(("$.failed", f"{doc['failed']}, but fail_on {doc['fail_on']!r} and the verdicts give {failed}"))
+    nf = doc["noise_floor"]
+    if nf["kind"] == "default" and len(set(floors.values())) > 1:
+        problems.append(("$.noise_floor.per_stage", "a default floor is one value for every stage"))
+    a, b = (read_source(ctx, doc[k]["path"], ("bench_result",)) for k in ("a", "b"))
+    pair = [read_source(ctx, p, ("bench_result",)) for p in nf["paths"]]
+    if any(d is None for _, d in (a, b, *pair)):
+        missing = [p for p, (_, d) in zip([doc["a"]["path"], doc["b"]["path"], *nf["paths"]], (a, b, *pair),
+                                          strict=True) if d is None]
+        ctx.unverifiable("$.rows[*] (medians, CIs), $.noise_floor, $.a, $.b",
+                         f"unverified (source not found): {', '.join(missing)}; only the internal rules are checked")
+        add("compare_recompute", problems)
+        return
+    floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else 0.02
+    try:
+        want = compare_results(a[0], b[0], noise_from=[str(p) for p, _ in pair] or None, floor=floor,
+                               cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
+                               resamples=doc["bootstrap"]["resamples"])
+    except UserError as exc:
+        problems.append(("$", f"cannot be recomputed from its sources: {exc}"))
+    else:
+        want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
+        if nf["kind"] == "repeat":
+            want["noise_floor"]["paths"] = nf["paths"]
+        _deep_diff(doc, want, "$", problems)
+    add("compare_recompute", problems)
+
+
+# --- analysis --------------------------------------------------------------------------------------
+
+def analysis_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    for i, r in enumerate(doc["rows"]):
+        lo, hi = r["ci95_ms"]
+        half = 100 * max(r["median_ms"] - lo, hi - r["median_ms"]) / r["median_ms"]
+        if not close(r["ci95_halfwidth_pct"], half):
+            problems.append((f"$.rows[{i}].ci95_halfwidth_pct", f"{r['ci95_halfwidth_pct']}, the CI gives {half}"))
+        if "repeat_median_ms" in r:
+            diff = 100 * (r["repeat_median_ms"] - r["median_ms"]) / r["median_ms"]
+            if not close(r["repeat_diff_pct"], diff):
+                problems.append((f"$.rows[{i}].repeat_diff_pct", f"{r['repeat_diff_pct']}, the medians give {diff}"))
+    flag = all(r["ci95_halfwidth_pct"] <= 1.0 for r in doc["rows"] if r["stage"] == "dkv_core")
+    if doc["dkv_ci_within_1pct"] != flag:
+        problems.append(("$.dkv_ci_within_1pct", f"{doc['dkv_ci_within_1pct']}, the dK/dV rows give {flag}"))
+    sources = [read_source(ctx, f"results/raw/{n}.json", ("bench_result",)) if n else (None, None)
+               for n in (doc["source"], doc.get("repeat_source"))]
+    (_, result), (_, repeat) = sources
+    if result is None or (doc.get("repeat_source") and repeat is None):
+        ctx.unverifiable("$.rows, $.fanin, $.memory, $.stage_sum_vs_full_bwd, $.autotune",
+                         f"unverified (source not found): results/raw/{doc['source']}.json"
+                         + (f" / results/raw/{doc['repeat_source']}.json" if doc.get("repeat_source") else ""))
+        add("analysis_recompute", problems)
+        return
+    want = analyse(result, repeat)
+    _deep_diff({k: v for k, v in doc.items() if k != "metadata"}, want, "$", problems)
+    add("analysis_recompute", problems)
+    created_after_sources(doc, [d for d in (result, repeat) if d], add)
+
+
+# --- flush study -----------------------------------------------------------------------------------
+
+def flush_study_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    for i, r in enumerate(doc["rows"]):
+        if not close(r["ratio"], r["median_ms"] / r["none_median_ms"]):
+            problems.append((f"$.rows[{i}].ratio", f"{r['ratio']}, median_ms / none_median_ms = "
+                             f"{r['median_ms'] / r['none_median_ms']}"))
+        if r["differs"] != (r["ci_low"] > 1.0 or r["ci_high"] < 1.0):
+            problems.append((f"$.rows[{i}].differs", f"{r['differs']}, but the CI [{r['ci_low']}, {r['ci_high']}] "
+                             f"{'excludes' if not r['differs'] else 'contains'} 1"))
+        if r["n_rounds"] != doc["rounds"]:
+            problems.append((f"$.rows[{i}].n_rounds", f"{r['n_rounds']} != rounds {doc['rounds']}"))
+    try:
+        chosen, reason = choose_policy(doc["rows"])
+    except (UserError, ValueError) as exc:
+        problems.append(("$.rows", str(exc)))
+    else:
+        if (doc["chosen"], doc["reason"]) != (chosen, reason):
+            problems.append(("$.chosen", f"{doc['chosen']!r}, the rows choose {chosen!r} ({reason})"))
+    found, raw = read_source(ctx, doc["source"], ("method_study",))
+    if raw is None:
+        if found is not None:
+            problems.append(("$.source", f"{doc['source']} is not a method study"))
+        else:
+            ctx.unverifiable("$.rows (medians, CIs), $.rounds, $.gpu_name",
+                             f"unverified (source not found): {doc['source']}")
+        add("flush_study_recompute", problems)
+        return
+    try:
+        want = study_of(found)
+    except UserError as exc:
+        problems.append(("$.source", f"{doc['source']}: {exc}"))
+    else:
+        want["source"] = doc["source"]
+        _deep_diff({k: v for k, v in doc.items() if k != "metadata"}, want, "$", problems)
+    add("flush_study_recompute", problems)
+    created_after_sources(doc, [raw], add)
+
+
+# --- routing report --------------------------------------------------------------------------------
+
+def routing_report_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    shape = Shape(**doc["shape"])
+    cu = tuple(doc["packing"]["cu_seqlens"]) if doc.get("packing") else None
+    try:
+        closed = closed_form_edges(shape) if cu is None else packed_closed_form_edges(shape.H, shape.S,
+                                                                                       shape.block_size, list(cu))
+    except (UserError, ValueError, TypeError) as exc:
+        add("routing_report_recompute", [("$.shape", f"cannot compute the closed form: {exc}")])
+        return
+    for where in ("$.closed_form_edges", "$.equal_edges.closed_form"):
+        value = doc["closed_form_edges"] if where == "$.closed_form_edges" else doc["equal_edges"]["closed_form"]
+        if value != closed:
+            problems.append((where, f"{value}, the shape gives {closed}"))
+    edges: dict[str, int] = {}
+    for name, p in doc["patterns"].items():
+        path = f"$.patterns.{name}"
+        entry = dict(p["params"])
+        if entry.get("name") != name:
+            problems.append((f"{path}.params.name", f"{entry.get('name')!r} is not the pattern's name {name!r}"))
+        edges[name] = p["edges"]
+        if p["invariant_violations"]:
+            problems.append((f"{path}.invariant_violations", "a generated routing meets every invariant; the report "
+                             f"lists {len(p['invariant_violations'])}"))
+        row = family(entry.get("name", name))
+        if row.external is not None and not nvidia_gpu_visible():
+            ctx.unverifiable(f"{path}.edges|fanin|query_span|adjacent_gap", f"{name} is computed by FLA's kernels: "
+                             "regenerated only where a CUDA GPU is visible")
+            continue
+        params = {k: v for k, v in entry.items() if k != "name"}
+        try:
+            stats = _routing_stats(json.dumps(Pattern(row.name, **params).to_dict(), sort_keys=True),
+                                   json.dumps(shape.to_dict(), sort_keys=True), doc["routing_seed"], cu)
+        except (UserError, ValueError, TypeError) as exc:
+            problems.append((path, f"cannot be regenerated: {exc}"))
+            continue
+        if p["edges"] != stats["edges"]:
+            problems.append((f"{path}.edges", f"{p['edges']}, the regenerated routing has {stats['edges']}"))
+        for section in ("fanin", "query_span", "adjacent_gap"):
+            _deep_diff(p[section], stats[section], f"{path}.{section}", problems)
+    gate = doc["equal_edges"]
+    if gate["per_pattern"] != edges:
+        problems.append(("$.equal_edges.per_pattern", f"{gate['per_pattern']} != the patterns' edges {edges}"))
+    if gate["equal"] != all(e == closed for e in edges.values()):
+        problems.append(("$.equal_edges.equal", f"{gate['equal']}, the counts give "
+                         f"{all(e == closed for e in edges.values())}"))
+    exempt = [n for n in doc["patterns"] if not family(doc["patterns"][n]["params"].get("name", n)).equal_edges]
+    if gate.get("exempt", []) != exempt:
+        problems.append(("$.equal_edges.exempt", f"{gate.get('exempt', [])}, the family table exempts {exempt}"))
+    ctx.unverifiable("$.patterns.*.generation_s, $.config_name, $.metadata", "host facts of the run that wrote it")
+    add("routing_report_recompute", problems)
+
+
+# --- validation report -----------------------------------------------------------------------------
+
+def validation_report_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    for i, c in enumerate(doc["checks"]):
+        n = len(c.get("failures", []))
+        if c["passed"] != (n == 0) or c.get("n_failures", 0) < n or (n and c.get("n_failures") is None):
+            problems.append((f"$.checks[{i}]", f"check {c['name']!r}: passed {c['passed']} with {n} failure(s) "
+                             f"(n_failures {c.get('n_failures')})"))
+    passed = all(c["passed"] for c in doc["checks"])
+    if doc["passed"] != passed:
+        problems.append(("$.passed", f"{doc['passed']}, the checks give {passed}"))
+    found = ctx.locate(doc["path"])
+    if found is None or ctx.revalidate is None or ctx.depth > 0:
+        ctx.unverifiable("$.checks, $.unverified, $.document_kind", f"unverified (file not found or not re-validated "
+                         f"here): {doc['path']}")
+        add("validation_report_consistent", problems)
+        return
+    try:
+        want = ctx.revalidate(str(found))
+    except UserError as exc:
+        problems.append(("$.path", f"{doc['path']}: validate refuses it ({exc})"))
+    else:
+        want["path"] = doc["path"]
+        _deep_diff(doc, want, "$", problems)
+    add("validation_report_consistent", problems)

@@ -1,0 +1,393 @@
+"""Checks of a GPU run's own record, the same for every document a GPU task writes (bench result, sweep
+point, autotune matrix, smoke and check reports, what-if, method study): its gates, environment, GPU,
+clocks, host facts, tolerances and provenance. Nothing here can be recomputed on a CPU; each is held to
+what physics, the pinned protocol or the rest of the record allows.
+
+- ``environment_gate``: the ``environment`` gate recorded the required values (:data:`REQUIRED_ENV`,
+  ``TRITON_CACHE_DIR`` set) and ``metadata.env`` agrees with it; the ``versions`` gate recorded the pinned
+  Triton (:data:`REQUIRED_TRITON`).
+- ``gates_consistent``: each gate's detail agrees with the document (GPU name, required GPU and its match,
+  ``--allow-gpu``, versions, FLA, edges); gate names known and unique.
+- ``fla_commit``: the pinned FLA commit, verified, in the gate and in the document.
+- ``metadata_plausible``: the GPU against the GPU table (:mod:`nsa_exp.core.gpus`: SM count, memory, L2,
+  compute capability, maximum clocks; an unknown GPU is listed unverifiable), NVML name = CUDA name, the
+  driver and versions parse, the CUDA version = torch's ``+cuXYZ`` build, the git sha is hex of a git
+  length, ``created_utc`` is a real instant.
+- ``telemetry_plausible``: every sampled SM / memory clock in (0, the GPU's maximum].
+- ``tolerances_pinned``: no tolerance looser than :data:`nsa_exp.core.config.PINNED_TOLERANCES`.
+- ``wall_plausible``: the recorded wall time is at least the GPU time it timed.
+- ``config_provenance``: ``name`` and ``config_path`` as the recorded argv gives them, and the embedded
+  config the file at ``config_path`` exactly as the repository held it at the recorded commit (``git show``);
+  when that commit is not here (or the tree was dirty), its experiment fields against the file today;
+  without the file, unverified.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from .. import DEFAULT_CONFIG, PINNED_COMMIT
+from ..core.config import PINNED_TOLERANCES, Tolerances
+from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON
+from ..core.gpus import gpu_spec
+from ..core.protocol import GATE_NAMES
+from ..errors import UserError
+from ..io.metadata import file_at_commit
+from ..io.reader import read_bounded
+from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
+from .checks import Add, Context, Problems
+
+SM_RANGE = (1, 1024)
+VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
+DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{1,3})?$")
+CC_RE = re.compile(r"^\d{1,2}\.\d$")
+SHA_RE = re.compile(r"^(?:[0-9a-f]{7,40}|[0-9a-f]{64})$")  # git's abbreviations (>= 7), SHA-1, SHA-256
+TORCH_CUDA_RE = re.compile(r"\+cu(\d+)(\d)$")  # 2.11.0+cu130 -> CUDA 13.0
+UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+#: Fields of the embedded config that define the experiment (what --repetitions or a later edit of the
+#: file's description, timing or formal flag cannot change).
+EXPERIMENT_FIELDS = ("name", "shape", "patterns", "seeds", "tolerances", "packing", "gpu")
+
+
+def gate(doc: dict[str, Any], name: str) -> tuple[int, dict[str, Any]] | None:
+    """(index, detail) of the gate ``name`` in ``doc["gates"]``, or None."""
+    for i, g in enumerate(doc.get("gates", [])):
+        if g.get("name") == name:
+            return i, g.get("detail", {})
+    return None
+
+
+def gpu_identity(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(JSON path, facts) of the GPU a document records: ``metadata.gpu`` (name, sm_count,
+    total_memory_bytes, l2_cache_bytes, compute_capability, max clocks ...), or a method study's
+    ``metadata.gpu_name`` + ``kernels.device`` under the same keys."""
+    meta = doc.get("metadata", {})
+    if isinstance(meta.get("gpu"), dict):
+        return "$.metadata.gpu", meta["gpu"]
+    device = (doc.get("kernels") or {}).get("device") or {}
+    facts = {"name": meta.get("gpu_name", device.get("name"))}
+    if device:
+        facts |= {"device_name": device.get("name"), "sm_count": device.get("multi_processor_count"),
+                  "total_memory_bytes": device.get("total_memory"), "l2_cache_bytes": device.get("L2_cache_size")}
+    return "$.kernels.device", facts
+
+
+def environment_gate(doc: dict[str, Any], add: Add) -> None:
+    problems: Problems = []
+    env_gate = gate(doc, "environment")
+    if env_gate is None:
+        problems.append(("$.gates", "no environment gate recorded"))
+    else:
+        i, detail = env_gate
+        env = detail.get("env", {})
+        for key, want in REQUIRED_ENV.items():
+            if env.get(key) != want:
+                problems.append((f"$.gates[{i}].detail.env.{key}", f"{env.get(key)!r}, the gate requires {want!r}: "
+                                 "the environment gate cannot have passed"))
+        problems += [(f"$.gates[{i}].detail.env.{k}", "unset, the gate requires it") for k in REQUIRED_NONEMPTY_ENV
+                     if not env.get(k)]
+        recorded = doc.get("metadata", {}).get("env") or {}
+        problems += [(f"$.metadata.env.{k}", f"{recorded[k]!r} differs from the environment gate's {env[k]!r}")
+                     for k in env if k in recorded and recorded[k] != env[k]]
+    versions = gate(doc, "versions")
+    if versions is not None and versions[1].get("triton") != REQUIRED_TRITON:
+        problems.append((f"$.gates[{versions[0]}].detail.triton", f"{versions[1].get('triton')!r}, the versions gate "
+                         f"requires triton {REQUIRED_TRITON}"))
+    add("environment_gate", problems)
+
+
+def gates_consistent(doc: dict[str, Any], add: Add) -> None:
+    problems: Problems = []
+    names = [g.get("name") for g in doc.get("gates", [])]
+    if len(set(names)) != len(names):
+        problems.append(("$.gates", f"a gate is recorded twice: {names}"))
+    order = [n for n in GATE_NAMES if n in names]
+    if names != order:
+        problems.append(("$.gates", f"gates {names} are not in the order they run {list(GATE_NAMES)}"))
+    meta = doc.get("metadata", {})
+    config = doc.get("config") if isinstance(doc.get("config"), dict) else None
+    for i, g in enumerate(doc.get("gates", [])):
+        d, path = g.get("detail", {}), f"$.gates[{i}].detail"
+        if g["name"] == "equal_edges" and "edges" in doc and d != doc["edges"]:
+            problems.append((path, "the equal_edges gate's detail differs from $.edges"))
+        if g["name"] == "fla_sources" and "fla" in doc and d != doc["fla"]:
+            problems.append((path, "the fla_sources gate's detail differs from $.fla"))
+        if g["name"] == "gpu":
+            where, facts = gpu_identity(doc)
+            if "name" in facts and d.get("name") != facts["name"]:
+                problems.append((f"{path}.name", f"{d.get('name')!r} differs from {where} name {facts['name']!r}"))
+            if config is not None and d.get("required") != config.get("gpu", {}).get("required_name"):
+                problems.append((f"{path}.required", "differs from $.config.gpu.required_name"))
+            matches = str(d.get("required", "")) in str(d.get("name", ""))
+            if d.get("matches_required") != matches:
+                problems.append((f"{path}.matches_required", f"{d.get('matches_required')} but the name test gives "
+                                 f"{matches}"))
+            if g.get("passed") and not matches and d.get("allow_gpu") is not True:
+                problems.append((f"{path}.allow_gpu", "a GPU other than the required one without --allow-gpu"))
+            if "allow_gpu" in doc and d.get("allow_gpu") != doc["allow_gpu"]:
+                problems.append((f"{path}.allow_gpu", f"{d.get('allow_gpu')} differs from $.allow_gpu"))
+        if g["name"] == "versions":
+            for k, v in d.items():
+                if meta.get("versions", {}).get(k) != v:
+                    problems.append((f"{path}.{k}", f"{v!r} differs from $.metadata.versions.{k}"))
+    edges = doc.get("edges")
+    if isinstance(edges, dict) and isinstance(doc.get("patterns"), dict):
+        per = edges.get("per_pattern", {})
+        if set(per) != set(doc["patterns"]):
+            problems.append(("$.edges.per_pattern", "names differ from $.patterns"))
+        if edges.get("equal") != all(v == edges.get("closed_form") for v in per.values()):
+            problems.append(("$.edges.equal", f"{edges.get('equal')} does not follow from the counts (equal: every "
+                             "count is the closed form)"))
+    add("gates_consistent", problems)
+
+
+def fla_commit(doc: dict[str, Any], add: Add) -> None:
+    problems: Problems = []
+    fla = gate(doc, "fla_sources")
+    if fla is not None:
+        i, d = fla
+        if d.get("commit") != PINNED_COMMIT:
+            problems.append((f"$.gates[{i}].detail.commit", f"{d.get('commit')} is not the pinned commit "
+                             f"{PINNED_COMMIT}"))
+        if d.get("verified") is not True:
+            problems.append((f"$.gates[{i}].detail.verified", "FLA source verification did not pass"))
+    for key in ("fla_commit",):
+        if key in doc and doc[key] != PINNED_COMMIT:
+            problems.append((f"$.{key}", f"{doc[key]} is not the pinned commit {PINNED_COMMIT}"))
+    if isinstance(doc.get("fla"), dict):
+        if doc["fla"].get("commit") != PINNED_COMMIT:
+            problems.append(("$.fla.commit", f"{doc['fla'].get('commit')} is not the pinned commit {PINNED_COMMIT}"))
+        if doc["fla"].get("verified") is not True:
+            problems.append(("$.fla.verified", "FLA source verification did not pass"))
+    add("fla_commit", problems)
+
+
+def parse_utc(text: Any) -> datetime | None:
+    """``YYYY-MM-DDTHH:MM:SSZ`` as a datetime, or None when it names no instant (2026-02-30, 25:61)."""
+    try:
+        return datetime.strptime(str(text), UTC_FORMAT)
+    except ValueError:
+        return None
+
+
+def host_problems(meta: dict[str, Any], where: str = "$.metadata") -> Problems:
+    """The host facts every document's ``metadata`` carries: versions parse, CUDA = torch's build, git sha
+    hex of a git length, ``created_utc`` a real instant."""
+    problems: Problems = []
+    versions = meta.get("versions", {})
+    for key in ("python", "numpy", "torch", "triton", "cuda", "fla_core", "scipy"):
+        if versions.get(key) is not None and not VERSION_RE.match(str(versions[key])):
+            problems.append((f"{where}.versions.{key}", f"{versions[key]!r} does not parse as a version"))
+    build = TORCH_CUDA_RE.search(str(versions.get("torch", "")))
+    if build and "cuda" in versions:
+        want = f"{int(build.group(1))}.{build.group(2)}"
+        if versions["cuda"] != want:
+            problems.append((f"{where}.versions.cuda", f"{versions['cuda']!r}, but torch {versions['torch']} is "
+                             f"built for CUDA {want}"))
+    git = meta.get("git") or {}
+    for key in ("sha", "git_head_seen"):
+        if git.get(key) is not None and not SHA_RE.match(str(git[key])):
+            problems.append((f"{where}.git.{key}", f"{git[key]!r} is not a git commit (hex, 7-40 or 64 digits)"))
+    if "created_utc" in meta and parse_utc(meta["created_utc"]) is None:
+        problems.append((f"{where}.created_utc", f"{meta['created_utc']!r} is not a real UTC instant"))
+    return problems
+
+
+def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    meta = doc.get("metadata", {})
+    problems = host_problems(meta)
+    where, gpu = gpu_identity(doc)
+    name = gpu.get("name")
+    spec = gpu_spec(name)
+    sm = gpu.get("sm_count")
+    if sm is not None and (not isinstance(sm, int) or not SM_RANGE[0] <= sm <= SM_RANGE[1]):
+        problems.append((f"{where}.sm_count", f"{sm!r} is not an SM count in {SM_RANGE}"))
+    if gpu.get("device_name") not in (None, name):
+        problems.append((f"{where}.name", f"{gpu['device_name']!r} differs from $.metadata.gpu_name {name!r}"))
+    if gpu.get("nvml_name") is not None and gpu["nvml_name"] != name:
+        problems.append((f"{where}.nvml_name", f"{gpu['nvml_name']!r} differs from the CUDA name {name!r}"))
+    if "driver" in gpu and not DRIVER_RE.match(str(gpu.get("driver", ""))):
+        problems.append((f"{where}.driver", f"{gpu.get('driver')!r} does not parse as a driver version"))
+    cc = gpu.get("compute_capability")
+    if cc is not None and not CC_RE.match(str(cc)):
+        problems.append((f"{where}.compute_capability", f"{cc!r} is not a compute capability"))
+    if spec is None:
+        if name is not None:
+            ctx.unverifiable(f"{where} (sm_count, memory, L2, compute capability, clocks)",
+                             f"{name!r} is not in the GPU table (nsa_exp.core.gpus): its facts cannot be checked")
+        add("metadata_plausible", problems)
+        return
+    problems += _against_table(where, gpu, spec)
+    add("metadata_plausible", problems)
+
+
+def _against_table(where: str, gpu: dict[str, Any], spec: Any) -> Problems:
+    problems: Problems = []
+    label = f"an {spec.name}" if spec.name[0] in "AH" else f"a {spec.name}"
+    if isinstance(gpu.get("sm_count"), int) and gpu["sm_count"] not in spec.sm_counts:
+        problems.append((f"{where}.sm_count", f"{gpu['sm_count']} SMs: {label} has {list(spec.sm_counts)} "
+                         f"({spec.source})"))
+    cc = gpu.get("compute_capability")
+    if cc is not None and cc != spec.compute_capability:
+        problems.append((f"{where}.compute_capability", f"{cc!r}: {label} is {spec.compute_capability}"))
+    bounds, total = spec.memory_bounds(), gpu.get("total_memory_bytes")
+    if bounds is not None and isinstance(total, int) and not bounds[0] <= total <= bounds[1]:
+        problems.append((f"{where}.total_memory_bytes", f"{total} B ({total / 2**30:.1f} GiB): {label} has "
+                         f"{spec.memory_gib:g} GB ({spec.source})"))
+    l2 = gpu.get("l2_cache_bytes")
+    if spec.l2_bytes is not None and isinstance(l2, int) and l2 != spec.l2_bytes:
+        problems.append((f"{where}.l2_cache_bytes", f"{l2} B: {label} has {spec.l2_bytes} B of L2"))
+    for key, top in (("max_sm_clock_mhz", spec.max_sm_clock_mhz), ("max_mem_clock_mhz", spec.max_mem_clock_mhz),
+                     ("applications_sm_clock_mhz", spec.max_sm_clock_mhz)):
+        value = gpu.get(key)
+        if top is not None and isinstance(value, (int, float)) and value > top:
+            problems.append((f"{where}.{key}", f"{value} MHz: {label} clocks at most {top} MHz"))
+    return problems
+
+
+def clock_limits(doc: dict[str, Any]) -> dict[str, float | None]:
+    """The most an SM / memory clock sample may read: the recorded maximum, else the GPU table's."""
+    _, gpu = gpu_identity(doc)
+    spec = gpu_spec(gpu.get("name"))
+    out = {}
+    for key, field in (("sm_clock_mhz", "max_sm_clock_mhz"), ("mem_clock_mhz", "max_mem_clock_mhz")):
+        recorded = gpu.get(field)
+        out[key] = recorded if isinstance(recorded, (int, float)) else getattr(spec, field, None) if spec else None
+    return out
+
+
+def telemetry_plausible(samples: Iterable[tuple[str, dict[str, Any]]], doc: dict[str, Any], add: Add,
+                        ctx: Context) -> None:
+    """``samples``: (JSON path, sample) pairs; each clock reading in (0, :func:`clock_limits`]."""
+    limits = clock_limits(doc)
+    problems: Problems = []
+    unknown = False
+    for path, s in samples:
+        for key, top in limits.items():
+            value = s.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, (int, float)) or value <= 0:
+                problems.append((f"{path}.{key}", f"{value!r} MHz: a running GPU's clock is positive"))
+            elif top is None:
+                unknown = True
+            elif value > top:
+                problems.append((f"{path}.{key}", f"{value} MHz above the GPU's maximum {top} MHz"))
+    if unknown:
+        ctx.unverifiable("clock samples (upper bound)", "the GPU's maximum clocks are neither recorded nor in the "
+                         "GPU table")
+    add("telemetry_plausible", problems)
+
+
+def tolerances_pinned(tolerances: dict[str, Any] | None, where: str, add: Add) -> None:
+    """``tolerances`` (a config's, or a smoke report's subset) not looser than the pinned ones."""
+    problems: Problems = []
+    for key, value in (tolerances or {}).items():
+        pinned = getattr(PINNED_TOLERANCES, key, None)
+        if pinned is not None and isinstance(value, (int, float)) and value > pinned:
+            problems.append((f"{where}.{key}", f"{value} is looser than the pinned {pinned}: a raised tolerance "
+                             "cannot loosen the gate"))
+    add("tolerances_pinned", problems)
+
+
+def pinned(tolerances: dict[str, Any] | None) -> Tolerances:
+    """The tolerances a gate is judged at: the file's where stricter, the pinned ones otherwise."""
+    tol = tolerances or {}
+    return Tolerances(**{k: min(v, tol.get(k, v)) for k, v in PINNED_TOLERANCES.__dict__.items()})
+
+
+def wall_plausible(wall: Any, work_ms: float, path: str, what: str, add: Add) -> None:
+    """Wall time (s) >= the GPU time the document timed (``work_ms``, ms)."""
+    problems: Problems = []
+    if isinstance(wall, (int, float)) and wall * 1000 < work_ms:
+        problems.append((path, f"{wall} s, but {what} alone sum to {work_ms / 1000:.3f} s"))
+    add("wall_plausible", problems)
+
+
+def argv_option(argv: list[str], option: str) -> str | None:
+    """The value of ``--option V`` / ``--option=V`` in a recorded argv (the last one), else None."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == option and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(option + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def config_file(ctx: Context, config_path: str | None) -> dict[str, Any] | None:
+    """The config file a document names (located beside it, then from the working directory), parsed
+    strictly; None when it is not at hand or unreadable (its comparison is then unverified)."""
+    found = ctx.locate(config_path)
+    if found is None or found.stat().st_size > MAX_BYTES:
+        return None
+    try:
+        doc = parse_strict(read_bounded(found, str(found), MAX_BYTES))
+    except (OSError, _Rejected, UserError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_output: bool = False) -> None:
+    """``config_path`` as argv gives it (``--config``, else the CLI's default); ``name`` as argv gives it
+    (bench: the ``--output`` stem, else ``--name``, else the config's name); the embedded config's
+    experiment fields (:data:`EXPERIMENT_FIELDS`) = the file's at ``config_path`` (or its ``config_name``)."""
+    problems: Problems = []
+    argv = [str(a) for a in doc.get("metadata", {}).get("argv", [])]
+    ours = any(a.endswith(("__main__.py", "bench_backward.py")) for a in argv[:1])
+    path = doc.get("config_path")
+    from_argv = argv_option(argv, "--config") or DEFAULT_CONFIG if ours else None
+    if path is not None and ours and path != from_argv:
+        problems.append(("$.config_path", f"{path!r}, but the recorded argv reads {from_argv!r}"))
+    if path is None:  # a report that records no config_path: the config its argv read
+        path = from_argv
+    if not ours:
+        ctx.unverifiable("$.config_path, $.name (against argv)", f"argv {argv[:1]} is not the CLI's (python -m "
+                         "nsa_exp): the options cannot be read from it")
+    config = doc.get("config") if isinstance(doc.get("config"), dict) else None
+    if name_from_output and ours and "name" in doc:
+        output, given = argv_option(argv, "--output"), argv_option(argv, "--name")
+        want = output.rsplit("/", 1)[-1].removesuffix(".json") if output else given or (config or {}).get("name")
+        if want is not None and doc["name"] != want:
+            problems.append(("$.name", f"{doc['name']!r}, but the recorded argv names the run {want!r}"))
+    if path is not None:
+        problems += _config_against_file(doc, ctx, path, config)
+    add("config_provenance", problems)
+
+
+def _config_against_file(doc: dict[str, Any], ctx: Context, path: str, config: dict[str, Any] | None) -> Problems:
+    """The embedded config against its file: exactly the file as the repository held it at the recorded
+    commit (a clean tree), else the experiment fields of the file at hand today, else unverified."""
+    git = doc.get("metadata", {}).get("git") or {}
+    sha = git.get("sha")
+    then = file_at_commit(sha, path) if sha and SHA_RE.match(str(sha)) and git.get("dirty") is False else None
+    try:
+        then_doc = parse_strict(then) if then is not None else None
+    except _Rejected:
+        then_doc = None
+    problems: Problems = []
+    if isinstance(then_doc, dict):
+        if config is not None:
+            problems += [(f"$.config.{k}", f"differs from {path} at the recorded commit {str(sha)[:12]} (the run's "
+                          "config, as committed)") for k in sorted(set(config) | set(then_doc), key=str)
+                         if config.get(k) != then_doc.get(k)]
+        if "config_name" in doc and doc["config_name"] != then_doc.get("name"):
+            problems.append(("$.config_name", f"{doc['config_name']!r}, but {path} at the recorded commit is config "
+                             f"{then_doc.get('name')!r}"))
+        return problems
+    file = config_file(ctx, path)
+    if file is None:
+        ctx.unverifiable("$.config (against its config_path)", f"{path} is not at hand (nor at the recorded commit): "
+                         "the embedded config cannot be compared with it")
+        return problems
+    ctx.unverifiable("$.config (fields other than the experiment's)", f"the recorded commit is not in this repository "
+                     f"(or the tree was dirty): compared with today's {path} on {', '.join(EXPERIMENT_FIELDS)} only")
+    if config is not None:
+        problems += [(f"$.config.{k}", f"differs from {path}'s {k} (the run's config)") for k in EXPERIMENT_FIELDS
+                     if config.get(k) != file.get(k)]
+    if "config_name" in doc and doc["config_name"] != file.get("name"):
+        problems.append(("$.config_name", f"{doc['config_name']!r}, but {path} is config {file.get('name')!r}"))
+    return problems
