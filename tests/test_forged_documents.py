@@ -70,8 +70,15 @@ def _one_line(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.strip()]
 
 
+#: Forgeries only the repository's history exposes (config_provenance reads the config at the recorded commit
+#: with ``git show``); where the tree is not a git repository (the image's /opt/nsa-exp) that check is unverifiable.
+NEEDS_GIT = {"bench_result.formal_flipped"}
+
+
 @pytest.mark.parametrize("case", _params(CASES, KNOWN_FAILING))
 def test_forged_document_fails_validation_on_a_named_check(case, sources, forge_dir):
+    if case["id"] in NEEDS_GIT and not (REPO / ".git").exists():
+        pytest.skip("needs the repository's git history (config_provenance); not a git repository here")
     built = build(case, forge_dir, sources)
     assert built["forged_bytes"] != built["source_bytes"], "the edits changed nothing"
     argv = ["validate", "--json", *map(str, built["validate"])]
