@@ -1,5 +1,8 @@
 """The checks' plumbing: a named check records its problems as (JSON path, message) pairs; a number
-recorded in a document is compared with its recomputation at :data:`REL_TOL`; a :class:`Context` carries
+recorded in a document is compared with its recomputation at a tolerance that fits the computation
+(:func:`close`: integers, copies and hashes exactly; float reductions at :data:`REL_TOL`, see
+:func:`reduction_tol`; iterative fits at their solver's tolerance, e.g.
+:data:`nsa_exp.model.fit.FIT_REL_TOL`; docs/SCHEMAS.md, Tolerances); a :class:`Context` carries
 what a kind's checks may need beyond the document (its path, the files it names, what stays unverified).
 
 Files a document names (its sources: the results a compare read, the raw CSV of an ncu summary, the points
@@ -9,12 +12,13 @@ working directory. A source that is not found leaves its figures *unverified* (l
 
 >>> c = Checks(); c.add("kind"), c.add("schema", [("$.a", "missing")])
 (True, False)
->>> [(i["name"], i["passed"]) for i in c.items], close(1.0, 1.0 + 1e-13)
-([('kind', True), ('schema', False)], True)
+>>> [(i["name"], i["passed"]) for i in c.items], close(1.0, 1.0 + 1e-13), close(3, 4), close(1.0, 1.0 + 1e-7, rel=1e-6)
+([('kind', True), ('schema', False)], True, False, True)
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +27,22 @@ from typing import Any
 Problems = list[tuple[str, str]]
 #: ``add(name, problems)`` records one check; returns whether it passed.
 Add = Callable[[str, Problems], bool]
-# JSON floats round-trip exactly (Python writes repr), so a recorded statistic recomputes bit for bit
-# with the same numpy call; only a different summation order (another tool's mean) may move it, by at
-# most ~n * 2**-53 (< 1e-13 for n <= 1000). 1e-12 leaves that room yet still sees a one-observation
-# change of ~n * 1e-12 relative through the mean (a 1e-8 change was invisible at the old 1e-9).
+#: float64's machine epsilon (2**-52)
+EPS = sys.float_info.epsilon
+
+
+def reduction_tol(n: int) -> float:
+    """Relative room (float) between two evaluations of a float64 reduction of ``n`` like-signed terms
+    (sum, mean, a percentile's interpolation) in different orders: ``n * EPS`` (Higham's bound
+    ``gamma_n ~ n * u`` on each, ``u = EPS / 2``). Raises nothing; ``n < 1`` counts as 1."""
+    return max(int(n), 1) * EPS
+
+
+#: JSON floats round-trip exactly (Python writes repr), so a recorded statistic recomputes bit for bit with
+#: the same numpy call; another summation order (another BLAS, thread count, numpy) may move it by at most
+#: :func:`reduction_tol` of its length. 1e-12 = ``reduction_tol(4503)``: every reduction the documents hold
+#: is shorter (the longest, a run's ``raw_ms``, has 150 terms; medians and bootstrap percentiles are order
+#: statistics plus one interpolation), yet a one-observation change of ~n * 1e-12 relative is still seen.
 REL_TOL = 1e-12
 
 
@@ -47,9 +63,13 @@ class Checks:
         return not problems
 
 
-def close(a: float, b: float) -> bool:
-    """``a`` and ``b`` agree to :data:`REL_TOL` (relative)."""
-    return abs(a - b) <= REL_TOL * max(abs(a), abs(b), 1e-12)
+def close(a: float, b: float, rel: float = REL_TOL) -> bool:
+    """``a`` and ``b`` agree to ``rel`` (relative; default :data:`REL_TOL`, a float reduction's room); two
+    integers (counts, indices: an exact computation) agree only when equal. Returns a bool, raises nothing
+    for numbers."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
 
 
 def same(recorded: Any, expected: Any) -> bool:

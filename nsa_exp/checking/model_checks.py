@@ -6,8 +6,9 @@
 - ``calibration_recompute`` (calibration): each point's measured median from its source file (same
   sha256, same GPU, shape, seed and autotune config); its fitted ms re-predicted from the recorded
   parameters on the regenerated routing; error_pct and the residuals from them; the parameters re-fitted
-  (:func:`nsa_exp.model.calibration.fit_calibration`); kernel resources and the occupancy section from the
-  study and the ncu summary they cite (:func:`nsa_exp.model.calibration.kernel_resources`,
+  (:func:`nsa_exp.model.calibration.fit_calibration`) and held to the refit at the solver's tolerance
+  (:func:`nsa_exp.model.fit.refit_problems`: objective and predictions); kernel resources and the
+  occupancy section from the study and the ncu summary they cite (:func:`nsa_exp.model.calibration.kernel_resources`,
   :func:`~nsa_exp.model.calibration.occupancy_section`); the calibration set by its sha256 and routings;
   ``bq`` from the autotune config; the GPU against the table and the points.
 - ``model_validation_recompute`` (validation): the calibration it names (sha256); each row recomputed by
@@ -34,7 +35,7 @@ from ..model.calibration import (
     occupancy_section,
     params_of,
 )
-from ..model.fit import predict_ms
+from ..model.fit import predict_ms, refit_problems
 from ..model.points import Point, check_same_setup, pattern_fanin, point_name, read_points, regenerable
 from ..model.whatif import TARGET, validation_row, validation_summary
 from .checks import Add, Context, Problems, close
@@ -139,10 +140,12 @@ def calibration_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                          f"unverified (source not found): {', '.join(sorted(set(unseen)))}")
     else:
         fit, rows = fit_calibration(points, fanins, occ["sm_count"], occ["slots_per_sm"], bq)
-        for key, value in fit.as_dict().items():
-            if not close(doc["model"]["parameters"][key], value):
-                problems.append((f"$.model.parameters.{key}", f"{doc['model']['parameters'][key]}, the fit to the "
-                                 f"points gives {value}"))
+        # the refit lands within the solver's tolerance, not bit for bit (model.fit.refit_problems)
+        problems += [("$.model.parameters", f"{msg}: the recorded parameters {doc['model']['parameters']} are not "
+                      f"the fit to the points ({fit.as_dict()})")
+                     for msg in refit_problems([p.measured_ms for p in points],
+                                               [r["fitted_ms"] for r in doc["points"]],
+                                               [r["fitted_ms"] for r in rows])]
     _calibration_inputs(doc, ctx, problems)
     add("calibration_recompute", problems)
     created_after_sources(doc, sources, add)

@@ -3,8 +3,11 @@
 The fit minimises the relative error ``predicted / measured - 1`` over the calibration points with
 ``scipy.optimize.least_squares`` (trust-region reflective, bounds ``a, c >= 0``,
 ``1 <= gamma <= slots``), started from two ``gamma`` values (1.0 and 1.5) so a local minimum is not taken for
-the answer. Calibration points are *designed routings* named in the calibration file; a routing
-used to calibrate is never reported as a prediction (docs/MODEL.md).
+the answer. The solver's termination tolerances are :data:`FTOL`, :data:`XTOL`, :data:`GTOL`; a refit on
+another CPU (BLAS, thread count, scipy) lands within them, not bit for bit, so a refit is judged by
+:func:`refit_problems` (the objective and the predictions), never by the parameters' last digits.
+Calibration points are *designed routings* named in the calibration file; a routing used to calibrate
+is never reported as a prediction (docs/MODEL.md).
 """
 
 from __future__ import annotations
@@ -16,6 +19,14 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from .makespan import program_work, simulate
+
+#: ``least_squares``' termination tolerances (scipy's defaults, passed explicitly so the checks can derive
+#: their room from them): it stops once the objective's relative decrease is below FTOL, the step below XTOL
+#: (relative to the parameters) or the scaled gradient below GTOL.
+FTOL = XTOL = GTOL = 1e-8
+#: relative room between the objective (half the sum of squared relative errors) of two runs of the same fit:
+#: each stops within ~FTOL of the minimum, times 10 for two runs and the last step's overshoot.
+FIT_COST_RTOL = 10 * FTOL
 
 
 @dataclass(frozen=True)
@@ -67,11 +78,41 @@ def fit_params(points: Sequence[tuple[np.ndarray, float]], n_sm: int, slots: int
         g0 = min(max(g0, 1.0), float(slots))
         x0 = [0.1 * c0 * mean_f, c0, g0]
         fit = least_squares(residual, x0, bounds=([0.0, 0.0, 1.0], [np.inf, np.inf, float(max(slots, 1)) + 1e-9]),
-                            x_scale="jac", method="trf")
+                            x_scale="jac", method="trf", ftol=FTOL, xtol=XTOL, gtol=GTOL)
         if best is None or fit.cost < best.cost:
             best = fit
     params = clipped(best.x)
     return params, measured * (1.0 + residual(best.x))
+
+
+def objective(measured: Sequence[float], predicted: Sequence[float]) -> float:
+    """The fit's objective: ``0.5 * sum((predicted / measured - 1) ** 2)`` (float, unitless; ms in, both)."""
+    r = np.asarray(predicted, dtype=np.float64) / np.asarray(measured, dtype=np.float64) - 1.0
+    return float(0.5 * np.sum(r * r))
+
+
+def refit_problems(measured: Sequence[float], recorded: Sequence[float], refit: Sequence[float]) -> list[str]:
+    """Why the recorded fit (``recorded`` ms per point, from the recorded parameters) is not the fit that
+    ``refit`` (ms per point, from fitting the same points again) reproduces; empty when it is.
+
+    Held to the solver's tolerance, not to bits: the objectives agree within :data:`FIT_COST_RTOL` (relative),
+    and each point's relative prediction within ``sqrt(2 * FIT_COST_RTOL * objective)`` (near the minimum the
+    objective grows as half the squared change of the relative predictions). The parameters themselves are not
+    compared: one the points barely determine (an ``a_ms`` at its bound 0) moves far within the tolerance
+    without changing a prediction. All three sequences in ms, one entry per point, same order.
+    """
+    m = np.asarray(measured, dtype=np.float64)
+    f_rec, f_fit = objective(m, recorded), objective(m, refit)
+    out = []
+    if abs(f_rec - f_fit) > FIT_COST_RTOL * max(f_rec, f_fit, 1e-300):
+        out.append(f"objective {f_rec!r}, the refit's is {f_fit!r} (relative room {FIT_COST_RTOL:g}, from ftol)")
+    room = float(np.sqrt(2.0 * FIT_COST_RTOL * max(f_rec, f_fit)))
+    moved = np.abs(np.asarray(recorded, dtype=np.float64) / np.asarray(refit, dtype=np.float64) - 1.0)
+    if moved.max(initial=0.0) > room:
+        i = int(np.argmax(moved))
+        out.append(f"point {i} predicted {recorded[i]!r} ms, the refit predicts {refit[i]!r} ms (relative room "
+                   f"{room:.3g} from the objective and ftol)")
+    return out
 
 
 def error_table(names: Sequence[str], measured: Sequence[float], predicted: Sequence[float]) -> list[Mapping]:
