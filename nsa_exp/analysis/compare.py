@@ -45,6 +45,7 @@ from tabulate import tabulate
 from ..core.kinds import schema_version
 from ..core.records import BenchLike, BenchResult, ReleaseResult
 from ..errors import UserError
+from ..io.paths import recorded_path
 from ..io.reader import same_file
 from ..io.store import load_record, write_json
 from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
@@ -145,8 +146,8 @@ def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, flo
 
 
 def _source(path: str | Path, doc: Side) -> dict[str, Any]:
-    return {"path": str(path), "name": doc.name, "gpu": doc.gpu_name, "created_utc": doc.metadata["created_utc"],
-            "git_sha": doc.metadata["git"]["sha"]}
+    return {"path": recorded_path(path), "name": doc.name, "gpu": doc.gpu_name,
+            "created_utc": doc.metadata["created_utc"], "git_sha": doc.metadata["git"]["sha"]}
 
 
 def check_resamples(resamples: int) -> None:

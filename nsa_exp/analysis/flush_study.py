@@ -28,6 +28,7 @@ from tabulate import tabulate
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.metadata import base_metadata
+from ..io.paths import recorded_path
 from ..io.store import read_strict, write_json
 from .bootstrap import CI_LEVEL, METHOD_NOTE, RESAMPLES, SEED, bootstrap_ratio_ci
 
@@ -96,7 +97,7 @@ def study_of(raw_path: str | Path) -> dict[str, Any]:
     doc, frame = load_flush_records(raw_path)
     rows = ratio_rows(frame)
     policy, reason = choose_policy(rows)
-    return {"schema_version": SCHEMA_VERSION, "kind": "flush_study", "source": str(raw_path),
+    return {"schema_version": SCHEMA_VERSION, "kind": "flush_study", "source": recorded_path(raw_path),
             "gpu_name": str(doc.get("metadata", {}).get("gpu_name", "unknown")),
             "rounds": int(frame["round"].nunique()), "flush_bytes": int(doc["flush"].get("flush_bytes", 0)),
             "reference": REFERENCE,

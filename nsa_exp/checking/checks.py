@@ -2,13 +2,15 @@
 recorded in a document is compared with its recomputation at a tolerance that fits the computation
 (:func:`close`: integers, copies and hashes exactly; float reductions at :data:`REL_TOL`, see
 :func:`reduction_tol`; iterative fits at their solver's tolerance, e.g.
-:data:`nsa_exp.model.fit.FIT_REL_TOL`; docs/SCHEMAS.md, Tolerances); a :class:`Context` carries
+:func:`nsa_exp.model.fit.refit_problems`; docs/SCHEMAS.md, Tolerances); a :class:`Context` carries
 what a kind's checks may need beyond the document (its path, the files it names, what stays unverified).
 
 Files a document names (its sources: the results a compare read, the raw CSV of an ncu summary, the points
 of a calibration) are looked for by :meth:`Context.locate`: beside the document first (its own folder,
 then each folder above it, so a copied ``results/`` tree resolves within itself), then relative to the
-working directory. A source that is not found leaves its figures *unverified* (listed, never passed).
+working directory; a path recorded absolute (on another machine) by its tails, longest first, in those
+folders, and only then as itself (:func:`nsa_exp.io.paths.locate_recorded`).
+A source that is not found leaves its figures *unverified* (listed, never passed).
 
 >>> c = Checks(); c.add("kind"), c.add("schema", [("$.a", "missing")])
 (True, False)
@@ -23,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..io.paths import locate_recorded
 
 Problems = list[tuple[str, str]]
 #: ``add(name, problems)`` records one check; returns whether it passed.
@@ -114,12 +118,5 @@ class Context:
 
     def locate(self, recorded: str | None) -> Path | None:
         """The file a document records as ``recorded`` (see the module docstring), or None."""
-        if not recorded:
-            return None
-        p = Path(recorded)
-        if p.is_absolute():
-            return p if p.is_file() else None
         here = Path(self.path).resolve().parent if self.path != "<bytes>" else None
-        candidates = [] if here is None else [here / p, *(d / p for d in here.parents)]
-        candidates.append(Path.cwd() / p)
-        return next((c for c in candidates if c.is_file()), None)
+        return locate_recorded(recorded, [*([] if here is None else [here, *here.parents]), Path.cwd()])

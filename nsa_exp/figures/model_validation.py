@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import REPO_ROOT
 from ..analysis.bootstrap import bootstrap_median_ci
+from ..io.paths import locate_recorded
 from ..io.store import read_strict
 from .canvas import Claim, pyplot, save_figure
 
@@ -22,8 +23,8 @@ MARKERS = {"local": "o", "uniform": "s", "sink-heavy": "^", "zipf": "v", "hot-bl
 
 def measured_ci(row: dict[str, Any], root: Path, cache: dict[str, Any]) -> tuple[float, float] | None:
     """95% CI of the row's measured median from its source file's raw dK/dV observations (None if absent)."""
-    path = root / row["source"]
-    if not path.is_file():
+    path = locate_recorded(row["source"], [Path(root)])
+    if path is None:
         return None
     if row["source"] not in cache:
         cache[row["source"]] = read_strict(path)[1]

@@ -19,6 +19,7 @@ import torch
 import triton
 
 from ..errors import GateFailure, UserError
+from ..io.paths import recorded_path
 from .launcher import LaunchParams, _autotuner, autotune_record, autotuned_kernels, config_record
 from .profiler import load_benchmark_result, replay_autotune
 
@@ -132,7 +133,7 @@ def tuning_arm(config: Any, stage_fns: Mapping[str, Mapping[str, Callable[[], An
         for fn in stage_fns[tune_on].values():  # compiles the pinned configs; tunes nothing
             fn()
         synchronize()
-        source_arm = {"path": str(autotune_from), "name": source["name"],
+        source_arm = {"path": recorded_path(autotune_from), "name": source["name"],
                       "created_utc": source["metadata"]["created_utc"],
                       "mode": source["autotune"].get("mode", "tune-on"), "tuned_on": source["autotune"]["tuned_on"]}
         return {"tuned_on": "replayed", "mode": "replay", "replayed_from": source_arm, "pins": pins,

@@ -19,6 +19,7 @@ import numpy
 
 from .. import REPO_ROOT, __version__
 from ..core.environment import recorded_env
+from .paths import recorded_argv
 
 
 def nvidia_gpu_visible() -> bool:
@@ -133,7 +134,7 @@ def base_metadata(argv: list[str] | None = None, import_gpu: bool = True) -> dic
     :func:`software_versions` (False for the CPU commands, which never need torch)."""
     return {
         "created_utc": utc_now(),
-        "argv": list(sys.argv if argv is None else argv),
+        "argv": recorded_argv(sys.argv if argv is None else argv),
         "git": git_state(),
         "hostname": platform.node(),
         "platform": platform.platform(),

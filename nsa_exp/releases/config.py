@@ -24,6 +24,7 @@ from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..errors import UserError
 from ..io.config_files import read_config_file
+from ..io.paths import recorded_path
 from ..io.schemas import validate_or_raise
 from ..routing.config import config_from_dict, load_config
 from ..routing.files import file_routings
@@ -88,7 +89,7 @@ def load_release_config(path: str | Path) -> ReleaseConfig:
                "patterns": point["patterns"], "timing": timing}
         cfg.pop("formal", None)
         try:
-            config = config_from_dict(cfg, source=str(path))
+            config = config_from_dict(cfg, source=recorded_path(path))
         except UserError as exc:
             raise UserError(f"release.points[{i}] (T={point['T']}): {exc}") from None
         if TUNE_PATTERN not in [p.name for p in config.patterns]:

@@ -36,6 +36,7 @@ from typing import Any
 
 from .. import REPO_ROOT
 from ..errors import UserError
+from ..io.paths import recorded_path
 from .source import NSA_FILE, sha256_bytes
 
 RELEASES_DIR = REPO_ROOT / ".nsa-exp" / "releases"
@@ -135,7 +136,7 @@ def prepare_release(version: str, wheel_dir: str | Path | None = None, releases_
                                   encoding="utf-8")
         shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
-    return Target(f"fla-core-{version}", "release", version, target, origin | {"folder": str(target)})
+    return Target(f"fla-core-{version}", "release", version, target, origin | {"folder": recorded_path(target)})
 
 
 def declared_version(fla_init: Path) -> str | None:
@@ -187,7 +188,7 @@ def source_tree(path: str | Path, releases_dir: Path = RELEASES_DIR) -> Target:
         link.symlink_to(tree / "fla", target_is_directory=True)
     label = f"source-{slug}" + (f"-{git['sha'][:12]}" if git else "")
     return Target(label, "source", declared_version(tree / "fla" / "__init__.py"), view,
-                  {"kind": "source", "path": str(tree), "view": str(view), "git": git})
+                  {"kind": "source", "path": recorded_path(tree), "view": recorded_path(view), "git": git})
 
 
 def _shadow(entry: Path, releases_dir: Path) -> Path:

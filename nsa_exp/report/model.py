@@ -20,6 +20,7 @@ from ..analysis.autotune_matrix import diff_ci
 from ..analysis.bootstrap import bootstrap_median_ci, bootstrap_ratio_ci
 from ..core.families import BASELINE_PATTERN
 from ..figures.model_validation import figure_stem
+from ..io.paths import locate_recorded
 from ..io.store import file_sha256, load_document
 from .data import ReportData
 from .markdown import md_table, ms, times
@@ -71,7 +72,7 @@ def _measured(data: ReportData, row: dict[str, Any]) -> dict[str, Any] | None:
         return None
     raw = np.asarray(run.patterns[name].stages["dkv_core"].raw_ms)
     out = {"median": float(np.median(raw)), "ci": bootstrap_median_ci(raw), "n": int(raw.size)}
-    path = data.inputs.root / row["source"]
+    path = locate_recorded(row["source"], [data.inputs.root]) or data.inputs.root / row["source"]
     out["same_file"] = file_sha256(path) == row.get("sha256", file_sha256(path))
     return out
 

@@ -19,6 +19,7 @@ from ..core.families import pattern_from_entry
 from ..core.stages import check_launch_limits
 from ..errors import UserError
 from ..io.config_files import read_config_file
+from ..io.paths import recorded_path
 from ..io.schemas import validate_or_raise
 from .packing import cu_seqlens
 
@@ -145,4 +146,4 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
 def load_config(path: str | Path) -> Config:
     """Read and validate a config file; any problem is a one-line :class:`UserError`."""
     raw = read_config_file(path, "config file", "pass --config configs/e1_h100.json")
-    return config_from_dict(raw, source=str(path))
+    return config_from_dict(raw, source=recorded_path(path))

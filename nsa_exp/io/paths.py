@@ -1,0 +1,80 @@
+"""Paths as documents record them, and how a reader finds a recorded one on another machine.
+
+Writers record a path inside the repository relative to it (:func:`recorded_path`: argv, config paths,
+compare inputs, sources), so a result reads the same on every machine; a path outside the repository is
+kept as given. Readers never depend on a recorded absolute path: :func:`locate_recorded` tries the path's
+repository-relative tails first (``/root/out/repo/results/raw/x.json`` -> ``results/raw/x.json`` ...) under
+the folders the reader names, and the absolute path itself only last.
+
+>>> recorded_path(REPO_ROOT / "results" / "raw" / "x.json"), recorded_path("/elsewhere/x.json")
+('results/raw/x.json', '/elsewhere/x.json')
+>>> [str(t) for t in tails("/root/out/results/raw/x.json")][-3:]
+['results/raw/x.json', 'raw/x.json', 'x.json']
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+
+from .. import REPO_ROOT
+
+
+def recorded_path(path: str | Path, root: Path = REPO_ROOT) -> str:
+    """``path`` (str) as a document records it: relative to ``root`` (POSIX separators) when it lies inside
+    it, else as given. A relative path is taken relative to the working directory. Raises nothing."""
+    text = str(path)
+    if not text:
+        return text
+    for resolve in (lambda t: Path(os.path.abspath(os.path.expanduser(t))), lambda t: Path(t).resolve()):
+        try:
+            return resolve(text).relative_to(root.resolve()).as_posix() or "."
+        except (ValueError, OSError, RuntimeError):
+            continue
+    return text
+
+
+def recorded_argv(argv: Iterable[str], root: Path = REPO_ROOT) -> list[str]:
+    """The command line as recorded: each argument (or ``--option=`` value) that is an absolute path inside
+    ``root``, or a relative one naming an existing file or folder, made relative to ``root``
+    (:func:`recorded_path`); every other argument (options, numbers, paths elsewhere) unchanged."""
+
+    def one(text: str) -> str:
+        try:
+            path_like = bool(text) and len(text) < 4096 and (os.path.isabs(text) or Path(text).exists())
+        except (OSError, ValueError):
+            path_like = False
+        return recorded_path(text, root) if path_like else text
+
+    out = []
+    for arg in map(str, argv):
+        option, eq, value = arg.partition("=")
+        out.append(f"{option}={one(value)}" if arg.startswith("--") and eq else one(arg))
+    return out
+
+
+def tails(recorded: str | Path) -> list[Path]:
+    """The relative paths a recorded path may be found as, longest first: a relative path is itself; an
+    absolute one gives each tail of its components (``/a/b/c`` -> ``a/b/c``, ``b/c``, ``c``)."""
+    p = PurePosixPath(str(recorded).replace("\\", "/"))
+    if not p.is_absolute():
+        return [Path(str(recorded))]
+    parts = p.parts[1:]
+    return [Path(*parts[i:]) for i in range(len(parts))]
+
+
+def locate_recorded(recorded: str | Path | None, folders: Iterable[Path]) -> Path | None:
+    """The file a document records as ``recorded``: the first of ``folder / tail`` that is a file, tails
+    (:func:`tails`) longest first, each over ``folders`` in order; then, for an absolute path, the path itself.
+    None when nothing is found (the caller lists its figures as unverified)."""
+    if not recorded:
+        return None
+    folders = list(folders)
+    for tail in tails(recorded):
+        for folder in folders:
+            candidate = folder / tail
+            if candidate.is_file():
+                return candidate
+    p = Path(str(recorded))
+    return p if p.is_absolute() and p.is_file() else None
