@@ -10,7 +10,7 @@ checks here are the rules between values (and against the config) that argparse 
 has none); each raises :class:`nsa_exp.errors.UserError` naming the option.
 
 >>> sorted(CHECKS)
-['bench', 'ncu', 'profile-stage', 'routing-time', 'sweep', 'whatif']
+['bench', 'ncu', 'profile-stage', 'routing-time', 'sweep', 'validate', 'whatif']
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from . import REPO_ROOT
@@ -130,12 +131,15 @@ def parse_slurm(text: str | None) -> dict[str, Any] | None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
+    raw = read_config_file(args.config, "sweep config")
+    if not isinstance(raw, dict) or "base_config" not in raw:  # e.g. the CLI's default experiment config
+        raise UserError(f"--config {show_path(args.config)}: not a sweep config (it names no base_config and "
+                        "lengths); name the sweep, e.g. --config configs/sweep_skew_h200.json")
     if args.table_only:
         return
     if args.points_per_job < 1:
         raise UserError(f"--points-per-job: {args.points_per_job} is not a positive integer")
     parse_slurm(args.slurm)
-    raw = read_config_file(args.config, "sweep config")
     if isinstance(raw.get("autotune_from"), str):  # read on the GPU after its gates: checked here first
         path = REPO_ROOT / raw["autotune_from"]
         load_document(path, ("bench_result",), f"{show_path(args.config)}: sweep.autotune_from {raw['autotune_from']}")
@@ -144,8 +148,19 @@ def _sweep(args: argparse.Namespace) -> None:
                         "Slurm login node, or use --executor local (one job per GPU of this host) or inline")
 
 
+def _validate(args: argparse.Namespace) -> None:
+    """Each ``--release-dir`` is a folder holding a release's ``fla/`` (a given folder is never skipped)."""
+    for d in args.release_dir:
+        if not Path(d).is_dir():
+            raise UserError(f"--release-dir {show_path(d)}: no such folder; pass the folder holding the release's "
+                            "fla/ (e.g. .nsa-exp/releases/fla-core-0.6.0), or leave --release-dir out")
+        if not (Path(d) / "fla" / "__init__.py").is_file():
+            raise UserError(f"--release-dir {show_path(d)}: holds no fla/__init__.py; pass the folder that holds the "
+                            "release's fla/ package")
+
+
 CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "whatif": _whatif, "sweep": _sweep,
-                            "profile-stage": _profile, "ncu": _profile}
+                            "profile-stage": _profile, "ncu": _profile, "validate": _validate}
 
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -25,6 +25,7 @@ from .errors import UserError
 from .figures.autotune_heatmap import plot_autotune_heatmap
 from .figures.fanin_latency import plot_fanin_latency
 from .figures.sweep import plot_sweep
+from .io.paths import recorded_path
 from .io.schema_sync import sync_schemas
 from .io.schemas import schema_errors
 from .io.store import OutputPolicy, check_writable, frame_csv
@@ -43,7 +44,7 @@ from .routing.report import (
     write_routing_report,
 )
 from .sweeps.plan import load_sweep, sweep_dirs
-from .sweeps.run import points_to_run, run_sweep
+from .sweeps.run import gpu_present, points_to_run, run_sweep
 from .sweeps.table import sweep_table
 
 
@@ -200,8 +201,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                              ("the point folder", out_dir))
     if not args.table_only:
         slurm = parse_slurm(args.slurm)  # --points-per-job, --executor and --slurm checked by arguments.CHECKS
-        if points_to_run(points, out_dir):  # new points change the table: claimed before any GPU work
+        todo = points_to_run(points, out_dir)
+        if todo:  # new points change the table: claimed before any GPU work
             policy.claim(csv, named=args.output is not None)
+        elif not gpu_present():  # asked to measure, nothing to measure, and nothing to measure it on
+            raise UserError(f"sweep {points[0].sweep}: no CUDA GPU on this machine, and all {len(points)} points are "
+                            f"already done under {recorded_path(out_dir)}/ (nothing to measure); pass --table-only "
+                            f"to rebuild {recorded_path(csv)} from them")
         done = run_sweep(points, out_dir, args.allow_gpu, args.executor, points_per_job=args.points_per_job,
                          slurm=slurm)
         print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nsa_exp.core.config import Pattern, Shape  # noqa: E402
 from nsa_exp.core.protocol import LAUNCH_GUARD_CYCLES, summarize  # noqa: E402
 from nsa_exp.core.stages import STAGE_NAMES as STAGES  # noqa: E402
+from nsa_exp.errors import UserError  # noqa: E402
 from nsa_exp.gpu.gates import run_gates  # noqa: E402
 from nsa_exp.gpu.launcher import (  # noqa: E402
     StagedBackward,
@@ -137,7 +138,17 @@ def kernels_study() -> dict:
     return out
 
 
-def main() -> None:
+def main() -> int:
+    """The study; a bad input or failed gate is one line on stderr and its exit code (2 / 3), as the CLI does."""
+    try:
+        study()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+def study() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/e1_h100.json")
     ap.add_argument("--out", required=True)
@@ -176,4 +187,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

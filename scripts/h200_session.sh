@@ -15,6 +15,7 @@
 #                                          # RELEASES="0.5.1" runs a subset, RELEASE_ARGS="--overwrite" replaces results
 # Results land under results/ and docs/figures/ of this tree; OUTDIR gets one tarball of them after each step,
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
+# Every step runs; the script exits with the first failed step's exit code (0 only when every step passed).
 set -uo pipefail
 part="${1:?part1|part2}"
 out="${2:?OUTDIR}"
@@ -22,6 +23,8 @@ cd "$(dirname "$0")/.."
 export TRITON_F32_DEFAULT=ieee FLA_CACHE_RESULTS=0 FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/nsa-exp-triton}"
 py="${PYTHON:-python3}"
+failed_rc=0 failed_step=""
+mkdir -p "$out" || { echo "error: OUTDIR $out cannot be created; pass a writable folder" >&2; exit 2; }
 step() {  # step NAME CMD...: run, log, pack
   local name="$1"; shift
   local t0=$SECONDS
@@ -30,6 +33,7 @@ step() {  # step NAME CMD...: run, log, pack
   local rc=$?
   tail -n 25 "$out/$part.$name.log"
   echo "=== $name rc=$rc in $((SECONDS - t0)) s"
+  if [ "$rc" -ne 0 ] && [ "$failed_rc" -eq 0 ]; then failed_rc=$rc failed_step=$name; fi
   tar czf "$out/$part.tgz" results docs/figures "$out"/*.log 2>/dev/null
 }
 case "$part" in
@@ -116,3 +120,7 @@ case "$part" in
     ;;
   *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2|engine|engine_stop|release OUTDIR" >&2; exit 2 ;;
 esac
+if [ "$failed_rc" -ne 0 ]; then
+  echo "error: h200_session $part: step $failed_step failed (rc=$failed_rc; log $out/$part.$failed_step.log)" >&2
+fi
+exit "$failed_rc"

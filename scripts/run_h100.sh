@@ -16,4 +16,10 @@ export TRITON_F32_DEFAULT=ieee
 export FLA_CACHE_RESULTS=0
 export FLA_DISABLE_BACKEND_DISPATCH=1
 mkdir -p "$TRITON_CACHE_DIR"
+if ! command -v "$1" > /dev/null 2>&1; then
+  hint="install it or put it on PATH"
+  [ "$1" = ncu ] && hint="install NVIDIA Nsight Compute (ships with the CUDA toolkit) and put its ncu on PATH"
+  echo "error: $1: command not found; $hint" >&2
+  exit 2
+fi
 exec "$@"

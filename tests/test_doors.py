@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -121,3 +122,60 @@ def test_repeatable_and_two_value_options_reach_the_cli_through_invoke(tmp_path)
                            "sink-heavy", "--param", "sinks=2", "--json"], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert '"predicted_ms"' in proc.stdout
+
+
+# Doors that tell the truth (issue 27): a refusal is one line, the problem first, then the fix, exit 2.
+
+def _one_line(proc: subprocess.CompletedProcess, code: int | tuple[int, ...], *fragments: str) -> str:
+    """The one error line (a library's warning lines aside), with exit ``code`` (or one of them)."""
+    shown = proc.stderr.splitlines()
+    lines = [ln for i, ln in enumerate(shown) if ln.strip() and "Warning" not in ln
+             and not (i and "Warning" in shown[i - 1] and ln.startswith("  "))]  # a warning's source line
+    codes = code if isinstance(code, tuple) else (code,)
+    assert proc.returncode in codes and len(lines) == 1 and lines[0].startswith("error: "), (proc.returncode,
+                                                                                           proc.stderr)
+    assert "Traceback" not in proc.stderr and all(f in lines[0] for f in fragments), lines[0]
+    return lines[0]
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="nvidia-smi is here: the sweep may measure")
+def test_a_sweep_with_every_point_done_and_no_gpu_refuses_and_names_table_only():
+    proc = run_cli("sweep", "--config", "configs/sweep_skew_h200.json", "--allow-gpu",
+                   env={"TRITON_INTERPRET": ""})
+    line = _one_line(proc, 2, "no CUDA GPU", "all 25 points are already done", "--table-only")
+    assert line.index("no CUDA GPU") < line.index("--table-only") and "/work" not in line
+
+
+def test_sweep_without_a_sweep_config_names_config():
+    _one_line(run_cli("sweep", "--table-only"), 2, "--config configs/e1_h100.json: not a sweep config",
+              "--config configs/sweep_skew_h200.json")
+
+
+def test_validate_refuses_a_release_dir_that_does_not_exist(tmp_path):
+    _one_line(run_cli("validate", "results/raw/e1_h100_dev.json", "--release-dir", str(tmp_path / "missing")), 2,
+              "--release-dir", "no such folder")
+    _one_line(run_cli("validate", "results/raw/e1_h100_dev.json", "--release-dir", str(tmp_path)), 2,
+              "holds no fla/__init__.py")
+
+
+@pytest.mark.parametrize(("python", "code"), [("false", 1), ("true", 0)])
+def test_h200_session_exits_with_the_failed_steps_code(tmp_path, python, code):
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "h200_session.sh"), "calib_bq4", str(tmp_path / "out")],
+                          capture_output=True, text=True, env={**os.environ, "PYTHON": python}, timeout=300)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert ("step sweep_calib_bq4 failed (rc=1" in proc.stderr) == bool(code)
+
+
+@pytest.mark.skipif(shutil.which("ncu") is not None, reason="ncu is installed here")
+def test_run_h100_names_a_missing_tool_and_its_fix(tmp_path):
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "run_h100.sh"), "ncu", "--version"], capture_output=True,
+                          text=True, env={**os.environ, "NSA_EXP_CACHE": str(tmp_path)}, timeout=60)
+    _one_line(proc, 2, "ncu: command not found", "Nsight Compute")
+
+
+def test_gpu_method_study_ends_a_failed_gate_in_one_line():
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_method_study.py"), "--out", os.devnull],
+                          capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env={k: v for k, v in os.environ.items()
+                               if k not in ("TRITON_INTERPRET", "FLA_CACHE_RESULTS")})
+    _one_line(proc, (2, 3), "error: ")  # the environment gate (2) or the GPU gate (3), as the CLI exits

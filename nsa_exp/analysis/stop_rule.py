@@ -58,6 +58,12 @@ DEFAULT_RULE = StopRule(min_rounds=20, min_seconds=0.5, ci_rel=0.01, ci_abs_ms=0
                         confidence=0.95)
 
 
+#: the most rounds ``sweep --stop-rule`` lets a point time when the sweep's own ``timing.repetitions`` is below the
+#: default rule's ``min_rounds`` (the shipped sweeps time 10): the formal protocol's 150 rounds, the rule stopping
+#: each point as soon as its medians are known (or at ``timeout_seconds``)
+SWEEP_ROUND_CEILING = 150
+
+
 def default_rule(repetitions: int, where: str) -> StopRule:
     """:data:`DEFAULT_RULE` for a run of at most ``repetitions`` timed rounds (``--stop-rule`` without a
     ``timing.stop`` block); UserError naming ``where`` when the run is too short for the rule to stop it early."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT, RESULTS_DIR
-from ..analysis.stop_rule import default_rule
+from ..analysis.stop_rule import DEFAULT_RULE, SWEEP_ROUND_CEILING, default_rule
 from ..core.families import BASELINE_PATTERN, point_id
 from ..errors import UserError
 from ..io.config_files import read_config_file
@@ -73,13 +73,16 @@ def load_sweep(path: str | Path, routing_files: Sequence[str] = (), stop_rule: b
     """The points of a sweep config, each checked (schema, registry, shape rules) before any GPU time;
     each of the config's ``routing_files`` and of ``routing_files`` adds a point (:mod:`.files`);
     ``stop_rule`` (``sweep --stop-rule``): each point's config gets the default stop rule unless the sweep's
-    timing names one (:mod:`nsa_exp.analysis.stop_rule`)."""
+    timing names one (:mod:`nsa_exp.analysis.stop_rule`); a sweep timing fewer rounds than the rule's
+    ``min_rounds`` gets the rule's own ceiling, :data:`~nsa_exp.analysis.stop_rule.SWEEP_ROUND_CEILING`."""
     path = Path(path)
     raw = read_config_file(path, "sweep config", "e.g. --config configs/sweep_skew_h200.json")
     validate_or_raise(raw, "sweep_config", label="sweep")
     base = load_config(REPO_ROOT / raw["base_config"]).raw
     timing = {**base["timing"], **raw.get("timing", {})}
     if stop_rule and "stop" not in timing:  # recorded in each point's config
+        if timing["repetitions"] < DEFAULT_RULE.min_rounds:  # the rule sets its own ceiling (docs/METHOD.md)
+            timing["repetitions"] = SWEEP_ROUND_CEILING
         timing["stop"] = default_rule(timing["repetitions"], f"{path}: sweep --stop-rule").to_dict()
     points, seen = [], set()
     packings = raw.get("packings", [None])

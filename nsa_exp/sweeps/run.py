@@ -78,6 +78,18 @@ def visible_gpus() -> list[int]:
     return list(range(sum(1 for ln in lines if ln.startswith("GPU ")))) or [0]
 
 
+def gpu_present() -> bool:
+    """Whether this host can measure a point (torch-free): ``nvidia-smi -L`` lists a GPU, or
+    ``TRITON_INTERPRET=1`` (FLA's kernels on the CPU interpreter, the tests' stand-in)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True
+    try:
+        lines = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(ln.startswith("GPU ") for ln in lines)
+
+
 def _submit_per_gpu(points: Sequence[Point], out: Path, allow_gpu: bool, measure: Measure | str, log_dir: Path,
                     gpus: Sequence[int]) -> list[Any]:
     """submitit's LocalExecutor gives every job the GPUs ``0..gpus_per_node-1`` unless told otherwise, so
