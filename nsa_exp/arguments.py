@@ -20,12 +20,14 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
-from . import REPO_ROOT
-from .core.config import MAX_T, Shape
+from . import PINNED_COMMIT, REPO_ROOT
+from .checking.validate import load_validated
+from .core.config import MAX_T, Config, Shape
 from .errors import UserError
 from .io.config_files import read_config_file
 from .io.reader import same_file, show_path
 from .io.store import load_document
+from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .routing.config import load_config, shape_at
@@ -57,35 +59,40 @@ def _bench(args: argparse.Namespace) -> None:
     if args.output and args.summary and same_file(args.output, args.summary):
         raise UserError(f"--summary {args.summary}: the same file as --output; the raw JSON and the summary CSV need "
                         "two paths")
-    load_config(args.config)
-    _bench_result(args, "autotune_from", "--autotune-from")
+    _bench_result(args, "autotune_from", "--autotune-from", load_config(args.config))
 
 
-def _bench_result(args: argparse.Namespace, dest: str, option: str) -> None:
-    """The bench result an option names (replayed or pinned autotune configs): read now, bounded and checked
-    for its kind and schema, so a missing, foreign or endless file is refused before any gate."""
+def _bench_result(args: argparse.Namespace, dest: str, option: str, config: Config) -> None:
+    """The bench result an option names (replayed or pinned autotune configs): read now, bounded, and it must
+    pass every check of ``validate`` and hold the config's shape (T included) and the pinned FLA commit, so a
+    missing, foreign, forged or other-shape file is refused before any gate (its GPU is checked on the GPU)."""
     path = getattr(args, dest, None)
-    if path:
-        load_document(path, ("bench_result",), f"{option} {show_path(path)}")
+    if not path:
+        return
+    label = f"{option} {show_path(path)}"
+    doc = load_validated(path, ("bench_result",), label, hint=f"run `python -m nsa_exp validate {show_path(path)}`")
+    if doc["shape"] != config.shape.to_dict():
+        diff = {k: v for k, v in doc["shape"].items() if config.shape.to_dict().get(k) != v}
+        raise UserError(f"{label}: its shape differs from {show_path(config.source)}'s ({diff} vs "
+                        f"{ {k: config.shape.to_dict().get(k) for k in diff} }); autotune configs are per shape: "
+                        "give a result of this config")
+    commit = doc["fla"]["commit"]
+    if commit != PINNED_COMMIT:
+        raise UserError(f"{label}: FLA commit {commit} is not the pinned {PINNED_COMMIT}")
 
 
 def _profile(args: argparse.Namespace) -> None:
-    load_config(args.config)
-    _bench_result(args, "benchmark_result", "--benchmark-result")
+    _bench_result(args, "benchmark_result", "--benchmark-result", load_config(args.config))
 
 
 def parse_max_fanins(text: str) -> list[int]:
-    """``--max-fanin 4096,8192`` as positive integers (one line naming the option otherwise).
+    """``--max-fanin 4096,8192`` as positive integers (one line naming the option otherwise; ASCII digits
+    only, by the one number rule :func:`nsa_exp.io.strict_csv.parse_int`).
 
     >>> parse_max_fanins("4096,8192")
     [4096, 8192]
     """
-    values = []
-    for part in text.split(","):
-        if not part.strip().isdigit() or int(part) < 1:
-            raise UserError(f"--max-fanin: {part!r} is not a positive integer (e.g. --max-fanin 4096,8192)")
-        values.append(int(part))
-    return values
+    return parse_positive_ints(text, "--max-fanin", "4096,8192")
 
 
 def _whatif(args: argparse.Namespace) -> None:
@@ -103,7 +110,7 @@ def _whatif(args: argparse.Namespace) -> None:
         raise UserError(f"--layouts: {bad} not in split, split-heavy-first")
     if args.rounds < 1:
         raise UserError("--rounds: must be a positive integer")
-    _bench_result(args, "benchmark_result", "--benchmark-result")
+    _bench_result(args, "benchmark_result", "--benchmark-result", config)
     memory = GPU_MEMORY_BYTES.get(config.required_gpu)
     if memory is None or config.cu_seqlens is not None:
         return  # a GPU we hold no figure for (checked on it, against its free memory), or packed (not split)
@@ -134,7 +141,9 @@ def _sweep(args: argparse.Namespace) -> None:
         return
     if args.points_per_job < 1:
         raise UserError(f"--points-per-job: {args.points_per_job} is not a positive integer")
-    parse_slurm(args.slurm)
+    if parse_slurm(args.slurm) is not None and args.executor != "slurm":
+        raise UserError(f"--slurm: Slurm parameters, but --executor is {args.executor} (they would be ignored); "
+                        "add --executor slurm or drop --slurm")
     raw = read_config_file(args.config, "sweep config")
     if isinstance(raw.get("autotune_from"), str):  # read on the GPU after its gates: checked here first
         path = REPO_ROOT / raw["autotune_from"]

@@ -97,7 +97,8 @@ def test_validate_recomputes_a_packed_points_packing_record(tmp_path, edit, fiel
     doc = json.loads(PACKED.read_text())
     assert validate_path(PACKED)["passed"]
     edit(doc)
-    edited = tmp_path / PACKED.name  # a sweep writes <point_id>.json (point_consistent)
+    edited = tmp_path / PACKED.parent.name / PACKED.name  # a sweep writes <sweep>/<point_id>.json (point_consistent)
+    edited.parent.mkdir()
     edited.write_text(json.dumps(doc))
     failed = [c for c in validate_path(edited)["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["packing_recompute"]
@@ -119,3 +120,50 @@ def test_a_packed_bench_result_is_held_to_the_packed_closed_form():
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]
     doc = json.loads(packed.read_text())
     assert doc["edges"]["closed_form"] == 1974272 < 2066432  # four documents of 8192: fewer slots than dense
+
+
+@pytest.mark.parametrize(("argv", "fragments"), [
+    (["whatif", "--max-fanin", "\u00b2"], ["--max-fanin", "'\u00b2'", "ASCII digits"]),
+    (["whatif", "--max-fanin", "4096,\u0663"], ["--max-fanin", "ASCII digits"]),
+    (["routing-time", "--repeats", "\u0663"], ["--repeats", "ASCII digits"]),
+    (["model-validate", "--calibration", CAL, "--points", "x", "--max-fanin", "\uff14"], ["--max-fanin"]),
+    (["compare", "A", "B", "--floor", "\u00b2"], ["--floor", "not a number"]),
+])
+def test_non_ascii_digits_are_refused_by_the_one_number_rule(capsys, argv, fragments):
+    _one_line(capsys, argv, *fragments)
+
+
+def test_predict_refuses_a_param_that_would_replace_the_pattern_or_that_nothing_reads(capsys):
+    _one_line(capsys, ["predict", "--calibration", CAL, "--pattern", "zipf", "--param", "name=local"],
+              "--param 'name=local'", "--pattern")
+    _one_line(capsys, ["predict", "--calibration", CAL, "--routing-file", "x.npy", "--param", "sinks=4"],
+              "--param sinks=4", "--routing-file")
+
+
+def test_sweep_refuses_slurm_parameters_an_executor_would_ignore(capsys):
+    for executor in ("inline", "local"):
+        _one_line(capsys, ["sweep", "--config", "configs/sweep_x2_h200.json", "--executor", executor,
+                           "--slurm", '{"slurm_partition": "gpu"}'], "--slurm", executor)
+
+
+@pytest.mark.parametrize(("edit", "fragments"), [
+    (lambda d: d["shape"].__setitem__("T", 16384), ["--autotune-from", "does not validate"]),
+    (lambda d: d["patterns"]["local"]["stages"]["dkv_core"].__setitem__("median_ms", 1.0),
+     ["--autotune-from", "stats_recompute"]),
+])
+def test_bench_refuses_an_autotune_source_that_fails_validate_before_any_gate(tmp_path, capsys, edit, fragments):
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_pre.json").read_text())
+    edit(doc)
+    (tmp_path / "src.json").write_text(json.dumps(doc))
+    _one_line(capsys, ["bench", "--config", "configs/e1_h200.json", "--autotune-from", str(tmp_path / "src.json"),
+                       "--output", str(tmp_path / "out.json"), "--summary", str(tmp_path / "out.csv")], *fragments)
+    assert not (tmp_path / "out.json").exists() and "no CUDA" not in capsys.readouterr().err
+
+
+def test_bench_refuses_a_valid_autotune_source_of_another_shape(tmp_path, capsys):
+    cfg = json.loads((REPO / "configs" / "e1_h200.json").read_text())
+    cfg["shape"]["T"] = 16384
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    _one_line(capsys, ["bench", "--config", str(tmp_path / "c.json"), "--autotune-from", "results/raw/e1_h200.json",
+                       "--output", str(tmp_path / "out.json"), "--summary", str(tmp_path / "out.csv")],
+              "--autotune-from", "shape differs", "'T': 32768")
