@@ -97,8 +97,7 @@ def test_validate_recomputes_a_packed_points_packing_record(tmp_path, edit, fiel
     doc = json.loads(PACKED.read_text())
     assert validate_path(PACKED)["passed"]
     edit(doc)
-    edited = tmp_path / PACKED.parent.name / PACKED.name  # a sweep writes <sweep>/<point_id>.json (point_consistent)
-    edited.parent.mkdir()
+    edited = tmp_path / PACKED.name  # a sweep writes <point_id>.json (point_consistent)
     edited.write_text(json.dumps(doc))
     failed = [c for c in validate_path(edited)["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["packing_recompute"]
@@ -167,3 +166,32 @@ def test_bench_refuses_a_valid_autotune_source_of_another_shape(tmp_path, capsys
     _one_line(capsys, ["bench", "--config", str(tmp_path / "c.json"), "--autotune-from", "results/raw/e1_h200.json",
                        "--output", str(tmp_path / "out.json"), "--summary", str(tmp_path / "out.csv")],
               "--autotune-from", "shape differs", "'T': 32768")
+
+
+def test_plot_refuses_a_summary_that_fails_validate_and_draws_nothing(tmp_path, capsys):
+    rows = (REPO / "results" / "summaries" / "e1_h200.csv").read_text().splitlines()
+    i = next(i for i, r in enumerate(rows) if r.startswith("e1_h200,local,dkv_core,"))
+    cells = rows[i].split(",")
+    cells[3] = "15.0"  # the median, no longer the result's
+    rows[i] = ",".join(cells)
+    (tmp_path / "e1_h200.csv").write_text("\n".join(rows) + "\n")
+    _one_line(capsys, ["plot", "--input", str(tmp_path / "e1_h200.csv"), "--result", str(H200), "--out-dir",
+                       str(tmp_path / "fig")], "--input", "does not validate", "csv_matches_json")
+    assert not (tmp_path / "fig").exists()
+
+
+def test_an_ncu_summarys_raw_csv_is_found_beside_it_and_strict_fails_when_it_is_not(tmp_path, capsys):
+    name = "e1_h200_local-vs-sink-heavy_dq_core"
+    doc = json.loads((REPO / "results" / "ncu" / f"{name}.json").read_text())
+    doc["raw_csv"] = f"/root/out/{name}.raw.csv"  # recorded on the GPU host, committed beside the summary
+    (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    shutil.copy(REPO / "results" / "ncu" / f"{name}.raw.csv", tmp_path)
+    report = validate_path(tmp_path / f"{name}.json")
+    assert report["passed"] and "ncu_recompute" in [c["name"] for c in report["checks"]]
+    assert not [u for u in report["unverified"] if "raw CSV" in u["why"]], report["unverified"]
+    assert main(["validate", "--strict", str(tmp_path / f"{name}.json")]) == 0
+    (tmp_path / f"{name}.raw.csv").unlink()
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / f"{name}.json")]) == 0  # unverifiable is not a failure ...
+    assert main(["validate", "--strict", str(tmp_path / f"{name}.json")]) == 1  # ... unless --strict
+    assert "--strict: 1 check group(s) unverifiable" in capsys.readouterr().err

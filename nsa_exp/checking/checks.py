@@ -5,7 +5,9 @@ what a kind's checks may need beyond the document (its path, the files it names,
 Files a document names (its sources: the results a compare read, the raw CSV of an ncu summary, the points
 of a calibration) are looked for by :meth:`Context.locate`: beside the document first (its own folder,
 then each folder above it, so a copied ``results/`` tree resolves within itself), then relative to the
-working directory. A source that is not found leaves its figures *unverified* (listed, never passed).
+working directory, then by its file name beside the document (a path recorded on the GPU host, e.g.
+``/root/out/x.raw.csv``, whose file was committed beside it). A source that is not found leaves its figures
+*unverified* (listed, never passed).
 
 >>> c = Checks(); c.add("kind"), c.add("schema", [("$.a", "missing")])
 (True, False)
@@ -97,9 +99,10 @@ class Context:
         if not recorded:
             return None
         p = Path(recorded)
-        if p.is_absolute():
-            return p if p.is_file() else None
         here = Path(self.path).resolve().parent if self.path != "<bytes>" else None
+        beside = [] if here is None else [here / p.name]  # written elsewhere (the GPU host's /root/out/...), kept here
+        if p.is_absolute():
+            return next((c for c in [p, *beside] if c.is_file()), None)
         candidates = [] if here is None else [here / p, *(d / p for d in here.parents)]
-        candidates.append(Path.cwd() / p)
+        candidates += [Path.cwd() / p, *beside]
         return next((c for c in candidates if c.is_file()), None)
