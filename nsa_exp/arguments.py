@@ -9,8 +9,8 @@ checks here are the rules between values (and against the config) that argparse 
 ``CHECKS`` holds one function per command that needs more than argparse (a command without an entry
 has none); each raises :class:`nsa_exp.errors.UserError` naming the option.
 
->>> sorted(CHECKS)
-['bench', 'ncu', 'profile-stage', 'routing-time', 'sweep', 'validate', 'whatif']
+>>> sorted(CHECKS)[:6]
+['bench', 'calibrate', 'compare', 'flush-study', 'model-validate', 'ncu']
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import REPO_ROOT
-from .core.config import MAX_T, Shape
+from . import PINNED_COMMIT, REPO_ROOT
+from .checking.validate import load_validated, validate_paths
+from .core.config import MAX_T, Config, Shape
 from .errors import UserError
 from .io.config_files import read_config_file
 from .io.reader import same_file, show_path
-from .io.store import load_document
+from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .routing.config import load_config, shape_at
@@ -58,35 +59,40 @@ def _bench(args: argparse.Namespace) -> None:
     if args.output and args.summary and same_file(args.output, args.summary):
         raise UserError(f"--summary {args.summary}: the same file as --output; the raw JSON and the summary CSV need "
                         "two paths")
-    load_config(args.config)
-    _bench_result(args, "autotune_from", "--autotune-from")
+    _bench_result(args, "autotune_from", "--autotune-from", load_config(args.config))
 
 
-def _bench_result(args: argparse.Namespace, dest: str, option: str) -> None:
-    """The bench result an option names (replayed or pinned autotune configs): read now, bounded and checked
-    for its kind and schema, so a missing, foreign or endless file is refused before any gate."""
+def _bench_result(args: argparse.Namespace, dest: str, option: str, config: Config) -> None:
+    """The bench result an option names (replayed or pinned autotune configs): read now, bounded, and it must
+    pass every check of ``validate`` and hold the config's shape (T included) and the pinned FLA commit, so a
+    missing, foreign, forged or other-shape file is refused before any gate (its GPU is checked on the GPU)."""
     path = getattr(args, dest, None)
-    if path:
-        load_document(path, ("bench_result",), f"{option} {show_path(path)}")
+    if not path:
+        return
+    label = f"{option} {show_path(path)}"
+    doc = load_validated(path, ("bench_result",), label, hint=f"run `python -m nsa_exp validate {show_path(path)}`")
+    if doc["shape"] != config.shape.to_dict():
+        diff = {k: v for k, v in doc["shape"].items() if config.shape.to_dict().get(k) != v}
+        raise UserError(f"{label}: its shape differs from {show_path(config.source)}'s ({diff} vs "
+                        f"{ {k: config.shape.to_dict().get(k) for k in diff} }); autotune configs are per shape: "
+                        "give a result of this config")
+    commit = doc["fla"]["commit"]
+    if commit != PINNED_COMMIT:
+        raise UserError(f"{label}: FLA commit {commit} is not the pinned {PINNED_COMMIT}")
 
 
 def _profile(args: argparse.Namespace) -> None:
-    load_config(args.config)
-    _bench_result(args, "benchmark_result", "--benchmark-result")
+    _bench_result(args, "benchmark_result", "--benchmark-result", load_config(args.config))
 
 
 def parse_max_fanins(text: str) -> list[int]:
-    """``--max-fanin 4096,8192`` as positive integers (one line naming the option otherwise).
+    """``--max-fanin 4096,8192`` as positive integers (one line naming the option otherwise; ASCII digits
+    only, by the one number rule :func:`nsa_exp.io.strict_csv.parse_int`).
 
     >>> parse_max_fanins("4096,8192")
     [4096, 8192]
     """
-    values = []
-    for part in text.split(","):
-        if not part.strip().isdigit() or int(part) < 1:
-            raise UserError(f"--max-fanin: {part!r} is not a positive integer (e.g. --max-fanin 4096,8192)")
-        values.append(int(part))
-    return values
+    return parse_positive_ints(text, "--max-fanin", "4096,8192")
 
 
 def _whatif(args: argparse.Namespace) -> None:
@@ -104,7 +110,7 @@ def _whatif(args: argparse.Namespace) -> None:
         raise UserError(f"--layouts: {bad} not in split, split-heavy-first")
     if args.rounds < 1:
         raise UserError("--rounds: must be a positive integer")
-    _bench_result(args, "benchmark_result", "--benchmark-result")
+    _bench_result(args, "benchmark_result", "--benchmark-result", config)
     memory = GPU_MEMORY_BYTES.get(config.required_gpu)
     if memory is None or config.cu_seqlens is not None:
         return  # a GPU we hold no figure for (checked on it, against its free memory), or packed (not split)
@@ -139,10 +145,12 @@ def _sweep(args: argparse.Namespace) -> None:
         return
     if args.points_per_job < 1:
         raise UserError(f"--points-per-job: {args.points_per_job} is not a positive integer")
-    parse_slurm(args.slurm)
+    if parse_slurm(args.slurm) is not None and args.executor != "slurm":
+        raise UserError(f"--slurm: Slurm parameters, but --executor is {args.executor} (they would be ignored); "
+                        "add --executor slurm or drop --slurm")
     if isinstance(raw.get("autotune_from"), str):  # read on the GPU after its gates: checked here first
         path = REPO_ROOT / raw["autotune_from"]
-        load_document(path, ("bench_result",), f"{show_path(args.config)}: sweep.autotune_from {raw['autotune_from']}")
+        load_validated(path, ("bench_result",), f"{show_path(args.config)}: sweep.autotune_from {raw['autotune_from']}")
     if args.executor == "slurm" and (missing := [c for c in ("sbatch", "srun") if shutil.which(c) is None]):
         raise UserError(f"--executor slurm: no Slurm here ({' and '.join(missing)} not on PATH); run the sweep on a "
                         "Slurm login node, or use --executor local (one job per GPU of this host) or inline")
@@ -159,8 +167,54 @@ def _validate(args: argparse.Namespace) -> None:
                             "release's fla/ package")
 
 
+def require_valid(option: str, path: str | None, also: list[str] | None = None) -> None:
+    """A user-supplied document or table a command reads must pass every check of ``validate`` first (a
+    summary CSV cross-checked against ``also``, its bench result): one :class:`UserError` line naming
+    ``option``, the failed checks and the command that shows them; nothing read, nothing written."""
+    if not path:
+        return
+    report = validate_paths([path], [a for a in also or [] if a])[0]
+    if not report["passed"]:
+        bad = [c["name"] for c in report["checks"] if not c["passed"]]
+        raise UserError(f"{option} {show_path(path)}: does not validate ({', '.join(bad)}); `python -m nsa_exp "
+                        f"validate {show_path(path)}` lists what failed")
+
+
+def _plot(args: argparse.Namespace) -> None:
+    require_valid("--result", args.result)
+    require_valid("--input", args.input, [args.result])
+
+
+def _compare(args: argparse.Namespace) -> None:
+    for option, path in (("A", args.a), ("B", args.b), *(("--noise-from", p) for p in args.noise_from or ())):
+        require_valid(option, path)
+
+
+def _release_table(args: argparse.Namespace) -> None:
+    for path in args.paths:
+        require_valid("RESULT", path)
+
+
+def _model(args: argparse.Namespace) -> None:
+    require_valid("--calibration", args.calibration)
+
+
+def _calibrate(args: argparse.Namespace) -> None:
+    require_valid("--set", args.set)
+    require_valid("--kernels", args.kernels)
+    require_valid("--ncu", args.ncu)
+
+
+#: What each command reads that ``validate`` cannot check, named here so the gap is stated: ``predict
+#: --routing-file`` (a routing array, checked by the routing reader's rules), ``ncu-export`` (Nsight's own
+#: .ncu-rep / raw CSV export, parsed by io/ncu_csv.py), ``lock --from`` and the sweep config's inputs
+#: (validated where they are read), configs (schema + rules: routing/config.py).
 CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "whatif": _whatif, "sweep": _sweep,
-                            "profile-stage": _profile, "ncu": _profile, "validate": _validate}
+                            "profile-stage": _profile, "ncu": _profile, "plot": _plot,
+                            "sweep-plot": lambda a: require_valid("--table", a.table), "compare": _compare,
+                            "release-table": _release_table, "flush-study": lambda a: require_valid("RAW", a.raw),
+                            "predict": _model, "model-validate": _model, "calibrate": _calibrate,
+                            "validate": _validate}
 
 
 def check_arguments(args: argparse.Namespace) -> None:

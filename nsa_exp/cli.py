@@ -25,6 +25,7 @@ from .arguments import check_arguments
 from .commands import COMMANDS, Option, cli_flags
 from .errors import UserError
 from .io.reader import show_path
+from .io.strict_csv import parse_float, parse_int
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -59,6 +60,19 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _number(parse: Callable[[str], int | float], name: str) -> Callable[[str], int | float]:
+    """An argparse ``type`` by the one number rule (:mod:`nsa_exp.io.strict_csv`: ASCII digits, no '+', '_'
+    or padding): ``int('٣')`` is 3 and ``float('²')`` raises deep in a handler, this refuses both at argparse."""
+    def convert(text: str) -> int | float:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = name
+    return convert
+
+
+NUMBER_TYPES = {int: _number(parse_int, "int"), float: _number(parse_float, "float")}
 ARGPARSE = {"flag": {"action": "store_true"}, "list": {"nargs": "+"}, "pair": {"nargs": 2},
             "append": {"action": "append"}, "positionals": {"nargs": "+"}}
 
@@ -69,7 +83,8 @@ def add_option(parser: argparse.ArgumentParser, o: Option) -> None:
     if o.kind == "list" and o.empty_ok:
         kw["nargs"] = "*"
     if o.kind not in ("flag",):
-        kw |= {k: v for k, v in (("type", o.type), ("choices", o.choices), ("metavar", o.metavar)) if v is not None
+        typ = NUMBER_TYPES.get(o.type, o.type)
+        kw |= {k: v for k, v in (("type", typ), ("choices", o.choices), ("metavar", o.metavar)) if v is not None
                and not (k == "type" and v is str)}
     if o.positional:
         parser.add_argument(o.name, **kw)

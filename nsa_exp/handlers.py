@@ -19,7 +19,7 @@ from .analysis.compare import format_table as format_compare_table
 from .analysis.flush_study import flush_study
 from .analysis.flush_study import format_table as format_flush_table
 from .arguments import parse_slurm
-from .checking.validate import format_report, validate_paths
+from .checking.validate import format_report, source_missing, validate_paths
 from .commands import FIGURES_DIR
 from .errors import UserError
 from .figures.autotune_heatmap import plot_autotune_heatmap
@@ -103,6 +103,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         for report in reports:
             print(format_report(report))
+    if args.strict and (missing := [(r["path"], u["path"]) for r in reports for u in r.get("unverified", [])
+                                    if source_missing(u)]):
+        print(f"--strict: {len(missing)} check group(s) unverifiable (source not found), first {missing[0][0]}: "
+              f"{missing[0][1]}", file=sys.stderr)
+        return 1
     return 0 if all(r["passed"] for r in reports) else 1
 
 

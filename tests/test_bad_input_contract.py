@@ -119,3 +119,79 @@ def test_a_packed_bench_result_is_held_to_the_packed_closed_form():
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]
     doc = json.loads(packed.read_text())
     assert doc["edges"]["closed_form"] == 1974272 < 2066432  # four documents of 8192: fewer slots than dense
+
+
+@pytest.mark.parametrize(("argv", "fragments"), [
+    (["whatif", "--max-fanin", "\u00b2"], ["--max-fanin", "'\u00b2'", "ASCII digits"]),
+    (["whatif", "--max-fanin", "4096,\u0663"], ["--max-fanin", "ASCII digits"]),
+    (["routing-time", "--repeats", "\u0663"], ["--repeats", "ASCII digits"]),
+    (["model-validate", "--calibration", CAL, "--points", "x", "--max-fanin", "\uff14"], ["--max-fanin"]),
+    (["compare", "A", "B", "--floor", "\u00b2"], ["--floor", "not a number"]),
+])
+def test_non_ascii_digits_are_refused_by_the_one_number_rule(capsys, argv, fragments):
+    _one_line(capsys, argv, *fragments)
+
+
+def test_predict_refuses_a_param_that_would_replace_the_pattern_or_that_nothing_reads(capsys):
+    _one_line(capsys, ["predict", "--calibration", CAL, "--pattern", "zipf", "--param", "name=local"],
+              "--param 'name=local'", "--pattern")
+    _one_line(capsys, ["predict", "--calibration", CAL, "--routing-file", "x.npy", "--param", "sinks=4"],
+              "--param sinks=4", "--routing-file")
+
+
+def test_sweep_refuses_slurm_parameters_an_executor_would_ignore(capsys):
+    for executor in ("inline", "local"):
+        _one_line(capsys, ["sweep", "--config", "configs/sweep_x2_h200.json", "--executor", executor,
+                           "--slurm", '{"slurm_partition": "gpu"}'], "--slurm", executor)
+
+
+@pytest.mark.parametrize(("edit", "fragments"), [
+    (lambda d: d["shape"].__setitem__("T", 16384), ["--autotune-from", "does not validate"]),
+    (lambda d: d["patterns"]["local"]["stages"]["dkv_core"].__setitem__("median_ms", 1.0),
+     ["--autotune-from", "stats_recompute"]),
+])
+def test_bench_refuses_an_autotune_source_that_fails_validate_before_any_gate(tmp_path, capsys, edit, fragments):
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_pre.json").read_text())
+    edit(doc)
+    (tmp_path / "src.json").write_text(json.dumps(doc))
+    _one_line(capsys, ["bench", "--config", "configs/e1_h200.json", "--autotune-from", str(tmp_path / "src.json"),
+                       "--output", str(tmp_path / "out.json"), "--summary", str(tmp_path / "out.csv")], *fragments)
+    assert not (tmp_path / "out.json").exists() and "no CUDA" not in capsys.readouterr().err
+
+
+def test_bench_refuses_a_valid_autotune_source_of_another_shape(tmp_path, capsys):
+    cfg = json.loads((REPO / "configs" / "e1_h200.json").read_text())
+    cfg["shape"]["T"] = 16384
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    _one_line(capsys, ["bench", "--config", str(tmp_path / "c.json"), "--autotune-from", "results/raw/e1_h200.json",
+                       "--output", str(tmp_path / "out.json"), "--summary", str(tmp_path / "out.csv")],
+              "--autotune-from", "shape differs", "'T': 32768")
+
+
+def test_plot_refuses_a_summary_that_fails_validate_and_draws_nothing(tmp_path, capsys):
+    rows = (REPO / "results" / "summaries" / "e1_h200.csv").read_text().splitlines()
+    i = next(i for i, r in enumerate(rows) if r.startswith("e1_h200,local,dkv_core,"))
+    cells = rows[i].split(",")
+    cells[3] = "15.0"  # the median, no longer the result's
+    rows[i] = ",".join(cells)
+    (tmp_path / "e1_h200.csv").write_text("\n".join(rows) + "\n")
+    _one_line(capsys, ["plot", "--input", str(tmp_path / "e1_h200.csv"), "--result", str(H200), "--out-dir",
+                       str(tmp_path / "fig")], "--input", "does not validate", "csv_matches_json")
+    assert not (tmp_path / "fig").exists()
+
+
+def test_an_ncu_summarys_raw_csv_is_found_beside_it_and_strict_fails_when_it_is_not(tmp_path, capsys):
+    name = "e1_h200_local-vs-sink-heavy_dq_core"
+    doc = json.loads((REPO / "results" / "ncu" / f"{name}.json").read_text())
+    doc["raw_csv"] = f"/root/out/{name}.raw.csv"  # recorded on the GPU host, committed beside the summary
+    (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    shutil.copy(REPO / "results" / "ncu" / f"{name}.raw.csv", tmp_path)
+    report = validate_path(tmp_path / f"{name}.json")
+    assert report["passed"] and "ncu_recompute" in [c["name"] for c in report["checks"]]
+    assert not [u for u in report["unverified"] if "raw CSV" in u["why"]], report["unverified"]
+    assert main(["validate", "--strict", str(tmp_path / f"{name}.json")]) == 0
+    (tmp_path / f"{name}.raw.csv").unlink()
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / f"{name}.json")]) == 0  # unverifiable is not a failure ...
+    assert main(["validate", "--strict", str(tmp_path / f"{name}.json")]) == 1  # ... unless --strict
+    assert "--strict: 1 check group(s) unverifiable" in capsys.readouterr().err

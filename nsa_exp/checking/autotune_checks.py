@@ -4,9 +4,11 @@
 p90, p95, min, mean and n from its raw observations, :func:`nsa_exp.core.protocol.summarize`),
 ``matrix_observations`` (each timed cell has exactly the run's ``timing.rounds`` observations, one
 per round), ``matrix_cells`` (every routing in every ok cell; configs unique; FLA's choice among the
-configs). ``autotune_arm_problems`` (bench results): the arm's recorded configs agree with its mode.
+configs). ``autotune_arm_problems`` (bench results): the arm's recorded configs agree with its mode, and so
+do its derived fields (``same_config_all_patterns``; ``tuned_on``, against the recorded ``--tune-on``).
 
->>> autotune_arm_problems({"autotune": {"tuned_on": "local"}, "patterns": {}})
+>>> autotune_arm_problems({"autotune": {"tuned_on": "local", "same_config_all_patterns": True},
+...                        "patterns": {"local": {}}})
 []
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..core.families import TUNE_PATTERN
 from ..core.protocol import summarize
 from ..core.stages import AUTOTUNED_STAGES, stage
 from .checks import Add, Problems, close
@@ -61,8 +64,11 @@ def autotune_arm_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     do; a replay names its source."""
     a = doc["autotune"]
     mode, per = a.get("mode"), a.get("per_pattern")
-    problems = []
-    if mode is None:
+    problems = _tuned_on_problems(doc)
+    if mode is None:  # recorded before the field (= tune-on): one tune served every pattern
+        if a["same_config_all_patterns"] is not True:
+            problems.append(("$.autotune.same_config_all_patterns", f"says {a['same_config_all_patterns']}, but a "
+                             "run without autotune.mode tuned once and reused that config set for every pattern"))
         return problems
     if per is None:
         return [("$.autotune.per_pattern", f"mode {mode!r} must record the configs each pattern launched")]
@@ -79,6 +85,36 @@ def autotune_arm_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if mode != "replay" and "replayed_from" in a:
         problems.append(("$.autotune.replayed_from", f"recorded although mode is {mode!r}"))
     return problems
+
+
+def _argv_value(argv: list[str], flag: str) -> str | None:
+    """The value ``flag`` was given in a recorded ``argv`` (``--flag V`` or ``--flag=V``; the last one wins)."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _tuned_on_problems(doc: dict[str, Any]) -> Problems:
+    """``tuned_on`` is what the arm's mode makes it: ``per-pattern``, ``replayed``, or (tune-on, the default
+    arm) one of the timed patterns, the one the recorded command line's ``--tune-on`` names (default
+    :data:`~nsa_exp.core.families.TUNE_PATTERN`)."""
+    a = doc["autotune"]
+    mode, tuned = a.get("mode") or "tune-on", a["tuned_on"]
+    fixed = {"per-pattern": "per-pattern", "replay": "replayed"}.get(mode)
+    if fixed is not None:
+        return [] if tuned == fixed else [("$.autotune.tuned_on", f"{tuned!r}, but a {mode} arm records {fixed!r}")]
+    if tuned not in doc["patterns"]:
+        return [("$.autotune.tuned_on", f"{tuned!r} is not one of the timed patterns {sorted(doc['patterns'])}")]
+    argv = (doc.get("metadata") or {}).get("argv") or []
+    want = _argv_value(argv, "--tune-on") or TUNE_PATTERN
+    if argv and tuned != want:
+        return [("$.autotune.tuned_on", f"{tuned!r}, but the recorded command line tuned on {want!r} "
+                 f"({'--tune-on' if want != TUNE_PATTERN else 'the default, no --tune-on'})")]
+    return []
 
 
 def config_problems(stage_name: str, cfg: Any, path: str) -> Problems:

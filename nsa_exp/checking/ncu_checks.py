@@ -117,7 +117,8 @@ def ncu_raw_csv_checks(rows: list[list[str]], add: Add, ctx: Context) -> None:
     summary = Path(path).with_name(Path(path).name.removesuffix(".raw.csv") + ".json")
     _, doc = read_source(Context(path=str(summary)), summary.name, ("ncu_summary",))
     if doc is None or doc.get("raw_csv") != Path(path).name:
-        ctx.unverifiable("$ (every metric)", f"no summary beside it names this CSV ({summary.name}): the export is "
+        ctx.unverifiable("$ (every metric)", f"unverified (summary not found): no summary beside it names this CSV "
+                         f"({summary.name}): the export is "
                          "checked as a table only")
         return
     want = kernels_of(rows, doc["patterns_in_launch_order"])

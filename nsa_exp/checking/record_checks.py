@@ -380,7 +380,8 @@ def _config_against_file(doc: dict[str, Any], ctx: Context, path: str, config: d
         return problems
     file = config_file(ctx, path)
     if file is None:
-        ctx.unverifiable("$.config (against its config_path)", f"{path} is not at hand (nor at the recorded commit): "
+        ctx.unverifiable("$.config (against its config_path)", f"unverified (source not found): {path} (nor at the "
+                         "recorded commit): "
                          "the embedded config cannot be compared with it")
         return problems
     ctx.unverifiable("$.config (fields other than the experiment's)", f"the recorded commit is not in this repository "

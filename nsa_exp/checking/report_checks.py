@@ -48,7 +48,8 @@ def _config_of(doc: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
     path = doc.get("config_path") or argv_option(argv, "--config")
     file = config_file(ctx, path) if path else None
     if file is None:
-        ctx.unverifiable("the report against its config", f"its config ({path or 'not recorded'}) is not at hand")
+        ctx.unverifiable("the report against its config",
+                         f"unverified (source not found): its config ({path or 'not recorded'})")
     return file
 
 
@@ -209,7 +210,8 @@ def whatif_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                                      f"{tol}: the equivalence gate cannot have passed"))
     _, bench = read_source(ctx, doc["benchmark_result"], ("bench_result",))
     if bench is None:
-        ctx.unverifiable("$.autotune (against the benchmark result)", f"{doc['benchmark_result']} is not at hand")
+        ctx.unverifiable("$.autotune (against the benchmark result)",
+                         f"unverified (source not found): {doc['benchmark_result']}")
     else:
         for stage, k in doc["autotune"].items():
             want_cfg = bench["autotune"]["kernels"].get(stage, {}).get("best_config")

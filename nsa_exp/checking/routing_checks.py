@@ -15,20 +15,27 @@ statistics, the packing record, the equal-edge check, and the routing files it t
   the sha256 of the file's bytes, its edges by FLA's CSR rule, the closed form and their equality, and its
   fan-in / CSR-row statistics. Only someone holding the file can re-check them: given the file, it is
   re-read and re-validated at the recorded shape and every figure compared (a mismatch names the field);
-  without it they are listed under ``unverified`` as "unverified (file not supplied)" — never as passed.
+  not supplied, it is looked for where it must be: its recorded path, else (a file ``routing --save`` wrote)
+  the config's pattern of its stem regenerated, when those bytes hash to the recorded sha256; only when
+  neither holds it are its figures listed under ``unverified`` as "unverified (file not supplied)" — never
+  as passed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import tempfile
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.config import Pattern, Shape
-from ..core.families import family
+from ..core.families import family, pattern_from_entry
 from ..errors import UserError
 from ..io.metadata import nvidia_gpu_visible
 from ..routing.edges import closed_form_edges, effective_edges
@@ -185,21 +192,51 @@ def routing_file_recompute(doc: dict[str, Any], paths: Sequence[str], add: Add) 
         return []
     problems = [("$.routing_files", f"--routing-file {p}: the result records no pattern {n!r} "
                  f"(it has {sorted(recorded) or 'none'})") for n, p in supplied.items() if n not in recorded]
-    unverified = []
-    for name, rec in recorded.items():
-        if name not in supplied:
-            unverified.append({"path": f"$.routing_files.{name} (sha256, edges, fanin, query_span, adjacent_gap)",
-                               "why": NOT_SUPPLIED})
-            continue
-        try:
-            got = routing_file_report(supplied[name], Shape(**doc["shape"]))
-        except UserError as exc:
-            problems.append((f"$.routing_files.{name}", str(exc)))
-            continue
-        problems += _compare(name, rec, doc["patterns"].get(name), got, supplied[name])
-    if supplied:  # nothing supplied: nothing re-checked, so no check may pass
+    unverified, checked = [], False
+    with tempfile.TemporaryDirectory(prefix="nsa_validate_") as tmp:
+        for name, rec in recorded.items():
+            path = supplied.get(name) or _source_of(doc, name, rec, Path(tmp))
+            if path is None:
+                unverified.append({"path": f"$.routing_files.{name} (sha256, edges, fanin, query_span, "
+                                   "adjacent_gap)", "why": NOT_SUPPLIED})
+                continue
+            checked = True
+            try:
+                got = routing_file_report(path, Shape(**doc["shape"]))
+            except UserError as exc:
+                problems.append((f"$.routing_files.{name}", str(exc)))
+                continue
+            label = path if path in (supplied.get(name), rec["path"]) else f"{rec['path']} (regenerated)"
+            problems += _compare(name, rec, doc["patterns"].get(name), got, label)
+    if supplied or checked:  # nothing supplied or found: nothing re-checked, so no check may pass
         add("routing_file_recompute", problems)
     return unverified
+
+
+def _source_of(doc: dict[str, Any], name: str, rec: dict[str, Any], tmp: Path) -> str | None:
+    """Where a routing file that was not supplied must be: at its recorded path, or (a file ``routing --save``
+    wrote) the config's own pattern of the file's stem, regenerated and saved as ``routing --save`` saves it,
+    when its bytes hash to the recorded sha256. None when neither holds it (the figures stay unverified)."""
+    recorded = Path(rec.get("path") or "")
+    if rec.get("path") and recorded.is_file():
+        return str(recorded)
+    stem = name.removeprefix("file:")
+    config = doc.get("config") or {}
+    entry = next((p for p in config.get("patterns", []) if p.get("name") == stem), None)
+    if entry is None or rec.get("format") != "npy" or config.get("packing") is not None:
+        return None
+    try:
+        shape = Shape(**doc["shape"])
+        bi = generate_routing(pattern_from_entry(entry, "config.patterns", shape), shape, config["seeds"]["routing"])
+    except (UserError, KeyError, TypeError, ValueError):
+        return None
+    buf = io.BytesIO()
+    np.save(buf, bi, allow_pickle=False)  # as routing --save writes it (routing/report.save_routings)
+    if hashlib.sha256(buf.getvalue()).hexdigest() != rec.get("sha256"):
+        return None
+    out = tmp / f"{stem}.npy"
+    out.write_bytes(buf.getvalue())
+    return str(out)
 
 
 def routing_files_consistent(doc: dict[str, Any], add: Add) -> None:

@@ -4,7 +4,8 @@
   (with its defaults); ``point.baseline`` = the baseline pattern, timed beside it; ``point.packing`` = the
   config's packing token; ``point_id`` regenerated from T, the packing and the pattern
   (:func:`nsa_exp.core.families.point_id`); ``name`` = the config's name = the id (64 characters at most);
-  the file is named ``<point_id>.json``.
+  the file is named ``<point_id>.json`` (under a ``sweeps/`` folder: in ``sweeps/<sweep>/``); a point whose
+  config packs documents records its ``point.packing``.
 - ``timing_recompute`` (sweep point): repetitions and warm-up as the config asks, one observation per
   round, round orders regenerated from the seed, flush bytes, launch guard, percentile method, the timed
   stages (sweepable ones, in table order) and the untimed prerequisites.
@@ -66,6 +67,9 @@ def point_consistent(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             problems.append(("$.point.pattern", f"{routing}, but the config's routing is "
                              f"{want[0] if len(want) == 1 else [p.get('name') for p in want]}"))
     pid = point_id(point["T"], routing)
+    if "packing" not in point and config.get("packing") is not None:
+        problems.append(("$.point.packing", f"missing, but the config packs documents "
+                         f"({packing_token(config['packing'])!r}): a point of a packings sweep records its packing"))
     if "packing" in point:
         token = packing_token(config.get("packing"))
         if point["packing"] != token:
@@ -79,6 +83,10 @@ def point_consistent(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if ctx.path != "<bytes>" and Path(ctx.path).stem != doc["point_id"]:
         problems.append(("$.point_id", f"{doc['point_id']!r}, but the file is {Path(ctx.path).name} (a sweep "
                          "writes <point_id>.json)"))
+    folder = Path(ctx.path).parent if ctx.path != "<bytes>" else None
+    if folder is not None and folder.parent.name == "sweeps" and folder.name != doc["sweep"]:
+        problems.append(("$.sweep", f"{doc['sweep']!r}, but the point lies in sweeps/{folder.name}/ (a sweep writes "
+                         "results/sweeps/<sweep>/<point_id>.json)"))
     add("point_consistent", problems)
 
 
@@ -190,7 +198,7 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
                      for i, r in enumerate(rows) if r["point_id"] not in ids]
         add("sweep_csv_recompute", problems)
         return
-    ctx.unverifiable("$[*] (every value)", f"the points folder {folder} is not at hand: the table is checked for "
+    ctx.unverifiable("$[*] (every value)", f"unverified (points folder not found): {folder}: the table is checked for "
                      "internal consistency only")
     problems = []
     if len({r["sweep"] for r in rows}) != 1:

@@ -214,6 +214,13 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
                           depth)
 
 
+def source_missing(entry: dict[str, str]) -> bool:
+    """An ``unverified`` entry of a check group that could not run because a source it reads (a routing file,
+    the raw CSV, the results a derived file read, its config) was not found: what ``validate --strict`` fails
+    on. Values no CPU can recompute (GPU latencies, host facts) are listed too but are not such a group."""
+    return entry["why"] == NOT_SUPPLIED or entry["why"].startswith("unverified (")
+
+
 def format_report(report: dict[str, Any]) -> str:
     lines = [f"{report['path']}: {'PASS' if report['passed'] else 'FAIL'}"]
     for c in report["checks"]:
@@ -225,8 +232,7 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"  [{c['name']}] ... {c['n_failures'] - len(c['failures'])} more")
     for w in report.get("warnings", []):
         lines.append(f"  warning [{w['check']}] {w['path']}: {w['message']}")
-    lines += [f"  {u['path']}: {u['why']}" for u in report.get("unverified", [])
-              if u["why"] == NOT_SUPPLIED or u["why"].startswith("unverified (")]
+    lines += [f"  {u['path']}: {u['why']}" for u in report.get("unverified", []) if source_missing(u)]
     if report.get("unverified"):
         lines.append(f"  {len(report['unverified'])} value group(s) listed as unverifiable (--json shows them)")
     return "\n".join(lines)

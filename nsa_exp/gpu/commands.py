@@ -17,6 +17,7 @@ from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..errors import UserError
 from ..io.store import OutputPolicy
+from ..io.strict_csv import parse_positive_ints
 from ..routing.config import load_config
 from ..routing.files import file_routings
 from .bench import run_bench
@@ -127,11 +128,7 @@ def ncu(args: argparse.Namespace) -> int:
 def whatif(args: argparse.Namespace) -> int:
     """WHAT-IF ARMS (not the experiment's measurement): see :mod:`nsa_exp.gpu.whatif_run`."""
     config = load_config(args.config)
-    ints = []
-    for text in args.max_fanin.split(","):
-        if not text.strip().isdigit() or int(text) < 1:
-            raise UserError(f"--max-fanin: {text!r} is not a positive integer (e.g. --max-fanin 4096,8192)")
-        ints.append(int(text))
+    ints = parse_positive_ints(args.max_fanin, "--max-fanin", "4096,8192")
     layouts = args.layouts.split(",")
     if bad := [x for x in layouts if x not in ("split", "split-heavy-first")]:
         raise UserError(f"--layouts: {bad} not in split, split-heavy-first")

@@ -58,6 +58,25 @@ def parse_float(text: str) -> float:
     return value
 
 
+def parse_positive_ints(text: str, option: str, example: str) -> list[int]:
+    """A comma list of positive integers given on the command line (``--max-fanin 4096,8192``), each by
+    :func:`parse_int`'s rule: one :class:`UserError` line naming ``option`` otherwise.
+
+    >>> parse_positive_ints("4096,8192", "--max-fanin", "4096,8192")
+    [4096, 8192]
+    """
+    values = []
+    for part in text.split(","):
+        try:
+            value = parse_int(part.strip())
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise UserError(f"{option}: {part!r} is not a positive integer ({_RULE}; e.g. {option} {example})")
+        values.append(value)
+    return values
+
+
 def parse_ncu_number(text: str) -> float | None:
     """A number of ncu's raw export (thousands grouped as ncu prints them); None where ncu reports none."""
     if text in NCU_MISSING:

@@ -13,12 +13,15 @@ from ..io.strict_json import parse_strict
 def parse_params(texts: list[str]) -> dict[str, Any]:
     """``--param k=v`` values: JSON where it parses (``exponent=0.5``, ``heads=[0,1]``), a comma list of
     integers as a list (``heads=0,1``, ``heads=0,``), ``heads=0`` as the one-head list ``[0]``, else the text;
-    a key given twice is refused."""
+    a key given twice, or ``name`` (that is ``--pattern``), is refused (:class:`UserError`)."""
     out: dict[str, Any] = {}
     for text in texts:
         key, sep, value = text.partition("=")
         if not sep or not key:
             raise UserError(f"--param {text!r}: write key=value (e.g. --param sinks=4, --param heads=0,1)")
+        if key == "name":
+            raise UserError(f"--param {text!r}: the routing's name is --pattern, not a parameter (e.g. --pattern "
+                            f"{value or 'zipf'} --param exponent=1.0)")
         if key in out:
             raise UserError(f"--param {key}: given twice ({out[key]!r} and {value!r}); give it once")
         try:

@@ -141,6 +141,9 @@ def _packed_file_fanin(raw: np.ndarray, shape: Any, cu: np.ndarray, label: str) 
 def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.ndarray, str]:
     if (args.pattern is None) == (args.routing_file is None):
         raise UserError("predict: pass exactly one of --pattern NAME or --routing-file PATH")
+    if args.param and args.pattern is None:
+        raise UserError(f"--param {args.param[0]}: parameters of a registered --pattern; a --routing-file has none "
+                        "(drop --param or give --pattern instead of --routing-file)")
     base = cal["shape"]
     if args.T is not None and (args.T < 1 or args.T % base["block_size"] or args.T > MAX_T):
         raise UserError(f"--T: {args.T} is not a positive multiple of block_size {base['block_size']} "

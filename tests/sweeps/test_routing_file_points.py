@@ -61,9 +61,13 @@ def test_a_routing_file_is_one_sweep_point_at_its_own_T_resumed_by_sha256_and_re
     assert rec["path"] == str(mine) and not rec["equal_to_closed_form"] and rec["edges"] == rec["closed_form_edges"] - 1
     assert list(sweep_table(out).family) == ["file:mine", "local"]
 
-    report = validate_path(point_path(out, points[1]))  # file not supplied: listed unverified, never passed
+    checks = {c["name"]: c for c in validate_path(point_path(out, points[1]))["checks"]}
+    assert checks["routing_file_recompute"]["passed"]  # not supplied, but at its recorded path: found, re-checked
+    mine.rename(tmp_path / "away.npy")
+    report = validate_path(point_path(out, points[1]))  # nowhere it must be: listed unverified, never passed
     assert "routing_file_recompute" not in [c["name"] for c in report["checks"]]
     assert any(u["why"] == NOT_SUPPLIED and "file:mine" in u["path"] for u in report["unverified"])
+    (tmp_path / "away.npy").rename(mine)
     checks = {c["name"]: c for c in validate_path(point_path(out, points[1]), routing_files=[str(mine)])["checks"]}
     assert checks["routing_file_recompute"]["passed"]
 
