@@ -3,6 +3,6 @@
 # GPU targets need scripts/run_h100.sh's environment: scripts/run_h100.sh make bench
 PY := $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 INVOKE := $(PY) -m invoke
-.PHONY: check smoke bench test lint routing report plot
-check smoke bench test lint routing report plot:
+.PHONY: check smoke bench test lint routing report
+check smoke bench test lint routing report:
 	$(INVOKE) $@

@@ -100,8 +100,15 @@ CONFIGURED = (*COMMON, Option("--config", f"experiment config (default {DEFAULT_
 GPU = (*CONFIGURED, Option("--allow-gpu", "run on a GPU other than the config's (recorded in the report)", "flag"),)
 CPU, GPU_COMMANDS, MODEL = "nsa_exp.handlers", "nsa_exp.gpu.commands", "nsa_exp.model.commands"
 #: The output policy's flag (nsa_exp.io.store.OutputPolicy): every command with a default output path has it.
-OVERWRITE = Option("--overwrite", "replace this command's default output(s) when they exist (e.g. to regenerate a "
-                   "committed file on purpose); without it an existing default output is refused in one line", "flag")
+OVERWRITE = Option("--overwrite", "replace this command's default output(s) when they exist (with --publish: to "
+                   "regenerate a published file on purpose); without it an existing default output is refused in one "
+                   "line", "flag")
+#: The two namespaces' flag (nsa_exp.io.store.OutputPolicy): without it every default output goes to the user's run
+#: folder runs/<name>/ (ignored by git); with it, to the published tree (results/, docs/, README.md, the lock file).
+PUBLISH = Option("--publish", "write the published results (results/, docs/, README.md, requirements-lock.txt) on "
+                 "purpose instead of the run folder runs/<name>/ (replacing one still needs --overwrite)", "flag")
+#: Every writing command's output options: --publish, then --overwrite.
+WRITES = (PUBLISH, OVERWRITE)
 FIGURES_DIR = "docs/figures"
 ROUTING_FILE_HELP = ("also validate and summarise your own block_indices (.npy/.npz/.pt, int32/int64 [B,T,H,S], -1 "
                      "padding); repeatable")
@@ -117,16 +124,17 @@ COMMANDS: tuple[Command, ...] = (
          Option("--save", "write each pattern's block_indices as DIR/<pattern>.npy", metavar="DIR"),
          Option("--output", "also write the JSON report to PATH", metavar="PATH"),
          Option("--routing-file", ROUTING_FILE_HELP, "append", default=[], metavar="PATH"),
-         Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag")),
+         Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag"),
+         *WRITES),
     _cmd("routing-time", f"{CPU}:cmd_routing_time", "CPU only: routing generation time per pattern and T", CONFIGURED,
          Option("--lengths", "sequence lengths T", "list", int, default=[32768, 131072]),
          Option("--repeats", "timed repeats (the median is printed)", type=int, default=3)),
     _cmd("check", f"{GPU_COMMANDS}:check",
          "gates: the config's GPU (H100 / H200), versions, FLA sources, env vars, equal edges", GPU,
-         Option("--output", "report path (default results/reports/<config>_check.json)", metavar="PATH"), OVERWRITE),
+         Option("--output", "report path (default results/reports/<config>_check.json)", metavar="PATH"), *WRITES),
     _cmd("smoke", f"{GPU_COMMANDS}:smoke", "correctness: FLA vs naive (T=256 local; T=1024 S=8 every routing); "
          "staged vs official (T=2048)", GPU,
-         Option("--output", "report path (default results/reports/<config>_smoke.json)", metavar="PATH"), OVERWRITE),
+         Option("--output", "report path (default results/reports/<config>_smoke.json)", metavar="PATH"), *WRITES),
     _cmd("bench", f"{GPU_COMMANDS}:bench", "time every stage x pattern at the primary shape", GPU,
          Option("--name", "result name (default: the config's name)"),
          Option("--output", "raw JSON path (default results/raw/<name>.json)", metavar="PATH"),
@@ -147,7 +155,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag"),
          Option("--stop-rule", "stop timing once every median's 95%% CI is tight (docs/METHOD.md; the config's "
                 "timing.stop, else the default rule); recorded as timing.stop", "flag"),
-         OVERWRITE),
+         *WRITES),
     _cmd("release-bench", "nsa_exp.gpu.release:command", "RELEASE ARM, not the pinned experiment: time an FLA release "
          "or source tree through its public API (parallel_nsa_bwd as a whole, its kernels by CUPTI, parallel_nsa "
          "fwd+bwd), each in its own child process", COMMON,
@@ -162,7 +170,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--releases-dir", "release folders, source views and job folders (default .nsa-exp/releases)",
                 metavar="DIR"),
          Option("--output-dir", "where <label>-T<T>.json go (default results/releases/<config name>)", metavar="DIR"),
-         OVERWRITE,
+         *WRITES,
          Option("--repetitions", "override the config's timed rounds", type=int),
          Option("--cupti-rounds", "rounds of the CUPTI per-kernel pass (default: the config's; 0 skips it)",
                 type=int),
@@ -174,10 +182,11 @@ COMMANDS: tuple[Command, ...] = (
          Option("--stages", "comma-separated autotuned stages", default="dq_core,dkv_core"),
          Option("--rounds", "timed rounds (every config x routing once per round)", type=int, default=15),
          Option("--warmup-rounds", "warm-up rounds (kept, flagged)", type=int, default=2),
-         Option("--output", "results/autotune/<name>.json", required=True, metavar="PATH")),
+         Option("--output", "results/autotune/<name>.json (with --publish), or a path outside the published "
+                "results (e.g. runs/<name>/autotune/<name>.json)", required=True, metavar="PATH"), *WRITES),
     _cmd("autotune-heatmap", f"{CPU}:cmd_autotune_heatmap", "CPU only: heatmap of an autotune-matrix result", COMMON,
          Option("--input", "results/autotune/<name>.json", required=True),
-         Option("--out-dir", f"where the PNG and SVG go (default {FIGURES_DIR})", metavar="DIR"), OVERWRITE),
+         Option("--out-dir", f"where the PNG and SVG go (default {FIGURES_DIR})", metavar="DIR"), *WRITES),
     _cmd("profile-stage", f"{GPU_COMMANDS}:profile",
          "launch one stage inside NVTX range nsa_<pattern>_<stage> (for ncu)", GPU,
          Option("--pattern", "a pattern, or A-vs-B (e.g. local-vs-sink-heavy)", required=True),
@@ -188,7 +197,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--stage", "the stage to profile", required=True, choices=STAGE_NAMES),
          Option("--benchmark-result", "bench result whose autotune configs to replay (default "
                 "results/raw/<config>.json when it exists)"),
-         Option("--name", "report name (default <config>_<pattern>_<stage>)"), OVERWRITE),
+         Option("--name", "report name (default <config>_<pattern>_<stage>)"), *WRITES),
     _cmd("ncu-export", "nsa_exp.gpu.ncu:export_command", "export an existing .ncu-rep (or its raw CSV) to summary JSON",
          COMMON,
          Option("report", "a .ncu-rep file, or a CSV from `ncu --import R --csv --page raw`", "positional"),
@@ -196,7 +205,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--reuse-context", "re-parse a raw CSV, keeping this earlier summary's profile context and GPU-host "
                 "metadata (recorded as reexported_from)", metavar="SUMMARY"),
          Option("--pattern", "the profiled pattern spec (e.g. local-vs-sink-heavy), recorded"),
-         Option("--stage", "the profiled stage, recorded", choices=STAGE_NAMES)),
+         Option("--stage", "the profiled stage, recorded", choices=STAGE_NAMES), *WRITES),
     _cmd("whatif", f"{GPU_COMMANDS}:whatif",
          "WHAT-IF ARMS: split / heaviest-first dK/dV schedules on FLA's unmodified kernels, timed", GPU,
          Option("--patterns", "config patterns, comma-separated", default="sink-heavy,zipf"),
@@ -205,7 +214,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--rounds", "timed rounds (after the config's warm-up)", type=int, default=20),
          Option("--benchmark-result", "bench result whose autotune configs are pinned",
                 default="results/raw/e1_h200_pre.json"),
-         Option("--output", "default results/whatif/<config>_whatif.json", metavar="PATH"), OVERWRITE),
+         Option("--output", "default results/whatif/<config>_whatif.json", metavar="PATH"), *WRITES),
     _cmd("report", f"{CPU}:cmd_report", "docs/RESULTS.md, docs/PROVENANCE.md's table and "
          "results/analysis/<name>.json from committed results", COMMON,
          Option("--result", "the formal raw result", default=manifest.RESULT),
@@ -227,7 +236,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--h200-repeat", "the H200 formal result's independent repeat ('' for none)",
                 default=manifest.H200_REPEAT),
          Option("--provenance", "the file whose generated provenance table is rewritten (default "
-                "docs/PROVENANCE.md; '' for none)", default=manifest.PROVENANCE), OVERWRITE),
+                "docs/PROVENANCE.md; '' for none)", default=manifest.PROVENANCE), *WRITES),
     _cmd("compare", f"{CPU}:cmd_compare", "CPU only: bench result B vs A per pattern x stage: ratio of medians, "
          "bootstrap CI, verdict same/faster/slower/unclear; exit 0 ok, 1 --fail-on hit, 2 bad input", COMMON,
          Option("a", "reference bench result (results/raw/<name>.json)", "positional", metavar="A"),
@@ -240,7 +249,7 @@ COMMANDS: tuple[Command, ...] = (
                 choices=("slower", "faster", "unclear", "any-change")),
          Option("--resamples", "bootstrap resamples (default 10000)", type=int, default=10_000),
          Option("--output", "compare JSON path (default results/compare/<A>_vs_<B>.json; '' for none)",
-                metavar="PATH"), OVERWRITE),
+                metavar="PATH"), *WRITES),
     _cmd("release-table", f"{CPU}:cmd_release_table", "CPU only: per release result, the wrapper and the dK/dV "
          "kernel of each routing with 95%% CIs and the skew penalty (Markdown)", COMMON,
          Option("paths", "release results (results/releases/<config>/*.json)", "positionals", metavar="RESULT"),
@@ -249,13 +258,13 @@ COMMANDS: tuple[Command, ...] = (
          Option("--input", "summary CSV (results/summaries/<name>.csv)", required=True),
          Option("--x", "fan-in statistic on the x axis", default="fanin_cv", choices=tuple(sorted(X_STATS))),
          Option("--result", "bench result naming the GPU (default results/raw/<summary stem>.json)"),
-         Option("--out-dir", f"where the PNG and SVG go (default {FIGURES_DIR})", metavar="DIR"), OVERWRITE),
+         Option("--out-dir", f"where the PNG and SVG go (default {FIGURES_DIR})", metavar="DIR"), *WRITES),
     _cmd("flush-study", f"{CPU}:cmd_flush_study", "CPU only: choose the L2 flush policy from a GPU method study's "
          "flush records (paired bootstrap of median ratios vs no flush)", COMMON,
          Option("raw", "method-study raw JSON (results/studies/h200_method_study_flush.raw.json)", "positional",
                 metavar="RAW"),
-         Option("--output", "write the flush_study JSON (e.g. results/studies/h200_flush_policy.json)",
-                metavar="PATH")),
+         Option("--output", "write the flush_study JSON (the committed one, with --publish: "
+                "results/studies/h200_flush_policy.json)", metavar="PATH"), *WRITES),
     _cmd("sweep", f"{CPU}:cmd_sweep", "a grid of routings x T, one result per point under results/sweeps/<name>/, "
          "plus the tidy table results/sweeps/<name>.csv", GPU,
          Option("--executor", "inline (this process, default), or submitit's debug, local (one job per GPU of this "
@@ -268,14 +277,14 @@ COMMANDS: tuple[Command, ...] = (
          Option("--routing-file", "one more point per file (added to the config's routing_files; T from the file), "
                 "timed against local; repeatable", "append", default=[], metavar="PATH"),
          Option("--stop-rule", "each point stops timing once every median's 95%% CI is tight (the sweep's "
-                "timing.stop, else the default rule; docs/METHOD.md)", "flag"), OVERWRITE),
+                "timing.stop, else the default rule; docs/METHOD.md)", "flag"), *WRITES),
     _cmd("sweep-plot", f"{CPU}:cmd_sweep_plot",
          "CPU only: dK/dV median vs each fan-in statistic and vs T, from a sweep table", COMMON,
          Option("--table", "results/sweeps/<name>.csv", required=True),
-         Option("--out-dir", f"where the PNG and SVG go (default {FIGURES_DIR})", metavar="DIR"), OVERWRITE),
+         Option("--out-dir", f"where the PNG and SVG go (default {FIGURES_DIR})", metavar="DIR"), *WRITES),
     _cmd("lock", f"{CPU}:cmd_lock", "requirements-lock.txt from the versions a real bench run recorded", COMMON,
          Option("--from", "results/raw/<name>.json", required=True, metavar="RESULT", dest="source"),
-         Option("--output", "the lock file (default requirements-lock.txt)", metavar="PATH"), OVERWRITE),
+         Option("--output", "the lock file (default requirements-lock.txt)", metavar="PATH"), *WRITES),
     _cmd("validate", f"{CPU}:cmd_validate", "validate result files (ours or a third party's): schema + invariants",
          COMMON,
          Option("paths", "JSON results/reports or summary CSVs", "positionals", metavar="PATH"),
@@ -300,7 +309,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--kernels", "study JSON with kernels.dkv_core compiled metadata",
                 default="results/studies/h200_method_study_flush.raw.json"),
          Option("--ncu", "ncu summary to cross-check occupancy ('' for none)",
-                default="results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json"), OVERWRITE),
+                default="results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json"), *WRITES),
     _cmd("predict", f"{MODEL}:predict_command", "CPU only: predicted dK/dV ms of a routing from a calibration", COMMON,
          Option("--calibration", "a calibration (results/model/<gpu>_<config>.json)", required=True),
          Option("--pattern", "a registered pattern name"),
@@ -319,7 +328,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--output", "validation path (default results/model/<calibration>_validation.json)"),
          Option("--max-fanin", "F of the modelled split what-if (0: none)", type=int, default=4096),
          Option("--figures", f"folder of the predicted-vs-measured figure (default {FIGURES_DIR}; '' for none)",
-                metavar="DIR"), OVERWRITE),
+                metavar="DIR"), *WRITES),
 )
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from . import REPO_ROOT
@@ -54,15 +55,17 @@ def _wrote(paths: list[Path]) -> int:
     return 0
 
 
-def _figure_dir(args: argparse.Namespace, option: str = "out_dir") -> tuple[str, bool]:
-    """The figures folder and whether the user named it (an explicit folder may be written into)."""
+def _figure_dir(args: argparse.Namespace, policy: OutputPolicy, option: str = "out_dir") -> tuple[str, bool]:
+    """The figures folder and whether the user named it (an explicit folder may be written into): the named one,
+    else :data:`FIGURES_DIR` with ``--publish``, else ``runs/<name>/figures`` (:meth:`OutputPolicy.target`)."""
     given = getattr(args, option)
-    return (given, True) if given is not None else (FIGURES_DIR, False)
+    return (given, True) if given is not None else (str(policy.target(FIGURES_DIR)), False)
 
 
 def cmd_routing(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file))
+    policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
+                             run=config.name)
     if args.output:
         policy.claim(args.output, named=True)
     if args.save:
@@ -115,24 +118,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     inputs = committed_inputs(result=args.result, repeat=args.repeat, ncu=args.ncu,
                               autotune_matrix=args.autotune_matrix, tune_arms=args.tune_arms, h200=args.h200,
                               h200_repeat=args.h200_repeat)
-    analysis = args.analysis or f"results/analysis/{Path(args.result).stem}.json"
-    output = args.output or OUTPUT
+    if args.publish and (untracked := inputs.uncommitted()):
+        raise UserError(f"{untracked[0]}: not a committed file; --publish builds the published report from committed "
+                        "results only (commit it first, or drop --publish to write runs/)")
     policy = OutputPolicy.of(args, ("--result", inputs.result), ("--repeat", inputs.repeat), ("--h200", inputs.h200),
                              ("--h200-repeat", inputs.h200_repeat),
                              ("--autotune-matrix", inputs.autotune_matrix), *(("--ncu", p) for p in inputs.ncu),
-                             *(("--tune-arms", p) for p in inputs.tune_arms))
-    policy.claim(output, named=args.output is not None)
-    policy.claim(analysis, named=args.analysis is not None, option="--analysis")
-    readme = str(REPO_ROOT / "README.md") if args.update_readme else None
-    if readme:
-        policy.claim(readme, named=True, option="--update-readme")  # asked for by name
+                             *(("--tune-arms", p) for p in inputs.tune_arms), run=args.result)
+    output = policy.claim(args.output or OUTPUT, named=args.output is not None)
+    analysis = policy.claim(args.analysis or f"results/analysis/{Path(args.result).stem}.json",
+                            named=args.analysis is not None, option="--analysis")
+    readme = (policy.claim(REPO_ROOT / "README.md", option="--update-readme") if args.update_readme else None)
     command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != RESULT else "")
-    provenance = args.provenance or None
-    if provenance:
-        policy.claim(provenance, named=args.provenance != PROVENANCE, option="--provenance")
-    build_report(inputs, output, analysis, command, readme=readme, formal=args.formal, provenance=provenance)
-    return _wrote([Path(output), Path(analysis), *([Path(readme)] if readme else []),
-                   *([Path(provenance)] if provenance else [])])
+    provenance = (policy.claim(args.provenance, named=args.provenance != PROVENANCE, option="--provenance")
+                  if args.provenance else None)
+    build_report(inputs, str(output), str(analysis), command, readme=str(readme) if readme else None,
+                 formal=args.formal, provenance=str(provenance) if provenance else None,
+                 readme_from=REPO_ROOT / "README.md", provenance_from=args.provenance or None)
+    return _wrote([output, analysis, *([readme] if readme else []), *([provenance] if provenance else [])])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -144,7 +147,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         "its independent repeat)")
     if output:
         noise = (("--noise-from", p) for p in args.noise_from or [])
-        OutputPolicy.of(args, ("A", args.a), ("B", args.b), *noise).claim(output, named=args.output is not None)
+        output = str(OutputPolicy.of(args, ("A", args.a), ("B", args.b), *noise).claim(
+            output, named=args.output is not None))
     doc, code = run_compare(args.a, args.b, output or None, noise_from=args.noise_from, floor=args.floor,
                             cycles=args.cycles, fail_on=args.fail_on, resamples=args.resamples)
     print(format_compare_table(doc))
@@ -166,7 +170,7 @@ def cmd_release_table(args: argparse.Namespace) -> int:
 
 def cmd_flush_study(args: argparse.Namespace) -> int:
     if args.output:
-        OutputPolicy.of(args, ("RAW", args.raw)).claim(args.output, named=True)
+        OutputPolicy.of(args, ("RAW", args.raw)).claim(args.output, named=True)  # a named path: never moved
     study = flush_study(args.raw, args.output)
     print(format_flush_table(study))
     if args.output:
@@ -175,23 +179,23 @@ def cmd_flush_study(args: argparse.Namespace) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    output = args.output or LOCK_FILE
-    OutputPolicy.of(args, ("--from", args.source)).claim(output, named=args.output is not None)
+    output = OutputPolicy.of(args, ("--from", args.source)).claim(args.output or LOCK_FILE,
+                                                                  named=args.output is not None)
     lines = write_lock(args.source, output)
     print(f"wrote {output} ({lines} pins)")
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    out_dir, named = _figure_dir(args)
     policy = OutputPolicy.of(args, ("--input", args.input), ("--result", args.result))
+    out_dir, named = _figure_dir(args, policy)
     return _wrote(plot_fanin_latency(args.input, args.x, out_dir, args.result,
                                      claim=lambda p: policy.claim(p, named=named, option="--out-dir")))
 
 
 def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
-    out_dir, named = _figure_dir(args)
     policy = OutputPolicy.of(args, ("--input", args.input))
+    out_dir, named = _figure_dir(args, policy)
     return _wrote(plot_autotune_heatmap(args.input, out_dir,
                                         claim=lambda p: policy.claim(p, named=named, option="--out-dir")))
 
@@ -200,10 +204,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     points = load_sweep(args.config, args.routing_file, stop_rule=args.stop_rule)
     if not points:
         raise UserError(f"{args.config}: sweep.patterns: the grid is empty (no patterns and no routing_files)")
-    out_dir, csv = sweep_dirs(points[0].sweep)
-    csv = Path(args.output) if args.output else csv
     policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
-                             ("the point folder", out_dir))
+                             run=points[0].sweep)
+    out_dir, csv = (policy.target(p) for p in sweep_dirs(points[0].sweep))  # runs/<sweep>/sweeps/ unless --publish
+    csv = Path(args.output) if args.output else csv
+    policy = replace(policy, inputs=(*policy.inputs, ("the point folder", out_dir)))
     if not args.table_only:
         slurm = parse_slurm(args.slurm)  # --points-per-job, --executor and --slurm checked by arguments.CHECKS
         todo = points_to_run(points, out_dir)
@@ -216,10 +221,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         done = run_sweep(points, out_dir, args.allow_gpu, args.executor, points_per_job=args.points_per_job,
                          slurm=slurm)
         print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")
+    elif not out_dir.is_dir():
+        raise UserError(f"{out_dir}: no point folder of this run yet; --publish rebuilds the published table from "
+                        f"{sweep_dirs(points[0].sweep)[0]}, or run the sweep on a GPU first; nothing written")
     frame = sweep_table(out_dir)
     if frame.empty:
         raise UserError(f"sweep {points[0].sweep}: no valid point file under {out_dir}/ (0 of {len(points)} points "
-                        "measured); run the sweep on a GPU first, nothing written")
+                        "measured); run the sweep on a GPU first (--publish reads the published points); nothing "
+                        "written")
     print(frame.to_string(index=False, columns=["point_id", "fanin_max", "fanin_cv", "dkv_median_ms",
                                                 "ratio_vs_local"], float_format="%.3f"))
     wrote = policy.write(csv, frame_csv(csv, frame, "sweep_row").encode("utf-8"), named=args.output is not None)
@@ -237,6 +246,6 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
-    out_dir, named = _figure_dir(args)
     policy = OutputPolicy.of(args, ("--table", args.table))
+    out_dir, named = _figure_dir(args, policy)
     return _wrote(plot_sweep(args.table, out_dir, claim=lambda p: policy.claim(p, named=named, option="--out-dir")))

@@ -13,7 +13,8 @@
 #   scripts/h200_session.sh release OUTDIR # issue 22: the release arm (NOT the pinned experiment): fla-core 0.5.2
 #                                          # (control), 0.6.0 (also T=8192, 131072), 0.5.1 from the wheels in .whl-fla/;
 #                                          # RELEASES="0.5.1" runs a subset, RELEASE_ARGS="--overwrite" replaces results
-# Results land under results/ and docs/figures/ of this tree; OUTDIR gets one tarball of them after each step,
+# Results land under results/ and docs/figures/ of this tree (--publish: the published results, on purpose;
+# --overwrite: a re-run replaces them); OUTDIR gets one tarball of them after each step,
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
 # Every step runs; the script exits with the first failed step's exit code (0 only when every step passed).
 set -uo pipefail
@@ -38,63 +39,63 @@ step() {  # step NAME CMD...: run, log, pack
 }
 case "$part" in
   part1)
-    step check "$py" -m nsa_exp check --config configs/e1_h200.json --output results/reports/e1_h200_check.json
-    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output results/reports/e1_h200_smoke.json
+    step check "$py" -m nsa_exp check --config configs/e1_h200.json --output results/reports/e1_h200_check.json --publish --overwrite
+    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output results/reports/e1_h200_smoke.json --publish --overwrite
     step bench "$py" -m nsa_exp bench --config configs/e1_h200.json --repetitions 20 --name e1_h200_post \
-      --output results/raw/e1_h200_post.json --summary results/summaries/e1_h200_post.csv
-    step sweep_skew "$py" -m nsa_exp sweep --config configs/sweep_skew_h200.json
-    step sweep_T "$py" -m nsa_exp sweep --config configs/sweep_T_h200.json
+      --output results/raw/e1_h200_post.json --summary results/summaries/e1_h200_post.csv --publish --overwrite
+    step sweep_skew "$py" -m nsa_exp sweep --config configs/sweep_skew_h200.json --publish --overwrite
+    step sweep_T "$py" -m nsa_exp sweep --config configs/sweep_T_h200.json --publish --overwrite
     ;;
   whatif)
     step whatif "$py" -m nsa_exp whatif --config configs/e1_h200.json --patterns sink-heavy,zipf \
-      --max-fanin 4096,8192 --layouts split,split-heavy-first --rounds 10 --output results/whatif/e1_h200_whatif.json
+      --max-fanin 4096,8192 --layouts split,split-heavy-first --rounds 10 --output results/whatif/e1_h200_whatif.json --publish --overwrite
     ;;
   calib_bq4)
-    step sweep_calib_bq4 "$py" -m nsa_exp sweep --config configs/sweep_calib_bq4_h200.json
+    step sweep_calib_bq4 "$py" -m nsa_exp sweep --config configs/sweep_calib_bq4_h200.json --publish --overwrite
     ;;
   part2)
     step matrix "$py" -m nsa_exp autotune-matrix --config configs/e1_h200.json --rounds 15 \
-      --output results/autotune/e1_h200.json
+      --output results/autotune/e1_h200.json --publish --overwrite
     step whatif "$py" -m nsa_exp whatif --config configs/e1_h200.json --patterns sink-heavy,zipf \
-      --max-fanin 4096,8192 --layouts split,split-heavy-first --rounds 10 --output results/whatif/e1_h200_whatif.json
+      --max-fanin 4096,8192 --layouts split,split-heavy-first --rounds 10 --output results/whatif/e1_h200_whatif.json --publish --overwrite
     step arm_per_pattern "$py" -m nsa_exp bench --config configs/e1_h200.json --tune per-pattern --repetitions 15 \
-      --output results/raw/e1_h200_tune_per-pattern.json --summary results/summaries/e1_h200_tune_per-pattern.csv
+      --output results/raw/e1_h200_tune_per-pattern.json --summary results/summaries/e1_h200_tune_per-pattern.csv --publish --overwrite
     step arm_sink_heavy "$py" -m nsa_exp bench --config configs/e1_h200.json --tune-on sink-heavy --repetitions 15 \
-      --output results/raw/e1_h200_tune_sink-heavy.json --summary results/summaries/e1_h200_tune_sink-heavy.csv
+      --output results/raw/e1_h200_tune_sink-heavy.json --summary results/summaries/e1_h200_tune_sink-heavy.csv --publish --overwrite
     ;;
   formal)
-    step check "$py" -m nsa_exp check --config configs/e1_h200.json --output results/reports/e1_h200_check.json
-    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output results/reports/e1_h200_smoke.json
+    step check "$py" -m nsa_exp check --config configs/e1_h200.json --output results/reports/e1_h200_check.json --publish --overwrite
+    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output results/reports/e1_h200_smoke.json --publish --overwrite
     step bench "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200 \
-      --output results/raw/e1_h200.json --summary results/summaries/e1_h200.csv
+      --output results/raw/e1_h200.json --summary results/summaries/e1_h200.csv --publish --overwrite
     ;;
   formal_bench)  # the formal bench and its repeat alone (re-run after the CUPTI aggregation fix)
     step bench "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200 \
-      --output results/raw/e1_h200.json --summary results/summaries/e1_h200.csv
+      --output results/raw/e1_h200.json --summary results/summaries/e1_h200.csv --publish --overwrite
     step repeat "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_repeat \
       --autotune-from results/raw/e1_h200.json \
-      --output results/raw/e1_h200_repeat.json --summary results/summaries/e1_h200_repeat.csv
+      --output results/raw/e1_h200_repeat.json --summary results/summaries/e1_h200_repeat.csv --publish --overwrite
     ;;
   formal2)
     step repeat "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_repeat \
       --autotune-from results/raw/e1_h200.json \
-      --output results/raw/e1_h200_repeat.json --summary results/summaries/e1_h200_repeat.csv
-    step ncu_dkv "$py" -m nsa_exp ncu --config configs/e1_h200.json --stage dkv_core
-    step ncu_dq "$py" -m nsa_exp ncu --config configs/e1_h200.json --stage dq_core
-    step sweep_topk "$py" -m nsa_exp sweep --config configs/sweep_skew_h200.json
+      --output results/raw/e1_h200_repeat.json --summary results/summaries/e1_h200_repeat.csv --publish --overwrite
+    step ncu_dkv "$py" -m nsa_exp ncu --config configs/e1_h200.json --stage dkv_core --publish --overwrite
+    step ncu_dq "$py" -m nsa_exp ncu --config configs/e1_h200.json --stage dq_core --publish --overwrite
+    step sweep_topk "$py" -m nsa_exp sweep --config configs/sweep_skew_h200.json --publish --overwrite
     ;;
   files)
     step routing_save "$py" -m nsa_exp routing --config configs/e1_h200.json --save /tmp/nsa_routings
     step bench_file "$py" -m nsa_exp bench --config configs/e1_h200.json --routing-file /tmp/nsa_routings/zipf.npy \
       --repetitions 10 --autotune-from results/raw/e1_h200.json --cupti-rounds 0 \
-      --output results/raw/e1_h200_file.json --summary results/summaries/e1_h200_file.csv
+      --output results/raw/e1_h200_file.json --summary results/summaries/e1_h200_file.csv --publish --overwrite
     step validate_file "$py" -m nsa_exp validate results/raw/e1_h200_file.json --routing-file /tmp/nsa_routings/zipf.npy
-    step sweep_packing "$py" -m nsa_exp sweep --config configs/sweep_packing_h200.json
+    step sweep_packing "$py" -m nsa_exp sweep --config configs/sweep_packing_h200.json --publish --overwrite
     ;;
   x2)
     nvidia-smi -L > "$out/x2.gpus.log" 2>&1
     CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}" step sweep_x2 "$py" -m nsa_exp sweep \
-      --config configs/sweep_x2_h200.json --executor local
+      --config configs/sweep_x2_h200.json --executor local --publish --overwrite
     ;;
   engine)  # issue 21: the engine's HEAD against the formal run (a 20-round bench); every file in OUTDIR
     step check "$py" -m nsa_exp check --config configs/e1_h200.json --output "$out/e1_h200_check.json"
@@ -116,7 +117,7 @@ case "$part" in
     rel=(); for v in ${RELEASES:-0.5.2 0.6.0 0.5.1}; do rel+=(--release "$v"); done
     # shellcheck disable=SC2086  # RELEASE_ARGS: extra options, word-split on purpose
     step release timeout -s INT "${RELEASE_TIMEOUT_S:-540}" "$py" -m nsa_exp release-bench \
-      --config configs/release_h200.json "${rel[@]}" --wheel-dir .whl-fla ${RELEASE_ARGS:-}
+      --config configs/release_h200.json "${rel[@]}" --wheel-dir .whl-fla --publish ${RELEASE_ARGS:-}
     ;;
   *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2|engine|engine_stop|release OUTDIR" >&2; exit 2 ;;
 esac

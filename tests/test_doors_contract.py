@@ -110,7 +110,8 @@ def run_case(case: dict[str, Any], base: Path, template: Path) -> dict[str, Any]
     out["changed"] = [s for s, p in watched.items() if _digest(p) != before[s]]
     out["present"] = [s for s in case.get("absent", []) if _where(s, files, case_dir, repo).exists()]
     if case.get("git_clean"):
-        out["modified"] = _git(repo, "status", "--porcelain", "--untracked-files=no").stdout.splitlines()
+        # nothing but the ignored run folder: no tracked file modified, no untracked file left in the tree
+        out["modified"] = _git(repo, "status", "--porcelain", "--untracked-files=all").stdout.splitlines()
     return out
 
 
@@ -153,7 +154,7 @@ def contract_problems(case: dict[str, Any], out: dict[str, Any]) -> list[str]:
     if out["present"]:
         problems.append(f"{out['present']} written")
     if out.get("modified"):
-        problems.append(f"tracked files modified: {out['modified']}")
+        problems.append(f"the tree is not clean (only the ignored runs/ may be written): {out['modified']}")
     if case.get("max_rss_mb") and r.peak_rss_mb > case["max_rss_mb"]:
         problems.append(f"peak RSS {r.peak_rss_mb:.0f} MB > {case['max_rss_mb']} MB")
     return problems

@@ -195,7 +195,7 @@ def command(args: argparse.Namespace) -> int:
         raise UserError("--rounds: must be a positive integer")
     if args.warmup_rounds < 0:
         raise UserError("--warmup-rounds: must be 0 or more")
-    OutputPolicy((("--config", args.config),)).claim(args.output, named=True)
+    OutputPolicy.of(args, ("--config", args.config)).claim(args.output, named=True)
     doc = run_matrix(config, args.allow_gpu, args.output, stages, args.rounds, args.warmup_rounds)
     for st, s in doc["stages"].items():
         failed = [c for c in s["cells"] if c["status"] == "failed"]

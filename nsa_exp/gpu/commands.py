@@ -28,15 +28,17 @@ from .smoke import run_smoke
 from .whatif_run import run_whatif
 
 
-def _policy(args: argparse.Namespace, *inputs: tuple[str, str | None]) -> OutputPolicy:
-    """This command's output policy: the config and ``inputs`` are never outputs (:class:`OutputPolicy`)."""
-    return OutputPolicy.of(args, ("--config", args.config), *inputs)
+def _policy(args: argparse.Namespace, config: Config, *inputs: tuple[str, str | None],
+            run: str | None = None) -> OutputPolicy:
+    """This command's output policy: the config and ``inputs`` are never outputs; default outputs go to
+    ``runs/<run>/`` (default the config's name) unless ``--publish`` (:class:`OutputPolicy`)."""
+    return OutputPolicy.of(args, ("--config", args.config), *inputs, run=run or config.name)
 
 
 def check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    out = args.output or RESULTS_DIR / "reports" / f"{config.name}_check.json"
-    _policy(args).claim(out, named=args.output is not None)
+    out = _policy(args, config).claim(args.output or RESULTS_DIR / "reports" / f"{config.name}_check.json",
+                                      named=args.output is not None)
     run_check(config, args.allow_gpu, out)
     print(f"check passed; report {out}")
     return 0
@@ -44,8 +46,8 @@ def check(args: argparse.Namespace) -> int:
 
 def smoke(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    out = args.output or RESULTS_DIR / "reports" / f"{config.name}_smoke.json"
-    _policy(args).claim(out, named=args.output is not None)
+    out = _policy(args, config).claim(args.output or RESULTS_DIR / "reports" / f"{config.name}_smoke.json",
+                                      named=args.output is not None)
     report = run_smoke(config, args.allow_gpu, out)
     for name, m in report["naive"]["metrics"].items():
         print(f"naive  {name}: rel_l2 {m['rel_l2']:.2e} max_abs/max|ref| {m['max_abs_rel']:.2e}")
@@ -67,10 +69,11 @@ def bench(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
     check_bench_arm(config, args)
-    policy = _policy(args, ("--autotune-from", args.autotune_from), *(("--routing-file", f) for f in args.routing_file))
-    policy.claim(out, named=args.output is not None)
-    # the summary beside a named --output follows it (its name comes from the path the user gave)
-    policy.claim(summary, named=args.summary is not None or args.output is not None, option="--summary")
+    policy = _policy(args, config, ("--autotune-from", args.autotune_from),
+                     *(("--routing-file", f) for f in args.routing_file), run=name)
+    out = policy.claim(out, named=args.output is not None)
+    # the summary takes a named --output's stem; it is a default output (runs/<name>/summaries/ unless --publish)
+    summary = policy.claim(summary, named=args.summary is not None, option="--summary")
     files = file_routings(args.routing_file, config.shape, args.require_equal_edges)  # before any GPU work
     result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal,
                        tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
@@ -112,16 +115,17 @@ def ncu(args: argparse.Namespace) -> int:
     if bench_result is None and (RESULTS_DIR / "raw" / f"{config.name}.json").is_file():
         bench_result = str((RESULTS_DIR / "raw" / f"{config.name}.json").relative_to(REPO_ROOT))
     name = args.name or f"{config.name}_{args.pattern}_{args.stage}"
-    policy = _policy(args, ("--benchmark-result", bench_result))
-    policy.claim(RESULTS_DIR / "ncu" / f"{name}.json", named=args.name is not None, option="--name")
-    policy.claim(REPO_ROOT / "profiles" / f"{name}.ncu-rep", named=args.name is not None, option="--name")
-    doc = run_ncu(args.config, args.pattern, args.stage, bench_result, name, REPO_ROOT / "profiles",
-                  RESULTS_DIR / "ncu", args.allow_gpu, sys.executable)
+    policy = _policy(args, config, ("--benchmark-result", bench_result))
+    # --name is a report name, not a path: the files stay in runs/<config>/ (results/ncu, profiles with --publish)
+    summary = policy.claim(RESULTS_DIR / "ncu" / f"{name}.json", option="--name")
+    report = policy.claim(REPO_ROOT / "profiles" / f"{name}.ncu-rep", option="--name")
+    doc = run_ncu(args.config, args.pattern, args.stage, bench_result, name, report.parent, summary.parent,
+                  args.allow_gpu, sys.executable)
     for k in doc["kernels"]:
         m = k["metrics"]
         print(f"{k['pattern']}: {k['kernel']} {m['duration_ns']} ns, occupancy {m['achieved_occupancy_pct']}%, "
               f"waves {m['waves_per_sm']}, top stall {k['top_stalls'][:1]}")
-    print(f"wrote {RESULTS_DIR / 'ncu' / (name + '.json')}")
+    print(f"wrote {summary}")
     return 0
 
 
@@ -134,8 +138,8 @@ def whatif(args: argparse.Namespace) -> int:
         raise UserError(f"--layouts: {bad} not in split, split-heavy-first")
     if args.rounds < 1:
         raise UserError("--rounds: must be a positive integer")
-    out = Path(args.output) if args.output else RESULTS_DIR / "whatif" / f"{config.name}_whatif.json"
-    _policy(args, ("--benchmark-result", args.benchmark_result)).claim(out, named=args.output is not None)
+    out = _policy(args, config, ("--benchmark-result", args.benchmark_result)).claim(
+        args.output or RESULTS_DIR / "whatif" / f"{config.name}_whatif.json", named=args.output is not None)
     doc = run_whatif(config, args.allow_gpu, args.patterns.split(","), ints, layouts, args.rounds,
                      args.benchmark_result, out)
     for pattern, entry in doc["patterns"].items():

@@ -87,7 +87,8 @@ def export_command(args: Any) -> int:
     if not Path(args.report).is_file():
         raise UserError(f"{args.report}: no such file" if not Path(args.report).exists() else
                         f"{args.report}: is not a file")
-    OutputPolicy((("REPORT", args.report), ("--reuse-context", args.reuse_context))).claim(args.output, named=True)
+    OutputPolicy.of(args, ("REPORT", args.report), ("--reuse-context", args.reuse_context)).claim(args.output,
+                                                                                                 named=True)
     context: dict = {"report": args.report}
     if args.pattern:
         context |= {"pattern": args.pattern, "patterns_in_launch_order": parse_patterns(args.pattern)}

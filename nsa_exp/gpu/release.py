@@ -469,7 +469,11 @@ def command(args: argparse.Namespace) -> int:
         raise UserError("--cupti-rounds: must be 0 (skip the per-kernel pass) or a positive integer")
     cfg = load_release_config(args.config)
     releases_dir = Path(args.releases_dir) if args.releases_dir else RELEASES_DIR
-    out_dir = Path(args.output_dir) if args.output_dir else RESULTS_DIR / "releases" / cfg.name
+    policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
+                             *(("--fla-source", f) for f in args.fla_source), ("--wheel-dir", args.wheel_dir),
+                             run=cfg.name)
+    # runs/<config>/releases/<config>/ unless --publish (then results/releases/<config>/) or --output-dir DIR
+    out_dir = policy.target(args.output_dir or RESULTS_DIR / "releases" / cfg.name, named=bool(args.output_dir))
     if args.wheel_dir and not Path(args.wheel_dir).is_dir():
         raise UserError(f"--wheel-dir {args.wheel_dir}: no such folder")
     files = cfg.routing_files(args.routing_file, args.require_equal_edges)  # read and checked before any GPU work
@@ -478,9 +482,7 @@ def command(args: argparse.Namespace) -> int:
     outputs = [out_dir / f"{t.label}-T{p.T}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
     # The output policy (io.store.OutputPolicy): no output is an input (inside a --fla-source or --wheel-dir
     # folder included); an existing output, in the default folder or a named one, is replaced only with --overwrite.
-    OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
-                    *(("--fla-source", f) for f in args.fla_source), ("--wheel-dir", args.wheel_dir)).claim_all(
-        outputs, option="--output-dir")
+    policy.claim_all(outputs, option="--output-dir")
     gates, interpreter = parent_gates(cfg, args.allow_gpu)
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate

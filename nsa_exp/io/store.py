@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import REPO_ROOT
 from ..core.kinds import KINDS
 from ..core.records import Record, record_schema
 from ..errors import UserError
@@ -56,6 +57,15 @@ def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> 
 
 
 OVERWRITE_FLAG = "--overwrite"
+PUBLISH_FLAG = "--publish"
+#: The user's run folders (``runs/<name>/...``, ignored by git): every default output goes there without --publish.
+RUNS_DIR = "runs"
+#: The published tree, relative to the repository root: what ``report`` reads and RESULTS.md cites. Only
+#: ``--publish`` writes here.
+PUBLISHED_DIRS = ("results", "docs")
+PUBLISHED_FILES = ("README.md", "requirements-lock.txt")
+#: The placeholder a refusal shows after an option that relocates an output.
+_METAVARS = {"--name": "NEW_NAME", "--out-dir": "DIR", "--output-dir": "DIR", "--figures": "DIR", "--save": "DIR"}
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -65,24 +75,81 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
+def _repo_relative(path: Path) -> Path | None:
+    """``path`` relative to the repository root (None when it lies outside it)."""
+    try:
+        return path.resolve().relative_to(REPO_ROOT.resolve())
+    except (OSError, ValueError):
+        return None
+
+
+def is_published(path: str | Path) -> bool:
+    """Whether ``path`` lies in the published tree (:data:`PUBLISHED_DIRS`, :data:`PUBLISHED_FILES` of the
+    repository).
+
+    >>> is_published(REPO_ROOT / "results" / "raw" / "x.json"), is_published(REPO_ROOT / "runs" / "x" / "x.json")
+    (True, False)
+    """
+    rel = _repo_relative(Path(path))
+    return rel is not None and bool(rel.parts) and (rel.parts[0] in PUBLISHED_DIRS
+                                                    or rel.as_posix() in PUBLISHED_FILES)
+
+
+def run_path(path: str | Path, run: str) -> Path:
+    """Where a default output ``path`` goes in the user's run folder: ``runs/<run>/`` + the path without its
+    leading ``results/`` or ``docs/`` (``results/raw/x.json`` -> ``runs/<run>/raw/x.json``, ``docs/figures/f.png``
+    -> ``runs/<run>/figures/f.png``, ``requirements-lock.txt`` -> ``runs/<run>/requirements-lock.txt``). A relative
+    path stays relative (to the working folder, the repository root in the docs); an absolute path inside the
+    repository goes to ``<repo>/runs/<run>/...``; a path outside the repository is not a published default and is
+    returned as it is.
+
+    >>> run_path("results/reports/e1_h200_check.json", "e1_h200").as_posix()
+    'runs/e1_h200/reports/e1_h200_check.json'
+    >>> run_path("/elsewhere/out.json", "x").as_posix()
+    '/elsewhere/out.json'
+    """
+    path = Path(path)
+    if path.is_absolute():
+        rel = _repo_relative(path)
+        if rel is None:
+            return path
+        base = REPO_ROOT / RUNS_DIR / run
+    else:
+        rel, base = path, Path(RUNS_DIR) / run
+    parts = rel.parts
+    if parts and parts[0] == RUNS_DIR:  # already a run path
+        return path
+    if parts and parts[0] in PUBLISHED_DIRS:
+        parts = parts[1:]
+    return base.joinpath(*parts)
+
+
 @dataclass(frozen=True)
 class OutputPolicy:
-    """The output policy of every writing command, in one place (issue 23). For each output path:
+    """The output policy of every writing command, in one place (issues 23, 27). For each output path:
 
+    0. **Two namespaces.** The published results (``results/``, ``docs/`` — RESULTS.md, the figures, the
+       provenance table —, README.md's results block, ``requirements-lock.txt``: what ``report`` reads and
+       RESULTS.md cites) change only on purpose, with ``--publish``. Without it a command's default output goes
+       to the user's run folder ``runs/<run>/`` (:func:`run_path`: ``results/raw/<name>.json`` ->
+       ``runs/<name>/raw/<name>.json``; ``runs/`` is ignored by git), and a path named with ``--output`` may not
+       lie in the published tree. With ``--publish`` a default output is the published path itself.
     1. **An input is never an output.** A path that is one of the command's own inputs (the same file by
        resolved path or inode), or lies inside an input folder, is refused, with or without
        ``--overwrite``: nothing a user gives a command may be lost.
-    2. **A default output is never replaced unless asked.** A path the command chose itself (``named=False``:
-       its default, e.g. ``results/raw/<name>.json`` or ``docs/figures/...``) that already exists is refused
-       unless ``overwrite`` (the command's ``--overwrite``); a path the user named (``--output PATH``,
-       ``--out-dir DIR``) may be replaced. A user's run so never clobbers a committed result by default.
+    2. **A default output is never replaced unless asked.** A path the command chose itself (``named=False``: its
+       default, e.g. ``runs/<run>/raw/<name>.json``, or with ``--publish`` ``results/raw/<name>.json``) that
+       already exists is refused unless ``overwrite`` (the command's ``--overwrite``); so is an existing published
+       file, named or not. A path the user named (``--output PATH``, ``--out-dir DIR``) outside the published tree
+       may be replaced.
     3. **Writable.** The path can be written (:func:`check_writable`).
 
     Every refusal is one :class:`UserError` line naming the file and the fix(es). Claim every output
-    before writing the first (and before any long or GPU work), so a command writes all or none.
+    before writing the first (and before any long or GPU work), so a command writes all or none; write to
+    the path :meth:`claim` returns (a default output may have moved to ``runs/<run>/``).
 
     ``inputs`` holds ``(what, path)`` pairs (``what``: the option or argument that gave it, for the message)
-    or bare paths.
+    or bare paths; ``run`` names the run folder (the run's or config's name, so the GPU model shows).
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -98,19 +165,29 @@ class OutputPolicy:
     >>> refusal(lambda: policy.claim(d / "in.json", named=True))
     --output D/in.json: is an input of this command (--config D/in.json); choose another path
     >>> refusal(lambda: policy.claim(d / "old.json"))
-    D/old.json: exists (committed or earlier output); --overwrite replaces it, --output NEW_PATH writes elsewhere
+    D/old.json: exists (an earlier run's output); --overwrite replaces it, --output PATH writes elsewhere
     >>> OutputPolicy(overwrite=True).claim(d / "old.json") == d / "old.json"
     True
+    >>> OutputPolicy(run="e1_h200").claim("results/reports/e1_h200_check.json").as_posix()
+    'runs/e1_h200/reports/e1_h200_check.json'
     """
 
     inputs: tuple[Any, ...] = ()
     overwrite: bool = False
+    publish: bool = False
+    run: str = "run"
 
     @classmethod
-    def of(cls, args: Any, *inputs: tuple[str, Any]) -> OutputPolicy:
+    def of(cls, args: Any, *inputs: tuple[str, Any], run: str | Path | None = None) -> OutputPolicy:
         """The policy of one command run: ``inputs`` as ``(what, path)`` pairs (an unset one, None or '', is
-        skipped) and its ``--overwrite`` (``args.overwrite``, False for a command without the flag)."""
-        return cls(tuple((w, p) for w, p in inputs if p not in (None, "")), bool(getattr(args, "overwrite", False)))
+        skipped), its ``--overwrite`` and ``--publish`` (``args.overwrite`` / ``args.publish``, False for a command
+        without the flag) and its run folder's name: ``run`` (a name, or a path whose stem is the name), else
+        ``args.name``, else the stem of ``args.config``, else of the first input."""
+        given = tuple((w, p) for w, p in inputs if p not in (None, ""))
+        if run in (None, ""):
+            run = getattr(args, "name", None) or getattr(args, "config", None) or (given[0][1] if given else "run")
+        return cls(given, bool(getattr(args, "overwrite", False)), bool(getattr(args, "publish", False)),
+                   Path(str(run)).stem or "run")
 
     def _inputs(self) -> Iterable[tuple[str, Path]]:
         for item in self.inputs:
@@ -118,18 +195,30 @@ class OutputPolicy:
             if path not in (None, ""):
                 yield str(what), Path(path)
 
+    def target(self, path: str | Path, *, named: bool = False) -> Path:
+        """Where an output goes: a named path as given; a default one in ``runs/<run>/`` unless ``--publish``."""
+        return Path(path) if named or self.publish else run_path(path, self.run)
+
     def claim(self, path: str | Path, *, named: bool = False, option: str = "--output") -> Path:
-        """Refuse ``path`` (one line) unless the policy lets this command write it; return it as a Path.
-        ``named``: the user gave this path (or its folder) explicitly; ``option``: the option that
-        relocates the output (named in the refusal)."""
-        path = Path(path)
+        """Refuse the output (one line) unless the policy lets this command write it; return the path to write
+        (:meth:`target`). ``named``: the user gave this path (or its folder) explicitly; ``option``: the option
+        that relocates the output (named in the refusal)."""
+        path = self.target(path, named=named)
         for what, source in self._inputs():
             if same_file(path, source) or _inside(path, source):
                 how = "is an input of this command" if same_file(path, source) else "lies inside an input folder"
                 raise UserError(f"{option} {path}: {how} ({what} {source}); choose another path")
-        if path.exists() and not path.is_dir() and not named and not self.overwrite:
-            raise UserError(f"{path}: exists (committed or earlier output); {OVERWRITE_FLAG} replaces it, "
-                            f"{option} NEW_PATH writes elsewhere")
+        published = is_published(path)
+        elsewhere = f"{option} {_METAVARS.get(option, 'PATH')} writes elsewhere"
+        if published and not self.publish:
+            raise UserError(f"{option} {path}: lies in the published results (results/, docs/, README.md, "
+                            f"requirements-lock.txt); {PUBLISH_FLAG} writes there on purpose ({OVERWRITE_FLAG} to "
+                            f"replace), or name a path outside them (e.g. under {RUNS_DIR}/{self.run}/)")
+        if path.exists() and not path.is_dir() and (published or not named) and not self.overwrite:
+            if published:
+                raise UserError(f"{path}: exists (a published result); {PUBLISH_FLAG} {OVERWRITE_FLAG} replaces it "
+                                f"on purpose; without {PUBLISH_FLAG} the output goes to {RUNS_DIR}/{self.run}/")
+            raise UserError(f"{path}: exists (an earlier run's output); {OVERWRITE_FLAG} replaces it, {elsewhere}")
         check_writable(path)
         return path
 
@@ -137,20 +226,20 @@ class OutputPolicy:
         """:meth:`claim` each of ``paths`` (all before any is written)."""
         return [self.claim(p, named=named, option=option) for p in paths]
 
-    def write(self, path: str | Path, data: bytes, *, named: bool = False, option: str = "--output") -> bool:
-        """Write ``data`` to ``path`` under the policy; an existing file with exactly these bytes is left as it
-        is (a byte-identical rebuild replaces nothing, so it needs no ``--overwrite``). Returns whether the
-        file was written."""
-        path = Path(path)
+    def write(self, path: str | Path, data: bytes, *, named: bool = False, option: str = "--output") -> Path | None:
+        """Write ``data`` to the output ``path`` under the policy (:meth:`target`); an existing file with exactly
+        these bytes is left as it is (a byte-identical rebuild replaces nothing, so it needs no ``--overwrite``).
+        Returns the path written, None when the file was left as it is."""
+        out = self.target(path, named=named)
         try:
-            if path.is_file() and path.stat().st_size == len(data) and read_bounded(path, str(path), len(data)) == data:
-                self.claim(path, named=True, option=option)  # still never one of the inputs
-                return False
+            if out.is_file() and out.stat().st_size == len(data) and read_bounded(out, str(out), len(data)) == data:
+                OutputPolicy(self.inputs, True, True, self.run).claim(out, named=True, option=option)  # never an input
+                return None
         except (OSError, UserError):
             pass  # not a readable regular file of these bytes: claimed and written below
-        self.claim(path, named=named, option=option)
-        write_bytes_atomic(path, data)
-        return True
+        out = self.claim(path, named=named, option=option)
+        write_bytes_atomic(out, data)
+        return out
 
 
 def claim_output(path: str | Path, inputs: tuple[Any, ...] = (), overwrite: bool = False, *, named: bool = False,

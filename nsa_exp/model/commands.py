@@ -76,7 +76,7 @@ FIGURES_DIR = "docs/figures"  # model-validate's default figure folder (as the c
 def calibrate(args: argparse.Namespace) -> int:
     cset = load_document(args.set, ("model_calibration_set",), f"--set {args.set}")
     policy = OutputPolicy.of(args, ("--set", args.set), ("--kernels", args.kernels), ("--ncu", args.ncu),
-                             *(("--points", p) for p in args.points))
+                             *(("--points", p) for p in args.points), run=args.set)
     if args.output:
         policy.claim(args.output, named=True)
     points = _all_points(args.points)
@@ -100,8 +100,8 @@ def calibrate(args: argparse.Namespace) -> int:
     fanins = [pattern_fanin(p.pattern, p.shape, p.T, p.seed) for _, p in chosen]
     params, rows = fit_calibration([p for _, p in chosen], fanins, ref.sm_count, occ["slots_per_sm"], bq)
     gpu_tag = ref.gpu.split()[-1].lower()
-    out = args.output or f"results/model/{gpu_tag}_{config_label(ref.autotune_config)}.json"
-    policy.claim(out, named=args.output is not None)
+    out = policy.claim(args.output or f"results/model/{gpu_tag}_{config_label(ref.autotune_config)}.json",
+                       named=args.output is not None)
     errs = np.abs([r["error_pct"] for r in rows])
     doc = {"schema_version": schema_version("model_calibration"), "kind": "model_calibration",
            "name": Path(out).stem, "gpu": {"name": ref.gpu, "sm_count": ref.sm_count},
@@ -203,9 +203,9 @@ def model_validate(args: argparse.Namespace) -> int:
     if args.max_fanin < 0:
         raise UserError(f"--max-fanin: {args.max_fanin} is negative (0 skips the split what-if)")
     policy = OutputPolicy.of(args, ("--calibration", args.calibration), *(("--points", p) for p in args.points))
-    out = args.output or f"results/model/{Path(args.calibration).stem}_validation.json"
-    policy.claim(out, named=args.output is not None)
-    fig_dir = FIGURES_DIR if args.figures is None else args.figures
+    out = policy.claim(args.output or f"results/model/{Path(args.calibration).stem}_validation.json",
+                       named=args.output is not None)
+    fig_dir = str(policy.target(FIGURES_DIR)) if args.figures is None else args.figures
     if fig_dir:  # the figure's two files are claimed now, before the long work (their stem is known)
         stem = Path(fig_dir) / figure_stem({"calibration": {"name": cal["name"]}, "name": Path(out).stem})
         policy.claim_all([stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "svg")],

@@ -50,8 +50,7 @@ INPUTS = "Appendix: inputs"
 def _ncu_docs(data: ReportData) -> list[dict[str, Any]]:
     paths = list(data.inputs.ncu)
     for f in data.formal[1:]:
-        paths += sorted(data.inputs.relative(p) for p in (data.inputs.root / "results" / "ncu").glob(
-            f"{Path(f.path).stem}_*.json"))
+        paths += [data.inputs.relative(p) for p in data.inputs.glob("results/ncu", f"{Path(f.path).stem}_*.json")]
     out = []
     for p in dict.fromkeys(paths):
         doc = dict(data.load(p, ("ncu_summary",)))
@@ -147,10 +146,13 @@ def _write_analysis(path: str, analysis: dict[str, Any]) -> None:
 
 
 def build_report(inputs: Inputs, output_md: str, output_json: str, command: str, readme: str | None = None,
-                 formal: bool = False, provenance: str | None = None) -> dict[str, Any]:
+                 formal: bool = False, provenance: str | None = None, readme_from: str | Path | None = None,
+                 provenance_from: str | Path | None = None) -> dict[str, Any]:
     """Write RESULTS.md (``output_md``), the analysis JSON of the first formal result (``output_json``) and, given
     ``readme`` / ``provenance``, README's results block and PROVENANCE.md's table, all from ``inputs``; returns
-    the analysis. Everything is computed and checked before the first file is written."""
+    the analysis. ``readme_from`` / ``provenance_from``: the file whose text around the block is kept (default the
+    output itself; a run folder's copy is built from the published file). Everything is computed and checked
+    before the first file is written."""
     check_writable(output_md, output_json, *([readme] if readme else []), *([provenance] if provenance else []))
     for out in (output_md, output_json):
         if inputs.path(out) is not None and inputs.path(out).resolve() in {
@@ -166,7 +168,8 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
     _write_analysis(output_json, analysis)
     write_text_atomic(output_md, text)
     if readme:
-        update_readme(Path(readme), block)
+        update_readme(Path(readme), block, readme_from)
     if provenance:
-        update_provenance(Path(provenance), provenance_block(inputs, {k: v for k, v in data.docs.items()}))
+        update_provenance(Path(provenance), provenance_block(inputs, {k: v for k, v in data.docs.items()}),
+                          provenance_from)
     return analysis

@@ -81,7 +81,7 @@ def _ncu_across(data: ReportData, a: Formal, b: Formal, same_in_cycles: bool) ->
     for stage in ("dq_core", "dkv_core"):
         for f in (a, b):
             path = data.inputs.ncu_summary(f.path, stage)
-            if not path.exists():
+            if not data.inputs.committed(path):
                 return []
             for k in load_document(path, ("ncu_summary",))["kernels"]:
                 m = k["metrics"]

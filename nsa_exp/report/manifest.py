@@ -8,6 +8,11 @@ routing-file bench. Folder inputs: every bench result (``results/raw``), sweep t
 (``results/sweeps``), model calibration and validation (``results/model``), what-if (``results/whatif``),
 release result (``results/releases``), and every file under ``results/`` for the provenance table.
 
+Only the published tree is read: in a git repository a folder input (and a figure RESULTS.md cites) counts only
+when git tracks it (:attr:`Inputs.tracked`), so neither a user's run folder (``runs/``, never under
+``results/``) nor an untracked file someone left in ``results/`` or ``docs/figures/`` is folded into RESULTS.md
+or PROVENANCE.md; outside a repository (an unpacked release) every file of the tree is the manifest.
+
 >>> inputs = committed_inputs()
 >>> inputs.result, inputs.ncu[0]
 ('results/raw/e1_h100.json', 'results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json')
@@ -15,8 +20,9 @@ release result (``results/releases``), and every file under ``results/`` for the
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import REPO_ROOT
@@ -58,6 +64,26 @@ class Inputs:
     h200_repeat: str | None = None
     docs8192: str | None = None
     routing_file: str | None = None
+    #: The files git tracks under ``root`` (relative POSIX paths), None outside a repository (every file counts).
+    tracked: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    def committed(self, path: Path | str | None) -> bool:
+        """Whether ``path`` is a file of the published tree: it exists and, in a repository, git tracks it."""
+        if path is None:
+            return False
+        p = Path(path) if Path(path).is_absolute() else self.root / path
+        return p.is_file() and (self.tracked is None or self.relative(p) in self.tracked)
+
+    def uncommitted(self) -> list[str]:
+        """The named inputs that exist but git does not track (empty outside a repository)."""
+        names = [self.result, self.repeat, self.h200, self.h200_repeat, *self.ncu, self.autotune_matrix,
+                 *self.tune_arms, self.docs8192, self.routing_file]
+        return [self.relative(p) for p in map(self.path, names) if p is not None and not self.committed(p)]
+
+    def glob(self, folder: str | Path, pattern: str) -> list[Path]:
+        """The committed files of ``folder`` (relative to the root) matching ``pattern``, sorted."""
+        base = Path(folder) if Path(folder).is_absolute() else self.root / folder
+        return sorted(p for p in base.glob(pattern) if self.committed(p))
 
     @property
     def figures(self) -> Path:
@@ -71,7 +97,7 @@ class Inputs:
         return p if p.is_file() else None
 
     def _glob(self, folder: str, pattern: str) -> list[Path]:
-        return sorted((self.root / folder).glob(pattern))
+        return self.glob(folder, pattern)
 
     def bench_results(self) -> list[Path]:
         """Every committed bench result, ``results/raw/*.json``."""
@@ -103,7 +129,7 @@ class Inputs:
 
     def result_files(self) -> list[Path]:
         """Every file under ``results/`` (hidden files and submitit job logs aside): the provenance table's rows."""
-        return sorted(p for p in (self.root / "results").rglob("*") if p.is_file()
+        return sorted(p for p in (self.root / "results").rglob("*") if self.committed(p)
                       and not any(part.startswith(".") or part.endswith("_submitit")
                                   for part in p.relative_to(self.root).parts))
 
@@ -133,9 +159,26 @@ def committed_inputs(root: Path = REPO_ROOT, result: str = RESULT, repeat: str |
     """The report's inputs; ``ncu`` defaults to ``results/ncu/<result stem>_*.json``, ``tune_arms`` to
     ``results/raw/*_tune_*.json`` (both sorted, relative to ``root``); '' or None drops an optional input."""
     root = Path(root)
+    tracked = tracked_files(root)
+    probe = Inputs(root, result, None, (), None, (), None, tracked=tracked)
     if ncu is None:
-        ncu = [str(p.relative_to(root)) for p in sorted((root / "results" / "ncu").glob(f"{Path(result).stem}_*.json"))]
+        ncu = [str(p.relative_to(root)) for p in probe.glob("results/ncu", f"{Path(result).stem}_*.json")]
     if tune_arms is None:
-        tune_arms = [str(p.relative_to(root)) for p in sorted((root / "results" / "raw").glob("*_tune_*.json"))]
+        tune_arms = [str(p.relative_to(root)) for p in probe.glob("results/raw", "*_tune_*.json")]
     return Inputs(root, result, repeat or None, tuple(ncu), autotune_matrix or None, tuple(tune_arms), h200 or None,
-                  h200_repeat or None, docs8192 or None, routing_file or None)
+                  h200_repeat or None, docs8192 or None, routing_file or None, tracked=tracked)
+
+
+def tracked_files(root: Path) -> frozenset[str] | None:
+    """The files git tracks under ``root`` (``git ls-files``, relative POSIX paths); None when ``root`` is not the
+    top of a git work tree (or git is missing): then every file of the tree counts."""
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=60, check=False)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(root).resolve():
+            return None
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "results", "docs"], capture_output=True,
+                             timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return frozenset(p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p)

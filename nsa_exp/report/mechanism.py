@@ -152,7 +152,7 @@ def _ncu_spread(data: ReportData) -> list[str]:
     parts = []
     for f in data.formal:
         path = data.inputs.ncu_summary(f.path, "dkv_core")
-        if not path.exists():
+        if not data.inputs.committed(path):
             continue
         for k in load_document(path, ("ncu_summary",))["kernels"]:
             m: dict[str, Any] = k["metrics"]

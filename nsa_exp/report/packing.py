@@ -68,7 +68,7 @@ def order_sentence(data: ReportData, frame: pd.DataFrame) -> list[str]:
 def packing_section(data: ReportData, name: str = PACKING_SWEEP) -> list[str]:
     """``## Packed documents`` from ``results/sweeps/<name>.csv``; ``[]`` when it is absent."""
     path = data.inputs.packing_table(name)
-    if not path.is_file():
+    if not data.inputs.committed(path):
         return []
     frame = packing_table(read_sweep_table(path))
     rows = []
@@ -94,7 +94,7 @@ def packing_section(data: ReportData, name: str = PACKING_SWEEP) -> list[str]:
            md_table(["packing", "documents", "edges", "routing", "fan-in max", "local dK/dV ms (95% CI)",
                      "skewed dK/dV ms (95% CI)", "penalty (× local)", "verdict"], rows), ""]
     figure = data.inputs.figures / f"{name}_dkv.png"
-    if figure.is_file():
+    if data.inputs.committed(figure):
         out += [f"![{name}](figures/{figure.name})", "", "dK/dV median per packing vs the fan-in statistics of its "
                 "varlen CSR rows (bars: p10–p90).", ""]
     sentences = order_sentence(data, frame)

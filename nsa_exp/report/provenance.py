@@ -62,8 +62,16 @@ def command_of(meta: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     return "python " + shlex.join([Path(argv[0]).as_posix().split("/work/main/")[-1], *argv[1:]]), tuple(argv[1:])
 
 
+#: Flags that say where a run's files go, not what it measured: a recorded command matches a session step without them.
+_NAMESPACE_FLAGS = ("--publish", "--overwrite")
+
+
+def _measured(args: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(a for a in args if a not in _NAMESPACE_FLAGS)
+
+
 def _parts(args: tuple[str, ...], steps: list[tuple[str, str, tuple[str, ...]]], doc: dict[str, Any]) -> str:
-    hits = [f"`{part}`" for part, _, a in steps if a == args]
+    hits = [f"`{part}`" for part, _, a in steps if _measured(a) == _measured(args)]
     if not hits and doc.get("kind") == "sweep_point":  # a submitit worker: the step that ran its sweep's config
         config = (f"configs/{doc['sweep']}.json",)
         hits = [f"`{part}`" for part, _, a in steps if a[:1] == ("sweep",) and a[2:3] == config]
@@ -172,11 +180,13 @@ def provenance_block(inputs: Inputs, docs: dict[str, dict[str, Any]] | None = No
         md_table(HEADER, rows)])
 
 
-def update_provenance(path: Path, block: str) -> None:
-    """Replace the generated block of ``path`` (its markers must be there)."""
-    text = read_bounded(path, str(path), MAX_BYTES).decode("utf-8")
+def update_provenance(path: Path, block: str, source: str | Path | None = None) -> None:
+    """Write ``path``: ``source``'s text (default ``path`` itself; its markers must be there) with the generated
+    block replaced by ``block``."""
+    source = Path(source or path)
+    text = read_bounded(source, str(source), MAX_BYTES).decode("utf-8")
     if START not in text or END not in text:
-        raise UserError(f"{path}: no {START} ... {END} markers for the provenance table")
+        raise UserError(f"{source}: no {START} ... {END} markers for the provenance table")
     head, rest = text.split(START, 1)
     write_text_atomic(path, f"{head}{START}\n{block}\n{END}{rest.split(END, 1)[1]}")
 

@@ -145,7 +145,7 @@ def figures_lines(data: ReportData) -> list[str]:
     """Each formal run's latency-vs-fan-in figure (CV), the other statistics linked."""
     out = []
     for f in data.formal:
-        figs = sorted(data.inputs.figures.glob(f"{Path(f.path).stem}_fanin_*_latency.png"))
+        figs = data.inputs.glob(data.inputs.figures, f"{Path(f.path).stem}_fanin_*_latency.png")
         if not figs:
             continue
         main = [g for g in figs if "fanin_cv" in g.name] or figs[:1]
@@ -227,18 +227,21 @@ def reproduce_section(data: ReportData, command: str) -> list[str]:
            "scripts/run_h100.sh .venv/bin/invoke check smoke"]
     for f in data.formal:
         config = f.run.config_path
-        bench = f"scripts/run_h100.sh .venv/bin/python -m nsa_exp bench --config {config} --output "
+        bench = (f"scripts/run_h100.sh .venv/bin/python -m nsa_exp bench --config {config} --publish --overwrite "
+                 "--output ")
         out.append(bench + f.path)
         if f.repeat_path:
             replay = f" --autotune-from {f.path}" if (f.repeat.autotune.get("mode") == "replay") else ""
             out.append(bench + f.repeat_path + replay)
-    out += ["scripts/run_h100.sh .venv/bin/invoke ncu --stage dkv_core",
-            "scripts/run_h100.sh .venv/bin/invoke ncu --stage dq_core",
-            *[f"python -m nsa_exp plot --input results/summaries/{Path(f.path).stem}.csv --overwrite"
+    out += ["scripts/run_h100.sh .venv/bin/invoke ncu --stage dkv_core --publish --overwrite",
+            "scripts/run_h100.sh .venv/bin/invoke ncu --stage dq_core --publish --overwrite",
+            *[f"python -m nsa_exp plot --input results/summaries/{Path(f.path).stem}.csv --publish --overwrite"
               for f in data.formal],
-            command + " --overwrite", "```", "",
-            "(`--overwrite` regenerates the committed figures and this file; without it a command refuses to replace "
-            "an existing default output.) The H200 runs behind every other committed result: "
+            command + " --publish --overwrite", "```", "",
+            "(`--publish --overwrite` regenerates the committed results, figures and this file on purpose; without "
+            "`--publish` each command writes the run folder `runs/<name>/` instead — `check` and `smoke` above write "
+            "`runs/e1_h100/reports/` — and never replaces an existing output unasked.) The H200 runs behind every "
+            "other committed result: "
             "`scripts/h200_session.sh PART OUTDIR` (the part of each file: [PROVENANCE.md](PROVENANCE.md)).", ""]
     return out
 

@@ -201,8 +201,8 @@ def readme_block(data: ReportData, results_md: str) -> str:
     """README's results block: the answer's first line and table (links into ``results_md``), then where the rest is."""
     line = first_line(data).replace("](#", f"]({results_md}#")
     figure = [f"![latency vs fan-in CV, {f.label}](docs/figures/{f.path.split('/')[-1][:-5]}_fanin_cv_latency.png)"
-              for f in data.formal[-1:] if (data.inputs.figures / f"{f.path.split('/')[-1][:-5]}_fanin_cv_latency.png")
-              .is_file()]
+              for f in data.formal[-1:]
+              if data.inputs.committed(data.inputs.figures / f"{f.path.split('/')[-1][:-5]}_fanin_cv_latency.png")]
     return "\n".join([line, "", verdict_table(data), "",
                       f"Mechanism, uncertainty, what a split schedule and a routing-aware autotune key recover, FLA "
                       f"releases, advice for FLA's maintainers and every table: [{results_md}]({results_md}); "

@@ -61,7 +61,7 @@ def sweep_section(data: ReportData) -> list[str]:
            "rule's with the GPU's dK/dV floor.", ""]
     for path in tables:
         frame = read_sweep_table(path).sort_values(["family", "T", "point_id"])
-        first = sorted((path.parent / path.stem).glob("T*.json"))
+        first = data.inputs.glob(path.parent / path.stem, "T*.json")
         point = data.runs.get(data.inputs.relative(first[0])) if first else None
         kernels = point.autotune if point is not None else {}
         dkv = kernels.get("kernels", {}).get("dkv_core", {}).get("best_config") or {}
@@ -75,7 +75,7 @@ def sweep_section(data: ReportData) -> list[str]:
                 md_table(["point", "T", "fan-in max", "fan-in CV", "Gini", "dK/dV ms (95% CI)", "CSR ms (95% CI)",
                           "× local (95% CI)", "verdict"], sweep_rows(data, frame)), ""]
         figure = data.inputs.figures / f"{path.stem}_dkv.png"
-        if figure.is_file():
+        if data.inputs.committed(figure):
             out += [f"![{path.stem}](figures/{figure.name})", "",
                     f"`{path.stem}`: dK/dV median (bars: p10–p90 of the point's rounds) vs each fan-in statistic"
                     + (" and vs T" if frame["T"].nunique() > 1 else "") + ".", ""]

@@ -11,8 +11,8 @@ what must hold after the run:
 - ``not_names``: fragments it must not contain (e.g. ``no CUDA GPU``: the argument is refused before a gate);
 - ``unchanged``: files (case names, or ``repo:<path>``) that must survive byte for byte;
 - ``absent``: ``repo:<path>`` that must not exist after (no partial output);
-- ``git_clean``: run in a fresh clone of the repository; afterwards ``git status`` shows no tracked file
-  modified (a documented command must not overwrite a committed result by default);
+- ``git_clean``: run in a fresh clone of the repository; afterwards ``git status`` is clean: no tracked file
+  modified and no untracked file (a documented command writes only the ignored ``runs/`` by default, issue 27);
 - ``max_rss_mb``: the child's peak resident memory (``wait4``) must stay below this;
 - ``timeout`` (s, default 60) and ``memory_cap_mb`` (``RLIMIT_AS``, default 4096: a runaway read fails
   instead of taking the machine).
@@ -174,7 +174,7 @@ CASES: list[dict[str, Any]] = [
      "files": {"s.json": _sweep("sweep_corpus_slurm")}, "fresh": True, "exit": 2, "names": ["slurm"],
      "absent": ["repo:results/sweeps/sweep_corpus_slurm.csv"]},
     {"id": "sweep.table_only_with_a_poisoned_point",
-     "argv": ["sweep", "--config", "configs/sweep_corpus_poison.json", "--table-only"],
+     "argv": ["sweep", "--config", "configs/sweep_corpus_poison.json", "--table-only", "--publish"],
      "files": {"s.json": _sweep("sweep_corpus_poison"),
                **{f"{p}.json": {"from": f"{X2}/{p}.json", "in_repo": f"results/sweeps/sweep_corpus_poison/{p}.json",
                                 "edits": [POISON] if p.endswith("sinks4") else []} for p in POINTS_X2}},
@@ -182,7 +182,7 @@ CASES: list[dict[str, Any]] = [
      "absent": ["repo:results/sweeps/sweep_corpus_poison.csv"],
      "why": "the point's dK/dV median halved: validate FAILs it, the table used it (ratio 2.08 instead of 4.17)"},
     {"id": "sweep.table_only_of_an_empty_sweep",
-     "argv": ["sweep", "--config", "configs/sweep_corpus_empty.json", "--table-only"],
+     "argv": ["sweep", "--config", "configs/sweep_corpus_empty.json", "--table-only", "--publish"],
      "files": {"s.json": _sweep("sweep_corpus_empty")}, "fresh": True, "exit": 2, "names": ["point"],
      "absent": ["repo:results/sweeps/sweep_corpus_empty.csv"],
      "why": "prints 'Empty DataFrame' and writes a 0-row CSV"},
@@ -241,26 +241,30 @@ CASES: list[dict[str, Any]] = [
     # ---------------------------------------------------------------- documented commands, run as written
     {"id": "documented.calibrate_from_readme",
      "argv": ["calibrate", "--points", "results/sweeps/sweep_skew_h200", "results/sweeps/sweep_T_h200", "--set",
-              "configs/model_calibration_h200.json"], "git_clean": True, "exit": (0, 2),
-     "why": "README's invoke calibrate (no --output) rewrites results/model/h200_BQ1_w4_s2.json"},
+              "configs/model_calibration_h200.json"], "git_clean": True, "exit": 0,
+     "why": "README's invoke calibrate (no --output) once rewrote results/model/h200_BQ1_w4_s2.json"},
     {"id": "documented.model_validate_default_output",
-     "argv": ["model-validate", "--calibration", CAL, "--points", *TWO_POINTS], "git_clean": True, "exit": (0, 2),
-     "why": "MODEL.md's model-validate (here on two of its points) rewrites the committed validation and figure"},
+     "argv": ["model-validate", "--calibration", CAL, "--points", *TWO_POINTS], "git_clean": True, "exit": 0,
+     "why": "MODEL.md's model-validate (here on two of its points) once rewrote the committed validation and figure"},
     {"id": "documented.lock_from_readme", "argv": ["lock", "--from", "results/raw/e1_h200.json"], "git_clean": True,
-     "exit": (0, 2), "why": "README's invoke lock --source rewrites requirements-lock.txt"},
+     "exit": 0, "why": "README's invoke lock --source once rewrote requirements-lock.txt"},
     {"id": "documented.plot_from_readme", "argv": ["plot", "--input", "results/summaries/e1_h100.csv"],
-     "git_clean": True, "exit": (0, 2), "why": "rewrites docs/figures/e1_h100_fanin_cv_latency.*"},
+     "git_clean": True, "exit": 0, "why": "once rewrote docs/figures/e1_h100_fanin_cv_latency.*"},
     {"id": "documented.autotune_heatmap_from_readme",
-     "argv": ["autotune-heatmap", "--input", "results/autotune/e1_h200.json"], "git_clean": True, "exit": (0, 2),
-     "why": "rewrites docs/figures/e1_h200_autotune_heatmap.*"},
+     "argv": ["autotune-heatmap", "--input", "results/autotune/e1_h200.json"], "git_clean": True, "exit": 0,
+     "why": "once rewrote docs/figures/e1_h200_autotune_heatmap.*"},
     {"id": "documented.report_default_outputs", "argv": ["report", *REPORT_LIGHT], "git_clean": True,
-     "exit": (0, 2), "why": "README's invoke report (here without its slow optional sections) rewrites "
+     "exit": 0, "timeout": 240, "why": "README's invoke report (here without its slow optional sections) once rewrote "
                             "docs/RESULTS.md and results/analysis/e1_h100.json"},
     {"id": "documented.compare_from_readme",
      "argv": ["compare", "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json"], "git_clean": True,
-     "exit": (0, 2)},
+     "exit": 0},
     {"id": "documented.sweep_table_only", "argv": ["sweep", "--config", "configs/sweep_x2_h200.json", "--table-only"],
-     "git_clean": True, "exit": (0, 2)},
+     "git_clean": True, "exit": 2, "names": ["runs/sweep_x2_h200/sweeps/sweep_x2_h200", "--publish"],
+     "why": "without --publish the table is rebuilt from the run folder's points (none yet)"},
+    {"id": "documented.sweep_table_only_published",
+     "argv": ["sweep", "--config", "configs/sweep_x2_h200.json", "--table-only", "--publish"], "git_clean": True,
+     "exit": 0, "why": "the committed table, rebuilt byte for byte: nothing replaced"},
 ]
 
 

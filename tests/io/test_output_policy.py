@@ -1,0 +1,94 @@
+"""The two namespaces of the output policy (issue 27): a user's run goes to ``runs/<name>/``, the published results
+change only with ``--publish`` (and an existing one only with ``--overwrite`` too); every refusal names a real fix."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from nsa_exp import REPO_ROOT
+from nsa_exp.cli import main
+from nsa_exp.commands import COMMANDS
+from nsa_exp.errors import UserError
+from nsa_exp.io.store import OutputPolicy, is_published, run_path
+
+
+def _args(**kw) -> argparse.Namespace:
+    return argparse.Namespace(**{"overwrite": False, "publish": False, **kw})
+
+
+def _refusal(call) -> str:
+    with pytest.raises(UserError) as exc:
+        call()
+    return str(exc.value)
+
+
+def test_a_default_output_goes_to_the_run_folder_named_after_the_run():
+    policy = OutputPolicy.of(_args(config="configs/e1_h200.json", name=None))
+    assert policy.claim("results/reports/e1_h200_check.json") == Path("runs/e1_h200/reports/e1_h200_check.json")
+    bench = OutputPolicy.of(_args(config="configs/e1_h200.json", name="my_h200"))
+    assert bench.claim(REPO_ROOT / "results" / "raw" / "my_h200.json") == REPO_ROOT / "runs/my_h200/raw/my_h200.json"
+    assert bench.claim("docs/figures/x_fanin_cv_latency.png") == Path("runs/my_h200/figures/x_fanin_cv_latency.png")
+    assert run_path("requirements-lock.txt", "e1_h200") == Path("runs/e1_h200/requirements-lock.txt")
+    assert not is_published(REPO_ROOT / "runs" / "e1_h200" / "raw" / "e1_h200.json")
+
+
+def test_publish_writes_the_published_path_and_an_existing_one_needs_overwrite():
+    committed = REPO_ROOT / "results" / "raw" / "e1_h200.json"
+    assert committed.is_file() and is_published(committed)
+    new = REPO_ROOT / "results" / "raw" / "not_a_committed_run.json"
+    assert OutputPolicy.of(_args(publish=True, config="configs/e1_h200.json")).claim(new) == new
+    message = _refusal(lambda: OutputPolicy.of(_args(publish=True, config="configs/e1_h200.json")).claim(committed))
+    assert message.startswith(f"{committed}: exists (a published result)") and "--publish --overwrite" in message
+    assert OutputPolicy.of(_args(publish=True, overwrite=True)).claim(committed) == committed
+    # --overwrite alone replaces nothing published: the default moved to the run folder
+    assert OutputPolicy.of(_args(overwrite=True, config="configs/e1_h200.json")).claim(committed) == \
+        REPO_ROOT / "runs" / "e1_h200" / "raw" / "e1_h200.json"
+
+
+def test_a_named_path_in_the_published_tree_needs_publish():
+    committed = REPO_ROOT / "results" / "raw" / "e1_h200.json"
+    message = _refusal(lambda: OutputPolicy.of(_args(config="configs/e1_h200.json")).claim(committed, named=True))
+    assert message.startswith(f"--output {committed}: lies in the published results") and "--publish" in message
+    assert _refusal(lambda: OutputPolicy.of(_args(publish=True)).claim(committed, named=True)).startswith(
+        f"{committed}: exists (a published result)")
+    assert OutputPolicy.of(_args(publish=True, overwrite=True)).claim(committed, named=True) == committed
+
+
+def test_an_input_is_never_an_output_even_with_publish_and_overwrite(tmp_path):
+    source = REPO_ROOT / "results" / "raw" / "e1_h200.json"
+    policy = OutputPolicy.of(_args(publish=True, overwrite=True), ("--from", source))
+    assert "is an input of this command" in _refusal(lambda: policy.claim(source, named=True))
+
+
+def test_each_refusal_names_a_real_fix(tmp_path):
+    (tmp_path / "old.json").write_text("{}")
+    for option, fix in (("--output", "--output PATH"), ("--name", "--name NEW_NAME"), ("--out-dir", "--out-dir DIR")):
+        message = _refusal(lambda o=option: OutputPolicy().claim(tmp_path / "old.json", option=o))
+        assert "--overwrite replaces it" in message and message.endswith(f"{fix} writes elsewhere"), message
+        assert "NEW_PATH" not in message
+
+
+def test_every_writing_command_has_publish_and_overwrite():
+    writers = [c for c in COMMANDS if any(o.flag in ("--output", "--out-dir", "--output-dir", "--name", "--save")
+                                          for o in c.options) and c.name != "profile-stage"]
+    assert len(writers) >= 19
+    for c in writers:
+        flags = [o.flag for o in c.options]
+        assert "--publish" in flags and "--overwrite" in flags, c.name
+
+
+def test_lock_writes_the_run_folder_by_default_and_the_published_path_with_publish(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # relative defaults (requirements-lock.txt) resolve here, outside the repository
+    source = str(REPO_ROOT / "results" / "raw" / "e1_h200.json")
+    assert main(["lock", "--from", source]) == 0
+    assert (tmp_path / "runs" / "e1_h200" / "requirements-lock.txt").is_file()
+    assert not (tmp_path / "requirements-lock.txt").exists()
+    assert main(["lock", "--from", source]) == 2  # an earlier run's output is not replaced unasked
+    assert re.search(r"runs/e1_h200/requirements-lock.txt: exists \(an earlier run's output\); --overwrite",
+                     capsys.readouterr().err)
+    assert main(["lock", "--from", source, "--publish"]) == 0  # here, outside the repository: nothing published
+    assert (tmp_path / "requirements-lock.txt").is_file()

@@ -1,0 +1,72 @@
+"""``report`` reads only the published tree (issue 27): in a repository only files git tracks; a user's run folder
+(``runs/``) and an untracked file left in ``results/`` or ``docs/figures/`` are never folded into RESULTS.md or
+PROVENANCE.md; outside a repository every file of the tree is the manifest."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nsa_exp import REPO_ROOT
+from nsa_exp.cli import main
+from nsa_exp.report.manifest import committed_inputs
+
+RAW = REPO_ROOT / "results" / "raw" / "e1_h200.json"
+NCU = REPO_ROOT / "results" / "ncu" / "e1_h200_local-vs-sink-heavy_dkv_core.json"
+
+
+def _tree(root: Path, git: bool) -> Path:
+    for rel, source in {"results/raw/e1_h200.json": RAW, "results/ncu/e1_h200_local-vs-sink-heavy_dkv_core.json": NCU,
+                        "docs/figures/e1_h200_fanin_cv_latency.png": None}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, root / rel) if source else (root / rel).write_bytes(b"png")
+    if git:
+        if shutil.which("git") is None:
+            pytest.skip("git is needed")
+        for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@invalid", "-c",
+                                                     "commit.gpgsign=false", "commit", "-q", "-m", "base"]):
+            subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    # what a user's runs leave behind: untracked files in the published tree, and the run folder
+    for rel, source in {"results/raw/my_run.json": RAW, "results/raw/my_tune_arm.json": RAW,
+                        "results/ncu/e1_h200_mine_dkv_core.json": NCU, "runs/my_run/raw/my_run.json": RAW,
+                        "docs/figures/e1_h200_fanin_gini_latency.png": None}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, root / rel) if source else (root / rel).write_bytes(b"png")
+    return root
+
+
+def test_report_inputs_in_a_repository_are_the_tracked_files_only(tmp_path):
+    inputs = committed_inputs(_tree(tmp_path, git=True), result="results/raw/e1_h200.json")
+    assert [inputs.relative(p) for p in inputs.bench_results()] == ["results/raw/e1_h200.json"]
+    assert [inputs.relative(p) for p in inputs.result_files()] == [
+        "results/ncu/e1_h200_local-vs-sink-heavy_dkv_core.json", "results/raw/e1_h200.json"]
+    assert inputs.ncu == ("results/ncu/e1_h200_local-vs-sink-heavy_dkv_core.json",) and inputs.tune_arms == ()
+    assert [p.name for p in inputs.glob(inputs.figures, "*.png")] == ["e1_h200_fanin_cv_latency.png"]
+    assert not inputs.committed(tmp_path / "runs" / "my_run" / "raw" / "my_run.json")
+    assert inputs.uncommitted() == []
+    named = committed_inputs(tmp_path, result="results/raw/my_run.json")
+    assert named.uncommitted() == ["results/raw/my_run.json"]  # --publish refuses it (below)
+
+
+def test_outside_a_repository_every_file_of_the_tree_counts(tmp_path):
+    inputs = committed_inputs(_tree(tmp_path, git=False), result="results/raw/e1_h200.json")
+    assert len(inputs.bench_results()) == 3 and inputs.tracked is None and inputs.uncommitted() == []
+
+
+def test_report_publish_refuses_an_untracked_input_in_one_line(capsys):
+    untracked = REPO_ROOT / "results" / "raw" / "e1_h200.json"
+    assert untracked.is_file()  # tracked: the refusal is for a file that is not
+    stray = REPO_ROOT / "runs" / "test_manifest" / "raw" / "stray.json"
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(untracked, stray)
+    try:
+        if committed_inputs().tracked is None:
+            pytest.skip("the tree is not a git repository: every file is the manifest")
+        assert main(["report", "--result", str(stray), "--publish", "--repeat", "", "--h200", ""]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: runs/test_manifest/raw/stray.json: not a committed file; --publish"), err
+    finally:
+        shutil.rmtree(stray.parent.parent)
