@@ -1,6 +1,6 @@
 # NSA-KernelExp: the experiment in a pinned CUDA 13 image, FLA at commit 0a9b9f2 (docs/CONTAINER.md).
 #   docker compose build                  both images: nsa-kernelexp:latest (GPU) and nsa-kernelexp:cpu
-#   docker compose run --rm bench         GPU services: check smoke bench ncu
+#   docker compose run --rm bench         GPU services: check smoke bench ncu reproduce
 #   docker compose run --rm test          CPU services: test validate (no GPU reserved)
 # Build arguments (all optional):
 #   BASE_IMAGE   the base; default the pinned CUDA image below. scripts/container.sh builds on a stand-in
@@ -33,21 +33,11 @@ ENV TRITON_F32_DEFAULT=ieee \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1
 
-# ubuntu:24.04, hence the CUDA base, ships the user `ubuntu` with uid and gid 1000: whatever holds uid or
-# gid 1000 is removed, then the image's user nsa takes them. At run time the entry point gives nsa the
-# uid/gid of the bind-mounted results/ folder, so files land on the host as their owner's.
-COPY scripts/container_entrypoint.sh /usr/local/bin/nsa-exp-entrypoint
-RUN if entry="$(getent passwd 1000)"; then userdel --remove "${entry%%:*}"; fi \
-    && if entry="$(getent group 1000)"; then groupdel "${entry%%:*}"; fi \
-    && groupadd --gid 1000 nsa \
-    && useradd --create-home --uid 1000 --gid 1000 --shell /bin/bash nsa \
-    && mkdir -p /cache/triton /opt/nsa-exp/results /opt/nsa-exp/profiles /opt/nsa-exp/.nsa-exp \
-    && chown -R nsa:nsa /cache /opt/nsa-exp \
-    && chmod 755 /usr/local/bin/nsa-exp-entrypoint
-WORKDIR /opt/nsa-exp
 
 # The one install script (CI and the native path use it too): first the pinned toolchain alone (a layer
-# that survives source edits), then FLA (the submodule if populated, else fla-core==0.5.2) and the project.
+# that survives source edits, the entry point's included: it comes after), then FLA (the submodule if
+# populated, else fla-core==0.5.2) and the project.
+WORKDIR /opt/nsa-exp
 ARG TOOLCHAIN=h100
 ARG PIP_INDEX_URL
 ARG PIP_EXTRA_INDEX_URL
@@ -59,6 +49,18 @@ RUN --mount=type=secret,id=ca_bundle \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
     && bash scripts/install.sh "$TOOLCHAIN" --requirements-only \
     && if [ "$TOOLCHAIN" = cpu ]; then python -c 'import sys, torch; sys.exit(torch.version.cuda and "TOOLCHAIN=cpu needs the CPU build of torch, got " + torch.__version__ + ": docs/CONTAINER.md")'; fi
+
+# ubuntu:24.04, hence the CUDA base, ships the user `ubuntu` with uid and gid 1000: whatever holds uid or
+# gid 1000 is removed, then the image's user nsa takes them. At run time the entry point gives nsa the
+# uid/gid of the bind-mounted results/ folder (or runs/), so files land on the host as their owner's.
+COPY scripts/container_entrypoint.sh /usr/local/bin/nsa-exp-entrypoint
+RUN if entry="$(getent passwd 1000)"; then userdel --remove "${entry%%:*}"; fi \
+    && if entry="$(getent group 1000)"; then groupdel "${entry%%:*}"; fi \
+    && groupadd --gid 1000 nsa \
+    && useradd --create-home --uid 1000 --gid 1000 --shell /bin/bash nsa \
+    && mkdir -p /cache/triton /opt/nsa-exp/results /opt/nsa-exp/runs /opt/nsa-exp/profiles /opt/nsa-exp/.nsa-exp \
+    && chown -R nsa:nsa /cache /opt/nsa-exp \
+    && chmod 755 /usr/local/bin/nsa-exp-entrypoint
 COPY --chown=nsa:nsa . .
 RUN --mount=type=secret,id=ca_bundle \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
@@ -69,7 +71,7 @@ ARG NSA_EXP_GIT_DIRTY=""
 ENV NSA_EXP_GIT_SHA=${NSA_EXP_GIT_SHA} \
     NSA_EXP_GIT_DIRTY=${NSA_EXP_GIT_DIRTY} \
     NSA_EXP_TOOLCHAIN=${TOOLCHAIN} \
-    NSA_EXP_RUN_AS_OWNER_OF=/opt/nsa-exp/results
-# Starts as root only to take the results folder's owner, then runs the command as that user (setpriv).
+    NSA_EXP_RUN_AS_OWNER_OF=/opt/nsa-exp/results:/opt/nsa-exp/runs:/opt/nsa-exp/profiles
+# Starts as root only to take the output folders' owner, then runs the command as that user (setpriv).
 ENTRYPOINT ["nsa-exp-entrypoint", "invoke"]
 CMD ["--list"]

@@ -20,7 +20,9 @@
 #                            /opt/wheels); or give PIP_INDEX_URL / PIP_EXTRA_INDEX_URL (passed to the build)
 #   NSA_EXP_CA_BUNDLE        PEM bundle the build's pip verifies TLS with, as the build secret ca_bundle
 #                            (default /etc/ssl/certs/ca-certificates.crt when it exists; "none": no secret)
-#   NSA_EXP_CONTAINER_CACHE  1: reuse cached build layers (default 0: check and build start from the base)
+#   NSA_EXP_CONTAINER_CACHE  0: build from the base, every layer anew (default 1: reuse the build layers
+#                            whose inputs are unchanged: the apt step and the pinned toolchain, keyed by
+#                            the base, the requirements files and install.sh; the project's layers rebuild)
 #   NSA_EXP_STORAGE_DRIVER   overlay (default) or vfs
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -36,9 +38,21 @@ PROJECT=nsa-exp-check
 say() { echo "container.sh: $*"; }
 die() { echo "container.sh: $*" >&2; exit 2; }
 
+# podman before 4.6 answers the Docker API's `POST /containers/{id}/wait?condition=removed` — what
+# `docker run --rm` and `docker compose run --rm` wait on — with exit code 0 whatever the container's
+# (containers/podman#18889, fixed in 4.6; Debian 12 ships 4.3.1). There the docker CLI talks to
+# scripts/podman_wait_proxy.py, which answers that call with the container's real exit code and passes
+# everything else through to podman's socket.
+wait_proxy_needed() {
+  local v
+  v="$(podman --version | awk '{print $3}')"
+  [ "$(printf '%s\n' "$v" 4.6 | sort -V | head -1)" != 4.6 ]
+}
+
 engine_env() {
   export CONTAINERS_CONF="$state/containers.conf" CONTAINERS_STORAGE_CONF="$state/storage.conf"
   export DOCKER_CONFIG="$state/docker-config" DOCKER_HOST="unix://$state/podman.sock"
+  if wait_proxy_needed; then DOCKER_HOST="unix://$state/docker.sock"; fi
 }
 
 setup() {
@@ -146,7 +160,7 @@ build() {
   base="${NSA_EXP_BASE_IMAGE:-$(standin_tag)}"
   [ -n "${NSA_EXP_BASE_IMAGE:-}" ] || podman image exists "$base" || standin
   args+=(--format docker --isolation chroot --layers --build-arg "BASE_IMAGE=$base" --build-arg "TOOLCHAIN=$toolchain")
-  [ "${NSA_EXP_CONTAINER_CACHE:-0}" = 1 ] || args+=(--no-cache)
+  [ "${NSA_EXP_CONTAINER_CACHE:-1}" = 1 ] || args+=(--no-cache)
   if git -C "$root" rev-parse HEAD >/dev/null 2>&1; then
     args+=(--build-arg "NSA_EXP_GIT_SHA=$(git -C "$root" rev-parse HEAD)")
     args+=(--build-arg "NSA_EXP_GIT_DIRTY=$([ -z "$(git -C "$root" status --porcelain --untracked-files=no)" ] && echo 0 || echo 1)")
@@ -184,30 +198,39 @@ PIP_EXTRA_INDEX_URL=<your PyPI index> (docs/CONTAINER.md)"
     die "the build failed ($logs/build-$toolchain.log)"
   fi
   say "built $tag in $((SECONDS - t0)) s, $(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=si)B"
-  if [ "${NSA_EXP_CONTAINER_CACHE:-0}" != 1 ]; then
-    podman image prune --force >/dev/null  # earlier builds' layers that no tag holds any more
-  fi
+  # Earlier builds' layers that no tag holds any more (the cached ones have a child: the new image).
+  podman image prune --force >/dev/null
 }
 
 service_pid=""
+proxy_pid=""
 start_service() {
   if docker version >/dev/null 2>&1; then return; fi
-  rm -f "$state/podman.sock"
+  rm -f "$state/podman.sock" "$state/docker.sock"
   podman system service --time=0 "unix://$state/podman.sock" >"$logs/podman-service.log" 2>&1 &
   service_pid=$!
+  if [ "$DOCKER_HOST" = "unix://$state/docker.sock" ]; then
+    python3 "$root/scripts/podman_wait_proxy.py" --listen "$state/docker.sock" --upstream "$state/podman.sock" \
+      >"$logs/wait-proxy.log" 2>&1 &
+    proxy_pid=$!
+  fi
   local _
   for _ in $(seq 1 60); do
     docker version >/dev/null 2>&1 && return
     sleep 0.5
   done
-  die "podman's API service did not answer on $state/podman.sock ($logs/podman-service.log)"
+  die "podman's API service did not answer on ${DOCKER_HOST#unix://} ($logs/podman-service.log, $logs/wait-proxy.log)"
 }
 stop_service() {
-  if [ -n "$service_pid" ]; then
-    kill "$service_pid" 2>/dev/null || true
-    wait "$service_pid" 2>/dev/null || true
-    service_pid=""
-  fi
+  local pid
+  for pid in "$proxy_pid" "$service_pid"; do
+    if [ -n "$pid" ]; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+  proxy_pid=""
+  service_pid=""
 }
 
 # ---- the checks ----
@@ -232,17 +255,38 @@ expect() {
 has() {
   if grep -Eq -- "$2" "$logs/$1.log"; then ok "$1 output" "has /$2/"; else bad "$1 output" "no line matches /$2/ ($logs/$1.log)"; fi
 }
-# compose NAME RC SERVICE ARGS...: `docker compose run SERVICE ARGS...` in the scratch project.
-# Not --rm: podman 4.3's Docker API reports exit 0 for a container removed on exit, so the run is
-# kept until its exit code is read, then removed.
+# one_line NAME: PASS when NAME's log is one line (compose's own progress lines aside).
+one_line() {
+  local n
+  n="$(grep -cvE '^$|^ *(Network|Volume|Container) ' "$logs/$1.log" || true)"
+  if [ "$n" = 1 ]; then ok "$1 one line" "one line"; else bad "$1 one line" "$n lines ($logs/$1.log)"; fi
+}
+# compose NAME RC SERVICE ARGS...: `docker compose run --rm SERVICE ARGS...` in the scratch project, as a
+# user runs it: the exit code is read through --rm (before podman 4.6, through scripts/podman_wait_proxy.py).
 compose() {
   local name="$1" want="$2"
   shift 2
-  local rc=0
   expect "$name" "$want" docker compose --progress quiet --project-directory "$project" \
-    --project-name "$PROJECT" run --name "$PROJECT-$name" "$@" || rc=$?
-  podman rm --force "$PROJECT-$name" >/dev/null 2>&1 || true
-  return "$rc"
+    --project-name "$PROJECT" run --rm "$@"
+}
+# README.md's container lines (between its container-commands markers), one a line.
+readme_container_lines() {
+  awk '/<!-- container-commands:start -->/{f=1;next} /<!-- container-commands:end -->/{f=0} f' "$root/README.md" \
+    | sed -e '/^```/d' -e '/^[[:space:]]*$/d'
+}
+# readme NAME RC SERVICE [PLACEHOLDER=VALUE...]: README's line `... docker compose run --rm SERVICE ...`,
+# verbatim but for its placeholders (a third party's folder and files), run by bash in the scratch project.
+readme() {
+  local name="$1" want="$2" service="$3" line pair
+  shift 3
+  line="$(readme_container_lines | grep -E -m1 "docker compose run --rm $service( |\$)" || true)"
+  if [ -z "$line" ]; then
+    bad "$name" "README.md has no \`docker compose run --rm $service\` line between its container-commands markers"
+    return 1
+  fi
+  for pair in "$@"; do line="${line//"${pair%%=*}"/"${pair#*=}"}"; done
+  echo "container-check: README: $line"
+  expect "$name" "$want" env -C "$project" COMPOSE_PROJECT_NAME="$PROJECT" bash -euo pipefail -c "$line"
 }
 
 check() {
@@ -276,10 +320,13 @@ check() {
        else bad image-clean "the image keeps a build input ($logs/image-no-build-inputs.log)"; fi
 
   # 2. The compose files as docker compose reads them (the CA override needs NSA_EXP_CA_BUNDLE).
+  expect compose-services 0 docker compose --project-directory "$root" config --services \
+    && has compose-services '^reproduce$'
+  local n_services; n_services="$(grep -c . "$logs/compose-services.log" || true)"
   expect compose-config 0 env NSA_EXP_CA_BUNDLE=/dev/null docker compose --project-directory "$root" \
     -f "$root/docker-compose.yml" -f "$root/docker-compose.ca.yml" config \
-    && if [ "$(grep -c 'source: ca_bundle' "$logs/compose-config.log")" = 6 ]; then ok compose-ca-override "6 services build with ca_bundle"; \
-       else bad compose-ca-override "not every service gets the ca_bundle secret ($logs/compose-config.log)"; fi
+    && if [ "$(grep -c 'source: ca_bundle' "$logs/compose-config.log")" = "$n_services" ]; then ok compose-ca-override "$n_services services build with ca_bundle"; \
+       else bad compose-ca-override "not every one of the $n_services services gets the ca_bundle secret ($logs/compose-config.log)"; fi
   expect compose-ca-needs-bundle 1 env -u NSA_EXP_CA_BUNDLE docker compose --project-directory "$root" \
     -f "$root/docker-compose.yml" -f "$root/docker-compose.ca.yml" config \
     && has compose-ca-needs-bundle 'NSA_EXP_CA_BUNDLE'
@@ -294,7 +341,7 @@ check() {
   cp "$root/docker-compose.yml" "$project/"
   cp -r "$root/results" "$project/results"
   rm -f "$project"/results/reports/*_check.failed.json
-  chown -R 4242:4343 "$project/results" "$project/profiles"
+  chown -R 4242:4343 "$project"  # a user's clone: ./runs is absent, the engine makes it
   local subs="$state/submissions"
   mkdir -p "$subs"
   cp "$root/results/raw/e1_h200.json" "$root/results/summaries/e1_h200.csv" "$subs/"
@@ -312,26 +359,63 @@ EOF
   export NSA_EXP_SUBMISSIONS="$subs"
 
   compose invoke-list 0 test --list && has invoke-list '^  validate ' && has invoke-list '^  bench '
+  compose exit-code 3 --entrypoint "sh -c 'exit 3'" test || true  # a failing command fails `run --rm`
   compose test-service 0 test && has test-service '^[0-9]+ passed'
   compose routing 0 test routing && has routing 'closed-form edges 2,066,432; equal-edge gate passed'
-  compose validate-committed 0 validate /submissions/e1_h200.json e1_h200.csv \
-    && has validate-committed '^/submissions/e1_h200.json: PASS' && has validate-committed '^e1_h200.csv: PASS'
-  compose validate-forged 1 validate /submissions/forged.json \
-    && has validate-forged 'stats_recompute.*sink-heavy.stages.dkv_core.median_ms'
-  compose check-no-gpu 2 check && has check-no-gpu '^error: check failed .*no CUDA GPU is visible'
-  if [ "$(grep -cv '^$' "$logs/check-no-gpu.log")" = 1 ]; then ok check-one-line "one line"; \
-  else bad check-one-line "$(grep -cv '^$' "$logs/check-no-gpu.log") lines ($logs/check-no-gpu.log)"; fi
+
+  # README's container lines, verbatim: their exit codes are what a third party gates on.
+  local folder=/path/to/their/folder
+  readme readme-validate-committed 0 validate "$folder=$subs" x.json=e1_h200.json x.csv=e1_h200.csv \
+    && has readme-validate-committed '^/submissions/e1_h200.json: PASS' && has readme-validate-committed '^e1_h200.csv: PASS'
+  readme readme-validate-forged 1 validate "$folder=$subs" x.json=forged.json x.csv=e1_h200.csv \
+    && has readme-validate-forged 'stats_recompute.*sink-heavy.stages.dkv_core.median_ms'
+  readme readme-bench-no-gpu 2 bench && has readme-bench-no-gpu 'no CUDA GPU' && one_line readme-bench-no-gpu
+
+  compose check-no-gpu 2 check && has check-no-gpu '^error: check failed .*no CUDA GPU is visible' \
+    && one_line check-no-gpu
   local report="$project/results/reports/e1_h100_check.failed.json"
   if [ "$(stat -c %u:%g "$report" 2>/dev/null)" = 4242:4343 ]; then
     ok results-bind-mount "check wrote $(basename "$report") into ./results as uid 4242:4343"
   else
     bad results-bind-mount "$report: $(stat -c %u:%g "$report" 2>&1) (expected 4242:4343)"
   fi
+
+  # ./runs (absent here: the engine makes it, as root) is where commands write; the files are the user's.
+  compose runs-bind-mount 0 bench routing --save runs/routings \
+    && if [ -n "$(find "$project/runs" -not -user 4242 -o -not -group 4343)" ] \
+          || [ -z "$(find "$project/runs/routings" -name '*.npy' 2>/dev/null)" ]; then
+         bad runs-owner "./runs: $(find "$project/runs" -printf '%p %u:%g; ' 2>&1) (expected every file 4242:4343)"
+       else
+         ok runs-owner "routing --save runs/routings wrote $(find "$project/runs/routings" -name '*.npy' | wc -l) files into ./runs, all 4242:4343"
+       fi
+  # The test service (no ./results): as the owner of ./runs, or, ./runs absent, of the clone.
+  rm -rf "$project/runs"
+  compose runs-test-service 0 test routing --save runs/cpu \
+    && if [ -n "$(find "$project/runs" -not -user 4242 -o -not -group 4343)" ] \
+          || [ -z "$(find "$project/runs/cpu" -name '*.npy' 2>/dev/null)" ]; then
+         bad runs-test-owner "./runs: $(find "$project/runs" -printf '%p %u:%g; ' 2>&1) (expected every file 4242:4343)"
+       else
+         ok runs-test-owner "test routing --save runs/cpu: ./runs and its files are the clone owner's (4242:4343)"
+       fi
+
+  # The reproduce service (defined: section 2) refuses without a GPU, once the image has the command.
+  if podman run --rm --entrypoint python "$image" -m nsa_exp reproduce --help >"$logs/reproduce-help.log" 2>&1; then
+    readme readme-reproduce-no-gpu 2 reproduce && has readme-reproduce-no-gpu 'no CUDA GPU' \
+      && one_line readme-reproduce-no-gpu
+  else
+    echo "container-check: SKIP readme-reproduce-no-gpu: the image has no \`python -m nsa_exp reproduce\` ($logs/reproduce-help.log)"
+  fi
+
   compose triton-cache-write 0 --entrypoint "nsa-exp-entrypoint python scripts/triton_cache_probe.py" check \
     && has triton-cache-write '^/cache/triton/.*\.cubin .*uid=4242 gid=4343$'
   compose triton-cache-kept 0 --entrypoint "find /cache/triton -name '*.cubin' -printf '%p %u:%g\n'" check \
     && has triton-cache-kept '^/cache/triton/.*\.cubin 4242:4343$'
   sed 's/^/    /' "$logs/triton-cache-write.log"
+
+  local left
+  left="$(podman ps --all --quiet --filter "label=com.docker.compose.project=$PROJECT" | wc -l)"
+  if [ "$left" = 0 ]; then ok rm-removes "every \`run --rm\` removed its container"; \
+  else bad rm-removes "$left containers of project $PROJECT left after \`run --rm\`"; fi
 
   docker compose --progress quiet --project-directory "$project" --project-name "$PROJECT" down --volumes \
     >/dev/null 2>&1 || true

@@ -22,7 +22,7 @@ from nsa_exp.gpu.fla_source import PINNED_COMMIT
 from tests.helpers import REPO
 
 DOCKERFILE = (REPO / "Dockerfile").read_text()
-GPU_SERVICES = ("check", "smoke", "bench", "ncu")
+GPU_SERVICES = ("check", "smoke", "bench", "ncu", "reproduce")
 CPU_SERVICES = ("test", "validate")
 CONTAINER_SH = (REPO / "scripts" / "container.sh").read_text()
 ENTRYPOINT_SH = (REPO / "scripts" / "container_entrypoint.sh").read_text()
@@ -106,9 +106,16 @@ def test_the_entry_point_runs_the_command_as_the_owner_of_results():
     assert "COPY scripts/container_entrypoint.sh /usr/local/bin/nsa-exp-entrypoint" in DOCKERFILE
     assert "chmod 755 /usr/local/bin/nsa-exp-entrypoint" in DOCKERFILE
     assert not re.search(r"^USER ", DOCKERFILE, re.M)  # starts as root, to take the owner; then drops
-    assert re.search(r"^    NSA_EXP_RUN_AS_OWNER_OF=/opt/nsa-exp/results$", DOCKERFILE, re.M)
+    owners = re.search(r"^    NSA_EXP_RUN_AS_OWNER_OF=(\S+)$", DOCKERFILE, re.M).group(1).split(":")
+    assert owners == ["/opt/nsa-exp/results", "/opt/nsa-exp/runs", "/opt/nsa-exp/profiles"]
+    # every one of them is a host folder of the GPU services, and the image makes it (a service without it)
+    binds = {v.split(":")[1] for v in _services()["bench"]["volumes"] if v.startswith("./")}
+    assert set(owners) == binds
+    mkdir = re.search(r"mkdir -p ([^\\&]+)", DOCKERFILE).group(1).split()
+    assert set(owners) <= set(mkdir)
     assert 'exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"' in ENTRYPOINT_SH
-    assert 'stat -c %u "$owned"' in ENTRYPOINT_SH and 'stat -c %g "$owned"' in ENTRYPOINT_SH
+    assert 'stat -c %u "$dir"' in ENTRYPOINT_SH and 'stat -c %g "$dir"' in ENTRYPOINT_SH
+    assert ENTRYPOINT_SH.count("/opt/nsa-exp/results:/opt/nsa-exp/runs:/opt/nsa-exp/profiles") == 1  # its default
     # The volumes it hands to that user are the compose file's named volumes.
     named = {v.split(":")[1] for s in GPU_SERVICES for v in _services()[s]["volumes"] if not v.startswith(".")}
     assert named == {_dockerfile_env()["TRITON_CACHE_DIR"], "/opt/nsa-exp/.nsa-exp"}
@@ -173,18 +180,20 @@ def test_versions_agree_across_requirements_lock_and_gates():
         assert h100[name] == lock[name], name
 
 
-def test_compose_gpu_services_reserve_one_gpu_and_mount_results_on_the_host():
+def test_compose_gpu_services_reserve_one_gpu_and_mount_runs_and_results_on_the_host():
     services = _services()
     for name in GPU_SERVICES:
         service = services[name]
         assert service["image"] == "nsa-kernelexp:latest" and service["build"]["args"]["TOOLCHAIN"] == "h100", name
         assert service["deploy"]["resources"]["reservations"]["devices"] == [
             {"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}], name
-        assert service["volumes"] == ["./results:/opt/nsa-exp/results", "./profiles:/opt/nsa-exp/profiles",
+        assert service["volumes"] == ["./runs:/opt/nsa-exp/runs", "./results:/opt/nsa-exp/results",
+                                      "./profiles:/opt/nsa-exp/profiles",
                                       f"triton-cache:{_dockerfile_env()['TRITON_CACHE_DIR']}",
                                       "bench-journal:/opt/nsa-exp/.nsa-exp"], name
     assert services["ncu"]["cap_add"] == ["SYS_ADMIN"]
     assert [services[s]["command"][0] for s in GPU_SERVICES] == list(GPU_SERVICES)
+    assert services["reproduce"]["command"] == ["reproduce"]  # invoke's task of `python -m nsa_exp reproduce`
     assert set(_yaml("docker-compose.yml")["volumes"]) == {"triton-cache", "bench-journal"}
 
 
@@ -195,6 +204,10 @@ def test_compose_cpu_services_use_the_cpu_image_without_gpu_or_network():
         assert service["image"] == "nsa-kernelexp:cpu" and service["build"]["args"]["TOOLCHAIN"] == "cpu", name
         assert "deploy" not in service and service["network_mode"] == "none", name
     assert services["test"]["command"] == ["test", "--fast"]
+    # A CPU task's outputs on the host, as the owner of ./runs or else of the clone (mounted outside the tree
+    # the tests walk, read-only)
+    assert services["test"]["volumes"] == ["./runs:/opt/nsa-exp/runs", ".:/mnt/clone:ro"]
+    assert services["test"]["environment"] == {"NSA_EXP_RUN_AS_OWNER_OF": "/opt/nsa-exp/runs:/mnt/clone"}
 
 
 def test_the_validate_service_reads_a_third_party_folder_read_only_as_its_owner():
@@ -249,3 +262,24 @@ def test_compose_file_matches_the_compose_spec(name):
     proc = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", name],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_readme_container_lines_are_the_ones_the_container_check_runs_verbatim():
+    # .ci/run's container check runs README's lines between these markers (bash -c, placeholders aside) and
+    # asserts their exit codes: a line here is a line a third party can gate on.
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- container-commands:start -->\n```bash\n(.*?)```\n<!-- container-commands:end -->",
+                      readme, re.S).group(1).splitlines()
+    services = [re.search(r"docker compose run --rm (\S+)", line).group(1) for line in block]
+    assert services == ["bench", "reproduce", "validate"]
+    assert set(services) <= set(_services())
+    for service in services:
+        assert f"readme readme-{service}" in CONTAINER_SH, service
+    assert "run --name" not in CONTAINER_SH  # every compose run of the check is `run --rm`, as users run it
+    assert 'run --rm "$@"' in CONTAINER_SH
+    assert "x.json=forged.json" in CONTAINER_SH and "/path/to/their/folder" in block[-1]
+
+
+def test_runs_is_an_output_folder_left_out_of_the_image():
+    patterns = (REPO / ".dockerignore").read_text().split()
+    assert "runs" in patterns and _ignored("runs/reproduce_H200/x.json", patterns)
