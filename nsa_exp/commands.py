@@ -243,13 +243,20 @@ COMMANDS: tuple[Command, ...] = (
          Option("b", "bench result compared against A", "positional", metavar="B"),
          Option("--noise-from", "a result and its independent repeat: the per-stage noise floor is their largest "
                 "|median ratio - 1| (at least 0.5%%)", "pair", metavar=("X", "Y")),
-         Option("--floor", "noise floor (fraction) without --noise-from (default 0.02)", type=float, default=0.02),
+         Option("--floor", "one noise floor (fraction) for every stage, instead of the noise table's "
+                "(results/noise/floors.json: per stage, the larger of the two GPUs' floors; 0.02 for a GPU it lacks)",
+                type=float),
          Option("--cycles", "compare in SM-cycle space (ms x the SM clock NVML sampled after each round)", "flag"),
          Option("--fail-on", "exit 1 when any verdict is this (any-change: anything but same)",
                 choices=("slower", "faster", "unclear", "any-change")),
          Option("--resamples", "bootstrap resamples (default 10000)", type=int, default=10_000),
          Option("--output", "compare JSON path (default results/compare/<A>_vs_<B>.json; '' for none)",
                 metavar="PATH"), *WRITES),
+    _cmd("noise-table", f"{CPU}:cmd_noise_table", "CPU only: the noise table, f(GPU, stage) of the rule from every "
+         "repeated measurement of the committed results (bench results, sweep points), each floor with its rule and "
+         "the files that set it", COMMON,
+         Option("--output", "noise table JSON path (default runs/noise/noise/floors.json; with --publish "
+                "results/noise/floors.json, the table compare, report and validate read)", metavar="PATH"), *WRITES),
     _cmd("release-table", f"{CPU}:cmd_release_table", "CPU only: per release result, the wrapper and the dK/dV "
          "kernel of each routing with 95%% CIs and the skew penalty (Markdown)", COMMON,
          Option("paths", "release results (results/releases/<config>/*.json)", "positionals", metavar="RESULT"),

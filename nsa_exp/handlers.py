@@ -15,10 +15,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import REPO_ROOT
-from .analysis.compare import check_resamples, run_compare
+from .analysis.compare import DEFAULT_FLOOR, check_resamples, run_compare
 from .analysis.compare import format_table as format_compare_table
 from .analysis.flush_study import flush_study
 from .analysis.flush_study import format_table as format_flush_table
+from .analysis.noise_table import NOISE_TABLE, table_document
+from .analysis.noise_table import format_table as format_noise_table
 from .arguments import parse_slurm
 from .checking.validate import format_report, source_missing, validate_paths
 from .commands import FIGURES_DIR
@@ -29,8 +31,9 @@ from .figures.sweep import plot_sweep
 from .io.paths import recorded_path
 from .io.schema_sync import sync_schemas
 from .io.schemas import schema_errors
-from .io.store import OutputPolicy, check_writable, frame_csv
+from .io.store import OutputPolicy, check_writable, frame_csv, write_json
 from .report.build import build_report
+from .report.data import noise_sources
 from .report.lock import LOCK_FILE, write_lock
 from .report.manifest import OUTPUT, PROVENANCE, RESULT, committed_inputs
 from .report.releases import release_table
@@ -152,6 +155,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     doc, code = run_compare(args.a, args.b, output or None, noise_from=args.noise_from, floor=args.floor,
                             cycles=args.cycles, fail_on=args.fail_on, resamples=args.resamples)
     print(format_compare_table(doc))
+    lacking = doc["noise_floor"].get("lacking")
+    if lacking:
+        print(f"compare: the noise table has no floor for {', '.join(lacking)}; those stages use the documented "
+              f"fallback {DEFAULT_FLOOR:g} (regenerate the table with `python -m nsa_exp noise-table`, or pass "
+              "--floor / --noise-from)", file=sys.stderr)
     if output:
         print(f"wrote {output}")
     if code:
@@ -175,6 +183,16 @@ def cmd_flush_study(args: argparse.Namespace) -> int:
     print(format_flush_table(study))
     if args.output:
         print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_noise_table(args: argparse.Namespace) -> int:
+    output = OutputPolicy.of(args, run="noise").claim(args.output or NOISE_TABLE, named=args.output is not None)
+    runs, excluded = noise_sources(committed_inputs())
+    doc = table_document(runs, excluded)
+    write_json(output, doc, "noise_table")
+    print(format_noise_table(doc))
+    print(f"wrote {output}")
     return 0
 
 

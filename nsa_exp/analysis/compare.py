@@ -10,11 +10,13 @@ and a verdict under this rule, with ``f`` the stage's noise floor::
     1 - f <= CI low, CI high <= 1 + f -> same
     otherwise                         -> unclear
 
-The floor ``f`` comes from a recorded repeat pair (``--noise-from X Y``): per stage, the largest
-``|median(Y)/median(X) - 1|`` over the patterns, i.e. how far two independent runs of one experiment
-on one GPU already differ, never below ``MIN_FLOOR`` (a stage whose repeat medians agree to the last
-digit would otherwise get a floor of 0 and no CI could ever read ``same``); without a pair it is
-``floor`` (default ``DEFAULT_FLOOR``) for every stage. The floor used is recorded per stage.
+The floor ``f`` of each stage comes, by default, from the committed noise table
+(:mod:`nsa_exp.analysis.noise_table`, ``results/noise/floors.json``): the larger of the two runs' GPUs' floors of
+the stage, the same floor ``report`` and ``validate`` use; a stage whose GPU the table lacks gets
+``DEFAULT_FLOOR`` (the document names the lacking pairs). ``--floor X`` sets one floor for every stage;
+``--noise-from X Y`` takes it from one repeat pair: per stage, the largest ``|median(Y)/median(X) - 1|`` over
+the patterns, never below ``MIN_FLOOR``. Which source was used, and the floor of each stage, is recorded in
+the document's ``noise_floor`` (``kind`` table | default | repeat).
 
 ``cycles=True`` compares in SM-cycle space: each observation (ms) is multiplied by the SM clock (MHz)
 NVML sampled right after that pattern's calls in that round (``telemetry.samples``), giving kcycles;
@@ -49,13 +51,13 @@ from ..io.paths import recorded_path
 from ..io.reader import same_file
 from ..io.store import load_record, write_json
 from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
+from .noise import MIN_FLOOR, verdict
+from .noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, read_floors
 from .release_compare import Side, format_release_table, release_block, release_cells, same_experiment, timer
 
-#: Noise floor when no repeat pair is given: 2% (the H100 formal run and its repeat differ by <= 1.4%
-#: on every stage but the tiny CSR one; 2% is a round number above that).
-DEFAULT_FLOOR = 0.02
-#: Lowest floor taken from a repeat pair: 0.5%.
-MIN_FLOOR = 0.005
+#: Noise floor of a stage whose GPU the noise table lacks (and of the stages a ``--noise-from`` pair did not time):
+#: 2% (the H100 formal run and its repeat differ by <= 1.4% on every stage but the tiny CSR one).
+DEFAULT_FLOOR = FALLBACK_FLOOR
 #: Most bootstrap resamples: scipy resamples all at once (``resamples x rounds`` float64 per sample, ~0.5 GB
 #: at 150 rounds); the CI's Monte-Carlo error at the default 10^4 is already well below :data:`MIN_FLOOR`.
 MAX_RESAMPLES = 100_000
@@ -65,18 +67,6 @@ FAIL_ON = {"slower": {"slower"}, "faster": {"faster"}, "unclear": {"unclear"},
            "any-change": {"slower", "faster", "unclear"}}
 RULE = ("CI of median(B)/median(A) entirely above 1+floor: slower; entirely below 1-floor: faster; "
         "inside [1-floor, 1+floor]: same; otherwise unclear")
-
-
-def verdict(ci: tuple[float, float], floor: float) -> str:
-    """The verdict for a ratio CI ``(low, high)`` and noise floor ``floor`` (a fraction): see the module rule."""
-    low, high = ci
-    if low > 1 + floor:
-        return "slower"
-    if high < 1 - floor:
-        return "faster"
-    if low >= 1 - floor and high <= 1 + floor:
-        return "same"
-    return "unclear"
 
 
 def _ratio_of_medians(b: np.ndarray, a: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -157,20 +147,32 @@ def check_resamples(resamples: int) -> None:
                         "in memory; the default 10000 is plenty)")
 
 
+def table_source(table: str | Path | None, stages: list[str], gpus: list[str | None]) -> tuple[dict[str, float],
+                                                                                              dict[str, Any]]:
+    """The floors of ``stages`` from the noise table at ``table`` (default :data:`NOISE_TABLE`) for a comparison
+    on ``gpus``, and the ``noise_floor`` source recording it (``lacking``: the GPU x stage pairs the table has not,
+    which got :data:`DEFAULT_FLOOR`)."""
+    floors, lacking = compare_floors(read_floors(table), stages, gpus, DEFAULT_FLOOR)
+    rule = "per stage, the larger of the two GPUs' floors in the noise table"
+    source = {"kind": "table", "paths": [str(table) if table is not None else NOISE_TABLE],
+              "rule": rule + (f"; {', '.join(lacking)}: not in the table, the documented fallback {DEFAULT_FLOOR:g}"
+                              if lacking else "")}
+    return floors, {**source, **({"lacking": lacking} if lacking else {})}
+
+
 def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None = None,
-                    floor: float = DEFAULT_FLOOR, cycles: bool = False, fail_on: str | None = None,
-                    resamples: int = RESAMPLES, floors_given: dict[str, float] | None = None,
-                    floors_rule: str = "") -> dict[str, Any]:
+                    floor: float | None = None, cycles: bool = False, fail_on: str | None = None,
+                    resamples: int = RESAMPLES, noise_table: str | Path | None = None) -> dict[str, Any]:
     """The ``compare`` document (schema ``compare``) of B against A; nothing is written here.
 
-    ``floors_given`` (per stage, with ``floors_rule`` saying where they come from) replaces the floor of
-    ``noise_from`` / ``floor``: the report passes the floors of :mod:`nsa_exp.analysis.noise`.
+    The floors (module doc): ``noise_from`` (a repeat pair), else ``floor`` (one fraction for every stage), else
+    the noise table at ``noise_table`` (default :data:`NOISE_TABLE`).
 
     Raises UserError (exit 2) for unreadable/invalid results, a shape or routing difference (every
     difference named), a repeat pair that is not the same experiment as A, a floor outside [0, 1),
-    or ``--cycles`` on a result without recorded SM clocks.
+    a missing or invalid noise table, or ``--cycles`` on a result without recorded SM clocks.
     """
-    if not 0 <= floor < 1:
+    if floor is not None and not 0 <= floor < 1:
         raise UserError(f"--floor: {floor} is not a fraction in [0, 1)")
     if fail_on is not None and fail_on not in FAIL_ON:
         raise UserError(f"--fail-on: {fail_on!r}; choose one of {', '.join(FAIL_ON)}")
@@ -181,7 +183,7 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
     a = load_record(path_a, (BenchResult, ReleaseResult), f"A {path_a}")
     b = load_record(path_b, (BenchResult, ReleaseResult), f"B {path_b}")
     if isinstance(a, ReleaseResult) or isinstance(b, ReleaseResult):
-        return _compare_release(path_a, a, path_b, b, noise_from, floor, cycles, fail_on, resamples)
+        return _compare_release(path_a, a, path_b, b, noise_from, floor, cycles, fail_on, resamples, noise_table)
     diff = routing_differences(a, b)
     if diff:
         raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
@@ -190,17 +192,17 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
         x, y = _noise_pair(noise_from, path_a, a)
         floors = noise_floors(x, y, stages)
         untimed = [s for s in stages if s not in floors]  # e.g. wrapper_extra: a pair recorded before the stage
-        floors = {s: floors.get(s, floor) for s in stages}
+        rest = DEFAULT_FLOOR if floor is None else floor
+        floors = {s: floors.get(s, rest) for s in stages}
         floor_source = {"kind": "repeat", "paths": [str(p) for p in noise_from],
                         "rule": f"per stage, max over patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}"
-                        + (f"; {', '.join(untimed)} (not timed by the pair): the stated default {floor:g}"
+                        + (f"; {', '.join(untimed)} (not timed by the pair): the stated default {rest:g}"
                            if untimed else "")}
-    else:
+    elif floor is not None:
         floors = dict.fromkeys(stages, floor)
         floor_source = {"kind": "default", "paths": [], "rule": f"stated default {floor:g} for every stage"}
-    if floors_given is not None:
-        floors = {s: floors_given.get(s, floors[s]) for s in stages}
-        floor_source = {"kind": "given", "paths": [], "rule": floors_rule or "given per stage"}
+    else:
+        floors, floor_source = table_source(noise_table, stages, [a.gpu_name, b.gpu_name])
     rows = []
     for p in a.patterns:
         for s in stages:
@@ -239,7 +241,8 @@ def _noise_pair(noise_from: list[str], path_a: str | Path | None = None,
 
 
 def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, noise_from: list[str] | None,
-                     floor: float, cycles: bool, fail_on: str | None, resamples: int) -> dict[str, Any]:
+                     floor: float | None, cycles: bool, fail_on: str | None, resamples: int,
+                     noise_table: str | Path | None = None) -> dict[str, Any]:
     """The ``compare`` document (with its ``release`` block) of B against A when either is a release result."""
     if cycles:
         raise UserError("--cycles: not available with a release result (its kernel times have no per-call clock); "
@@ -251,14 +254,18 @@ def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, n
     if diff:
         raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
     floors: dict[str, float] = {}
+    cells, skipped = release_cells(a, b, common)
+    rest = DEFAULT_FLOOR if floor is None else floor
     if noise_from:
         x, y = _noise_pair(noise_from)
         floors = noise_floors(x, y, [s for s in x.timing.stages if s in y.timing.stages])
         source = {"kind": "repeat", "paths": [str(p) for p in noise_from], "rule": f"per pinned stage, max over "
-                  f"patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}; {floor:g} for other stages"}
-    else:
+                  f"patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}; {rest:g} for other stages"}
+    elif floor is not None:
         source = {"kind": "default", "paths": [], "rule": f"stated default {floor:g} for every stage"}
-    cells, skipped = release_cells(a, b, common)
+    else:
+        floors, source = table_source(noise_table, list(dict.fromkeys(c[1] for c in cells)),
+                                      [a.gpu_name, b.gpu_name])
     rows = []
     for p, stage, metric, xa, xb, corr, note in cells:
         xa, xb = np.asarray(xa, dtype=np.float64), np.asarray(xb, dtype=np.float64)
@@ -266,7 +273,7 @@ def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, n
             raise UserError(f"{p} {stage}: {xa.size} vs {xb.size} observations; a bootstrap CI needs at least 2 "
                             "on each side (rerun with more --repetitions / --cupti-rounds)")
         ci = ratio_ci(xa, xb, resamples)
-        f = floors.get(stage, floor)
+        f = floors.get(stage, rest)
         rows.append({"pattern": p, "stage": stage, "metric": metric, "correspondence": corr,
                      **({"note": note} if note else {}), "a_median": float(np.median(xa)),
                      "b_median": float(np.median(xb)), "a_n": int(xa.size), "b_n": int(xb.size),

@@ -7,6 +7,12 @@ leaves those fields unverified; what the document says about itself is checked e
   resamples, floor, space and ``fail_on`` (rows, ratios, CIs, verdicts, floors, counts, ``failed``, the
   sources' names, GPUs, dates, shas); without them: ratio = b_median / a_median, each verdict from its CI
   and floor, each floor the recorded stage floor, counts from the verdicts, ``failed`` from ``fail_on``.
+- ``noise_table_recompute`` (noise table): every source it names read (bench results, sweep points) and the
+  table rebuilt by :func:`nsa_exp.analysis.noise_table.table_document` (rows, floors, rules, the quantities
+  and members that set them); every committed file of :data:`nsa_exp.analysis.noise_table.SOURCES` under the
+  table's repository must be a source or excluded (a dropped file is named), an excluded file must fail
+  ``validate``; without the sources: each floor from its ``set_by`` spread (at least ``min_floor``), a borrowed
+  floor equal to its lender's.
 - ``analysis_recompute`` (analysis): the result ``results/raw/<source>.json`` (and its repeat) re-analysed
   (:func:`nsa_exp.analysis.bootstrap.analyse`); without it: each row's half-width from its CI, the
   ``dkv_ci_within_1pct`` flag from the rows, ``repeat_diff_pct`` from the two medians.
@@ -31,8 +37,10 @@ from typing import Any
 from ..analysis.bootstrap import analyse
 from ..analysis.compare import FAIL_ON, VERDICTS, compare_results, verdict
 from ..analysis.flush_study import choose_policy, study_of
+from ..analysis.noise_table import committed_sources, table_document
 from ..core.config import Pattern, Shape
 from ..core.families import family
+from ..core.records import BenchResult, SweepPoint
 from ..errors import UserError
 from ..io.metadata import nvidia_gpu_visible
 from ..io.reader import read_bounded
@@ -121,7 +129,8 @@ def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if nf["kind"] == "default" and len(set(floors.values())) > 1:
         problems.append(("$.noise_floor.per_stage", "a default floor is one value for every stage"))
     a, b = (read_source(ctx, doc[k]["path"], ("bench_result",)) for k in ("a", "b"))
-    pair = [read_source(ctx, p, ("bench_result",)) for p in nf["paths"]]
+    kinds = ("noise_table",) if nf["kind"] == "table" else ("bench_result",)
+    pair = [read_source(ctx, p, kinds) for p in nf["paths"]]
     if any(d is None for _, d in (a, b, *pair)):
         missing = [p for p, (_, d) in zip([doc["a"]["path"], doc["b"]["path"], *nf["paths"]], (a, b, *pair),
                                           strict=True) if d is None]
@@ -129,19 +138,67 @@ def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                          f"unverified (source not found): {', '.join(missing)}; only the internal rules are checked")
         add("compare_recompute", problems)
         return
-    floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else 0.02
+    floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else None
+    table = pair[0][0] if nf["kind"] == "table" else None
     try:
-        want = compare_results(a[0], b[0], noise_from=[str(p) for p, _ in pair] or None, floor=floor,
-                               cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
-                               resamples=doc["bootstrap"]["resamples"])
+        want = compare_results(a[0], b[0], noise_from=[str(p) for p, _ in pair] if nf["kind"] == "repeat" else None,
+                               floor=floor, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
+                               resamples=doc["bootstrap"]["resamples"], noise_table=table)
     except UserError as exc:
         problems.append(("$", f"cannot be recomputed from its sources: {exc}"))
     else:
         want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
-        if nf["kind"] == "repeat":
+        if nf["kind"] in ("repeat", "table"):
             want["noise_floor"]["paths"] = nf["paths"]
+            want["noise_floor"]["rule"] = want["noise_floor"]["rule"].replace(str(table), nf["paths"][0]) \
+                if table is not None else want["noise_floor"]["rule"]
         _deep_diff(doc, want, "$", problems)
     add("compare_recompute", problems)
+
+
+# --- noise table -----------------------------------------------------------------------------------
+
+def noise_table_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    by_stage = {(r["gpu"], r["stage"]): r for r in doc["floors"]}
+    for i, r in enumerate(doc["floors"]):
+        q, path = r["set_by"], f"$.floors[{i}]"
+        if r["rule"] == "borrowed":
+            src = r["borrowed_from"] or {}
+            lender = by_stage.get((src.get("gpu"), src.get("stage")))
+            want = max(doc["min_floor"], lender["floor"]) if lender else doc["min_floor"]
+        else:
+            want = max(doc["min_floor"], q["spread"]) if q else None
+            if q and (r["rule"] == "minimum") != (q["spread"] < doc["min_floor"]):
+                problems.append((f"{path}.rule", f"{r['rule']!r}, but the spread {q['spread']} is "
+                                 f"{'below' if q['spread'] < doc['min_floor'] else 'at least'} {doc['min_floor']}"))
+        if want is None or not close(r["floor"], want):
+            problems.append((f"{path}.floor", f"{r['floor']}, its {r['rule']} derivation gives {want}"))
+    found = [read_source(ctx, p, ("bench_result", "sweep_point")) for p in doc["sources"]]
+    missing = [p for p, (_, d) in zip(doc["sources"], found, strict=True) if d is None]
+    if missing:
+        ctx.unverifiable("$.floors", f"unverified (source not found or not a result): {', '.join(missing[:5])}"
+                         + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+                         + "; only each floor against its set_by spread is checked")
+        add("noise_table_recompute", problems)
+        return
+    first = found[0][0]
+    root = first.resolve().parents[len(Path(doc["sources"][0]).parts) - 1]
+    excluded = {e["path"]: e["why"] for e in doc["excluded"]}
+    for p in committed_sources(root):
+        if p not in excluded and p not in doc["sources"]:
+            problems.append(("$.sources", f"{p} is committed under {root} but neither a source nor excluded "
+                             "(regenerate with `python -m nsa_exp noise-table --overwrite`)"))
+    for p in excluded:
+        there = root / p
+        if not there.is_file():
+            problems.append(("$.excluded", f"{p}: no such file under {root}"))
+        elif ctx.revalidate is not None and ctx.revalidate(str(there))["passed"]:
+            problems.append(("$.excluded", f"{p} passes validate; it belongs among the sources"))
+    runs = [(p, (BenchResult if d["kind"] == "bench_result" else SweepPoint).from_json(d))
+            for p, (_, d) in zip(doc["sources"], found, strict=True)]
+    _deep_diff(doc, table_document(runs, excluded), "$", problems)
+    add("noise_table_recompute", problems)
 
 
 # --- analysis --------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ Rows (check modules in brackets):
   record [sweep checks] + the run record.
 - ``autotune_matrix``: every cell recomputed [autotune checks] + config and the run record.
 - ``smoke_report``, ``check_report``, ``whatif_result``, ``method_study`` [report checks] + the run record.
-- ``compare``, ``analysis``, ``flush_study``, ``routing_report``, ``validation_report`` [derived checks].
+- ``compare``, ``noise_table``, ``analysis``, ``flush_study``, ``routing_report``, ``validation_report``
+  [derived checks].
 - ``model_calibration``, ``model_calibration_set``, ``model_validation`` [model checks].
 - ``ncu_summary`` [ncu checks]; ``sweep_autotune`` [autotune checks].
 - CSVs: ``summary_csv`` [csv checks], ``sweep_csv`` [sweep checks], ``ncu_raw_csv`` [ncu checks].
@@ -259,6 +260,7 @@ KIND_CHECKS: dict[str, KindChecks] = {
     "model_calibration_set": _row("calibration_set_semantics", model_checks.calibration_set_checks),
     "model_validation": _row("model_validation_recompute", model_checks.validation_checks),
     "ncu_summary": _row("ncu_recompute", ncu_checks.ncu_summary_checks),
+    "noise_table": _row("noise_table_recompute", derived_checks.noise_table_checks),
     "release_result": release_result_checks,
     "routing_report": _row("routing_report_recompute", derived_checks.routing_report_checks, host=True),
     "smoke_report": smoke_checks,

@@ -40,6 +40,8 @@ DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
                  "results/studies)", versioned=False),
     DocumentKind("model_validation", "model_validation", "predicted vs measured dK/dV (results/model)"),
     DocumentKind("ncu_summary", "ncu_summary", "Nsight Compute metrics of one profiled stage (results/ncu)"),
+    DocumentKind("noise_table", "noise_table", "the noise floor f(GPU, stage) of every GPU x stage, derived from "
+                 "the committed repeats (results/noise/floors.json)"),
     DocumentKind("release_result", "release_result", "the release arm: another FLA release or source tree through "
                  "its public API, NOT the pinned experiment (results/releases)"),
     DocumentKind("bench_result", "result", "a bench run: every observation of every pattern x stage (results/raw)"),

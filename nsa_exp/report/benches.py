@@ -100,13 +100,14 @@ ENGINE_RUNS = (("results/raw/e1_h200_engine20.json", "results/compare/e1_h200_vs
 
 
 def rejudged(data: ReportData, compare_path: str, gpu: str) -> dict[str, int]:
-    """The rows of a committed ``compare`` file (ratio B/A and its CI) judged by the one rule with the report's
-    floor of each stage on ``gpu`` (compare's own verdicts use the floor it was given): counts per verdict."""
+    """The verdicts of a committed ``compare`` file, counted in the rule's words: each row's CI judged with the
+    floor the file records (validated: the noise table's floors of ``gpu``'s stages when the file was made by
+    the documented command), so the counts are the file's own ``counts``."""
     doc = data.load(compare_path, ("compare",))
     counts = {"differs measurably": 0, "same within noise": 0, "unresolved": 0}
     for r in doc["rows"]:
         if r.get("ci95") is not None:
-            counts[data.claims.judged(r["ci95"], data.floor(r["stage"], gpu))] += 1
+            counts[data.claims.judged(r["ci95"], r["floor"])] += 1
     return counts
 
 

@@ -1,7 +1,9 @@
 """Everything one report reads, loaded once: each committed input validated with every check of its kind
 (:func:`nsa_exp.checking.validate.load_validated`), the formal runs of both GPUs with their bootstrap
-analyses, every bench result and sweep point as a record, the repeated quantities and the noise floors
-(:mod:`nsa_exp.analysis.noise`), and the claims guard the sections write their verdicts through.
+analyses, every bench result and sweep point as a record, the repeated quantities
+(:mod:`nsa_exp.analysis.noise`), the committed noise table (``results/noise/floors.json``, validated: rebuilt
+from the same files) whose floors every verdict uses, and the claims guard the sections write their verdicts
+through.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import numpy as np
 
 from ..analysis.bootstrap import analyse, bootstrap_median_ci, bootstrap_ratio_ci
 from ..analysis.compare import ratio_ci
-from ..analysis.noise import Quantity, floor_of, floors, quantities
+from ..analysis.noise import Quantity, floor_of, quantities
+from ..analysis.noise_table import NOISE_TABLE, committed_sources, floors_of
 from ..checking.validate import load_validated, validate_bytes
 from ..core.families import BASELINE_PATTERN
 from ..core.kinds import KINDS
@@ -64,7 +67,10 @@ class ReportData:
     formal: list[Formal] = field(default_factory=list)
     runs: dict[str, Run] = field(default_factory=dict)
     quantities: list[Quantity] = field(default_factory=list)
+    #: ``{(gpu, stage): floor}`` of the committed noise table (:attr:`noise_table`), the one source of every floor
     floors: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: the noise table document (kind ``noise_table``): each floor's rule and the files that set it
+    noise_table: dict[str, Any] = field(default_factory=dict)
     #: Bench results ``validate`` FAILs as listed in :data:`.manifest.KNOWN_FAILING`: path -> (record, the
     #: failed checks' names and messages); out of :attr:`runs`, so out of every floor.
     failing: dict[str, tuple[BenchResult, list[str]]] = field(default_factory=dict)
@@ -138,5 +144,25 @@ def load_report_data(inputs: Inputs) -> ReportData:
         data.formal.append(Formal(inputs.relative(inputs.path(result)), run, analyse(run, rep),
                                   inputs.relative(inputs.path(repeat)) if rep is not None else None, rep))
     data.quantities = quantities(data.runs.items())
-    data.floors = floors(data.quantities)
+    data.noise_table = data.load(NOISE_TABLE, ("noise_table",))
+    data.floors = floors_of(data.noise_table)
     return data
+
+
+def noise_sources(inputs: Inputs) -> tuple[list[tuple[str, Run]], dict[str, str]]:
+    """The runs a noise table is derived from (every committed file of
+    :data:`nsa_exp.analysis.noise_table.SOURCES`, each passing every check of ``validate``) as ``(repo-relative
+    path, record)``, and the files left out (:data:`.manifest.KNOWN_FAILING`, which must fail exactly the checks
+    listed there) with the reason (UserError, one line, for any other file that fails)."""
+    data = ReportData(inputs)
+    runs: list[tuple[str, Run]] = []
+    excluded: dict[str, str] = {}
+    for rel in committed_sources(inputs.root):
+        if rel in KNOWN_FAILING:
+            data.known_failing(rel)
+            checks, where = KNOWN_FAILING[rel]
+            excluded[rel] = f"validate fails {', '.join(checks)} (committed as measured; {where})"
+            continue
+        doc = data.load(rel, (BenchResult.KIND, SweepPoint.KIND))
+        runs.append((rel, (BenchResult if doc["kind"] == BenchResult.KIND else SweepPoint).from_json(doc)))
+    return runs, excluded

@@ -10,6 +10,7 @@ from typing import Any
 from ..analysis.bootstrap import bootstrap_median_ci
 from ..analysis.compare import compare_results
 from ..analysis.cupti import disagreement
+from ..analysis.noise_table import NOISE_TABLE
 from ..analysis.throughput import peak_tflops, throughput_rows
 from ..core.gpus import gpu_spec
 from ..core.stages import TITLES
@@ -29,11 +30,8 @@ def cross_gpu_rows(data: ReportData, cycles: bool = False) -> tuple[dict[str, An
     a, b = data.by_gpu("H100"), data.by_gpu("H200")
     if a is None or b is None:
         return None
-    stages = [s for s in a.run.timing.stages if s in b.run.timing.stages]
-    floors = {s: data.floor(s, a.gpu, b.gpu) for s in stages}
     root = data.inputs.root
-    doc = compare_results(root / a.path, root / b.path, cycles=cycles, floors_given=floors,
-                          floors_rule="per stage, the larger of the two GPUs' noise floors (the rule's f)")
+    doc = compare_results(root / a.path, root / b.path, cycles=cycles, noise_table=root / NOISE_TABLE)
     return doc, a, b
 
 
@@ -57,9 +55,9 @@ def cross_gpu_section(data: ReportData) -> list[str]:
     return out + [
         f"B = `{b.path}` ({b.gpu}) over A = `{a.path}` ({a.gpu}): ratio of medians with a bootstrap 95% CI (the rounds "
         "of each run resampled on their own, `paired=False`), judged by the rule with f = the larger of the two "
-        f"GPUs' floors of the stage (`python -m nsa_exp compare {a.path} {b.path} --output ''` gives the same ratios "
-        "and CIs; its floor is the one repeat pair it is given). The last column judges the same ratio in SM-cycle "
-        "space (each "
+        f"GPUs' floors of the stage in the noise table `{NOISE_TABLE}` (`python -m nsa_exp compare {a.path} {b.path} "
+        "--output ''` gives the same ratios, CIs, floors and verdicts). The last column judges the same ratio in "
+        "SM-cycle space (each "
         "observation times the SM clock NVML sampled in its round).", "",
         md_table(["pattern", "stage", "H100 ms", "H200 ms", "H200 / H100 (95% CI)", "floor", "verdict",
                   "in cycles"], rows), "",

@@ -107,13 +107,21 @@ def _doc_row(rel: str, doc: dict[str, Any], steps, inputs: Inputs, docs: dict[st
         notes.append("derived from a dirty tree")
     if doc.get("kind") == "compare":
         a, b = doc["a"], doc["b"]
-        noise = doc["noise_floor"].get("paths") or []
+        nf = doc["noise_floor"]
+        cycles = doc["space"] == "cycles"
+        default = f"results/compare/{Path(a['path']).stem}_vs_{Path(b['path']).stem}{'_cycles' if cycles else ''}.json"
         command = (f"python -m nsa_exp compare {a['path']} {b['path']}"
-                   + (f" --noise-from {' '.join(noise)}" if noise else "") + (" --cycles" if doc["space"] == "cycles"
-                                                                             else ""))
+                   + (f" --noise-from {' '.join(nf['paths'])}" if nf["kind"] == "repeat" else "")
+                   + (f" --floor {next(iter(nf['per_stage'].values()), 0.02):g}" if nf["kind"] == "default" else "")
+                   + (" --cycles" if cycles else "") + ("" if rel == default else f" --output {rel}"))
         notes.append(f"records no metadata of its own (command as the document records it); A at "
                      f"`{a['git_sha'][:7]}` {a['created_utc']}, B at `{b['git_sha'][:7]}` {b['created_utc']}")
         return [f"`{rel}`", "compare", "—", "—", "—", "—", f"`{command}`", "—", "; ".join(notes)]
+    if doc.get("kind") == "noise_table":
+        notes.append(f"records no metadata of its own; derived from {len(doc['sources'])} committed results "
+                     f"({len(doc['excluded'])} excluded), which `validate` rebuilds it from")
+        return [f"`{rel}`", "noise_table", "—", "—", "—", "—", "`python -m nsa_exp noise-table --overwrite`", "—",
+                "; ".join(notes)]
     gpu = (meta.get("gpu") or {}).get("name") or "—"
     return [f"`{rel}`", str(doc.get("kind", "?")), _sha(git), _dirty(git), str(meta.get("created_utc", "—")), gpu,
             f"`{command}`", _parts(args, steps, doc), "; ".join(notes) or "—"]

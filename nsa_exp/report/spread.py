@@ -1,12 +1,13 @@
-"""RESULTS.md's noise-floor section: the rule, the floor of every GPU x stage and the repeated measurements
-that set it (every committed file that measured the same quantity, :mod:`nsa_exp.analysis.noise`)."""
+"""RESULTS.md's noise-floor section: the rule, the floor of every GPU x stage as the committed noise table
+(``results/noise/floors.json``, :mod:`nsa_exp.analysis.noise_table`) records it with the files that set it, and
+the repeated measurements (every committed file that measured the same quantity, :mod:`nsa_exp.analysis.noise`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis.compare import MIN_FLOOR
-from ..analysis.noise import Quantity, borrowed, repeated
+from ..analysis.noise import MIN_FLOOR, MIN_ROUNDS, Quantity, repeated
+from ..analysis.noise_table import NOISE_TABLE
 from ..core.stages import STAGE_NAMES, TITLES
 from .data import ReportData, short_gpu
 from .markdown import md_table, pct
@@ -22,7 +23,9 @@ def rule_text(data: ReportData) -> str:
         "CI lies inside; otherwise it is **unresolved**. f = f(GPU, stage), the noise floor: the largest relative "
         "spread (max / min − 1, of the medians or of their ratios to `local`) of any quantity that several "
         "committed files measured on that GPU under one protocol (same shape, routing, packing, flush policy and "
-        f"autotune configs), at least {MIN_FLOOR:.1%}; a stage never measured twice under one protocol borrows the "
+        f"autotune configs), each file timing it over at least {MIN_ROUNDS} rounds (a shorter run's median carries "
+        "its own round noise, which the CI already holds), "
+        f"at least {MIN_FLOOR:.1%}; a stage never measured twice under one protocol borrows the "
         "largest floor of that GPU; a comparison across GPUs uses the larger floor. The CI holds a run's "
         "round-to-round noise, the floor the run-to-run and session-to-session noise no single run shows.")
 
@@ -48,15 +51,6 @@ def quantity_row(q: Quantity, most: int | None = None) -> list[str]:
             _range(ratios, "×", 3) if ratios else "—", pct(q.spread), _files(q, most)]
 
 
-def setters(data: ReportData) -> dict[tuple[str, str], Quantity]:
-    """Per (GPU, stage), the repeated quantity with the largest spread (the one that sets the floor)."""
-    out: dict[tuple[str, str], Quantity] = {}
-    for q in repeated(data.quantities):
-        if (q.gpu, q.stage) not in out or q.spread > out[q.gpu, q.stage].spread:
-            out[q.gpu, q.stage] = q
-    return out
-
-
 def headline_quantity(data: ReportData, gpu: str, pattern: str, stage: str = "dkv_core") -> Quantity | None:
     """The repeated quantity of ``pattern``'s ``stage`` under the GPU's formal protocol (the formal run is a member)."""
     formal = next((f for f in data.formal if f.gpu == gpu), None)
@@ -69,19 +63,20 @@ def headline_quantity(data: ReportData, gpu: str, pattern: str, stage: str = "dk
 def spread_section(data: ReportData) -> list[str]:
     order = {s: i for i, s in enumerate(STAGE_NAMES)}
     rows = []
-    set_by = setters(data)
-    lent = set(borrowed(data.quantities))
-    for (gpu, stage), f in sorted(data.floors.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99))):
-        q = set_by.get((gpu, stage))
-        how = (f"borrowed: no two files measured {TITLES.get(stage, stage)} under one protocol"
-               if (gpu, stage) in lent else
-               f"{q.label} at T={q.T}, {len(q.members)} files" if q is not None and q.spread >= MIN_FLOOR else
-               f"the minimum ({pct(MIN_FLOOR)}); largest spread {pct(q.spread, 2) if q else '—'}")
-        rows.append([short_gpu(gpu), TITLES.get(stage, stage), pct(f), how])
+    for r in sorted(data.noise_table["floors"], key=lambda r: (r["gpu"], order.get(r["stage"], 99))):
+        q, stage = r["set_by"], r["stage"]
+        lender = TITLES.get((r["borrowed_from"] or {}).get("stage"), "—")
+        how = (f"borrowed from {lender}: no two files measured {TITLES.get(stage, stage)} under one protocol"
+               if r["rule"] == "borrowed" else
+               f"{q['routing']} at T={q['T']}, {len(q['members'])} files" if r["rule"] == "spread" else
+               f"the minimum ({pct(MIN_FLOOR)}); largest spread {pct(q['spread'], 2) if q else '—'}")
+        rows.append([short_gpu(r["gpu"]), TITLES.get(stage, stage), pct(r["floor"]), how])
     heads = [q for f in data.formal for p in f.run.patterns
              for q in [headline_quantity(data, f.gpu, p, st) for st in ("dkv_core", "full_bwd")] if q is not None]
     table = [quantity_row(q, most=10) for q in heads]
     return [data.claims.define(f"### {RULE_TITLE}"), "", rule_text(data), "",
+            f"The floors, as the committed noise table `{NOISE_TABLE}` records them (`python -m nsa_exp noise-table` "
+            "writes it; `compare`, this report and `validate` read it):", "",
             md_table(["GPU", "stage", "floor f", "set by"], rows), "",
             "Repeated measurements of the seed routings under each GPU's formal protocol (dK/dV and the wrapper; "
             "every quantity and file: the noise-floor appendix). The spread, not the CI of one run, is the honest "

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsa_exp.analysis.compare import MIN_FLOOR, compare_results, noise_floors, verdict
+from nsa_exp.analysis.compare import DEFAULT_FLOOR, MIN_FLOOR, compare_results, noise_floors, verdict
+from nsa_exp.analysis.noise_table import NOISE_TABLE, read_floors
 from nsa_exp.errors import UserError
 from nsa_exp.io.schemas import schema_errors
 from tests.helpers import REPO, assert_one_line_error, run_cli
@@ -40,12 +41,13 @@ def test_verdict_rule_at_its_edges():
 
 def test_h100_against_its_independent_repeat_is_the_same_everywhere(tmp_path):
     out = tmp_path / "cmp.json"
-    proc = run_cli("compare", H100, H100_REPEAT, "--fail-on", "any-change", "--resamples", "1000",
+    proc = run_cli("compare", H100, H100_REPEAT, "--fail-on", "any-change", "--floor", "0.02", "--resamples", "1000",
                    "--output", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert not schema_errors(doc, "compare", "compare")
     assert doc["counts"] == {"same": 24, "faster": 0, "slower": 0, "unclear": 0} and not doc["failed"]
+    assert doc["noise_floor"]["kind"] == "default" and set(doc["noise_floor"]["per_stage"].values()) == {0.02}
     assert "verdict" in proc.stdout and "same 24" in proc.stdout
     cell = _cell(doc, "sink-heavy", "dkv_core")
     raw_a = json.loads(Path(H100).read_text())["patterns"]["sink-heavy"]["stages"]["dkv_core"]["raw_ms"]
@@ -80,8 +82,8 @@ def test_noise_floor_from_a_repeat_pair_is_the_largest_spread_per_stage_and_neve
 def test_cycle_space_multiplies_each_observation_by_its_rounds_sm_clock(tmp_path):
     halved = _variant(tmp_path, H100_REPEAT, "half_clock", lambda d: [
         s.update(sm_clock_mhz=s["sm_clock_mhz"] // 2) for s in d["telemetry"]["samples"]])
-    in_time = compare_results(H100, halved, resamples=200)
-    in_cycles = compare_results(H100, halved, cycles=True, resamples=200)
+    in_time = compare_results(H100, halved, floor=0.02, resamples=200)
+    in_cycles = compare_results(H100, halved, cycles=True, floor=0.02, resamples=200)
     assert in_time["counts"]["same"] == 24 and in_cycles["unit"] == "kcycles"
     cell = _cell(in_cycles, "zipf", "full_bwd")
     assert cell["ratio"] == pytest.approx(_cell(in_time, "zipf", "full_bwd")["ratio"] / 2, rel=1e-3)
@@ -119,3 +121,20 @@ def test_bad_inputs_are_one_line_exit_2(tmp_path):
     assert_one_line_error(run_cli("compare", H100, H200, "--floor", "1.5", "--output", ""), "--floor")
     assert_one_line_error(run_cli("compare", H100, str(REPO / "configs" / "e1_h200.json"), "--output", ""),
                           "not a bench result")
+
+
+def test_compare_takes_its_floors_from_the_noise_table_by_default_and_says_when_a_gpu_is_missing(tmp_path):
+    table = json.loads((REPO / NOISE_TABLE).read_text())
+    doc = compare_results(H100, H100_REPEAT, resamples=200)
+    floors = read_floors()
+    assert doc["noise_floor"]["kind"] == "table" and doc["noise_floor"]["paths"] == [NOISE_TABLE]
+    assert doc["noise_floor"]["per_stage"] == {s: floors["NVIDIA H100 80GB HBM3", s] for s in
+                                               doc["noise_floor"]["per_stage"]}
+    assert "lacking" not in doc["noise_floor"]
+    # a table without the H100's rows: every stage gets the documented fallback, and compare says so in one line
+    table["floors"] = [r for r in table["floors"] if r["gpu"] != "NVIDIA H100 80GB HBM3"]
+    lean = tmp_path / "floors.json"
+    lean.write_text(json.dumps(table))
+    doc = compare_results(H100, H100_REPEAT, resamples=200, noise_table=lean)
+    assert set(doc["noise_floor"]["per_stage"].values()) == {DEFAULT_FLOOR}
+    assert doc["noise_floor"]["lacking"][0] == "NVIDIA H100 80GB HBM3 selection_fwd"

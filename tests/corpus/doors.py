@@ -256,6 +256,9 @@ CASES: list[dict[str, Any]] = [
     {"id": "documented.report_default_outputs", "argv": ["report", *REPORT_LIGHT], "git_clean": True,
      "exit": 0, "timeout": 240, "why": "README's invoke report (here without its slow optional sections) once rewrote "
                             "docs/RESULTS.md and results/analysis/e1_h100.json"},
+    {"id": "documented.noise_table_default_output", "argv": ["noise-table"], "git_clean": True, "exit": 2,
+     "names": ["results/noise/floors.json", "--overwrite"],
+     "why": "the committed noise table exists: refused in one line before any file is read"},
     {"id": "documented.compare_from_readme",
      "argv": ["compare", "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json"], "git_clean": True,
      "exit": 0},

@@ -64,11 +64,20 @@ def test_readme_and_summary_carry_the_release_verdict():
     assert "0.6.0: sink-heavy 4.19× (" in results.split("## The answer per stage", 1)[0]
 
 
-def test_the_release_control_agrees_with_the_pinned_run(report_data):
+def test_the_release_control_never_differs_on_dkv_or_the_wrapper_and_its_counts_are_the_files(report_data):
+    """fla-core 0.5.2 through the release arm is the pinned code: under the noise table's H200 floors (0.5%) its
+    dK/dV and wrapper rows never differ measurably from the pinned run; the selection forward and dQ kernels do,
+    by 0.5-0.8% (another session, the public API), which RESULTS.md reports as the file records it."""
+    cmp = json.loads((REPO / "results/compare/e1_h200_vs_fla-core-0.5.2-T32768.json").read_text())
+    assert cmp["noise_floor"]["kind"] == "table"
+    assert all(r["verdict"] in ("same", "unclear") for r in cmp["rows"] if r["stage"] in ("dkv_core", "full_bwd"))
     with as_a_user():
         lines = "\n".join(release_section(report_data)).splitlines()
     control = next(ln for ln in lines if "e1_h200_vs_fla-core-0.5.2-T32768.json" in ln)
-    assert "differs measurably" not in control and "same within noise" in control
+    n = cmp["counts"]
+    words = {"differs measurably": n["slower"] + n["faster"], "same within noise": n["same"],
+             "unresolved": n["unclear"]}
+    assert control.endswith(", ".join(f"{k} {v}" for k, v in words.items() if v))
 
 
 def test_the_failing_stop_run_is_reported_with_its_failure_and_out_of_every_floor(report_data):

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 
 from nsa_exp.analysis.bootstrap import analyse
 from nsa_exp.analysis.cupti import cupti_block
 from nsa_exp.core.records import BenchResult
+from nsa_exp.core.stages import TITLES
 from nsa_exp.figures.fanin_latency import gpu_name
 from nsa_exp.report.claims import Claims
 from nsa_exp.report.data import Formal
 from nsa_exp.report.gpus import _ncu_across, cross_gpu_section, instrument_sections
 from nsa_exp.report.sections import setup_section
 from tests.gpu.test_wrapper_extra import _with_wrapper_extra
-from tests.helpers import REPO
+from tests.helpers import REPO, run_cli
 
 RAW = REPO / "results" / "raw"
 
@@ -25,6 +27,29 @@ def test_cross_gpu_section_shows_both_gpus_with_verdicts_in_time_and_cycles(repo
     text = "\n".join(cross_gpu_section(report_data))
     assert "NVIDIA H100 80GB HBM3" in text and "NVIDIA H200" in text and "in cycles" in text
     assert "| local | dQ core | 23.316 | 23.966 |" in text and "Verdicts: " in text
+
+
+#: compare's verdict -> the words RESULTS.md renders for it (:func:`nsa_exp.report.gpus.judged_words`)
+RENDERED = {"slower": "differs measurably (slower)", "faster": "differs measurably (faster)",
+            "same": "same within noise", "unclear": "unresolved"}
+
+
+def test_every_door_gives_the_same_h100_vs_h200_verdict_for_every_ratio(report_data, tmp_path):
+    """Issue 28: the documented compare command, the committed compare file and RESULTS.md's section agree."""
+    out = tmp_path / "cmp.json"
+    proc = run_cli("compare", "results/raw/e1_h100.json", "results/raw/e1_h200.json", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    command = {(r["pattern"], r["stage"]): r["verdict"] for r in json.loads(out.read_text())["rows"]}
+    committed = json.loads((REPO / "results/compare/e1_h100_vs_e1_h200.json").read_text())
+    assert committed["noise_floor"]["kind"] == "table"
+    assert {(r["pattern"], r["stage"]): r["verdict"] for r in committed["rows"]} == command
+    title = {TITLES.get(s, s): s for s in {s for _, s in command}}
+    rendered = {}
+    for line in "\n".join(cross_gpu_section(report_data)).splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 8 and cells[1] in title:
+            rendered[cells[0], title[cells[1]]] = cells[6]
+    assert len(command) == 24 and rendered == {k: RENDERED[v] for k, v in command.items()}
 
 
 def test_without_an_h200_result_the_section_is_a_note(report_data):
