@@ -100,8 +100,10 @@ def test_cycles_without_recorded_clocks_is_refused(tmp_path):
 def test_a_different_shape_is_refused_naming_the_field(tmp_path):
     other = _variant(tmp_path, H200, "short", lambda d: d["shape"].update(T=16384))
     out = tmp_path / "cmp.json"
-    proc = run_cli("compare", H100, other, "--output", str(out))
-    assert_one_line_error(proc, "not the same experiment", "shape.T: A 32768 vs B 16384")
+    with pytest.raises(UserError, match=r"not the same experiment: shape\.T: A 32768 vs B 16384"):
+        compare_results(H100, other)  # the rule itself, on records that do not validate
+    proc = run_cli("compare", H100, other, "--output", str(out))  # the door validates B first (issue 28)
+    assert_one_line_error(proc, "B ", "does not validate (shape_matches_config")
     assert not out.exists()
 
 
@@ -111,16 +113,19 @@ def test_a_different_routing_is_refused_naming_pattern_params_and_seed(tmp_path)
         d["config"]["seeds"]["routing"] = 1
         del d["patterns"]["uniform"]
     other = _variant(tmp_path, H200, "routed", edit)
-    proc = run_cli("compare", H100, other, "--output", "")
-    assert_one_line_error(proc, "patterns: A ['local', 'uniform', 'sink-heavy', 'zipf'] vs B",
-                          "patterns.zipf.params", "config.seeds.routing: A 20260726 vs B 1")
+    with pytest.raises(UserError) as err:
+        compare_results(H100, other)
+    for part in ("patterns: A ['local', 'uniform', 'sink-heavy', 'zipf'] vs B", "patterns.zipf.params",
+                 "config.seeds.routing: A 20260726 vs B 1"):
+        assert part in str(err.value)
+    assert_one_line_error(run_cli("compare", H100, other, "--output", ""), "B ", "does not validate")
 
 
 def test_bad_inputs_are_one_line_exit_2(tmp_path):
     assert_one_line_error(run_cli("compare", H100, str(tmp_path / "none.json")), "no such file")
     assert_one_line_error(run_cli("compare", H100, H200, "--floor", "1.5", "--output", ""), "--floor")
     assert_one_line_error(run_cli("compare", H100, str(REPO / "configs" / "e1_h200.json"), "--output", ""),
-                          "not a bench result")
+                          "does not validate (kind")
 
 
 def test_compare_takes_its_floors_from_the_noise_table_by_default_and_says_when_a_gpu_is_missing(tmp_path):
