@@ -37,7 +37,8 @@ def _files(q: Quantity, most: int | None = None) -> str:
     for m in q.members:
         p = Path(m.path)
         names.append(p.stem if p.parent.name == "raw" else f"{p.parent.name}/{p.stem}")
-    return ", ".join(f"`{n}`" for n in names)
+    short = f" (+{len(q.short)} of fewer than {MIN_ROUNDS} rounds, not counted)" if q.short else ""
+    return ", ".join(f"`{n}`" for n in names) + short
 
 
 def _range(values: list[float], unit: str, digits: int) -> str:

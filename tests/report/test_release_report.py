@@ -77,7 +77,7 @@ def test_the_release_control_never_differs_on_dkv_or_the_wrapper_and_its_counts_
     n = cmp["counts"]
     words = {"differs measurably": n["slower"] + n["faster"], "same within noise": n["same"],
              "unresolved": n["unclear"]}
-    assert control.endswith(", ".join(f"{k} {v}" for k, v in words.items() if v))
+    assert control.endswith(", ".join(f"{v} {k}" for k, v in words.items() if v))
 
 
 def test_the_failing_stop_run_is_reported_with_its_failure_and_out_of_every_floor(report_data):

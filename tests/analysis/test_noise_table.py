@@ -1,0 +1,74 @@
+"""Issue 28: the noise table — one floor per GPU x stage, each with its rule and the files that set it, written by
+``noise-table``, read (strictly) by every door; a run of few rounds is listed but sets no floor."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nsa_exp.analysis.noise import MIN_FLOOR, MIN_ROUNDS
+from nsa_exp.analysis.noise_table import NOISE_TABLE, comparison_floors, read_floors, table_document
+from nsa_exp.core.records import BenchResult
+from nsa_exp.errors import UserError
+from nsa_exp.io.schemas import schema_errors
+from nsa_exp.io.store import load_record
+from tests.helpers import REPO, assert_one_line_error, run_cli
+
+H100, H100_REPEAT = "results/raw/e1_h100.json", "results/raw/e1_h100_repeat.json"
+ENGINE20 = "results/raw/e1_h200_engine20.json"
+
+
+def _runs(*paths):
+    return [(p, load_record(REPO / p, BenchResult, p)) for p in paths]
+
+
+def test_a_pair_sets_each_floor_with_its_rule_and_members_and_a_short_run_is_listed_not_counted():
+    doc = table_document(_runs(H100, H100_REPEAT, "results/raw/e1_h200.json", ENGINE20))
+    assert not schema_errors(doc, "noise_table", "noise_table")
+    rows = {(r["gpu"], r["stage"]): r for r in doc["floors"]}
+    dkv = rows["NVIDIA H100 80GB HBM3", "dkv_core"]
+    assert dkv["rule"] == "spread" and dkv["floor"] == pytest.approx(dkv["set_by"]["spread"])
+    assert dkv["floor"] > MIN_FLOOR
+    assert {m["path"] for m in dkv["set_by"]["members"]} == {H100, H100_REPEAT}
+    medians = [m["median_ms"] for m in dkv["set_by"]["members"]]
+    assert dkv["set_by"]["median_spread"] == pytest.approx(max(medians) / min(medians) - 1)
+    lent = rows["NVIDIA H100 80GB HBM3", "selection_fwd"]  # the repeat re-tuned it: no quantity measured twice
+    assert lent["rule"] == "borrowed" and lent["floor"] == rows["NVIDIA H100 80GB HBM3",
+                                                                lent["borrowed_from"]["stage"]]["floor"]
+    # the H200 formal run alone with a 20-round run: nothing of 30+ rounds repeated, every H200 floor borrowed 0.5%
+    h200 = [r for r in doc["floors"] if r["gpu"] == "NVIDIA H200"]
+    assert h200 and all(r["rule"] == "borrowed" and r["floor"] == MIN_FLOOR for r in h200)
+
+
+def test_identical_copies_give_the_minimum_and_the_sources_are_recorded():
+    one = _runs(H100)
+    doc = table_document([*one, ("copy.json", one[0][1])], {"x.json": "why"})
+    assert {r["rule"] for r in doc["floors"]} == {"minimum"} and {r["floor"] for r in doc["floors"]} == {MIN_FLOOR}
+    assert doc["sources"] == ["copy.json", H100] and doc["excluded"] == [{"path": "x.json", "why": "why"}]
+    assert doc["min_rounds"] == MIN_ROUNDS
+
+
+def test_read_floors_reads_the_committed_table_and_a_cross_gpu_comparison_takes_the_larger():
+    table = read_floors()
+    doc = json.loads((REPO / NOISE_TABLE).read_text())
+    assert table == {(r["gpu"], r["stage"]): r["floor"] for r in doc["floors"]}
+    both = comparison_floors(table, ["dkv_core"], "NVIDIA H100 80GB HBM3", "NVIDIA H200")["dkv_core"]
+    assert both == max(table["NVIDIA H100 80GB HBM3", "dkv_core"], table["NVIDIA H200", "dkv_core"])
+
+
+def test_read_floors_refuses_another_kind_an_edited_shape_or_a_missing_file_in_one_line(tmp_path):
+    with pytest.raises(UserError, match="not a noise table"):
+        read_floors(REPO / "results/compare/e1_h100_vs_e1_h200.json")
+    doc = json.loads((REPO / NOISE_TABLE).read_text())
+    doc["floors"][0]["floor"] = "0.5%"
+    bad = tmp_path / "floors.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(UserError, match="floor"):
+        read_floors(bad)
+    with pytest.raises(UserError, match="noise-table"):
+        read_floors(tmp_path / "none.json")
+
+
+def test_the_command_refuses_to_replace_the_committed_table_without_overwrite():
+    assert_one_line_error(run_cli("noise-table"), "results/noise/floors.json", "--overwrite")
