@@ -179,3 +179,15 @@ def test_gpu_method_study_ends_a_failed_gate_in_one_line():
                           env={k: v for k, v in os.environ.items()
                                if k not in ("TRITON_INTERPRET", "FLA_CACHE_RESULTS")})
     _one_line(proc, (2, 3), "error: ")  # the environment gate (2) or the GPU gate (3), as the CLI exits
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="nvidia-smi is here: the GPU gate may pass")
+def test_check_leads_with_no_gpu_and_gives_one_line_per_problem(tmp_path):
+    env = {k: "" for k in ("TRITON_F32_DEFAULT", "FLA_CACHE_RESULTS", "FLA_DISABLE_BACKEND_DISPATCH",
+                           "TRITON_CACHE_DIR", "TRITON_INTERPRET")}
+    proc = run_cli("check", "--output", str(tmp_path / "check.json"), env=env)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert proc.returncode == 2 and len(lines) == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("error: gpu: no CUDA GPU") and len(lines[0]) < 200
+    assert lines[1].startswith("error: environment:") and lines[1].endswith(
+        f"(check failed (2 gate(s)); report {tmp_path / 'check.failed.json'})")
