@@ -191,3 +191,16 @@ def test_check_leads_with_no_gpu_and_gives_one_line_per_problem(tmp_path):
     assert lines[0].startswith("error: gpu: no CUDA GPU") and len(lines[0]) < 200
     assert lines[1].startswith("error: environment:") and lines[1].endswith(
         f"(check failed (2 gate(s)); report {tmp_path / 'check.failed.json'})")
+
+
+def test_release_bench_refuses_before_installing_any_release(tmp_path):
+    """The gates (no GPU, environment) and every argument are checked before a release is downloaded or
+    installed into --releases-dir (it used to fetch and install two releases, then refuse)."""
+    releases = tmp_path / "releases"
+    proc = run_cli("release-bench", "--config", "configs/release_h200.json", "--release", "0.5.2", "--release", "0.6.0",
+                   "--releases-dir", str(releases), "--output-dir", str(tmp_path / "o"), env={"TRITON_INTERPRET": ""})
+    _one_line(proc, 2, "error: ")
+    assert not releases.exists() or not any(releases.iterdir()), list(releases.iterdir())
+    bad = run_cli("release-bench", "--config", "configs/release_h200.json", "--release", "0.5.2", "--release", "0.5.2",
+                  "--releases-dir", str(releases), "--output-dir", str(tmp_path / "o"))
+    _one_line(bad, 2, "--release: a release is named twice")
