@@ -137,7 +137,7 @@ def parse_slurm(text: str | None) -> dict[str, Any] | None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
-    raw = read_config_file(args.config, "sweep config")
+    raw = read_config_file(args.config, "sweep config", "e.g. --config configs/sweep_skew_h200.json")
     if not isinstance(raw, dict) or "base_config" not in raw:  # e.g. the CLI's default experiment config
         raise UserError(f"--config {show_path(args.config)}: not a sweep config (it names no base_config and "
                         "lengths); name the sweep, e.g. --config configs/sweep_skew_h200.json")

@@ -11,6 +11,7 @@ import pytest
 
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.cli import main
+from nsa_exp.io.progress import is_progress_line
 from tests.helpers import REPO
 
 CAL = "results/model/h200_BQ1_w4_s2.json"
@@ -23,7 +24,7 @@ def _one_line(capsys, argv: list[str], *fragments: str) -> None:
         code = main(argv)
     except SystemExit as exc:  # argparse's own errors
         code = exc.code
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and not is_progress_line(ln)]
     assert code == 2 and len(err) == 1 and err[0].startswith("error:"), (code, err)
     assert "Traceback" not in err[0] and "internal error" not in err[0]
     for f in fragments:

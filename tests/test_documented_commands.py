@@ -33,6 +33,7 @@ from invoke.parser import Parser, ParserContext
 
 from nsa_exp.cli import build_parser
 from nsa_exp.commands import COMMANDS, cli_flags, invoke_flag
+from nsa_exp.io.progress import is_progress_line
 
 from .corpus.documented import REPO, DocCommand, documented_commands, nsa_command
 from .test_doors_contract import _copy_repository, _git
@@ -235,7 +236,7 @@ def one_task_each(text: str) -> list[str]:
 def _gpu_gate(run: dict[str, Any]) -> bool:
     """The run stopped at the GPU gate in one line (exit 2), at the Slurm check (a Slurm-only command on a host
     without Slurm), or had no GPU work left (a sweep whose points are all measured: resumed, nothing run)."""
-    lines = [ln for ln in run["stderr"].splitlines() if ln.strip()]
+    lines = [ln for ln in run["stderr"].splitlines() if ln.strip() and not is_progress_line(ln)]  # check's start line
     nothing_to_run = run["code"] == 0 and re.search(r": 0 points run", run["stdout"]) is not None
     no_slurm = "--executor slurm: no Slurm here" in (lines or [""])[0]  # checked before the gate, as every argument
     return nothing_to_run or (run["code"] == 2 and len(lines) == 1 and (NO_GPU in lines[0] or no_slurm))

@@ -17,6 +17,7 @@ from invoke import Program
 
 from nsa_exp.cli import build_parser
 from nsa_exp.commands import COMMANDS, KINDS, cli_argv, cli_flags, command, invoke_flag, invoke_name
+from nsa_exp.io.progress import is_progress_line
 from tests.helpers import REPO, run_cli
 
 
@@ -129,7 +130,7 @@ def test_repeatable_and_two_value_options_reach_the_cli_through_invoke(tmp_path)
 def _one_line(proc: subprocess.CompletedProcess, code: int | tuple[int, ...], *fragments: str) -> str:
     """The one error line (a library's warning lines aside), with exit ``code`` (or one of them)."""
     shown = proc.stderr.splitlines()
-    lines = [ln for i, ln in enumerate(shown) if ln.strip() and "Warning" not in ln
+    lines = [ln for i, ln in enumerate(shown) if ln.strip() and "Warning" not in ln and not is_progress_line(ln)
              and not (i and "Warning" in shown[i - 1] and ln.startswith("  "))]  # a warning's source line
     codes = code if isinstance(code, tuple) else (code,)
     assert proc.returncode in codes and len(lines) == 1 and lines[0].startswith("error: "), (proc.returncode,
@@ -179,3 +180,45 @@ def test_gpu_method_study_ends_a_failed_gate_in_one_line():
                           env={k: v for k, v in os.environ.items()
                                if k not in ("TRITON_INTERPRET", "FLA_CACHE_RESULTS")})
     _one_line(proc, (2, 3), "error: ")  # the environment gate (2) or the GPU gate (3), as the CLI exits
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="nvidia-smi is here: the GPU gate may pass")
+def test_check_leads_with_no_gpu_and_gives_one_line_per_problem(tmp_path):
+    env = {k: "" for k in ("TRITON_F32_DEFAULT", "FLA_CACHE_RESULTS", "FLA_DISABLE_BACKEND_DISPATCH",
+                           "TRITON_CACHE_DIR", "TRITON_INTERPRET")}
+    proc = run_cli("check", "--output", str(tmp_path / "check.json"), env=env)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert proc.returncode == 2 and len(lines) == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("error: gpu: no CUDA GPU") and len(lines[0]) < 200
+    assert "check: running the gates: 5 gates..." in proc.stderr.splitlines()  # the sign of life first
+    assert lines[1].startswith("error: environment:") and lines[1].endswith(
+        f"(check failed (2 gate(s)); report {tmp_path / 'check.failed.json'})")
+
+
+def test_release_bench_refuses_before_installing_any_release(tmp_path):
+    """The gates (no GPU, environment) and every argument are checked before a release is downloaded or
+    installed into --releases-dir (it used to fetch and install two releases, then refuse)."""
+    releases = tmp_path / "releases"
+    proc = run_cli("release-bench", "--config", "configs/release_h200.json", "--release", "0.5.2", "--release", "0.6.0",
+                   "--releases-dir", str(releases), "--output-dir", str(tmp_path / "o"), env={"TRITON_INTERPRET": ""})
+    _one_line(proc, 2, "error: ")
+    assert not releases.exists() or not any(releases.iterdir()), list(releases.iterdir())
+    bad = run_cli("release-bench", "--config", "configs/release_h200.json", "--release", "0.5.2", "--release", "0.5.2",
+                  "--releases-dir", str(releases), "--output-dir", str(tmp_path / "o"))
+    _one_line(bad, 2, "--release: a release is named twice")
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["routing-time", "--lengths", "1024", "--repeats", "1"],
+     "routing-time: 4 patterns x 1 repeats per T: 1 length..."),
+    (["validate", "results/model/h200_BQ1_w4_s2_validation.json", "configs/model_calibration_h200.json"],
+     "validate: 2 files..."),
+    (["sweep", "--config", "configs/sweep_x2_h200.json", "--table-only", "--output", "{tmp}/x2.csv"],
+     "sweep table: validating the points of sweep_x2_h200: 5 points..."),
+], ids=["routing-time", "validate", "sweep-table-only"])
+def test_long_commands_show_a_sign_of_life_on_stderr(tmp_path, argv, line):
+    """Off a terminal, one start line naming the work (io/progress.py); a tqdm bar on a terminal."""
+    proc = run_cli(*[a.format(tmp=tmp_path) for a in argv])
+    assert proc.returncode == 0, proc.stderr
+    assert line in proc.stderr.splitlines() and is_progress_line(line), proc.stderr
+    assert line not in proc.stdout

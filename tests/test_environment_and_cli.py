@@ -56,7 +56,7 @@ def test_check_without_a_gpu_writes_a_failing_report_beside_the_passing_one_and_
     out = tmp_path / "check.json"
     out.write_text("the committed passing report")
     proc = run_cli("check", "--output", str(out), env={**GOOD_ENV, "TRITON_CACHE_DIR": str(tmp_path / "tc")})
-    assert_one_line_error(proc, "check failed (1 gate(s)", "check.failed.json", "gpu: no CUDA GPU")
+    assert_one_line_error(proc, "gpu: no CUDA GPU", "check failed (1 gate(s))", "check.failed.json")
     assert out.read_text() == "the committed passing report"  # a failed check never replaces it
     report = json.loads((tmp_path / "check.failed.json").read_text())
     assert schema_errors(report, "check_report", "r") == []

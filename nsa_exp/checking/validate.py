@@ -27,6 +27,7 @@ from typing import Any
 
 from ..core.kinds import KINDS, document_kind, schema_version
 from ..errors import UserError
+from ..io.progress import progress
 from ..io.reader import file_size, read_bounded, show_path
 from ..io.schemas import SUMMARY_COLUMNS, schema_errors
 from ..io.store import read_document
@@ -179,7 +180,7 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
     results = {p: doc for p in [*paths, *(also or [])] if not p.endswith(".csv")
                for doc in [bench_document(p)] if doc is not None}
     reports = []
-    for path in paths:
+    for path in progress(paths, "validate", unit="file") if len(paths) > 1 else paths:
         companion = None
         if path.endswith(".csv"):
             same = [p for p in results if Path(p).stem == Path(path).stem]

@@ -44,6 +44,15 @@ def run_check(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, 
         output = Path(output).with_name(f"{Path(output).stem}.failed.json")
     write_json(output, report, "check_report")
     if failed:
-        raise GateFailure(f"check failed ({len(failed)} gate(s); report {output}): "
-                          + " | ".join(g["message"] for g in failed))
+        raise GateFailure(failure_lines(failed, output))
     return report
+
+
+def failure_lines(failed: list[dict[str, Any]], output: str | Path) -> str:
+    """One line per failed gate, the machine's problem first (no GPU, wrong GPU: nothing else can be fixed
+    here), the others in gate order; the last line names the count and the report. Lines after the first
+    carry the CLI's ``error: `` prefix themselves."""
+    ordered = sorted(failed, key=lambda g: g["name"] != "gpu")
+    lines = [g["message"] for g in ordered]
+    lines[-1] += f" (check failed ({len(failed)} gate(s)); report {output})"
+    return "\nerror: ".join(lines)

@@ -22,6 +22,7 @@ from ..core.nvtx import parse_patterns, range_name
 from ..errors import UserError
 from ..io.metadata import base_metadata, utc_now
 from ..io.ncu_csv import assign_patterns, parse_raw_csv
+from ..io.paths import recorded_argv, recorded_path
 from ..io.reader import read_bounded, show_path
 from ..io.store import OutputPolicy, write_json, write_text_atomic
 from ..io.strict_json import MAX_BYTES
@@ -77,7 +78,8 @@ def run_ncu(config_path: str, pattern_spec: str, stage: str, benchmark_result: s
                         f"access: run as root or set NVreg_RestrictProfilingToAdminUsers=0; see docs/NSIGHT.md)")
     context = {"config_path": config_path, "pattern": pattern_spec, "stage": stage,
                "patterns_in_launch_order": parse_patterns(pattern_spec), "nvtx_range": range_name(pattern_spec, stage),
-               "benchmark_result": benchmark_result, "ncu_command": cmd, "report": f"{report}.ncu-rep"}
+               "benchmark_result": benchmark_result, "ncu_command": recorded_argv(cmd),
+               "report": recorded_path(f"{report}.ncu-rep")}
     return export_report(f"{report}.ncu-rep", Path(results_dir) / f"{name}.json", context)
 
 
@@ -89,7 +91,7 @@ def export_command(args: Any) -> int:
                         f"{args.report}: is not a file")
     OutputPolicy.of(args, ("REPORT", args.report), ("--reuse-context", args.reuse_context)).claim(args.output,
                                                                                                  named=True)
-    context: dict = {"report": args.report}
+    context: dict = {"report": recorded_path(args.report)}
     if args.pattern:
         context |= {"pattern": args.pattern, "patterns_in_launch_order": parse_patterns(args.pattern)}
     if args.stage:

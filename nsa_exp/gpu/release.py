@@ -74,7 +74,16 @@ from ..io.metadata import base_metadata
 from ..io.store import OutputPolicy, read_strict
 from ..io.strict_json import dumps_strict
 from ..releases.config import ReleaseConfig, load_release_config
-from ..releases.environments import RELEASES_DIR, Target, child_sys_path, prepare_release, run_child, source_tree
+from ..releases.environments import (
+    RELEASES_DIR,
+    VERSION_RE,
+    Target,
+    child_sys_path,
+    find_wheel,
+    prepare_release,
+    run_child,
+    source_tree,
+)
 from ..releases.result import build_release_result
 from ..releases.source import read_launches
 from ..routing.config import config_from_dict
@@ -403,11 +412,27 @@ def parent_gates(cfg: ReleaseConfig, allow_gpu: bool) -> tuple[list[dict[str, An
     return records, interpreter
 
 
-def targets_from(args: argparse.Namespace, cfg: ReleaseConfig, releases_dir: Path) -> list[Target]:
-    """Prepare every target (installs/reuses release folders, makes source views) before any GPU work."""
+def release_versions(args: argparse.Namespace, cfg: ReleaseConfig) -> list[str]:
+    """The releases asked for (``--release``, else the config's unless ``--fla-source``), each checked with
+    what needs no install: a release version, named once, run by some point (UserError naming the option)."""
     versions = list(args.release) or ([] if args.fla_source else list(cfg.releases))
     if not versions and not args.fla_source:
         raise UserError(f"{cfg.source}: names no releases; pass --release VERSION or --fla-source PATH")
+    for v in versions:
+        if not VERSION_RE.match(v):
+            raise UserError(f"--release: {v!r} is not a release version (e.g. --release 0.6.0)")
+        if not cfg.points_for("release", v):
+            raise UserError(f"{cfg.source}: no point runs for fla-core-{v} (every point names other releases)")
+    if len(set(versions)) != len(versions):
+        raise UserError(f"--release: a release is named twice ({', '.join(versions)})")
+    for v in versions if args.wheel_dir else ():
+        find_wheel(v, args.wheel_dir)  # the wheel is there (UserError naming it otherwise)
+    return versions
+
+
+def targets_from(args: argparse.Namespace, cfg: ReleaseConfig, releases_dir: Path) -> list[Target]:
+    """Prepare every target (installs/reuses release folders, makes source views) before any GPU work."""
+    versions = release_versions(args, cfg)
     targets = [prepare_release(v, args.wheel_dir, releases_dir) for v in versions]
     targets += [source_tree(p, releases_dir) for p in args.fla_source]
     labels = [t.label for t in targets]
@@ -477,13 +502,17 @@ def command(args: argparse.Namespace) -> int:
     if args.wheel_dir and not Path(args.wheel_dir).is_dir():
         raise UserError(f"--wheel-dir {args.wheel_dir}: no such folder")
     files = cfg.routing_files(args.routing_file, args.require_equal_edges)  # read and checked before any GPU work
+    versions = release_versions(args, cfg)
+    # every argument, output and gate that needs no release installed is checked before one is installed
+    policy.claim_all([out_dir / f"fla-core-{v}-T{p.T}.json" for v in versions
+                      for p in cfg.points_for("release", v)], option="--output-dir")
+    gates, interpreter = parent_gates(cfg, args.allow_gpu)
     targets = targets_from(args, cfg, releases_dir)
     sources = {t.label: read_launches(t.root) for t in targets}  # a tree without NSA is refused here, untimed
     outputs = [out_dir / f"{t.label}-T{p.T}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
     # The output policy (io.store.OutputPolicy): no output is an input (inside a --fla-source or --wheel-dir
     # folder included); an existing output, in the default folder or a named one, is replaced only with --overwrite.
     policy.claim_all(outputs, option="--output-dir")
-    gates, interpreter = parent_gates(cfg, args.allow_gpu)
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate
         if any(p in cfg.points_for(t.kind, t.version) for t in targets):

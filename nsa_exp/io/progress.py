@@ -26,6 +26,12 @@ def _tty() -> bool:
     return hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
 
 
+def is_progress_line(line: str) -> bool:
+    """Whether a stderr line is one of ours (a start line), not a message: it ends with ``...`` and is no
+    ``error:`` / ``warning:`` line. The one-line contract of a refusal counts the other lines."""
+    return line.rstrip().endswith("...") and not line.startswith(("error:", "warning:"))
+
+
 def start(what: str) -> None:
     """One line on stderr saying what starts (``"routing: fla-topk under the Triton interpreter, ~2 min"``)."""
     print(f"{what}...", file=sys.stderr, flush=True)

@@ -64,7 +64,7 @@ def _all_points(paths: list[str]) -> list:
     """Every routing of every result file under ``paths``; each file must pass ``validate`` first (one line
     naming the file and its failed checks otherwise)."""
     files = result_files(paths)
-    for f in files:
+    for f in progress(files, "reading points (each file validated first)", unit="file"):
         load_validated(f, POINT_KINDS, f"--points {f}",
                        hint="the model reads only points that validate; fix or remove that file")
     return [p for f in files for p in read_points(f)]

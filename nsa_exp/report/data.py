@@ -24,6 +24,7 @@ from ..core.families import BASELINE_PATTERN
 from ..core.kinds import KINDS
 from ..core.records import BenchResult, Run, SweepPoint
 from ..errors import UserError
+from ..io.progress import progress
 from ..io.store import read_document
 from .claims import Claims
 from .manifest import KNOWN_FAILING, Inputs
@@ -126,13 +127,14 @@ def load_report_data(inputs: Inputs) -> ReportData:
     data = ReportData(inputs)
     if inputs.path(inputs.result) is None:
         raise UserError(f"--result {inputs.result}: no such file")
-    for path in [*inputs.bench_results(), *([] if inputs.path(inputs.result) in inputs.bench_results()
-                                            else [inputs.path(inputs.result)])]:
+    benches = [*inputs.bench_results(), *([] if inputs.path(inputs.result) in inputs.bench_results()
+                                          else [inputs.path(inputs.result)])]
+    for path in progress(benches, "report: validating the committed results", unit="file"):
         if inputs.relative(path) in KNOWN_FAILING:
             data.failing[inputs.relative(path)] = data.known_failing(path)
             continue
         data.runs[inputs.relative(path)] = data.bench(str(path))
-    for path in inputs.sweep_points():
+    for path in progress(inputs.sweep_points(), "report: validating the sweep points", unit="file"):
         data.runs[inputs.relative(path)] = SweepPoint.from_json(data.load(path, (SweepPoint.KIND,)))
     for result, repeat in ((inputs.result, inputs.repeat), (inputs.h200, inputs.h200_repeat)):
         if inputs.path(result) is None:

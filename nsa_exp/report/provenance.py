@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..io.paths import tails
 from ..io.reader import read_bounded
 from ..io.store import read_strict, write_text_atomic
 from ..io.strict_json import MAX_BYTES
@@ -95,7 +96,8 @@ def _doc_row(rel: str, doc: dict[str, Any], steps, inputs: Inputs, docs: dict[st
     notes = []
     src = (doc.get("autotune") or {}).get("replayed_from") if isinstance(doc.get("autotune"), dict) else None
     if src and src.get("path"):
-        now = docs.get(src["path"])
+        # by its repository-relative tail: a path recorded absolute on another machine names the same file
+        now = next((docs[t.as_posix()] for t in tails(src["path"]) if t.as_posix() in docs), None)
         if now is not None and (now.get("metadata") or {}).get("created_utc") != src.get("created_utc"):
             notes.append(f"**rests on a discarded run**: replays the autotune configs of `{src['path']}` as created "
                          f"{src.get('created_utc')}; the committed file was created "

@@ -21,6 +21,7 @@ from ..core.families import family
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.metadata import base_metadata
+from ..io.progress import progress
 from ..io.store import write_bytes_atomic, write_json
 from .edges import effective_edges, equal_edge_gate
 from .fanin import routing_statistics
@@ -83,7 +84,8 @@ def routing_files_section(shape: Shape, paths: Sequence[str], require_equal: boo
 def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) -> list[dict[str, Any]]:
     """Median wall time of each pattern's generator at each T (the config's shape otherwise)."""
     rows = []
-    for T in lengths:
+    for T in progress(lengths, f"routing-time: {len(config.patterns)} patterns x {repeats} repeats per T",
+                      unit="length"):
         shape = replace(config.shape, T=T)
         for pattern in config.patterns:
             times = []
