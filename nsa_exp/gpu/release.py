@@ -482,7 +482,10 @@ def command(args: argparse.Namespace) -> int:
     outputs = [out_dir / f"{t.label}-T{p.T}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
     # The output policy (io.store.OutputPolicy): no output is an input (inside a --fla-source or --wheel-dir
     # folder included); an existing output, in the default folder or a named one, is replaced only with --overwrite.
-    policy.claim_all(outputs, option="--output-dir")
+    policy.claim_all(outputs, named=bool(args.output_dir), option="--output-dir")
+    if args.output_dir and not policy.overwrite and (existing := [o for o in outputs if o.exists()]):
+        raise UserError(f"{existing[0]}: exists (an earlier run's output); --overwrite replaces it, --output-dir DIR "
+                        "writes elsewhere")
     gates, interpreter = parent_gates(cfg, args.allow_gpu)
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate
