@@ -106,7 +106,9 @@ OVERWRITE = Option("--overwrite", "replace this command's default output(s) when
 #: The two namespaces' flag (nsa_exp.io.store.OutputPolicy): without it every default output goes to the user's run
 #: folder runs/<name>/ (ignored by git); with it, to the published tree (results/, docs/, README.md, the lock file).
 PUBLISH = Option("--publish", "write the published results (results/, docs/, README.md, requirements-lock.txt) on "
-                 "purpose instead of the run folder runs/<name>/ (replacing one still needs --overwrite)", "flag")
+                 "purpose: the defaults named in this help; without it each default goes to the run folder "
+                 "runs/<name>/ (its path without results/ or docs/); replacing a published file needs --overwrite",
+                 "flag")
 #: Every writing command's output options: --publish, then --overwrite.
 WRITES = (PUBLISH, OVERWRITE)
 FIGURES_DIR = "docs/figures"

@@ -4,9 +4,10 @@
 From the repository root (the package is importable from there, installed or not):
 
     scripts/run_h100.sh python scripts/bench_backward.py --config configs/e1_h100.json \\
-        --output results/raw/e1_h100.json
+        --output runs/e1_h100/raw/e1_h100.json
 
-The summary CSV goes to results/summaries/<output stem>.csv unless --summary is given.
+The summary CSV goes to runs/<name>/summaries/<output stem>.csv unless --summary is given (with --publish, and
+--overwrite to replace the committed run: --output results/raw/e1_h100.json, summary results/summaries/).
 """
 
 import sys

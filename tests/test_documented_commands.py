@@ -2,10 +2,11 @@
 (:mod:`tests.corpus.documented`).
 
 - A CPU command runs VERBATIM (``bash -c``) in a clone of the working tree (one clone for the session; the
-  commands of one fenced block run in order, in one state; tracked files are restored and new files removed
-  between blocks). It must exit 0, print what it did, and leave ``git status`` clean — except files it says it
-  wrote when the text asks for that (``--overwrite``, or the path named), which must then be the regenerated
-  committed file (restored afterwards).
+  commands of one fenced block run in order, in one state; tracked files are restored and new files, the run
+  folder ``runs/`` included, removed between blocks). It must exit 0, print what it did, and leave ``git status
+  --porcelain`` clean: its outputs go to the ignored run folder ``runs/`` (issue 27), no untracked file is left
+  in the tree and no published file changes — except a committed file it says it wrote when the text asks for
+  that on purpose (``--publish``), which is restored afterwards.
 - A GPU command (needs CUDA) parses in its door (argparse from the command table, invoke's parser, the Makefile),
   and, run on this CPU box with the GPU environment set, gets past every argument and output check to the one-line
   "no CUDA GPU" refusal (exit 2): so a documented GPU command cannot fail as written on a GPU host for a reason a
@@ -181,10 +182,16 @@ def docs_clone(tmp_path_factory) -> Path:
     return repo
 
 
+#: The ignored run folder every default output goes to without --publish (nsa_exp.io.store.RUNS_DIR).
+RUNS = "runs"
+
+
 def _reset(repo: Path) -> None:
-    """Back to the committed state: tracked files restored, new files removed (the venv link kept)."""
+    """Back to the committed state: tracked files restored, new files and the run folder removed (the venv link
+    kept)."""
     _git(repo, "checkout", "-q", "--", ".")
     _git(repo, "clean", "-fdq", "-e", ".venv")
+    shutil.rmtree(repo / RUNS, ignore_errors=True)
     for name, source in USER_FILES.items():
         shutil.copyfile(repo / source, repo / name)
 
@@ -203,9 +210,10 @@ def _run(text: str, repo: Path, gpu: bool = False) -> dict[str, Any]:
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         code, out, err = None, str(exc.stdout or ""), str(exc.stderr or "")
-    modified = _git(repo, "status", "--porcelain", "--untracked-files=no").stdout.splitlines()
-    return {"code": code, "stdout": out, "stderr": err, "modified": [m[3:] for m in modified],
-            "seconds": time.monotonic() - start}
+    status = _git(repo, "status", "--porcelain", "--untracked-files=all").stdout.splitlines()
+    untracked = [m[3:] for m in status if m.startswith("??") and m[3:] not in (*USER_FILES, ".venv")]  # ours
+    return {"code": code, "stdout": out, "stderr": err, "modified": [m[3:] for m in status if not m.startswith("??")],
+            "untracked": untracked, "seconds": time.monotonic() - start}
 
 
 RUNNABLE_GPU = [c for c in GPU if not NEEDS_NCU.search(c.text)]
@@ -268,6 +276,8 @@ def doc_runs(request, docs_clone) -> dict[str, dict[str, Any]]:
                     results[c.text] = run  # a GPU line with several tasks: the first that fails the gate check
                 if run["modified"]:  # regenerated on purpose (checked by the test), then restored
                     _git(docs_clone, "checkout", "-q", "--", ".")
+                if run["untracked"]:  # a stray file (the test fails on it): removed, so the next command starts clean
+                    _git(docs_clone, "clean", "-fdq", "-e", ".venv", "-e", "/their_*")
     _reset(docs_clone)
     return results
 
@@ -288,10 +298,14 @@ def test_each_cpu_command_runs_as_written(cmd, doc_runs):
     said = f"{cmd.where}: {cmd.text}\nexit {run['code']} in {run['seconds']:.0f} s; stderr: {run['stderr'][-600:]}"
     assert run["code"] == 0, said
     assert (run["stdout"] + run["stderr"]).strip(), f"{said}: printed nothing (no feedback)"
-    for path in run["modified"]:  # only a file the text asked for, which the run reported writing
-        asked = "--overwrite" in cmd.text or path in cmd.text
-        assert asked and any(w.endswith(path) for w in _wrote(run)), \
-            f"{said}: rewrote the committed {path} without being asked"
+    assert not run["untracked"], f"{said}: left untracked files in the tree (outside the ignored {RUNS}/): " \
+                                 f"{run['untracked']}"
+    if "--publish" not in cmd.text:  # every file it wrote is in the run folder, or a path the text names
+        stray = [w for w in _wrote(run) if not (w.startswith(f"{RUNS}/") or w in cmd.text)]
+        assert not stray, f"{said}: wrote {stray} outside {RUNS}/ without --publish"
+    for path in run["modified"]:  # only a published file the text asked for on purpose, which the run said it wrote
+        assert "--publish" in cmd.text and any(w.endswith(path) for w in _wrote(run)), \
+            f"{said}: rewrote the published {path} without --publish"
 
 
 @pytest.mark.parametrize("cmd", _slow(RUNNABLE_GPU))
@@ -303,4 +317,5 @@ def test_each_gpu_command_reaches_the_gpu_gate(cmd, doc_runs):
     said = f"{cmd.where}: {run['text']}\nexit {run['code']}; stderr: {run['stderr'][-600:]}"
     assert _gpu_gate(run), said
     assert "Traceback" not in run["stderr"] and "internal error" not in run["stderr"], said
-    assert not run["modified"], f"{said}: modified {run['modified']}"
+    assert not run["modified"] and not run["untracked"], \
+        f"{said}: modified {run['modified']}, left {run['untracked']}"

@@ -505,14 +505,17 @@ def command(args: argparse.Namespace) -> int:
     versions = release_versions(args, cfg)
     # every argument, output and gate that needs no release installed is checked before one is installed
     policy.claim_all([out_dir / f"fla-core-{v}-T{p.T}.json" for v in versions
-                      for p in cfg.points_for("release", v)], option="--output-dir")
+                      for p in cfg.points_for("release", v)], named=bool(args.output_dir), option="--output-dir")
     gates, interpreter = parent_gates(cfg, args.allow_gpu)
     targets = targets_from(args, cfg, releases_dir)
     sources = {t.label: read_launches(t.root) for t in targets}  # a tree without NSA is refused here, untimed
     outputs = [out_dir / f"{t.label}-T{p.T}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
     # The output policy (io.store.OutputPolicy): no output is an input (inside a --fla-source or --wheel-dir
     # folder included); an existing output, in the default folder or a named one, is replaced only with --overwrite.
-    policy.claim_all(outputs, option="--output-dir")
+    policy.claim_all(outputs, named=bool(args.output_dir), option="--output-dir")
+    if args.output_dir and not policy.overwrite and (existing := [o for o in outputs if o.exists()]):
+        raise UserError(f"{existing[0]}: exists (an earlier run's output); --overwrite replaces it, --output-dir DIR "
+                        "writes elsewhere")
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate
         if any(p in cfg.points_for(t.kind, t.version) for t in targets):

@@ -13,6 +13,8 @@ import pytest
 from nsa_exp import REPO_ROOT
 from nsa_exp.cli import main
 from nsa_exp.report.manifest import committed_inputs
+from nsa_exp.report.provenance import END, START, update_provenance
+from nsa_exp.report.readme import README_END, README_START, update_readme
 
 RAW = REPO_ROOT / "results" / "raw" / "e1_h200.json"
 NCU = REPO_ROOT / "results" / "ncu" / "e1_h200_local-vs-sink-heavy_dkv_core.json"
@@ -70,3 +72,15 @@ def test_report_publish_refuses_an_untracked_input_in_one_line(capsys):
         assert err.startswith("error: runs/test_manifest/raw/stray.json: not a committed file; --publish"), err
     finally:
         shutil.rmtree(stray.parent.parent)
+
+
+def test_a_run_folders_readme_and_provenance_copies_leave_the_published_files_alone(tmp_path):
+    readme, provenance = tmp_path / "README.md", tmp_path / "PROVENANCE.md"
+    readme.write_text(f"head\n{README_START}\nold\n{README_END}\ntail\n")
+    provenance.write_text(f"top\n{START}\nold\n{END}\n")
+    before = readme.read_bytes(), provenance.read_bytes()
+    update_readme(tmp_path / "runs" / "r" / "README.md", "new", source=readme)
+    update_provenance(tmp_path / "runs" / "r" / "PROVENANCE.md", "new", source=provenance)
+    assert (readme.read_bytes(), provenance.read_bytes()) == before
+    assert (tmp_path / "runs/r/README.md").read_text() == f"head\n{README_START}\nnew\n{README_END}\ntail\n"
+    assert (tmp_path / "runs/r/PROVENANCE.md").read_text() == f"top\n{START}\nnew\n{END}\n"
