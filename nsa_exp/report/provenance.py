@@ -168,7 +168,8 @@ def derived_trees(rows: list[list[str]]) -> str:
     if not dirty:
         return f"Derived files (written by a CPU command, no GPU): all {len(derived)} record a clean tree."
     return (f"Derived files (written by a CPU command, no GPU): {clean} of {len(derived)} record a clean tree; "
-            f"{len(dirty)} record a dirty one (a developer's uncommitted edits): {', '.join(dirty)}.")
+            f"{len(dirty)} {'records' if len(dirty) == 1 else 'record'} a dirty one (a developer's uncommitted "
+            f"edits): {', '.join(dirty)}.")
 
 
 def provenance_block(inputs: Inputs, docs: dict[str, dict[str, Any]] | None = None) -> str:
