@@ -72,7 +72,7 @@ def test_the_answer_comes_first_in_at_most_max_lines_with_both_gpus_its_floors_a
     body = text.split(f"## {ANSWER}\n\n", 1)[1].split("\n\n## ", 1)[0].splitlines()
     assert len(body) <= MAX_LINES
     table = [ln for ln in body if ln.startswith("| ") and "×" in ln and "stage" not in ln]
-    assert len(table) == 4 and all(ln.count("H100") == 3 and ln.count("H200") == 3 for ln in table)
+    assert len(table) == 4 and all(ln.count("H100") == 5 and ln.count("H200") == 5 for ln in table)  # f, ms, 3 ratios
     assert all(len(re.findall(r"×(?:\*\*|\*)? \(\d\.\d\d\d–\d\.\d\d\d\)", ln)) == 6 for ln in table)
     assert all(re.search(r"\| H100 \d+\.\d% · H200 \d+\.\d% \| H100 \d+\.\d\d · H200 \d+\.\d\d \|", ln) for ln in table)
     assert body[0].startswith("Equal edges") and "Scale: dK/dV core: local" in body[0]
