@@ -197,7 +197,7 @@ CASES: list[dict[str, Any]] = [
      "argv": ["predict", "--calibration", CAL, "--pattern", "zipf", "--param", "name=local"], "exit": 2,
      "names": ["--param", "--pattern"], "why": "predicted local while --pattern said zipf"},
     {"id": "sweep.slurm_with_inline_executor",
-     "argv": ["sweep", "--config", "configs/sweep_x2_h200.json", "--slurm", '{"slurm_partition": "gpu"}'],
+     "argv": ["sweep", "--config", "configs/sweep_x2_h200.json", "--slurm", '{{"slurm_partition": "gpu"}}'],
      "exit": 2, "names": ["--slurm", "inline"], "not_names": [NO_GPU], "why": "the Slurm parameters were ignored"},
     {"id": "bench.autotune_from_a_forged_result",
      "argv": ["bench", "--autotune-from", "{r}", "--output", "{case}/o.json", "--summary", "{case}/o.csv"],
