@@ -173,7 +173,10 @@ def require_valid(option: str, path: str | None, also: list[str] | None = None) 
     ``option``, the failed checks and the command that shows them; nothing read, nothing written."""
     if not path:
         return
-    report = validate_paths([path], [a for a in also or [] if a])[0]
+    try:
+        report = validate_paths([path], [a for a in also or [] if a])[0]
+    except UserError as exc:  # missing, unreadable, not a regular file: named by its option
+        raise UserError(f"{option} {exc}") from None
     if not report["passed"]:
         bad = [c["name"] for c in report["checks"] if not c["passed"]]
         raise UserError(f"{option} {show_path(path)}: does not validate ({', '.join(bad)}); `python -m nsa_exp "

@@ -2,7 +2,8 @@
 dK/dV launch with the project's protocol, FLA's kernels unmodified (:mod:`.whatif`).
 
 Per pattern: gates; one forward + preprocess (lse, delta); the official wrapper's dK/dV; each arm
-(max fan-in F x layout) proven equal to it (:func:`.whatif.equivalence_gate`); then
+(max fan-in F x layout) checked against it within the rel-L2 gate, not bitwise (:func:`.whatif.equivalence_gate`,
+which records n_different and max_ulp); then
 the engine's one loop (:mod:`.engine`; this module is its what-if arm) interleaves ``baseline`` (csr +
 dkv_core of the original launch) and every arm (csr + dkv_core of the B' launch + the reduction) in
 shuffled rounds, every raw ms kept. The

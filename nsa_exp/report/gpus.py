@@ -65,11 +65,32 @@ def cross_gpu_section(data: ReportData) -> list[str]:
         *_ncu_across(data, a, b, same_in_cycles)]
 
 
+def sm_clocks(*runs: Formal) -> list[float]:
+    """The distinct SM clocks (MHz) NVML sampled over the timed rounds of ``runs``."""
+    return sorted({s["sm_clock_mhz"] for f in runs for s in f.run.telemetry["samples"]
+                   if not s.get("warmup") and s.get("sm_clock_mhz") is not None})
+
+
 NCU_COLUMNS = {"duration_ns": "ncu ms", "dram_throughput_pct": "DRAM % of peak",
                "memory_throughput_pct": "memory pipes % of peak", "l2_hit_rate_pct": "L2 hit %",
                "sm_throughput_pct": "SM % of peak", "achieved_occupancy_pct": "occupancy %"}
 #: HBM bandwidth, TB/s, of the two GPUs compared (the GPU table: the H100 SXM5 and H200 datasheets; docs/METHOD.md)
 HBM_TBS = {"H100": gpu_spec("NVIDIA H100 80GB HBM3").hbm_tbs, "H200": gpu_spec("NVIDIA H200").hbm_tbs}
+
+
+def _clock_clause(same_in_cycles: bool, clocks: list[float]) -> str:
+    """What the cycle-space column can say, from the recorded clocks: with one SM clock over every timed sample
+    of both runs cycles are time × one constant, so its verdicts equal the time ones by construction."""
+    if len(clocks) == 1:
+        return (f"; every timed sample of both runs ran at {clocks[0]:.0f} MHz, so the cycle-space verdicts equal "
+                "the time-space ones by construction: the clocks did not vary, and that check cannot tell more")
+    if same_in_cycles and clocks:
+        return (f"; with SM clocks of {clocks[0]:.0f}–{clocks[-1]:.0f} MHz over the timed rounds every cycle-space "
+                "verdict equals its time-space one, so the clocks do not explain the difference either")
+    if same_in_cycles:
+        return "; every cycle-space verdict equals its time-space one (no SM clock recorded over the timed rounds)"
+    return ("; the cycle-space verdicts differ from the time-space ones in places, so clocks explain part of the "
+            "difference")
 
 
 def _ncu_across(data: ReportData, a: Formal, b: Formal, same_in_cycles: bool) -> list[str]:
@@ -93,9 +114,7 @@ def _ncu_across(data: ReportData, a: Formal, b: Formal, same_in_cycles: bool) ->
                f"the H200's larger HBM bandwidth ({HBM_TBS['H200']} vs {HBM_TBS['H100']} TB/s, datasheets) cannot "
                "speed it up; what it saturates is on-chip (the memory-pipes column), which both GPUs share: "
                + (f"{sms.pop()} SMs on both" if len(sms) == 1 else f"SM counts {sorted(sms)}")
-               + ("; every cycle-space verdict equals its time-space one, so the clocks do not explain the "
-                  "difference either" if same_in_cycles else "; the cycle-space verdicts differ from the time-space "
-                  "ones in places, so clocks explain part of the difference")
+               + _clock_clause(same_in_cycles, sm_clocks(a, b))
                if dq < 20 else f"dQ core draws up to {dq:.1f}% of peak DRAM bandwidth: HBM matters for it")
     return ["Nsight Compute on both GPUs (`invoke ncu --stage dq_core|dkv_core`, `local` vs `sink-heavy`, one "
             "profiled launch each, clocks free; one launch, so no CI; full metrics: the Nsight appendix):", "",
@@ -130,7 +149,7 @@ def _cupti(f: Formal) -> list[str]:
                   f"of its kernels' own device time over {block['rounds']} profiled rounds (95% CI of those "
                   f"{block['rounds']}). Agreement rule: docs/METHOD.md (5% or 20 µs for one-launch stages; CSR, "
                   "wrapper "
-                  "extra and the full wrapper may spend up to 15% + 50 µs on launch gaps and host work).", "",
+                  "extra and the full wrapper may spend at most 15% + 50 µs on launch gaps and host work).", "",
                   md_table(["pattern", "stage", "events ms (95% CI)", "kernels ms (95% CI)", "gap", "agree"], rows), ""]
 
 
@@ -146,7 +165,7 @@ def _wrapper(f: Formal) -> list[str]:
              f"{100 * (r['itemised_ratio'] - 1):+.2f}%"] for p, r in recs.items()]
     return out + [f"From `{f.path}`: `wrapper_extra` times what `parallel_nsa_bwd` does beyond the staged calls — its "
                   "three `torch.empty` gradient buffers and `dq.sum(0)`, `dk.sum(0)` over the NV dim (target: stage "
-                  "sum + wrapper extra within 1% of the wrapper). Medians with their 95% CIs; the sum's CI is not "
+                  "sum + wrapper extra at most 1% off the wrapper). Medians with their 95% CIs; the sum's CI is not "
                   "a sum of CIs and is not shown.", "",
                   md_table(["pattern", "stage sum ms", "wrapper extra ms", "sum + extra ms", "full bwd ms",
                             "gap"], rows), ""]

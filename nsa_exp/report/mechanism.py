@@ -23,7 +23,7 @@ from .markdown import md_table, ms, times
 from .sections import fanin_section
 from .sweeps import point_of
 
-TITLE = "Mechanism: dK/dV follows the longest CSR row"
+TITLE = "Mechanism: dK/dV follows its long CSR rows and when they start"
 
 
 def _busy(data: ReportData) -> dict[str, float]:
@@ -120,19 +120,30 @@ def mechanism_section(data: ReportData) -> list[str]:
     return out
 
 
-def _placement(data: ReportData) -> list[str]:
+def start_order(data: ReportData) -> dict[str, Any] | None:
+    """Same CSR rows, another start (the skew sweep): ``sink-heavy(sinks=4)`` on KV head 0 only (its heavy rows
+    start first) vs head 3 only (they start last, at program 3·M). ``{"h0", "h3"}``: each point's
+    :func:`~nsa_exp.report.sweeps.point_stats`; ``ratio``, ``ci``: head 3 over head 0 (dK/dV medians, the points'
+    rounds resampled on their own); ``fanin_max``: both points' longest row (queries); None without both."""
     h0 = point_of(data, SKEW_SWEEP, "sink-heavy", {"heads": [0], "sinks": 4})
     h3 = point_of(data, SKEW_SWEEP, "sink-heavy", {"heads": [3], "sinks": 4})
     if not (h0 and h3):
-        return []
+        return None
     r0 = data.runs[f"results/sweeps/{SKEW_SWEEP}/{h0[0]}.json"]
     r3 = data.runs[f"results/sweeps/{SKEW_SWEEP}/{h3[0]}.json"]
     ci = ratio_ci(r0.routing.stages["dkv_core"].raw_ms, r3.routing.stages["dkv_core"].raw_ms)
-    r = r3.routing.median("dkv_core") / r0.routing.median("dkv_core")
+    return {"h0": h0[1], "h3": h3[1], "ratio": r3.routing.median("dkv_core") / r0.routing.median("dkv_core"),
+            "ci": ci, "gpu": r0.gpu_name, "fanin_max": {r0.routing.fanin["max"], r3.routing.fanin["max"]}}
+
+
+def _placement(data: ReportData) -> list[str]:
+    o = start_order(data)
+    if o is None:
+        return []
     return [f"Same rows, other start: `sink-heavy(sinks=4)` on KV head 3 only over on KV head 0 only, dK/dV "
-            f"{times(r, ci)} ({data.claims.judged(ci, data.floor('dkv_core', r0.gpu_name))}; the points' rounds "
-            "resampled on their own): the heavy rows of head 3 start at program 3·M, behind every other head's rows.",
-            ""]
+            f"{times(o['ratio'], o['ci'])} ({data.claims.judged(o['ci'], data.floor('dkv_core', o['gpu']))}; the "
+            "points' rounds resampled on their own): the heavy rows of head 3 start at program 3·M, behind every "
+            "other head's rows.", ""]
 
 
 def _by_T(data: ReportData) -> list[str]:

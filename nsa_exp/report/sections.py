@@ -12,6 +12,7 @@ from typing import Any
 
 from ..analysis.config_drift import drift_of
 from ..core.families import BASELINE_PATTERN
+from ..core.protocol import THROTTLE_MASK
 from ..core.records import BenchLike, BenchResult
 from ..core.stages import PANEL_ORDER, TITLES
 from .data import Formal, ReportData
@@ -19,6 +20,16 @@ from .markdown import md_table, ms, pct, times
 
 MiB = 1024 * 1024
 
+
+
+def throttled_cell(samples: list[dict[str, Any]]) -> str:
+    """``0 of 600 timed (0 of 12 warm-up)``: samples whose throttle reasons hold a power, thermal or hardware
+    slowdown (:data:`~nsa_exp.core.protocol.THROTTLE_MASK`), counted over the timed rounds and the warm-up apart."""
+    def count(group: list[dict[str, Any]]) -> int:
+        return sum(1 for s in group if int(s.get("throttle_reasons", 0)) & THROTTLE_MASK)
+    timed = [s for s in samples if not s.get("warmup")]
+    warm = [s for s in samples if s.get("warmup")]
+    return f"{count(timed)} of {len(timed)} timed" + (f" ({count(warm)} of {len(warm)} warm-up)" if warm else "")
 
 def config_json(cfg: Any) -> str:
     return f"`{json.dumps(cfg)}`"
@@ -68,13 +79,15 @@ def setup_section(data: ReportData) -> list[str]:
 
         tele.append([f"`{path}`", span("sm_clock_mhz", "MHz"), span("mem_clock_mhz", "MHz"),
                      span("temperature_c", "°C"), span("power_w", "W"),
-                     f"{run.telemetry['throttled_samples']} of {len(run.telemetry['samples'])}"])
+                     throttled_cell(run.telemetry["samples"])])
     f = data.formal[0]
     t, shape = f.run.timing, ", ".join(f"{k}={val}" for k, val in f.run.shape.items())
     return ["## Appendix: setup and telemetry", "",
             md_table(["run", "created (UTC)", "GPU", "SMs", "driver", "max SM clock", "power limit", "software",
                       "recorded commit"], hw), "",
-            "NVML telemetry over the timed rounds (one sample per round × pattern; clocks were not locked: the GPU's "
+            "NVML telemetry (one sample per round × pattern; the clock, temperature and power spans are over the "
+            "timed rounds, the throttled count over the timed rounds and then the warm-up; clocks were not locked: the "
+            "GPU's "
             "own boost behaviour, as a user runs it; a sample is throttled when its clocks-event reasons include a "
             "power, thermal or hardware slowdown, `nsa_exp/gpu/telemetry.py`):", "",
             md_table(["run", "SM clock", "memory clock", "temperature", "power", "throttled samples"], tele), "",

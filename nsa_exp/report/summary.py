@@ -1,9 +1,11 @@
 """The answer first: RESULTS.md's summary (at most :data:`MAX_LINES` lines under its heading) and README's
 results block, both generated from the loaded data.
 
-The summary holds, per panel stage, each skewed routing's ratio to ``local`` on both GPUs with its CI and the
-rule's verdict (bold: differs measurably; plain: same within noise; italic: unresolved), the cross-session
-spread that sets the dK/dV floor, the mechanism in two sentences, what the split what-if and a routing-aware
+The summary holds the answer in one sentence with its scale (absolute ms), a table with, per panel stage, each
+GPU's noise floor and `local` median and each skewed routing's ratio to ``local`` on both GPUs with its CI and
+the rule's verdict (bold: differs measurably; plain: same within noise; italic: unresolved; three decimals),
+the legend and the rule on their own lines with the cross-session spread that sets the dK/dV floor, the
+mechanism, what the split what-if and a routing-aware
 autotune key recover, the release table's verdict, two lines of advice for FLA's maintainers and the scope.
 Every verdict word goes through the claims guard.
 """
@@ -19,37 +21,44 @@ from ..core.stages import PANEL_ORDER, TITLES
 from ..io.store import load_document
 from .autotune import gain
 from .data import ReportData
-from .markdown import anchor, md_table, ms
+from .markdown import anchor, md_table, ms, times
 from .mechanism import TITLE as MECHANISM
-from .mechanism import slots
+from .mechanism import slots, start_order
 from .model import whatif_rows
 from .releases import verdict_line
 from .spread import RULE_TITLE, headline_quantity
 from .sweeps import point_of
 
-MAX_LINES = 15
+MAX_LINES = 19
 ANSWER = "Answer"
 
 
 def _mark(data: ReportData, r: dict[str, Any], stage: str, gpu: str) -> str:
-    """``**4.10×** (4.07–4.13)``: bold differs, plain same, italic unresolved (the rule)."""
+    """``**4.098×** (4.067–4.127)``: bold differs, plain same, italic unresolved (the rule); three decimals, so
+    an italic 1.006× and a bold 1.010× do not print as the same number."""
     j = judge(r["ratio_vs_local_ci95"], data.floor(stage, gpu))
-    v = f"{r['ratio_vs_local']:.2f}×"
+    v = f"{r['ratio_vs_local']:.3f}×"
     v = {"differs": f"**{v}**", "same": v, "unresolved": f"*{v}*"}[j]
     lo, hi = r["ratio_vs_local_ci95"]
-    return f"{v} ({lo:.2f}–{hi:.2f})"
+    return f"{v} ({lo:.3f}–{hi:.3f})"
 
 
 def verdict_table(data: ReportData) -> str:
+    """The answer's table: per panel stage, each GPU's floor f and `local` median (the scale), then each skewed
+    routing's ratio × local on each GPU."""
     others = [p for p in data.formal[0].run.patterns if p != BASELINE_PATTERN]
     rows = []
     for st in PANEL_ORDER:
+        floors = " · ".join(f"{f.label} {100 * data.floor(st, f.gpu):.1f}%" for f in data.formal if f.row(
+            BASELINE_PATTERN, st))
+        local = " · ".join(f"{f.label} {f.row(BASELINE_PATTERN, st)['median_ms']:.2f}" for f in data.formal
+                           if f.row(BASELINE_PATTERN, st))
         cells = []
         for p in others:
             parts = [f"{f.label} {_mark(data, f.row(p, st), st, f.gpu)}" for f in data.formal if f.row(p, st)]
             cells.append(" · ".join(parts))
-        rows.append([TITLES[st], *cells])
-    return md_table(["stage", *[f"{p} × local" for p in others]], rows)
+        rows.append([TITLES[st], floors, local, *cells])
+    return md_table(["stage", "floor f", "local ms", *[f"{p} × local" for p in others]], rows)
 
 
 def _judged(data: ReportData, st: str) -> list[tuple[Any, str, dict[str, Any], str]]:
@@ -71,38 +80,68 @@ def stage_phrases(data: ReportData, stages: tuple[str, ...] = ("dkv_core", "csr"
                    + f" {verb} from `local` for every skewed routing on the {gpus}")
     for st in (st for st in stages if st not in every):
         judged = _judged(data, st)
-        far = max(abs(r["ratio_vs_local"] - 1) for _, _, r, _ in judged)
-        diff = [f"{p} on the {f.label} ({r['ratio_vs_local']:.3f}×)" for f, p, r, j in judged if j == "differs"]
+        ends = [x for _, _, r, _ in judged for x in (r["ratio_vs_local"], *r["ratio_vs_local_ci95"])]
+        bound = data.claims.within(ends, "%", 1)  # every ratio and CI end inside it (rounded up)
+        diff = [f"{p} on the {f.label} ({times(r['ratio_vs_local'], r['ratio_vs_local_ci95'], 4)})"
+                for f, p, r, j in judged if j == "differs"]
         if not diff:
             out.append(f"{TITLES[st]} " + data.claims.holds("does not differ", all(j != "differs" for *_, j in judged),
                                                             f"{TITLES[st]} differs for a routing")
-                       + f" measurably (within {100 * far:.1f}% of local)")
+                       + f" measurably ({bound} of local, CIs included)")
         else:
-            out.append(f"{TITLES[st]} stays within {100 * far:.1f}% of local and "
+            out.append(f"{TITLES[st]} stays {bound} of local (CIs included) and "
                        + data.claims.holds("differs measurably", bool(diff), "no cell differs") + " only for "
                        + ", ".join(diff))
     return "; ".join(out)
 
 
+def _scale(data: ReportData, stage: str = "dkv_core") -> str:
+    """The absolute times behind the headline ratios: ``stage``'s `local` median and its slowest skewed routing's,
+    per GPU (``dK/dV core: local 15.07 ms → sink-heavy 61.77 ms on the H100, ...``)."""
+    parts = []
+    for f in data.formal:
+        local = f.row(BASELINE_PATTERN, stage)
+        rows = {p: f.row(p, stage) for p in f.run.patterns if p != BASELINE_PATTERN and f.row(p, stage)}
+        if local is None or not rows:
+            continue
+        top = max(rows, key=lambda p: rows[p]["median_ms"])
+        parts.append(f"local {local['median_ms']:.2f} ms → {top} {rows[top]['median_ms']:.2f} ms on the {f.label}")
+    return f"{TITLES[stage]}: " + ", ".join(parts) if parts else ""
+
+
 def first_line(data: ReportData) -> str:
+    """The answer in one sentence: what differs, at what scale (absolute ms of local and the slowest routing)."""
     f0 = data.formal[0]
     edges = f0.run.edges["closed_form"]
     runs = ", ".join(f"{f.gpu} ({f.run.metadata['created_utc'][:10]}, {f.run.timing.repetitions} rounds)"
                      for f in data.formal)
+    scale = _scale(data)
+    return (f"Equal edges ({edges:,}), different fan-in per KV block, on {runs}: "
+            + stage_phrases(data) + (f". Scale: {scale}." if scale else "."))
+
+
+def legend_line(data: ReportData) -> str:
+    return data.claims.define("Ratios × local with 95% CIs; **bold**: differs measurably, plain: same within "
+                              "noise, *italic*: unresolved; floor f and local ms: each GPU's (H100 · H200).")
+
+
+def rule_line(data: ReportData) -> str:
+    """The rule in one line, with the one spread that sets the H200's dK/dV floor."""
     spread = ""
     if data.by_gpu("H200"):
         q = headline_quantity(data, data.by_gpu("H200").gpu, "sink-heavy")
         if q is not None:
             med = [m.median_ms for m in q.members]
             rat = [m.ratio for m in q.members if m.ratio is not None]
-            spread = (f"; one H200 number measured {len(q.members)} times, sink-heavy dK/dV, spans "
+            spread = (f" One H200 number measured {len(q.members)} times, sink-heavy dK/dV, spans "
                       f"{min(med):.2f}–{max(med):.2f} ms ({min(rat):.2f}–{max(rat):.2f}× local), so its floor is "
-                      f"f = {100 * data.floor('dkv_core', q.gpu):.1f}%")
-    return (f"Equal edges ({edges:,}), different fan-in per KV block, on {runs}: "
-            + stage_phrases(data) + ". "
-            + data.claims.define("Ratios × local with 95% CIs; **bold**: differs measurably, plain: same within "
-                                 "noise, *italic*: unresolved, ")
-            + f"by [the rule]({anchor(RULE_TITLE)}) (CI outside ±f, f the GPU's noise floor{spread}).")
+                      f"f = {100 * data.floor('dkv_core', q.gpu):.1f}%.")
+    return (f"[The rule]({anchor(RULE_TITLE)}): "
+            + data.claims.define("a ratio differs measurably when its whole 95% CI lies outside 1 ± f, is the same "
+                                 "within noise when the whole CI lies inside, else unresolved; f is the stage's "
+                                 "noise floor on that GPU (the largest spread of any quantity measured in several "
+                                 "committed files).")
+            + spread)
 
 
 def mechanism_line(data: ReportData) -> str:
@@ -114,13 +153,18 @@ def mechanism_line(data: ReportData) -> str:
         if "packing" not in doc["name"]:
             busy = {r["name"]: r["busy_fraction"] for r in doc["rows"]}
             break
+    longest = data.claims.up_to([p.fanin["max"] for p in data.formal[0].run.patterns.values()], " queries")
     line = ("- **Mechanism**: dK/dV runs one program per (KV head, KV block) CSR row"
-            + (f", {s[0]} resident per SM" if s else "") + "; a skewed routing gives a few rows up to "
-            f"{int(max(p.fanin['max'] for p in data.formal[0].run.patterns.values())):,} queries, and the launch "
-            "lasts as long as its longest row")
+            + (f", {s[0]} resident per SM" if s else "") + f"; a skewed routing gives a few rows {longest}, which "
+            "a few SM slots work through while the others idle")
     sk, lo = busy.get("sink-heavy(sinks=4)@T=32768"), busy.get("local@T=32768")
     if sk is not None and lo is not None:
         line += f" (model: SM slots busy {sk:.2f} of the time for sink-heavy, {lo:.2f} for local)"
+    o = start_order(data)
+    if o is not None and len(o["fanin_max"]) == 1:  # the same longest row: only where it starts differs
+        line += (f"; so the time follows the long rows and when they start: the same rows (longest "
+                 f"{int(o['fanin_max'].pop()):,} queries) take {o['h0']['dkv']['median']:.2f} ms starting first (KV "
+                 f"head 0) and {o['h3']['dkv']['median']:.2f} ms starting last (head 3), {times(o['ratio'], o['ci'])}")
     if hot:
         d = hot[1]["dkv"]
         line += (f". One hot block per head, every other row local, already costs {d['ratio']:.2f}× "
@@ -167,10 +211,15 @@ def advice_lines(data: ReportData) -> list[str]:
     saved = ", ".join(f"{p} −{a['saved']:.1f} ms" for p, a in arms.items())
     split = f" (measured above: {saved})" if arms else ""
     top = max(gains, key=lambda p: gains[p]["pct"]) if gains else None
-    key = (f" (up to {gains[top]['pct']:.0f}% for {top})" if top else "")
+    key = (f" ({data.claims.up_to([g['pct'] for g in gains.values()], '%')} for {top})" if top else "")
+    o = start_order(data)
+    first = ""
+    if o is not None:
+        d = o["h0"]["dkv"]
+        first = (f"; dispatching heavy rows first helps (above) but leaves them {times(d['ratio'], d['ratio_ci'], 2)} "
+                 "local (heavy rows on KV head 0, starting first): splitting is what recovers it")
     return [f"- **For FLA's maintainers (1)**: split CSR rows longer than F queries of `parallel_nsa_bwd_kernel_dkv` "
-            f"into several programs (an atomic or two-pass reduction of the partial dK/dV){split}; dispatching heavy "
-            "rows first alone cannot beat the longest row.",
+            f"into several programs (an atomic or two-pass reduction of the partial dK/dV){split}{first}.",
             "- **For FLA's maintainers (2)**: key the dK/dV autotuner on a fan-in statistic of the CSR rows, or "
             f"re-tune "
             f"when it changes: its key `['BS','BK','BV','G']` lets the first routing fix the config{key}."]
@@ -189,7 +238,8 @@ def scope_line(data: ReportData) -> str:
 
 def summary_lines(data: ReportData) -> list[str]:
     """The answer, at most :data:`MAX_LINES` lines (under its heading)."""
-    body = [first_line(data), "", verdict_table(data), "", mechanism_line(data), recovered_line(data),
+    body = [first_line(data), "", verdict_table(data), "", legend_line(data), "", rule_line(data), "",
+            mechanism_line(data), recovered_line(data),
             f"- **FLA releases**: {verdict_line(data)}", *advice_lines(data), scope_line(data)]
     lines = "\n".join(body).splitlines()
     if len(lines) > MAX_LINES:
@@ -199,11 +249,12 @@ def summary_lines(data: ReportData) -> list[str]:
 
 def readme_block(data: ReportData, results_md: str) -> str:
     """README's results block: the answer's first line and table (links into ``results_md``), then where the rest is."""
-    line = first_line(data).replace("](#", f"]({results_md}#")
+    line = "\n\n".join([first_line(data), verdict_table(data), legend_line(data), rule_line(data)])
+    line = line.replace("](#", f"]({results_md}#")
     figure = [f"![latency vs fan-in CV, {f.label}](docs/figures/{f.path.split('/')[-1][:-5]}_fanin_cv_latency.png)"
               for f in data.formal[-1:]
               if data.inputs.committed(data.inputs.figures / f"{f.path.split('/')[-1][:-5]}_fanin_cv_latency.png")]
-    return "\n".join([line, "", verdict_table(data), "",
+    return "\n".join([line, "",
                       f"Mechanism, uncertainty, what a split schedule and a routing-aware autotune key recover, FLA "
                       f"releases, advice for FLA's maintainers and every table: [{results_md}]({results_md}); "
                       "each committed file's commit, time, GPU and command: "

@@ -19,9 +19,11 @@ from nsa_exp.report import build as build_module
 from nsa_exp.report.autotune import config_verdicts
 from nsa_exp.report.build import build_report
 from nsa_exp.report.claims import Claims
+from nsa_exp.report.gpus import _clock_clause, sm_clocks
 from nsa_exp.report.manifest import committed_inputs
-from nsa_exp.report.mechanism import largest
+from nsa_exp.report.mechanism import largest, start_order
 from nsa_exp.report.model import free_parameters, summary_stats
+from nsa_exp.report.summary import first_line, mechanism_line, verdict_table
 from tests.helpers import REPO
 from tests.report.conftest import as_a_user
 
@@ -130,3 +132,55 @@ def test_h100_vs_h200_csr_uses_the_larger_floor(report_data):
     csr = {r["pattern"]: r for r in doc["rows"] if r["stage"] == "csr"}
     assert csr["local"]["floor"] == report_data.floors["NVIDIA H200", "csr"] > 0.0889
     assert judge(csr["local"]["ci95"], csr["local"]["floor"]) != "differs"  # once "faster" by the H100's floor
+
+
+def test_a_bound_is_computed_rounded_up_and_a_typed_bound_the_data_break_is_refused():
+    c = Claims()
+    ratios = [1.0104, 1.0071, 1.0110]  # H100 zipf dQ core, its CI ends
+    assert c.within(ratios) == "within 1.1%"  # 1.10% rounded up: never below a value it bounds
+    assert c.within([0.98991, 1.001], "%", 2) == "within 1.01%"
+    c.audit("dQ core stays within 1.1% of local", "R.md")
+    with pytest.raises(UserError, match="'within 1.0%' 1 time.s., but only 0 are computed by the claims guard"):
+        c.audit("dQ core stays within 1.0% of local", "R.md")
+
+
+def test_a_count_is_counted_from_the_things_it_counts_and_a_typed_count_is_refused():
+    c = Claims()
+    files = [f"results/raw/{i}.json" for i in range(69)]
+    assert c.count(files, "committed bench results") == "69 committed bench results"
+    c.audit("from 69 committed bench results", "R.md")
+    with pytest.raises(UserError, match="'68 committed bench results' 1 time.s., but only 0"):
+        c.audit("from 68 committed bench results", "R.md")
+
+
+def test_an_extreme_is_the_largest_value_and_a_superlative_must_name_the_extreme():
+    c = Claims()
+    errors = {"local": 2.8, "sink-heavy(4)@T=32768": 9.7, "sink-heavy(4)@T=8192": 16.4}
+    assert c.up_to(list(errors.values()), "%", 0, sign=True) == "up to +17%"
+    c.audit("the heavy-row routings by up to +17%", "R.md")
+    with pytest.raises(UserError, match="'up to \\+10%' 1 time.s., but only 0"):
+        c.audit("the heavy-row routings by up to +10%", "R.md")
+    assert c.most(errors, "sink-heavy(4)@T=8192", "largest") == "largest"
+    with pytest.raises(UserError, match="do not support 'sink-heavy.4.@T=32768' as the largest: 'sink-heavy.4.@T=8"):
+        c.most(errors, "sink-heavy(4)@T=32768", "largest")
+
+
+def test_the_answer_states_bounds_scale_and_mechanism_from_the_data(report_data):
+    line = first_line(report_data)
+    h100 = report_data.by_gpu("H100")
+    dq = [x for p in ("uniform", "sink-heavy", "zipf") for r in [h100.row(p, "dq_core")]
+          for x in (r["ratio_vs_local"], *r["ratio_vs_local_ci95"])]
+    dq += [x for p in ("uniform", "sink-heavy", "zipf") for r in [report_data.by_gpu("H200").row(p, "dq_core")]
+           for x in (r["ratio_vs_local"], *r["ratio_vs_local_ci95"])]
+    bound = float(line.split("dQ core stays within ", 1)[1].split("%", 1)[0])
+    assert max(abs(x - 1) for x in dq) * 100 <= bound < max(abs(x - 1) for x in dq) * 100 + 0.1
+    assert f"local {h100.row('local', 'dkv_core')['median_ms']:.2f} ms → sink-heavy" in line  # the scale
+    table = verdict_table(report_data)
+    assert "*1.006×*" in table and "**1.010×**" in table  # italic and bold no longer print alike
+    o = start_order(report_data)
+    assert len(o["fanin_max"]) == 1 and o["ratio"] > 1.1  # same longest row, another start, another time
+    mech = mechanism_line(report_data)
+    assert "lasts as long as its longest row" not in mech and f"{o['h3']['dkv']['median']:.2f} ms" in mech
+    clocks = sm_clocks(*report_data.formal)
+    assert clocks == [1980.0] and "by construction" in _clock_clause(True, clocks)
+    assert "do not explain" in _clock_clause(True, [1755.0, 1980.0])
