@@ -10,7 +10,7 @@ checks here are the rules between values (and against the config) that argparse 
 has none); each raises :class:`nsa_exp.errors.UserError` naming the option.
 
 >>> sorted(CHECKS)
-['bench', 'ncu', 'profile-stage', 'routing-time', 'sweep', 'whatif']
+['bench', 'ncu', 'profile-stage', 'reproduce', 'routing-time', 'sweep', 'whatif']
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .io.reader import same_file, show_path
 from .io.store import load_document
 from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
+from .report.reproduce import check_arguments as _reproduce
 from .routing.config import load_config, shape_at
 from .routing.patterns import generate_routing
 
@@ -145,7 +146,7 @@ def _sweep(args: argparse.Namespace) -> None:
 
 
 CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "whatif": _whatif, "sweep": _sweep,
-                            "profile-stage": _profile, "ncu": _profile}
+                            "profile-stage": _profile, "ncu": _profile, "reproduce": _reproduce}
 
 
 def check_arguments(args: argparse.Namespace) -> None:
