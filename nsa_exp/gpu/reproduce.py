@@ -15,6 +15,11 @@ DIR/*.json DIR/*.csv`` accepts every file; an edited one fails.
 Exit codes: 0 the run agrees with the published one (no cell differs beyond its floor), 1 it differs, 2 it could
 not run (no GPU, a gate failed, a bad argument, an output that does not validate: one line, the problem then
 the fix). The steps write only into the submission folder (the bench journal aside, under ``.nsa-exp/``).
+
+Time budget (under 6 minutes on an H200, by design; not yet timed end to end there): the bench runs the stop
+rule's default (at most the config's 150 rounds, ~0.65 s each on an H200, 300 s timeout) — the committed
+stop-rule bench ``results/raw/e1_h200_stop.json`` stopped after 67 rounds, 76 s in all with its autotune and
+CUPTI pass — and the CUPTI pass sized by need (21 rounds for the H200's 0.24 ms CSR, at most 40).
 """
 
 from __future__ import annotations
