@@ -91,8 +91,17 @@ def published_for(gpu_name: str, override: str | None = None) -> Published:
 def floors_for(table: Mapping[tuple[str, str], float], where: str | Path | None, stages: Sequence[str], mine: str,
                theirs: str) -> tuple[dict[str, float], str]:
     """Per-stage floors of this comparison from the noise ``table`` (:func:`read_floors` of ``where``; the larger
-    floor of the two GPUs, :func:`comparison_floors`) and the rule that says so."""
-    floors = comparison_floors(table, stages, mine, theirs)
+    floor of the two GPUs, :func:`comparison_floors`) and the rule that says so. The table may name a GPU by its
+    model (``H200``) or its CUDA device name (``NVIDIA H200``): both are read as the model (:func:`short_gpu`).
+
+    >>> floors_for({("NVIDIA H200", "csr"): 0.08, ("H100", "csr"): 0.01}, None, ["csr"], "H200", "H200")[0]
+    {'csr': 0.08}
+    """
+    by_model: dict[tuple[str, str], float] = {}
+    for (gpu, stage), f in table.items():
+        key = (short_gpu(gpu), stage)
+        by_model[key] = max(f, by_model.get(key, f))
+    floors = comparison_floors(by_model, stages, short_gpu(mine), short_gpu(theirs))
     gpus = mine if mine == theirs else f"{mine} and {theirs}"
     return floors, f"noise table {where or NOISE_TABLE}: per stage, the floor of {gpus} (the larger)"
 
