@@ -30,6 +30,7 @@ from .io.reader import same_file, show_path
 from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
+from .report.reproduce import check_arguments as _reproduce
 from .routing.config import load_config, shape_at
 from .routing.patterns import generate_routing
 
@@ -217,7 +218,7 @@ CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "wha
                             "sweep-plot": lambda a: require_valid("--table", a.table), "compare": _compare,
                             "release-table": _release_table, "flush-study": lambda a: require_valid("RAW", a.raw),
                             "predict": _model, "model-validate": _model, "calibrate": _calibrate,
-                            "validate": _validate}
+                            "validate": _validate, "reproduce": _reproduce}
 
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -150,8 +150,9 @@ COMMANDS: tuple[Command, ...] = (
                 "under its own configs", default="once", choices=TUNE_CHOICES),
          Option("--autotune-from", "replay this bench result's autotune configs (tune nothing); recorded as "
                 "autotune.replayed_from", metavar="RESULT"),
-         Option("--cupti-rounds", "rounds of the torch.profiler (CUPTI) cross-check after the timed rounds (default "
-                "5; 0 skips it)", type=int, default=5),
+         Option("--cupti-rounds", "rounds of the torch.profiler (CUPTI) cross-check after the timed rounds (default: "
+                "sized by need, enough that the shortest multi-launch stage is resolved, recorded as cupti.sizing; "
+                "0 skips it)", type=int),
          Option("--routing-file", "also time your own block_indices (.npy/.npz/.pt, [B,T,H,S] of the config) as "
                 "pattern file:<stem>; repeatable", "append", default=[], metavar="PATH"),
          Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag"),
@@ -330,6 +331,13 @@ COMMANDS: tuple[Command, ...] = (
          Option("--order", "the dK/dV programs' dispatch order (default program-id)", default="program-id",
                 choices=DISPATCH_ORDERS),
          Option("--json", "print the prediction as JSON", "flag")),
+    _cmd("reproduce", "nsa_exp.gpu.reproduce:command", "one verdict for your GPU run: check, smoke, bench under the "
+         "stop rule, validate, compare with the published run of your GPU model under the noise floors; exit 0 "
+         "agrees, 1 differs, 2 could not run", GPU,
+         Option("--out-dir", "the submission folder (default runs/reproduce_<gpu of the config>)", metavar="DIR"),
+         Option("--noise-table", "the noise floors table (default results/noise/floors.json)", metavar="PATH"),
+         Option("--published", "judge against this bench result instead of the published run of your GPU model",
+                metavar="RESULT"), OVERWRITE),
     _cmd("model-validate", f"{MODEL}:model_validate",
          "CPU only: predicted vs measured dK/dV for non-calibration points", COMMON,
          Option("--calibration", "a calibration (results/model/<gpu>_<config>.json)", required=True),

@@ -11,6 +11,17 @@ the first H200 run, never committed, showed ``wrapper_extra`` at 2x its event ti
 launch latency before the first kernel and the GPU spin, which the CUDA-event pair around the call
 includes, and includes the gaps between a multi-launch stage's kernels.
 
+**Kernel-time sum, sized by need** (issue 27; :data:`METHOD_SUM`, the method of every pass since): the span
+includes the gaps between a multi-launch stage's kernels, and under the profiler those gaps grow (each launch
+pays CUPTI's callbacks, so the GPU drains the queued spin and waits on the host); the committed stop-rule run
+``e1_h200_stop`` measured the 0.24 ms uniform CSR (four launches) at 0.28 ms that way, over only 5 calls. So
+each call's kernel time is now the **sum of the durations of the device activities (kernels, memsets, memcpys)
+inside its range's GPU-side span** (:func:`kernel_sum_ms`; for a one-launch stage the same as the span), and the
+pass is **sized by need** (:func:`rounds_needed`): enough rounds that the shortest multi-launch stage's profiled
+calls add up to :data:`SIZING` ``target_ms`` of event time (at least ``min_rounds``, at most ``max_rounds``),
+computed from the timed medians and recorded as ``cupti.sizing``, which ``validate`` recomputes from the
+document's own medians. A result without ``sizing`` (recorded before) is held to its recorded ``rounds``.
+
 Agreement rule (``validate``'s ``cupti_agreement``), per pattern x stage, with ``e`` the stage's
 CUDA-event median over the timed rounds and ``k`` its kernel-time median over the profiled calls:
 
@@ -32,7 +43,9 @@ CUDA-event median over the timed rounds and ``k`` its kernel-time median over th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -43,6 +56,15 @@ PREFIX = "nsa_cupti"
 ROUNDS = 5
 TIGHT = {"rel": 0.05, "abs_ms": 0.020}
 LOOSE = {"rel_below": 0.05, "abs_below_ms": 0.020, "rel_above": 0.15, "abs_above_ms": 0.050}
+#: How many rounds a pass sized by need runs (:func:`rounds_needed`): the shortest multi-launch stage's calls add
+#: up to ``target_ms`` of its event median (0.24 ms uniform CSR on the H200 -> 21 rounds), within the bounds.
+SIZING = {"target_ms": 5.0, "min_rounds": ROUNDS, "max_rounds": 40}
+#: Profiler timestamps are whole-ns values rendered in µs: allow rounding at a range's edges.
+SLACK_US = 0.5
+METHOD_SUM = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
+              "GPU spin queued before each call outside the range; kernel time = the sum of the durations of the "
+              "device activities (kernels, memsets, memcpys) inside the range's GPU-side span (gaps between "
+              "launches excluded); rounds sized by need (cupti.sizing)")
 METHOD = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
           "GPU spin queued before each call outside the range; kernel time = the range's GPU-side span "
           "(gpu_user_annotation device_time_total; the CPU-side range is ignored)")
@@ -71,9 +93,82 @@ def kernel_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
     return out
 
 
-def cupti_block(per_call: dict[str, dict[str, list[float]]], rounds: int) -> dict[str, Any]:
-    """The result's optional ``cupti`` block: every profiled call's kernel time, and the medians."""
-    return {"method": METHOD, "rounds": rounds, "kernel_ms": per_call,
+def _is_device(e: Any) -> bool:
+    return str(getattr(e, "device_type", "")).rsplit(".", 1)[-1] != "CPU"
+
+
+def kernel_sum_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
+    """``{pattern: {stage: [ms per call, in call order]}}``: per profiled call, the summed durations of the device
+    events (``device_type`` not CPU, ``time_range.start/.end`` in µs) lying inside its range's GPU-side span
+    (within :data:`SLACK_US`); the ranges themselves and CPU events are not activities.
+
+    >>> class R:
+    ...     def __init__(self, a, b): self.start, self.end = a, b
+    >>> class E:
+    ...     def __init__(self, name, a, b, dev="CUDA"):
+    ...         self.name, self.time_range, self.device_type = name, R(a, b), dev
+    >>> kernel_sum_ms([E("spin", 0.0, 99.0), E("nsa_cupti/local/csr/0", 100.0, 400.0), E("fill", 100.0, 102.0),
+    ...                E("count", 150.0, 250.0), E("scatter", 300.0, 400.0), E("nsa_cupti/local/csr/0", 90.0, 410.0,
+    ...                dev="CPU"), E("spin", 401.0, 900.0)])
+    {'local': {'csr': [0.202]}}
+    """
+    ranges, device = [], []
+    for e in events:
+        if not _is_device(e):
+            continue
+        parts = e.name.split("/")
+        span = (float(e.time_range.start), float(e.time_range.end))
+        if len(parts) == 4 and parts[0] == PREFIX:
+            ranges.append((parts[1], parts[2], int(parts[3]), *span))
+        else:
+            device.append(span)
+    device.sort()
+    starts = [a for a, _ in device]
+    calls: dict[tuple[str, str], dict[int, float]] = {}
+    for pattern, stage, call, lo, hi in ranges:
+        total, i = 0.0, bisect_left(starts, lo - SLACK_US)
+        while i < len(device) and device[i][0] <= hi + SLACK_US:
+            if device[i][1] <= hi + SLACK_US:
+                total += device[i][1] - device[i][0]
+            i += 1
+        by_call = calls.setdefault((pattern, stage), {})
+        by_call[call] = by_call.get(call, 0.0) + total / 1000.0
+    out: dict[str, dict[str, list[float]]] = {}
+    for (pattern, stage), by_call in calls.items():
+        out.setdefault(pattern, {})[stage] = [round(by_call[c], 6) for c in sorted(by_call)]
+    return out
+
+
+def sizing(event_medians: Mapping[str, Mapping[str, float]], rule: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The ``cupti.sizing`` record of a pass sized by need from the timed ``{pattern: {stage: median ms}}``: the
+    rule (:data:`SIZING`), the shortest multi-launch stage and the rounds it needs.
+
+    >>> sizing({"local": {"csr": 0.35, "dkv_core": 15.3}, "uniform": {"csr": 0.2438}})["rounds"]
+    21
+    >>> sizing({"local": {"dkv_core": 15.3}})["rounds"], sizing({"local": {"csr": 0.01}})["rounds"]
+    (5, 40)
+    """
+    rule = dict(SIZING if rule is None else rule)
+    loose = [(ms, p, s) for p, st in event_medians.items() for s, ms in st.items() if s in LOOSE_CUPTI_STAGES]
+    if not loose:
+        return {**rule, "shortest": None, "rounds": int(rule["min_rounds"])}
+    ms, p, s = min(loose)
+    need = math.ceil(rule["target_ms"] / ms) if ms > 0 else rule["max_rounds"]
+    return {**rule, "shortest": {"pattern": p, "stage": s, "median_ms": ms},
+            "rounds": int(min(rule["max_rounds"], max(rule["min_rounds"], need)))}
+
+
+def rounds_needed(event_medians: Mapping[str, Mapping[str, float]]) -> int:
+    """Rounds of a pass sized by need (:func:`sizing`)."""
+    return sizing(event_medians)["rounds"]
+
+
+def cupti_block(per_call: dict[str, dict[str, list[float]]], rounds: int, sized: dict[str, Any] | None = None,
+                method: str = METHOD) -> dict[str, Any]:
+    """The result's optional ``cupti`` block: every profiled call's kernel time, and the medians; ``sized`` (a
+    pass sized by need) is recorded as ``sizing``."""
+    return {"method": method, "rounds": rounds, **({"sizing": sized} if sized is not None else {}),
+            "kernel_ms": per_call,
             "median_kernel_ms": {p: {s: float(np.median(v)) for s, v in st.items()} for p, st in per_call.items()},
             "tolerance": {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_CUPTI_STAGES)}}
 
@@ -101,6 +196,13 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if block is None:
         return []
     problems = []
+    if "sizing" in block:  # a pass sized by need: its rounds recompute from the document's own timed medians
+        medians = {p: {s: st["median_ms"] for s, st in v.get("stages", {}).items()} for p, v in doc["patterns"].items()}
+        sized = block["sizing"]
+        want = sizing(medians, {**SIZING, **{k: sized[k] for k in SIZING if k in sized}})
+        if len(want) != len(sized) or want != sized or block["rounds"] != want["rounds"]:
+            problems.append(("$.cupti.sizing", f"recorded {sized} (rounds {block['rounds']}), but the timed medians "
+                             f"give {want}"))
     for pattern, stages in block["kernel_ms"].items():
         for stage, calls in stages.items():
             path = f"$.cupti.median_kernel_ms.{pattern}.{stage}"

@@ -22,12 +22,12 @@ from typing import Any
 import torch
 
 from .. import REPO_ROOT
-from ..analysis.cupti import ROUNDS as CUPTI_ROUNDS
+from ..analysis.cupti import sizing
 from ..analysis.summary import summary_frame
 from ..core.config import Config, StopRule
 from ..core.families import TUNE_PATTERN
 from ..core.protocol import LAUNCH_GUARD_CYCLES, STOP_SOURCES, round_orders
-from ..core.records import BenchResult, build_result
+from ..core.records import BenchResult, build_result, stage_records
 from ..errors import GateFailure
 from ..io.store import write_frame, write_record
 from ..routing.fanin import routing_statistics
@@ -90,7 +90,7 @@ class BenchArm(Arm):
     :class:`nsa_exp.core.records.BenchResult`, written with its summary CSV."""
 
     def __init__(self, summary: str | Path | None, repetitions: int | None, resume: bool, discard_journal: bool,
-                 tune_on: str, per_pattern: bool, autotune_from: str | None, cupti_rounds: int,
+                 tune_on: str, per_pattern: bool, autotune_from: str | None, cupti_rounds: int | None,
                  stop: tuple[StopRule, str] | None):
         self.summary, self.repetitions, self.stop = summary, repetitions, stop
         self.resume, self.discard_journal = resume, discard_journal
@@ -170,11 +170,15 @@ class BenchArm(Arm):
             raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
                               "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
 
-        cupti = None
+        cupti, sized = None, None
+        if self.cupti_rounds is None:  # sized by need from the timed medians (recorded; validate recomputes it)
+            sized = sizing({p: {s: st.median_ms for s, st in by.items()}
+                            for p, by in stage_records(self.records, names).items()})
+        rounds = sized["rounds"] if sized is not None else self.cupti_rounds
         try:  # a cross-check only: a host without CUPTI keeps its timed rounds, recorded without the block
-            cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush,
-                                         self.cupti_rounds, before_pattern=self.pins and self.pins.before) \
-                if self.cupti_rounds else None
+            cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush, rounds,
+                                         before_pattern=self.pins and self.pins.before, sized=sized) \
+                if rounds else None
         except (RuntimeError, OSError) as exc:
             print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
                   file=sys.stderr)
@@ -219,7 +223,7 @@ class BenchArm(Arm):
 def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str | Path | None,
               repetitions: int | None = None, resume: bool = False, discard_journal: bool = False,
               tune_on: str = TUNE_PATTERN, per_pattern: bool = False,
-              autotune_from: str | None = None, cupti_rounds: int = CUPTI_ROUNDS,
+              autotune_from: str | None = None, cupti_rounds: int | None = None,
               routing_files: tuple[dict, dict] | None = None, stop_rule: StopRule | None = None,
               device: Any = None, clock: Any = time.monotonic) -> dict[str, Any]:
     """The whole benchmark; returns the result document (already written).
@@ -228,8 +232,9 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     protocol) tunes once on that routing and reuses its configs; ``per_pattern`` tunes each routing on
     itself (autotuners reset between patterns) and re-pins each pattern's configs before its calls;
     ``autotune_from`` (a bench result) replays that run's configs, tuning nothing.
-    ``cupti_rounds`` (default 5; 0 skips it) profiled rounds after the timed ones give the ``cupti``
-    block (issue 14, :mod:`nsa_exp.gpu.cupti`).
+    ``cupti_rounds`` profiled rounds after the timed ones give the ``cupti`` block (issue 14,
+    :mod:`nsa_exp.gpu.cupti`): None (default) sizes the pass by need from the timed medians
+    (:func:`nsa_exp.analysis.cupti.sizing`, recorded as ``cupti.sizing``), 0 skips it.
     ``routing_files``: ``(routings, reports)`` of :func:`nsa_exp.routing.files.file_routings`, validated
     before this is called; each is timed as one more pattern ``file:<stem>``, interleaved with the rest.
     Stop rule (:mod:`nsa_exp.analysis.stop_rule`): the config's ``timing.stop``, else ``stop_rule``

@@ -14,21 +14,23 @@ from ..errors import GateFailure
 from ..io.metadata import base_metadata
 from ..io.store import write_json
 from .gates import gate_detail, run_gates
-from .telemetry import Telemetry, gpu_identity
+from .telemetry import Telemetry
+from .timing import CudaDevice
 
 SCHEMA_VERSION = schema_version("check_report")
 
 
-def run_check(config: Config, allow_gpu: bool, output: str | Path) -> dict[str, Any]:
+def run_check(config: Config, allow_gpu: bool, output: str | Path, device: Any = None) -> dict[str, Any]:
     """Run every gate (non-strict, so the report lists every failure), write the report, then raise
     :class:`GateFailure` naming each failed gate and its fix. A failing report goes to
     ``<output stem>.failed.json`` beside ``output``, so a failed check (say, on a CPU box) never replaces a
-    passing report at ``output``."""
+    passing report at ``output``. ``device`` (default CUDA, :class:`.timing.CudaDevice`) answers the GPU's
+    identity (injectable, as the engine's)."""
     gates, _ = run_gates(config, allow_gpu=allow_gpu, strict=False)
     metadata = base_metadata()
     gpu = gate_detail(gates, "gpu")
     if gpu:
-        metadata["gpu"] = gpu_identity(Telemetry().device_info())
+        metadata["gpu"] = (device or CudaDevice()).identity(Telemetry().device_info())
     failed = [g for g in gates if not g["passed"]]
     report = {
         "schema_version": SCHEMA_VERSION,

@@ -63,7 +63,7 @@ def bench(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.repetitions is not None and args.repetitions < 1:
         raise UserError("--repetitions: must be a positive integer")
-    if args.cupti_rounds < 0:
+    if args.cupti_rounds is not None and args.cupti_rounds < 0:
         raise UserError("--cupti-rounds: must be 0 (skip the CUPTI pass) or a positive integer")
     name = args.name or config.name
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"

@@ -6,9 +6,10 @@ After the timed rounds, :func:`profile_kernel_times` runs ``rounds`` more rounds
 ``record_function`` range (:func:`nsa_exp.analysis.cupti.range_label`, the loop's ``around`` hook); the L2
 flush and the GPU spin that precede it run outside the range, so their kernels are not attributed to the
 stage, and the loop's device records no CUDA events here (the profiler times the kernels). The aggregation of
-the profiler's events into per-stage kernel times is the pure :func:`nsa_exp.analysis.cupti.kernel_ms`
-(tested on the CPU with fake events); another arm may pass its own ``aggregate`` (e.g. each launched kernel
-by name).
+the profiler's events into per-stage kernel times is pure (:mod:`nsa_exp.analysis.cupti`, tested on the CPU with
+fake events): since issue 27 each call's summed device activity (:func:`nsa_exp.analysis.cupti.kernel_sum_ms`)
+over a pass sized by need (:func:`nsa_exp.analysis.cupti.sizing`); another arm may pass its own ``aggregate``
+(e.g. each launched kernel by name).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from ..analysis.cupti import ROUNDS, cupti_block, kernel_ms, range_label
+from ..analysis.cupti import METHOD_SUM, ROUNDS, cupti_block, kernel_sum_ms, range_label
 from ..core.protocol import round_orders
 from .timing import CudaDevice, run_rounds
 
@@ -51,10 +52,12 @@ def _in_range(pattern: str, stage: str, r: int) -> Any:
 def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]], l2_flush_bytes: int,
                          flush_policy: str, rounds: int = ROUNDS,
                          before_pattern: Callable[[str], None] | None = None, device: Any = None,
-                         aggregate: Callable[[Iterable[Any], int], Any] | None = None) -> Any:
+                         aggregate: Callable[[Iterable[Any], int], Any] | None = None,
+                         sized: dict[str, Any] | None = None) -> Any:
     """``rounds`` profiled rounds over every pattern x stage; returns the result's ``cupti`` block
     (``aggregate(profiler events, rounds)``, default :func:`nsa_exp.analysis.cupti.cupti_block` of
-    :func:`~nsa_exp.analysis.cupti.kernel_ms`).
+    :func:`~nsa_exp.analysis.cupti.kernel_sum_ms`, each call's summed device activity; ``sized``, the
+    :func:`~nsa_exp.analysis.cupti.sizing` record of a pass sized by need, is recorded in it).
 
     ``stage_fns[pattern][stage]`` as for :func:`nsa_exp.gpu.timing.run_rounds` (called in mapping
     order, so each stage consumes this round's intermediates); ``device`` defaults to CUDA. Raises what
@@ -69,5 +72,7 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
                    flush_buffer=flush)
     del flush
     events = prof.events()
-    return aggregate(events, rounds) if aggregate is not None else cupti_block(kernel_ms(events), rounds)
+    if aggregate is not None:
+        return aggregate(events, rounds)
+    return cupti_block(kernel_sum_ms(events), rounds, sized, METHOD_SUM)
 

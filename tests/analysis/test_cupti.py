@@ -73,3 +73,77 @@ def test_results_without_a_cupti_block_have_no_such_check():
     assert "cupti_agreement" not in [c["name"] for c in report["checks"]]
     with pytest.raises(StopIteration):
         _check(json.loads(H100.read_text()))
+
+
+# --- issue 27: each call's summed device activity, over a pass sized by need -------------------------------------
+
+STOP = REPO / "results" / "raw" / "e1_h200_stop.json"
+
+
+@dataclass
+class Span:
+    start: float  # µs
+    end: float
+
+
+@dataclass
+class TimedEvent:
+    name: str
+    time_range: Span
+    device_type: str = "DeviceType.CUDA"
+
+
+def _csr_call(call: int, at: float, gap: float) -> list[TimedEvent]:
+    """One profiled CSR call: two fills, the count pass, the cumsum, the scatter pass (µs), ``gap`` µs apart."""
+    kernels, events, t = [("fill", 2.0), ("fill", 2.0), ("count", 100.0), ("cumsum", 10.0), ("scatter", 118.0)], [], at
+    for name, us in kernels:
+        events.append(TimedEvent(name, Span(t, t + us)))
+        t += us + gap
+    span = Span(at, t - gap)
+    return [TimedEvent(range_label("uniform", "csr", call), span),
+            TimedEvent(range_label("uniform", "csr", call), Span(at - 5.0, t), "DeviceType.CPU"), *events]
+
+
+def test_each_call_sums_its_device_activity_so_launch_gaps_under_the_profiler_do_not_count():
+    from nsa_exp.analysis.cupti import kernel_sum_ms  # noqa: PLC0415
+
+    # the flush + spin before each call sit outside its range; 12 µs gaps between launches under the profiler
+    events = [e for c in range(3) for e in [TimedEvent("spin_kernel", Span(1000.0 * c, 1000.0 * c + 400.0)),
+                                           *_csr_call(c, 1000.0 * c + 401.0, 12.0)]]
+    assert kernel_sum_ms(events) == {"uniform": {"csr": [0.232] * 3}}
+    span = 0.232 + 4 * 0.012
+    event_median = 0.2438  # the committed stop run's uniform CSR (CUDA events, 67 rounds)
+    assert disagreement("csr", event_median, span) is not None  # the span method: the gaps make it fail
+    assert disagreement("csr", event_median, 0.232) is None
+
+
+def _stop_with_cupti(rounds: int | None = None, scale: float = 0.99) -> dict:
+    from nsa_exp.analysis.cupti import METHOD_SUM, sizing  # noqa: PLC0415
+
+    doc = json.loads(STOP.read_text())
+    sized = sizing({p: {s: st["median_ms"] for s, st in v["stages"].items()} for p, v in doc["patterns"].items()})
+    n = sized["rounds"] if rounds is None else rounds
+    calls = {p: {s: [st["median_ms"] * scale] * n for s, st in v["stages"].items()} for p, v in doc["patterns"].items()}
+    doc["cupti"] = cupti_block(calls, n, sized, METHOD_SUM)
+    return doc
+
+
+def test_a_pass_sized_by_need_records_its_rounds_and_validate_recomputes_them():
+    doc = _stop_with_cupti()
+    sized = doc["cupti"]["sizing"]
+    # the shortest multi-launch stage of the stop run is uniform's CSR: ceil(5 ms / 0.2438 ms) = 21 calls
+    assert (sized["shortest"]["pattern"], sized["shortest"]["stage"], sized["rounds"]) == ("uniform", "csr", 21)
+    assert not schema_errors(doc, "result", "result")
+    assert _check(doc)["passed"]
+    short = _stop_with_cupti(rounds=5)  # sizing says 21, the pass ran 5: the rounds do not recompute
+    short["cupti"]["sizing"]["rounds"] = 5
+    assert [f["path"] for f in _check(short)["failures"]] == ["$.cupti.sizing"]
+    forged = _stop_with_cupti()
+    forged["cupti"]["sizing"]["target_ms"] = 1.0  # a rule that would have allowed fewer calls
+    assert "$.cupti.sizing" in [f["path"] for f in _check(forged)["failures"]]
+
+
+def test_the_committed_stop_run_still_fails_on_its_5_call_span_pass():
+    report = validate_bytes(STOP.read_bytes(), "e1_h200_stop.json")
+    check = next(c for c in report["checks"] if c["name"] == "cupti_agreement")
+    assert not check["passed"] and [f["path"] for f in check["failures"]] == ["$.cupti.median_kernel_ms.uniform.csr"]

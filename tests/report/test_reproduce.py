@@ -1,0 +1,115 @@
+"""``reproduce``'s CPU side: the published run of each GPU model, the verdict under the noise floors (on the committed
+H200 run and its repeat), the one screen, and the command's argument refusals (exit 2, one line, before any gate:
+no GPU is needed to be told)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from nsa_exp.analysis.compare import compare_results
+from nsa_exp.core.records import BenchResult
+from nsa_exp.core.stages import STAGE_NAMES
+from nsa_exp.io.store import load_record
+from nsa_exp.report.reproduce import (
+    PUBLISHED,
+    exit_code,
+    floors_for,
+    own_answer,
+    provenance_note,
+    published_for,
+    screen,
+)
+from tests.helpers import REPO, assert_one_line_error, run_cli
+
+H200, REPEAT = "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json"
+
+
+def _table(tmp_path, floor):
+    path = tmp_path / "floors.json"
+    path.write_text(json.dumps({"floors": [{"gpu": "H200", "stage": s, "floor": floor} for s in STAGE_NAMES]}))
+    return path
+
+
+def test_each_gpu_model_is_judged_against_its_published_formal_run_and_another_against_the_nearest():
+    assert published_for("NVIDIA H200").path == PUBLISHED["H200"] == H200
+    assert published_for("NVIDIA H100 80GB HBM3").path == PUBLISHED["H100"] == "results/raw/e1_h100.json"
+    a100 = published_for("NVIDIA A100-SXM4-80GB")
+    assert not a100.same_model and a100.gpu == "H100" and "nearest" in a100.note
+    unknown = published_for("Some GPU 9000")
+    assert (unknown.gpu, unknown.same_model) == ("H100", False) and "judge with care" in unknown.note
+    assert published_for("NVIDIA H200", "mine.json").path == "mine.json"
+
+
+@pytest.fixture(scope="module")
+def repeat_vs_formal(tmp_path_factory):
+    """The committed H200 repeat judged as a stranger's run against the formal H200 run."""
+    tmp = tmp_path_factory.mktemp("floors")
+    run = load_record(REPO / REPEAT, BenchResult)
+    published = published_for(run.gpu_name)
+    docs = {}
+    for floor in (0.10, 0.005):
+        table = {("H200", s): floor for s in STAGE_NAMES}
+        floors, rule = floors_for(table, _table(tmp, floor), run.timing.stages, "H200", published.gpu)
+        docs[floor] = compare_results(REPO / published.path, REPO / REPEAT, floors_given=floors, floors_rule=rule,
+                                      resamples=2000)
+    return run, published, docs
+
+
+def test_the_verdict_is_0_within_the_floors_and_1_when_a_cell_differs_beyond_them(repeat_vs_formal):
+    run, published, docs = repeat_vs_formal
+    wide, tight = docs[0.10], docs[0.005]
+    assert {r["floor"] for r in wide["rows"]} == {0.10} and wide["noise_floor"]["kind"] == "given"
+    assert exit_code(wide) == 0 and all(r["verdict"] in ("same", "unclear") for r in wide["rows"])
+    # the repeat's CSR medians sit a few % below the formal run's (results/raw): beyond a 0.5% floor
+    differ = [(r["pattern"], r["stage"]) for r in tight["rows"] if r["verdict"] in ("slower", "faster")]
+    assert exit_code(tight) == 1 and ("local", "csr") in differ
+
+
+def test_the_screen_gives_the_answer_the_verdict_per_cell_and_the_folder(repeat_vs_formal):
+    run, published, docs = repeat_vs_formal
+    answer = own_answer(run)
+    dkv = next(r for r in answer if (r["pattern"], r["stage"]) == ("sink-heavy", "dkv_core"))
+    assert dkv["ci95"][0] <= dkv["ratio"] <= dkv["ci95"][1] and dkv["ratio"] > 3  # the run's own 95% CI
+    assert {r["stage"] for r in answer} == {"dkv_core", "csr", "dq_core"} and len(answer) == 9
+    text = screen(run, docs[0.005], published, [("check", 2.0), ("bench", 80.0)], "runs/reproduce_h200", answer)
+    assert text.splitlines()[0].endswith("check 2.0 s, bench 80.0 s (total 82.0 s)")
+    assert "sink-heavy x local" in text and "same GPU model" in text and "VERDICT: differs" in text
+    assert "local/csr faster" in text and "runs/reproduce_h200/*.json" in text
+    assert "VERDICT: agrees" in screen(run, docs[0.10], published, [], "x", answer)
+    note = provenance_note(commit="abc1234", dirty=False, created_utc="2026-12-02T07:00:00Z", gpu="NVIDIA H200",
+                           argv=["python", "-m", "nsa_exp", "reproduce"], published=published, files=["a.json"],
+                           steps=[("bench", 1.0)], code=1)
+    assert "abc1234 (clean tree)" in note and "`python -m nsa_exp reproduce`" in note and "differs" in note
+
+
+def _refused(*args, fragment):
+    assert_one_line_error(run_cli("reproduce", *args), fragment)
+
+
+def test_bad_arguments_are_refused_in_one_line_before_any_gate(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "check.json").write_text("{}")  # an earlier submission
+    (tmp_path / "bad.json").write_text('{"floors": 3}')
+    _refused("--out-dir", str(tmp_path / "afile"), fragment="--out-dir")
+    _refused("--out-dir", "results/mine", fragment="published tree")
+    _refused("--out-dir", str(tmp_path / "full"), fragment="--overwrite")
+    _refused("--published", str(tmp_path / "none.json"), fragment="--published")
+    _refused("--noise-table", str(tmp_path / "none.json"), fragment="--noise-table")
+    _refused("--noise-table", str(tmp_path / "bad.json"), fragment="not a noise table")
+    _refused("--config", str(tmp_path / "none.json"), fragment="none.json")
+
+
+def test_on_a_box_without_a_gpu_it_could_not_run_exit_2(tmp_path):
+    env = {"TRITON_F32_DEFAULT": "ieee", "FLA_CACHE_RESULTS": "0", "FLA_DISABLE_BACKEND_DISPATCH": "1"}
+    proc = run_cli("reproduce", "--config", "configs/e1_h200.json", "--out-dir", str(tmp_path / "sub"),
+                   "--noise-table", str(_table(tmp_path, 0.02)), env=env)
+    assert_one_line_error(proc, "reproduce could not run")
+    assert "GPU" in proc.stderr
+    assert not (tmp_path / "sub" / "check.json").exists()
+    status = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "results"], capture_output=True,
+                            text=True)
+    assert status.stdout == ""
