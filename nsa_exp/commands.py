@@ -336,6 +336,8 @@ COMMANDS: tuple[Command, ...] = (
          "agrees, 1 differs, 2 could not run", GPU,
          Option("--out-dir", "the submission folder (default runs/reproduce_<gpu of the config>)", metavar="DIR"),
          Option("--noise-table", "the noise floors table (default results/noise/floors.json)", metavar="PATH"),
+         Option("--floor", "one noise floor (a fraction) for every stage instead of the noise table's (recorded in "
+                "the compare document)", type=float),
          Option("--published", "judge against this bench result instead of the published run of your GPU model",
                 metavar="RESULT"), OVERWRITE),
     _cmd("model-validate", f"{MODEL}:model_validate",

@@ -104,33 +104,7 @@ def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], ad
 
 # --- compare ---------------------------------------------------------------------------------------
 
-def _given_floors_recomputed(doc: dict[str, Any], add: Add, ctx: Context) -> bool:
-    """A compare document whose floors were ``given`` (``reproduce``'s, read from the noise table its rule names):
-    recomputed from A and B under those floors (the floors themselves listed as unverified); False when A or B
-    is not at hand (the generic checks then hold the internal rules)."""
-    nf = doc["noise_floor"]
-    a, b = (read_source(ctx, doc[k]["path"], ("bench_result",)) for k in ("a", "b"))
-    if a[1] is None or b[1] is None:
-        return False
-    ctx.unverifiable("$.noise_floor.per_stage", f"given floors ({nf['rule']}): the rows are recomputed under them; "
-                     "the floors themselves are not recomputed from their source")
-    problems: Problems = []
-    try:
-        want = compare_results(a[0], b[0], cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
-                               resamples=doc["bootstrap"]["resamples"], floors_given=dict(nf["per_stage"]),
-                               floors_rule=nf["rule"])
-    except UserError as exc:
-        problems.append(("$", f"cannot be recomputed from its sources: {exc}"))
-    else:
-        want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
-        _deep_diff(doc, want, "$", problems)
-    add("compare_recompute", problems)
-    return True
-
-
 def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    if doc["noise_floor"]["kind"] == "given" and _given_floors_recomputed(doc, add, ctx):
-        return
     problems: Problems = []
     floors = doc["noise_floor"]["per_stage"]
     for i, r in enumerate(doc["rows"]):

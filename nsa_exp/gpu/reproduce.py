@@ -51,7 +51,6 @@ from ..report.reproduce import (
     check_arguments,
     default_out_dir,
     exit_code,
-    floors_for,
     own_answer,
     provenance_note,
     published_for,
@@ -94,7 +93,8 @@ class Steps:
 
 
 def run_reproduce(config: Config, allow_gpu: bool, out_dir: str | Path, noise_table: str | None = None,
-                  published: str | None = None, device: Any = None, clock: Callable[[], float] = time.monotonic,
+                  published: str | None = None, floor: float | None = None,
+                  device: Any = None, clock: Callable[[], float] = time.monotonic,
                   argv: list[str] | None = None, cupti_rounds: int | None = None) -> tuple[int, str]:
     """The whole flow; returns ``(exit code 0/1, the screen)``. Raises UserError / GateFailure (exit 2) when
     a gate, a smoke comparison or the validation of an output fails, or the published run is not the same
@@ -105,18 +105,17 @@ def run_reproduce(config: Config, allow_gpu: bool, out_dir: str | Path, noise_ta
     result_path, summary_path = out / f"{config.name}.json", out / f"{config.name}.csv"
     steps = Steps(clock)
     steps.run("check", lambda: run_check(config, allow_gpu, out / CHECK, device=device))
-    table = read_floors(noise_table)  # after the gates (a CPU box is told "no CUDA GPU" first), before GPU work
+    if floor is None:
+        read_floors(noise_table)  # after the gates (a CPU box is told "no CUDA GPU" first), before GPU work
     steps.run("smoke", lambda: run_smoke(config, allow_gpu, out / SMOKE, device=device))
     rule = None if config.timing.stop is not None else default_rule(config.timing.repetitions, "reproduce")
     steps.run("bench", lambda: run_bench(config, allow_gpu, result_path, summary_path, stop_rule=rule,
                                          cupti_rounds=cupti_rounds, device=device, clock=clock))
     run = load_record(result_path, BenchResult)
     chosen = published_for(run.gpu_name or "", published)
-    mine = published_for(run.gpu_name or "", None).gpu  # this GPU's key in the noise table (H100, H200, ...)
 
     def compare() -> dict[str, Any]:
-        floors, rule_text = floors_for(table, noise_table, run.timing.stages, mine, chosen.gpu)
-        doc = compare_results(chosen.path, result_path, floors_given=floors, floors_rule=rule_text)
+        doc = compare_results(chosen.path, result_path, floor=floor, noise_table=noise_table)
         write_json(out / COMPARE, doc, "compare")
         return doc
 
@@ -152,7 +151,7 @@ def command(args: argparse.Namespace) -> int:
     for name in (*(outputs(config) if args.overwrite else ()), *FAILED):  # what an earlier run left
         (out / name).unlink(missing_ok=True)
     try:
-        code, text = run_reproduce(config, args.allow_gpu, out, args.noise_table, args.published)
+        code, text = run_reproduce(config, args.allow_gpu, out, args.noise_table, args.published, args.floor)
     except UserError as exc:
         raise type(exc)(f"reproduce could not run: {exc}") from None
     print(text)

@@ -9,9 +9,10 @@ The GPU side (check -> smoke -> bench under the stop rule -> validate -> compare
   another GPU is judged against the nearest published GPU (:func:`published_for`: same model, else the
   closest HBM bandwidth of :mod:`nsa_exp.core.gpus`, else the H100, the experiment's primary GPU) and the
   screen says so.
-- **Floors**: only through :func:`nsa_exp.analysis.noise_table.read_floors` /
-  :func:`~nsa_exp.analysis.noise_table.comparison_floors` (per stage, the larger floor of the two GPUs).
-- **Verdict**: :func:`nsa_exp.analysis.compare.compare_results` with ``floors_given``; the run agrees (exit 0)
+- **Floors**: the committed noise table, read by :func:`nsa_exp.analysis.compare.compare_results` as ``compare``
+  reads it (per stage, the larger floor of the two GPUs; ``--noise-table`` another table, ``--floor`` one floor for
+  every stage, recorded in the compare document).
+- **Verdict**: :func:`nsa_exp.analysis.compare.compare_results`; the run agrees (exit 0)
   when no cell's verdict is ``slower`` or ``faster`` (a cell ``unclear`` is unresolved, not a difference, and
   is counted on the screen); otherwise it differs (exit 1).
 
@@ -34,7 +35,7 @@ from tabulate import tabulate
 
 from .. import REPO_ROOT
 from ..analysis.bootstrap import bootstrap_ratio_ci
-from ..analysis.noise_table import NOISE_TABLE, comparison_floors, read_floors
+from ..analysis.noise_table import read_floors
 from ..core.families import BASELINE_PATTERN
 from ..core.gpus import gpu_spec
 from ..core.records import BenchResult
@@ -86,24 +87,6 @@ def published_for(gpu_name: str, override: str | None = None) -> Published:
                              f"({field} {getattr(theirs[key], field)} vs {value}): judge with care")
     return Published("H100", PUBLISHED["H100"], False, f"no published run of {gpu_name} and no nearer GPU in the GPU "
                      "table; judged against the H100 (the experiment's primary GPU): judge with care")
-
-
-def floors_for(table: Mapping[tuple[str, str], float], where: str | Path | None, stages: Sequence[str], mine: str,
-               theirs: str) -> tuple[dict[str, float], str]:
-    """Per-stage floors of this comparison from the noise ``table`` (:func:`read_floors` of ``where``; the larger
-    floor of the two GPUs, :func:`comparison_floors`) and the rule that says so. The table may name a GPU by its
-    model (``H200``) or its CUDA device name (``NVIDIA H200``): both are read as the model (:func:`short_gpu`).
-
-    >>> floors_for({("NVIDIA H200", "csr"): 0.08, ("H100", "csr"): 0.01}, None, ["csr"], "H200", "H200")[0]
-    {'csr': 0.08}
-    """
-    by_model: dict[tuple[str, str], float] = {}
-    for (gpu, stage), f in table.items():
-        key = (short_gpu(gpu), stage)
-        by_model[key] = max(f, by_model.get(key, f))
-    floors = comparison_floors(by_model, stages, short_gpu(mine), short_gpu(theirs))
-    gpus = mine if mine == theirs else f"{mine} and {theirs}"
-    return floors, f"noise table {where or NOISE_TABLE}: per stage, the floor of {gpus} (the larger)"
 
 
 def exit_code(compare_doc: Mapping[str, Any]) -> int:

@@ -24,11 +24,6 @@ from tests.gpu.test_engine_arms import GPU, H200_MS, FakeGpu, tiny_config
 pytestmark = pytest.mark.interpreter
 
 
-def _floors(path, floor=0.02):
-    path.write_text(json.dumps({"floors": [{"gpu": "H200", "stage": s, "floor": floor} for s in STAGE_NAMES]}))
-    return path
-
-
 @pytest.fixture(scope="module")
 def submission(fla_interpreter, tmp_path_factory):
     """One reproduce run on the fake H200 against a published run of the same tiny experiment (module-scoped:
@@ -52,7 +47,7 @@ def submission(fla_interpreter, tmp_path_factory):
         mp.setattr(torch.version, "cuda", "13.0")  # the fake host's CUDA (CPU torch records none)
         mp.setattr(sys, "argv", argv)
         run_bench(config, True, published, None, cupti_rounds=0, device=FakeGpu(costs), clock=Ticks(0.25))
-        code, text = run_reproduce(config, True, out, str(_floors(tmp / "floors.json")), str(published),
+        code, text = run_reproduce(config, True, out, None, str(published), floor=0.02,
                                    device=FakeGpu(costs), clock=Ticks(0.25), argv=argv, cupti_rounds=0)
     return {"code": code, "text": text, "out": out, "published": published, "tmp": tmp, "name": config.name}
 
@@ -88,8 +83,7 @@ def test_a_perturbed_published_run_gives_verdict_1(submission, tmp_path):
         st[key] *= 1.25
     perturbed = tmp_path / "perturbed.json"
     perturbed.write_text(json.dumps(doc))
-    floors = {s: 0.02 for s in STAGE_NAMES}
-    cmp = compare_results(perturbed, submission["out"] / f"{submission['name']}.json", floors_given=floors)
+    cmp = compare_results(perturbed, submission["out"] / f"{submission['name']}.json", floor=0.02)
     assert exit_code(cmp) == 1
     assert [(r["pattern"], r["stage"], r["verdict"]) for r in cmp["rows"] if r["verdict"] != "same"] == \
         [("sink-heavy", "dkv_core", "faster")]

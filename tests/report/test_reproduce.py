@@ -4,19 +4,16 @@ no GPU is needed to be told)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest
 
 from nsa_exp.analysis.compare import compare_results
 from nsa_exp.core.records import BenchResult
-from nsa_exp.core.stages import STAGE_NAMES
 from nsa_exp.io.store import load_record
 from nsa_exp.report.reproduce import (
     PUBLISHED,
     exit_code,
-    floors_for,
     own_answer,
     provenance_note,
     published_for,
@@ -25,12 +22,6 @@ from nsa_exp.report.reproduce import (
 from tests.helpers import REPO, assert_one_line_error, run_cli
 
 H200, REPEAT = "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json"
-
-
-def _table(tmp_path, floor):
-    path = tmp_path / "floors.json"
-    path.write_text(json.dumps({"floors": [{"gpu": "H200", "stage": s, "floor": floor} for s in STAGE_NAMES]}))
-    return path
 
 
 def test_each_gpu_model_is_judged_against_its_published_formal_run_and_another_against_the_nearest():
@@ -44,24 +35,19 @@ def test_each_gpu_model_is_judged_against_its_published_formal_run_and_another_a
 
 
 @pytest.fixture(scope="module")
-def repeat_vs_formal(tmp_path_factory):
+def repeat_vs_formal():
     """The committed H200 repeat judged as a stranger's run against the formal H200 run."""
-    tmp = tmp_path_factory.mktemp("floors")
     run = load_record(REPO / REPEAT, BenchResult)
     published = published_for(run.gpu_name)
-    docs = {}
-    for floor in (0.10, 0.005):
-        table = {("H200", s): floor for s in STAGE_NAMES}
-        floors, rule = floors_for(table, _table(tmp, floor), run.timing.stages, "H200", published.gpu)
-        docs[floor] = compare_results(REPO / published.path, REPO / REPEAT, floors_given=floors, floors_rule=rule,
-                                      resamples=2000)
+    docs = {floor: compare_results(REPO / published.path, REPO / REPEAT, floor=floor, resamples=2000)
+            for floor in (0.10, 0.005)}
     return run, published, docs
 
 
 def test_the_verdict_is_0_within_the_floors_and_1_when_a_cell_differs_beyond_them(repeat_vs_formal):
     run, published, docs = repeat_vs_formal
     wide, tight = docs[0.10], docs[0.005]
-    assert {r["floor"] for r in wide["rows"]} == {0.10} and wide["noise_floor"]["kind"] == "given"
+    assert {r["floor"] for r in wide["rows"]} == {0.10} and wide["noise_floor"]["kind"] == "default"
     assert exit_code(wide) == 0 and all(r["verdict"] in ("same", "unclear") for r in wide["rows"])
     # the repeat's CSR medians sit a few % below the formal run's (results/raw): beyond a 0.5% floor
     differ = [(r["pattern"], r["stage"]) for r in tight["rows"] if r["verdict"] in ("slower", "faster")]
@@ -105,8 +91,7 @@ def test_bad_arguments_are_refused_in_one_line_before_any_gate(tmp_path):
 
 def test_on_a_box_without_a_gpu_it_could_not_run_exit_2(tmp_path):
     env = {"TRITON_F32_DEFAULT": "ieee", "FLA_CACHE_RESULTS": "0", "FLA_DISABLE_BACKEND_DISPATCH": "1"}
-    proc = run_cli("reproduce", "--config", "configs/e1_h200.json", "--out-dir", str(tmp_path / "sub"),
-                   "--noise-table", str(_table(tmp_path, 0.02)), env=env)
+    proc = run_cli("reproduce", "--config", "configs/e1_h200.json", "--out-dir", str(tmp_path / "sub"), env=env)
     assert_one_line_error(proc, "reproduce could not run")
     assert "GPU" in proc.stderr
     assert not (tmp_path / "sub" / "check.json").exists()
