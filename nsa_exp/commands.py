@@ -338,6 +338,8 @@ COMMANDS: tuple[Command, ...] = (
          Option("--noise-table", "the noise floors table (default results/noise/floors.json)", metavar="PATH"),
          Option("--floor", "one noise floor (a fraction) for every stage instead of the noise table's (recorded in "
                 "the compare document)", type=float),
+         Option("--cupti", "add bench's CUPTI cross-check (a torch.profiler pass sized by need); off by default: on "
+                "the H200 its uniform CSR kernel time disagrees with the CUDA events (docs/METHOD.md, CUPTI)", "flag"),
          Option("--published", "judge against this bench result instead of the published run of your GPU model",
                 metavar="RESULT"), OVERWRITE),
     _cmd("model-validate", f"{MODEL}:model_validate",

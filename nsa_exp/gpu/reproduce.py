@@ -151,7 +151,8 @@ def command(args: argparse.Namespace) -> int:
     for name in (*(outputs(config) if args.overwrite else ()), *FAILED):  # what an earlier run left
         (out / name).unlink(missing_ok=True)
     try:
-        code, text = run_reproduce(config, args.allow_gpu, out, args.noise_table, args.published, args.floor)
+        code, text = run_reproduce(config, args.allow_gpu, out, args.noise_table, args.published, args.floor,
+                                   cupti_rounds=None if args.cupti else 0)
     except UserError as exc:
         raise type(exc)(f"reproduce could not run: {exc}") from None
     print(text)
