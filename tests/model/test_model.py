@@ -11,6 +11,7 @@ import pytest
 from nsa_exp.cli import main
 from nsa_exp.core.config import Shape
 from nsa_exp.core.families import pattern_from_entry
+from nsa_exp.io.progress import is_progress_line
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.model.fit import fit_params
 from nsa_exp.model.makespan import heaviest_first, lower_bounds, simulate, split_rows
@@ -121,7 +122,7 @@ def test_calibrate_refuses_points_from_another_gpu(tmp_path, capsys):
     (tmp_path / "set.json").write_text(json.dumps(SEED3))  # the H100's formal run: a valid result of another GPU
     rc = main(["calibrate", "--points", SEED, "results/raw/e1_h100.json", "--set", str(tmp_path / "set.json"),
                "--output", str(tmp_path / "cal.json")])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not is_progress_line(ln)]
     assert rc == 2 and len(err) == 1
     assert "gpu is 'NVIDIA H100 80GB HBM3' but the calibration's is 'NVIDIA H200'" in err[0]
     assert not (tmp_path / "cal.json").exists()
@@ -134,7 +135,7 @@ def test_calibrate_refuses_a_point_relabelled_to_another_gpu_because_it_no_longe
     (tmp_path / "set.json").write_text(json.dumps(SEED3))
     rc = main(["calibrate", "--points", SEED, str(tmp_path / "other.json"), "--set", str(tmp_path / "set.json"),
                "--output", str(tmp_path / "cal.json")])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not is_progress_line(ln)]
     assert rc == 2 and len(err) == 1
     # its GPU against the GPU table and its gpu gate: refused before any setup check
     assert "does not validate" in err[0] and "metadata_plausible" in err[0] and "other.json" in err[0]
@@ -193,7 +194,7 @@ def test_predict_refuses_a_routing_file_of_another_shape(seed_calibration, tmp_p
 ])
 def test_whatif_refuses_bad_options_before_touching_a_gpu(args, message, capsys):
     assert main(["whatif", "--config", "configs/e1_h100.json", *args]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not is_progress_line(ln)]
     assert len(err) == 1 and message in err[0]
 
 
