@@ -387,16 +387,6 @@ EOF
        else
          ok runs-owner "routing --save runs/routings wrote $(find "$project/runs/routings" -name '*.npy' | wc -l) files into ./runs, all 4242:4343"
        fi
-  # The test service (no ./results): as the owner of ./runs, or, ./runs absent, of the clone.
-  rm -rf "$project/runs"
-  compose runs-test-service 0 test routing --save runs/cpu \
-    && if [ -n "$(find "$project/runs" -not -user 4242 -o -not -group 4343)" ] \
-          || [ -z "$(find "$project/runs/cpu" -name '*.npy' 2>/dev/null)" ]; then
-         bad runs-test-owner "./runs: $(find "$project/runs" -printf '%p %u:%g; ' 2>&1) (expected every file 4242:4343)"
-       else
-         ok runs-test-owner "test routing --save runs/cpu: ./runs and its files are the clone owner's (4242:4343)"
-       fi
-
   # The reproduce service (defined: section 2) refuses without a GPU, once the image has the command.
   if podman run --rm --entrypoint python "$image" -m nsa_exp reproduce --help >"$logs/reproduce-help.log" 2>&1; then
     readme readme-reproduce-no-gpu 2 reproduce && has readme-reproduce-no-gpu 'no CUDA GPU' \
