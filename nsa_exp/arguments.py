@@ -168,11 +168,16 @@ def _validate(args: argparse.Namespace) -> None:
                             "release's fla/ package")
 
 
-def require_valid(option: str, path: str | None, also: list[str] | None = None) -> None:
-    """A user-supplied document or table a command reads must pass every check of ``validate`` first (a
-    summary CSV cross-checked against ``also``, its bench result): one :class:`UserError` line naming
-    ``option``, the failed checks and the command that shows them; nothing read, nothing written."""
+def require_valid(option: str, path: str | None, kinds: tuple[str, ...] = (), also: list[str] | None = None) -> None:
+    """A user-supplied document or table a command reads must pass every check of ``validate`` first: a JSON
+    document of one of ``kinds`` (its kind checked first, :func:`~nsa_exp.checking.validate.load_validated`),
+    else a table (a summary CSV cross-checked against ``also``, its bench result). One :class:`UserError` line
+    naming ``option``, the failed checks and the command that shows them; nothing read, nothing written."""
     if not path:
+        return
+    label, hint = f"{option} {show_path(path)}", f"`python -m nsa_exp validate {show_path(path)}` lists what failed"
+    if kinds:
+        load_validated(path, kinds, label, hint=hint)
         return
     try:
         report = validate_paths([path], [a for a in also or [] if a])[0]
@@ -180,33 +185,37 @@ def require_valid(option: str, path: str | None, also: list[str] | None = None) 
         raise UserError(f"{option} {exc}") from None
     if not report["passed"]:
         bad = [c["name"] for c in report["checks"] if not c["passed"]]
-        raise UserError(f"{option} {show_path(path)}: does not validate ({', '.join(bad)}); `python -m nsa_exp "
-                        f"validate {show_path(path)}` lists what failed")
+        raise UserError(f"{label}: does not validate ({', '.join(bad)}); {hint}")
+
+
+BENCH, RELEASE = ("bench_result",), ("release_result",)
 
 
 def _plot(args: argparse.Namespace) -> None:
-    require_valid("--result", args.result)
-    require_valid("--input", args.input, [args.result])
+    require_valid("--result", args.result, BENCH)
+    require_valid("--input", args.input, also=[args.result])
 
 
 def _compare(args: argparse.Namespace) -> None:
-    for option, path in (("A", args.a), ("B", args.b), *(("--noise-from", p) for p in args.noise_from or ())):
-        require_valid(option, path)
+    for option, path in (("A", args.a), ("B", args.b)):
+        require_valid(option, path, BENCH + RELEASE)
+    for path in args.noise_from or ():
+        require_valid("--noise-from", path, BENCH)
 
 
 def _release_table(args: argparse.Namespace) -> None:
     for path in args.paths:
-        require_valid("RESULT", path)
+        require_valid("RESULT", path, RELEASE)
 
 
 def _model(args: argparse.Namespace) -> None:
-    require_valid("--calibration", args.calibration)
+    require_valid("--calibration", args.calibration, ("model_calibration",))
 
 
 def _calibrate(args: argparse.Namespace) -> None:
-    require_valid("--set", args.set)
-    require_valid("--kernels", args.kernels)
-    require_valid("--ncu", args.ncu)
+    require_valid("--set", args.set, ("model_calibration_set",))
+    require_valid("--kernels", args.kernels, ("method_study",))
+    require_valid("--ncu", args.ncu, ("ncu_summary",))
 
 
 #: What each command reads that ``validate`` cannot check, named here so the gap is stated: ``predict
@@ -216,7 +225,8 @@ def _calibrate(args: argparse.Namespace) -> None:
 CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "whatif": _whatif, "sweep": _sweep,
                             "profile-stage": _profile, "ncu": _profile, "plot": _plot,
                             "sweep-plot": lambda a: require_valid("--table", a.table), "compare": _compare,
-                            "release-table": _release_table, "flush-study": lambda a: require_valid("RAW", a.raw),
+                            "release-table": _release_table,
+                            "flush-study": lambda a: require_valid("RAW", a.raw, ("method_study",)),
                             "predict": _model, "model-validate": _model, "calibrate": _calibrate,
                             "validate": _validate, "reproduce": _reproduce}
 
