@@ -125,7 +125,7 @@ def test_bad_inputs_are_one_line_exit_2(tmp_path):
     assert_one_line_error(run_cli("compare", H100, str(tmp_path / "none.json")), "no such file")
     assert_one_line_error(run_cli("compare", H100, H200, "--floor", "1.5", "--output", ""), "--floor")
     assert_one_line_error(run_cli("compare", H100, str(REPO / "configs" / "e1_h200.json"), "--output", ""),
-                          "does not validate (kind")
+                          "not a bench result")
 
 
 def test_compare_takes_its_floors_from_the_noise_table_by_default_and_says_when_a_gpu_is_missing(tmp_path):

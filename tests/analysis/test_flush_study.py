@@ -47,5 +47,6 @@ def test_choice_counts_cells_whose_ci_lies_above_one_then_the_largest_ratio():
 def test_a_file_without_a_flush_section_is_one_line(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text(json.dumps({"kind": "method_study"}))
-    assert_one_line_error(run_cli("flush-study", str(bad)), "not a method study with a 'flush' section")
+    # the door validates the file first (issue 28): it is not a method study's schema
+    assert_one_line_error(run_cli("flush-study", str(bad)), "RAW", "does not validate (schema)")
     assert not list(tmp_path.glob("*.tmp*"))

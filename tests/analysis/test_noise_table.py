@@ -71,4 +71,4 @@ def test_read_floors_refuses_another_kind_an_edited_shape_or_a_missing_file_in_o
 
 
 def test_the_command_refuses_to_replace_the_committed_table_without_overwrite():
-    assert_one_line_error(run_cli("noise-table"), "results/noise/floors.json", "--overwrite")
+    assert_one_line_error(run_cli("noise-table", "--publish"), "results/noise/floors.json", "--overwrite")
