@@ -98,6 +98,8 @@ def exit_code_once_removed(upstream: str, prefix: str, container: str, target: s
         try:
             conn.request("GET", f"{prefix}/containers/{container}/json")
             status = conn.getresponse().status
+        except OSError:  # podman slow to answer (a loaded machine): ask again
+            status = None
         finally:
             conn.close()
         if status == 404:
@@ -166,7 +168,10 @@ async def _serve(creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter, u
             if wait is not None:
                 cwriter.write(WAIT_HEADERS)
                 await cwriter.drain()
-                status, _ctype, answer = await asyncio.to_thread(exit_code_once_removed, upstream, *wait, target)
+                try:
+                    status, _ctype, answer = await asyncio.to_thread(exit_code_once_removed, upstream, *wait, target)
+                except OSError as exc:  # podman went away: say so, as an error, never as exit code 0
+                    status, answer = 500, json.dumps({"message": f"podman_wait_proxy: {exc}"}).encode()
                 if status != 200:  # what podman said (no such container), as Docker's body shape
                     try:
                         message = json.loads(answer).get("message", answer.decode(errors="replace"))
