@@ -114,12 +114,18 @@ class BenchArm(Arm):
 
     def tune(self, run: Run) -> None:
         """Autotune once, on local: one staged pass + the wrapper; every kernel's cache then holds one key.
-        A resumed run pins the interrupted run's configs instead (tuning is not repeatable across processes)."""
+        A resumed run pins the interrupted run's configs instead (tuning is not repeatable across processes).
+
+        The autotuners start from scratch (:func:`.tuning.reset_autotuners`): FLA keys its autotune cache without
+        T, so a process that ran other shapes first (``reproduce`` runs smoke's T=256..2048 calls before the
+        bench) would otherwise launch the configs tuned at those shapes. Seen on the H200 (2026-12-02, d731b04):
+        dK/dV kept smoke's BQ=4 config, 1.0 s of "tuning" against the formal run's 68 s."""
         # Deferred on purpose: FLA/triton may only be imported once the env gate has passed.
         from .launcher import autotune_record, pin_autotune_configs  # noqa: PLC0415
-        from .tuning import tuning_arm  # noqa: PLC0415
+        from .tuning import reset_autotuners, tuning_arm  # noqa: PLC0415
 
         config = run.config
+        reset_autotuners()
         old_meta, self.records = self.journal.load() if self.resume else ({}, [])
         if self.resume:
             pin_autotune_configs(old_meta["autotune_best"])

@@ -154,8 +154,12 @@ def test_bench_under_the_stop_rule_writes_todays_keys_and_validates(fake_gpu, tm
     out = tmp_path / f"tiny_engine_{os.getpid()}.json"
     dev = FakeGpu([H200_MS[s] for s in STAGE_NAMES])
     rule = StopRule(**{**DEFAULT_RULE.to_dict(), "min_rounds": 6})
+    from nsa_exp.gpu.launcher import _autotuner, autotuned_kernels  # noqa: PLC0415
+    dkv = _autotuner(autotuned_kernels()["dkv_core"])
+    dkv.cache[("another shape's key",)] = dkv.configs[0]  # what an earlier call in this process (smoke) leaves
     doc = run_bench(config, True, out, tmp_path / "tiny.csv", cupti_rounds=0, stop_rule=rule, device=dev,
                     clock=Ticks(0.25))
+    assert ("another shape's key",) not in dkv.cache  # the bench tuned from scratch (FLA's key holds no T)
     stop = doc["timing"].pop("stop")
     assert (stop["stopped_by"], stop["rounds"], stop["source"]) == ("ci", 6, "--stop-rule")
     assert doc["timing"]["repetitions"] == 6 and len(doc["timing"]["round_orders"]) == 7
