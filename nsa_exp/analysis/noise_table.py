@@ -56,7 +56,7 @@ def load_table(path: str | Path | None = None) -> dict[str, Any]:
     """The noise table document at ``path`` (default :data:`NOISE_TABLE`): strict parse, kind, schema
     (UserError, one line with the fix, otherwise)."""
     p = Path(path) if path is not None else REPO_ROOT / NOISE_TABLE
-    return load_document(p, ("noise_table",), missing_hint="; generate it with `python -m nsa_exp noise-table`")
+    return load_document(p, ("noise_table",), missing_hint="generate it with `python -m nsa_exp noise-table`")
 
 
 def floors_of(doc: Mapping[str, Any]) -> dict[tuple[str, str], float]:

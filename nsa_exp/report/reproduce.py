@@ -36,10 +36,12 @@ from tabulate import tabulate
 from .. import REPO_ROOT
 from ..analysis.bootstrap import bootstrap_ratio_ci
 from ..analysis.noise_table import read_floors
+from ..checking.validate import load_validated
 from ..core.families import BASELINE_PATTERN
 from ..core.gpus import gpu_spec
 from ..core.records import BenchResult
 from ..errors import UserError
+from ..io.store import RUNS_DIR
 from ..routing.config import load_config
 from . import manifest
 from .data import short_gpu
@@ -199,12 +201,18 @@ def check_arguments(args: argparse.Namespace) -> None:
     if rel is not None and (not rel.parts or rel.parts[0] in PUBLISHED_TREES):
         raise UserError(f"--out-dir {out}: inside the published tree ({rel.parts[0] if rel.parts else '.'}/); "
                         "write the submission elsewhere, e.g. runs/reproduce_<gpu>")
+    if rel is not None and rel.parts[0] != RUNS_DIR:
+        raise UserError(f"--out-dir {out}: inside the repository but not under {RUNS_DIR}/ (git would see it); "
+                        f"use {RUNS_DIR}/<name> or a folder outside the repository")
+    if args.floor is not None and not 0 <= args.floor < 1:
+        raise UserError(f"--floor: {args.floor} is not a fraction in [0, 1)")
     held = [n for n in submission_files(config.name) if (out / n).exists()]
     if held and not args.overwrite:
         raise UserError(f"--out-dir {out}: already holds an earlier submission ({', '.join(held)}); pass --overwrite "
                         "to replace it or name another folder")
-    if args.published is not None and not Path(args.published).is_file():
-        raise UserError(f"--published {args.published}: no such file; name a bench result JSON")
+    if args.published is not None:
+        load_validated(args.published, ("bench_result",), f"--published {args.published}",
+                       hint=f"`python -m nsa_exp validate {args.published}` lists what failed")
     for gpu, path in ({} if args.published else PUBLISHED).items():
         if not (REPO_ROOT / path).is_file():
             raise UserError(f"{path}: the published {gpu} run is missing; restore it (git checkout -- {path})")
