@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import PINNED_COMMIT, REPO_ROOT
+from .analysis.noise_table import NOISE_TABLE
 from .checking.validate import load_validated, validate_paths
 from .core.config import MAX_T, Config, Shape
 from .errors import UserError
@@ -201,6 +202,8 @@ def _compare(args: argparse.Namespace) -> None:
         require_valid(option, path, BENCH + RELEASE)
     for path in args.noise_from or ():
         require_valid("--noise-from", path, BENCH)
+    if not args.noise_from and args.floor is None:  # the floors come from the committed noise table: it must hold
+        require_valid("noise table", str(REPO_ROOT / NOISE_TABLE), ("noise_table",))
 
 
 def _release_table(args: argparse.Namespace) -> None:

@@ -104,6 +104,10 @@ def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], ad
 
 # --- compare ---------------------------------------------------------------------------------------
 
+#: noise tables already validated in this process: (resolved path, size, mtime) -> the failed checks ('' passed)
+_TABLES_CHECKED: dict[tuple[str, int, int], str] = {}
+
+
 def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     floors = doc["noise_floor"]["per_stage"]
@@ -140,6 +144,15 @@ def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         return
     floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else None
     table = pair[0][0] if nf["kind"] == "table" else None
+    if table is not None and ctx.revalidate is not None:  # the floors' own source must hold too (a forged table)
+        st = table.stat()
+        key = (str(table.resolve()), st.st_size, st.st_mtime_ns)
+        if key not in _TABLES_CHECKED:  # one rebuild per table file per process (every compare reads the same one)
+            report = ctx.revalidate(str(table))
+            _TABLES_CHECKED[key] = ", ".join(c["name"] for c in report["checks"] if not c["passed"])
+        if bad := _TABLES_CHECKED[key]:
+            problems.append(("$.noise_floor.paths[0]", f"{nf['paths'][0]}: the noise table these floors come from "
+                             f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
     try:
         want = compare_results(a[0], b[0], noise_from=[str(p) for p, _ in pair] if nf["kind"] == "repeat" else None,
                                floor=floor, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],

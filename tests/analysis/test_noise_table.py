@@ -72,3 +72,28 @@ def test_read_floors_refuses_another_kind_an_edited_shape_or_a_missing_file_in_o
 
 def test_the_command_refuses_to_replace_the_committed_table_without_overwrite():
     assert_one_line_error(run_cli("noise-table", "--publish"), "results/noise/floors.json", "--overwrite")
+
+
+def _forged_table(tmp_path):
+    doc = json.loads((REPO / NOISE_TABLE).read_text())
+    for row in doc["floors"]:
+        if "H200" in row["gpu"]:
+            row["floor"] = 0.45  # schema-valid, wide enough to call every H100-vs-H200 ratio "same"
+    path = tmp_path / "floors.json"
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+def test_a_compare_judged_under_a_forged_noise_table_fails_validate(tmp_path):
+    from nsa_exp.analysis.compare import compare_results  # noqa: PLC0415
+    from nsa_exp.checking.validate import validate_path  # noqa: PLC0415
+    from nsa_exp.io.store import write_json  # noqa: PLC0415
+
+    doc = compare_results(REPO / "results/raw/e1_h100.json", REPO / "results/raw/e1_h200.json",
+                          noise_table=_forged_table(tmp_path))
+    assert doc["counts"]["slower"] == 0  # the forgery flips every verdict the real table calls slower
+    write_json(tmp_path / "cmp.json", doc, "compare")
+    report = validate_path(str(tmp_path / "cmp.json"))
+    failed = {c["name"]: c["failures"] for c in report["checks"] if not c["passed"]}
+    assert list(failed) == ["compare_recompute"]
+    assert "does not validate (noise_table_recompute)" in failed["compare_recompute"][0]["message"]
