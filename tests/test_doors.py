@@ -141,8 +141,8 @@ def _one_line(proc: subprocess.CompletedProcess, code: int | tuple[int, ...], *f
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="nvidia-smi is here: the sweep may measure")
 def test_a_sweep_with_every_point_done_and_no_gpu_refuses_and_names_table_only():
-    proc = run_cli("sweep", "--config", "configs/sweep_skew_h200.json", "--allow-gpu",
-                   env={"TRITON_INTERPRET": ""})
+    proc = run_cli("sweep", "--config", "configs/sweep_skew_h200.json", "--allow-gpu", "--publish",
+                   env={"TRITON_INTERPRET": ""})  # --publish: the committed sweep, every point done
     line = _one_line(proc, 2, "no CUDA GPU", "all 25 points are already done", "--table-only")
     assert line.index("no CUDA GPU") < line.index("--table-only") and "/work" not in line
 
@@ -213,7 +213,7 @@ def test_release_bench_refuses_before_installing_any_release(tmp_path):
      "routing-time: 4 patterns x 1 repeats per T: 1 length..."),
     (["validate", "results/model/h200_BQ1_w4_s2_validation.json", "configs/model_calibration_h200.json"],
      "validate: 2 files..."),
-    (["sweep", "--config", "configs/sweep_x2_h200.json", "--table-only", "--output", "{tmp}/x2.csv"],
+    (["sweep", "--config", "configs/sweep_x2_h200.json", "--table-only", "--publish", "--output", "{tmp}/x2.csv"],
      "sweep table: validating the points of sweep_x2_h200: 5 points..."),
 ], ids=["routing-time", "validate", "sweep-table-only"])
 def test_long_commands_show_a_sign_of_life_on_stderr(tmp_path, argv, line):

@@ -148,7 +148,8 @@ def test_a_replayed_repeat_is_named_as_such():
 def test_a_tuning_arm_whose_recorded_configs_contradict_its_mode_is_named():
     doc = _committed("e1_h100")
     cfg = {k: v["best_config"] for k, v in doc["autotune"]["kernels"].items()}
-    doc["autotune"] |= {"mode": "per-pattern", "per_pattern": dict.fromkeys(doc["patterns"], cfg)}
+    doc["autotune"] |= {"mode": "per-pattern", "per_pattern": dict.fromkeys(doc["patterns"], cfg),
+                        "tuned_on": "per-pattern"}  # what a per-pattern arm records (validate holds tuned_on to it)
     assert autotune_arm_problems(doc) == []
     doc["autotune"]["per_pattern"]["zipf"] = {**cfg, "dq_core": {"kwargs": {}, "num_warps": 8, "num_stages": 1}}
     assert [p for p, _ in autotune_arm_problems(doc)] == ["$.autotune.same_config_all_patterns"]
