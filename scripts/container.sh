@@ -255,10 +255,11 @@ expect() {
 has() {
   if grep -Eq -- "$2" "$logs/$1.log"; then ok "$1 output" "has /$2/"; else bad "$1 output" "no line matches /$2/ ($logs/$1.log)"; fi
 }
-# one_line NAME: PASS when NAME's log is one line (compose's own progress lines aside).
+# one_line NAME: PASS when NAME's log is one line (compose's own progress lines and the command's start line of
+# long work, "<what>: <doing>...", nsa_exp/io/progress.py, aside).
 one_line() {
   local n
-  n="$(grep -cvE '^$|^ *(Network|Volume|Container) ' "$logs/$1.log" || true)"
+  n="$(grep -cvE '^$|^ *(Network|Volume|Container) |^[a-z][a-z -]*: .*\.\.\.$' "$logs/$1.log" || true)"
   if [ "$n" = 1 ]; then ok "$1 one line" "one line"; else bad "$1 one line" "$n lines ($logs/$1.log)"; fi
 }
 # compose NAME RC SERVICE ARGS...: `docker compose run --rm SERVICE ARGS...` in the scratch project, as a
@@ -370,11 +371,11 @@ EOF
     && has readme-validate-forged 'stats_recompute.*sink-heavy.stages.dkv_core.median_ms'
   readme readme-bench-no-gpu 2 bench && has readme-bench-no-gpu 'no CUDA GPU' && one_line readme-bench-no-gpu
 
-  compose check-no-gpu 2 check && has check-no-gpu '^error: check failed .*no CUDA GPU is visible' \
+  compose check-no-gpu 2 check && has check-no-gpu '^error: gpu: no CUDA GPU is visible' \
     && one_line check-no-gpu
-  local report="$project/results/reports/e1_h100_check.failed.json"
+  local report="$project/runs/e1_h100/reports/e1_h100_check.failed.json"  # the run folder (no --publish)
   if [ "$(stat -c %u:%g "$report" 2>/dev/null)" = 4242:4343 ]; then
-    ok results-bind-mount "check wrote $(basename "$report") into ./results as uid 4242:4343"
+    ok results-bind-mount "check wrote $(basename "$report") into ./runs as uid 4242:4343"
   else
     bad results-bind-mount "$report: $(stat -c %u:%g "$report" 2>&1) (expected 4242:4343)"
   fi
