@@ -74,7 +74,16 @@ def locate_recorded(recorded: str | Path | None, folders: Iterable[Path]) -> Pat
     for tail in tails(recorded):
         for folder in folders:
             candidate = folder / tail
-            if candidate.is_file():
+            if _is_file(candidate):
                 return candidate
     p = Path(str(recorded))
-    return p if p.is_absolute() and p.is_file() else None
+    return p if p.is_absolute() and _is_file(p) else None
+
+
+def _is_file(p: Path) -> bool:
+    """Whether ``p`` is a regular file this user may see: a path under another user's folder (``/root/out/...``
+    read as the image's user) is not found, never a PermissionError."""
+    try:
+        return p.is_file()
+    except OSError:
+        return False

@@ -72,3 +72,19 @@ def test_a_copy_of_the_repository_elsewhere_validates_with_sources_recorded_abso
     recompute = next(c for c in report["checks"] if c["name"] == "calibration_recompute")
     assert recompute["passed"], recompute
     assert not report.get("unverified"), report.get("unverified")
+
+
+def test_a_recorded_path_this_user_may_not_stat_is_not_found_never_an_error(tmp_path, monkeypatch):
+    """The image's user reading a document recorded as root (``/root/out/...``): not found, not PermissionError."""
+    is_file = Path.is_file
+
+    def denied(self):
+        if str(self).startswith("/root/out"):
+            raise PermissionError(13, "Permission denied", str(self))
+        return is_file(self)
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    (tmp_path / "results" / "raw").mkdir(parents=True)
+    (tmp_path / "results" / "raw" / "x.json").write_text("{}")
+    assert locate_recorded("/root/out/elsewhere/results/raw/none.json", [tmp_path]) is None
+    assert locate_recorded("/root/out/results/raw/x.json", [tmp_path]) == tmp_path / "results" / "raw" / "x.json"
