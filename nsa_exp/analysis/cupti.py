@@ -15,8 +15,10 @@ includes, and includes the gaps between a multi-launch stage's kernels.
 includes the gaps between a multi-launch stage's kernels, and under the profiler those gaps grow (each launch
 pays CUPTI's callbacks, so the GPU drains the queued spin and waits on the host); the committed stop-rule run
 ``e1_h200_stop`` measured the 0.24 ms uniform CSR (four launches) at 0.28 ms that way, over only 5 calls. So
-each call's kernel time is now the **sum of the durations of the device activities (kernels, memsets, memcpys)
-inside its range's GPU-side span** (:func:`kernel_sum_ms`; for a one-launch stage the same as the span), and the
+each call's kernel time is now the **time the device is busy with the activities (kernels, memsets, memcpys)
+inside its range's GPU-side span**, the union of their intervals (:func:`kernel_sum_ms`; for a one-launch stage
+the same as the span). The gaps were not the cause: this method still measures uniform CSR at 0.284 ms on the
+H200 (docs/METHOD.md, "Open"). The
 pass is **sized by need** (:func:`rounds_needed`): enough rounds that the shortest multi-launch stage's profiled
 calls add up to :data:`SIZING` ``target_ms`` of event time (at least ``min_rounds``, at most ``max_rounds``),
 computed from the timed medians and recorded as ``cupti.sizing``, which ``validate`` recomputes from the

@@ -104,10 +104,6 @@ def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], ad
 
 # --- compare ---------------------------------------------------------------------------------------
 
-#: noise tables already validated in this process: (resolved path, size, mtime) -> the failed checks ('' passed)
-_TABLES_CHECKED: dict[tuple[str, int, int], str] = {}
-
-
 def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     floors = doc["noise_floor"]["per_stage"]
@@ -145,12 +141,8 @@ def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else None
     table = pair[0][0] if nf["kind"] == "table" else None
     if table is not None and ctx.revalidate is not None:  # the floors' own source must hold too (a forged table)
-        st = table.stat()
-        key = (str(table.resolve()), st.st_size, st.st_mtime_ns)
-        if key not in _TABLES_CHECKED:  # one rebuild per table file per process (every compare reads the same one)
-            report = ctx.revalidate(str(table))
-            _TABLES_CHECKED[key] = ", ".join(c["name"] for c in report["checks"] if not c["passed"])
-        if bad := _TABLES_CHECKED[key]:
+        report = ctx.revalidate(str(table))  # once per table file and process (validate_path's served cache)
+        if bad := ", ".join(c["name"] for c in report["checks"] if not c["passed"]):
             problems.append(("$.noise_floor.paths[0]", f"{nf['paths'][0]}: the noise table these floors come from "
                              f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
     try:

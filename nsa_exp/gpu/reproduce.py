@@ -16,10 +16,11 @@ Exit codes: 0 the run agrees with the published one (no cell differs beyond its 
 not run (no GPU, a gate failed, a bad argument, an output that does not validate: one line, the problem then
 the fix). The steps write only into the submission folder (the bench journal aside, under ``.nsa-exp/``).
 
-Time budget (under 6 minutes on an H200, by design; not yet timed end to end there): the bench runs the stop
-rule's default (at most the config's 150 rounds, ~0.65 s each on an H200, 300 s timeout) — the committed
-stop-rule bench ``results/raw/e1_h200_stop.json`` stopped after 67 rounds, 76 s in all with its autotune and
-CUPTI pass — and the CUPTI pass sized by need (21 rounds for the H200's 0.24 ms CSR, at most 40).
+Time budget (under 6 minutes on an H200): the bench runs the stop rule's default (at most the config's 150
+rounds, ~0.65 s each on an H200, 300 s timeout) and no CUPTI pass unless ``--cupti`` (then sized by need, 21-23
+rounds on the H200). Measured on an H200 at d8b2dcd (docs/PROVENANCE.md, H200 runs of 2026-12-02): 3 min 21 s
+(check 14.8 s, smoke 77.0 s, bench 103.4 s with 61.8 s of autotuning and 49 rounds, compare 2.1 s, validate
+3.9 s).
 """
 
 from __future__ import annotations
@@ -61,11 +62,6 @@ from ..routing.config import load_config
 from .bench import run_bench
 from .check import run_check
 from .smoke import run_smoke
-
-
-def outputs(config: Config) -> tuple[str, ...]:
-    """The submission folder's file names for ``config`` (:func:`nsa_exp.report.reproduce.submission_files`)."""
-    return submission_files(config.name)
 
 
 def pip_freeze() -> str:
@@ -127,15 +123,15 @@ def run_reproduce(config: Config, allow_gpu: bool, out_dir: str | Path, noise_ta
     git = git_state()
     write_text_atomic(out / NOTE, provenance_note(
         commit=git.get("sha"), dirty=git.get("dirty"), created_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        gpu=run.gpu_name or "?", argv=argv or sys.argv, published=chosen, files=outputs(config), steps=steps.done,
-        code=code))
+        gpu=run.gpu_name or "?", argv=argv or sys.argv, published=chosen, files=submission_files(config.name),
+        steps=steps.done, code=code))
     return code, screen(run, doc, chosen, steps.done, out, answer)
 
 
 def _validate(out: Path, config: Config) -> None:
     """Every JSON and CSV of the submission through ``validate``, as a third party's; GateFailure naming each
     failed check otherwise."""
-    paths = [str(out / n) for n in outputs(config) if n.endswith((".json", ".csv"))]
+    paths = [str(out / n) for n in submission_files(config.name) if n.endswith((".json", ".csv"))]
     failed = [f"{Path(r['path']).name}: " + ", ".join(c["name"] for c in r["checks"] if not c["passed"])
               for r in validate_paths(paths) if not r["passed"]]
     if failed:
@@ -148,7 +144,7 @@ def command(args: argparse.Namespace) -> int:
     check_arguments(args)  # again when called directly, not through the CLI
     config = load_config(args.config)
     out = Path(args.out_dir) if args.out_dir else default_out_dir(config.required_gpu)
-    for name in (*(outputs(config) if args.overwrite else ()), *FAILED):  # what an earlier run left
+    for name in (*(submission_files(config.name) if args.overwrite else ()), *FAILED):  # what an earlier run left
         (out / name).unlink(missing_ok=True)
     try:
         code, text = run_reproduce(config, args.allow_gpu, out, args.noise_table, args.published, args.floor,

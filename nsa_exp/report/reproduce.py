@@ -41,7 +41,7 @@ from ..core.families import BASELINE_PATTERN
 from ..core.gpus import gpu_spec
 from ..core.records import BenchResult
 from ..errors import UserError
-from ..io.store import RUNS_DIR
+from ..io.store import RUNS_DIR, is_published
 from ..routing.config import load_config
 from . import manifest
 from .data import short_gpu
@@ -55,8 +55,6 @@ ANSWER_STAGES = ("dkv_core", "csr", "dq_core")
 STAGE_TITLES = {"dkv_core": "dK/dV core", "csr": "CSR", "dq_core": "dQ core"}
 #: Verdicts that mean "differs beyond the floor" (compare's ``unclear`` is unresolved, not a difference).
 DIFFERS = ("slower", "faster")
-#: Folders of the published tree a submission folder may not be written into.
-PUBLISHED_TREES = ("results", "docs", "schemas", "configs", "nsa_exp", "tests")
 
 
 @dataclass(frozen=True)
@@ -181,15 +179,15 @@ def submission_files(config_name: str) -> tuple[str, ...]:
 
 def default_out_dir(required_gpu: str | None) -> Path:
     """``runs/reproduce_<gpu>`` (lower case) for the config's GPU."""
-    return Path("runs") / f"reproduce_{short_gpu(required_gpu or 'gpu').lower()}"
+    return Path(RUNS_DIR) / f"reproduce_{short_gpu(required_gpu or 'gpu').lower()}"
 
 
 def check_arguments(args: argparse.Namespace) -> None:
     """``reproduce``'s arguments, before any gate and without torch (one :class:`UserError` line each): the
-    config loads; ``--out-dir`` is a folder outside the published tree holding no earlier submission unless
-    ``--overwrite``;
-    ``--noise-table`` reads (the default table is read after the gates, :mod:`nsa_exp.gpu.reproduce`);
-    ``--published`` (or both published runs) exists."""
+    config loads; ``--out-dir`` is a folder under ``runs/`` or outside the repository, holding no earlier
+    submission unless ``--overwrite``; ``--floor`` is a fraction in [0, 1); ``--published`` is a bench result that
+    validates; ``--noise-table`` reads (the default table is read after the gates, :mod:`nsa_exp.gpu.reproduce`);
+    the published runs exist."""
     config = load_config(args.config)
     out = Path(args.out_dir) if args.out_dir else default_out_dir(config.required_gpu)
     if out.exists() and not out.is_dir():
@@ -198,12 +196,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         rel = out.resolve().relative_to(REPO_ROOT.resolve())
     except ValueError:
         rel = None
-    if rel is not None and (not rel.parts or rel.parts[0] in PUBLISHED_TREES):
-        raise UserError(f"--out-dir {out}: inside the published tree ({rel.parts[0] if rel.parts else '.'}/); "
-                        "write the submission elsewhere, e.g. runs/reproduce_<gpu>")
-    if rel is not None and rel.parts[0] != RUNS_DIR:
-        raise UserError(f"--out-dir {out}: inside the repository but not under {RUNS_DIR}/ (git would see it); "
-                        f"use {RUNS_DIR}/<name> or a folder outside the repository")
+    if rel is not None and (not rel.parts or rel.parts[0] != RUNS_DIR):
+        where = (f"inside the published tree ({rel.parts[0]}/)" if is_published(out.resolve()) else
+                 f"inside the repository but not under {RUNS_DIR}/ (git would see it)")
+        raise UserError(f"--out-dir {out}: {where}; use {RUNS_DIR}/<name> (e.g. {RUNS_DIR}/reproduce_<gpu>) or a "
+                        "folder outside the repository")
     if args.floor is not None and not 0 <= args.floor < 1:
         raise UserError(f"--floor: {args.floor} is not a fraction in [0, 1)")
     held = [n for n in submission_files(config.name) if (out / n).exists()]
