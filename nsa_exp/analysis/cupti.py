@@ -24,8 +24,16 @@ calls add up to :data:`SIZING` ``target_ms`` of event time (at least ``min_round
 computed from the timed medians and recorded as ``cupti.sizing``, which ``validate`` recomputes from the
 document's own medians. A result without ``sizing`` (recorded before) is held to its recorded ``rounds``.
 
+**Paired events** (issue 28, :data:`METHOD_PAIRED`): the profiled calls keep the timed loop's CUDA-event pair
+around each range, so each profiled call has both its event time and its kernel time (``event_ms`` beside
+``kernel_ms``). The cross-check then compares the **same calls**: a stage that the profiler itself slows (the
+events of its profiled calls longer than those of the timed rounds) no longer reads as a disagreement between
+events and kernels, and that slowdown is kept as data (:func:`profiler_shift`), never judged. A block without
+``event_ms`` (recorded before) is held against the timed medians, as before.
+
 Agreement rule (``validate``'s ``cupti_agreement``), per pattern x stage, with ``e`` the stage's
-CUDA-event median over the timed rounds and ``k`` its kernel-time median over the profiled calls:
+CUDA-event median (over the profiled calls when the block pairs them, else over the timed rounds) and ``k`` its
+kernel-time median over the profiled calls:
 
 - single-launch stages: ``|e - k| <= max(5% of e, 20 µs)``;
 - stages of several launches with host work between them (the Stage table's ``cupti="loose"`` rows,
@@ -67,6 +75,8 @@ METHOD_SUM = ("torch.profiler (CPU + CUDA activities): one record_function range
               "GPU spin queued before each call outside the range; kernel time = the union of the intervals of the "
               "device activities (kernels, memsets, memcpys) inside the range's GPU-side span (overlaps counted "
               "once, gaps between launches excluded); rounds sized by need (cupti.sizing)")
+METHOD_PAIRED = METHOD_SUM + ("; each profiled call keeps its CUDA-event pair (event_ms), and the agreement "
+                              "rule compares the same calls' event and kernel medians")
 METHOD = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
           "GPU spin queued before each call outside the range; kernel time = the range's GPU-side span "
           "(gpu_user_annotation device_time_total; the CPU-side range is ignored)")
@@ -173,14 +183,49 @@ def rounds_needed(event_medians: Mapping[str, Mapping[str, float]]) -> int:
     return sizing(event_medians)["rounds"]
 
 
+def _medians(per_call: Mapping[str, Mapping[str, list[float]]]) -> dict[str, dict[str, float]]:
+    return {p: {s: float(np.median(v)) for s, v in st.items()} for p, st in per_call.items()}
+
+
 def cupti_block(per_call: dict[str, dict[str, list[float]]], rounds: int, sized: dict[str, Any] | None = None,
-                method: str = METHOD) -> dict[str, Any]:
-    """The result's optional ``cupti`` block: every profiled call's kernel time, and the medians; ``sized`` (a
-    pass sized by need) is recorded as ``sizing``."""
+                method: str = METHOD, event_ms: dict[str, dict[str, list[float]]] | None = None) -> dict[str, Any]:
+    """The result's optional ``cupti`` block: every profiled call's kernel time (ms), and the medians; ``sized``
+    (a pass sized by need) is recorded as ``sizing``; ``event_ms`` (the same calls' CUDA-event times, ms, same
+    shape as ``per_call``) as ``event_ms`` with its ``median_event_ms``."""
+    paired = {} if event_ms is None else {"event_ms": event_ms, "median_event_ms": _medians(event_ms)}
     return {"method": method, "rounds": rounds, **({"sizing": sized} if sized is not None else {}),
-            "kernel_ms": per_call,
-            "median_kernel_ms": {p: {s: float(np.median(v)) for s, v in st.items()} for p, st in per_call.items()},
+            "kernel_ms": per_call, "median_kernel_ms": _medians(per_call), **paired,
             "tolerance": {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_CUPTI_STAGES)}}
+
+
+def event_ms_of(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """``{pattern: {stage: [event ms per call, in round order]}}`` from the round loop's records
+    (:func:`nsa_exp.gpu.timing.run_rounds`: ``{"round", "pattern", "ms": {stage: ms}}``), the profiled calls'
+    CUDA-event times beside their kernel times.
+
+    >>> event_ms_of([{"round": 1, "pattern": "local", "ms": {"csr": 0.31}},
+    ...              {"round": 0, "pattern": "local", "ms": {"csr": 0.30}}])
+    {'local': {'csr': [0.3, 0.31]}}
+    """
+    out: dict[str, dict[str, list[float]]] = {}
+    for rec in sorted(records, key=lambda r: r["round"]):
+        for stage, ms in rec["ms"].items():
+            out.setdefault(rec["pattern"], {}).setdefault(stage, []).append(round(float(ms), 6))
+    return out
+
+
+def profiler_shift(doc: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """``{pattern: {stage: profiled-call event median / timed-round event median}}`` of a result whose ``cupti``
+    block pairs events (empty otherwise): how much the profiler itself slows each stage, kept as data and never
+    judged (> 1: the profiled calls ran longer)."""
+    block = doc.get("cupti") or {}
+    out: dict[str, dict[str, float]] = {}
+    for p, stages in block.get("median_event_ms", {}).items():
+        for s, e in stages.items():
+            timed = doc["patterns"].get(p, {}).get("stages", {}).get(s, {}).get("median_ms")
+            if timed:
+                out.setdefault(p, {})[s] = e / timed
+    return out
 
 
 def disagreement(stage: str, event_ms: float, kernel_median_ms: float) -> str | None:
@@ -213,6 +258,11 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
         if len(want) != len(sized) or want != sized or block["rounds"] != want["rounds"]:
             problems.append(("$.cupti.sizing", f"recorded {sized} (rounds {block['rounds']}), but the timed medians "
                              f"give {want}"))
+    paired = "event_ms" in block or "median_event_ms" in block
+    if paired and set(block.get("event_ms", {})) != set(block["kernel_ms"]):
+        problems.append(("$.cupti.event_ms", f"patterns {sorted(block.get('event_ms', {}))}, but kernel_ms has "
+                         f"{sorted(block['kernel_ms'])}: paired events cover the same calls"))
+        return problems
     for pattern, stages in block["kernel_ms"].items():
         for stage, calls in stages.items():
             path = f"$.cupti.median_kernel_ms.{pattern}.{stage}"
@@ -228,7 +278,20 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
             if st is None:
                 problems.append((path, "no timed stage of that name"))
                 continue
-            why = disagreement(stage, st["median_ms"], recorded)
+            event = st["median_ms"]
+            if paired:  # the same calls' events: their count and median recompute, then the rule holds on them
+                ev = block.get("event_ms", {}).get(pattern, {}).get(stage)
+                epath = f"$.cupti.median_event_ms.{pattern}.{stage}"
+                if ev is None or len(ev) != len(calls):
+                    problems.append((f"$.cupti.event_ms.{pattern}.{stage}", f"{0 if ev is None else len(ev)} event "
+                                     f"times for {len(calls)} profiled calls"))
+                    continue
+                event = block.get("median_event_ms", {}).get(pattern, {}).get(stage)
+                if event is None or abs(event - float(np.median(ev))) > 1e-9:
+                    problems.append((epath, f"recorded {event}, the calls give {float(np.median(ev))}"))
+                    continue
+            why = disagreement(stage, event, recorded)
             if why:
-                problems.append((path, why))
+                problems.append((path, why.replace("CUDA-event median", "profiled calls' CUDA-event median")
+                                 if paired else why))
     return problems

@@ -5,11 +5,13 @@ After the timed rounds, :func:`profile_kernel_times` runs ``rounds`` more rounds
 (:func:`nsa_exp.gpu.timing.run_rounds`, every pattern in order each round): each stage call sits in a
 ``record_function`` range (:func:`nsa_exp.analysis.cupti.range_label`, the loop's ``around`` hook); the L2
 flush and the GPU spin that precede it run outside the range, so their kernels are not attributed to the
-stage, and the loop's device records no CUDA events here (the profiler times the kernels). The aggregation of
-the profiler's events into per-stage kernel times is pure (:mod:`nsa_exp.analysis.cupti`, tested on the CPU with
-fake events): since issue 27 each call's summed device activity (:func:`nsa_exp.analysis.cupti.kernel_sum_ms`)
-over a pass sized by need (:func:`nsa_exp.analysis.cupti.sizing`); another arm may pass its own ``aggregate``
-(e.g. each launched kernel by name).
+stage. Since issue 28 the loop keeps its CUDA-event pair around each range, as in the timed rounds, so every
+profiled call has its event time beside its kernel time (``event_ms``) and the cross-check compares the same
+calls (:data:`nsa_exp.analysis.cupti.METHOD_PAIRED`). The aggregation of the profiler's events into per-stage
+kernel times is pure (:mod:`nsa_exp.analysis.cupti`, tested on the CPU with fake events): since issue 27 each
+call's summed device activity (:func:`nsa_exp.analysis.cupti.kernel_sum_ms`) over a pass sized by need
+(:func:`nsa_exp.analysis.cupti.sizing`); another arm may pass its own ``aggregate`` (e.g. each launched kernel
+by name; that pass records no events, as before).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from ..analysis.cupti import METHOD_SUM, ROUNDS, cupti_block, kernel_sum_ms, range_label
+from ..analysis.cupti import METHOD_PAIRED, ROUNDS, cupti_block, event_ms_of, kernel_sum_ms, range_label
 from ..core.protocol import round_orders
 from .timing import CudaDevice, run_rounds
 
@@ -56,23 +58,25 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
                          sized: dict[str, Any] | None = None) -> Any:
     """``rounds`` profiled rounds over every pattern x stage; returns the result's ``cupti`` block
     (``aggregate(profiler events, rounds)``, default :func:`nsa_exp.analysis.cupti.cupti_block` of
-    :func:`~nsa_exp.analysis.cupti.kernel_sum_ms`, each call's summed device activity; ``sized``, the
+    :func:`~nsa_exp.analysis.cupti.kernel_sum_ms`, each call's summed device activity, with the same calls'
+    CUDA-event times, ms, as ``event_ms``; ``sized``, the
     :func:`~nsa_exp.analysis.cupti.sizing` record of a pass sized by need, is recorded in it).
 
     ``stage_fns[pattern][stage]`` as for :func:`nsa_exp.gpu.timing.run_rounds` (called in mapping
     order, so each stage consumes this round's intermediates); ``device`` defaults to CUDA. Raises what
     torch.profiler raises when CUPTI is unavailable (bench records the block as absent then).
     """
-    dev = Unevented(CudaDevice() if device is None else device)
+    base = CudaDevice() if device is None else device
+    dev = base if aggregate is None else Unevented(base)  # bench's pass pairs each call's events with its kernels
     flush = dev.flush_buffer(l2_flush_bytes)
     dev.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        run_rounds(stage_fns, round_orders(list(stage_fns), rounds, "fixed-rounds", 0), 0, l2_flush_bytes,
-                   device=dev, before_pattern=before_pattern, flush_policy=flush_policy, around=_in_range,
-                   flush_buffer=flush)
+        records = run_rounds(stage_fns, round_orders(list(stage_fns), rounds, "fixed-rounds", 0), 0, l2_flush_bytes,
+                             device=dev, before_pattern=before_pattern, flush_policy=flush_policy, around=_in_range,
+                             flush_buffer=flush)
     del flush
     events = prof.events()
     if aggregate is not None:
         return aggregate(events, rounds)
-    return cupti_block(kernel_sum_ms(events), rounds, sized, METHOD_SUM)
+    return cupti_block(kernel_sum_ms(events), rounds, sized, METHOD_PAIRED, event_ms=event_ms_of(records))
 

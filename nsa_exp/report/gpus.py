@@ -136,21 +136,25 @@ def _cupti(f: Formal) -> list[str]:
     block = run.cupti
     if block is None:
         return out + [f"`{f.path}` was recorded before bench's CUPTI pass existed.", ""]
-    rows = []
+    rows, paired = [], "median_event_ms" in block  # a paired pass: the rule holds on the same calls' events
     for p, stages in block["median_kernel_ms"].items():
         for s, k in stages.items():
             r = f.row(p, s)
             calls = block["kernel_ms"][p][s]
             kci = bootstrap_median_ci(calls) if len(calls) > 1 else (k, k)
-            rows.append([p, TITLES.get(s, s), ms(r["median_ms"], r["ci95_ms"]), ms(k, kci),
-                         f"{100 * (r['median_ms'] - k) / r['median_ms']:+.1f}%",
-                         "no" if disagreement(s, r["median_ms"], k) else "yes"])
+            e = block["median_event_ms"][p][s] if paired else r["median_ms"]
+            rows.append([p, TITLES.get(s, s), ms(r["median_ms"], r["ci95_ms"]),
+                         *([f"{e:.4f}"] if paired else []), ms(k, kci), f"{100 * (e - k) / e:+.1f}%",
+                         "no" if disagreement(s, e, k) else "yes"])
     return out + [f"From `{f.path}`: each stage's CUDA-event median over the timed rounds (95% CI) against the median "
                   f"of its kernels' own device time over {block['rounds']} profiled rounds (95% CI of those "
                   f"{block['rounds']}). Agreement rule: docs/METHOD.md (5% or 20 µs for one-launch stages; CSR, "
                   "wrapper "
                   "extra and the full wrapper may spend at most 15% + 50 µs on launch gaps and host work).", "",
-                  md_table(["pattern", "stage", "events ms (95% CI)", "kernels ms (95% CI)", "gap", "agree"], rows), ""]
+                  *(["The profiled calls kept their CUDA-event pair: `profiled events ms` is their median, and the "
+                     "gap and the rule are of those same calls.", ""] if paired else []),
+                  md_table(["pattern", "stage", "events ms (95% CI)", *(["profiled events ms"] if paired else []),
+                            "kernels ms (95% CI)", "gap", "agree"], rows), ""]
 
 
 def _wrapper(f: Formal) -> list[str]:

@@ -143,6 +143,50 @@ def test_a_pass_sized_by_need_records_its_rounds_and_validate_recomputes_them():
     assert "$.cupti.sizing" in [f["path"] for f in _check(forged)["failures"]]
 
 
+def _paired(event_scale: float, kernel_scale: float) -> dict:
+    """The stop run with a paired pass: every profiled call's events at ``event_scale`` x the timed median and
+    its kernels at ``kernel_scale`` x it."""
+    from nsa_exp.analysis.cupti import METHOD_PAIRED, sizing  # noqa: PLC0415
+
+    doc = json.loads(STOP.read_text())
+    medians = {p: {s: st["median_ms"] for s, st in v["stages"].items()} for p, v in doc["patterns"].items()}
+    sized = sizing(medians)
+    n = sized["rounds"]
+    kernels = {p: {s: [m * kernel_scale] * n for s, m in st.items()} for p, st in medians.items()}
+    events = {p: {s: [m * event_scale] * n for s, m in st.items()} for p, st in medians.items()}
+    doc["cupti"] = cupti_block(kernels, n, sized, METHOD_PAIRED, event_ms=events)
+    return doc
+
+
+def test_a_paired_pass_judges_kernels_against_the_same_calls_events_and_keeps_the_profilers_slowdown_as_data():
+    from nsa_exp.analysis.cupti import profiler_shift  # noqa: PLC0415
+
+    # the profiler slows every call by 25% (events and kernels alike): the same calls agree
+    slowed = _paired(1.25, 1.24)
+    assert not schema_errors(slowed, "result", "result")
+    assert _check(slowed)["passed"]
+    assert profiler_shift(slowed)["uniform"]["csr"] == pytest.approx(1.25)
+    # against the timed medians alone, the same kernels would fail on every one-launch stage
+    unpaired = _paired(1.25, 1.24)
+    for key in ("event_ms", "median_event_ms"):
+        del unpaired["cupti"][key]
+    assert not _check(unpaired)["passed"]
+    # kernels longer than their own calls' events: a real disagreement, named per stage
+    bad = _check(_paired(1.0, 1.25))
+    assert not bad["passed"] and all("profiled calls' CUDA-event median" in f["message"] for f in bad["failures"])
+
+
+@pytest.mark.parametrize(("forge", "path"), [
+    (lambda c: c["median_event_ms"]["zipf"].__setitem__("dkv_core", 1.0), "$.cupti.median_event_ms.zipf.dkv_core"),
+    (lambda c: c["event_ms"]["local"]["csr"].pop(), "$.cupti.event_ms.local.csr"),
+    (lambda c: c["event_ms"].pop("zipf"), "$.cupti.event_ms"),
+])
+def test_a_forged_paired_event_block_fails_validate_at_its_path(forge, path):
+    doc = _paired(1.0, 0.99)
+    forge(doc["cupti"])
+    assert path in [f["path"] for f in _check(doc)["failures"]]
+
+
 def test_the_committed_stop_run_still_fails_on_its_5_call_span_pass():
     report = validate_bytes(STOP.read_bytes(), "e1_h200_stop.json")
     check = next(c for c in report["checks"] if c["name"] == "cupti_agreement")

@@ -154,6 +154,29 @@ def test_the_cupti_pass_runs_the_same_loop_inside_profiler_ranges_without_events
     assert names == sorted(f"nsa_cupti/{p}/{s}/{r}" for p in "xy" for s in "ab" for r in (0, 1))
 
 
+def test_bench_cupti_pass_keeps_each_calls_event_pair_so_events_and_kernels_are_of_the_same_calls():
+    from nsa_exp.gpu.cupti import profile_kernel_times  # noqa: PLC0415 - torch.profiler
+
+    dev = FakeDevice()
+    costs = {"x": 2.0, "y": 5.0}
+
+    def call(p, s):
+        def fn():
+            dev.log.append(f"call {p}.{s}")
+            dev.clock += costs[p]
+        return fn
+    block = profile_kernel_times({p: {s: call(p, s) for s in ("a", "b")} for p in ("x", "y")}, FLUSH, "read",
+                                 rounds=3, device=dev)
+    stage = ["read-flush", "spin", "start"]
+    one_round = [*stage, "call x.a", "end", *stage, "call x.b", "end", "sync",
+                 *stage, "call y.a", "end", *stage, "call y.b", "end", "sync"]
+    assert dev.log == ["sync", *one_round * 3]  # the timed loop's order: flush, spin, event, range, event
+    # the fake clock: 1 ms per event record + the call's cost, so each call's event time is its cost + 1 ms
+    assert block["event_ms"] == {p: {s: [costs[p] + 1.0] * 3 for s in "ab"} for p in "xy"}
+    assert block["median_event_ms"] == {p: {s: costs[p] + 1.0 for s in "ab"} for p in "xy"}
+    assert "event_ms" in block["method"] and block["rounds"] == 3
+
+
 # --- turning the rule on: config, CLI, sweep -------------------------------------------------------------------
 
 
