@@ -33,13 +33,9 @@ REQUIRED_KINDS = {
 
 KNOWN_FAILING: dict[str, str] = {}
 
-# Committed files validate FAILs or refuses today (issue 23, "validate on committed files FAILs").
-COMMITTED_KNOWN_FAILING: dict[str, str] = {
-    "results/raw/e1_h200_stop.json": "FAIL: cupti_agreement, uniform csr: event 0.2438 ms vs 5-call kernel span "
-                                     "0.2803 ms (docs/PROVENANCE.md, H200 runs of 2026-12-01)",
-    "results/summaries/e1_h200_stop.csv": "FAIL: companion_valid, its JSON results/raw/e1_h200_stop.json fails "
-                                          "cupti_agreement (above): a CSV is only as good as its result",
-}
+# Committed files validate FAILs or refuses today (issue 23, "validate on committed files FAILs"): none since the
+# stop-rule run's re-run with the paired CUPTI pass (issue 28; docs/PROVENANCE.md).
+COMMITTED_KNOWN_FAILING: dict[str, str] = {}
 
 
 def _params(cases: list[dict], known: dict[str, str], key=lambda c: c["id"]):

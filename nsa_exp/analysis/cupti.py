@@ -11,18 +11,14 @@ the first H200 run, never committed, showed ``wrapper_extra`` at 2x its event ti
 launch latency before the first kernel and the GPU spin, which the CUDA-event pair around the call
 includes, and includes the gaps between a multi-launch stage's kernels.
 
-**Kernel-time sum, sized by need** (issue 27; :data:`METHOD_SUM`, the method of every pass since): the span
-includes the gaps between a multi-launch stage's kernels, and under the profiler those gaps grow (each launch
-pays CUPTI's callbacks, so the GPU drains the queued spin and waits on the host); the committed stop-rule run
-``e1_h200_stop`` measured the 0.24 ms uniform CSR (four launches) at 0.28 ms that way, over only 5 calls. So
-each call's kernel time is now the **time the device is busy with the activities (kernels, memsets, memcpys)
-inside its range's GPU-side span**, the union of their intervals (:func:`kernel_sum_ms`; for a one-launch stage
-the same as the span). The gaps were not the cause: this method still measures uniform CSR at 0.284 ms on the
-H200 (docs/METHOD.md, "Open"). The
-pass is **sized by need** (:func:`rounds_needed`): enough rounds that the shortest multi-launch stage's profiled
-calls add up to :data:`SIZING` ``target_ms`` of event time (at least ``min_rounds``, at most ``max_rounds``),
-computed from the timed medians and recorded as ``cupti.sizing``, which ``validate`` recomputes from the
-document's own medians. A result without ``sizing`` (recorded before) is held to its recorded ``rounds``.
+**Kernel-time sum, sized by need** (issue 27; :data:`METHOD_SUM`): each call's kernel time is the **time the
+device is busy with the activities (kernels, memsets, memcpys) inside its range's GPU-side span**, the union of
+their intervals (:func:`kernel_sum_ms`; for a one-launch stage the same as the span), so the gaps between a
+multi-launch stage's launches, which grow under the profiler, do not count. The pass is **sized by need**
+(:func:`rounds_needed`): enough rounds that the shortest multi-launch stage's profiled calls add up to
+:data:`SIZING` ``target_ms`` of event time (at least ``min_rounds``, at most ``max_rounds``), computed from the
+timed medians and recorded as ``cupti.sizing``, which ``validate`` recomputes from the document's own medians. A
+result without ``sizing`` (recorded before) is held to its recorded ``rounds``.
 
 **Paired events** (issue 28, :data:`METHOD_PAIRED`): the profiled calls keep the timed loop's CUDA-event pair
 around each range, so each profiled call has both its event time and its kernel time (``event_ms`` beside
@@ -114,8 +110,8 @@ def kernel_sum_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
     the device events (``device_type`` not CPU, ``time_range.start/.end`` in µs) lying inside its range's GPU-side
     span (within :data:`SLACK_US`): the length of the union of their intervals, so activities that overlap (or a
     kernel the profiler lists twice) count once and the gaps between launches not at all; the ranges themselves
-    and CPU events are not activities. (A plain sum of durations over-counted uniform CSR on the H200 by 26%,
-    0.284 ms of kernels in a 0.225 ms stage: runs/reproduce_h200 of 2026-12-02, docs/PROVENANCE.md.)
+    and CPU events are not activities. (Uniform CSR's 0.28 ms of kernels against its 0.24 ms timed median on the
+    H200 was the profiler slowing that stage, not this aggregation: the same calls' events agree, docs/METHOD.md.)
 
     >>> class R:
     ...     def __init__(self, a, b): self.start, self.end = a, b

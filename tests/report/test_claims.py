@@ -61,13 +61,14 @@ def test_a_run_of_few_rounds_is_listed_but_sets_no_floor(report_data):
     h200 = "NVIDIA H200"
     sink = next(q for q in quantities(report_data.runs.items()) if q.gpu == h200 and q.stage == "dkv_core"
                 and q.label == "sink-heavy(sinks=4)" and any(m.path == "results/raw/e1_h200.json" for m in q.members))
-    assert {m.path for m in sink.members} == {"results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json"}
+    assert {m.path for m in sink.members} == {"results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json",
+                                              "results/raw/e1_h200_stop.json"}  # 150 rounds each, two sessions
     assert len(sink.short) == 7 and all(m.n_obs < MIN_ROUNDS for m in sink.short)
     assert round(min(m.median_ms for m in sink.short), 2) == 62.05
     assert round(max(m.median_ms for m in sink.short), 2) == 65.50  # e1_h200_engine20 (2026-12-01), 20 rounds
-    assert "results/raw/e1_h200_stop.json" not in {m.path for m in sink.members + sink.short}  # validate FAILs it
-    assert sink.spread < 0.002 and report_data.floors[h200, "dkv_core"] < 0.01
-    assert report_data.floors[h200, "csr"] > 0.0889  # the H200 repeat moved CSR by 9.8%
+    # the short runs span 5.6%; the three long ones 0.6% (63.29-63.66 ms), and the floor stays under 1%
+    assert sink.spread < 0.007 and report_data.floors[h200, "dkv_core"] < 0.01
+    assert report_data.floors[h200, "csr"] > 0.0889  # the H200 repeat moved local CSR by 9.8%, the stop run 10.3%
     assert ("NVIDIA H100 80GB HBM3", "selection_fwd") in borrowed(report_data.quantities)  # its repeat re-tuned
 
 
@@ -95,8 +96,10 @@ def test_dq_does_differ_from_local_under_the_num_warps_1_configs(report_data):
 def test_fla_topk_is_a_point_estimate_not_the_worst_routing(report_data):
     text = largest(report_data)
     assert text.startswith("`fla-topk(") and "not resolved" in text and "worst" not in text
-    # under the noise table's H200 dK/dV floor (0.5%) it is unresolved only against the other fla-topk saliences
-    assert "fla-topk(salience=2.0)" in text and "fla-topk(salience=8.0)" in text and "hot-block" not in text
+    # under the noise table's H200 dK/dV floor (0.7% since the stop run's re-run) it is unresolved against the other
+    # fla-topk saliences, hot-block(block=0) and sink-heavy(sinks=1)
+    assert "fla-topk(salience=2.0)" in text and "fla-topk(salience=8.0)" in text and "hot-block(block=0)" in text
+    assert "sink-heavy(sinks=1)" in text and "(the rule, f = 0.7%)" in text
 
 
 def test_worst_is_written_only_when_resolved_against_every_other_routing(report_data):
