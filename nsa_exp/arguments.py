@@ -159,7 +159,13 @@ def _sweep(args: argparse.Namespace) -> None:
 
 
 def _validate(args: argparse.Namespace) -> None:
-    """Each ``--release-dir`` is a folder holding a release's ``fla/`` (a given folder is never skipped)."""
+    """Each ``--routing-file`` is a file (a given file that is not there is a bad argument, exit 2, never a FAIL of
+    the result); each ``--release-dir`` is a folder holding a release's ``fla/`` (a given folder is never
+    skipped)."""
+    for f in args.routing_file or ():
+        if not Path(f).is_file():
+            raise UserError(f"--routing-file {show_path(f)}: no such file; pass the routing file (.npy) the result "
+                            "timed, or leave --routing-file out")
     for d in args.release_dir:
         if not Path(d).is_dir():
             raise UserError(f"--release-dir {show_path(d)}: no such folder; pass the folder holding the release's "

@@ -169,7 +169,8 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
     the noise table at ``noise_table`` (default :data:`NOISE_TABLE`).
 
     Raises UserError (exit 2) for unreadable/invalid results, a shape or routing difference (every
-    difference named), a repeat pair that is not the same experiment as A, a floor outside [0, 1),
+    difference named), a repeat pair that is not the same experiment as A or ran on another GPU than A and B,
+    a ``floor`` beside a pair that times every stage (it would go unused), a floor outside [0, 1),
     a missing or invalid noise table, or ``--cycles`` on a result without recorded SM clocks.
     """
     if floor is not None and not 0 <= floor < 1:
@@ -190,8 +191,16 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
     stages = [s for s in a.timing.stages if s in b.timing.stages]
     if noise_from:
         x, y = _noise_pair(noise_from, path_a, a)
+        if {x.gpu_name} != {a.gpu_name, b.gpu_name}:  # one GPU's repeat pair bounds that GPU's noise alone
+            compared = " and ".join(dict.fromkeys(str(g) for g in (a.gpu_name, b.gpu_name)))
+            raise UserError(f"--noise-from: the pair ran on {x.gpu_name}, the comparison is of {compared}; a floor "
+                            "measured on one GPU does not bound another's noise (leave --noise-from out: the noise "
+                            "table takes each GPU's floor and the larger of two)")
         floors = noise_floors(x, y, stages)
         untimed = [s for s in stages if s not in floors]  # e.g. wrapper_extra: a pair recorded before the stage
+        if floor is not None and not untimed:
+            raise UserError(f"--floor {floor:g}: unused, the --noise-from pair times every stage compared; give one "
+                            "of the two (--floor serves only the stages a pair did not time)")
         rest = DEFAULT_FLOOR if floor is None else floor
         floors = {s: floors.get(s, rest) for s in stages}
         floor_source = {"kind": "repeat", "paths": [str(p) for p in noise_from],
@@ -237,6 +246,9 @@ def _noise_pair(noise_from: list[str], path_a: str | Path | None = None,
     if x.to_json() == y.to_json():
         raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: the two files hold the same run; a noise "
                         "floor needs a result and its independent repeat")
+    if x.gpu_name != y.gpu_name:
+        raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: one ran on {x.gpu_name}, the other on "
+                        f"{y.gpu_name}; a noise floor needs a result and its repeat on one GPU")
     return x, y
 
 

@@ -33,14 +33,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import REPO_ROOT
 from ..analysis.compare import compare_results
-from ..analysis.noise_table import read_floors
+from ..analysis.noise_table import NOISE_TABLE
 from ..analysis.stop_rule import default_rule
-from ..checking.validate import validate_paths
+from ..checking.validate import load_validated, validate_paths
 from ..core.config import Config
 from ..core.records import BenchResult
 from ..errors import GateFailure, UserError
 from ..io.metadata import git_state
+from ..io.reader import show_path
 from ..io.store import load_record, write_json, write_text_atomic
 from ..report.reproduce import (
     CHECK,
@@ -101,8 +103,12 @@ def run_reproduce(config: Config, allow_gpu: bool, out_dir: str | Path, noise_ta
     result_path, summary_path = out / f"{config.name}.json", out / f"{config.name}.csv"
     steps = Steps(clock)
     steps.run("check", lambda: run_check(config, allow_gpu, out / CHECK, device=device))
-    if floor is None:
-        read_floors(noise_table)  # after the gates (a CPU box is told "no CUDA GPU" first), before GPU work
+    if floor is None:  # after the gates (a CPU box is told "no CUDA GPU" first), before any GPU work: every check
+        # validate runs on a noise table (its floors rebuilt from their sources), so a forged table stops here
+        table = Path(noise_table) if noise_table is not None else REPO_ROOT / NOISE_TABLE
+        load_validated(table, ("noise_table",), f"--noise-table {show_path(table)}",
+                       hint=f"`python -m nsa_exp validate {show_path(table)}` lists what failed",
+                       missing_hint="generate it with `python -m nsa_exp noise-table`")
     steps.run("smoke", lambda: run_smoke(config, allow_gpu, out / SMOKE, device=device))
     rule = None if config.timing.stop is not None else default_rule(config.timing.repetitions, "reproduce")
     steps.run("bench", lambda: run_bench(config, allow_gpu, result_path, summary_path, stop_rule=rule,

@@ -57,17 +57,36 @@ def test_h100_against_its_independent_repeat_is_the_same_everywhere(tmp_path):
 
 def test_h200_against_h100_fails_on_slower_with_exit_1_and_still_writes(tmp_path):
     out = tmp_path / "cmp.json"
-    proc = run_cli("compare", H100, H200, "--noise-from", H100, H100_REPEAT, "--fail-on", "slower",
-                   "--resamples", "1000", "--output", str(out))
+    proc = run_cli("compare", H100, H200, "--fail-on", "slower", "--resamples", "1000", "--output", str(out))
     assert proc.returncode == 1, proc.stderr
     assert "--fail-on slower" in proc.stderr
     doc = json.loads(out.read_text())
-    assert doc["failed"] and doc["noise_floor"]["kind"] == "repeat"
+    assert doc["failed"] and doc["noise_floor"]["kind"] == "table"
     # dQ is ~2% slower on the 20-round H200 run, with a CI far from 1; the CSR transpose is faster.
     assert _cell(doc, "local", "dq_core")["verdict"] == "slower"
     assert _cell(doc, "uniform", "csr")["verdict"] == "faster"
     assert run_cli("compare", H100, H200, "--fail-on", "faster", "--floor", "0.5", "--resamples", "200",
                    "--output", "").returncode == 0
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [
+    (["--noise-from", H100, H100_REPEAT], "--noise-from: the pair ran on NVIDIA H100 80GB HBM3, the comparison is of "
+                                          "NVIDIA H100 80GB HBM3 and NVIDIA H200"),
+    (["--noise-from", H100, H200], "--noise-from "),
+])
+def test_a_noise_pair_bounds_only_its_own_gpus_noise(extra, fragment, tmp_path):
+    out = tmp_path / "cmp.json"
+    proc = run_cli("compare", H100, H200, *extra, "--output", str(out))
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1 and fragment in err[0], proc.stderr
+    assert not out.exists()
+
+
+def test_a_floor_beside_a_pair_that_times_every_stage_is_refused_not_dropped(tmp_path):
+    proc = run_cli("compare", H100, H100_REPEAT, "--noise-from", H100, H100_REPEAT, "--floor", "0.02",
+                   "--output", str(tmp_path / "cmp.json"))
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --floor 0.02: unused"), proc.stderr
+    assert not (tmp_path / "cmp.json").exists()
 
 
 def test_noise_floor_from_a_repeat_pair_is_the_largest_spread_per_stage_and_never_below_the_minimum():

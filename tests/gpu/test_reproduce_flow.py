@@ -100,3 +100,31 @@ def test_a_forged_submission_fails_validate(submission, tmp_path):
     bench = reports[str(result)]
     assert not bench["passed"]
     assert "$.patterns.sink-heavy.stages.dkv_core.median_ms" in json.dumps(bench["checks"])
+
+
+def test_a_forged_noise_table_stops_reproduce_before_any_gpu_work(fla_interpreter, tmp_path, monkeypatch):
+    """Every check of validate runs on the noise table right after the gates: a table whose H200 floors were all
+    raised (the attack trial's forgery turned 16 slower into 24 same) stops the run before smoke, one line."""
+    from nsa_exp.errors import UserError  # noqa: PLC0415
+    from nsa_exp.gpu import gates  # noqa: PLC0415 - FLA after the interpreter setup
+    from nsa_exp.gpu.reproduce import run_reproduce  # noqa: PLC0415
+    from tests.helpers import REPO  # noqa: PLC0415
+
+    table = json.loads((REPO / "results" / "noise" / "floors.json").read_text())
+    for row in table["floors"]:
+        if row["gpu"] == "NVIDIA H200":
+            row["floor"] = 0.45
+    forged = tmp_path / "floors.json"
+    forged.write_text(json.dumps(table))
+    raw = {**tiny_config(repetitions=30), "name": f"tiny_forged_table_{os.getpid()}"}
+    (tmp_path / "tiny.json").write_text(json.dumps(raw))
+    config = config_from_dict(raw, source=str(tmp_path / "tiny.json"))
+    monkeypatch.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
+                                                                    "allow_gpu": allow, "matches_required": True})
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    costs = [H200_MS[s] for s in STAGE_NAMES]
+    out = tmp_path / "runs" / "reproduce_h200"
+    with pytest.raises(UserError, match=r"--noise-table .*floors.json does not validate \(noise_table_recompute\)"):
+        run_reproduce(config, True, out, str(forged), None, device=FakeGpu(costs), clock=Ticks(0.25),
+                      argv=[sys.argv[0], "reproduce"], cupti_rounds=0)
+    assert sorted(p.name for p in out.iterdir()) == ["check.json"]  # the gates ran; smoke and bench did not
