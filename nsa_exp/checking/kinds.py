@@ -285,7 +285,8 @@ def _always_unverified(doc: dict[str, Any]) -> list[dict[str, str]]:
         {"path": "$.autotune", "why": "autotune choices and tune_seconds come from the GPU run (each config is "
                                       "checked to be one of FLA's)"},
         {"path": "$.telemetry.samples[*] clocks/temperature/power",
-         "why": "NVML readings (bounded by the GPU's maximum clocks; throttle count recomputed)"},
+         "why": "NVML readings (bounded: clocks by the GPU's maximum, temperature by 5-120 °C, power by 1.25x the "
+                "recorded limit; throttle count recomputed)"},
         {"path": "$.wall_seconds", "why": "host wall clock (bounded below by the latencies it timed)"},
         {"path": "$.fla.files_verified", "why": "counted on the GPU host's FLA install"},
         {"path": "$.metadata (hostname, platform, packages, driver, power)",

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from .. import DEFAULT_CONFIG, PINNED_COMMIT
@@ -47,6 +47,16 @@ CC_RE = re.compile(r"^\d{1,2}\.\d$")
 SHA_RE = re.compile(r"^(?:[0-9a-f]{7,40}|[0-9a-f]{64})$")  # git's abbreviations (>= 7), SHA-1, SHA-256
 TORCH_CUDA_RE = re.compile(r"\+cu(\d+)(\d)$")  # 2.11.0+cu130 -> CUDA 13.0
 UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+#: A document cannot be created after it is read: the slack for a clock that runs ahead of the reader's.
+FUTURE_SLACK_S = 3600
+#: The oldest Linux driver (major version) each CUDA major runs on, with minor-version compatibility: NVIDIA's
+#: CUDA Toolkit release notes, "CUDA Toolkit and Minimum Required Driver Version for CUDA Minor Version
+#: Compatibility" (CUDA 12.x: >= 525.60.13; CUDA 13.x: >= 580).
+MIN_DRIVER_MAJOR = {"12": 525, "13": 580}
+#: What an NVML temperature sample of a running GPU can read (°C): above ambient's floor, below any shutdown point.
+TEMPERATURE_C = (5, 120)
+#: How far above its enforced power limit an NVML power sample may read (a moving average over transients).
+POWER_OVER_LIMIT = 1.25
 #: Fields of the embedded config that define the experiment (what --repetitions or a later edit of the
 #: file's description, timing or formal flag cannot change).
 EXPERIMENT_FIELDS = ("name", "shape", "patterns", "seeds", "tolerances", "packing", "gpu")
@@ -191,8 +201,13 @@ def host_problems(meta: dict[str, Any], where: str = "$.metadata") -> Problems:
     for key in ("sha", "git_head_seen"):
         if git.get(key) is not None and not SHA_RE.match(str(git[key])):
             problems.append((f"{where}.git.{key}", f"{git[key]!r} is not a git commit (hex, 7-40 or 64 digits)"))
-    if "created_utc" in meta and parse_utc(meta["created_utc"]) is None:
-        problems.append((f"{where}.created_utc", f"{meta['created_utc']!r} is not a real UTC instant"))
+    if "created_utc" in meta:
+        made = parse_utc(meta["created_utc"])
+        if made is None:
+            problems.append((f"{where}.created_utc", f"{meta['created_utc']!r} is not a real UTC instant"))
+        elif (made - (now := datetime.now(timezone.utc).replace(tzinfo=None))).total_seconds() > FUTURE_SLACK_S:
+            problems.append((f"{where}.created_utc", f"{meta['created_utc']} is in the future (this host's clock "
+                             f"reads {now.strftime(UTC_FORMAT)})"))
     return problems
 
 
@@ -211,6 +226,15 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems.append((f"{where}.nvml_name", f"{gpu['nvml_name']!r} differs from the CUDA name {name!r}"))
     if "driver" in gpu and not DRIVER_RE.match(str(gpu.get("driver", ""))):
         problems.append((f"{where}.driver", f"{gpu.get('driver')!r} does not parse as a driver version"))
+    elif "driver" in gpu:
+        cuda = str(meta.get("versions", {}).get("cuda", "")).split(".")[0]
+        least = MIN_DRIVER_MAJOR.get(cuda)
+        if least is not None and int(str(gpu["driver"]).split(".")[0]) < least:
+            problems.append((f"{where}.driver", f"{gpu['driver']}: CUDA {meta['versions']['cuda']} needs a driver "
+                             f">= {least} (NVIDIA's CUDA release notes)"))
+    limit = gpu.get("power_limit_w")
+    if limit is not None and (not isinstance(limit, (int, float)) or not 0 < limit <= 2000):
+        problems.append((f"{where}.power_limit_w", f"{limit!r} W is not a GPU's power limit (0, 2000]"))
     cc = gpu.get("compute_capability")
     if cc is not None and not CC_RE.match(str(cc)):
         problems.append((f"{where}.compute_capability", f"{cc!r} is not a compute capability"))
@@ -261,11 +285,24 @@ def clock_limits(doc: dict[str, Any]) -> dict[str, float | None]:
 
 def telemetry_plausible(samples: Iterable[tuple[str, dict[str, Any]]], doc: dict[str, Any], add: Add,
                         ctx: Context) -> None:
-    """``samples``: (JSON path, sample) pairs; each clock reading in (0, :func:`clock_limits`]."""
+    """``samples``: (JSON path, sample) pairs; each clock reading in (0, :func:`clock_limits`], each temperature in
+    :data:`TEMPERATURE_C`, each power reading positive and at most :data:`POWER_OVER_LIMIT` x the recorded power
+    limit."""
     limits = clock_limits(doc)
+    _, gpu = gpu_identity(doc)
+    watts = gpu.get("power_limit_w") if isinstance(gpu.get("power_limit_w"), (int, float)) else None
     problems: Problems = []
     unknown = False
     for path, s in samples:
+        t = s.get("temperature_c")
+        if t is not None and (not isinstance(t, (int, float)) or not TEMPERATURE_C[0] <= t <= TEMPERATURE_C[1]):
+            problems.append((f"{path}.temperature_c", f"{t!r} °C: a running GPU reads {TEMPERATURE_C[0]}-"
+                             f"{TEMPERATURE_C[1]} °C"))
+        w = s.get("power_w")
+        if w is not None and (not isinstance(w, (int, float)) or w <= 0
+                              or (watts is not None and w > POWER_OVER_LIMIT * watts)):
+            problems.append((f"{path}.power_w", f"{w!r} W: a running GPU draws more than 0 W"
+                             + (f" and at most {POWER_OVER_LIMIT:g} x its {watts:g} W limit" if watts else "")))
         for key, top in limits.items():
             value = s.get(key)
             if value is None:

@@ -1,0 +1,47 @@
+"""What physics and the calendar allow in a GPU result's host facts (issue 28's attack trial: a forged temperature,
+power draw, future date or a driver too old for the recorded CUDA passed validate): each forgery fails
+``validate`` at its own path, and the committed run passes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nsa_exp.checking.validate import validate_bytes
+from tests.helpers import REPO
+
+STOP = REPO / "results" / "raw" / "e1_h200_stop.json"
+
+
+def _failures(doc: dict) -> dict[str, list[str]]:
+    report = validate_bytes(json.dumps(doc).encode(), "forged.json")
+    return {c["name"]: [f["path"] for f in c.get("failures", [])] for c in report["checks"] if not c["passed"]}
+
+
+def _set(doc: dict, path: list, value) -> dict:
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize(("path", "value", "check", "where"), [
+    (["telemetry", "samples", 3, "temperature_c"], 900, "telemetry_plausible", "$.telemetry.samples[3].temperature_c"),
+    (["telemetry", "samples", 3, "temperature_c"], -40, "telemetry_plausible", "$.telemetry.samples[3].temperature_c"),
+    (["telemetry", "samples", 5, "power_w"], 5000.0, "telemetry_plausible", "$.telemetry.samples[5].power_w"),
+    (["telemetry", "samples", 5, "power_w"], 0.0, "telemetry_plausible", "$.telemetry.samples[5].power_w"),
+    (["metadata", "created_utc"], "2099-01-01T00:00:00Z", "metadata_plausible", "$.metadata.created_utc"),
+    (["metadata", "gpu", "driver"], "470.57.02", "metadata_plausible", "$.metadata.gpu.driver"),
+    (["metadata", "gpu", "power_limit_w"], 1e6, "metadata_plausible", "$.metadata.gpu.power_limit_w"),
+])
+def test_a_host_fact_physics_or_the_calendar_rules_out_fails_validate_at_its_path(path, value, check, where):
+    doc = json.loads(STOP.read_text())
+    failed = _failures(_set(doc, path, value))
+    assert check in failed and any(p.startswith(where) for p in failed[check]), failed
+
+
+def test_the_committed_run_is_within_every_bound():
+    failed = _failures(json.loads(STOP.read_text()))
+    assert "telemetry_plausible" not in failed and "metadata_plausible" not in failed
