@@ -128,7 +128,7 @@ def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     nf = doc["noise_floor"]
     if nf["kind"] == "default" and len(set(floors.values())) > 1:
         problems.append(("$.noise_floor.per_stage", "a default floor is one value for every stage"))
-    a, b = (read_source(ctx, doc[k]["path"], ("bench_result",)) for k in ("a", "b"))
+    a, b = (read_source(ctx, doc[k]["path"], ("bench_result", "release_result")) for k in ("a", "b"))
     kinds = ("noise_table",) if nf["kind"] == "table" else ("bench_result",)
     pair = [read_source(ctx, p, kinds) for p in nf["paths"]]
     if any(d is None for _, d in (a, b, *pair)):

@@ -363,3 +363,19 @@ def test_an_ncu_summary_without_value_units_recomputes_and_a_wrong_one_is_named(
     failed = {c["name"]: c for c in validate_path(tmp_path / src.name)["checks"] if not c["passed"]}
     assert list(failed) == ["ncu_recompute"]
     assert failed["ncu_recompute"]["failures"][0]["path"].startswith("$.kernels[0].value_units")
+
+
+def test_a_release_compare_is_recomputed_from_its_release_result_never_listed_as_source_not_found():
+    """A compare of the pinned run against a release result found its B source as 'not found' (it looked for a
+    bench result only), so a stale or forged release compare passed unverified; now validate recomputes it."""
+    from nsa_exp.checking.validate import validate_bytes  # noqa: PLC0415
+
+    path = REPO / "results" / "compare" / "e1_h200_vs_fla-core-0.6.0-T32768.json"
+    report = validate_bytes(path.read_bytes(), str(path))
+    assert report["passed"] and not [u for u in report.get("unverified", []) if "not found" in u["why"]]
+    doc = json.loads(path.read_text())
+    row = next(r for r in doc["rows"] if r["stage"] == "dkv_core" and r["pattern"] == "sink-heavy")
+    row["verdict"] = "same"
+    forged = validate_bytes(json.dumps(doc).encode(), str(path))
+    failed = {c["name"]: [f["path"] for f in c["failures"]] for c in forged["checks"] if not c["passed"]}
+    assert "compare_recompute" in failed and any(p.endswith(".verdict") for p in failed["compare_recompute"])
