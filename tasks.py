@@ -94,9 +94,22 @@ def command_task(cmd: Command) -> Task:
                        options={n: o for n, o in options.items()})
 
 
-@task(help={"fast": "skip the slow Triton-interpreter tests"})
-def test(c, fast=False):
+#: ``invoke test --image``: the in-image suite (the compose ``test`` service, run by ``scripts/container.sh check``).
+#: It proves the image, not the code (README's test command ran the whole suite on the host before): every tier
+#: imports with the image's packages, the GPU-free commands and their one-line refusals, FLA's real kernels under
+#: the Triton interpreter against the naive oracle, validate on a committed file (issue 30: not the suite twice).
+IMAGE_TESTS = ("tests/test_tiers.py", "tests/test_environment_and_cli.py",
+               "tests/gpu/test_launcher_matches_official.py::test_fla_matches_the_naive_oracle",
+               "tests/checking/test_plausibility.py")
+
+
+@task(help={"fast": "skip the slow Triton-interpreter tests",
+            "image": "only the tests that prove an image (IMAGE_TESTS; the compose test service)"})
+def test(c, fast=False, image=False):
     """The CPU test suite with doctests (what CI runs)."""
+    if image:
+        c.run(f"{PY} -m pytest -q " + " ".join(IMAGE_TESTS), pty=False)
+        return
     c.run(f"{PY} -m pytest -q" + (" -m 'not interpreter'" if fast else ""), pty=False)
 
 

@@ -203,7 +203,7 @@ def test_compose_cpu_services_use_the_cpu_image_without_gpu_or_network():
         service = services[name]
         assert service["image"] == "nsa-kernelexp:cpu" and service["build"]["args"]["TOOLCHAIN"] == "cpu", name
         assert "deploy" not in service and service["network_mode"] == "none", name
-    assert services["test"]["command"] == ["test", "--fast"]
+    assert services["test"]["command"] == ["test", "--image"]
     # The suite writes into the image's tree, so it runs as that tree's owner: no host folder to take one from.
     assert "volumes" not in services["test"] and "environment" not in services["test"]
 
