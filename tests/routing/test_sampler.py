@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
+import json
 import time
 import tracemalloc
 
@@ -19,7 +21,7 @@ from nsa_exp.routing.patterns import (
     pattern_rng,
     routing_violations,
 )
-from tests.helpers import FAMILIES, PRIMARY_CONFIG, generate
+from tests.helpers import FAMILIES, PRIMARY_CONFIG, REPO, generate
 
 # sha256 of the int32 [B,T,H,S] bytes that routing.generate_routing (commit 92dd52b, before this sampler)
 # produced at configs/e1_h100.json (T=32768, H=4, S=16, BS=64, routing seed 20260726): the committed
@@ -28,43 +30,6 @@ E1_SHA256 = {
     "uniform": "ae6829edaede1026685620b0da504872833e8f4662a1bb608d505eaf6a257a7d",
     "zipf": "2108bd39c47f3d251275a0aaa11297cc3ba7058fb61be3dc06427975108950ba",
 }
-
-
-# routing._sample_distinct as of commit 92dd52b (the sampler the committed results were generated with),
-# kept verbatim as the reference for bit-for-bit checks; its fallback builds [rows, slots, width] masks.
-def legacy_sample_distinct(rng: np.random.Generator, cur: np.ndarray, n: np.ndarray, S: int,
-                     weights: np.ndarray) -> np.ndarray:
-    """Successive sampling without replacement of ``n[r]`` blocks from ``0..cur[r]`` with ``weights``.
-
-    Rows that must take every causal block (``n == cur + 1``) take them all. Otherwise each slot is
-    drawn by inverse CDF over ``0..cur`` and re-drawn while it collides with an earlier slot (this is
-    exactly the conditional distribution over the blocks not yet drawn); rows still colliding after
-    32 rounds draw once, exactly, by Gumbel-max over their remaining blocks.
-    """
-    rows = cur.shape[0]
-    out = np.full((rows, S), -1, dtype=np.int64)
-    takes_all = n == cur + 1
-    out[takes_all] = sampler.most_recent(cur[takes_all], n[takes_all], S)
-    cdf = np.cumsum(weights, dtype=np.float64)
-    drawn = np.flatnonzero(~takes_all)  # these rows have n == S < cur + 1
-    for slot in range(S):
-        pending = drawn
-        for _ in range(32):
-            c = cur[pending]
-            u = rng.random(pending.shape[0]) * cdf[c]
-            b = np.minimum(np.searchsorted(cdf, u, side="right"), c)
-            clash = (out[pending, :slot] == b[:, None]).any(axis=1)
-            out[pending[~clash], slot] = b[~clash]
-            pending = pending[clash]
-            if pending.size == 0:
-                break
-        if pending.size:
-            width = int(cur[pending].max()) + 1
-            cand = np.arange(width)[None, :]
-            taken = (out[pending, :slot, None] == cand[:, None, :]).any(axis=1)
-            logits = np.where((cand <= cur[pending, None]) & ~taken, np.log(weights[:width])[None, :], -np.inf)
-            out[pending, slot] = np.argmax(logits + rng.gumbel(size=logits.shape), axis=1)
-    return out
 
 
 def _sha(a: np.ndarray) -> str:
@@ -85,20 +50,31 @@ def test_e1_uniform_and_zipf_regenerate_bit_for_bit():
     assert _sha(uniform) == E1_SHA256["uniform"]
     assert _sha(zipf) == E1_SHA256["zipf"]
     assert _sha(generate_routing(cfg.pattern("zipf"), shape, seed)) == E1_SHA256["zipf"]
-    legacy = legacy_sample_distinct(pattern_rng(seed, "zipf"), rows.cur, rows.n, shape.S,
-                                    (np.arange(shape.num_blocks) + 1.0) ** -1.0)
-    assert _sha(_post(legacy, shape)) == E1_SHA256["zipf"]
+
+
+def test_the_zipf_routing_is_the_file_the_committed_h200_run_timed():
+    """An anchor outside this file: the H200 bench of a routing file (results/raw/e1_h200_file.json) recorded the
+    sha256 of the .npy that `routing --save` wrote from the config; today's sampler writes those very bytes."""
+    cfg = load_config(REPO / "configs" / "e1_h200.json")  # the config that run's routing file was saved from
+    recorded = json.loads((REPO / "results" / "raw" / "e1_h200_file.json").read_text())
+    buf = io.BytesIO()
+    np.save(buf, generate_routing(cfg.pattern("zipf"), cfg.shape, cfg.seeds.routing))
+    assert hashlib.sha256(buf.getvalue()).hexdigest() == recorded["routing_files"]["file:zipf"]["sha256"]
 
 
 @pytest.mark.parametrize("s,S", [(0.0, 16), (1.0, 8), (1.0, 10), (0.75, 16)])
-def test_same_draws_as_the_legacy_sampler_where_its_fallback_is_small(s, S):
-    """Where rejection does not stall, today's Gumbel-max fallback fires on a few rows here: identical arrays."""
+def test_every_path_of_the_sampler_gives_a_valid_routing_and_the_same_draws_for_a_seed(s, S):
+    """Where the Gumbel-max fallback fires on a few rows (these shapes): each row holds n distinct causal blocks
+    (routing_violations, the experiment's own rules), and a seed gives one array. Which blocks are drawn how often
+    is the successive-sampling tests' job below (a brute-force reference, not a copy of the sampler)."""
     shape = Shape(B=2, T=2048, HQ=48, H=3, K=16, V=16, S=S, block_size=16, dtype="float16")
     rows = Rows.for_shape(shape)
     w = (np.arange(shape.num_blocks) + 1.0) ** -s
     new = sampler.sample_distinct(np.random.default_rng(9), rows.cur, rows.n, S, w)
-    old = legacy_sample_distinct(np.random.default_rng(9), rows.cur, rows.n, S, w)
-    assert np.array_equal(new, old)
+    again = sampler.sample_distinct(np.random.default_rng(9), rows.cur, rows.n, S, w)
+    assert np.array_equal(new, again)
+    assert routing_violations(_post(new, shape), shape) == []
+    assert np.array_equal((new >= 0).sum(axis=1), rows.n)
 
 
 def _successive_probs(weights: np.ndarray, n: int, drawn: tuple[int, ...] = ()) -> dict[frozenset, float]:
