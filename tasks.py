@@ -110,7 +110,8 @@ def test(c, fast=False, image=False):
     if image:
         c.run(f"{PY} -m pytest -q " + " ".join(IMAGE_TESTS), pty=False)
         return
-    c.run(f"{PY} -m pytest -q" + (" -m 'not interpreter'" if fast else ""), pty=False)
+    # the 25 slowest tests, printed after the run: where CI's minutes go (issue 30)
+    c.run(f"{PY} -m pytest -q --durations=25" + (" -m 'not interpreter'" if fast else ""), pty=False)
 
 
 @task
