@@ -115,6 +115,11 @@ class SweepPointArm(Arm):
 
         t_tune = run.clock()
         if self.pins is None:
+            # From scratch, as bench does (.tuning.reset_autotuners): FLA keys its autotune cache without T, and a
+            # process that ran other points or shapes first would launch what it tuned (or pinned) there.
+            from .tuning import reset_autotuners  # noqa: PLC0415 - FLA after the env gate
+
+            reset_autotuners()
             run.staged[run.names[0]].run_staged()  # autotune on local, every kernel once
             run.device.synchronize()
             best = {k: v["best_config"] for k, v in autotune_record().items()}

@@ -236,6 +236,25 @@ def test_a_sweep_point_under_its_configs_stop_rule_validates(fake_gpu, tmp_path)
     assert "stop_rule" in {c["name"] for c in report["checks"]}
 
 
+def test_a_sweep_point_that_tunes_starts_from_scratch_whatever_its_process_pinned_before(fake_gpu, tmp_path,
+                                                                                         monkeypatch):
+    """FLA keys its autotune cache without T: the first point of a sweep that tunes must not launch what an earlier
+    point (or shape) of the same process pinned; it resets the autotuners before tuning, as bench does."""
+    from nsa_exp.gpu import tuning  # noqa: PLC0415 - FLA after the interpreter setup
+    from nsa_exp.gpu.sweep_point import measure_point  # noqa: PLC0415
+    from nsa_exp.sweeps.plan import Point  # noqa: PLC0415
+    from nsa_exp.sweeps.run import run_point  # noqa: PLC0415
+
+    calls = []
+    reset = tuning.reset_autotuners
+    monkeypatch.setattr(tuning, "reset_autotuners", lambda: (calls.append("reset"), reset())[1])
+    raw = tiny_config(repetitions=5)
+    point = Point("tiny", "T32-local", 32, {"name": "local"}, ("csr",), {**raw, "name": "T32-local"}, None)
+    dev = FakeGpu([H200_MS["csr"]])
+    run_point(point, str(tmp_path), True, measure=lambda p, a, o: measure_point(p, a, o, device=dev))
+    assert calls == ["reset"] and (tmp_path / "_autotune.json").is_file()  # tuned here, from scratch, once
+
+
 def test_an_arm_shaped_like_the_release_arm_is_one_small_class(fake_gpu, tmp_path):
     """Issue 22's arm: the official wrapper as a whole and ``parallel_nsa`` forward + backward per routing,
     tuned once on local, timed interleaved by the same loop; here over the pinned FLA."""
