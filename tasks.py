@@ -68,8 +68,9 @@ def command_task(cmd: Command) -> Task:
             positional.append(name)
             params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD))
         else:
-            default = False if o.kind == "flag" else [] if o.kind in ("list", "pair", "append") else None
-            if o.kind in ("list", "pair", "append"):
+            listed = o.kind in ("list", "pair", "append")
+            default: bool | list[str] | None = False if o.kind == "flag" else [] if listed else None
+            if listed:
                 iterable.append(name)
             params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
         helps[name] = option_help(o)
@@ -85,11 +86,11 @@ def command_task(cmd: Command) -> Task:
                 values[name] = [values[name], *(values.get(MORE) or [])]
         _nsa(c, cmd.name, *cli_argv(cmd, values))
 
-    body.__signature__ = inspect.Signature(params)
+    # inspect.signature reads __signature__, which typeshed does not declare on functions
+    body.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # no __signature__ in the stub
     body.__name__ = cmd.name.replace("-", "_")
-    pos = [invoke_name(o) for o in cmd.options if o.positional]
-    body.__doc__ = cmd.help + (f"\n\nPositional: {' '.join(o.metavar or o.name for o in cmd.options if o.positional)}"
-                               if pos else "")
+    shown = [o.metavar if isinstance(o.metavar, str) and o.metavar else o.name for o in cmd.options if o.positional]
+    body.__doc__ = cmd.help + (f"\n\nPositional: {' '.join(shown)}" if shown else "")
     return CommandTask(body, name=cmd.name.replace("-", "_"), positional=positional, iterable=iterable, help=helps,
                        options={n: o for n, o in options.items()})
 

@@ -19,7 +19,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .arguments import check_arguments
 from .commands import COMMANDS, Option, cli_flags
@@ -73,7 +73,7 @@ def _number(parse: Callable[[str], int | float], name: str) -> Callable[[str], i
 
 
 NUMBER_TYPES = {int: _number(parse_int, "int"), float: _number(parse_float, "float")}
-ARGPARSE = {"flag": {"action": "store_true"}, "list": {"nargs": "+"}, "pair": {"nargs": 2},
+ARGPARSE: dict[str, dict[str, Any]] = {"flag": {"action": "store_true"}, "list": {"nargs": "+"}, "pair": {"nargs": 2},
             "append": {"action": "append"}, "positionals": {"nargs": "+"}}
 
 
@@ -84,8 +84,8 @@ def add_option(parser: argparse.ArgumentParser, o: Option) -> None:
         kw["nargs"] = "*"
     if o.kind not in ("flag",):
         typ = NUMBER_TYPES.get(o.type, o.type)
-        kw |= {k: v for k, v in (("type", typ), ("choices", o.choices), ("metavar", o.metavar)) if v is not None
-               and not (k == "type" and v is str)}
+        given = (("type", None if o.type is str else typ), ("choices", o.choices), ("metavar", o.metavar))
+        kw |= {k: v for k, v in given if v is not None}
     if o.positional:
         parser.add_argument(o.name, **kw)
         return

@@ -18,6 +18,7 @@ import time
 import tracemalloc
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -36,7 +37,8 @@ def cases(S: int, M: int, quick: bool = False) -> list[tuple[str, dict]]:
     if quick:
         return [("zipf", {"exponent": s}) for s in (0.0, 1.0, 1.5, 2.0, 8.0)] + [
             ("sink-heavy", {"sinks": S - 1}), ("hot-block", {"block": 0})]
-    out = [("zipf", {"exponent": s}) for s in (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0)]
+    out: list[tuple[str, dict[str, Any]]] = [
+        ("zipf", {"exponent": s}) for s in (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0)]
     out += [("sink-heavy", {"sinks": k}) for k in sorted({1, 4, S // 2, S - 1})]
     out += [("hot-block", {"block": b}) for b in (0, M // 2, M - 1)]
     out += [("zipf", {"exponent": 8.0, "heads": [0]}), ("sink-heavy", {"sinks": 4, "heads": [0]}),

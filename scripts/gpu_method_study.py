@@ -23,6 +23,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -97,7 +98,7 @@ def grid_study(seed: int) -> dict:
         shape = Shape(B=1, T=T, HQ=1024, H=64, K=16, V=16, S=16, block_size=16, dtype="bfloat16")
         bi = generate_routing(Pattern("local"), shape, seed)
         staged = StagedBackward(make_problem(shape, bi, make_inputs(shape, seed, "cuda")))
-        rec = {"dkv_grid": list(staged.params.dkv_grid)}
+        rec: dict[str, Any] = {"dkv_grid": list(staged.params.dkv_grid)}
         try:
             inter = staged.run_staged()
             torch.cuda.synchronize()
@@ -116,7 +117,7 @@ def grid_study(seed: int) -> dict:
 
 def kernels_study() -> dict:
     """Autotune space (after FLA's pruning) and compiled-kernel resources of the autotuned kernels."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for stage, kernel in autotuned_kernels().items():
         tuner = _autotuner(kernel)
         rec = {"configs": [config_record(c) for c in tuner.configs], "compiled": []}
@@ -158,7 +159,7 @@ def study() -> None:
     args = ap.parse_args()
     config = load_config(args.config)
     gates, routings = run_gates(config, allow_gpu=True, strict=True)
-    doc = {"kind": "method_study", "config": config.raw, "metadata": base_metadata(), "gates": gates}
+    doc: dict[str, Any] = {"kind": "method_study", "config": config.raw, "metadata": base_metadata(), "gates": gates}
     doc["metadata"]["gpu_name"] = torch.cuda.get_device_name(0)
     for part in args.parts.split(","):
         t0 = time.monotonic()

@@ -6,9 +6,12 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..io.store import write_bytes_atomic
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def pyplot() -> Any:
@@ -28,7 +31,7 @@ Claim = Callable[[Path], Path]
 METADATA: dict[str, dict[str, Any]] = {"png": {}, "svg": {"Date": None}}
 
 
-def save_figure(fig: object, stem: Path, claim: Claim | None = None) -> list[Path]:
+def save_figure(fig: Figure, stem: Path, claim: Claim | None = None) -> list[Path]:
     """Write ``fig`` as ``<stem>.png`` (130 dpi) and ``<stem>.svg``, each atomically, with no date or
     version in them; returns both paths. ``claim`` is asked for both paths before either is written."""
     paths = [stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "svg")]

@@ -126,7 +126,7 @@ def stage_matrix(stage: str, calls: dict[str, Callable[[], Any]], params: Any, r
     return stage_document(time_cells(cells, device, SimpleNamespace(sample=on_cell_done)))
 
 
-class MatrixArm(Arm):
+class MatrixArm(Arm[dict[str, Any]]):
     """The matrix's hooks: every routing's intermediates once, FLA's own choice per routing (autotuners reset
     in between), then one group of cells per stage."""
 
@@ -172,7 +172,7 @@ class MatrixArm(Arm):
         config, timing = run.config, run.config.timing
         metadata = run.metadata()
         return {"schema_version": schema_version("autotune_matrix"), "kind": "autotune_matrix",
-                "name": Path(run.output).stem, "config": config.raw, "shape": config.shape.to_dict(),
+                "name": run.output_path().stem, "config": config.raw, "shape": config.shape.to_dict(),
                 "patterns": run.names, "tuned_on_seed": TUNE_PATTERN,
                 "timing": {"warmup_rounds": self.warmup, "rounds": self.rounds, "l2_flush_bytes": timing.l2_flush_bytes,
                            "launch_guard_cycles": LAUNCH_GUARD_CYCLES, "order_mode": timing.order,

@@ -16,6 +16,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ def reproduction_gate(pattern: str, repro: dict[str, Any], dkv_rel_l2: float) ->
                               f"{dkv_rel_l2} vs parallel_nsa_bwd; the staged launch is wrong, timings void")
 
 
-class BenchArm(Arm):
+class BenchArm(Arm[BenchResult]):
     """bench's hooks: the journal and the tuning arm (:func:`.tuning.tuning_arm`) around the one loop, the
     autotune-unchanged assertion after it, then the CUPTI pass, reproduction and memory blocks; the record is a
     :class:`nsa_exp.core.records.BenchResult`, written with its summary CSV."""
@@ -99,7 +100,7 @@ class BenchArm(Arm):
         self.records: list[dict[str, Any]] = []
 
     def gates(self, run: Run) -> None:
-        self.journal = Journal(REPO_ROOT, Path(run.output).stem)
+        self.journal = Journal(REPO_ROOT, run.output_path().stem)
         self.journal.refuse_unless_told(self.resume, self.discard_journal)
         super().gates(run)  # env first, before FLA is imported
         run.nvml()
@@ -149,13 +150,13 @@ class BenchArm(Arm):
 
     def cells(self, run: Run) -> Iterator[Cells]:
         timing, pins = run.config.timing, self.pins
-        common = {"fns": self.fns, "orders": self.orders, "warmup": timing.warmup_rounds,
-                  "flush_policy": timing.flush, "l2_flush_bytes": timing.l2_flush_bytes, "telemetry": True}
+        group = partial(Cells, fns=self.fns, orders=self.orders, warmup=timing.warmup_rounds,
+                        flush_policy=timing.flush, l2_flush_bytes=timing.l2_flush_bytes, telemetry=True)
         if self.resume:  # the interrupted run's warm-up, re-run before continuing
-            yield Cells(**common, rounds=range(timing.warmup_rounds), rewarm=True)
+            yield group(rounds=range(timing.warmup_rounds), rewarm=True)
         first = next_round(self.records)
         rule, source = self.stop or (None, STOP_SOURCES[0])
-        yield Cells(**common, rounds=range(first, len(self.orders)), before_cell=pins and pins.before,
+        yield group(rounds=range(first, len(self.orders)), before_cell=pins and pins.before,
                     after_cell=pins and pins.after, on_round_done=self.journal.append,
                     label=f"bench {run.config.name}", stop=rule, stop_source=source)
 
@@ -210,7 +211,7 @@ class BenchArm(Arm):
         packing = None if config.cu_seqlens is None else \
             packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
         return build_result(
-            name=Path(run.output).stem, config=config, gates=gates, gate_detail=gate_detail, records=self.records,
+            name=run.output_path().stem, config=config, gates=gates, gate_detail=gate_detail, records=self.records,
             per_pattern=per_pattern, orders=self.orders, repetitions=len(self.orders) - config.timing.warmup_rounds,
             resumed=self.resume,
             autotune={"tuned_on": arm["tuned_on"], "tune_seconds": self.tune_seconds, "kernels": tuned,
@@ -220,7 +221,7 @@ class BenchArm(Arm):
             packing=packing, cupti=cupti)
 
     def write(self, run: Run, doc: BenchResult) -> None:
-        write_record(run.output, doc)
+        write_record(run.output_path(), doc)
         if self.summary is not None:
             write_frame(self.summary, summary_frame(doc), "summary_row")
         self.journal.discard()

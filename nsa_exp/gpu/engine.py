@@ -52,13 +52,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from tqdm import tqdm
 
 from ..analysis.stop_rule import StopTracker
 from ..core.config import Config, StopRule
 from ..core.records import Record
+from ..core.records import Run as RunRecord
 from ..io.metadata import base_metadata
 from ..io.store import write_json, write_record
 from .gates import run_gates
@@ -70,7 +71,8 @@ class Progress:
     """Rounds done on stderr via tqdm (quiet when stderr is not a TTY), phase in the description."""
 
     def __init__(self, label: str, warmup: int):
-        self.label, self.warmup, self.bar = label, warmup, None
+        self.label, self.warmup = label, warmup
+        self.bar: tqdm | None = None
 
     def __call__(self, done: int, total: int) -> None:
         if self.bar is None:
@@ -194,6 +196,12 @@ class Run:
     def elapsed(self) -> float:
         return self.clock() - self.t_start
 
+    def output_path(self) -> Path:
+        """``output``, for an arm that always writes its document (bench, smoke, the autotune matrix)."""
+        if self.output is None:
+            raise ValueError("this arm writes its document: the Run needs an output")
+        return self.output
+
     def metadata(self) -> dict[str, Any]:
         """Host metadata (:func:`nsa_exp.io.metadata.base_metadata`) and the GPU's identity."""
         metadata = base_metadata()
@@ -201,7 +209,11 @@ class Run:
         return metadata
 
 
-class Arm:
+#: The document an arm records: a typed record (:mod:`nsa_exp.core.records`), or the JSON of a kind without one.
+DocT = TypeVar("DocT", bound="Record | dict[str, Any]")
+
+
+class Arm(Generic[DocT]):
     """An arm of the engine; override the hooks that differ (module docstring). :func:`measure` calls them
     in this order: gates, inputs, tune, then cells (each group timed, then :meth:`timed`), record, write."""
 
@@ -234,12 +246,12 @@ class Arm:
     def timed(self, run: Run, cells: Cells) -> None:
         """After one group's rounds (``cells.records`` filled)."""
 
-    def record(self, run: Run) -> Record | dict[str, Any]:
+    def record(self, run: Run) -> DocT:
         """The document: a typed record (:mod:`nsa_exp.core.records`; a bench result, a sweep point), or the
         JSON of a kind that has none (written under :attr:`schema`)."""
         raise NotImplementedError
 
-    def write(self, run: Run, doc: Record | dict[str, Any]) -> None:
+    def write(self, run: Run, doc: DocT) -> None:
         """Validated against its kind's schema, then written atomically to ``run.output`` (none: not written)."""
         if run.output is None:
             return
@@ -249,7 +261,7 @@ class Arm:
             write_json(run.output, doc, self.schema)
 
 
-def measure(arm: Arm, run: Run) -> dict[str, Any]:
+def measure(arm: Arm[Any], run: Run) -> dict[str, Any]:
     """Run ``arm``: gates -> inputs -> tune -> each group of cells timed -> record (+ ``timing.stop`` when a
     group ran under the stop rule) -> write. Returns the document's JSON."""
     run.t_start = run.clock()
@@ -261,7 +273,7 @@ def measure(arm: Arm, run: Run) -> dict[str, Any]:
         arm.timed(run, cells)
     doc = arm.record(run)
     if run.stop_record is not None:
-        doc = replace(doc, timing=replace(doc.timing, stop=run.stop_record)) if isinstance(doc, Record) else \
+        doc = replace(doc, timing=replace(doc.timing, stop=run.stop_record)) if isinstance(doc, RunRecord) else \
             {**doc, "timing": {**doc["timing"], "stop": run.stop_record}}
     arm.write(run, doc)
     return doc.to_json() if isinstance(doc, Record) else doc

@@ -15,6 +15,7 @@ import hashlib
 import importlib.metadata
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from .. import PIN_DIR, PINNED_COMMIT
 from ..errors import GateFailure
@@ -55,6 +56,14 @@ def fla_roots_on_path() -> list[str]:
     return roots
 
 
+def package_dir(module: ModuleType) -> Path:
+    """The folder of an imported package (its ``__init__.py``'s, resolved); GateFailure for a module imported
+    without a file (a namespace package: not an installed FLA)."""
+    if module.__file__ is None:
+        raise GateFailure(f"{module.__name__} was imported without a file (a namespace package?)")
+    return Path(module.__file__).resolve().parent
+
+
 def fla_distributions() -> list[str]:
     """Installed distributions that ship ``fla`` (``name==version``)."""
     found = []
@@ -76,7 +85,7 @@ def verify_imported_fla(manifest: dict[str, str] | None = None) -> dict:
     missing = [m for m in REQUIRED_MODULES if m not in sys.modules]
     if missing:
         raise GateFailure(f"FLA modules not imported: {', '.join(missing)}; import fla.ops.nsa.parallel first")
-    root = Path(sys.modules["fla"].__file__).resolve().parent.parent
+    root = package_dir(sys.modules["fla"]).parent
     checked, mismatched, unknown = 0, [], []
     for name, module in sorted(sys.modules.items()):
         if not (name == "fla" or name.startswith("fla.")):

@@ -88,7 +88,7 @@ from ..releases.result import build_release_result
 from ..releases.source import read_launches
 from ..routing.config import config_from_dict
 from .engine import Arm, Cells, Run, measure
-from .fla_source import fla_distributions, fla_roots_on_path
+from .fla_source import fla_distributions, fla_roots_on_path, package_dir
 from .gates import environment_gate, fla_sources_gate, gpu_gate, routings_gate, versions_gate
 from .telemetry import Telemetry, gpu_identity, throttled
 
@@ -134,7 +134,7 @@ def imported_fla() -> dict[str, Any]:
     """The imported ``fla`` package: its folder, version, distributions, roots on ``sys.path`` and the sha256
     of every imported module file (relative to the folder holding ``fla/``)."""
     fla = sys.modules["fla"]
-    pkg = Path(fla.__file__).resolve().parent
+    pkg = package_dir(fla)
     files = {}
     for name, module in sorted(sys.modules.items()):
         file = getattr(module, "__file__", None) if name == "fla" or name.startswith("fla.") else None
@@ -159,7 +159,7 @@ def import_release(expected_fla: str) -> tuple[Any, Any]:
         warnings.simplefilter("ignore")  # FLA warns that flash-attn is absent; NSA selection never uses it
         import fla.ops.nsa as nsa  # noqa: PLC0415 - the target's FLA, only after the checks above
         from fla.ops.nsa import parallel  # noqa: PLC0415
-    got = str(Path(sys.modules["fla"].__file__).resolve().parent)
+    got = str(package_dir(sys.modules["fla"]))
     if got != expected_fla:
         raise GateFailure(f"release child: imported fla from {got}, not the target's {expected_fla}")
     if len(fla_distributions()) > 1:
@@ -237,7 +237,7 @@ def bytes_needed(shape: Shape, n_patterns: int, l2_flush_bytes: int) -> int:
     return int(HEADROOM * (2 * qkv + B * T * HQ * V * e + l2_flush_bytes + n_patterns * per + transient))
 
 
-class ReleaseArm(Arm):
+class ReleaseArm(Arm[ReleaseResult]):
     """One point of one target, in the child (module doc): the engine's steps with the release's own gates,
     inputs (its public calls) and record; the engine's loop, telemetry and writer."""
 

@@ -80,7 +80,8 @@ class Steps:
     """Each step timed by ``clock`` (host seconds) and printed as it ends."""
 
     def __init__(self, clock: Callable[[], float]):
-        self.clock, self.done = clock, []
+        self.clock = clock
+        self.done: list[tuple[str, float]] = []
 
     def run(self, name: str, fn: Callable[[], Any]) -> Any:
         t = self.clock()

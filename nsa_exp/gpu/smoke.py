@@ -23,7 +23,7 @@ rounding, i.e. at most a few bf16 ULPs on a small fraction of elements, and a re
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from ..io.store import write_json
 from ..routing.patterns import generate_routing
 from .engine import Arm, Run, measure
 from .numerics import compare
+
+if TYPE_CHECKING:
+    import torch
 
 SCHEMA_VERSION = schema_version("smoke_report")
 
@@ -55,7 +58,14 @@ def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device:
                                 scale=problem.scale)
     o_ref.backward(problem.do.float())
     return {name: compare(ours.float(), ref.float()) for name, ours, ref in
-            (("o", o, o_ref.detach()), ("dq", dq, q32.grad), ("dk", dk, k32.grad), ("dv", dv, v32.grad))}
+            (("o", o, o_ref.detach()), ("dq", dq, _grad(q32)), ("dk", dk, _grad(k32)), ("dv", dv, _grad(v32)))}
+
+
+def _grad(t: torch.Tensor) -> torch.Tensor:
+    """The gradient the oracle's backward left on ``t`` (a leaf that requires grad)."""
+    if t.grad is None:
+        raise RuntimeError("naive_nsa_selection's backward left no gradient")
+    return t.grad
 
 
 def staged_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
@@ -72,6 +82,9 @@ def staged_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device
 def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
     """Both comparisons; returns the ``checks`` part of the report with ``failures`` listed."""
     tol = config.tolerances
+    oracle_shape = config.smoke_oracle
+    if oracle_shape is None:  # a loaded config always has one (DEFAULT_ORACLE when it names none)
+        raise ValueError(f"config {config.name!r}: no smoke oracle shape")
     local = config.pattern(BASELINE_PATTERN) if any(p.name == BASELINE_PATTERN for p in config.patterns) \
         else Pattern(BASELINE_PATTERN)
     naive_bi = generate_routing(local, config.smoke_naive, config.seeds.routing)
@@ -79,8 +92,8 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
     failures = judge_naive(naive, tol.naive_rel_l2, tol.naive_max_abs_rel)
     oracle = {}
     for pattern in config.patterns:
-        bi = generate_routing(pattern, config.smoke_oracle, config.seeds.routing)
-        oracle[pattern.name] = naive_comparison(config.smoke_oracle, bi, config.seeds.inputs, device)
+        bi = generate_routing(pattern, oracle_shape, config.seeds.routing)
+        oracle[pattern.name] = naive_comparison(oracle_shape, bi, config.seeds.inputs, device)
         failures += judge_naive(oracle[pattern.name], tol.naive_rel_l2, tol.naive_max_abs_rel,
                                 label=f"oracle {pattern.name}")
     staged = {}
@@ -90,7 +103,7 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
         failures += judge_staged(pattern.name, staged[pattern.name], tol.dkv_rel_l2, tol.dkv_max_ulp)
     return {
         "naive": {"shape": config.smoke_naive.to_dict(), "pattern": BASELINE_PATTERN, "metrics": naive},
-        "oracle": {"shape": config.smoke_oracle.to_dict(), "patterns": oracle},
+        "oracle": {"shape": oracle_shape.to_dict(), "patterns": oracle},
         "staged_vs_official": {"shape": config.smoke_staged.to_dict(), "patterns": staged},
         "tolerances": {"naive_rel_l2": tol.naive_rel_l2, "naive_max_abs_rel": tol.naive_max_abs_rel,
                        "dkv_rel_l2": tol.dkv_rel_l2, "dkv_max_ulp": tol.dkv_max_ulp},
@@ -98,7 +111,7 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
     }
 
 
-class SmokeArm(Arm):
+class SmokeArm(Arm[dict[str, Any]]):
     """smoke's hooks: the gates, no shared inputs, no cells; the record is the comparisons' report, and a
     failing one raises once written."""
 
@@ -113,7 +126,7 @@ class SmokeArm(Arm):
                 "passed": not checks["failures"], "gates": run.gates, **checks, "metadata": run.metadata()}
 
     def write(self, run: Run, doc: dict[str, Any]) -> None:
-        write_json(run.output, doc, "smoke_report")
+        write_json(run.output_path(), doc, "smoke_report")
         if doc["failures"]:
             raise GateFailure(f"smoke failed (report {run.output}): " + " | ".join(doc["failures"]))
 

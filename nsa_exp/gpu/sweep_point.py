@@ -73,7 +73,7 @@ def _pins(point: Point, out_dir: Path) -> tuple[dict[str, Any] | None, str]:
     return None, "tuned"
 
 
-class SweepPointArm(Arm):
+class SweepPointArm(Arm[SweepPoint]):
     """A sweep point's hooks: the routing file re-read, the memory check and the process's shared inputs, the
     autotune configs pinned (or tuned once and stored), the asked stages only; the document is written by
     :func:`nsa_exp.sweeps.run.run_point`."""
@@ -128,7 +128,8 @@ class SweepPointArm(Arm):
         self.tune_seconds = run.clock() - t_tune
 
     def cells(self, run: Run) -> Iterator[Cells]:
-        fns, self.untimed = {}, []
+        fns: dict[str, dict[str, Callable[[], None]]] = {}
+        self.untimed: list[str] = []
         for n in run.names:
             fns[n], self.untimed = focused_callables(run.staged[n], self.point.stages)
         run.device.synchronize()
@@ -152,8 +153,10 @@ class SweepPointArm(Arm):
         stats = stage_records(self.records, names, point.stages)
         edges = gate_detail(run.gates, "equal_edges")
         params = {n: {"name": n} if n in files else config.pattern(n).to_dict() for n in names}
+        rows = {n: routing_statistics(run.routings[n], config.shape.block_size, config.cu_seqlens) for n in names}
         patterns = {n: PatternRun(params=params[n], edges=int(edges["per_pattern"][n]), stages=stats[n],
-                                  **routing_statistics(run.routings[n], config.shape.block_size, config.cu_seqlens))
+                                  fanin=rows[n]["fanin"], query_span=rows[n]["query_span"],
+                                  adjacent_gap=rows[n]["adjacent_gap"])
                     for n in names}
         metadata = run.metadata()
         placement = {**placement_record(), **run.device.placement()}

@@ -85,7 +85,7 @@ def throttled(sample: dict[str, Any] | None) -> bool:
     >>> throttled({"throttle_reasons": 4}), throttled({"throttle_reasons": 1}), throttled(None)
     (True, False, False)
     """
-    return bool(sample) and bool(sample.get("throttle_reasons", 0) & THROTTLE_MASK)
+    return sample is not None and bool(sample.get("throttle_reasons", 0) & THROTTLE_MASK)
 
 
 def gpu_identity(telemetry_info: dict[str, Any]) -> dict[str, Any]:

@@ -99,9 +99,10 @@ class CudaDevice:
     def placement(self) -> dict[str, Any]:
         """The torch device index and, when torch reports it, the PCI bus id (``dddd:bb:dd``)."""
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        pci = [getattr(props, a, None) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+        pci = [v for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")
+               if (v := getattr(props, a, None)) is not None]
         return {"device_index": torch.cuda.current_device(),
-                **({"pci_bus_id": "{:04x}:{:02x}:{:02x}".format(*pci)} if None not in pci else {})}
+                **({"pci_bus_id": "{:04x}:{:02x}:{:02x}".format(*pci)} if len(pci) == 3 else {})}
 
 
 def run_rounds(
@@ -109,7 +110,7 @@ def run_rounds(
     orders: Sequence[Sequence[str]],
     warmup_rounds: int,
     l2_flush_bytes: int,
-    on_pattern_done: Callable[[int, str], dict[str, Any]] | None = None,
+    on_pattern_done: Callable[[int, str], dict[str, Any] | None] | None = None,
     progress: Callable[[int, int], None] | None = None,
     rounds: Sequence[int] | None = None,
     on_round_done: Callable[[int, list[dict[str, Any]]], None] | None = None,
@@ -141,7 +142,7 @@ def run_rounds(
     """
     if flush_policy not in FLUSH_POLICIES:
         raise ValueError(f"flush_policy {flush_policy!r} is not one of {FLUSH_POLICIES}")
-    dev = CudaDevice() if device is None else device
+    dev: Device = CudaDevice() if device is None else device
     flush = dev.flush_buffer(l2_flush_bytes) if flush_buffer is None else flush_buffer
     records = []
     todo = list(range(len(orders))) if rounds is None else list(rounds)

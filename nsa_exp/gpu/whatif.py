@@ -73,6 +73,8 @@ class SplitArm:
         """One pass of the arm; ``{"dk": compare(...), "dv": compare(...)}`` against the official gradients."""
         for fn in self.stage_callables().values():
             fn()
+        if self.dk is None or self.dv is None:  # set by reduce, the last of them
+            raise RuntimeError("the what-if arm's reduce did not run")
         return {"dk": compare(self.dk, official_dk), "dv": compare(self.dv, official_dv)}
 
 

@@ -31,7 +31,7 @@ def arm_name(layout: str, max_fanin: int) -> str:
     return f"what-if:{layout}:F={max_fanin}"
 
 
-class WhatIfArm(Arm):
+class WhatIfArm(Arm[dict[str, Any]]):
     """The what-if hooks: the bench's configs pinned, then one group of cells per pattern (its baseline and
     every proven-equal arm), built when reached and freed after it is timed."""
 

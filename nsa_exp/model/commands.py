@@ -156,9 +156,9 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
         pattern = pattern_from_entry({"name": args.pattern, **parse_params(args.param)}, "--pattern", shape)
         entry = {"name": pattern.name, **dict(pattern.params)}
         if packing is not None:  # varlen program order (global_block)*H + h
-            cu = cu_seqlens(packing, T, shape.block_size, "--packing")
-            bi = generate_packed_routing(pattern, shape, cal["seed"], cu)
-            return csr_rows(bi, shape.block_size, cu).fanin, f"{point_name(entry, T)}-{packing_token(packing)}"
+            packed = cu_seqlens(packing, T, shape.block_size, "--packing")
+            bi = generate_packed_routing(pattern, shape, cal["seed"], packed)
+            return csr_rows(bi, shape.block_size, packed).fanin, f"{point_name(entry, T)}-{packing_token(packing)}"
         return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T)
     raw, key, _ = read_routing_file(args.routing_file, (base["B"], None, base["H"], base["S"]))
     label = f"routing file {args.routing_file}" + (f" [{key}]" if key else "")

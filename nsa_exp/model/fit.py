@@ -12,8 +12,9 @@ is never reported as a prediction (docs/MODEL.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -81,11 +82,13 @@ def fit_params(points: Sequence[tuple[np.ndarray, float]], n_sm: int, slots: int
                             x_scale="jac", method="trf", ftol=FTOL, xtol=XTOL, gtol=GTOL)
         if best is None or fit.cost < best.cost:
             best = fit
+    if best is None:
+        raise ValueError("calibration needs at least one starting gamma")
     params = clipped(best.x)
     return params, measured * (1.0 + residual(best.x))
 
 
-def objective(measured: Sequence[float], predicted: Sequence[float]) -> float:
+def objective(measured: Sequence[float] | np.ndarray, predicted: Sequence[float] | np.ndarray) -> float:
     """The fit's objective: ``0.5 * sum((predicted / measured - 1) ** 2)`` (float, unitless; ms in, both)."""
     r = np.asarray(predicted, dtype=np.float64) / np.asarray(measured, dtype=np.float64) - 1.0
     return float(0.5 * np.sum(r * r))
@@ -115,7 +118,8 @@ def refit_problems(measured: Sequence[float], recorded: Sequence[float], refit: 
     return out
 
 
-def error_table(names: Sequence[str], measured: Sequence[float], predicted: Sequence[float]) -> list[Mapping]:
+def error_table(names: Sequence[str], measured: Sequence[float] | np.ndarray,
+                predicted: Sequence[float] | np.ndarray) -> list[dict[str, Any]]:
     """Rows ``{name, measured_ms, predicted_ms, error_pct}`` (error = predicted / measured - 1, in %)."""
     return [{"name": n, "measured_ms": float(m), "predicted_ms": float(p), "error_pct": 100.0 * (p / m - 1.0)}
             for n, m, p in zip(names, measured, predicted, strict=True)]

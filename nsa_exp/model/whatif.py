@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -79,7 +79,7 @@ def validation_row(cal: Mapping[str, Any], point: Any, max_fanin: int | None,
             "heaviest_first_ms": what["heaviest_first_ms"], "split_ms": what["split_ms"]}
 
 
-def validation_summary(rows: list[Mapping[str, Any]]) -> tuple[dict[str, Any], bool]:
+def validation_summary(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], bool]:
     """``({n, mean_abs_pct, max_abs_pct}, meets_target)`` of the rows' ``error_pct`` against :data:`TARGET`."""
     errs = np.abs([r["error_pct"] for r in rows])
     summary = {"n": len(rows), "mean_abs_pct": float(errs.mean()), "max_abs_pct": float(errs.max())}

@@ -66,9 +66,11 @@ def build_release_result(*, name: str, target: Mapping[str, Any], source: Mappin
     names = [p.name for p in config.patterns] + list(files)
     edges = next(g["detail"] for g in gates if g["name"] == "equal_edges")
     stats = stage_records(point["records"], names, RELEASE_STAGES)
+    rows = {n: routing_statistics(routings[n], config.shape.block_size) for n in names}
     patterns = {n: PatternRun(params={"name": n} if n in files else config.pattern(n).to_dict(),
                               edges=int(edges["per_pattern"][n]), routing_sha256=routing_sha256(routings[n]),
-                              **routing_statistics(routings[n], config.shape.block_size), stages=stats[n])
+                              fanin=rows[n]["fanin"], query_span=rows[n]["query_span"],
+                              adjacent_gap=rows[n]["adjacent_gap"], stages=stats[n])
                 for n in names}
     launched = list(dict.fromkeys(launch["kernel"] for launch in source["launches"]))
     samples = [{"round": r["round"], "pattern": r["pattern"], "warmup": r["warmup"], **(r.get("telemetry") or {})}

@@ -117,16 +117,16 @@ def _launches(fn: ast.FunctionDef) -> tuple[list[dict[str, Any]], list[str], lis
             assigns.append({"target": ", ".join(ast.unparse(t) for t in targets), "value": ast.unparse(node.value),
                             "line": node.lineno})
     launches, called = [], []
-    for node in sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
-        if isinstance(node.func, ast.Subscript) and isinstance(node.func.value, ast.Name):
-            grid = ast.unparse(node.func.slice)
-            if isinstance(node.func.slice, ast.Name):  # kernel[grid](...): the assignment before the call
-                earlier = [a for a in assigns if a["target"] == grid and a["line"] < node.lineno]
+    for call in sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
+        if isinstance(call.func, ast.Subscript) and isinstance(call.func.value, ast.Name):
+            grid = ast.unparse(call.func.slice)
+            if isinstance(call.func.slice, ast.Name):  # kernel[grid](...): the assignment before the call
+                earlier = [a for a in assigns if a["target"] == grid and a["line"] < call.lineno]
                 grid = earlier[-1]["value"] if earlier else grid
-            launches.append({"kernel": node.func.value.id, "grid": grid, "line": node.lineno, "via": fn.name,
-                             "args": {k.arg if k.arg else "**": ast.unparse(k.value) for k in node.keywords}})
-        elif isinstance(node.func, ast.Name):
-            called.append(node.func.id)
+            launches.append({"kernel": call.func.value.id, "grid": grid, "line": call.lineno, "via": fn.name,
+                             "args": {k.arg if k.arg else "**": ast.unparse(k.value) for k in call.keywords}})
+        elif isinstance(call.func, ast.Name):
+            called.append(call.func.id)
     return launches, called, assigns
 
 
@@ -134,7 +134,9 @@ class _Reader:
     """Parses files under one package root on demand (each once), recording what it read."""
 
     def __init__(self, root: Path):
-        self.root, self.files, self.trees = root, {}, {}
+        self.root = root
+        self.files: dict[str, str] = {}         # relative path -> sha256
+        self.trees: dict[str, ast.Module] = {}
 
     def module(self, dotted: str) -> tuple[ast.Module, str] | None:
         rel = dotted.replace(".", "/")
@@ -211,9 +213,8 @@ def read_launches(root: str | Path) -> dict[str, Any]:
     Raises :class:`UserError` when the file is missing or is not Python source."""
     root = Path(root)
     reader = _Reader(root)
-    path = root / NSA_FILE
-    if not path.is_file():
+    found = reader.module("fla.ops.nsa.parallel") if (root / NSA_FILE).is_file() else None
+    if found is None:
         raise UserError(f"{root}: has no {NSA_FILE}; point at the folder that holds the fla/ package")
-    tree, _ = reader.module("fla.ops.nsa.parallel") or (None, None)
-    facts = _facts(tree, NSA_FILE, reader, "fla.ops.nsa.parallel")
+    facts = _facts(found[0], NSA_FILE, reader, "fla.ops.nsa.parallel")
     return {**facts, "files": dict(sorted(reader.files.items()))}

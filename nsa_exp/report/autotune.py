@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -41,7 +41,19 @@ def config_verdicts(m: StageMatrix, floor: float) -> dict[str, dict[str, list[di
     return out
 
 
-def gain(m: StageMatrix, p: str) -> dict[str, float]:
+class Gain(TypedDict):
+    """:func:`gain`: the difference of medians (ms, with its CI ``lo``–``hi``), in % of the first, and their ratio
+    with its CI."""
+
+    ms: float
+    lo: float
+    hi: float
+    pct: float
+    ratio: float
+    ratio_ci: tuple[float, float]
+
+
+def gain(m: StageMatrix, p: str) -> Gain:
     """What a routing-aware key buys routing ``p``: median under local's config − under its fastest, with CIs."""
     seed = m.fla_choice[BASELINE_PATTERN]
     a, c = paired_cells(m.cell(seed, p), m.cell(m.best(p), p))

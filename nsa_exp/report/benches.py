@@ -11,7 +11,7 @@ from ..analysis.bootstrap import bootstrap_ratio_ci
 from ..core.families import BASELINE_PATTERN
 from ..core.records import BenchResult
 from ..core.stages import TITLES
-from .data import ReportData
+from .data import ReportData, recorded
 from .markdown import md_table, ms, times
 
 
@@ -19,7 +19,7 @@ def replay_note(data: ReportData, path: str, run: BenchResult) -> str | None:
     """The sentence saying ``run`` replays the configs of a discarded run, or None."""
     src = run.autotune.get("replayed_from") or {}
     now = data.runs.get(src.get("path", ""))
-    if not src or now is None or now.metadata.get("created_utc") == src.get("created_utc"):
+    if not src or not isinstance(now, BenchResult) or now.metadata.get("created_utc") == src.get("created_utc"):
         return None
     ours, theirs = run.best_configs(), now.best_configs()
     differ = [TITLES.get(k, k) for k in ours if ours[k] != theirs.get(k)]
@@ -45,14 +45,16 @@ def _stage_rows(data: ReportData, run: BenchResult, stages: tuple[str, ...], pat
 def docs8192_section(data: ReportData) -> list[str]:
     path = data.inputs.docs8192
     run = data.runs.get(path or "")
-    if not isinstance(run, BenchResult):
+    if not path or not isinstance(run, BenchResult):
         return []
     rep = {p: v.reproduces_official for p, v in run.patterns.items()}
     exact = all((r or {}).get("dq", {}).get("bit_exact") for r in rep.values())
-    item = [v.stage_sum_vs_full_bwd.itemised_ratio for v in run.patterns.values()]
+    item = [recorded(recorded(v.stage_sum_vs_full_bwd, f"{path}: {p}'s stage_sum_vs_full_bwd").itemised_ratio,
+                     f"{path}: {p}'s itemised_ratio") for p, v in run.patterns.items()]
     note = replay_note(data, path, run)
+    packing = recorded(run.packing, f"{path}: packing")
     return [f"`bench` on the varlen path (`{path}`, `{run.config_path}`: four documents of "
-            f"{run.packing['max_length']} tokens, {run.timing.repetitions} rounds, configs replayed from "
+            f"{packing['max_length']} tokens, {run.timing.repetitions} rounds, configs replayed from "
             f"`{(run.autotune.get('replayed_from') or {}).get('path')}`): dQ "
             + ("bit-exact" if exact else "**not** bit-exact")
             + " against the official wrapper for every routing; stage "
@@ -66,7 +68,7 @@ def docs8192_section(data: ReportData) -> list[str]:
 def routing_file_section(data: ReportData) -> list[str]:
     path = data.inputs.routing_file
     run = data.runs.get(path or "")
-    if not isinstance(run, BenchResult) or not run.routing_files:
+    if not path or not isinstance(run, BenchResult) or not run.routing_files:
         return []
     out = ["## Your own routing file", ""]
     for name, rec in run.routing_files.items():
@@ -115,10 +117,12 @@ def engine_section(data: ReportData) -> list[str]:
     """The engine at the new HEAD and the stop rule against the formal H200 run: rounds, wall time, the compare
     rows judged by the rule, and any validate failure of the file (never hidden)."""
     formal = data.by_gpu("H200")
+    if formal is None:  # no run to set these beside
+        return []
     rows = []
     for path, cmp_path in ENGINE_RUNS:
         run = data.runs.get(path) or (data.failing.get(path) or (None,))[0]
-        if formal is None or not isinstance(run, BenchResult) or data.inputs.path(cmp_path) is None:
+        if not isinstance(run, BenchResult) or data.inputs.path(cmp_path) is None:
             continue
         counts = rejudged(data, cmp_path, formal.gpu)
         stop = run.timing.stop or {}

@@ -104,7 +104,7 @@ def render(data: ReportData, command: str) -> str:
                 f"({data.formal[0].run.edges['closed_form']:,} at this shape, checked by the equal-edge gate) but "
                 "different query fan-in per selected KV block: do FLA's backward stages take measurably different "
                 "time? " + ", ".join(f"{f.label}: `{f.path}`" for f in data.formal) + ".")
-    matrix = autotune_section(i.relative(i.path(i.autotune_matrix)) if i.path(i.autotune_matrix) else None,
+    matrix = autotune_section(i.relative(m) if (m := i.path(i.autotune_matrix)) else None,
                               [a for a in i.tune_arms if i.path(a)], data.load, i.figures, data.floor, data.claims)
     whatif = whatif_section(data)
     packing = packing_section(data)
@@ -157,7 +157,7 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
     before the first file is written."""
     check_writable(output_md, output_json, *([readme] if readme else []), *([provenance] if provenance else []))
     for out in (output_md, output_json):
-        if inputs.path(out) is not None and inputs.path(out).resolve() in {
+        if (target := inputs.path(out)) is not None and target.resolve() in {
                 p.resolve() for p in map(inputs.path, [inputs.result, inputs.repeat, inputs.h200, inputs.h200_repeat])
                 if p is not None}:
             raise UserError(f"--output {out}: is one of the report's inputs; give another path")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,11 +29,21 @@ from ..io.store import read_document
 from .claims import Claims
 from .manifest import KNOWN_FAILING, Inputs
 
+ValueT = TypeVar("ValueT")
+
 
 def short_gpu(name: str | None) -> str:
     """``H100`` for "NVIDIA H100 80GB HBM3", ``H200`` for "NVIDIA H200" (the name itself otherwise)."""
     m = re.search(r"\b([A-Z]\d{2,4})\b", name or "")
     return m.group(1) if m else (name or "?")
+
+
+def recorded(value: ValueT | None, what: str) -> ValueT:
+    """``value``, a field every validated input of its kind records; UserError (one line) naming ``what`` when the
+    record lacks it."""
+    if value is None:
+        raise UserError(f"{what}: not recorded, and the report needs it; run `invoke validate` on the file")
+    return value
 
 
 @dataclass
@@ -56,6 +66,10 @@ class Formal:
 
     def row(self, pattern: str, stage: str) -> dict[str, Any] | None:
         return next((r for r in self.analysis["rows"] if r["pattern"] == pattern and r["stage"] == stage), None)
+
+    def stage_row(self, pattern: str, stage: str) -> dict[str, Any]:
+        """:meth:`row` of a pattern and stage the run timed (UserError, one line, when its analysis has none)."""
+        return recorded(self.row(pattern, stage), f"{self.path}: the analysis row of {pattern} {stage}")
 
 
 @dataclass
@@ -101,9 +115,18 @@ class ReportData:
     def bench(self, path: str) -> BenchResult:
         return BenchResult.from_json(self.load(path, (BenchResult.KIND,)))
 
-    def floor(self, stage: str, *gpus: str) -> float:
-        """The noise floor of a comparison of ``stage`` on ``gpus`` (:func:`nsa_exp.analysis.noise.floor_of`)."""
-        return floor_of(self.floors, stage, *gpus)
+    def floor(self, stage: str, *gpus: str | None) -> float:
+        """The noise floor of a comparison of ``stage`` on ``gpus`` (:func:`nsa_exp.analysis.noise.floor_of`); a run
+        that recorded no GPU name (None) has no floor of its own, so it adds none."""
+        return floor_of(self.floors, stage, *(g for g in gpus if g is not None))
+
+    def point(self, key: str) -> SweepPoint:
+        """The sweep point loaded as ``key`` (repo-relative; KeyError when none was), UserError (one line) when the
+        run loaded there is not a sweep point."""
+        run = self.runs[key]
+        if not isinstance(run, SweepPoint):
+            raise UserError(f"{key}: a {run.kind}, not a sweep point")
+        return run
 
     def by_gpu(self, label: str) -> Formal | None:
         return next((f for f in self.formal if f.label == label), None)
@@ -125,10 +148,10 @@ def load_report_data(inputs: Inputs) -> ReportData:
     """Load every input of ``inputs`` once (module doc); a formal result must exist, its repeat must run the
     same shape (UserError, one line)."""
     data = ReportData(inputs)
-    if inputs.path(inputs.result) is None:
+    result_path = inputs.path(inputs.result)
+    if result_path is None:
         raise UserError(f"--result {inputs.result}: no such file")
-    benches = [*inputs.bench_results(), *([] if inputs.path(inputs.result) in inputs.bench_results()
-                                          else [inputs.path(inputs.result)])]
+    benches = [*inputs.bench_results(), *([] if result_path in inputs.bench_results() else [result_path])]
     for path in progress(benches, "report: validating the committed results", unit="file"):
         if inputs.relative(path) in KNOWN_FAILING:
             data.failing[inputs.relative(path)] = data.known_failing(path)
@@ -137,14 +160,15 @@ def load_report_data(inputs: Inputs) -> ReportData:
     for path in progress(inputs.sweep_points(), "report: validating the sweep points", unit="file"):
         data.runs[inputs.relative(path)] = SweepPoint.from_json(data.load(path, (SweepPoint.KIND,)))
     for result, repeat in ((inputs.result, inputs.repeat), (inputs.h200, inputs.h200_repeat)):
-        if inputs.path(result) is None:
+        result_file, repeat_file = inputs.path(result), inputs.path(repeat)
+        if not result or result_file is None:  # path() is None for a dropped (None or '') input
             continue
         run = data.bench(result)
-        rep = data.bench(repeat) if inputs.path(repeat) is not None else None
+        rep = data.bench(repeat) if repeat and repeat_file is not None else None
         if rep is not None and rep.shape != run.shape:
             raise UserError(f"{repeat}: shape differs from {result}; a repeat must run the same config")
-        data.formal.append(Formal(inputs.relative(inputs.path(result)), run, analyse(run, rep),
-                                  inputs.relative(inputs.path(repeat)) if rep is not None else None, rep))
+        data.formal.append(Formal(inputs.relative(result_file), run, analyse(run, rep),
+                                  inputs.relative(repeat_file) if repeat_file is not None else None, rep))
     data.quantities = quantities(data.runs.items())
     data.noise_table = data.load(NOISE_TABLE, ("noise_table",))
     data.floors = floors_of(data.noise_table)

@@ -15,7 +15,7 @@ from ..analysis.throughput import peak_tflops, throughput_rows
 from ..core.gpus import gpu_spec
 from ..core.stages import TITLES
 from ..io.store import load_document
-from .data import Formal, ReportData
+from .data import Formal, ReportData, recorded
 from .markdown import md_table, ms, pct, times
 
 
@@ -30,9 +30,12 @@ def cross_gpu_rows(data: ReportData, cycles: bool = False) -> tuple[dict[str, An
     a, b = data.by_gpu("H100"), data.by_gpu("H200")
     if a is None or b is None:
         return None
+    return _compare(data, a, b, cycles), a, b
+
+
+def _compare(data: ReportData, a: Formal, b: Formal, cycles: bool) -> dict[str, Any]:
     root = data.inputs.root
-    doc = compare_results(root / a.path, root / b.path, cycles=cycles, noise_table=root / NOISE_TABLE)
-    return doc, a, b
+    return compare_results(root / a.path, root / b.path, cycles=cycles, noise_table=root / NOISE_TABLE)
 
 
 def cross_gpu_section(data: ReportData) -> list[str]:
@@ -42,8 +45,9 @@ def cross_gpu_section(data: ReportData) -> list[str]:
     if got is None:
         return out + ["Not both formal results are committed: nothing to compare across GPUs.", ""]
     doc, a, b = got
-    cyc = {(r["pattern"], r["stage"]): r for r in cross_gpu_rows(data, cycles=True)[0]["rows"]}
-    rows, words, counts = [], [], {}
+    cyc = {(r["pattern"], r["stage"]): r for r in _compare(data, a, b, cycles=True)["rows"]}
+    rows, words = [], []
+    counts: dict[str, int] = {}
     for r in doc["rows"]:
         c = cyc[r["pattern"], r["stage"]]
         word, cword = judged_words(data, r), judged_words(data, c)
@@ -74,8 +78,17 @@ def sm_clocks(*runs: Formal) -> list[float]:
 NCU_COLUMNS = {"duration_ns": "ncu ms", "dram_throughput_pct": "DRAM % of peak",
                "memory_throughput_pct": "memory pipes % of peak", "l2_hit_rate_pct": "L2 hit %",
                "sm_throughput_pct": "SM % of peak", "achieved_occupancy_pct": "occupancy %"}
+
+
+def _hbm_tbs(name: str) -> float | None:
+    spec = gpu_spec(name)
+    if spec is None:
+        raise KeyError(f"{name}: not in the GPU table (nsa_exp.core.gpus)")
+    return spec.hbm_tbs
+
+
 #: HBM bandwidth, TB/s, of the two GPUs compared (the GPU table: the H100 SXM5 and H200 datasheets; docs/METHOD.md)
-HBM_TBS = {"H100": gpu_spec("NVIDIA H100 80GB HBM3").hbm_tbs, "H200": gpu_spec("NVIDIA H200").hbm_tbs}
+HBM_TBS = {"H100": _hbm_tbs("NVIDIA H100 80GB HBM3"), "H200": _hbm_tbs("NVIDIA H200")}
 
 
 def _clock_clause(same_in_cycles: bool, clocks: list[float]) -> str:
@@ -96,7 +109,8 @@ def _clock_clause(same_in_cycles: bool, clocks: list[float]) -> str:
 def _ncu_across(data: ReportData, a: Formal, b: Formal, same_in_cycles: bool) -> list[str]:
     """Nsight Compute side by side (``results/ncu/<stem>_local-vs-sink-heavy_<stage>.json`` of each run) and
     what the counters say about the H200's larger HBM bandwidth; empty when either is missing."""
-    rows, dram, sms = [], {}, set()
+    rows, sms = [], set()
+    dram: dict[str | tuple[str, str], list[float]] = {}
     for stage in ("dq_core", "dkv_core"):
         for f in (a, b):
             path = data.inputs.ncu_summary(f.path, stage)
@@ -139,7 +153,7 @@ def _cupti(f: Formal) -> list[str]:
     rows, paired = [], "median_event_ms" in block  # a paired pass: the rule holds on the same calls' events
     for p, stages in block["median_kernel_ms"].items():
         for s, k in stages.items():
-            r = f.row(p, s)
+            r = f.stage_row(p, s)
             calls = block["kernel_ms"][p][s]
             kci = bootstrap_median_ci(calls) if len(calls) > 1 else (k, k)
             e = block["median_event_ms"][p][s] if paired else r["median_ms"]
@@ -159,13 +173,14 @@ def _cupti(f: Formal) -> list[str]:
 
 def _wrapper(f: Formal) -> list[str]:
     out = ["## Appendix: the wrapper's extra work, itemised", ""]
-    recs = {p: v.stage_sum_vs_full_bwd.to_json() for p, v in f.run.patterns.items()}
+    recs = {p: recorded(v.stage_sum_vs_full_bwd, f"{f.path}: {p}'s stage_sum_vs_full_bwd").to_json()
+            for p, v in f.run.patterns.items()}
     if not all("itemised_ratio" in r for r in recs.values()):
         return out + [f"`{f.path}` has no `wrapper_extra` stage (recorded before it existed).", ""]
     rows = [[p, f"{r['stage_sum_median_ms']:.3f}",
-             ms(r["wrapper_extra_median_ms"], f.row(p, "wrapper_extra")["ci95_ms"]),
+             ms(r["wrapper_extra_median_ms"], f.stage_row(p, "wrapper_extra")["ci95_ms"]),
              f"{r['stage_sum_median_ms'] + r['wrapper_extra_median_ms']:.3f}",
-             ms(r["full_bwd_median_ms"], f.row(p, "full_bwd")["ci95_ms"]),
+             ms(r["full_bwd_median_ms"], f.stage_row(p, "full_bwd")["ci95_ms"]),
              f"{100 * (r['itemised_ratio'] - 1):+.2f}%"] for p, r in recs.items()]
     return out + [f"From `{f.path}`: `wrapper_extra` times what `parallel_nsa_bwd` does beyond the staged calls — its "
                   "three `torch.empty` gradient buffers and `dq.sum(0)`, `dk.sum(0)` over the NV dim (target: stage "
@@ -180,7 +195,7 @@ def _throughput(f: Formal) -> list[str]:
     peak = peak_tflops(gpu)
     rows = []
     for r in throughput_rows(f.run):
-        lo, hi = f.row(r["pattern"], r["stage"])["ci95_ms"]
+        lo, hi = f.stage_row(r["pattern"], r["stage"])["ci95_ms"]
         tlo, thi = r["gflop"] / hi, r["gflop"] / lo  # GFLOP / ms = TFLOP/s
         rows.append([r["pattern"], TITLES.get(r["stage"], r["stage"]), f"{r['gflop']:,.0f}",
                      f"{r['median_ms']:.3f}", f"{r['tflops']:.1f} ({tlo:.1f}–{thi:.1f})",

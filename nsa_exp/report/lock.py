@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..checking.validate import load_validated
 from ..errors import UserError
 from ..io.store import write_text_atomic
@@ -19,7 +21,7 @@ def lock_text(packages: dict[str, str], source: str, sha: str) -> list[str]:
     return header + [f"{name}=={version}" for name, version in sorted(packages.items())]
 
 
-def write_lock(source: str, output: str) -> int:
+def write_lock(source: str, output: str | Path) -> int:
     """Refuse a result that fails validation (any failed gate, e.g. `check`); write the pins."""
     doc = load_validated(source, ("bench_result",), f"lock: {source}",
                          hint="a lock must come from a run that passed every gate")

@@ -46,8 +46,8 @@ def slots(data: ReportData) -> tuple[int, int] | None:
 
 
 def _points(data: ReportData, sweep: str) -> list[tuple[str, SweepPoint]]:
-    return [(p.stem, data.runs[data.inputs.relative(p)]) for p in data.inputs.sweep_points(sweep)
-            if isinstance(data.runs.get(data.inputs.relative(p)), SweepPoint)]
+    return [(p.stem, run) for p in data.inputs.sweep_points(sweep)
+            if isinstance(run := data.runs.get(data.inputs.relative(p)), SweepPoint)]
 
 
 def largest(data: ReportData, sweep: str = SKEW_SWEEP) -> str:
@@ -94,7 +94,7 @@ def mechanism_section(data: ReportData) -> list[str]:
         if got is None:
             continue
         pid, st = got
-        run = data.runs[f"results/sweeps/{SKEW_SWEEP}/{pid}.json"]
+        run = data.point(f"results/sweeps/{SKEW_SWEEP}/{pid}.json")
         d = st["dkv"]
         name = routing_label(run.point["pattern"])
         key = f"{name}@T={run.shape['T']}"
@@ -129,8 +129,8 @@ def start_order(data: ReportData) -> dict[str, Any] | None:
     h3 = point_of(data, SKEW_SWEEP, "sink-heavy", {"heads": [3], "sinks": 4})
     if not (h0 and h3):
         return None
-    r0 = data.runs[f"results/sweeps/{SKEW_SWEEP}/{h0[0]}.json"]
-    r3 = data.runs[f"results/sweeps/{SKEW_SWEEP}/{h3[0]}.json"]
+    r0 = data.point(f"results/sweeps/{SKEW_SWEEP}/{h0[0]}.json")
+    r3 = data.point(f"results/sweeps/{SKEW_SWEEP}/{h3[0]}.json")
     ci = ratio_ci(r0.routing.stages["dkv_core"].raw_ms, r3.routing.stages["dkv_core"].raw_ms)
     return {"h0": h0[1], "h3": h3[1], "ratio": r3.routing.median("dkv_core") / r0.routing.median("dkv_core"),
             "ci": ci, "gpu": r0.gpu_name, "fanin_max": {r0.routing.fanin["max"], r3.routing.fanin["max"]}}

@@ -48,8 +48,8 @@ def order_sentence(data: ReportData, frame: pd.DataFrame) -> list[str]:
         d, v = dense.iloc[0], one.iloc[0]
         sd, sv = point_stats(data, d["sweep"], d["point_id"]), point_stats(data, v["sweep"], v["point_id"])
         if sd and sv:
-            run_d = data.runs[f"results/sweeps/{d['sweep']}/{d['point_id']}.json"]
-            run_v = data.runs[f"results/sweeps/{v['sweep']}/{v['point_id']}.json"]
+            run_d = data.point(f"results/sweeps/{d['sweep']}/{d['point_id']}.json")
+            run_v = data.point(f"results/sweeps/{v['sweep']}/{v['point_id']}.json")
             ci = ratio_ci(run_d.routing.stages["dkv_core"].raw_ms, run_v.routing.stages["dkv_core"].raw_ms)
             r = sv["dkv"]["median"] / sd["dkv"]["median"]
             word = data.claims.judged(ci, data.floor("dkv_core", run_d.gpu_name))

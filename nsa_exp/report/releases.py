@@ -70,11 +70,11 @@ def release_stats(run: ReleaseResult, resamples: int = RESAMPLES) -> list[dict[s
 
     rows = []
     for name, p in run.patterns.items():
-        skewed = name != BASELINE_PATTERN and base is not None
+        against = base if name != BASELINE_PATTERN else None  # a skewed routing's local, when recorded
         rows.append({"routing": name,
                      "wrapper": _stats(p.stages["full_bwd"].raw_ms,
-                                       base.stages["full_bwd"].raw_ms if skewed else None, resamples),
-                     "dkv": _stats(dkv(name), dkv(BASELINE_PATTERN) if skewed else None, resamples)})
+                                       against.stages["full_bwd"].raw_ms if against is not None else None, resamples),
+                     "dkv": _stats(dkv(name), dkv(BASELINE_PATTERN) if against is not None else None, resamples)})
     return rows
 
 

@@ -51,10 +51,9 @@ def answer_section(data: ReportData) -> list[str]:
            "rule's (below) with the GPU's floor f of the stage.", ""]
     for f in data.formal:
         others = [p for p in f.run.patterns if p != BASELINE_PATTERN]
-        stages = [s for s in f.run.timing.stages if f.row(BASELINE_PATTERN, s)]
-        rows = [[TITLES[s], pct(data.floor(s, f.gpu)), ms(f.row(BASELINE_PATTERN, s)["median_ms"],
-                                                          f.row(BASELINE_PATTERN, s)["ci95_ms"]),
-                 *[verdict_cell(data, f, p, s) for p in others]] for s in stages]
+        rows = [[TITLES[s], pct(data.floor(s, f.gpu)), ms(r["median_ms"], r["ci95_ms"]),
+                 *[verdict_cell(data, f, p, s) for p in others]]
+                for s in f.run.timing.stages if (r := f.row(BASELINE_PATTERN, s))]
         out += [f"**{f.label}** (`{f.path}`, {f.run.metadata['created_utc'][:10]}, {f.run.timing.repetitions} rounds):",
                 "", md_table(["stage", "floor f", "local ms (95% CI)", *[f"{p} × local" for p in others]], rows), ""]
     return out
@@ -141,7 +140,7 @@ def repeatability_lines(d: dict[str, Any], repeat_path: str) -> list[str]:
 def repeatability_appendix(data: ReportData) -> list[str]:
     out = ["## Appendix: the repeat of each formal run", ""]
     for f in data.formal:
-        if f.repeat is None:
+        if f.repeat is None or f.repeat_path is None:  # both or neither (load_report_data)
             continue
         drift = drift_of(f.run, f.repeat)
         by = {(r["pattern"], r["stage"]): r for r in f.analysis["rows"]}
@@ -244,7 +243,8 @@ def reproduce_section(data: ReportData, command: str) -> list[str]:
                  "--output ")
         out.append(bench + f.path)
         if f.repeat_path:
-            replay = f" --autotune-from {f.path}" if (f.repeat.autotune.get("mode") == "replay") else ""
+            replay = (f" --autotune-from {f.path}"
+                      if f.repeat is not None and f.repeat.autotune.get("mode") == "replay" else "")
             out.append(bench + f.repeat_path + replay)
     out += ["scripts/run_h100.sh .venv/bin/invoke ncu --stage dkv_core --publish --overwrite",
             "scripts/run_h100.sh .venv/bin/invoke ncu --stage dq_core --publish --overwrite",

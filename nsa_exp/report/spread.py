@@ -5,6 +5,7 @@ the repeated measurements (every committed file that measured the same quantity,
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..analysis.noise import MIN_FLOOR, MIN_ROUNDS, Quantity, repeated
 from ..analysis.noise_table import NOISE_TABLE
@@ -66,7 +67,8 @@ def spread_section(data: ReportData) -> list[str]:
     rows = []
     for r in sorted(data.noise_table["floors"], key=lambda r: (r["gpu"], order.get(r["stage"], 99))):
         q, stage = r["set_by"], r["stage"]
-        lender = TITLES.get((r["borrowed_from"] or {}).get("stage"), "—")
+        borrowed: dict[str, Any] = r["borrowed_from"] or {}
+        lender = TITLES.get(borrowed.get("stage", ""), "—")
         how = (f"borrowed from {lender}: no two files measured {TITLES.get(stage, stage)} under one protocol"
                if r["rule"] == "borrowed" else
                f"{q['routing']} at T={q['T']}, {len(q['members'])} files" if r["rule"] == "spread" else

@@ -19,8 +19,8 @@ from ..analysis.noise import judge
 from ..core.families import BASELINE_PATTERN
 from ..core.stages import PANEL_ORDER, TITLES
 from ..io.store import load_document
-from .autotune import gain
-from .data import ReportData
+from .autotune import Gain, gain
+from .data import Formal, ReportData
 from .markdown import anchor, md_table, ms, times
 from .mechanism import TITLE as MECHANISM
 from .mechanism import slots, start_order
@@ -51,19 +51,19 @@ def verdict_table(data: ReportData) -> str:
     for st in PANEL_ORDER:
         floors = " · ".join(f"{f.label} {100 * data.floor(st, f.gpu):.1f}%" for f in data.formal if f.row(
             BASELINE_PATTERN, st))
-        local = " · ".join(f"{f.label} {f.row(BASELINE_PATTERN, st)['median_ms']:.2f}" for f in data.formal
-                           if f.row(BASELINE_PATTERN, st))
+        local = " · ".join(f"{f.label} {r['median_ms']:.2f}" for f in data.formal
+                           if (r := f.row(BASELINE_PATTERN, st)))
         cells = []
         for p in others:
-            parts = [f"{f.label} {_mark(data, f.row(p, st), st, f.gpu)}" for f in data.formal if f.row(p, st)]
+            parts = [f"{f.label} {_mark(data, r, st, f.gpu)}" for f in data.formal if (r := f.row(p, st))]
             cells.append(" · ".join(parts))
         rows.append([TITLES[st], floors, local, *cells])
     return md_table(["stage", "floor f", "local ms", *[f"{p} × local" for p in others]], rows)
 
 
-def _judged(data: ReportData, st: str) -> list[tuple[Any, str, dict[str, Any], str]]:
-    return [(f, p, f.row(p, st), judge(f.row(p, st)["ratio_vs_local_ci95"], data.floor(st, f.gpu)))
-            for f in data.formal for p in f.run.patterns if p != BASELINE_PATTERN and f.row(p, st)]
+def _judged(data: ReportData, st: str) -> list[tuple[Formal, str, dict[str, Any], str]]:
+    return [(f, p, r, judge(r["ratio_vs_local_ci95"], data.floor(st, f.gpu)))
+            for f in data.formal for p in f.run.patterns if p != BASELINE_PATTERN and (r := f.row(p, st))]
 
 
 def stage_phrases(data: ReportData, stages: tuple[str, ...] = ("dkv_core", "csr", "full_bwd", "dq_core")) -> str:
@@ -101,7 +101,7 @@ def _scale(data: ReportData, stage: str = "dkv_core") -> str:
     parts = []
     for f in data.formal:
         local = f.row(BASELINE_PATTERN, stage)
-        rows = {p: f.row(p, stage) for p in f.run.patterns if p != BASELINE_PATTERN and f.row(p, stage)}
+        rows = {p: r for p in f.run.patterns if p != BASELINE_PATTERN and (r := f.row(p, stage))}
         if local is None or not rows:
             continue
         top = max(rows, key=lambda p: rows[p]["median_ms"])
@@ -128,8 +128,9 @@ def legend_line(data: ReportData) -> str:
 def rule_line(data: ReportData) -> str:
     """The rule in one line, with the one spread that sets the H200's dK/dV floor."""
     spread = ""
-    if data.by_gpu("H200"):
-        q = headline_quantity(data, data.by_gpu("H200").gpu, "sink-heavy")
+    h200 = data.by_gpu("H200")
+    if h200 is not None:
+        q = headline_quantity(data, h200.gpu, "sink-heavy")
         if q is not None:
             med = [m.median_ms for m in q.members]
             rat = [m.ratio for m in q.members if m.ratio is not None]
@@ -183,7 +184,7 @@ def _best_arms(data: ReportData) -> dict[str, dict[str, Any]]:
     return best
 
 
-def _autotune_gains(data: ReportData) -> dict[str, dict[str, float]]:
+def _autotune_gains(data: ReportData) -> dict[str, Gain]:
     path = data.inputs.path(data.inputs.autotune_matrix)
     if path is None:
         return {}

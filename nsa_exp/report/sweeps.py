@@ -21,6 +21,11 @@ def point_stats(data: ReportData, sweep: str, point_id: str) -> dict[str, Any] |
     run = data.runs.get(f"results/sweeps/{sweep}/{point_id}.json")
     if not isinstance(run, SweepPoint):
         return None
+    return _stats_of(data, run)
+
+
+def _stats_of(data: ReportData, run: SweepPoint) -> dict[str, Any]:
+    """:func:`point_stats` of a loaded sweep point."""
     name = run.point["pattern"]["name"]
     out = {"gpu": run.gpu_name, "dkv": data.point_ci(run, name, "dkv_core"), "rounds": run.timing.repetitions}
     if "csr" in run.routing.stages:
@@ -67,8 +72,8 @@ def sweep_section(data: ReportData) -> list[str]:
         dkv = kernels.get("kernels", {}).get("dkv_core", {}).get("best_config") or {}
         pinned = (f"autotune from `{kernels.get('source')}` (dK/dV {json.dumps(dkv, sort_keys=True)})"
                   if kernels else "autotune source not recorded")
-        rounds = sorted({point_stats(data, r["sweep"], r["point_id"])["rounds"] for r in frame.to_dict("records")
-                         if point_stats(data, r["sweep"], r["point_id"])})
+        rounds = sorted({s["rounds"] for r in frame.to_dict("records")
+                         if (s := point_stats(data, r["sweep"], r["point_id"]))})
         gpu = point.gpu_name if point is not None else None
         out += [f"### `{data.inputs.relative(path)}` ({len(frame)} points, {'/'.join(map(str, rounds))} rounds each; "
                 f"{pinned}; floor f = {pct(data.floor('dkv_core', gpu)) if gpu else '—'})", "",
@@ -93,5 +98,5 @@ def point_of(data: ReportData, sweep: str, family: str, params: dict[str, Any] |
         pat = run.point["pattern"]
         if pat["name"] == family and {k: v for k, v in pat.items() if k != "name"} == (params or {}) \
                 and (T is None or run.shape["T"] == T):
-            return path.stem, point_stats(data, sweep, path.stem)
+            return path.stem, _stats_of(data, run)
     return None

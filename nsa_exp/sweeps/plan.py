@@ -26,7 +26,7 @@ from ..io.schemas import schema_errors, validate_or_raise
 from ..io.store import read_strict
 from ..routing.config import config_from_dict, load_config
 from ..routing.packing import packing_token
-from .files import file_points
+from .files import FilePoint, file_points
 
 AUTOTUNE_FILE = "_autotune.json"  # in results/sweeps/<sweep>/: the configs the first point tuned
 
@@ -59,7 +59,7 @@ def expand_patterns(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     >>> expand_patterns([{"name": "zipf", "sweep": {"exponent": [0, 1]}}, {"name": "local"}])
     [{'name': 'zipf', 'exponent': 0}, {'name': 'zipf', 'exponent': 1}, {'name': 'local'}]
     """
-    out = []
+    out: list[dict[str, Any]] = []
     for entry in entries:
         fixed = {k: v for k, v in entry.items() if k != "sweep"}
         for key, values in entry.get("sweep", {}).items():
@@ -86,6 +86,8 @@ def load_sweep(path: str | Path, routing_files: Sequence[str] = (), stop_rule: b
         timing["stop"] = default_rule(timing["repetitions"], f"{path}: sweep --stop-rule").to_dict()
     points, seen = [], set()
     packings = raw.get("packings", [None])
+    #: (T, pattern entry, its routing file, packing section, where it is written)
+    grid: list[tuple[int, dict[str, Any], FilePoint | None, dict[str, Any] | None, str]]
     grid = [(T, entry, None, packing, f"sweep.patterns[{i}]") for T in raw["lengths"] for packing in packings
             for i, entry in enumerate(expand_patterns(raw["patterns"]))]
     files = file_points([*raw.get("routing_files", []), *routing_files], base["shape"])

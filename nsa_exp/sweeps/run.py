@@ -57,9 +57,9 @@ def make_executor(kind: str, log_dir: Path, slurm: dict[str, Any] | None = None)
     if kind == "debug":
         return submitit.DebugExecutor(folder=str(log_dir))
     if kind == "local":
-        executor = submitit.LocalExecutor(folder=str(log_dir))
-        executor.update_parameters(gpus_per_node=1, timeout_min=60)
-        return executor
+        local = submitit.LocalExecutor(folder=str(log_dir))
+        local.update_parameters(gpus_per_node=1, timeout_min=60)
+        return local
     executor = submitit.AutoExecutor(folder=str(log_dir), cluster="slurm")
     executor.update_parameters(gpus_per_node=1, tasks_per_node=1, timeout_min=60, **(slurm or {}))
     return executor

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from ..analysis.sweep_rows import table_rows
 from ..checking.validate import load_validated
+from ..core.records import SweepPoint
 from ..errors import UserError
 from ..io.progress import progress
 from ..io.reader import read_csv_table, show_path
@@ -25,8 +27,9 @@ def sweep_table(out_dir: str | Path, csv_path: str | Path | None = None) -> pd.D
     every check of ``validate`` (:func:`nsa_exp.checking.validate.load_validated`): a forged or poisoned point
     is refused in one line naming it, never tabulated; a folder without one is refused (no 0-row table)."""
     done = [path for path in sorted(Path(out_dir).glob("*.json")) if point_done(path)]
-    docs = [load_validated(path, ("sweep_point",), hint="fix or remove that point file, then rebuild the table")
-            for path in progress(done, f"sweep table: validating the points of {Path(out_dir).name}", unit="point")]
+    docs: list[SweepPoint | dict[str, Any]] = [
+        load_validated(path, ("sweep_point",), hint="fix or remove that point file, then rebuild the table")
+        for path in progress(done, f"sweep table: validating the points of {Path(out_dir).name}", unit="point")]
     if not docs:
         raise UserError(f"{out_dir}: no measured point file (run the sweep on a GPU first); no table written")
     rows, columns = table_rows(docs)
