@@ -179,6 +179,13 @@ class PatternRun(Record):
     def median(self, stage: str) -> float:
         return self.stages[stage].median_ms
 
+    def stage_sum(self) -> StageSum:
+        """:attr:`stage_sum_vs_full_bwd`, which every routing of a bench result carries (schema ``result``);
+        ValueError when this routing (a sweep point's, a release result's) has none."""
+        if self.stage_sum_vs_full_bwd is None:
+            raise ValueError("stage_sum_vs_full_bwd: absent (only a bench result's routings are sure to carry it)")
+        return self.stage_sum_vs_full_bwd
+
 
 @dataclass(frozen=True)
 class Timing(Record):
