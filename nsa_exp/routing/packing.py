@@ -36,6 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..core.config import Pattern, Shape
 from ..core.families import family
@@ -198,7 +199,7 @@ def document_edges(length: np.ndarray, S: int, block_size: int) -> np.ndarray:
     return block_size * (k * (k + 1) // 2 + (M - k) * S)
 
 
-def packed_closed_form_edges(H: int, S: int, block_size: int, cu_seqlens: np.ndarray) -> int:
+def packed_closed_form_edges(H: int, S: int, block_size: int, cu_seqlens: npt.ArrayLike) -> int:
     """``H * sum_docs sum_{t_local} min(S, t_local // BS + 1)`` (docs/METHOD.md derives it)."""
     return int(H * document_edges(np.diff(np.asarray(cu_seqlens, dtype=np.int64)), S, block_size).sum())
 
