@@ -96,6 +96,6 @@ def analyse(result: BenchLike, repeat: BenchLike | None = None) -> dict[str, Any
         "dkv_ci_within_1pct": all(r["ci95_halfwidth_pct"] <= 1.0 for r in dkv),
         "fanin": {name: p.fanin for name, p in patterns.items()},
         "memory": {name: p.memory for name, p in patterns.items()},
-        "stage_sum_vs_full_bwd": {name: p.stage_sum_vs_full_bwd.to_json() for name, p in patterns.items()},
+        "stage_sum_vs_full_bwd": {name: p.stage_sum().to_json() for name, p in patterns.items()},
         "autotune": result.best_configs(),
     }

@@ -239,10 +239,11 @@ def _noise_pair(noise_from: list[str], path_a: str | Path | None = None,
     if len(noise_from) != 2:
         raise UserError(f"--noise-from: give a result and its repeat (2 paths), not {len(noise_from)}")
     x, y = (load_record(p, BenchResult, f"--noise-from {p}") for p in noise_from)
-    for other, p in ((x, noise_from[0]), (y, noise_from[1])) if a is not None else ():
-        bad = routing_differences(a, other)
-        if bad:
-            raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
+    if a is not None:
+        for other, p in ((x, noise_from[0]), (y, noise_from[1])):
+            bad = routing_differences(a, other)
+            if bad:
+                raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
     if x.to_json() == y.to_json():
         raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: the two files hold the same run; a noise "
                         "floor needs a result and its independent repeat")
@@ -279,8 +280,8 @@ def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, n
         floors, source = table_source(noise_table, list(dict.fromkeys(c[1] for c in cells)),
                                       [a.gpu_name, b.gpu_name])
     rows = []
-    for p, stage, metric, xa, xb, corr, note in cells:
-        xa, xb = np.asarray(xa, dtype=np.float64), np.asarray(xb, dtype=np.float64)
+    for p, stage, metric, obs_a, obs_b, corr, note in cells:
+        xa, xb = np.asarray(obs_a, dtype=np.float64), np.asarray(obs_b, dtype=np.float64)
         if min(xa.size, xb.size) < 2:
             raise UserError(f"{p} {stage}: {xa.size} vs {xb.size} observations; a bootstrap CI needs at least 2 "
                             "on each side (rerun with more --repetitions / --cupti-rounds)")

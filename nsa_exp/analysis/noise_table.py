@@ -74,12 +74,12 @@ def compare_floors(table: Mapping[tuple[str, str], float], stages: Iterable[str]
     """``compare``'s floors from the table: per stage, :func:`comparison_floors` of the GPUs when the table has
     the stage of every one of them, else ``fallback``; and the (GPU, stage) pairs the table lacks, as
     ``"<gpu> <stage>"`` (the caller says so in one line)."""
-    gpus = [g or "?" for g in gpus]
+    names = [g or "?" for g in gpus]
     out, lacking = {}, []
     for s in stages:
-        miss = [g for g in gpus if (g, s) not in table]
+        miss = [g for g in names if (g, s) not in table]
         lacking += [f"{g} {s}" for g in miss]
-        out[s] = fallback if miss else comparison_floors(table, [s], *gpus)[s]
+        out[s] = fallback if miss else comparison_floors(table, [s], *names)[s]
     return out, list(dict.fromkeys(lacking))
 
 

@@ -127,9 +127,10 @@ def group_ms(call: Call, names: Sequence[str], kernel: str, how: str) -> float |
 def group_table(launched: Sequence[str]) -> list[dict[str, Any]]:
     """The groups of a release whose wrapper launches ``launched`` (kernel names read from its source):
     each pinned stage whose kernel it launches, then one ``kernel:<name>`` group per other kernel."""
-    rows = [{"group": stage, "kernel": k, "how": how, "pinned_stage": stage, "correspondence": c,
-             **({"note": CSR_NOTE} if stage == "csr" else {})}
-            for stage, (k, how, c) in STAGE_KERNELS.items() if any(kernel_matches(x, k) for x in launched)]
+    rows: list[dict[str, Any]] = [
+        {"group": stage, "kernel": k, "how": how, "pinned_stage": stage, "correspondence": c,
+         **({"note": CSR_NOTE} if stage == "csr" else {})}
+        for stage, (k, how, c) in STAGE_KERNELS.items() if any(kernel_matches(x, k) for x in launched)]
     known = {k for k, _, _ in STAGE_KERNELS.values()}
     rows += [{"group": f"kernel:{k}", "kernel": k, "how": "sum", "pinned_stage": None, "correspondence": "none",
               "note": "launched by this release's parallel_nsa_bwd; no stage of the pinned bench times it"}
@@ -142,6 +143,7 @@ def stage_groups(calls: Sequence[Call], names: Sequence[str], launched: Sequence
     out = {}
     for row in group_table(launched):
         values = [group_ms(c, names, row["kernel"], row["how"]) for c in calls]
-        if values and all(v is not None for v in values):
-            out[row["group"]] = [round(v, 6) for v in values]
+        present = [v for v in values if v is not None]
+        if values and len(present) == len(values):
+            out[row["group"]] = [round(v, 6) for v in present]
     return out

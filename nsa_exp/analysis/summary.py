@@ -39,7 +39,7 @@ def format_summary(result: BenchLike) -> str:
     """The medians table printed at the end of a bench."""
     run = BenchResult.coerce(result)
     stages = run.timing.stages
-    rows = [[name, *[p.median(s) for s in stages], p.stage_sum_vs_full_bwd.ratio] for name, p in run.patterns.items()]
+    rows = [[name, *[p.median(s) for s in stages], p.stage_sum().ratio] for name, p in run.patterns.items()]
     table = tabulate(rows, headers=["pattern", *[f"{s} ms" for s in stages], "sum/full"], floatfmt=".3f")
     return "\n".join([table, "autotune: " + "; ".join(f"{k} {v}" for k, v in run.best_configs().items()),
                       f"wall {run.wall_seconds:.1f}s; throttled samples {run.telemetry['throttled_samples']}"])

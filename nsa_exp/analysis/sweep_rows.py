@@ -9,13 +9,14 @@ mean/max/p99/cv/gini, its dK/dV median/p10/p90 and CSR median (ms), the baseline
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.records import SweepPoint
 from ..io.schemas import load_schema
 
 
-def point_rows(doc: SweepPoint | dict[str, Any]) -> dict[str, Any]:
+def point_rows(doc: SweepPoint | Mapping[str, Any]) -> dict[str, Any]:
     """One tidy row (schema ``sweep_row``) from a ``sweep_point`` document."""
     point = SweepPoint.coerce(doc)
     p, routing = point.routing, point.point["pattern"]["name"]
@@ -37,7 +38,7 @@ def point_rows(doc: SweepPoint | dict[str, Any]) -> dict[str, Any]:
 SWEEP_COLUMNS: tuple[str, ...] = tuple(load_schema("sweep_row")["required"])
 
 
-def table_rows(docs: list[SweepPoint | dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def table_rows(docs: Sequence[SweepPoint | Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """The sweep table of ``docs`` (every point's :func:`point_rows`, sorted by family, T, point id, stable)
     and its columns (:data:`SWEEP_COLUMNS`, plus ``packing`` and ``documents`` when a point is packed)."""
     rows = sorted((point_rows(d) for d in docs), key=lambda r: (r["family"], r["T"], r["point_id"]))

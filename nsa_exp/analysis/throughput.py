@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core.config import Shape
 from ..core.gpus import gpu_spec
-from ..core.records import BenchResult
+from ..core.records import BenchLike, BenchResult
 from ..core.stages import flops_per_edge
 
 
@@ -36,11 +36,11 @@ def peak_tflops(gpu_name: str | None) -> tuple[float, str] | None:
                                    or f"{spec.source}: dense BF16, half the datasheet's with-sparsity figure")
 
 
-def throughput_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+def throughput_rows(result: BenchLike) -> list[dict[str, Any]]:
     """Per pattern x matmul stage of a bench result: FLOPs, median ms, achieved TFLOP/s, % of peak
     (None when the GPU is not in the peak table)."""
     run = BenchResult.coerce(result)
-    shape = Shape(**run.shape)
+    shape = Shape.from_dict(run.shape)
     peak = peak_tflops(run.gpu_name)
     rows = []
     for name, p in run.patterns.items():

@@ -21,7 +21,7 @@ A source that is not found leaves its figures *unverified* (listed, never passed
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,12 @@ Problems = list[tuple[str, str]]
 Add = Callable[[str, Problems], bool]
 #: float64's machine epsilon (2**-52)
 EPS = sys.float_info.epsilon
+
+
+def schema_problems(errors: Iterable[str]) -> Problems:
+    """:func:`nsa_exp.io.schemas.schema_errors`' lines (``<json path>: <message>``) as ``(path, message)``
+    problems, split at the first ``": "``."""
+    return [(path, message) for path, _, message in (e.partition(": ") for e in errors)]
 
 
 def reduction_tol(n: int) -> float:

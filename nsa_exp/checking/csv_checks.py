@@ -26,7 +26,7 @@ from ..core.stages import STAGE_NAMES as STAGES
 from ..errors import UserError
 from ..io.schemas import SUMMARY_COLUMNS, schema_errors
 from ..io.strict_csv import parse_float, parse_int
-from .checks import Add, Problems, close
+from .checks import Add, Problems, close, schema_problems
 
 FANIN_COLUMNS = {"fanin_mean": "mean", "fanin_max": "max", "fanin_p95": "p95", "fanin_p99": "p99",
                  "fanin_cv": "cv", "fanin_gini": "gini"}
@@ -75,20 +75,22 @@ def table_problems(header: list[str], rows: list[dict[str, str]]) -> Problems:
         v = {k: _num(row, k) for k in ("min_ms", "p10_ms", "median_ms", "p90_ms", "p95_ms", "mean_ms")}
         chain = ("min_ms", "p10_ms", "median_ms", "p90_ms", "p95_ms")
         for a, b in zip(chain, chain[1:], strict=False):
-            if v[a] is not None and v[b] is not None and v[a] > v[b]:
-                problems.append((f"$[{i}].{b}", f"{_where(i, row)}: {b} {v[b]} < {a} {v[a]}"))
-        if v["min_ms"] is not None and v["median_ms"] is not None and v["median_ms"] < v["min_ms"]:
-            problems.append((f"$[{i}].median_ms", f"{_where(i, row)}: median_ms {v['median_ms']} is below its own "
-                             f"min_ms {v['min_ms']}"))
-        if v["min_ms"] is not None and v["mean_ms"] is not None and v["mean_ms"] < v["min_ms"]:
-            problems.append((f"$[{i}].mean_ms", f"{_where(i, row)}: mean_ms {v['mean_ms']} < min_ms {v['min_ms']}"))
+            lo, hi = v[a], v[b]
+            if lo is not None and hi is not None and lo > hi:
+                problems.append((f"$[{i}].{b}", f"{_where(i, row)}: {b} {hi} < {a} {lo}"))
+        low, median, mean = v["min_ms"], v["median_ms"], v["mean_ms"]
+        if low is not None and median is not None and median < low:
+            problems.append((f"$[{i}].median_ms", f"{_where(i, row)}: median_ms {median} is below its own "
+                             f"min_ms {low}"))
+        if low is not None and mean is not None and mean < low:
+            problems.append((f"$[{i}].mean_ms", f"{_where(i, row)}: mean_ms {mean} < min_ms {low}"))
     for p in patterns:
         for stage in STAGES:
             if (p, stage) not in seen and stage not in OPTIONAL_STAGES:
                 problems.append(("$", f"no row for pattern {p!r} stage {stage!r}"))
         mine = [(i, r) for i, r in enumerate(rows) if r.get("pattern") == p]
         for col in ("edges", *FANIN_COLUMNS):
-            values = {r.get(col) for _, r in mine}
+            values = {r.get(col, "") for _, r in mine}  # a column the header lacks: "" in every row
             if len(values) > 1:
                 i, r = mine[0]
                 problems.append((f"$[{i}].{col}", f"pattern {p!r}: {col} differs between its rows {sorted(values)}"))
@@ -163,7 +165,7 @@ def summary_csv_checks(header: list[str], body: list[list[str]], add: Add, name:
                 typed[key] = typed_value(key, value)
             except (ValueError, TypeError) as exc:
                 problems.append((f"$[{i}].{key}", str(exc)))
-        problems += [tuple(e.split(": ", 1)) for e in schema_errors(typed, "summary_row", f"$[{i}]")]
+        problems += schema_problems(schema_errors(typed, "summary_row", f"$[{i}]"))
     missing = [c for c in SUMMARY_COLUMNS if c not in header]
     problems += [("$", f"missing column {c}") for c in missing]
     add("csv_rows", problems)

@@ -78,9 +78,11 @@ def _deep_diff(got: Any, want: Any, path: str, out: Problems, limit: int = 50) -
         out.append((path, f"recorded {json.dumps(got)[:80]}, the recomputation gives {json.dumps(want)[:80]}"))
 
 
-def read_source(ctx: Context, recorded: str | None, kinds: tuple[str, ...]) -> tuple[Path | None, dict | None]:
+def read_source(ctx: Context, recorded: str | None,
+                kinds: tuple[str, ...]) -> tuple[Path, dict[str, Any]] | tuple[Path | None, None]:
     """(located path, strictly parsed document of one of ``kinds``) of a file a document names; the
-    document is None when the file is absent, too large, unreadable or of another kind."""
+    document is None when the file is absent (then the path is None too), too large, unreadable or of another
+    kind."""
     found = ctx.locate(recorded)
     if found is None or found.stat().st_size > MAX_BYTES:
         return found, None
@@ -88,7 +90,9 @@ def read_source(ctx: Context, recorded: str | None, kinds: tuple[str, ...]) -> t
         doc = parse_strict(read_bounded(found, str(found), MAX_BYTES))
     except (OSError, _Rejected, UserError):
         return found, None
-    return found, doc if isinstance(doc, dict) and doc.get("kind") in kinds else None
+    if isinstance(doc, dict) and doc.get("kind") in kinds:
+        return found, doc
+    return found, None
 
 
 def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], add: Add) -> None:
@@ -131,7 +135,7 @@ def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     a, b = (read_source(ctx, doc[k]["path"], ("bench_result", "release_result")) for k in ("a", "b"))
     kinds = ("noise_table",) if nf["kind"] == "table" else ("bench_result",)
     pair = [read_source(ctx, p, kinds) for p in nf["paths"]]
-    if any(d is None for _, d in (a, b, *pair)):
+    if a[1] is None or b[1] is None or any(d is None for _, d in pair):
         missing = [p for p, (_, d) in zip([doc["a"]["path"], doc["b"]["path"], *nf["paths"]], (a, b, *pair),
                                           strict=True) if d is None]
         ctx.unverifiable("$.rows[*] (medians, CIs), $.noise_floor, $.a, $.b",
@@ -187,7 +191,8 @@ def noise_table_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                          + "; only each floor against its set_by spread is checked")
         add("noise_table_recompute", problems)
         return
-    first = found[0][0]
+    located = [s for s in found if s[1] is not None]  # every source (none is missing)
+    first = located[0][0]
     root = first.resolve().parents[len(Path(doc["sources"][0]).parts) - 1]
     excluded = {e["path"]: e["why"] for e in doc["excluded"]}
     for p in committed_sources(root):
@@ -201,7 +206,7 @@ def noise_table_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         elif ctx.revalidate is not None and ctx.revalidate(str(there))["passed"]:
             problems.append(("$.excluded", f"{p} passes validate; it belongs among the sources"))
     runs = [(p, (BenchResult if d["kind"] == "bench_result" else SweepPoint).from_json(d))
-            for p, (_, d) in zip(doc["sources"], found, strict=True)]
+            for p, (_, d) in zip(doc["sources"], located, strict=True)]
     _deep_diff(doc, table_document(runs, excluded), "$", problems)
     add("noise_table_recompute", problems)
 
@@ -257,15 +262,16 @@ def flush_study_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     else:
         if (doc["chosen"], doc["reason"]) != (chosen, reason):
             problems.append(("$.chosen", f"{doc['chosen']!r}, the rows choose {chosen!r} ({reason})"))
-    found, raw = read_source(ctx, doc["source"], ("method_study",))
-    if raw is None:
-        if found is not None:
+    source = read_source(ctx, doc["source"], ("method_study",))
+    if source[1] is None:
+        if source[0] is not None:
             problems.append(("$.source", f"{doc['source']} is not a method study"))
         else:
             ctx.unverifiable("$.rows (medians, CIs), $.rounds, $.gpu_name",
                              f"unverified (source not found): {doc['source']}")
         add("flush_study_recompute", problems)
         return
+    found, raw = source
     try:
         want = study_of(found)
     except UserError as exc:

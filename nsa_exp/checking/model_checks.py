@@ -166,7 +166,7 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
             ncu_path = ctx.locate(ncu_rec["source"]) if ncu_rec else None
             if ncu_rec and ncu_path is None:
                 ctx.unverifiable("$.occupancy.ncu_cross_check", f"unverified (source not found): {ncu_rec['source']}")
-                ncu = {k: ncu_rec[k] for k in ("source", "theoretical_occupancy_pct")}
+                ncu: dict[str, Any] | None = {k: ncu_rec[k] for k in ("source", "theoretical_occupancy_pct")}
             else:
                 ncu = ncu_cross_check(str(ncu_path)) if ncu_path else None
                 if ncu:
@@ -182,19 +182,20 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
                 problems.append(("$.gpu.name", f"{doc['gpu']['name']!r}, but the kernels were compiled on "
                                  f"{device.get('name')!r}"))
     cset = doc["calibration_set"]
-    found, set_doc = read_source(ctx, cset["path"], ("model_calibration_set",))
-    if set_doc is None or file_sha256(found) != cset["sha256"]:
-        if found is not None:
+    set_source = read_source(ctx, cset["path"], ("model_calibration_set",))
+    if set_source[1] is None or file_sha256(set_source[0]) != cset["sha256"]:
+        if set_source[0] is not None:
             problems.append(("$.calibration_set", f"{cset['path']} at hand is another file (sha256 or kind)"))
         else:
             ctx.unverifiable("$.calibration_set", f"unverified (source not found): {cset['path']}")
         return
+    set_doc = set_source[1]
     if set_doc["name"] != cset["name"]:
         problems.append(("$.calibration_set.name", f"{cset['name']!r}, the set is {set_doc['name']!r}"))
-    want = [(r["name"], point_name(r["pattern"], r["T"])) for r in set_doc["routings"]]
+    routings = [(r["name"], point_name(r["pattern"], r["T"])) for r in set_doc["routings"]]
     got = [(p["name"], p["label"]) for p in doc["points"]]
-    if got != want:
-        problems.append(("$.points", f"{got} are not the set's routings {want}"))
+    if got != routings:
+        problems.append(("$.points", f"{got} are not the set's routings {routings}"))
 
 
 #: calibration sha256 -> validation_row's cache for that calibration (see validation_checks)
@@ -213,15 +214,16 @@ def validation_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if not close(r["error_pct"], 100.0 * (r["predicted_ms"] / r["measured_ms"] - 1.0)):
             problems.append((f"$.rows[{i}].error_pct", f"{r['error_pct']}, predicted / measured - 1 = "
                              f"{100.0 * (r['predicted_ms'] / r['measured_ms'] - 1.0)} %"))
-    found, cal = read_source(ctx, doc["calibration"]["path"], ("model_calibration",))
-    if cal is None or file_sha256(found) != doc["calibration"]["sha256"]:
-        if found is not None:
+    cal_source = read_source(ctx, doc["calibration"]["path"], ("model_calibration",))
+    if cal_source[1] is None or file_sha256(cal_source[0]) != doc["calibration"]["sha256"]:
+        if cal_source[0] is not None:
             problems.append(("$.calibration.sha256", f"{doc['calibration']['path']} at hand is another file"))
         else:
             ctx.unverifiable("$.rows[*] (predictions)", f"unverified (calibration not found): "
                              f"{doc['calibration']['path']}")
         add("model_validation_recompute", problems)
         return
+    cal = cal_source[1]
     if cal["name"] != doc["calibration"]["name"]:
         problems.append(("$.calibration.name", f"{doc['calibration']['name']!r}, the calibration is {cal['name']!r}"))
     used = {p["label"] for p in cal["points"]}

@@ -38,7 +38,7 @@ from ..io.schemas import schema_errors
 from ..io.strict_csv import typed_rows
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from ..routing.packing import packing_token
-from .checks import Add, Context, Problems, close, first_difference
+from .checks import Add, Context, Problems, close, first_difference, schema_problems
 
 
 def _pattern(entry: dict[str, Any], shape: Shape | None) -> dict[str, Any] | None:
@@ -168,8 +168,7 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
     except UserError as exc:
         add("sweep_csv_rows", [("$", str(exc))])
         return
-    problems: Problems = [tuple(e.split(": ", 1)) for i, r in enumerate(rows)
-                          for e in schema_errors(r, "sweep_row", f"$[{i}]")]
+    problems = schema_problems(e for i, r in enumerate(rows) for e in schema_errors(r, "sweep_row", f"$[{i}]"))
     if not rows:
         problems.append(("$", "no rows"))
     if not add("sweep_csv_rows", problems):
@@ -203,8 +202,8 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
     problems = []
     if len({r["sweep"] for r in rows}) != 1:
         problems.append(("$", f"more than one sweep: {sorted({r['sweep'] for r in rows})}"))
-    ids = [r["point_id"] for r in rows]
-    problems += [("$", f"point {p} is listed twice") for p in sorted({p for p in ids if ids.count(p) > 1})]
+    listed = [r["point_id"] for r in rows]
+    problems += [("$", f"point {p} is listed twice") for p in sorted({p for p in listed if listed.count(p) > 1})]
     order = sorted(range(len(rows)), key=lambda i: (rows[i]["family"], rows[i]["T"], rows[i]["point_id"]))
     if order != list(range(len(rows))):
         problems.append(("$", "rows are not in the table's order (family, T, point id)"))

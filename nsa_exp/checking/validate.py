@@ -33,7 +33,7 @@ from ..io.schemas import SUMMARY_COLUMNS, schema_errors
 from ..io.store import read_document
 from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
-from .checks import Add, Checks, Context
+from .checks import Add, Checks, Context, schema_problems
 from .csv_checks import summary_csv_checks
 from .kinds import KIND_CHECKS
 from .ncu_checks import ncu_raw_csv_checks
@@ -67,8 +67,8 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
                       [("$", f"{len(data)} bytes > {MAX_BYTES} (refused before parsing)")]):
         return {**report, "passed": False, "checks": checks.items}
     if name.endswith(".csv"):
-        kind = _csv_checks(data, name, checks.add, ctx, companion)
-        return _finish({**report, "document_kind": kind}, checks, ctx)
+        table_kind = _csv_checks(data, name, checks.add, ctx, companion)
+        return _finish({**report, "document_kind": table_kind}, checks, ctx)
     try:
         doc = parse_strict(data)
     except _Rejected as exc:
@@ -77,7 +77,8 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
     checks.add("json_syntax")
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if not checks.add("kind", [] if kind in KINDS else [("$.kind", f"unknown document kind {kind!r}; expected one "
-                                                                    f"of {', '.join(KINDS)}")]):
+                                                                    f"of {', '.join(KINDS)}")]) \
+            or not isinstance(kind, str):  # a kind of KINDS is a str: never true here, it types ``kind``
         return {**report, "passed": False, "checks": checks.items}
     version = doc.get("schema_version", None if document_kind(kind).versioned else document_kind(kind).version)
     if not checks.add("schema_version", [] if version in SUPPORTED_VERSIONS else
@@ -85,7 +86,7 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
                                             f"({', '.join(sorted(SUPPORTED_VERSIONS))})")]):
         return {**report, "passed": False, "checks": checks.items}
     errors = schema_errors(doc, KINDS[kind], "$")
-    if checks.add("schema", [tuple(e.split(": ", 1)) for e in errors]):
+    if checks.add("schema", schema_problems(errors)):
         try:
             KIND_CHECKS[kind](doc, checks.add, ctx)
         except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as exc:

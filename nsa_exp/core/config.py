@@ -9,6 +9,7 @@ These are the records :func:`nsa_exp.routing.config.load_config` builds once eve
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +45,11 @@ class Shape:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Shape:
+        """The shape a document records (:meth:`to_dict`'s inverse, e.g. a run's ``shape``); no rule checked."""
+        return cls(**d)
 
 
 @dataclass(frozen=True, init=False)

@@ -17,6 +17,7 @@ summary with it). The GPU round loop that produces the observations is :mod:`nsa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
@@ -50,7 +51,7 @@ THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 LAUNCH_GUARD_CYCLES = 2_000_000  # ~1 ms at 1.98 GHz: longer than any stage's host-side launch work
 TIMING_METHOD = "CUDA events around each stage call; L2 flushed and a GPU spin queued before each"
 PERCENTILES = {"p10_ms": 10, "p90_ms": 90, "p95_ms": 95}
-PERCENTILE_METHOD = "linear"
+PERCENTILE_METHOD: Final = "linear"  # Final: a Literal, the type numpy.percentile's method takes
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float]:

@@ -26,7 +26,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .config import Config
 from .kinds import KINDS, schema_version
@@ -34,20 +34,24 @@ from .protocol import PERCENTILE_METHOD, TIMING_METHOD, summarize
 from .stages import BACKWARD_STAGES, STAGE_NAMES
 
 JSON = Any
+T = TypeVar("T", bound="Record")
 
 
 class Record:
     """The JSON side of a record dataclass (see the module docstring)."""
 
+    if TYPE_CHECKING:  # every subclass is a dataclass: this makes ``dataclasses.fields(cls)`` type-check
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     @classmethod
     @cache
-    def _fields(cls) -> tuple[tuple[str, Any, bool], ...]:
+    def _fields(cls) -> tuple[tuple[str, type[Record] | tuple[str, type[Record]] | None, bool], ...]:
         """``(name, record type | ("dict", record type) | None, optional)`` per field, in order."""
         hints = typing.get_type_hints(cls)
         out = []
         for f in dataclasses.fields(cls):
             hint = hints[f.name]
-            kind = None
+            kind: type[Record] | tuple[str, type[Record]] | None = None
             for arg in typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,):
                 value = typing.get_args(arg)[1] if typing.get_origin(arg) is dict else None
                 if isinstance(arg, type) and issubclass(arg, Record):
@@ -58,12 +62,12 @@ class Record:
         return tuple(out)
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, JSON]) -> Any:
+    def from_json(cls: type[T], doc: Mapping[str, JSON]) -> T:
         names = {name for name, _, _ in cls._fields()}
         unknown = [k for k in doc if k not in names]
         if unknown:
             raise ValueError(f"{cls.__name__}: unknown key(s) {unknown}")
-        values = {}
+        values: dict[str, JSON] = {}
         for name, kind, _ in cls._fields():
             if name not in doc:
                 continue
@@ -76,7 +80,7 @@ class Record:
         return cls(**values)
 
     @classmethod
-    def coerce(cls, value: Any) -> Any:
+    def coerce(cls: type[T], value: Any) -> T:
         """``value`` itself when it is already this record, else :meth:`from_json` of it (a document)."""
         return value if isinstance(value, cls) else cls.from_json(value)
 
@@ -120,7 +124,9 @@ class StageStats(Record):
     @classmethod
     def of(cls, raw_ms: Sequence[float], warmup_ms: Sequence[float] = ()) -> StageStats:
         """The record of these observations (:func:`nsa_exp.core.protocol.summarize`)."""
-        return cls(tuple(raw_ms), tuple(warmup_ms), **summarize(raw_ms))
+        s = summarize(raw_ms)
+        return cls(tuple(raw_ms), tuple(warmup_ms), s["median_ms"], s["p10_ms"], s["p90_ms"], s["p95_ms"],
+                   s["min_ms"], s["mean_ms"], int(s["n_obs"]))
 
     @classmethod
     def from_json(cls, doc: Mapping[str, JSON]) -> StageStats:
@@ -172,6 +178,13 @@ class PatternRun(Record):
 
     def median(self, stage: str) -> float:
         return self.stages[stage].median_ms
+
+    def stage_sum(self) -> StageSum:
+        """:attr:`stage_sum_vs_full_bwd`, which every routing of a bench result carries (schema ``result``);
+        ValueError when this routing (a sweep point's, a release result's) has none."""
+        if self.stage_sum_vs_full_bwd is None:
+            raise ValueError("stage_sum_vs_full_bwd: absent (only a bench result's routings are sure to carry it)")
+        return self.stage_sum_vs_full_bwd
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from ..errors import UserError
 from .strict_csv import parse_ncu_number
@@ -50,6 +50,13 @@ TO_BYTES = {"byte": 1.0, "byte/block": 1.0, "Kbyte": 1e3, "Kbyte/block": 1e3, "K
 TOP_STALLS = 6
 
 
+class Stall(TypedDict):
+    """One entry of a kernel row's ``top_stalls``: a stall reason and its cycles per issued instruction."""
+
+    reason: str
+    cycles_per_issue: float
+
+
 def _number(text: str, where: str) -> float | None:
     """One numeric cell, as ncu writes it (:func:`nsa_exp.io.strict_csv.parse_ncu_number`); UserError naming it."""
     try:
@@ -67,11 +74,12 @@ def _normalise_units(metrics: dict[str, float | None], units: dict[str, str]) ->
     out = dict(metrics)
     for key, table in (("duration_ns", TO_NS), ("shared_mem_static_bytes", TO_BYTES),
                        ("shared_mem_dynamic_bytes", TO_BYTES)):
-        if out[key] is None:
+        value = out[key]
+        if value is None:
             continue
         if units[key] not in table:
             raise UserError(f"ncu export: unexpected unit {units[key]!r} for {METRICS[key]}")
-        out[key] = out[key] * table[units[key]]
+        out[key] = value * table[units[key]]
     return out
 
 
@@ -91,10 +99,12 @@ def parse_raw_csv(text: str) -> list[dict[str, Any]]:
         where = f"kernel ID {raw.get('ID')!r}"
         metrics = {key: _number(raw.get(name, ""), f"{where} {name}") for key, name in METRICS.items()}
         metrics = _normalise_units(metrics, {key: unit.get(name, "") for key, name in METRICS.items()})
-        stalls = []
+        stalls: list[Stall] = []
         for name, value in raw.items():
             m = STALL.match(name)
-            cycles = _number(value, f"{where} {name}") if m and m.group(1) not in NOT_A_STALL else None
+            if m is None or m.group(1) in NOT_A_STALL:
+                continue
+            cycles = _number(value, f"{where} {name}")
             if cycles is not None:
                 stalls.append({"reason": m.group(1), "cycles_per_issue": cycles})
         stalls.sort(key=lambda s: -s["cycles_per_issue"])

@@ -15,7 +15,7 @@ the folders the reader names, and the absolute path itself only last.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from .. import REPO_ROOT
@@ -27,7 +27,9 @@ def recorded_path(path: str | Path, root: Path = REPO_ROOT) -> str:
     text = str(path)
     if not text:
         return text
-    for resolve in (lambda t: Path(os.path.abspath(os.path.expanduser(t))), lambda t: Path(t).resolve()):
+    resolvers: tuple[Callable[[str], Path], ...] = (lambda t: Path(os.path.abspath(os.path.expanduser(t))),
+                                                    lambda t: Path(t).resolve())
+    for resolve in resolvers:
         try:
             return resolve(text).relative_to(root.resolve()).as_posix() or "."
         except (ValueError, OSError, RuntimeError):

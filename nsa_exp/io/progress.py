@@ -14,7 +14,7 @@ Call it after a command's argument checks, when the long work starts: a refusal 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sized
 from typing import TypeVar
 
 from tqdm import tqdm
@@ -39,8 +39,8 @@ def start(what: str) -> None:
 
 def progress(items: Iterable[T], desc: str, total: int | None = None, unit: str = "item") -> Iterator[T]:
     """``items`` with a tqdm bar on a terminal's stderr, else one start line (``desc: N units...``)."""
-    if total is None and hasattr(items, "__len__"):
-        total = len(items)  # type: ignore[arg-type]
+    if total is None and isinstance(items, Sized):
+        total = len(items)
     if not _tty():
         count = f"{total} {unit}{'' if total == 1 else 's'}" if total is not None else unit + "s"
         start(f"{desc}: {count}")

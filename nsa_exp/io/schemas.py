@@ -22,8 +22,11 @@ from .strict_json import parse_strict
 
 @cache
 def load_schema(kind: str) -> dict[str, Any]:
-    """The schema ``schemas/<kind>.schema.json`` as a dict (cached)."""
-    return parse_strict((SCHEMA_DIR / f"{kind}.schema.json").read_bytes())
+    """The schema ``schemas/<kind>.schema.json`` as a dict (cached); ValueError when the file is not a JSON object."""
+    schema = parse_strict((SCHEMA_DIR / f"{kind}.schema.json").read_bytes())
+    if not isinstance(schema, dict):
+        raise ValueError(f"schemas/{kind}.schema.json: a schema is a JSON object, not {type(schema).__name__}")
+    return schema
 
 
 @cache
@@ -70,7 +73,7 @@ def _message(error: Any) -> str:
     if error.validator == "type" and isinstance(error.instance, float) and "integer" in str(error.validator_value):
         return f"{error.instance!r} is a float where an integer is meant (write {error.instance:.0f}, not " \
                f"{error.instance!r})" if error.instance.is_integer() else f"{error.message}"
-    return error.message
+    return str(error.message)
 
 
 def validate_or_raise(doc: Any, kind: str, label: str) -> None:

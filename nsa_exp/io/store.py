@@ -16,11 +16,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import REPO_ROOT
 from ..core.kinds import KINDS
-from ..core.records import Record, record_schema
+from ..core.records import Run, record_schema
 from ..errors import UserError
 from .reader import read_bounded, same_file, show_path
 from .schemas import schema_errors
@@ -29,7 +29,8 @@ from .strict_json import MAX_BYTES, dumps_strict, parse_strict
 if TYPE_CHECKING:  # a frame is only handed in: the writer does not import pandas
     import pandas as pd
 
-R = TypeVar("R", bound=Record)
+R = TypeVar("R", bound=Run)
+R2 = TypeVar("R2", bound=Run)
 
 
 def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> None:
@@ -350,7 +351,7 @@ def _link_unnamed(fd: int, target: Path) -> bool:
         rc = libc.linkat(at_fdcwd, f"/proc/self/fd/{fd}".encode(), at_fdcwd, os.fsencode(target), at_symlink_follow)
     except (OSError, AttributeError):
         return False
-    return rc == 0
+    return int(rc) == 0
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -379,7 +380,7 @@ def frame_csv(path: str | Path, frame: pd.DataFrame, row_kind: str) -> str:
         errors = schema_errors(row, row_kind, label=f"row[{i}]")
         if errors:
             raise UserError(f"refusing to write {path}: {errors[0]}")
-    return frame.to_csv(index=False, lineterminator="\n")
+    return str(frame.to_csv(index=False, lineterminator="\n"))
 
 
 def write_frame(path: str | Path, frame: pd.DataFrame, row_kind: str) -> None:
@@ -417,8 +418,22 @@ def read_document(path: str | Path, kinds: tuple[str, ...], label: str | None = 
     return data, doc
 
 
-def load_record(path: str | Path, record: type[R] | tuple[type[R], ...], label: str | None = None,
-                missing_hint: str = "") -> R:
+@overload
+def load_record(path: str | Path, record: type[R], label: str | None = None, missing_hint: str = "") -> R: ...
+
+
+@overload
+def load_record(path: str | Path, record: tuple[type[R], type[R2]], label: str | None = None,
+                missing_hint: str = "") -> R | R2: ...
+
+
+@overload
+def load_record(path: str | Path, record: tuple[type[R], ...], label: str | None = None,
+                missing_hint: str = "") -> R: ...
+
+
+def load_record(path: str | Path, record: type[Run] | tuple[type[Run], ...], label: str | None = None,
+                missing_hint: str = "") -> Run:
     """:func:`load_document` of ``record``'s kind (or of any of several records' kinds: the one the document
     names), as that typed record (:mod:`nsa_exp.core.records`); a key the schema allows but the record does not
     know is one :class:`UserError` line."""
@@ -432,7 +447,7 @@ def load_record(path: str | Path, record: type[R] | tuple[type[R], ...], label: 
         raise UserError(f"{label}: {exc}") from None
 
 
-def write_record(path: str | Path, record: Record) -> None:
+def write_record(path: str | Path, record: Run) -> None:
     """Validate ``record``'s JSON against its kind's schema, then write it atomically (:func:`write_json`)."""
     write_json(path, record.to_json(), record_schema(record))
 

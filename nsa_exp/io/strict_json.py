@@ -43,7 +43,7 @@ def _depth(doc: Any) -> int:
     depth, frontier = 0, [doc]
     while frontier:
         depth += 1
-        nxt = []
+        nxt: list[Any] = []
         for node in frontier:
             if isinstance(node, dict):
                 nxt.extend(node.values())

@@ -82,7 +82,8 @@ def _npy_header(fh: Any, label: str, suffix: str) -> tuple[tuple[int, ...], bool
     try:
         version = npy_format.read_magic(fh)
         read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-        return read(fh, max_header_size=10_000)  # numpy's own parser (a literal, never evaluated), bounded
+        # numpy's own parser (a literal, never evaluated), bounded
+        return read(fh, max_header_size=10_000)  # type: ignore[call-arg]  # numpy's format.pyi lacks max_header_size
     except (ValueError, OSError, EOFError, SyntaxError) as exc:
         raise UserError(f"{label}: cannot be read as {suffix}: {_one_line(exc)}") from None
 

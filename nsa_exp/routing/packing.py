@@ -36,6 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..core.config import Pattern, Shape
 from ..core.families import family
@@ -63,15 +64,20 @@ def _check_lengths(lengths: np.ndarray, T: int, block_size: int, field: str) -> 
 MAX_SIGMA = 10.0  #: beyond it exp(N(mu, sigma)) overflows float64 for a useful share of draws
 
 
+def _positive(entry: Mapping[str, Any], key: str, where: str) -> float:
+    """``entry[key]``, a finite number > 0 (an int stays an int); UserError naming ``where.key`` otherwise."""
+    v = entry.get(key)
+    if v is None:
+        raise UserError(f"{where}.{key}: missing; a lognormal packing needs mean, sigma and seed")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
+        raise UserError(f"{where}.{key}: {v!r} must be a finite number > 0")
+    return v
+
+
 def _lognormal(entry: Mapping[str, Any], T: int, block_size: int, where: str) -> np.ndarray:
     if entry.get("distribution") != "lognormal":
         raise UserError(f"{where}.distribution: {entry.get('distribution')!r}; only 'lognormal' is supported")
-    mean, sigma = entry.get("mean"), entry.get("sigma")
-    for key, v in (("mean", mean), ("sigma", sigma)):
-        if v is None:
-            raise UserError(f"{where}.{key}: missing; a lognormal packing needs mean, sigma and seed")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
-            raise UserError(f"{where}.{key}: {v!r} must be a finite number > 0")
+    mean, sigma = _positive(entry, "mean", where), _positive(entry, "sigma", where)
     if mean > T:  # documents are clipped to [block_size, T]: a larger mean is one document of T, say so
         raise UserError(f"{where}.mean: {mean!r} exceeds T={T}; documents are clipped to [block_size, T]")
     if sigma > MAX_SIGMA:
@@ -193,7 +199,7 @@ def document_edges(length: np.ndarray, S: int, block_size: int) -> np.ndarray:
     return block_size * (k * (k + 1) // 2 + (M - k) * S)
 
 
-def packed_closed_form_edges(H: int, S: int, block_size: int, cu_seqlens: np.ndarray) -> int:
+def packed_closed_form_edges(H: int, S: int, block_size: int, cu_seqlens: npt.ArrayLike) -> int:
     """``H * sum_docs sum_{t_local} min(S, t_local // BS + 1)`` (docs/METHOD.md derives it)."""
     return int(H * document_edges(np.diff(np.asarray(cu_seqlens, dtype=np.int64)), S, block_size).sum())
 

@@ -107,7 +107,7 @@ def save_routings(routings: dict[str, np.ndarray], directory: str | Path, cu: np
         if cu is None:
             np.save(buf, bi, allow_pickle=False)
         else:
-            np.savez(buf, **{NPZ_KEY: bi, CU_KEY: np.asarray(cu, dtype=np.int32)})
+            np.savez(buf, allow_pickle=False, **{NPZ_KEY: bi, CU_KEY: np.asarray(cu, dtype=np.int32)})
         path = Path(directory) / f"{name}.{'npy' if cu is None else 'npz'}"
         write_bytes_atomic(path, buf.getvalue())
         paths.append(str(path))

@@ -130,7 +130,7 @@ def finish_rows(rng: np.random.Generator, drawn: np.ndarray, cur: np.ndarray, m:
         best_key = np.take_along_axis(keys, best, axis=1)
         tau = np.zeros(p)
         active = np.flatnonzero(c >= L)
-        generated = np.empty((p, 0), dtype=np.int64)
+        generated: np.ndarray = np.empty((p, 0), dtype=np.int64)  # int64 [p, j]: grows a column per pass
         while active.size:
             excl = np.concatenate([d[active], generated[active]], axis=1)
             lo, hi, mass = _segments(excl, c[active], L, rcum)
