@@ -117,8 +117,9 @@ def test(c, fast=False, image=False):
 
 @task
 def lint(c):
-    """ruff; hadolint on the Dockerfile; docker-compose.yml against the compose spec (no engine needed)."""
+    """ruff; mypy (0 errors); hadolint on the Dockerfile; docker-compose.yml against the compose spec (no engine)."""
     c.run(f"{PY} -m ruff check nsa_exp scripts tests tasks.py", pty=False)
+    c.run(f"{PY} -m mypy", pty=False)  # pyproject.toml [tool.mypy]: nsa_exp, tasks.py, scripts; core/ and io/ strict
     bindir = shlex.quote(str(Path(sys.executable).parent))
     c.run(f"{bindir}/hadolint Dockerfile", pty=False)
     c.run(f"{bindir}/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml docker-compose.ca.yml",

@@ -196,3 +196,14 @@ def test_an_ncu_summarys_raw_csv_is_found_beside_it_and_strict_fails_when_it_is_
     assert main(["validate", str(tmp_path / f"{name}.json")]) == 0  # unverifiable is not a failure ...
     assert main(["validate", "--strict", str(tmp_path / f"{name}.json")]) == 1  # ... unless --strict
     assert "--strict: 1 check group(s) unverifiable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", [[1], {"a": 1}, 3, None])
+def test_a_kind_that_is_no_string_is_a_fail_naming_it_never_an_internal_error(kind, tmp_path, capsys):
+    """``{"kind": [1]}`` ended in "internal error TypeError: unhashable type" (found by the typing pass)."""
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"kind": kind, "schema_version": "1.0"}))
+    assert main(["validate", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert "internal error" not in err and "Traceback" not in err
+    assert f"{path}: FAIL" in out and "[kind] $.kind: unknown document kind" in out

@@ -19,7 +19,7 @@ def judge_naive(result: dict[str, Any], tol_rel_l2: float, tol_max_abs_rel: floa
             for name, m in result.items() if m["rel_l2"] > tol_rel_l2 or m["max_abs_rel"] > tol_max_abs_rel]
 
 
-def judge_staged(pattern: str, result: dict[str, Any], tol_rel_l2: float, tol_ulp: int) -> list[str]:
+def judge_staged(pattern: str, result: dict[str, Any], tol_rel_l2: float, tol_ulp: float) -> list[str]:
     failures = []
     if not result["dq"]["bit_exact"]:
         failures.append(f"staged {pattern} dq: not bit-exact vs the official wrapper "

@@ -75,10 +75,10 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         checks.add("json_syntax", [("$", str(exc))])
         return {**report, "passed": False, "checks": checks.items}
     checks.add("json_syntax")
-    kind = doc.get("kind") if isinstance(doc, dict) else None
-    if not checks.add("kind", [] if kind in KINDS else [("$.kind", f"unknown document kind {kind!r}; expected one "
-                                                                    f"of {', '.join(KINDS)}")]) \
-            or not isinstance(kind, str):  # a kind of KINDS is a str: never true here, it types ``kind``
+    raw_kind = doc.get("kind") if isinstance(doc, dict) else None
+    kind = raw_kind if isinstance(raw_kind, str) else None  # a list or an object is no kind (and unhashable)
+    if not checks.add("kind", [] if kind in KINDS else [("$.kind", f"unknown document kind {raw_kind!r}; expected "
+                                                                    f"one of {', '.join(KINDS)}")]) or kind is None:
         return {**report, "passed": False, "checks": checks.items}
     version = doc.get("schema_version", None if document_kind(kind).versioned else document_kind(kind).version)
     if not checks.add("schema_version", [] if version in SUPPORTED_VERSIONS else

@@ -255,9 +255,9 @@ class Arm(Generic[DocT]):
         """Validated against its kind's schema, then written atomically to ``run.output`` (none: not written)."""
         if run.output is None:
             return
-        if isinstance(doc, Record):
+        if isinstance(doc, RunRecord):  # a typed record of a kind (bench result, sweep point, release result)
             write_record(run.output, doc)
-        elif self.schema is not None:
+        elif self.schema is not None and isinstance(doc, dict):
             write_json(run.output, doc, self.schema)
 
 

@@ -15,6 +15,7 @@ from ..core.families import BASELINE_PATTERN
 from ..core.protocol import THROTTLE_MASK
 from ..core.records import BenchLike, BenchResult
 from ..core.stages import PANEL_ORDER, TITLES
+from ..errors import UserError
 from .data import Formal, ReportData
 from .markdown import md_table, ms, pct, times
 
@@ -172,10 +173,13 @@ def figures_lines(data: ReportData) -> list[str]:
 def fanin_section(result: BenchLike) -> list[str]:
     rows = []
     for name, p in BenchResult.coerce(result).patterns.items():
-        f = p.fanin
+        f, span, gap = p.fanin, p.query_span, p.adjacent_gap
+        if span is None or gap is None:  # recorded by every bench result since the routing statistics existed
+            raise UserError(f"pattern {name}: no query_span / adjacent_gap recorded; re-run `report` on a bench "
+                            "result that records them")
         rows.append([name, f"{p.edges:,}", f"{f['mean']:.1f}", f"{f['max']:.0f}", f"{f['p95']:.1f}",
                      f"{f['p99']:.1f}", f"{f['cv']:.3f}", f"{f['gini']:.3f}", str(f["zero_rows"]),
-                     f"{p.query_span['median']:.0f}", f"{p.adjacent_gap['mean']:.2f}"])
+                     f"{span['median']:.0f}", f"{gap['mean']:.2f}"])
     return ["Per (KV head, KV block) CSR row, zero rows included; span and gaps over non-empty rows (the same "
             "routings on both GPUs: same seeds and shape):", "",
             md_table(["pattern", "edges", "fan-in mean", "max", "p95", "p99", "CV", "Gini", "zero rows",
