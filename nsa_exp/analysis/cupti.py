@@ -11,9 +11,9 @@ the first H200 run, never committed, showed ``wrapper_extra`` at 2x its event ti
 launch latency before the first kernel and the GPU spin, which the CUDA-event pair around the call
 includes, and includes the gaps between a multi-launch stage's kernels.
 
-**Kernel-time sum, sized by need** (issue 27; :data:`METHOD_SUM`): each call's kernel time is the **time the
+**Device busy time, sized by need** (issue 27; :data:`METHOD_BUSY`): each call's kernel time is the **time the
 device is busy with the activities (kernels, memsets, memcpys) inside its range's GPU-side span**, the union of
-their intervals (:func:`kernel_sum_ms`; for a one-launch stage the same as the span), so the gaps between a
+their intervals (:func:`kernel_busy_ms`; for a one-launch stage the same as the span), so the gaps between a
 multi-launch stage's launches, which grow under the profiler, do not count. The pass is **sized by need**
 (:func:`rounds_needed`): enough rounds that the shortest multi-launch stage's profiled calls add up to
 :data:`SIZING` ``target_ms`` of event time (at least ``min_rounds``, at most ``max_rounds``), computed from the
@@ -67,11 +67,11 @@ LOOSE = {"rel_below": 0.05, "abs_below_ms": 0.020, "rel_above": 0.15, "abs_above
 SIZING = {"target_ms": 5.0, "min_rounds": ROUNDS, "max_rounds": 40}
 #: Profiler timestamps are whole-ns values rendered in µs: allow rounding at a range's edges.
 SLACK_US = 0.5
-METHOD_SUM = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
+METHOD_BUSY = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
               "GPU spin queued before each call outside the range; kernel time = the union of the intervals of the "
               "device activities (kernels, memsets, memcpys) inside the range's GPU-side span (overlaps counted "
               "once, gaps between launches excluded); rounds sized by need (cupti.sizing)")
-METHOD_PAIRED = METHOD_SUM + ("; each profiled call keeps its CUDA-event pair (event_ms), and the agreement "
+METHOD_PAIRED = METHOD_BUSY + ("; each profiled call keeps its CUDA-event pair (event_ms), and the agreement "
                               "rule compares the same calls' event and kernel medians")
 METHOD = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
           "GPU spin queued before each call outside the range; kernel time = the range's GPU-side span "
@@ -105,7 +105,7 @@ def _is_device(e: Any) -> bool:
     return str(getattr(e, "device_type", "")).rsplit(".", 1)[-1] != "CPU"
 
 
-def kernel_sum_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
+def kernel_busy_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
     """``{pattern: {stage: [ms per call, in call order]}}``: per profiled call, the time the device was busy with
     the device events (``device_type`` not CPU, ``time_range.start/.end`` in µs) lying inside its range's GPU-side
     span (within :data:`SLACK_US`): the length of the union of their intervals, so activities that overlap (or a
@@ -118,11 +118,11 @@ def kernel_sum_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
     >>> class E:
     ...     def __init__(self, name, a, b, dev="CUDA"):
     ...         self.name, self.time_range, self.device_type = name, R(a, b), dev
-    >>> kernel_sum_ms([E("spin", 0.0, 99.0), E("nsa_cupti/local/csr/0", 100.0, 400.0), E("fill", 100.0, 102.0),
+    >>> kernel_busy_ms([E("spin", 0.0, 99.0), E("nsa_cupti/local/csr/0", 100.0, 400.0), E("fill", 100.0, 102.0),
     ...                E("count", 150.0, 250.0), E("scatter", 300.0, 400.0), E("nsa_cupti/local/csr/0", 90.0, 410.0,
     ...                dev="CPU"), E("spin", 401.0, 900.0)])
     {'local': {'csr': [0.202]}}
-    >>> kernel_sum_ms([E("nsa_cupti/local/csr/0", 100.0, 400.0), E("a", 100.0, 300.0), E("b", 200.0, 400.0),
+    >>> kernel_busy_ms([E("nsa_cupti/local/csr/0", 100.0, 400.0), E("a", 100.0, 300.0), E("b", 200.0, 400.0),
     ...                E("b", 200.0, 400.0)])  # overlapping and duplicated: the union, 300 us
     {'local': {'csr': [0.3]}}
     """

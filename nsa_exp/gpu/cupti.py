@@ -9,7 +9,7 @@ stage. Since issue 28 the loop keeps its CUDA-event pair around each range, as i
 profiled call has its event time beside its kernel time (``event_ms``) and the cross-check compares the same
 calls (:data:`nsa_exp.analysis.cupti.METHOD_PAIRED`). The aggregation of the profiler's events into per-stage
 kernel times is pure (:mod:`nsa_exp.analysis.cupti`, tested on the CPU with fake events): since issue 27 each
-call's summed device activity (:func:`nsa_exp.analysis.cupti.kernel_sum_ms`) over a pass sized by need
+call's summed device activity (:func:`nsa_exp.analysis.cupti.kernel_busy_ms`) over a pass sized by need
 (:func:`nsa_exp.analysis.cupti.sizing`); another arm may pass its own ``aggregate`` (e.g. each launched kernel
 by name; that pass records no events, as before).
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from ..analysis.cupti import METHOD_PAIRED, ROUNDS, cupti_block, event_ms_of, kernel_sum_ms, range_label
+from ..analysis.cupti import METHOD_PAIRED, ROUNDS, cupti_block, event_ms_of, kernel_busy_ms, range_label
 from ..core.protocol import round_orders
 from .timing import CudaDevice, run_rounds
 
@@ -58,7 +58,7 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
                          sized: dict[str, Any] | None = None) -> Any:
     """``rounds`` profiled rounds over every pattern x stage; returns the result's ``cupti`` block
     (``aggregate(profiler events, rounds)``, default :func:`nsa_exp.analysis.cupti.cupti_block` of
-    :func:`~nsa_exp.analysis.cupti.kernel_sum_ms`, each call's summed device activity, with the same calls'
+    :func:`~nsa_exp.analysis.cupti.kernel_busy_ms`, each call's summed device activity, with the same calls'
     CUDA-event times, ms, as ``event_ms``; ``sized``, the
     :func:`~nsa_exp.analysis.cupti.sizing` record of a pass sized by need, is recorded in it).
 
@@ -78,5 +78,5 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
     events = prof.events()
     if aggregate is not None:
         return aggregate(events, rounds)
-    return cupti_block(kernel_sum_ms(events), rounds, sized, METHOD_PAIRED, event_ms=event_ms_of(records))
+    return cupti_block(kernel_busy_ms(events), rounds, sized, METHOD_PAIRED, event_ms=event_ms_of(records))
 

@@ -105,12 +105,12 @@ def _csr_call(call: int, at: float, gap: float) -> list[TimedEvent]:
 
 
 def test_each_call_sums_its_device_activity_so_launch_gaps_under_the_profiler_do_not_count():
-    from nsa_exp.analysis.cupti import kernel_sum_ms  # noqa: PLC0415
+    from nsa_exp.analysis.cupti import kernel_busy_ms  # noqa: PLC0415
 
     # the flush + spin before each call sit outside its range; 12 µs gaps between launches under the profiler
     events = [e for c in range(3) for e in [TimedEvent("spin_kernel", Span(1000.0 * c, 1000.0 * c + 400.0)),
                                            *_csr_call(c, 1000.0 * c + 401.0, 12.0)]]
-    assert kernel_sum_ms(events) == {"uniform": {"csr": [0.232] * 3}}
+    assert kernel_busy_ms(events) == {"uniform": {"csr": [0.232] * 3}}
     span = 0.232 + 4 * 0.012
     event_median = 0.2438  # the first stop run's uniform CSR (CUDA events, 67 rounds; 2026-12-01)
     assert disagreement("csr", event_median, span) is not None  # the span method: the gaps make it fail
@@ -118,13 +118,13 @@ def test_each_call_sums_its_device_activity_so_launch_gaps_under_the_profiler_do
 
 
 def _stop_with_cupti(rounds: int | None = None, scale: float = 0.99) -> dict:
-    from nsa_exp.analysis.cupti import METHOD_SUM, sizing  # noqa: PLC0415
+    from nsa_exp.analysis.cupti import METHOD_BUSY, sizing  # noqa: PLC0415
 
     doc = json.loads(STOP.read_text())
     sized = sizing({p: {s: st["median_ms"] for s, st in v["stages"].items()} for p, v in doc["patterns"].items()})
     n = sized["rounds"] if rounds is None else rounds
     calls = {p: {s: [st["median_ms"] * scale] * n for s, st in v["stages"].items()} for p, v in doc["patterns"].items()}
-    doc["cupti"] = cupti_block(calls, n, sized, METHOD_SUM)
+    doc["cupti"] = cupti_block(calls, n, sized, METHOD_BUSY)
     return doc
 
 
