@@ -68,7 +68,7 @@ def stage_method(fn: Callable[..., Any]) -> Callable[..., Any]:
     params = tuple(inspect.signature(fn).parameters)[1:]
     if params != row.consumes:
         raise TypeError(f"StagedBackward.{fn.__name__}{params}: the Stage row consumes {row.consumes}")
-    fn.stage_row = row  # type: ignore[attr-defined]
+    fn.stage_row = row  # type: ignore[attr-defined]  # a function attribute, read back by stage_callables
     return fn
 
 
