@@ -98,7 +98,7 @@ class Command:
 COMMON = (Option("--debug", "show tracebacks", "flag"),)
 CONFIGURED = (*COMMON, Option("--config", f"experiment config (default {DEFAULT_CONFIG})", default=DEFAULT_CONFIG),)
 GPU = (*CONFIGURED, Option("--allow-gpu", "run on a GPU other than the config's (recorded in the report)", "flag"),)
-CPU, GPU_COMMANDS, MODEL = "nsa_exp.handlers", "nsa_exp.gpu.commands", "nsa_exp.model.commands"
+CPU, GPU_COMMANDS, MODEL = "nsa_exp.handlers", "nsa_exp.gpu.commands", "nsa_exp.model_commands"
 #: The output policy's flag (nsa_exp.io.store.OutputPolicy): every command with a default output path has it.
 OVERWRITE = Option("--overwrite", "replace this command's default output(s) when they exist (with --publish: to "
                    "regenerate a published file on purpose); without it an existing default output is refused in one "

@@ -24,12 +24,13 @@ TIERS: tuple[tuple[str, ...], ...] = (
     ("nsa_exp.model",),  # the model's computations: validate recomputes calibrations and validations with them
     ("nsa_exp.checking",),
     ("nsa_exp.figures",),
-    ("nsa_exp.model.commands",),  # the model's command handlers: they read validated points and draw figures
     ("nsa_exp.sweeps",),
     ("nsa_exp.releases",),
     ("nsa_exp.report",),
     ("nsa_exp.gpu",),
-    ("nsa_exp.commands", "nsa_exp.arguments", "nsa_exp.handlers", "nsa_exp.cli", "nsa_exp.__main__"),
+    # the doors; model_commands: the model's command handlers (they read validated points and draw figures)
+    ("nsa_exp.commands", "nsa_exp.arguments", "nsa_exp.handlers", "nsa_exp.model_commands", "nsa_exp.cli",
+     "nsa_exp.__main__"),
 )
 
 
@@ -113,6 +114,18 @@ def test_no_modules_import_each_other_in_a_loop():
 def test_every_module_is_in_a_tier():
     for name in import_graph():
         tier_of(name)
+
+
+def test_folders_and_tiers_agree():
+    """Every module of one folder (sub-package) is in one tier, and a tier's modules in a folder are all of it:
+    a reader who knows the folder knows the tier (issue 29; model/commands.py, a door, sat in model/)."""
+    by_folder: dict[str, set[int]] = {}
+    for name in import_graph():
+        parts = name.split(".")
+        if len(parts) > 2 or (REPO / "nsa_exp" / parts[-1]).is_dir():  # inside a folder of nsa_exp/
+            by_folder.setdefault(parts[1], set()).add(tier_of(name))
+    assert {f: t for f, t in by_folder.items() if len(t) != 1} == {}
+    assert len(set().union(*by_folder.values())) == len(by_folder)  # no two folders share a tier
 
 
 BLOCKED = """

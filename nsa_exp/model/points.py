@@ -88,7 +88,7 @@ def result_files(paths: Iterable[str]) -> list[Path]:
 
 def read_points(path: Path) -> list[Point]:
     """Every routing of one result file (a bench result or sweep point) as a :class:`Point`. The model's
-    commands read only files that pass every check of ``validate`` first (``model/commands.py``, a door above
+    commands read only files that pass every check of ``validate`` first (``model_commands.py``, a door above
     ``checking/``, which itself reads the points a calibration cites through this function).
 
     Raises:

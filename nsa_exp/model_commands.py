@@ -1,5 +1,6 @@
-"""The model's CPU commands: ``calibrate``, ``predict``, ``model-validate`` (argparse namespace in,
-one schema-valid document written or a prediction printed). Bad input is one :class:`UserError` line."""
+"""The model's CPU commands: ``calibrate``, ``predict``, ``model-validate`` (argparse namespace in, one schema-valid
+document written or a prediction printed); a door, as it sits above the model, checking and figures tiers. Bad
+input is one :class:`UserError` line."""
 
 from __future__ import annotations
 
@@ -13,22 +14,17 @@ from typing import Any
 import numpy as np
 import scipy
 
-from ..checking.validate import load_validated
-from ..core.config import MAX_T
-from ..core.families import pattern_from_entry
-from ..core.kinds import schema_version
-from ..errors import UserError
-from ..figures.model_validation import figure_stem, plot_validation
-from ..io.metadata import git_state, installed_packages, utc_now
-from ..io.progress import progress
-from ..io.store import OutputPolicy, file_sha256, load_document, write_json
-from ..routing.edges import closed_form_edges, effective_edges
-from ..routing.fanin import csr_rows
-from ..routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
-from ..routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
-from ..routing.patterns import generate_routing
-from .arguments import parse_packing, parse_params, require_enough_blocks
-from .calibration import (
+from .checking.validate import load_validated
+from .core.config import MAX_T
+from .core.families import pattern_from_entry
+from .core.kinds import schema_version
+from .errors import UserError
+from .figures.model_validation import figure_stem, plot_validation
+from .io.metadata import git_state, installed_packages, utc_now
+from .io.progress import progress
+from .io.store import OutputPolicy, file_sha256, load_document, write_json
+from .model.arguments import parse_packing, parse_params, require_enough_blocks
+from .model.calibration import (
     config_label,
     fit_calibration,
     kernel_resources,
@@ -37,7 +33,7 @@ from .calibration import (
     occupancy_section,
     predict,
 )
-from .points import (
+from .model.points import (
     POINT_KINDS,
     check_same_setup,
     pattern_fanin,
@@ -48,7 +44,12 @@ from .points import (
     row_fanin,
     shape_at,
 )
-from .whatif import TARGET, validation_row, validation_summary
+from .model.whatif import TARGET, validation_row, validation_summary
+from .routing.edges import closed_form_edges, effective_edges
+from .routing.fanin import csr_rows
+from .routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
+from .routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
+from .routing.patterns import generate_routing
 
 
 def _metadata() -> dict[str, Any]:
