@@ -13,6 +13,7 @@ import platform
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from . import REPO_ROOT
 from .analysis.compare import DEFAULT_FLOOR, check_resamples, run_compare
@@ -47,7 +48,7 @@ from .routing.report import (
     time_generation,
     write_routing_report,
 )
-from .sweeps.plan import load_sweep, sweep_dirs
+from .sweeps.plan import Point, load_sweep, sweep_dirs
 from .sweeps.run import gpu_present, points_to_run, run_sweep
 from .sweeps.table import sweep_table
 
@@ -218,6 +219,15 @@ def cmd_autotune_heatmap(args: argparse.Namespace) -> int:
                                         claim=lambda p: policy.claim(p, named=named, option="--out-dir")))
 
 
+def measure_sweep_point(point: Point, allow_gpu: bool, out_dir: Path) -> dict[str, Any]:
+    """The GPU tier's sweep-point arm (:func:`nsa_exp.gpu.sweep_point.measure_point`), imported only when a point
+    is measured (torch and FLA then, after the sweep's argument checks); a module-level function, so submitit
+    pickles it by reference into its jobs."""
+    from .gpu.sweep_point import measure_point  # noqa: PLC0415 - the GPU tier only when a point is measured
+
+    return measure_point(point, allow_gpu, out_dir)
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     points = load_sweep(args.config, args.routing_file, stop_rule=args.stop_rule)
     if not points:
@@ -236,8 +246,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise UserError(f"sweep {points[0].sweep}: no CUDA GPU on this machine, and all {len(points)} points are "
                             f"already done under {recorded_path(out_dir)}/ (nothing to measure); pass --table-only "
                             f"to rebuild {recorded_path(csv)} from them")
-        done = run_sweep(points, out_dir, args.allow_gpu, args.executor, points_per_job=args.points_per_job,
-                         slurm=slurm)
+        done = run_sweep(points, out_dir, args.allow_gpu, args.executor, measure=measure_sweep_point,
+                         points_per_job=args.points_per_job, slurm=slurm)
         print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")
     elif not out_dir.is_dir():
         raise UserError(f"{out_dir}: no point folder of this run yet; --publish rebuilds the published table from "

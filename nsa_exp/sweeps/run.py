@@ -1,17 +1,16 @@
 """Running a sweep: each point measured and written on its own, resumable, on an executor.
 
 Each point is written atomically to ``results/sweeps/<sweep>/<point_id>.json`` (schema ``sweep_point``)
-by :func:`run_point`, which calls an injectable measurement function (the real one,
-:func:`nsa_exp.gpu.sweep_point.measure_point`, is resolved by name so this module never imports
-torch). :func:`run_sweep` skips points whose file is already there and schema-valid (resume: a killed
-sweep loses at most the points in flight) and hands the rest to an executor: ``inline`` (this
-process, sequential), or submitit's ``debug``, ``local`` (one job per GPU on this host) or ``slurm``
-(a job array).
+by :func:`run_point`, which calls the measurement function its caller hands in (the real one,
+:func:`nsa_exp.gpu.sweep_point.measure_point`, is handed in by the ``sweep`` door, which imports the GPU tier
+only when a point is measured: this module never imports torch, nor names a module above its tier).
+:func:`run_sweep` skips points whose file is already there and schema-valid (resume: a killed sweep loses at
+most the points in flight) and hands the rest to an executor: ``inline`` (this process, sequential), or
+submitit's ``debug``, ``local`` (one job per GPU on this host) or ``slurm`` (a job array).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import subprocess
 from collections.abc import Callable, Sequence
@@ -25,29 +24,20 @@ from ..errors import UserError
 from ..io.store import write_json
 from .plan import AUTOTUNE_FILE, Point, point_done, point_path
 
-MEASURE = "nsa_exp.gpu.sweep_point:measure_point"
-
 # measure(point, allow_gpu, out_dir) -> the point's sweep_point document (written by run_point)
 Measure = Callable[["Point", bool, Path], dict[str, Any]]
 
 
 
-def resolve_measure(spec: str) -> Measure:
-    """``"module:function"`` -> the function (the measurement is injectable by name or by object)."""
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def run_point(point: Point, out_dir: str, allow_gpu: bool, measure: Measure | str = MEASURE) -> str:
+def run_point(point: Point, out_dir: str, allow_gpu: bool, measure: Measure) -> str:
     """Measure one point and write it atomically (schema ``sweep_point``); returns its path."""
-    fn = resolve_measure(measure) if isinstance(measure, str) else measure
-    doc = fn(point, allow_gpu, Path(out_dir))
+    doc = measure(point, allow_gpu, Path(out_dir))
     path = point_path(Path(out_dir), point)
     write_json(path, doc, "sweep_point")
     return str(path)
 
 
-def run_points(points: Sequence[Point], out_dir: str, allow_gpu: bool, measure: Measure | str = MEASURE) -> list[str]:
+def run_points(points: Sequence[Point], out_dir: str, allow_gpu: bool, measure: Measure) -> list[str]:
     """Several points in one process, in order (one submitit job of ``--points-per-job`` points)."""
     return [run_point(p, out_dir, allow_gpu, measure) for p in points]
 
@@ -90,7 +80,7 @@ def gpu_present() -> bool:
     return any(ln.startswith("GPU ") for ln in lines)
 
 
-def _submit_per_gpu(points: Sequence[Point], out: Path, allow_gpu: bool, measure: Measure | str, log_dir: Path,
+def _submit_per_gpu(points: Sequence[Point], out: Path, allow_gpu: bool, measure: Measure, log_dir: Path,
                     gpus: Sequence[int]) -> list[Any]:
     """submitit's LocalExecutor gives every job the GPUs ``0..gpus_per_node-1`` unless told otherwise, so
     we place the points ourselves: round-robin over ``gpus``, one job (one process) per GPU, pinned to
@@ -116,7 +106,7 @@ def points_to_run(points: Sequence[Point], out_dir: str | Path) -> list[Point]:
 
 
 def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, executor: str = "inline",
-              measure: Measure | str = MEASURE, points_per_job: int = 1,
+              *, measure: Measure, points_per_job: int = 1,
               slurm: dict[str, Any] | None = None) -> dict[str, list[str]]:
     """Run every point not already done; ``{"skipped": [...], "ran": [...]}`` (point ids).
 
