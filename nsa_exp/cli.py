@@ -21,13 +21,28 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
+import numpy as np
+
 from .arguments import check_arguments
 from .commands import COMMANDS, Option, cli_flags
+from .core.config import Pattern, Shape
 from .errors import UserError
 from .io.reader import show_path
 from .io.strict_csv import parse_float, parse_int
+from .routing.patterns import register_external
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+def _fla_topk_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
+    """fla-topk's routing, computed by the GPU tier (:func:`nsa_exp.gpu.topk.fla_topk_routing`), imported only
+    when a command asks for one (torch then; a one-line UserError without a GPU or the Triton interpreter)."""
+    from .gpu.topk import fla_topk_routing  # noqa: PLC0415 - the GPU tier only when a fla-topk routing is generated
+
+    return fla_topk_routing(pattern, shape, seed)
+
+
+register_external("fla-topk", _fla_topk_routing)  # the doors wire the tiers: the GPU tier's function, by name
 
 
 def _lazy(target: str) -> Handler:

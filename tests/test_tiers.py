@@ -116,6 +116,24 @@ def test_every_module_is_in_a_tier():
         tier_of(name)
 
 
+MODULE_STRING = re.compile(r"^nsa_exp(\.\w+)+(:\w+)?$")
+
+
+def test_no_module_names_a_module_above_its_tier_in_a_string():
+    """An import path in a string (``"nsa_exp.gpu.topk:fla_topk_routing"`` resolved with importlib) is an import
+    the edge test cannot see: the routing and sweep tiers reached up to the GPU tier that way (issue 29). The
+    tiers below register what they need from above, so a module's strings may name only its own tier or lower."""
+    upward = []
+    for path in sorted((REPO / "nsa_exp").rglob("*.py")):
+        here = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.match(node.value):
+                target = node.value.partition(":")[0]
+                if tier_of(target) > tier_of(here):
+                    upward.append(f"{here}: {node.value!r}")
+    assert upward == []
+
+
 def test_folders_and_tiers_agree():
     """Every module of one folder (sub-package) is in one tier, and a tier's modules in a folder are all of it:
     a reader who knows the folder knows the tier (issue 29; model/commands.py, a door, sat in model/)."""

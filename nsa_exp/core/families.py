@@ -4,7 +4,8 @@ defaults, shape rules, figure marker, one-line description), and the check of a 
 This table is the one registry of family names: the config check, ``--help``, figures, the profiler's
 pattern specs and the schemas' pattern enums (``python -m nsa_exp schemas``) all read it. The generators
 live in the routing tier (:mod:`nsa_exp.routing.patterns` binds one to each row by name); a family whose
-routing is computed on the GPU tier names it in ``external`` instead (fla-topk).
+routing is computed on the GPU tier says what computes it in ``external`` instead (fla-topk), and that tier
+registers the function (:func:`nsa_exp.routing.patterns.register_external`): no tier names a module above it.
 
 Config forms (one entry of ``config.patterns``):
 
@@ -61,8 +62,8 @@ class Family:
     label_offset: tuple[int, int] = field(default=(7, 6))  # figure label offset in points
     # shape-dependent rules (e.g. sinks < S): raises UserError naming ``where.<param>``
     check_shape: ShapeRule | None = None
-    # "module:function" (pattern, shape, seed) -> int32 [B,T,H,S], imported only when generated (a
-    # routing computed on the GPU tier, e.g. fla-topk); such a family has no generator in the routing tier
+    # what computes the routing above the routing tier (fla-topk: FLA's own top-k), for messages; the function
+    # (pattern, shape, seed) -> int32 [B,T,H,S] is registered by that tier (routing.patterns.register_external)
     external: str | None = None
     # False: the routing's edges may differ from the closed form (not generated to n(t) valid slots);
     # the equal-edge gate counts and records them instead of failing
@@ -120,7 +121,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
                                      "description": "planted query-block alignment (nsa_exp.gpu.topk); 0 = random q"}},
            {"salience": 0.0}, "P",
            "FLA's own parallel_nsa_topk on seeded q and mean-pooled k (GPU, or TRITON_INTERPRET=1)",
-           check_shape=_check_topk, external="nsa_exp.gpu.topk:fla_topk_routing", equal_edges=False),
+           check_shape=_check_topk, external="FLA's parallel_nsa_topk", equal_edges=False),
 )}
 
 

@@ -24,6 +24,7 @@ from ..routing.edges import equal_edge_gate
 from ..routing.files import validate_block_indices
 from ..routing.packing import generate_packed_routing, packed_routing_violations
 from ..routing.patterns import generate_routing, routing_violations
+from . import topk  # noqa: F401 - registers fla-topk's routing (every arm's equal-edge gate may generate it)
 from .fla_source import verify_imported_fla
 
 

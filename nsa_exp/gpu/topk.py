@@ -36,7 +36,7 @@ import torch
 
 from ..core.config import Pattern, Shape
 from ..errors import UserError
-from ..routing.patterns import pattern_rng
+from ..routing.patterns import pattern_rng, register_external
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -112,3 +112,6 @@ def fla_topk_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
     del q, k, v, k_cmp, v_cmp, lse_cmp, bi
     out = -np.sort(-np.where(out >= 0, out, -1), axis=-1)  # descending, -1 padding last
     return out.astype(np.int32)
+
+
+register_external("fla-topk", fla_topk_routing)  # the routing tier calls it by family name, never by import path

@@ -29,7 +29,6 @@ Generators are vectorised over (batch, query, head) rows; the sampler (:mod:`.sa
 from __future__ import annotations
 
 import hashlib
-import importlib
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ import numpy as np
 
 from ..core.config import Pattern, Shape
 from ..core.families import family
+from ..errors import UserError
 from .sampler import sample_distinct
 
 
@@ -98,6 +98,25 @@ Generator = Callable[[Rows, Mapping[str, Any], np.random.Generator], np.ndarray]
 GENERATORS: dict[str, Generator] = {}
 
 
+#: The routings computed above this tier, by family name (fla-topk: FLA's own top-k, on the GPU tier): each is
+#: registered by the tier that computes it, never looked up by import path from here. ``nsa_exp.gpu.topk``
+#: registers fla-topk when it is imported (every GPU arm imports it through ``gpu/gates.py``); the command line
+#: registers a deferred call to it (``nsa_exp/cli.py``), so a CPU command imports torch only when it is asked for
+#: a fla-topk routing.
+External = Callable[[Pattern, Shape, int], np.ndarray]
+EXTERNAL: dict[str, External] = {}
+
+
+def register_external(name: str, compute: External) -> External:
+    """Bind ``compute(pattern, shape, seed) -> int32 [B, T, H, S]`` to the family row ``name``, whose routing is
+    computed above this tier (its row's ``external``); a later registration replaces an earlier one (the GPU
+    tier's own function replaces the command line's deferred call to it). ValueError for a generated family."""
+    if family(name).external is None:
+        raise ValueError(f"pattern {name!r} is generated in the routing tier (register_generator), not external")
+    EXTERNAL[name] = compute
+    return compute
+
+
 def register_generator(name: str, generate: Generator) -> Generator:
     """Bind ``generate`` to the family row ``name`` of :data:`nsa_exp.core.families.FAMILIES` (once)."""
     if family(name).external is not None:
@@ -113,8 +132,11 @@ def generate_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
     pattern (fla-topk) is computed by its GPU-tier function, which raises UserError without a GPU."""
     row = family(pattern.name)
     if row.external is not None:
-        module, _, fn = row.external.partition(":")
-        return getattr(importlib.import_module(module), fn)(pattern, shape, seed)
+        compute = EXTERNAL.get(row.name)
+        if compute is None:
+            raise UserError(f"pattern {row.name}: computed by {row.external} on the GPU tier, which this process has "
+                            "not loaded; run it through `python -m nsa_exp`, or import nsa_exp.gpu.topk first")
+        return compute(pattern, shape, seed)
     generate = GENERATORS.get(row.name)
     if generate is None:
         raise RuntimeError(f"pattern {row.name!r} has a family row but no generator (register_generator)")

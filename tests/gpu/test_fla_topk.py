@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from nsa_exp.core.families import pattern_from_entry
 from nsa_exp.errors import UserError
 from nsa_exp.model.points import regenerable
 from nsa_exp.routing.patterns import generate_routing, routing_violations
-from tests.helpers import assert_one_line_error, primary_config_dict, run_cli
+from tests.helpers import REPO, assert_one_line_error, primary_config_dict, run_cli
 
 # G = 16, M = 8 blocks of 8, S = 4: BS >= 2*S as FLA's top-k asserts; 64 queries keep the interpreter ~5 s a call
 TOPK_TINY = Shape(B=1, T=64, HQ=16, H=1, K=16, V=16, S=4, block_size=8, dtype="float16")
@@ -20,6 +22,8 @@ TOPK_TINY = Shape(B=1, T=64, HQ=16, H=1, K=16, V=16, S=4, block_size=8, dtype="f
 
 @pytest.mark.interpreter
 def test_fla_topk_is_causal_distinct_forces_block_0_and_recent_and_is_seeded_and_salience_moves_it():
+    from nsa_exp.gpu import topk  # noqa: F401, PLC0415 - the GPU tier registers fla-topk's routing when imported
+
     plain = generate_routing(Pattern("fla-topk", salience=0.0), TOPK_TINY, seed=0)
     again = generate_routing(Pattern("fla-topk", salience=0.0), TOPK_TINY, seed=0)
     salient = generate_routing(Pattern("fla-topk", salience=4.0), TOPK_TINY, seed=0)
@@ -51,6 +55,29 @@ def test_routing_command_without_gpu_or_interpreter_names_what_fla_topk_needs(tm
     path.write_text(json.dumps(cfg))
     proc = run_cli("routing", "--config", str(path), env={"TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""})
     assert_one_line_error(proc, "fla-topk", "needs a CUDA GPU or TRITON_INTERPRET=1")
+
+
+def test_the_routing_tier_computes_fla_topk_only_through_what_a_higher_tier_registered():
+    """No tier names a module above it (issue 29): the routing tier keeps a registry the GPU tier (importing
+    nsa_exp.gpu.topk) or the command line (a deferred call) fills; a process that loaded neither is told so."""
+    code = ("from nsa_exp.core.config import Pattern, Shape\n"
+            "from nsa_exp.errors import UserError\n"
+            "from nsa_exp.routing.patterns import EXTERNAL, generate_routing\n"
+            "assert 'fla-topk' not in EXTERNAL\n"
+            "try:\n"
+            "    generate_routing(Pattern('fla-topk'), Shape(B=1, T=64, HQ=16, H=1, K=16, V=16, S=4, block_size=8,"
+            " dtype='float16'), 0)\n"
+            "except UserError as exc:\n"
+            "    print(exc)\n"
+            "import nsa_exp.cli\n"
+            "print(EXTERNAL['fla-topk'].__module__)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.strip().splitlines()
+    assert first.startswith("pattern fla-topk: computed by FLA's parallel_nsa_topk on the GPU tier") and \
+        "import nsa_exp.gpu.topk" in first
+    assert second == "nsa_exp.cli"  # the command line's deferred call; torch is imported only when it runs
+    assert "torch" not in proc.stderr
 
 
 def test_the_cpu_model_skips_routings_it_cannot_regenerate():
