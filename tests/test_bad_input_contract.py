@@ -207,3 +207,12 @@ def test_a_kind_that_is_no_string_is_a_fail_naming_it_never_an_internal_error(ki
     out, err = capsys.readouterr()
     assert "internal error" not in err and "Traceback" not in err
     assert f"{path}: FAIL" in out and "[kind] $.kind: unknown document kind" in out
+
+
+@pytest.mark.parametrize("version", [[1], {"a": 1}, 1.0, True])
+def test_a_schema_version_that_is_no_string_is_a_fail_naming_it_never_an_internal_error(version, tmp_path, capsys):
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"kind": "bench_result", "schema_version": version}))
+    assert main(["validate", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert "internal error" not in err and "[schema_version] $.schema_version:" in out

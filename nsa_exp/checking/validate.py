@@ -81,7 +81,7 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
                                                                     f"one of {', '.join(KINDS)}")]) or kind is None:
         return {**report, "passed": False, "checks": checks.items}
     version = doc.get("schema_version", None if document_kind(kind).versioned else document_kind(kind).version)
-    if not checks.add("schema_version", [] if version in SUPPORTED_VERSIONS else
+    if not checks.add("schema_version", [] if isinstance(version, str) and version in SUPPORTED_VERSIONS else
                       [("$.schema_version", f"{version!r} is not a supported schema version "
                                             f"({', '.join(sorted(SUPPORTED_VERSIONS))})")]):
         return {**report, "passed": False, "checks": checks.items}
