@@ -37,6 +37,7 @@ what), judged by the same rule; ``--cycles`` and a host-clock result against a G
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -191,16 +192,9 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
     stages = [s for s in a.timing.stages if s in b.timing.stages]
     if noise_from:
         x, y = _noise_pair(noise_from, path_a, a)
-        if {x.gpu_name} != {a.gpu_name, b.gpu_name}:  # one GPU's repeat pair bounds that GPU's noise alone
-            compared = " and ".join(dict.fromkeys(str(g) for g in (a.gpu_name, b.gpu_name)))
-            raise UserError(f"--noise-from: the pair ran on {x.gpu_name}, the comparison is of {compared}; a floor "
-                            "measured on one GPU does not bound another's noise (leave --noise-from out: the noise "
-                            "table takes each GPU's floor and the larger of two)")
         floors = noise_floors(x, y, stages)
         untimed = [s for s in stages if s not in floors]  # e.g. wrapper_extra: a pair recorded before the stage
-        if floor is not None and not untimed:
-            raise UserError(f"--floor {floor:g}: unused, the --noise-from pair times every stage compared; give one "
-                            "of the two (--floor serves only the stages a pair did not time)")
+        _pair_checks(noise_from, path_a, path_b, [a.gpu_name, b.gpu_name], x, floor, untimed)
         rest = DEFAULT_FLOOR if floor is None else floor
         floors = {s: floors.get(s, rest) for s in stages}
         floor_source = {"kind": "repeat", "paths": [str(p) for p in noise_from],
@@ -230,6 +224,26 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
                           "paired": False},
             "rule": RULE, "noise_floor": {**floor_source, "per_stage": floors},
             "rows": rows, "counts": counts, "fail_on": fail_on, "failed": failed}
+
+
+def _pair_checks(noise_from: list[str], path_a: str | Path, path_b: str | Path, gpus: Sequence[str | None],
+                 x: BenchResult, floor: float | None, untimed: Sequence[str]) -> None:
+    """What every ``--noise-from`` pair must hold, on both compare paths (bench and release): it is not A and B
+    themselves (a floor measured on the very difference it judges), it ran on the GPU of the comparison (one
+    GPU's repeat pair bounds that GPU's noise alone), and a ``--floor`` beside it serves a stage it did not time
+    (else it would go unused). One :class:`UserError` line each."""
+    if {str(Path(p).resolve()) for p in noise_from} == {str(Path(p).resolve()) for p in (path_a, path_b)}:
+        raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: A and B themselves; a noise floor measured on "
+                        "the difference being judged makes every verdict 'same' (give an independent repeat pair, "
+                        "or leave --noise-from out: the noise table)")
+    if {x.gpu_name} != set(gpus):
+        compared = " and ".join(dict.fromkeys(str(g) for g in gpus))
+        raise UserError(f"--noise-from: the pair ran on {x.gpu_name}, the comparison is of {compared}; a floor "
+                        "measured on one GPU does not bound another's noise (leave --noise-from out: the noise "
+                        "table takes each GPU's floor and the larger of two)")
+    if floor is not None and not untimed:
+        raise UserError(f"--floor {floor:g}: unused, the --noise-from pair times every stage compared; give one "
+                        "of the two (--floor serves only the stages a pair did not time)")
 
 
 def _noise_pair(noise_from: list[str], path_a: str | Path | None = None,
@@ -271,7 +285,13 @@ def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, n
     rest = DEFAULT_FLOOR if floor is None else floor
     if noise_from:
         x, y = _noise_pair(noise_from)
+        for member, p in ((x, noise_from[0]), (y, noise_from[1])):  # the experiment A and B are (release or pinned)
+            _, bad = same_experiment(a, member)
+            if bad:
+                raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
         floors = noise_floors(x, y, [s for s in x.timing.stages if s in y.timing.stages])
+        _pair_checks(noise_from, path_a, path_b, [a.gpu_name, b.gpu_name], x, floor,
+                     [c[1] for c in cells if c[1] not in floors])
         source = {"kind": "repeat", "paths": [str(p) for p in noise_from], "rule": f"per pinned stage, max over "
                   f"patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}; {rest:g} for other stages"}
     elif floor is not None:

@@ -83,7 +83,8 @@ def test_a_noise_pair_bounds_only_its_own_gpus_noise(extra, fragment, tmp_path):
 
 
 def test_a_floor_beside_a_pair_that_times_every_stage_is_refused_not_dropped(tmp_path):
-    proc = run_cli("compare", H100, H100_REPEAT, "--noise-from", H100, H100_REPEAT, "--floor", "0.02",
+    proc = run_cli("compare", str(RAW / "e1_h200.json"), str(RAW / "e1_h200_stop.json"), "--noise-from",
+                   str(RAW / "e1_h200.json"), str(RAW / "e1_h200_repeat.json"), "--floor", "0.02",
                    "--output", str(tmp_path / "cmp.json"))
     assert proc.returncode == 2 and proc.stderr.startswith("error: --floor 0.02: unused"), proc.stderr
     assert not (tmp_path / "cmp.json").exists()
@@ -162,3 +163,25 @@ def test_compare_takes_its_floors_from_the_noise_table_by_default_and_says_when_
     doc = compare_results(H100, H100_REPEAT, resamples=200, noise_table=lean)
     assert set(doc["noise_floor"]["per_stage"].values()) == {DEFAULT_FLOOR}
     assert doc["noise_floor"]["lacking"][0] == "NVIDIA H100 80GB HBM3 selection_fwd"
+
+
+REL = str(RAW.parent / "releases" / "release_h200" / "fla-core-0.6.0-T32768.json")
+REL_OLD = str(RAW.parent / "releases" / "release_h200" / "fla-core-0.5.1-T32768.json")
+PINNED, PINNED_REPEAT = str(RAW / "e1_h200.json"), str(RAW / "e1_h200_repeat.json")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    # the pair is A and B themselves: the floor would be measured on the difference it judges
+    ([PINNED, str(RAW / "e1_h200_tune_sink-heavy.json"), "--noise-from", PINNED,
+      str(RAW / "e1_h200_tune_sink-heavy.json")], "A and B themselves"),
+    # a release compare holds its pair to the same rules as a bench compare (the attack trial found none held)
+    ([PINNED, REL, "--noise-from", H100, H100_REPEAT], "the pair ran on NVIDIA H100 80GB HBM3"),
+    ([REL_OLD, REL, "--noise-from", str(RAW / "e1_h200_docs8192.json"), PINNED], "not the same experiment"),
+    ([PINNED, REL, "--noise-from", PINNED, PINNED_REPEAT, "--floor", "0.3"], "--floor 0.3: unused"),
+])
+def test_every_compare_path_refuses_a_noise_pair_that_cannot_bound_its_noise(args, fragment, tmp_path):
+    out = tmp_path / "cmp.json"
+    proc = run_cli("compare", *args, "--output", str(out))
+    err = [ln for ln in proc.stderr.strip().splitlines() if ln.startswith("error:")]
+    assert proc.returncode == 2 and len(err) == 1 and fragment in err[0], proc.stderr
+    assert not out.exists()
