@@ -247,6 +247,23 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if block is None:
         return []
     problems = []
+    paired = "event_ms" in block or "median_event_ms" in block
+    # The method each pass recorded (the aggregation changed twice; a block names the one it was computed by) and
+    # the rule it was judged by: both are this module's, never the document's own.
+    methods = (METHOD_PAIRED,) if paired else (METHOD_BUSY,) if "sizing" in block else (METHOD,)
+    if block.get("method") not in methods:
+        problems.append(("$.cupti.method", f"{block.get('method')!r}: a pass "
+                         f"{'with paired events' if paired else 'sized by need' if 'sizing' in block else 'of before'}"
+                         f" records {methods[0]!r}"))
+    want_tol = {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_CUPTI_STAGES)}
+    if block.get("tolerance") != want_tol:
+        problems.append(("$.cupti.tolerance", f"{block.get('tolerance')}: the agreement rule is {want_tol} "
+                         "(nsa_exp.analysis.cupti), whatever a document records"))
+    timed = {(p, s) for p, v in doc["patterns"].items() for s in v.get("stages", {})}
+    profiled = {(p, s) for p, st in block["kernel_ms"].items() for s in st}
+    if missing := sorted(timed - profiled):  # the pass profiles every timed cell: none may be left out unseen
+        problems.append(("$.cupti.kernel_ms", f"{len(missing)} timed cell(s) not profiled, e.g. "
+                         f"{missing[0][0]}.{missing[0][1]}: the pass times every pattern x stage the rounds timed"))
     if "sizing" in block:  # a pass sized by need: its rounds recompute from the document's own timed medians
         medians = {p: {s: st["median_ms"] for s, st in v.get("stages", {}).items()} for p, v in doc["patterns"].items()}
         sized = block["sizing"]
@@ -254,10 +271,17 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
         if len(want) != len(sized) or want != sized or block["rounds"] != want["rounds"]:
             problems.append(("$.cupti.sizing", f"recorded {sized} (rounds {block['rounds']}), but the timed medians "
                              f"give {want}"))
-    paired = "event_ms" in block or "median_event_ms" in block
-    if paired and set(block.get("event_ms", {})) != set(block["kernel_ms"]):
-        problems.append(("$.cupti.event_ms", f"patterns {sorted(block.get('event_ms', {}))}, but kernel_ms has "
-                         f"{sorted(block['kernel_ms'])}: paired events cover the same calls"))
+    def cells(key: str) -> set[tuple[str, str]]:
+        return {(p, s) for p, st in (block.get(key) or {}).items() for s in st}
+
+    before = len(problems)
+    for key in ("median_kernel_ms", *(("event_ms", "median_event_ms") if paired else ())):
+        if cells(key) != profiled:  # every map of the block covers the same pattern x stage cells
+            extra, lacking = sorted(cells(key) - profiled), sorted(profiled - cells(key))
+            problems.append((f"$.cupti.{key}", f"cells differ from kernel_ms's: {len(extra)} extra "
+                             f"{'.'.join(extra[0]) if extra else ''}, {len(lacking)} missing "
+                             f"{'.'.join(lacking[0]) if lacking else ''}: every map covers the same calls"))
+    if len(problems) > before:
         return problems
     for pattern, stages in block["kernel_ms"].items():
         for stage, calls in stages.items():

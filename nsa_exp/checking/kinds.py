@@ -286,7 +286,13 @@ def _always_unverified(doc: dict[str, Any]) -> list[dict[str, str]]:
                                       "checked to be one of FLA's)"},
         {"path": "$.telemetry.samples[*] clocks/temperature/power",
          "why": "NVML readings (bounded: clocks by the GPU's maximum, temperature by 5-120 °C, power by 1.25x the "
-                "recorded limit; throttle count recomputed)"},
+                f"recorded limit, or {record_checks.POWER_CEILING_W:g} W where none is recorded; throttle count "
+                "recomputed)"},
+        *([{"path": "$.cupti.kernel_ms, $.cupti.event_ms",
+            "why": "the profiled calls' kernel and CUDA-event times come from the GPU run: their medians, counts, "
+                   "cells, sizing, method and rule are recomputed and the agreement rule is held on them; the "
+                   "readings themselves (and how far the profiler slowed each call) are not"}] if "cupti" in doc
+          else []),
         {"path": "$.wall_seconds", "why": "host wall clock (bounded below by the latencies it timed)"},
         {"path": "$.fla.files_verified", "why": "counted on the GPU host's FLA install"},
         {"path": "$.metadata (hostname, platform, packages, driver, power)",

@@ -57,6 +57,14 @@ MIN_DRIVER_MAJOR = {"12": 525, "13": 580}
 TEMPERATURE_C = (5, 120)
 #: How far above its enforced power limit an NVML power sample may read (a moving average over transients).
 POWER_OVER_LIMIT = 1.25
+#: The most a sample may read where no power limit is recorded: above any single GPU's board power (NVIDIA's
+#: largest, the B200/GB200 modules, are rated up to 1,200 W) times :data:`POWER_OVER_LIMIT`.
+POWER_CEILING_W = 1500.0
+
+
+def _number(x: Any) -> bool:
+    """A JSON number (``true``/``false`` are not, though Python's bool is an int)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 #: Fields of the embedded config that define the experiment (what --repetitions or a later edit of the
 #: file's description, timing or formal flag cannot change).
 EXPERIMENT_FIELDS = ("name", "shape", "patterns", "seeds", "tolerances", "packing", "gpu")
@@ -224,7 +232,7 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems.append((f"{where}.name", f"{gpu['device_name']!r} differs from $.metadata.gpu_name {name!r}"))
     if gpu.get("nvml_name") is not None and gpu["nvml_name"] != name:
         problems.append((f"{where}.nvml_name", f"{gpu['nvml_name']!r} differs from the CUDA name {name!r}"))
-    if "driver" in gpu and not DRIVER_RE.match(str(gpu.get("driver", ""))):
+    if "driver" in gpu and not (isinstance(gpu["driver"], str) and DRIVER_RE.match(gpu["driver"])):
         problems.append((f"{where}.driver", f"{gpu.get('driver')!r} does not parse as a driver version"))
     elif "driver" in gpu:
         cuda = str(meta.get("versions", {}).get("cuda", "")).split(".")[0]
@@ -233,7 +241,7 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             problems.append((f"{where}.driver", f"{gpu['driver']}: CUDA {meta['versions']['cuda']} needs a driver "
                              f">= {least} (NVIDIA's CUDA release notes)"))
     limit = gpu.get("power_limit_w")
-    if limit is not None and (not isinstance(limit, (int, float)) or not 0 < limit <= 2000):
+    if limit is not None and (not _number(limit) or not 0 < limit <= 2000):
         problems.append((f"{where}.power_limit_w", f"{limit!r} W is not a GPU's power limit (0, 2000]"))
     cc = gpu.get("compute_capability")
     if cc is not None and not CC_RE.match(str(cc)):
@@ -290,19 +298,20 @@ def telemetry_plausible(samples: Iterable[tuple[str, dict[str, Any]]], doc: dict
     limit."""
     limits = clock_limits(doc)
     _, gpu = gpu_identity(doc)
-    watts = gpu.get("power_limit_w") if isinstance(gpu.get("power_limit_w"), (int, float)) else None
+    watts = gpu.get("power_limit_w") if _number(gpu.get("power_limit_w")) else None
     problems: Problems = []
     unknown = False
     for path, s in samples:
         t = s.get("temperature_c")
-        if t is not None and (not isinstance(t, (int, float)) or not TEMPERATURE_C[0] <= t <= TEMPERATURE_C[1]):
+        if t is not None and (not _number(t) or not TEMPERATURE_C[0] <= t <= TEMPERATURE_C[1]):
             problems.append((f"{path}.temperature_c", f"{t!r} °C: a running GPU reads {TEMPERATURE_C[0]}-"
                              f"{TEMPERATURE_C[1]} °C"))
         w = s.get("power_w")
-        if w is not None and (not isinstance(w, (int, float)) or w <= 0
-                              or (watts is not None and w > POWER_OVER_LIMIT * watts)):
-            problems.append((f"{path}.power_w", f"{w!r} W: a running GPU draws more than 0 W"
-                             + (f" and at most {POWER_OVER_LIMIT:g} x its {watts:g} W limit" if watts else "")))
+        top = POWER_OVER_LIMIT * watts if watts is not None else POWER_CEILING_W
+        if w is not None and (not _number(w) or not 0 < w <= top):
+            problems.append((f"{path}.power_w", f"{w!r} W: a running GPU draws more than 0 W and at most "
+                             + (f"{POWER_OVER_LIMIT:g} x its {watts:g} W limit" if watts is not None else
+                                f"{POWER_CEILING_W:g} W (no power limit recorded)")))
         for key, top in limits.items():
             value = s.get(key)
             if value is None:

@@ -200,7 +200,27 @@ def test_the_committed_stop_run_passes_on_its_paired_pass_and_records_the_profil
     shift = profiler_shift(doc)
     largest = max(v for st in shift.values() for v in st.values())
     assert shift["uniform"]["csr"] > 1.15 and largest == shift["uniform"]["csr"]
-    unpaired = json.loads(STOP.read_text())
+    from nsa_exp.analysis.cupti import METHOD_BUSY  # noqa: PLC0415
+
+    unpaired = json.loads(STOP.read_text())  # the same pass judged as before issue 28: against the timed medians
     for key in ("event_ms", "median_event_ms"):
         del unpaired["cupti"][key]
+    unpaired["cupti"]["method"] = METHOD_BUSY
     assert [f["path"] for f in _check(unpaired)["failures"]] == ["$.cupti.median_kernel_ms.uniform.csr"]
+
+
+@pytest.mark.parametrize(("forge", "path"), [
+    # a stage hidden from every map of the block: the timed cell is no longer profiled (attack trial: passed)
+    (lambda c: [c[k]["uniform"].pop("csr") for k in ("kernel_ms", "median_kernel_ms", "event_ms",
+                                                      "median_event_ms")], "$.cupti.kernel_ms"),
+    (lambda c: [c[k].pop("zipf") for k in ("kernel_ms", "median_kernel_ms", "event_ms", "median_event_ms")],
+     "$.cupti.kernel_ms"),
+    (lambda c: c["median_event_ms"].__setitem__("extra", {"csr": 1.0}), "$.cupti.median_event_ms"),
+    (lambda c: c["event_ms"]["local"].__setitem__("extra_stage", [1.0] * c["rounds"]), "$.cupti.event_ms"),
+    (lambda c: c["tolerance"]["tight"].__setitem__("rel", 0.5), "$.cupti.tolerance"),
+    (lambda c: c.__setitem__("method", "x"), "$.cupti.method"),
+])
+def test_a_cupti_block_that_hides_a_cell_or_loosens_its_rule_fails_validate(forge, path):
+    doc = json.loads(STOP.read_text())
+    forge(doc["cupti"])
+    assert path in [f["path"] for f in _check(doc)["failures"]]

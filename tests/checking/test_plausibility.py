@@ -35,6 +35,10 @@ def _set(doc: dict, path: list, value) -> dict:
     (["metadata", "created_utc"], "2099-01-01T00:00:00Z", "metadata_plausible", "$.metadata.created_utc"),
     (["metadata", "gpu", "driver"], "470.57.02", "metadata_plausible", "$.metadata.gpu.driver"),
     (["metadata", "gpu", "power_limit_w"], 1e6, "metadata_plausible", "$.metadata.gpu.power_limit_w"),
+    # JSON true is no number, though Python's bool is an int (attack trial: a limit of `true` passed)
+    (["metadata", "gpu", "power_limit_w"], True, "metadata_plausible", "$.metadata.gpu.power_limit_w"),
+    (["metadata", "gpu", "driver"], 580.65, "metadata_plausible", "$.metadata.gpu.driver"),
+    (["telemetry", "samples", 2, "temperature_c"], True, "schema", "$.telemetry.samples[2].temperature_c"),
 ])
 def test_a_host_fact_physics_or_the_calendar_rules_out_fails_validate_at_its_path(path, value, check, where):
     doc = json.loads(STOP.read_text())
@@ -45,3 +49,11 @@ def test_a_host_fact_physics_or_the_calendar_rules_out_fails_validate_at_its_pat
 def test_the_committed_run_is_within_every_bound():
     failed = _failures(json.loads(STOP.read_text()))
     assert "telemetry_plausible" not in failed and "metadata_plausible" not in failed
+
+
+def test_deleting_the_power_limit_leaves_a_ceiling_not_an_open_bound():
+    doc = json.loads(STOP.read_text())
+    del doc["metadata"]["gpu"]["power_limit_w"]
+    doc["telemetry"]["samples"][0]["power_w"] = 99999.0
+    failed = _failures(doc)
+    assert "$.telemetry.samples[0].power_w" in failed.get("telemetry_plausible", []), failed
