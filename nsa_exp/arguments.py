@@ -33,6 +33,7 @@ from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .report.reproduce import check_arguments as _reproduce
 from .routing.config import load_config, shape_at
+from .routing.files import pattern_names
 from .routing.patterns import generate_routing
 
 Check = Callable[[argparse.Namespace], None]
@@ -163,9 +164,13 @@ def _validate(args: argparse.Namespace) -> None:
     the result); each ``--release-dir`` is a folder holding a release's ``fla/`` (a given folder is never
     skipped)."""
     for f in args.routing_file or ():
-        if not Path(f).is_file():
+        if not Path(f).exists():
             raise UserError(f"--routing-file {show_path(f)}: no such file; pass the routing file (.npy) the result "
                             "timed, or leave --routing-file out")
+        if not Path(f).is_file():
+            raise UserError(f"--routing-file {show_path(f)}: not a regular file (a folder, a FIFO or a device); pass "
+                            "the routing file (.npy) the result timed")
+    pattern_names(args.routing_file or ())  # two files of one stem name one pattern: the second was never read
     for d in args.release_dir:
         if not Path(d).is_dir():
             raise UserError(f"--release-dir {show_path(d)}: no such folder; pass the folder holding the release's "

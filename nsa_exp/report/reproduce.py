@@ -203,6 +203,9 @@ def check_arguments(args: argparse.Namespace) -> None:
                         "folder outside the repository")
     if args.floor is not None and not 0 <= args.floor < 1:
         raise UserError(f"--floor: {args.floor} is not a fraction in [0, 1)")
+    if args.floor is not None and args.noise_table is not None:
+        raise UserError(f"--floor {args.floor:g} and --noise-table {args.noise_table}: give one (--floor replaces "
+                        "every floor of the table, which would go unused)")
     held = [n for n in submission_files(config.name) if (out / n).exists()]
     if held and not args.overwrite:
         raise UserError(f"--out-dir {out}: already holds an earlier submission ({', '.join(held)}); pass --overwrite "
