@@ -22,18 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from . import PINNED_COMMIT, REPO_ROOT
-from .analysis.noise_table import NOISE_TABLE
+from .analysis.noise_table import table_path
 from .checking.validate import load_validated, validate_paths
 from .core.config import MAX_T, Config, Shape
 from .errors import UserError
 from .io.config_files import read_config_file
-from .io.reader import same_file, show_path
+from .io.reader import file_size, same_file, show_path
 from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .report.reproduce import check_arguments as _reproduce
 from .routing.config import load_config, shape_at
-from .routing.files import pattern_names
+from .routing.files import max_file_bytes, pattern_names
 from .routing.patterns import generate_routing
 
 Check = Callable[[argparse.Namespace], None]
@@ -163,13 +163,10 @@ def _validate(args: argparse.Namespace) -> None:
     """Each ``--routing-file`` is a file (a given file that is not there is a bad argument, exit 2, never a FAIL of
     the result); each ``--release-dir`` is a folder holding a release's ``fla/`` (a given folder is never
     skipped)."""
-    for f in args.routing_file or ():
-        if not Path(f).exists():
-            raise UserError(f"--routing-file {show_path(f)}: no such file; pass the routing file (.npy) the result "
+    for f in args.routing_file or ():  # the one stat of a user file: missing, not regular, or larger than any routing
+        file_size(f, f"--routing-file {show_path(f)}", max_file_bytes((None, None, None, None)),
+                  not_found=f"--routing-file {show_path(f)}: no such file; pass the routing file (.npy) the result "
                             "timed, or leave --routing-file out")
-        if not Path(f).is_file():
-            raise UserError(f"--routing-file {show_path(f)}: not a regular file (a folder, a FIFO or a device); pass "
-                            "the routing file (.npy) the result timed")
     pattern_names(args.routing_file or ())  # two files of one stem name one pattern: the second was never read
     for d in args.release_dir:
         if not Path(d).is_dir():
@@ -214,7 +211,7 @@ def _compare(args: argparse.Namespace) -> None:
     for path in args.noise_from or ():
         require_valid("--noise-from", path, BENCH)
     if not args.noise_from and args.floor is None:  # the floors come from the committed noise table: it must hold
-        require_valid("noise table", str(REPO_ROOT / NOISE_TABLE), ("noise_table",))
+        require_valid("noise table", str(table_path()), ("noise_table",))
 
 
 def _release_table(args: argparse.Namespace) -> None:

@@ -247,15 +247,16 @@ def _pair_checks(noise_from: list[str], path_a: str | Path, path_b: str | Path, 
 
 
 def _noise_pair(noise_from: list[str], path_a: str | Path | None = None,
-                a: BenchResult | None = None) -> tuple[BenchResult, BenchResult]:
-    """The ``--noise-from`` pair as bench records: exactly 2 paths, two different runs and, given ``a``, each the
-    same experiment as ``a`` (one :class:`UserError` line naming the option otherwise)."""
+                a: Side | None = None) -> tuple[BenchResult, BenchResult]:
+    """The ``--noise-from`` pair as bench records: exactly 2 paths, two different runs on one GPU and, given ``a``
+    (a bench or a release result), each the same experiment as ``a`` (one :class:`UserError` line naming the
+    option otherwise)."""
     if len(noise_from) != 2:
         raise UserError(f"--noise-from: give a result and its repeat (2 paths), not {len(noise_from)}")
     x, y = (load_record(p, BenchResult, f"--noise-from {p}") for p in noise_from)
     if a is not None:
         for other, p in ((x, noise_from[0]), (y, noise_from[1])):
-            bad = routing_differences(a, other)
+            bad = routing_differences(a, other) if isinstance(a, BenchResult) else same_experiment(a, other)[1]
             if bad:
                 raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
     if x.to_json() == y.to_json():
@@ -284,11 +285,7 @@ def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, n
     cells, skipped = release_cells(a, b, common)
     rest = DEFAULT_FLOOR if floor is None else floor
     if noise_from:
-        x, y = _noise_pair(noise_from)
-        for member, p in ((x, noise_from[0]), (y, noise_from[1])):  # the experiment A and B are (release or pinned)
-            _, bad = same_experiment(a, member)
-            if bad:
-                raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
+        x, y = _noise_pair(noise_from, path_a, a)
         floors = noise_floors(x, y, [s for s in x.timing.stages if s in y.timing.stages])
         _pair_checks(noise_from, path_a, path_b, [a.gpu_name, b.gpu_name], x, floor,
                      [c[1] for c in cells if c[1] not in floors])

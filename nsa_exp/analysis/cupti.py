@@ -179,6 +179,11 @@ def rounds_needed(event_medians: Mapping[str, Mapping[str, float]]) -> int:
     return sizing(event_medians)["rounds"]
 
 
+def tolerance_record() -> dict[str, Any]:
+    """The agreement rule as a block records it (``cupti.tolerance``); ``validate`` holds every block to it."""
+    return {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_CUPTI_STAGES)}
+
+
 def _medians(per_call: Mapping[str, Mapping[str, list[float]]]) -> dict[str, dict[str, float]]:
     return {p: {s: float(np.median(v)) for s, v in st.items()} for p, st in per_call.items()}
 
@@ -191,7 +196,7 @@ def cupti_block(per_call: dict[str, dict[str, list[float]]], rounds: int, sized:
     paired = {} if event_ms is None else {"event_ms": event_ms, "median_event_ms": _medians(event_ms)}
     return {"method": method, "rounds": rounds, **({"sizing": sized} if sized is not None else {}),
             "kernel_ms": per_call, "median_kernel_ms": _medians(per_call), **paired,
-            "tolerance": {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_CUPTI_STAGES)}}
+            "tolerance": tolerance_record()}
 
 
 def event_ms_of(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list[float]]]:
@@ -255,12 +260,15 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
         problems.append(("$.cupti.method", f"{block.get('method')!r}: a pass "
                          f"{'with paired events' if paired else 'sized by need' if 'sizing' in block else 'of before'}"
                          f" records {methods[0]!r}"))
-    want_tol = {"tight": TIGHT, "loose": LOOSE, "loose_stages": list(LOOSE_CUPTI_STAGES)}
-    if block.get("tolerance") != want_tol:
-        problems.append(("$.cupti.tolerance", f"{block.get('tolerance')}: the agreement rule is {want_tol} "
+    if block.get("tolerance") != tolerance_record():
+        problems.append(("$.cupti.tolerance", f"{block.get('tolerance')}: the agreement rule is {tolerance_record()} "
                          "(nsa_exp.analysis.cupti), whatever a document records"))
+
+    def cells(key: str) -> set[tuple[str, str]]:
+        return {(p, s) for p, st in (block.get(key) or {}).items() for s in st}
+
     timed = {(p, s) for p, v in doc["patterns"].items() for s in v.get("stages", {})}
-    profiled = {(p, s) for p, st in block["kernel_ms"].items() for s in st}
+    profiled = cells("kernel_ms")
     if missing := sorted(timed - profiled):  # the pass profiles every timed cell: none may be left out unseen
         problems.append(("$.cupti.kernel_ms", f"{len(missing)} timed cell(s) not profiled, e.g. "
                          f"{missing[0][0]}.{missing[0][1]}: the pass times every pattern x stage the rounds timed"))
@@ -271,9 +279,6 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
         if len(want) != len(sized) or want != sized or block["rounds"] != want["rounds"]:
             problems.append(("$.cupti.sizing", f"recorded {sized} (rounds {block['rounds']}), but the timed medians "
                              f"give {want}"))
-    def cells(key: str) -> set[tuple[str, str]]:
-        return {(p, s) for p, st in (block.get(key) or {}).items() for s in st}
-
     before = len(problems)
     for key in ("median_kernel_ms", *(("event_ms", "median_event_ms") if paired else ())):
         if cells(key) != profiled:  # every map of the block covers the same pattern x stage cells
@@ -299,16 +304,16 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
                 problems.append((path, "no timed stage of that name"))
                 continue
             event = st["median_ms"]
-            if paired:  # the same calls' events: their count and median recompute, then the rule holds on them
-                ev = block.get("event_ms", {}).get(pattern, {}).get(stage)
-                epath = f"$.cupti.median_event_ms.{pattern}.{stage}"
-                if ev is None or len(ev) != len(calls):
-                    problems.append((f"$.cupti.event_ms.{pattern}.{stage}", f"{0 if ev is None else len(ev)} event "
-                                     f"times for {len(calls)} profiled calls"))
+            if paired:  # the same calls' events (every map covers the same cells, above): their count and median
+                ev = block["event_ms"][pattern][stage]  # recompute, then the rule holds on them
+                if len(ev) != len(calls):
+                    problems.append((f"$.cupti.event_ms.{pattern}.{stage}", f"{len(ev)} event times for "
+                                     f"{len(calls)} profiled calls"))
                     continue
-                event = block.get("median_event_ms", {}).get(pattern, {}).get(stage)
-                if event is None or abs(event - float(np.median(ev))) > 1e-9:
-                    problems.append((epath, f"recorded {event}, the calls give {float(np.median(ev))}"))
+                event = block["median_event_ms"][pattern][stage]
+                if abs(event - float(np.median(ev))) > 1e-9:
+                    problems.append((f"$.cupti.median_event_ms.{pattern}.{stage}", f"recorded {event}, the calls give "
+                                     f"{float(np.median(ev))}"))
                     continue
             why = disagreement(stage, event, recorded)
             if why:

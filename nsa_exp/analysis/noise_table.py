@@ -52,11 +52,16 @@ def read_floors(path: str | Path | None = None) -> dict[tuple[str, str], float]:
     return floors_of(load_table(path))
 
 
+def table_path(path: str | Path | None = None) -> Path:
+    """The noise table a command reads: ``path``, else the committed :data:`NOISE_TABLE` of this checkout."""
+    return Path(path) if path is not None else REPO_ROOT / NOISE_TABLE
+
+
 def load_table(path: str | Path | None = None) -> dict[str, Any]:
     """The noise table document at ``path`` (default :data:`NOISE_TABLE`): strict parse, kind, schema
     (UserError, one line with the fix, otherwise)."""
-    p = Path(path) if path is not None else REPO_ROOT / NOISE_TABLE
-    return load_document(p, ("noise_table",), missing_hint="generate it with `python -m nsa_exp noise-table`")
+    return load_document(table_path(path), ("noise_table",),
+                         missing_hint="generate it with `python -m nsa_exp noise-table`")
 
 
 def floors_of(doc: Mapping[str, Any]) -> dict[tuple[str, str], float]:

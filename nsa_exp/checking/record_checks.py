@@ -237,7 +237,7 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     elif "driver" in gpu:
         cuda = str(meta.get("versions", {}).get("cuda", "")).split(".")[0]
         least = MIN_DRIVER_MAJOR.get(cuda)
-        if least is not None and int(str(gpu["driver"]).split(".")[0]) < least:
+        if least is not None and int(gpu["driver"].split(".")[0]) < least:
             problems.append((f"{where}.driver", f"{gpu['driver']}: CUDA {meta['versions']['cuda']} needs a driver "
                              f">= {least} (NVIDIA's CUDA release notes)"))
     limit = gpu.get("power_limit_w")

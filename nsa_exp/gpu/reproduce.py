@@ -33,9 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import REPO_ROOT
 from ..analysis.compare import compare_results
-from ..analysis.noise_table import NOISE_TABLE
+from ..analysis.noise_table import table_path
 from ..analysis.stop_rule import default_rule
 from ..checking.validate import load_validated, validate_paths
 from ..core.config import Config
@@ -106,7 +105,7 @@ def run_reproduce(config: Config, allow_gpu: bool, out_dir: str | Path, noise_ta
     steps.run("check", lambda: run_check(config, allow_gpu, out / CHECK, device=device))
     if floor is None:  # after the gates (a CPU box is told "no CUDA GPU" first), before any GPU work: every check
         # validate runs on a noise table (its floors rebuilt from their sources), so a forged table stops here
-        table = Path(noise_table) if noise_table is not None else REPO_ROOT / NOISE_TABLE
+        table = table_path(noise_table)
         load_validated(table, ("noise_table",), f"--noise-table {show_path(table)}",
                        hint=f"`python -m nsa_exp validate {show_path(table)}` lists what failed",
                        missing_hint="generate it with `python -m nsa_exp noise-table`")
