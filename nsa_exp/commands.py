@@ -325,6 +325,10 @@ COMMANDS: tuple[Command, ...] = (
          Option("--pattern", "a registered pattern name"),
          Option("--param", "pattern parameter (repeatable)", "append", default=[], metavar="K=V"),
          Option("--T", "sequence length (default the calibration's)", type=int),
+         Option("--B", "batch size (default the calibration's)", type=int),
+         Option("--H", "KV heads (default the calibration's)", type=int),
+         Option("--G", "query heads per KV head, HQ = H*G (default the calibration's; the per-query cost c is "
+                "scaled by G / G_cal, docs/MODEL.md)", type=int),
          Option("--routing-file", "block_indices .npy/.npz/.pt [B,T,H,S]"),
          Option("--packing", "packed documents, a config packing section as JSON (e.g. '{\"documents\": 8192}'): "
                 "varlen program order; a .npz routing may carry cu_seqlens instead"),

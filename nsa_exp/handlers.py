@@ -248,7 +248,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                             f"to rebuild {recorded_path(csv)} from them")
         done = run_sweep(points, out_dir, args.allow_gpu, args.executor, measure=measure_sweep_point,
                          points_per_job=args.points_per_job, slurm=slurm)
-        print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done")
+        for p in points:
+            if p.refused:
+                print(f"sweep point {p.point_id}: {p.refused}")
+        print(f"sweep {points[0].sweep}: {len(done['ran'])} points run, {len(done['skipped'])} already done"
+              + (f", {len(done['refused'])} refused (memory)" if done["refused"] else ""))
     elif not out_dir.is_dir():
         raise UserError(f"{out_dir}: no point folder of this run yet; --publish rebuilds the published table from "
                         f"{sweep_dirs(points[0].sweep)[0]}, or run the sweep on a GPU first; nothing written")

@@ -15,7 +15,7 @@ import numpy as np
 import scipy
 
 from .checking.validate import load_validated
-from .core.config import MAX_T
+from .core.config import MAX_T, Shape
 from .core.families import pattern_from_entry
 from .core.kinds import schema_version
 from .errors import UserError
@@ -23,10 +23,11 @@ from .figures.model_validation import figure_stem, plot_validation
 from .io.metadata import git_state, installed_packages, utc_now
 from .io.progress import progress
 from .io.store import OutputPolicy, file_sha256, load_document, write_json
-from .model.arguments import parse_packing, parse_params, require_enough_blocks
+from .model.arguments import model_shape, parse_packing, parse_params, require_enough_blocks
 from .model.calibration import (
     config_label,
     fit_calibration,
+    group_size,
     kernel_resources,
     limits_from_device,
     ncu_cross_check,
@@ -34,6 +35,7 @@ from .model.calibration import (
     predict,
 )
 from .model.points import (
+    FREE_SHAPE_KEYS,
     POINT_KINDS,
     check_same_setup,
     pattern_fanin,
@@ -42,9 +44,8 @@ from .model.points import (
     regenerable,
     result_files,
     row_fanin,
-    shape_at,
 )
-from .model.whatif import TARGET, validation_row, validation_summary
+from .model.whatif import TARGET, shape_fields, validation_row, validation_summary
 from .routing.edges import closed_form_edges, effective_edges
 from .routing.fanin import csr_rows
 from .routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
@@ -139,7 +140,9 @@ def _packed_file_fanin(raw: np.ndarray, shape: Any, cu: np.ndarray, label: str) 
     return csr_rows(bi, shape.block_size, cu).fanin
 
 
-def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.ndarray, str]:
+def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.ndarray, str, Shape]:
+    """Per-CSR-row fan-in of ``predict``'s routing, its name and the shape it is at (the calibration's with
+    ``--T``, ``--B``, ``--H``, ``--G`` applied: :func:`nsa_exp.model.arguments.model_shape`)."""
     if (args.pattern is None) == (args.routing_file is None):
         raise UserError("predict: pass exactly one of --pattern NAME or --routing-file PATH")
     if args.param and args.pattern is None:
@@ -150,52 +153,71 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
         raise UserError(f"--T: {args.T} is not a positive multiple of block_size {base['block_size']} "
                         f"up to {MAX_T} (the config schema's limit)")
     packing = parse_packing(args.packing)
+    if packing is not None and (args.B or base["B"]) != 1:
+        raise UserError(f"--B: a --packing needs B=1 (one packed row, FLA's cu_seqlens path), got {args.B}")
     if args.pattern is not None:
         T = args.T or base["T"]
         require_enough_blocks(T, base, "--T")
-        shape = shape_at(base, T)
+        shape = model_shape(base, T, args.B, args.H, args.G)
         pattern = pattern_from_entry({"name": args.pattern, **parse_params(args.param)}, "--pattern", shape)
         entry = {"name": pattern.name, **dict(pattern.params)}
         if packing is not None:  # varlen program order (global_block)*H + h
             packed = cu_seqlens(packing, T, shape.block_size, "--packing")
             bi = generate_packed_routing(pattern, shape, cal["seed"], packed)
-            return csr_rows(bi, shape.block_size, packed).fanin, f"{point_name(entry, T)}-{packing_token(packing)}"
-        return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T)
-    raw, key, _ = read_routing_file(args.routing_file, (base["B"], None, base["H"], base["S"]))
+            return (csr_rows(bi, shape.block_size, packed).fanin, f"{point_name(entry, T)}-{packing_token(packing)}",
+                    shape)
+        return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T), shape
+    want = model_shape(base, base["T"], args.B, args.H, args.G)
+    raw, key, _ = read_routing_file(args.routing_file, (want.B, None, want.H, want.S))
     label = f"routing file {args.routing_file}" + (f" [{key}]" if key else "")
     T = args.T or (int(raw.shape[1]) if raw.ndim == 4 else base["T"])
     if T < 1 or T % base["block_size"] or T > MAX_T:
         raise UserError(f"{label}: T={T} is not a positive multiple of block_size {base['block_size']} "
                         f"up to {MAX_T}")
     require_enough_blocks(T, base, label)
-    shape = shape_at(base, T)
+    shape = model_shape(base, T, args.B, args.H, args.G)
     cu = read_cu_seqlens(args.routing_file, T, shape.block_size)
     if packing is not None:
         cu = cu_seqlens(packing, T, shape.block_size, "--packing")
     if cu is not None:
-        return _packed_file_fanin(raw, shape, cu, label), f"{args.routing_file}@T={shape.T}-{len(cu) - 1}docs"
+        return (_packed_file_fanin(raw, shape, cu, label), f"{args.routing_file}@T={shape.T}-{len(cu) - 1}docs",
+                shape)
     validate_block_indices(raw, shape, label)
     edges, closed = effective_edges(raw, shape.block_size), closed_form_edges(shape)
     if edges != closed:
         print(f"note: {label} has {edges:,} edges, not the closed form {closed:,} of T={T} "
               f"(a routing with fewer slots filled; the prediction is for the edges it has)", file=sys.stderr)
-    return row_fanin(raw.astype(np.int32), shape.block_size), f"{args.routing_file}@T={shape.T}"
+    return row_fanin(raw.astype(np.int32), shape.block_size), f"{args.routing_file}@T={shape.T}", shape
+
+
+#: FLA's NSA group-size minimum (``nsa_exp.routing.config.check_shape``): below it a prediction is the model's
+#: extrapolation, a shape no config (and no FLA 0a9b9f2 launch) can measure.
+FLA_MIN_G = 16
 
 
 def predict_command(args: argparse.Namespace) -> int:
     cal = load_calibration(args.calibration)
-    fanin, name = _routing_fanin(args, cal)
-    out = {"routing": name, "calibration": args.calibration, **predict(cal, fanin, args.order)}
+    fanin, name, shape = _routing_fanin(args, cal)
+    if shape.group_size < FLA_MIN_G:
+        print(f"note: G={shape.group_size} is below FLA's NSA minimum group size {FLA_MIN_G} (a config refuses it): "
+              "the prediction extrapolates the model's c scaling, no run can check it", file=sys.stderr)
+    pred = predict(cal, fanin, args.order, shape.to_dict())
+    out = {"routing": name, "calibration": args.calibration,
+           "shape": {"B": shape.B, "T": shape.T, "H": shape.H, "G": shape.group_size}, **pred}
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
-    lb, hr = out["lower_bounds"], out["heaviest_row"]
-    print(f"{name} ({args.order} order, {out['programs']} programs on {out['slots']} slots): "
-          f"predicted dK/dV {out['predicted_ms']:.3f} ms\n"
+    lb, hr, be = out["lower_bounds"], out["heaviest_row"], out["break_even"]
+    g_cal = group_size(cal["shape"])
+    print(f"{name} at B={shape.B} H={shape.H} G={shape.group_size} ({args.order} order, {out['programs']} programs "
+          f"on {out['slots']} slots): predicted dK/dV {out['predicted_ms']:.3f} ms\n"
+          f"  per-query cost c x {out['c_scale']:.3f} (G / G_cal = {shape.group_size}/{g_cal})\n"
           f"  lower bounds: total work / slots {lb['total_work_over_slots_ms']:.3f} ms, heaviest row alone "
           f"{lb['heaviest_row_alone_ms']:.3f} ms\n"
           f"  heaviest row: program {hr['program_id']} (fan-in {hr['fanin']}) runs {hr['start_ms']:.3f}-"
-          f"{hr['end_ms']:.3f} ms\n  busy fraction of the slots: {out['busy_fraction']:.3f}")
+          f"{hr['end_ms']:.3f} ms\n  busy fraction of the slots: {out['busy_fraction']:.3f}\n"
+          f"  break-even B*H = {be['BH']:.3f} (heaviest row alone {be['heaviest_row_ms']:.3f} ms x {out['slots']} "
+          f"slots / work per (b,h) {be['work_per_bh_ms']:.3f} ms): B*H={shape.B * shape.H} is {be['regime']}")
     return 0
 
 
@@ -218,12 +240,15 @@ def model_validate(args: argparse.Namespace) -> int:
     points = [p for p in points if regenerable(p.pattern)]
     setup = {"gpu": cal["gpu"]["name"], "sm_count": cal["gpu"]["sm_count"], "shape": cal["shape"],
              "seed": cal["seed"], "autotune_config": cal["autotune_config"]}
-    check_same_setup(points, setup)
+    check_same_setup(points, setup, free=FREE_SHAPE_KEYS)  # each point is predicted at its own B, H, G
     used = {p["label"] for p in cal["points"]}
-    excluded = sorted({p.name for p in points if p.name in used})
+    # a calibration routing is excluded at the calibration's shape only; at another B, H or G it is held out
+    calibrating = [p.name in used and not shape_fields(cal, p.shape) for p in points]
+    excluded = sorted({p.name for p, c in zip(points, calibrating, strict=True) if c})
+    held_out = [p for p, c in zip(points, calibrating, strict=True) if not c]
     cache: dict = {}  # a routing measured in several files is modelled once
     rows = [validation_row(cal, p, args.max_fanin, cache)
-            for p in progress([p for p in points if p.name not in used], "model-validate: predicting", unit="point")]
+            for p in progress(held_out, "model-validate: predicting", unit="point")]
     if not rows:
         raise UserError("--points: every routing read was used to calibrate; nothing to validate")
     summary, meets = validation_summary(rows)

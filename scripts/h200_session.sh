@@ -10,6 +10,8 @@
 #   scripts/h200_session.sh x2 OUTDIR      # issue 10: a small sweep over two GPUs (submitit local executor)
 #   scripts/h200_session.sh engine OUTDIR  # issue 21: check, smoke, 20-round bench + validate + compare to the formal
 #   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
+#   scripts/h200_session.sh penalty OUTDIR  # issue 32: the penalty map, T=32768 (B, H, G axes), then along T;
+#                                          # each sweep stopped before the call's limit (PENALTY_TIMEOUT_S, resumable)
 #   scripts/h200_session.sh release OUTDIR # issue 22: the release arm (NOT the pinned experiment): fla-core 0.5.2
 #                                          # (control), 0.6.0 (also T=8192, 131072), 0.5.1 from the wheels in .whl-fla/;
 #                                          # RELEASES="0.5.1" runs a subset, RELEASE_ARGS="--overwrite" replaces results
@@ -112,6 +114,13 @@ case "$part" in
     step validate_stop "$py" -m nsa_exp validate "$out/e1_h200_stop.json" "$out/e1_h200_stop.csv"
     step compare_stop "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/e1_h200_stop.json" \
       --output "$out/e1_h200_vs_stop.json"
+    ;;
+  penalty)  # issue 32: the two penalty-map sweeps; a sweep stopped by its timeout keeps its finished points (resume)
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv > "$out/penalty.gpu.log" 2>&1
+    step sweep_penalty timeout -s INT "${PENALTY_TIMEOUT_S:-420}" "$py" -m nsa_exp sweep \
+      --config configs/sweep_penalty_h200.json --publish
+    step sweep_penalty_T timeout -s INT "${PENALTY_T_TIMEOUT_S:-150}" "$py" -m nsa_exp sweep \
+      --config configs/sweep_penalty_T_h200.json --publish
     ;;
   release)  # one child process per release, each one's results written as it ends; stopped before the call's limit
     rel=(); for v in ${RELEASES:-0.5.2 0.6.0 0.5.1}; do rel+=(--release "$v"); done

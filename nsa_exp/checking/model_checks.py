@@ -198,6 +198,12 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
         problems.append(("$.points", f"{got} are not the set's routings {routings}"))
 
 
+def _other_shape(row: dict[str, Any]) -> bool:
+    """Whether a validation row is at another B, H or G than its calibration (it then records them): a routing
+    that calibrated the model may validate it at another shape."""
+    return any(k in row for k in ("B", "H", "G"))
+
+
 #: calibration sha256 -> validation_row's cache for that calibration (see validation_checks)
 _MODELLED: dict[str, dict] = {}
 
@@ -228,7 +234,7 @@ def validation_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems.append(("$.calibration.name", f"{doc['calibration']['name']!r}, the calibration is {cal['name']!r}"))
     used = {p["label"] for p in cal["points"]}
     problems += [(f"$.rows[{i}].name", f"{r['name']} calibrated the model: it cannot also validate it")
-                 for i, r in enumerate(doc["rows"]) if r["name"] in used]
+                 for i, r in enumerate(doc["rows"]) if r["name"] in used and not _other_shape(r)]
     problems += [("$.excluded", f"{e} is not a calibration routing") for e in doc["excluded"] if e not in used]
     unseen = []
     # the modelled rows of one calibration file (by its bytes' sha256) are kept for the process: validating
@@ -244,8 +250,11 @@ def validation_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             unseen.append(r["source"])
             if r["name"] != point_name(r["pattern"], r["T"]):  # a packed point: its packing is in the source only
                 continue
+            shape = {**cal["shape"], **{k: r[k] for k in ("B", "H") if k in r}}
+            if "G" in r:
+                shape["HQ"] = shape["H"] * r["G"]
             point = Point(r["name"], r["pattern"], r["T"], r["measured_ms"], r["source"], r["sha256"],
-                          cal["gpu"]["name"], cal["gpu"]["sm_count"], cal["shape"], cal["seed"],
+                          cal["gpu"]["name"], cal["gpu"]["sm_count"], shape, cal["seed"],
                           cal["autotune_config"], None)
         want = {**validation_row(cal, point, doc["split_max_fanin"], cache), "source": r["source"]}  # as recorded
         _deep_diff(r, want, where, problems)

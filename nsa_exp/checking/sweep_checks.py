@@ -2,7 +2,8 @@
 
 - ``point_consistent`` (sweep point): ``point.T`` = the shape's T; ``point.pattern`` = the config's routing
   (with its defaults); ``point.baseline`` = the baseline pattern, timed beside it; ``point.packing`` = the
-  config's packing token; ``point_id`` regenerated from T, the packing and the pattern
+  config's packing token; ``point.shape`` (a shapes axis) = the shape's B, H and G = HQ / H; ``point_id``
+  regenerated from T, the packing, the shape and the pattern
   (:func:`nsa_exp.core.families.point_id`); ``name`` = the config's name = the id (64 characters at most);
   the file is named ``<point_id>.json`` (under a ``sweeps/`` folder: in ``sweeps/<sweep>/``); a point whose
   config packs documents records its ``point.packing``.
@@ -29,7 +30,7 @@ from typing import Any
 
 from ..analysis.sweep_rows import table_rows
 from ..core.config import Shape, bytes_needed
-from ..core.families import BASELINE_PATTERN, pattern_from_entry, point_id
+from ..core.families import BASELINE_PATTERN, pattern_from_entry, point_id, shape_label
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.stages import PREPARING_STAGES, STAGE_NAMES
 from ..errors import UserError
@@ -66,7 +67,6 @@ def point_consistent(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if len(want) != 1 or _pattern(routing, shape) != _pattern(want[0], shape):
             problems.append(("$.point.pattern", f"{routing}, but the config's routing is "
                              f"{want[0] if len(want) == 1 else [p.get('name') for p in want]}"))
-    pid = point_id(point["T"], routing)
     if "packing" not in point and config.get("packing") is not None:
         problems.append(("$.point.packing", f"missing, but the config packs documents "
                          f"({packing_token(config['packing'])!r}): a point of a packings sweep records its packing"))
@@ -74,9 +74,15 @@ def point_consistent(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         token = packing_token(config.get("packing"))
         if point["packing"] != token:
             problems.append(("$.point.packing", f"{point['packing']!r}, but the config's packing is {token!r}"))
-        pid = pid.replace(f"T{point['T']}-", f"T{point['T']}-{point['packing']}-", 1)
+    dims = doc["shape"]
+    if "shape" in point:
+        have = {"B": dims["B"], "H": dims["H"], "G": dims["HQ"] // dims["H"] if dims["HQ"] % dims["H"] == 0 else None}
+        if point["shape"] != have:
+            problems.append(("$.point.shape", f"{point['shape']}, but the point's shape has {have}"))
+    pid = point_id(point["T"], routing, point.get("packing"),
+                   shape_label(**point["shape"]) if "shape" in point else None)
     if doc["point_id"] != pid:
-        problems.append(("$.point_id", f"{doc['point_id']!r}, but T, packing and pattern give {pid!r}"))
+        problems.append(("$.point_id", f"{doc['point_id']!r}, but T, packing, shape and pattern give {pid!r}"))
     for where, value in (("$.name", doc["name"]), ("$.config.name", config.get("name"))):
         if value != doc["point_id"][:64]:
             problems.append((where, f"{value!r}, but a point is named by its id {doc['point_id'][:64]!r}"))
@@ -209,9 +215,8 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
         problems.append(("$", "rows are not in the table's order (family, T, point id)"))
     for i, r in enumerate(rows):
         entry = {"name": r["family"], **json.loads(r["params"])} if r["params"].startswith("{") else None
-        pid = None if entry is None else point_id(r["T"], entry)
-        if pid is not None and "packing" in r and r.get("packing"):
-            pid = pid.replace(f"T{r['T']}-", f"T{r['T']}-{r['packing']}-", 1)
+        axes = (r.get("packing") or None, shape_label(r["B"], r["H"], r["G"]) if r.get("B") is not None else None)
+        pid = None if entry is None else point_id(r["T"], entry, *axes)
         if pid != r["point_id"]:
             problems.append((f"$[{i}].point_id", f"row {i + 2}: {r['point_id']!r}, but family, params and T give "
                              f"{pid!r}"))

@@ -201,13 +201,25 @@ def _param_token(key: str, value: Any) -> str:
     return f"{key}{text}"
 
 
-def point_id(T: int, pattern: dict[str, Any]) -> str:
+def point_id(T: int, pattern: dict[str, Any], *axes: str | None) -> str:
     """A file-name-safe id, e.g. ``T32768-sink-heavy-heads0.1-sinks4`` (a routing file's ``file:<stem>``
-    gives ``T<T>-file-<stem>``).
+    gives ``T<T>-file-<stem>``); ``axes``: the labels of a sweep's other grid axes, in order (the packing's
+    token, the shape's :func:`shape_label`), placed after ``T`` (None: the sweep has no such axis).
 
     >>> point_id(32768, {"name": "zipf", "exponent": 0.25}), point_id(1024, {"name": "file:zipf"})
     ('T32768-zipf-exponent0.25', 'T1024-file-zipf')
+    >>> point_id(8192, {"name": "local"}, "docs1024", None), point_id(8192, {"name": "local"}, None, "B2-H8-G4")
+    ('T8192-docs1024-local', 'T8192-B2-H8-G4-local')
     """
     params = (_param_token(k, pattern[k]) for k in sorted(pattern) if k != "name")
-    parts = [f"T{T}", pattern["name"].replace(":", "-"), *params]
+    parts = [f"T{T}", *(a for a in axes if a), pattern["name"].replace(":", "-"), *params]
     return "-".join(parts)
+
+
+def shape_label(B: int, H: int, G: int) -> str:
+    """A sweep's shape-axis token: batch, KV heads and group size (query heads per KV head, ``HQ = H * G``).
+
+    >>> shape_label(1, 4, 16)
+    'B1-H4-G16'
+    """
+    return f"B{B}-H{H}-G{G}"

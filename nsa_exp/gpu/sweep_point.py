@@ -164,6 +164,8 @@ class SweepPointArm(Arm[SweepPoint]):
         point_record = {"T": point.T, "pattern": point.pattern, "baseline": names[0]}
         if point.packing_label is not None:
             point_record["packing"] = point.packing_label
+        if point.shape is not None:
+            point_record["shape"] = dict(point.shape)
         warmup = config.timing.warmup_rounds
         timing = Timing(method=TIMING_METHOD, warmup_rounds=warmup, repetitions=len(self.orders) - warmup,
                         order_mode=config.timing.order, order_seed=config.seeds.order, round_orders=self.orders,

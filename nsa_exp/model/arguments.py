@@ -1,13 +1,19 @@
-"""The model commands' argument values (``predict --param``, ``--packing``, ``--T``), parsed and checked;
-the options themselves are rows of :data:`nsa_exp.commands.COMMANDS`."""
+"""The model commands' argument values (``predict --param``, ``--packing``, ``--T``, ``--B``/``--H``/``--G``),
+parsed and checked; the options themselves are rows of :data:`nsa_exp.commands.COMMANDS`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from ..core.config import Shape
+from ..core.stages import check_launch_limits
 from ..errors import UserError
+from ..io.schemas import load_schema
 from ..io.strict_json import parse_strict
+from ..routing.config import check_fits_machine
+from .points import shape_at
 
 
 def parse_params(texts: list[str]) -> dict[str, Any]:
@@ -54,3 +60,48 @@ def require_enough_blocks(T: int, base: dict[str, Any], where: str) -> None:
     if base["S"] * base["block_size"] > T:
         raise UserError(f"{where}: T={T} holds fewer than S={base['S']} blocks of {base['block_size']} "
                         f"(the calibration's shape needs T >= {base['S'] * base['block_size']})")
+
+
+#: predict's shape options and the config schema's ``shape`` field each one bounds (``--G`` through HQ = H*G).
+SHAPE_OPTIONS = (("--B", "B"), ("--H", "H"), ("--G", "HQ"))
+
+
+def model_shape(base: Mapping[str, Any], T: int, B: int | None, H: int | None, G: int | None) -> Shape:
+    """The shape ``predict`` models: the calibration's ``base`` at ``T`` with ``B``, ``H`` and the group size
+    ``G`` (HQ = H*G) replaced where given (None keeps ``base``'s).
+
+    The rules, each a one-line :class:`UserError` naming its option: every value a positive integer; B, H and
+    HQ within ``schemas/config.schema.json``'s ``shape`` bounds (read from the schema); G a power of two (FLA
+    loads a KV head's G query heads as one Triton block; :func:`nsa_exp.routing.config.check_shape`'s rule);
+    CUDA's launch limits (:func:`nsa_exp.core.stages.check_launch_limits`) and this machine's memory for the
+    routing (:func:`nsa_exp.routing.config.check_fits_machine`). A G below FLA's NSA minimum of 16 is allowed:
+    the model extrapolates there (its ``c`` scaling, docs/MODEL.md); ``check_shape`` refuses it in a config.
+
+    >>> base = {"B": 1, "HQ": 64, "H": 4, "K": 192, "V": 128, "S": 16, "block_size": 64, "dtype": "bfloat16"}
+    >>> model_shape(base, 8192, None, 8, 4).HQ
+    32
+    >>> model_shape(base, 8192, None, None, 3)
+    Traceback (most recent call last):
+    ...
+    nsa_exp.errors.UserError: --G: 3 is not a power of two (FLA loads a KV head's G query heads as one Triton block)
+    """
+    g_base = int(base["HQ"]) // int(base["H"])
+    for option, value in (("--B", B), ("--H", H), ("--G", G)):
+        if value is not None and (isinstance(value, bool) or value < 1):
+            raise UserError(f"{option}: {value} is not a positive integer")
+    h, g = H or int(base["H"]), G or g_base
+    if g & (g - 1):
+        raise UserError(f"--G: {g} is not a power of two (FLA loads a KV head's G query heads as one "
+                        "Triton block)")
+    shape = shape_at(base, T, B=B, H=h, HQ=h * g)
+    limits = load_schema("config")["$defs"]["shape"]["properties"]
+    for option, field in SHAPE_OPTIONS:
+        value, top = getattr(shape, field), limits[field]["maximum"]
+        if value > top:
+            what = f"HQ = H*G = {h}*{g} = {value}" if field == "HQ" else str(value)
+            raise UserError(f"{option}: {what} exceeds the config schema's maximum {top} for shape.{field} "
+                            f"(schemas/config.schema.json)")
+    where = f"--B {shape.B} --H {shape.H} --G {g} at T={T}"
+    check_launch_limits(shape, where)
+    check_fits_machine(shape, where)
+    return shape

@@ -7,7 +7,8 @@ one GPU and one dK/dV autotune config: the compiled kernel's resources and the s
 config, with its measured median, the result file (+ sha256) it came from, the fitted ms and error.
 
 :func:`predict` turns per-row fan-in into a prediction: predicted ms, the two lower bounds, when
-the heaviest row starts and ends, and the slots' busy fraction.
+the heaviest row starts and ends, the slots' busy fraction, and the break-even ``B*H`` at which the heaviest
+row stops deciding the makespan; at another group size G, with the per-query cost scaled by ``G / G_cal``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..core.protocol import DISPATCH_ORDERS
 from ..errors import UserError
 from ..io.store import file_sha256, load_document, read_strict
 from .fit import Params, error_table, fit_params
-from .makespan import heaviest_first, lower_bounds, program_work, simulate
+from .makespan import break_even, heaviest_first, lower_bounds, program_work, simulate
 from .occupancy import HOPPER, SmLimits, slots_per_sm, theoretical_occupancy_pct
 
 
@@ -77,17 +78,38 @@ def params_of(calibration: Mapping[str, Any]) -> Params:
     return Params(a_ms=p["a_ms"], c_ms=p["c_ms"], gamma=p["gamma"])
 
 
-def predict(calibration: Mapping[str, Any], fanin: np.ndarray, order: str = "program-id") -> dict[str, Any]:
+def group_size(shape: Mapping[str, Any]) -> int:
+    """G = HQ / H of a shape dict (query heads per KV head).
+
+    >>> group_size({"HQ": 64, "H": 4})
+    16
+    """
+    return int(shape["HQ"]) // int(shape["H"])
+
+
+def predict(calibration: Mapping[str, Any], fanin: np.ndarray, order: str = "program-id",
+            shape: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Predicted dK/dV for per-row fan-in in FLA's program-id order ``(b*H + h)*M + s``.
+
+    Another shape than the calibration's (``shape``: its ``B``, ``H``, ``HQ``) changes two things. B and H only add
+    (b, h) copies of the CSR rows, which ``fanin`` already holds. The group size ``G = HQ/H`` changes each row's
+    per-query cost: a dK/dV program processes, for each query of its row, the ``G`` query heads of its KV head,
+    so the model **assumes** ``c`` scales as ``G / G_cal`` (``c_scale``) and the per-program fixed cost ``a``
+    (K/V load, dK/dV store: one KV head's) stays; an assumption, not yet checked against a measurement at
+    another G (docs/MODEL.md, "Other shapes").
 
     Args:
         calibration: a validated calibration document.
-        fanin: int ``[B*H*M]`` queries per CSR row (``nsa_exp.routing.fanin.csr_rows(...).fanin``).
+        fanin: int ``[B*H*M]`` queries per CSR row (``nsa_exp.routing.fanin.csr_rows(...).fanin``) at ``shape``.
         order: ``"program-id"`` (FLA's launch) or ``"heaviest-first"`` (the LPT what-if).
+        shape: the routing's shape (``B``, ``H``, ``HQ``; a :data:`.points.SHAPE_KEYS` dict); None = the
+            calibration's.
 
     Returns:
         ``{"order", "predicted_ms", "lower_bounds": {...}, "heaviest_row": {"program_id", "fanin",
-        "start_ms", "end_ms"}, "busy_fraction", "programs", "slots"}`` (times in ms).
+        "start_ms", "end_ms"}, "busy_fraction", "programs", "slots", "c_scale": G / G_cal, "break_even":
+        {"BH", "heaviest_row_ms", "work_per_bh_ms", "regime"}}`` (times in ms; the break-even,
+        :func:`.makespan.break_even`, over the ``B*H`` pairs of ``shape``).
 
     Raises:
         ValueError: an unknown ``order`` or an empty ``fanin``.
@@ -97,10 +119,12 @@ def predict(calibration: Mapping[str, Any], fanin: np.ndarray, order: str = "pro
     fanin = np.asarray(fanin)
     if fanin.size == 0:
         raise ValueError("fanin is empty: no CSR rows")
+    shape = calibration["shape"] if shape is None else shape
     params = params_of(calibration)
+    c_scale = group_size(shape) / group_size(calibration["shape"])
     occ = calibration["occupancy"]
     n_sm, slots, bq = occ["sm_count"], occ["slots_per_sm"], calibration["model"]["bq"]
-    work = program_work(fanin, params.a_ms, params.c_ms, bq)
+    work = program_work(fanin, params.a_ms, params.c_ms * c_scale, bq)
     perm = heaviest_first(work) if order == "heaviest-first" else np.arange(work.size)
     sched = simulate(work[perm], n_sm, slots, params.gamma)
     pos = int(np.argmax(work[perm]))
@@ -113,6 +137,8 @@ def predict(calibration: Mapping[str, Any], fanin: np.ndarray, order: str = "pro
         "busy_fraction": sched.busy_fraction,
         "programs": int(work.size),
         "slots": int(n_sm * slots),
+        "c_scale": c_scale,
+        "break_even": break_even(work, int(shape["B"]) * int(shape["H"]), n_sm, slots, params.gamma),
     }
 
 

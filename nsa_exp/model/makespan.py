@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -129,6 +130,49 @@ def lower_bounds(work: np.ndarray, n_sm: int, slots: int, gamma: float = 1.0) ->
     w = np.asarray(work, dtype=np.float64)
     return {"total_work_over_slots_ms": float(w.sum() / (n_sm * slots)),
             "heaviest_row_alone_ms": float(w.max() / gamma) if w.size else 0.0}
+
+
+#: :func:`break_even`'s regimes: below the break-even the heaviest CSR row decides the makespan, above it the
+#: total work over the slots does.
+REGIMES = ("tail-bound", "throughput-bound")
+
+
+def break_even(work: np.ndarray, pairs: int, n_sm: int, slots: int, gamma: float = 1.0) -> dict[str, Any]:
+    """The number of (batch, KV head) pairs ``(B*H)*`` at which the heaviest CSR row stops deciding the makespan
+    (docs/MODEL.md, "Break-even: when the heaviest row stops deciding").
+
+    Of :func:`lower_bounds`' two floors, total work / slots grows with the ``B*H`` copies of a (b, h)'s rows and
+    the heaviest row alone does not, so they cross at::
+
+        (B*H)* = (w_max / gamma) * n_sm * slots / W_bh,   W_bh = sum(work) / pairs
+
+    ``W_bh`` is the mean work of one (b, h) pair's ``M`` programs (equal for every pair of an equal-edge routing
+    at ``BQ = 1``), ``w_max`` the heaviest program of all ``pairs``.
+
+    Args:
+        work: per-program work, float ms at a full SM, ``[pairs * M]`` (any order: only its sum and max count).
+        pairs: the (b, h) pairs ``work`` holds, ``B*H`` (``>= 1``).
+        n_sm, slots, gamma: as :func:`simulate`.
+
+    Returns:
+        ``{"BH": (B*H)*, "heaviest_row_ms": w_max / gamma, "work_per_bh_ms": W_bh, "regime"}``: ``regime`` is
+        ``"tail-bound"`` when ``pairs < (B*H)*`` (the heaviest row's floor is the higher), else
+        ``"throughput-bound"``. ``BH`` is a count of pairs (dimensionless); ``inf`` for zero work.
+
+    Raises:
+        ValueError: ``pairs < 1`` or empty ``work``.
+
+    >>> break_even(np.array([4.0, 1.0, 1.0, 2.0, 1.0, 1.0]), pairs=2, n_sm=1, slots=2)
+    {'BH': 1.6, 'heaviest_row_ms': 4.0, 'work_per_bh_ms': 5.0, 'regime': 'throughput-bound'}
+    """
+    w = np.asarray(work, dtype=np.float64)
+    if pairs < 1 or w.size == 0:
+        raise ValueError(f"break_even needs pairs >= 1 and some work (got pairs={pairs}, {w.size} programs)")
+    heaviest = lower_bounds(w, n_sm, slots, gamma)["heaviest_row_alone_ms"]
+    per_bh = float(w.sum() / pairs)
+    bh = heaviest * n_sm * slots / per_bh if per_bh > 0 else float("inf")
+    return {"BH": bh, "heaviest_row_ms": heaviest, "work_per_bh_ms": per_bh,
+            "regime": REGIMES[0] if pairs < bh else REGIMES[1]}
 
 
 def split_rows(fanin: np.ndarray, max_fanin: int) -> tuple[np.ndarray, np.ndarray]:

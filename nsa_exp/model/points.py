@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,11 @@ from .split import split_fanin
 
 #: The documents that hold measured points.
 POINT_KINDS = ("bench_result", "sweep_point")
-# Shape fields a calibration fixes; T (and with it the number of CSR rows) is free.
+# Shape fields a point records; a calibration fixes them all, T (and with it the number of CSR rows) aside.
 SHAPE_KEYS = ("B", "HQ", "H", "K", "V", "S", "block_size", "dtype")
+#: The shape fields ``model-validate`` lets a point change besides T: B and H add (b, h) copies of the CSR rows,
+#: HQ = H*G scales the per-query cost c by G / G_cal (:func:`nsa_exp.model.calibration.predict`, docs/MODEL.md).
+FREE_SHAPE_KEYS = ("B", "HQ", "H")
 
 
 @dataclass(frozen=True)
@@ -121,28 +124,40 @@ def read_points(path: Path) -> list[Point]:
             from None
 
 
-def check_same_setup(points: Sequence[Point], ref: Mapping[str, Any]) -> None:
-    """Refuse a point from another GPU, SM count, shape (all but T), routing seed or autotune config.
+def check_same_setup(points: Sequence[Point], ref: Mapping[str, Any], free: Sequence[str] = ()) -> None:
+    """Refuse a point from another GPU, SM count, shape (all but T and the ``free`` fields), routing seed or
+    autotune config.
 
-    ``ref`` holds ``gpu``, ``sm_count``, ``shape``, ``seed``, ``autotune_config`` (a calibration's).
+    ``ref`` holds ``gpu``, ``sm_count``, ``shape``, ``seed``, ``autotune_config`` (a calibration's); ``free``:
+    shape fields allowed to differ (``calibrate``: none; ``model-validate``: :data:`FREE_SHAPE_KEYS`).
 
     Raises:
         UserError: one line naming the point, the field and both values.
     """
+    keys = [k for k in SHAPE_KEYS if k not in free]
+    aside = ", ".join(("T", *(k for k in SHAPE_KEYS if k in free)))
     for p in points:
         mine = {"gpu": p.gpu, "sm_count": p.sm_count, "seed": p.seed, "autotune_config": dict(p.autotune_config),
-                **{f"shape.{k}": p.shape[k] for k in SHAPE_KEYS}}
+                **{f"shape.{k}": p.shape[k] for k in keys}}
         want = {"gpu": ref["gpu"], "sm_count": ref["sm_count"], "seed": ref["seed"],
-                "autotune_config": dict(ref["autotune_config"]), **{f"shape.{k}": ref["shape"][k] for k in SHAPE_KEYS}}
+                "autotune_config": dict(ref["autotune_config"]), **{f"shape.{k}": ref["shape"][k] for k in keys}}
         for key, value in mine.items():
             if value != want[key]:
                 raise UserError(f"{p.source} [{p.name}]: {key} is {value!r} but the calibration's is {want[key]!r}; "
-                                "a calibration holds for one GPU, shape (T aside) and autotune config")
+                                f"a calibration holds for one GPU, shape ({aside} aside) and autotune config")
 
 
-def shape_at(shape: Mapping[str, Any], T: int) -> Shape:
-    """The :class:`Shape` of ``shape`` (a dict) at sequence length ``T``."""
-    return replace(Shape(T=T, **{k: shape[k] for k in SHAPE_KEYS}), T=T)
+def shape_at(shape: Mapping[str, Any], T: int, *, B: int | None = None, H: int | None = None,
+             HQ: int | None = None) -> Shape:
+    """The :class:`Shape` of ``shape`` (a dict with :data:`SHAPE_KEYS`) at sequence length ``T``, with ``B``,
+    ``H`` and ``HQ`` replaced where given (None keeps ``shape``'s); no rule checked (the caller's door does).
+
+    >>> shape_at({"B": 1, "HQ": 64, "H": 4, "K": 192, "V": 128, "S": 16, "block_size": 64, "dtype": "bfloat16"},
+    ...          8192, B=2, H=8, HQ=128).group_size
+    16
+    """
+    given = {k: v for k, v in (("B", B), ("H", H), ("HQ", HQ)) if v is not None}
+    return Shape(**{**{k: shape[k] for k in SHAPE_KEYS}, **given, "T": T})
 
 
 @cache

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .calibration import predict
+from .calibration import group_size, predict
 from .points import pattern_fanin, pattern_split_fanin
 
 # H200 HBM3e bandwidth, 4.8 TB/s (NVIDIA H200 datasheet); the reduction reads B' partials and writes one.
@@ -37,17 +37,19 @@ def reduction_ms(batches: int, shape: Mapping[str, Any], T: int) -> float:
 def model_whatif(cal: Mapping[str, Any], pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int,
                  max_fanin: int | None) -> dict[str, Any]:
     """``{"heaviest_first_ms", "split_ms" (None without ``max_fanin``), "split_batches", "reduction_ms"}`` for one
-    generated routing (``pattern`` at ``T``, routing seed ``seed``). The split launch is priced from its per-program
-    fan-in (:func:`.points.pattern_split_fanin`, from the routing's cached fan-in): the B'-batch routing itself is
-    never built."""
+    generated routing (``pattern`` at ``shape`` and ``T``, routing seed ``seed``; ``c`` scaled to the shape's G,
+    :func:`.calibration.predict`). The split launch is priced from its per-program fan-in
+    (:func:`.points.pattern_split_fanin`, from the routing's cached fan-in; one batch, ``B = 1``): the B'-batch
+    routing itself is never built."""
     fanin = pattern_fanin(pattern, shape, T, seed)
-    out = {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"],
+    out = {"heaviest_first_ms": predict(cal, fanin, "heaviest-first", shape)["predicted_ms"],
            "split_ms": None, "split_batches": 1, "reduction_ms": 0.0}
     if max_fanin:
         programs = pattern_split_fanin(pattern, shape, T, seed, max_fanin, "split-heavy-first")
         batches = len(programs) // (shape["H"] * -(-T // shape["block_size"]))
         red = reduction_ms(batches, shape, T)
-        out.update(split_ms=predict(cal, programs)["predicted_ms"] + red, split_batches=batches, reduction_ms=red)
+        out.update(split_ms=predict(cal, programs, shape=shape)["predicted_ms"] + red, split_batches=batches,
+                   reduction_ms=red)
     return out
 
 
@@ -55,19 +57,34 @@ def model_whatif(cal: Mapping[str, Any], pattern: Mapping[str, Any], shape: Mapp
 TARGET = {"mean_abs_pct": 5.0, "max_abs_pct": 10.0}
 
 
+def shape_fields(cal: Mapping[str, Any], shape: Mapping[str, Any]) -> dict[str, int]:
+    """A validation row's ``{"B", "H", "G"}`` of a point whose B, H or G = HQ/H differs from the calibration's;
+    ``{}`` at the calibration's (so rows at its shape keep their bytes).
+
+    >>> cal = {"shape": {"B": 1, "H": 4, "HQ": 64}}
+    >>> shape_fields(cal, {"B": 1, "H": 4, "HQ": 64}), shape_fields(cal, {"B": 2, "H": 4, "HQ": 64})
+    ({}, {'B': 2, 'H': 4, 'G': 16})
+    """
+    mine = {"B": int(shape["B"]), "H": int(shape["H"]), "G": group_size(shape)}
+    base = {"B": int(cal["shape"]["B"]), "H": int(cal["shape"]["H"]), "G": group_size(cal["shape"])}
+    return {} if mine == base else mine
+
+
 def validation_row(cal: Mapping[str, Any], point: Any, max_fanin: int | None,
                    cache: dict | None = None) -> dict[str, Any]:
     """One ``model_validation`` row: the measured point (:class:`.points.Point`) against the calibration's
-    prediction, its busy fraction and lower bound, and the heaviest-first and split what-ifs (the split
-    is modelled on the dense layout only; a packed point keeps heaviest-first alone). ``cache``: a dict
+    prediction at the point's own shape (B, H, G: :func:`.calibration.predict`), its busy fraction and lower
+    bound, and the heaviest-first and split what-ifs (the split is modelled on the dense one-batch layout only; a
+    packed point or one at ``B > 1`` keeps heaviest-first alone), plus :func:`shape_fields`. ``cache``: a dict
     kept across the rows of one calibration, so a routing measured in several files is modelled once."""
     p = point
     key = json.dumps([dict(p.pattern), dict(p.shape), p.T, p.seed, p.packing, max_fanin], sort_keys=True, default=str)
     if cache is None or key not in cache:
         fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
-        pred = predict(cal, fanin)
-        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, max_fanin) if p.packing is None else \
-            {"heaviest_first_ms": predict(cal, fanin, "heaviest-first")["predicted_ms"], "split_ms": None}
+        pred = predict(cal, fanin, shape=p.shape)
+        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, max_fanin) \
+            if p.packing is None and p.shape["B"] == 1 else \
+            {"heaviest_first_ms": predict(cal, fanin, "heaviest-first", p.shape)["predicted_ms"], "split_ms": None}
         if cache is None:
             cache = {}
         cache[key] = (pred, what)
@@ -76,7 +93,8 @@ def validation_row(cal: Mapping[str, Any], point: Any, max_fanin: int | None,
             "measured_ms": p.measured_ms, "predicted_ms": pred["predicted_ms"],
             "error_pct": 100.0 * (pred["predicted_ms"] / p.measured_ms - 1.0),
             "busy_fraction": pred["busy_fraction"], "lower_bound_ms": max(pred["lower_bounds"].values()),
-            "heaviest_first_ms": what["heaviest_first_ms"], "split_ms": what["split_ms"]}
+            "heaviest_first_ms": what["heaviest_first_ms"], "split_ms": what["split_ms"],
+            **shape_fields(cal, p.shape)}
 
 
 def validation_summary(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], bool]:

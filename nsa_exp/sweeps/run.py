@@ -101,14 +101,15 @@ def must_tune(point: Point, out_dir: Path) -> bool:
 
 
 def points_to_run(points: Sequence[Point], out_dir: str | Path) -> list[Point]:
-    """The points without a valid file under ``out_dir`` (what :func:`run_sweep` would run)."""
-    return [p for p in points if not point_done(point_path(Path(out_dir), p), p)]
+    """The points without a valid file under ``out_dir`` that fit the GPU (what :func:`run_sweep` would run)."""
+    return [p for p in points if p.refused is None and not point_done(point_path(Path(out_dir), p), p)]
 
 
 def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, executor: str = "inline",
               *, measure: Measure, points_per_job: int = 1,
               slurm: dict[str, Any] | None = None) -> dict[str, list[str]]:
-    """Run every point not already done; ``{"skipped": [...], "ran": [...]}`` (point ids).
+    """Run every point not already done; ``{"skipped": [...], "ran": [...], "refused": [...]}`` (point ids;
+    refused: the points that cannot fit the GPU's memory, :attr:`Point.refused`, never attempted).
 
     ``inline`` runs here, in order. ``local``: one submitit job per visible GPU (:func:`visible_gpus`),
     the points dealt round-robin. ``slurm`` / ``debug``: one job per ``points_per_job`` points,
@@ -118,7 +119,8 @@ def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, exe
         raise UserError(f"--executor: {executor!r}; choose one of {', '.join(EXECUTORS)}")
     out = Path(out_dir)
     todo = points_to_run(points, out)
-    skipped = [p.point_id for p in points if p not in todo]
+    refused = [p.point_id for p in points if p.refused is not None]
+    skipped = [p.point_id for p in points if p not in todo and p.refused is None]
     if executor == "inline":
         for p in todo:
             run_point(p, str(out), allow_gpu, measure)
@@ -135,4 +137,4 @@ def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, exe
                     run_points, chunks, [str(out)] * len(chunks), [allow_gpu] * len(chunks), [measure] * len(chunks))
             for job in jobs:
                 job.result()
-    return {"skipped": skipped, "ran": [p.point_id for p in todo]}
+    return {"skipped": skipped, "ran": [p.point_id for p in todo], "refused": refused}

@@ -44,7 +44,7 @@ def read_sweep_table(path: Path) -> pd.DataFrame:
     text = read_csv_table(path, show_path(path), "sweep_row", "a sweep table")
     frame = pd.read_csv(io.StringIO(text), dtype={"params": str})
     for i, row in enumerate(frame.to_dict("records")):
-        clean = {k: (int(v) if k in ("T", "edges") else v) for k, v in row.items()}
+        clean = {k: (int(v) if k in ("T", "edges", "B", "H", "G") else v) for k, v in row.items()}
         errors = schema_errors(clean, "sweep_row", f"{path.name} row {i + 2}")
         if errors:
             raise UserError(errors[0])

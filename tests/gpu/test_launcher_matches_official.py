@@ -52,10 +52,10 @@ class _Recorder:
         return launch
 
 
-def _staged(launcher, pattern):
-    bi = generate_routing(pattern, LAUNCH_SHAPE, seed=11)
-    inputs = launcher.make_inputs(LAUNCH_SHAPE, 3, "cpu")
-    return launcher.StagedBackward(launcher.make_problem(LAUNCH_SHAPE, bi, inputs))
+def _staged(launcher, pattern, shape=LAUNCH_SHAPE):
+    bi = generate_routing(pattern, shape, seed=11)
+    inputs = launcher.make_inputs(shape, 3, "cpu")
+    return launcher.StagedBackward(launcher.make_problem(shape, bi, inputs))
 
 
 def _record(monkeypatch, names) -> list:
@@ -72,10 +72,16 @@ def launch_log(fla_interpreter, monkeypatch):
     return _record(monkeypatch, RECORDED)
 
 
-@pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.name)
-def test_staged_launches_equal_official_and_gradients_match(pattern, launch_log, fla_interpreter):
+#: the penalty map's shapes (issue 32): more than one batch and KV head, so program ids (b*H + h)*M + s differ
+BATCHED_SHAPE = Shape(B=2, T=64, HQ=32, H=2, K=32, V=32, S=2, block_size=16, dtype="float16")
 
-    staged = _staged(fla_interpreter, pattern)
+
+@pytest.mark.parametrize(("pattern", "shape"), [*((p, LAUNCH_SHAPE) for p in PATTERNS),
+                                                (Pattern("sink-heavy", sinks=1), BATCHED_SHAPE)],
+                         ids=[*(p.name for p in PATTERNS), "sink-heavy-B2-H2"])
+def test_staged_launches_equal_official_and_gradients_match(pattern, shape, launch_log, fla_interpreter):
+
+    staged = _staged(fla_interpreter, pattern, shape)
     inter = staged.run_staged()
     staged_log = list(launch_log)
     launch_log.clear()

@@ -137,7 +137,7 @@ def test_every_point_is_written_schema_valid_and_the_table_has_one_row_each(tmp_
     points = load_sweep(_sweep_config(tmp_path))
     out = tmp_path / "out"
     done = run_sweep(points, out, allow_gpu=True, executor="inline", measure=fake_measure)
-    assert done == {"skipped": [], "ran": [p.point_id for p in points]}
+    assert done == {"skipped": [], "ran": [p.point_id for p in points], "refused": []}
     for p in points:
         doc = json.loads(point_path(out, p).read_text())
         assert schema_errors(doc, "sweep_point", "$") == []
