@@ -63,7 +63,7 @@ def test_a_run_of_few_rounds_is_listed_but_sets_no_floor(report_data):
                 and q.label == "sink-heavy(sinks=4)" and any(m.path == "results/raw/e1_h200.json" for m in q.members))
     assert {m.path for m in sink.members} == {"results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json",
                                               "results/raw/e1_h200_stop.json"}  # 150 rounds each, two sessions
-    assert len(sink.short) == 7 and all(m.n_obs < MIN_ROUNDS for m in sink.short)
+    assert len(sink.short) == 8 and all(m.n_obs < MIN_ROUNDS for m in sink.short)
     assert round(min(m.median_ms for m in sink.short), 2) == 62.05
     assert round(max(m.median_ms for m in sink.short), 2) == 65.50  # e1_h200_engine20 (2026-12-01), 20 rounds
     # the short runs span 5.6%; the three long ones 0.6% (63.29-63.66 ms), and the floor stays under 1%
