@@ -23,7 +23,7 @@ from .. import PINNED_COMMIT
 from ..analysis.release_kernels import call_span_ms, group_table, stage_groups
 from ..core.config import Config
 from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders
-from ..core.stages import RELEASE_KERNEL_STAGES, RELEASE_STAGES
+from ..core.stages import RELEASE_KERNEL_STAGES, release_stages
 from ..errors import UserError
 from ..routing.config import config_from_dict
 from .checks import Add, guarded
@@ -42,18 +42,18 @@ def _routing_sha(doc: dict[str, Any], config: Config, add: Add, unverified: list
 
 
 def _timing(doc: dict[str, Any], config: Config, add: Add) -> None:
-    t, ct = doc["timing"], config.timing
+    t, ct, stages = doc["timing"], config.timing, list(release_stages(doc["release_config"]))
     problems = [(f"$.timing.{k}", f"recorded {t[k]!r}, the config/code says {want!r}") for k, want in (
         ("warmup_rounds", ct.warmup_rounds), ("order_mode", ct.order), ("order_seed", config.seeds.order),
-        ("l2_flush_bytes", ct.l2_flush_bytes), ("flush_policy", ct.flush), ("stages", list(RELEASE_STAGES)),
+        ("l2_flush_bytes", ct.l2_flush_bytes), ("flush_policy", ct.flush), ("stages", stages),
         ("launch_guard_cycles", LAUNCH_GUARD_CYCLES)) if t[k] != want]
     names, reps, warm = list(doc["patterns"]), t["repetitions"], t["warmup_rounds"]
     if t["round_orders"] != round_orders(names, warm + reps, t["order_mode"], t["order_seed"]):
         problems.append(("$.timing.round_orders", f"differs from the {t['order_mode']} order of seed {t['order_seed']} "
                          f"over {warm} + {reps} rounds of {names}"))
     for name, p in doc["patterns"].items():
-        if list(p["stages"]) != list(RELEASE_STAGES):
-            problems.append((f"$.patterns.{name}.stages", f"{list(p['stages'])} is not {list(RELEASE_STAGES)}"))
+        if list(p["stages"]) != stages:
+            problems.append((f"$.patterns.{name}.stages", f"{list(p['stages'])} is not {stages}"))
         for stage, s in p["stages"].items():
             if len(s["raw_ms"]) != reps or len(s["warmup_ms"]) != warm:
                 problems.append((f"$.patterns.{name}.stages.{stage}", f"{len(s['raw_ms'])} + {len(s['warmup_ms'])} "

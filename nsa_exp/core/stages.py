@@ -170,6 +170,24 @@ LOOSE_CUPTI_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.cupti ==
 #: users call it: the forward, the official wrapper as a whole, ``parallel_nsa`` forward + backward as a
 #: training step does. The first two are the Stage rows of the same names (the same public functions).
 RELEASE_STAGES: tuple[str, ...] = ("selection_fwd", "full_bwd", "train_step")
+#: The release call a release config adds with ``"layer": true`` (issue 32): ``parallel_nsa`` forward + backward
+#: with the compression and selection branches and their gates (``g_cmp``, ``g_slc``), as an NSA layer without
+#: its sliding-window branch (FLA delegates that branch to flash-attn) runs in a training step.
+RELEASE_LAYER_STAGE = "nsa_layer"
+#: Every stage list a release result may record: the three calls, or the three and the layer.
+RELEASE_STAGE_LISTS: tuple[tuple[str, ...], ...] = (RELEASE_STAGES, (*RELEASE_STAGES, RELEASE_LAYER_STAGE))
+
+
+def release_stages(raw: dict[str, Any]) -> tuple[str, ...]:
+    """The release calls of a release config (its raw JSON, as a result embeds it): the three public calls, and
+    :data:`RELEASE_LAYER_STAGE` after them when it says ``"layer": true``.
+
+    >>> release_stages({}), release_stages({"layer": True})[-1]
+    (('selection_fwd', 'full_bwd', 'train_step'), 'nsa_layer')
+    """
+    return RELEASE_STAGE_LISTS[1 if raw.get("layer") is True else 0]
+
+
 #: The release calls whose profiled kernels are grouped into this table's stages (nsa_exp.analysis.release_kernels).
 RELEASE_KERNEL_STAGES: tuple[str, ...] = ("full_bwd", "train_step")
 #: Figure panels and README's results block, in that order (dQ first: its work does not depend on fan-in).

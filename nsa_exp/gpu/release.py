@@ -54,7 +54,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ from ..core.environment import require_env
 from ..core.families import TUNE_PATTERN
 from ..core.protocol import round_orders
 from ..core.records import ReleaseResult
-from ..core.stages import RELEASE_STAGES
+from ..core.stages import RELEASE_LAYER_STAGE, RELEASE_STAGES, release_stages
 from ..errors import GateFailure, UserError
 from ..io.metadata import base_metadata
 from ..io.store import OutputPolicy, read_strict
@@ -199,9 +199,20 @@ def autotune_state(tuners: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def layer_gates(shape: Shape, seed: int, device: str | torch.device) -> list[torch.Tensor]:
+    """``nsa_layer``'s gate leaves ``g_cmp``, ``g_slc``: ``[B, T, HQ]`` in the shape's dtype, ``sigmoid`` of
+    seeded random normals (seed ``seed + 1``: the inputs' own stream stays as bench draws it), requiring grad."""
+    gen = torch.Generator(device="cpu").manual_seed(seed + 1)
+    dtype = getattr(torch, shape.dtype)
+    return [torch.sigmoid(torch.randn(shape.B, shape.T, shape.HQ, generator=gen)).to(device, dtype).requires_grad_()
+            for _ in range(2)]
+
+
 def release_callables(nsa: Any, parallel: Any, shape: Shape, inputs: dict[str, torch.Tensor],
-                      block_indices: torch.Tensor, leaves: list[torch.Tensor]) -> dict[str, Callable[[], None]]:
-    """The three public calls of one routing (module doc), zero-argument, in ``RELEASE_STAGES`` order."""
+                      block_indices: torch.Tensor, leaves: list[torch.Tensor], stages: Sequence[str] = RELEASE_STAGES,
+                      gates: Sequence[torch.Tensor] = ()) -> dict[str, Callable[[], None]]:
+    """The public calls of one routing (module doc), zero-argument, in ``stages`` order (one of
+    :data:`nsa_exp.core.stages.RELEASE_STAGE_LISTS`); ``nsa_layer`` needs ``gates`` (:func:`layer_gates`)."""
     q, k, v, do = inputs["q"], inputs["k"], inputs["v"], inputs["do"]
     S, BS, scale, state = shape.S, shape.block_size, shape.K ** -0.5, {}
 
@@ -221,8 +232,18 @@ def release_callables(nsa: Any, parallel: Any, shape: Shape, inputs: dict[str, t
         nsa.parallel_nsa(*leaves, block_indices=block_indices, block_counts=S, block_size=BS,
                          scale=scale).backward(do)
 
-    calls = {"selection_fwd": selection_fwd, "full_bwd": full_bwd, "train_step": train_step}
-    return {s: calls[s] for s in RELEASE_STAGES}
+    def nsa_layer() -> None:
+        for t in (*leaves, *gates):
+            t.grad = None
+        g_cmp, g_slc = gates
+        with warnings.catch_warnings():  # FLA warns that block_indices override the compression's top-k: intended
+            warnings.simplefilter("ignore", UserWarning)
+            o = nsa.parallel_nsa(*leaves, g_cmp=g_cmp, g_slc=g_slc, block_indices=block_indices, block_counts=S,
+                                 block_size=BS, window_size=0, scale=scale)
+        o.backward(do)
+
+    calls = {"selection_fwd": selection_fwd, "full_bwd": full_bwd, "train_step": train_step, "nsa_layer": nsa_layer}
+    return {s: calls[s] for s in stages}
 
 
 def bytes_needed(shape: Shape, n_patterns: int, l2_flush_bytes: int) -> int:
@@ -276,8 +297,11 @@ class ReleaseArm(Arm[ReleaseResult]):
         config, device = run.config, run.device.tensor_device
         run.inputs = make_inputs(config.shape, config.seeds.inputs, device)
         leaves = [run.inputs[n].detach().requires_grad_() for n in ("q", "k", "v")]
+        stages = release_stages(self.job["release_config"]["raw"])
+        gates = layer_gates(config.shape, config.seeds.inputs, device) if RELEASE_LAYER_STAGE in stages else []
         self.fns = {n: release_callables(self.nsa, self.parallel, config.shape, run.inputs,
-                                         torch.from_numpy(run.routings[n]).to(device), leaves) for n in run.names}
+                                         torch.from_numpy(run.routings[n]).to(device), leaves, stages, gates)
+                    for n in run.names}
 
     def tune(self, run: Run) -> None:
         """Once, on local: the autotune keys hold no routing."""
@@ -389,6 +413,8 @@ def format_point(doc: dict[str, Any]) -> str:
     for name, p in doc["patterns"].items():
         dkv = ((doc["kernels"] or {}).get("groups", {}).get(name, {}).get("full_bwd", {}).get("dkv_core"))
         extra = f", dK/dV kernel {float(np.median(dkv)):.3f} ms" if dkv else ""
+        layer = p["stages"].get(RELEASE_LAYER_STAGE)
+        extra += f", nsa_layer {layer['median_ms']:.3f} ms" if layer else ""
         lines.append(f"  {name:<12} full_bwd {p['stages']['full_bwd']['median_ms']:.3f} ms, train_step "
                      f"{p['stages']['train_step']['median_ms']:.3f} ms{extra}")
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from typing import Any
 from .. import REPO_ROOT
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
+from ..core.stages import release_stages
 from ..errors import UserError
 from ..io.config_files import read_config_file
 from ..io.paths import recorded_path
@@ -49,6 +50,11 @@ class ReleaseConfig:
     points: tuple[ReleasePoint, ...]
     releases: tuple[str, ...]
     cupti_rounds: int
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The release calls each routing makes, in order (:func:`release_stages`)."""
+        return release_stages(self.raw)
 
     def points_for(self, kind: str, version: str | None) -> list[ReleasePoint]:
         """The points a target runs: unfiltered ones, plus (a release) those naming its version."""

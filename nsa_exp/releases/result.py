@@ -23,7 +23,7 @@ from ..core.families import TUNE_PATTERN
 from ..core.kinds import schema_version
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD
 from ..core.records import PatternRun, ReleaseResult, Timing, stage_records
-from ..core.stages import RELEASE_KERNEL_STAGES, RELEASE_STAGES
+from ..core.stages import RELEASE_KERNEL_STAGES, release_stages
 from ..routing.fanin import routing_statistics
 from ..routing.patterns import routing_sha256
 
@@ -65,7 +65,8 @@ def build_release_result(*, name: str, target: Mapping[str, Any], source: Mappin
     files = dict(routing_files or {})
     names = [p.name for p in config.patterns] + list(files)
     edges = next(g["detail"] for g in gates if g["name"] == "equal_edges")
-    stats = stage_records(point["records"], names, RELEASE_STAGES)
+    stages = release_stages(release_config["raw"])
+    stats = stage_records(point["records"], names, stages)
     rows = {n: routing_statistics(routings[n], config.shape.block_size) for n in names}
     patterns = {n: PatternRun(params={"name": n} if n in files else config.pattern(n).to_dict(),
                               edges=int(edges["per_pattern"][n]), routing_sha256=routing_sha256(routings[n]),
@@ -81,7 +82,7 @@ def build_release_result(*, name: str, target: Mapping[str, Any], source: Mappin
                     repetitions=point["repetitions"], order_mode=config.timing.order, order_seed=config.seeds.order,
                     round_orders=point["round_orders"], l2_flush_bytes=config.timing.l2_flush_bytes,
                     flush_policy=config.timing.flush, launch_guard_cycles=LAUNCH_GUARD_CYCLES,
-                    percentile_method=PERCENTILE_METHOD, stages=list(RELEASE_STAGES))
+                    percentile_method=PERCENTILE_METHOD, stages=list(stages))
     kernels = kernel_block(point, launched) if point["kernel_calls"] is not None else None
     return ReleaseResult(
         schema_version=schema_version(ReleaseResult.KIND), kind=ReleaseResult.KIND, name=name,

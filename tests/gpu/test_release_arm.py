@@ -26,8 +26,9 @@ TINY = {"B": 1, "T": 32, "HQ": 16, "H": 1, "K": 16, "V": 16, "S": 2, "block_size
 SMOKE = {**TINY, "T": 64}
 
 
-def write_configs(folder: Path, patterns: list[dict]) -> Path:
-    """A tiny base experiment config and a release config with one point (T=32) over ``patterns``."""
+def write_configs(folder: Path, patterns: list[dict], layer: bool = False) -> Path:
+    """A tiny base experiment config and a release config with one point (T=32) over ``patterns`` (``layer``:
+    also the nsa_layer call)."""
     base = json.loads((REPO / "configs" / "e1_h200.json").read_text())
     base.pop("formal")
     base.update(name="tiny_cpu", shape=TINY, patterns=[{"name": "local"}],
@@ -36,7 +37,7 @@ def write_configs(folder: Path, patterns: list[dict]) -> Path:
                         "flush": "read"})
     (folder / "base.json").write_text(json.dumps(base))
     release = {"schema_version": "1.0", "name": "release_cpu", "base_config": str(folder / "base.json"),
-               "points": [{"T": 32, "patterns": patterns}]}
+               "points": [{"T": 32, "patterns": patterns}], **({"layer": True} if layer else {})}
     (folder / "release.json").write_text(json.dumps(release))
     return folder / "release.json"
 
@@ -56,7 +57,7 @@ def pinned_tree(folder: Path) -> Path:
 def timed(tmp_path_factory):
     """One release-bench run over the tree (local + sink-heavy + a routing file, 1 warm-up + 2 timed rounds)."""
     folder = tmp_path_factory.mktemp("release")
-    config = write_configs(folder, [{"name": "local"}, {"name": "sink-heavy", "sinks": 1}])
+    config = write_configs(folder, [{"name": "local"}, {"name": "sink-heavy", "sinks": 1}], layer=True)
     tree = pinned_tree(folder)
     np.save(folder / "mine.npy", generate_routing(Pattern("zipf", exponent=1.0), Shape(**TINY), 5))
     args = ["release-bench", "--config", str(config), "--fla-source", str(tree), "--repetitions", "2",
@@ -103,7 +104,7 @@ def test_one_command_times_a_source_tree_through_its_public_api_in_a_child_that_
         (timed["folder"] / "mine.npy").read_bytes()).hexdigest()
     for p in doc["patterns"]:
         st = doc["patterns"][p]["stages"]
-        assert list(st) == ["selection_fwd", "full_bwd", "train_step"]
+        assert list(st) == ["selection_fwd", "full_bwd", "train_step", "nsa_layer"]  # the config's "layer": true
         assert all(len(s["raw_ms"]) == 2 and len(s["warmup_ms"]) == 1 for s in st.values())
     assert "fla.ops.nsa.parallel:parallel_nsa_bwd_kernel_dkv" in doc["autotune"]["kernels"]
     assert "wrote" in timed["proc"].stdout
@@ -149,7 +150,8 @@ def test_compare_reads_two_release_results_and_a_rerun_is_refused_unless_overwri
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert {(r["stage"], r["metric"]) for r in doc["rows"]} == {(s, "events") for s in
-                                                                ("selection_fwd", "full_bwd", "train_step")}
+                                                                ("selection_fwd", "full_bwd", "train_step",
+                                                                 "nsa_layer")}
     assert all(r["ratio"] == 1.0 and r["ci95"][0] <= 1.0 <= r["ci95"][1] for r in doc["rows"])
     assert doc["release"]["not_compared"] == [] and doc["release"]["patterns"] == ["local", "sink-heavy",
                                                                                    "file:mine"]
@@ -160,3 +162,31 @@ def test_compare_reads_two_release_results_and_a_rerun_is_refused_unless_overwri
     args[args.index("--output-dir") + 1] = str(timed["tree"] / "fla")  # the outputs would land in an input
     inside = run_cli(*args, "--overwrite")
     assert_one_line_error(inside, "--output-dir", "lies inside an input folder", "--fla-source")
+
+
+def test_the_layer_call_runs_the_compression_and_selection_branches_with_their_gates():
+    """``nsa_layer`` is ``parallel_nsa`` with both gates: the gates get gradients, and the compression branch
+    changes q's gradient against the selection-only ``train_step`` (the real kernels, interpreted)."""
+    import fla.ops.nsa as nsa  # noqa: PLC0415 - the pinned FLA, in this process (the interpreter is set)
+    import fla.ops.nsa.parallel as parallel  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+
+    from nsa_exp.core.stages import RELEASE_STAGE_LISTS  # noqa: PLC0415
+    from nsa_exp.gpu.launcher import make_inputs  # noqa: PLC0415
+    from nsa_exp.gpu.release import autotuners, layer_gates, release_callables  # noqa: PLC0415
+
+    for tuner in autotuners().values():  # as the release child does under the interpreter: one config each
+        tuner.configs = tuner.configs[:1]
+    shape = Shape(**TINY)
+    inputs = make_inputs(shape, 7, "cpu")
+    leaves = [inputs[n].detach().requires_grad_() for n in ("q", "k", "v")]
+    gates = layer_gates(shape, 7, "cpu")
+    assert [tuple(g.shape) for g in gates] == [(1, 32, 16)] * 2 and all(float(g.detach().min()) > 0 for g in gates)
+    bi = torch.from_numpy(generate_routing(Pattern("local"), shape, 5)).to(torch.int32)
+    fns = release_callables(nsa, parallel, shape, inputs, bi, leaves, RELEASE_STAGE_LISTS[1], gates)
+    assert list(fns) == ["selection_fwd", "full_bwd", "train_step", "nsa_layer"]
+    fns["train_step"]()
+    dq_selection = leaves[0].grad.clone()
+    fns["nsa_layer"]()
+    assert all(g.grad is not None and float(g.grad.abs().sum()) > 0 for g in gates)
+    assert not torch.allclose(leaves[0].grad, dq_selection)
