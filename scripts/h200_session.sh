@@ -17,6 +17,7 @@
 #                                          # RELEASES="0.5.1" runs a subset, RELEASE_ARGS="--overwrite" replaces results
 #   scripts/h200_session.sh layer OUTDIR   # issue 32: the pinned 0.5.2 with the nsa_layer call (compression +
 #                                          # selection branches), T = 8192, 32768, 131072 (configs/release_layer_h200.json)
+#   scripts/h200_session.sh layer_shapes OUTDIR  # the same at T=32768 for B2 H4, B8 H4, B1 H16 (..._shapes_h200.json)
 # Results land under results/ and docs/figures/ of this tree (--publish: the published results, on purpose;
 # --overwrite: a re-run replaces them); OUTDIR gets one tarball of them after each step,
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
@@ -136,7 +137,13 @@ case "$part" in
     step validate_layer "$py" -m nsa_exp validate results/releases/release_layer_h200/*.json \
       --release-dir .nsa-exp/releases/fla-core-0.5.2
     ;;
-  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2|engine|engine_stop|release|layer OUTDIR" >&2; exit 2 ;;
+  layer_shapes)  # issue 32: the layer call along the map's B and H axes at T=32768 (configs/release_layer_shapes_h200.json)
+    step release_layer_shapes timeout -s INT "${RELEASE_TIMEOUT_S:-540}" "$py" -m nsa_exp release-bench \
+      --config configs/release_layer_shapes_h200.json --release 0.5.2 --wheel-dir .whl-fla --publish ${RELEASE_ARGS:-}
+    step validate_layer_shapes "$py" -m nsa_exp validate results/releases/release_layer_shapes_h200/*.json \
+      --release-dir .nsa-exp/releases/fla-core-0.5.2
+    ;;
+  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2|engine|engine_stop|release|layer|layer_shapes OUTDIR" >&2; exit 2 ;;
 esac
 if [ "$failed_rc" -ne 0 ]; then
   echo "error: h200_session $part: step $failed_step failed (rc=$failed_rc; log $out/$part.$failed_step.log)" >&2

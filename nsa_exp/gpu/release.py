@@ -283,7 +283,7 @@ class ReleaseArm(Arm[ReleaseResult]):
             free, total = run.device.mem_get_info()
             need = bytes_needed(config.shape, len(run.names), config.timing.l2_flush_bytes)
             if need > free:
-                raise UserError(f"release point T={config.shape.T}: needs ~{need / 2**30:.1f} GiB of GPU memory, "
+                raise UserError(f"release point {self.point['name']}: needs ~{need / 2**30:.1f} GiB of GPU memory, "
                                 f"only {free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB are free; lower T or free "
                                 "the GPU")
             self.memory = {"estimated_bytes": need, "free_bytes_before": int(free), "total_bytes": int(total)}
@@ -479,12 +479,12 @@ def write_job(folder: Path, target: Target, source: dict[str, Any], cfg: Release
     folder.mkdir(parents=True)
     points, outputs = [], []
     for p in cfg.points_for(target.kind, target.version):
-        routings, name = parent["routings"][p.T], f"{target.label}-T{p.T}"
-        np.savez(folder / f"routings-T{p.T}.npz", **routings)
+        routings, name = parent["routings"][p.key], f"{target.label}-{p.key}"
+        np.savez(folder / f"routings-{p.key}.npz", **routings)
         outputs.append(out_dir / f"{name}.json")
-        points.append({"name": name, "config": p.config.raw, "routings": f"routings-T{p.T}.npz",
-                       "names": list(routings), "edges": parent["edges"][p.T], "output": str(outputs[-1]),
-                       "routing_files": parent["files"].get(p.T, ({}, {}))[1]})
+        points.append({"name": name, "config": p.config.raw, "routings": f"routings-{p.key}.npz",
+                       "names": list(routings), "edges": parent["edges"][p.key], "output": str(outputs[-1]),
+                       "routing_files": {} if p.shaped else parent["files"].get(p.T, ({}, {}))[1]})
     job = {"label": target.label, "expected_fla": str((target.root / "fla").resolve()), "interpreter":
            parent["interpreter"], "target": {"label": target.label, "kind": target.kind, "version": target.version,
                                              "origin": target.origin, "path": target.origin.get("path")},
@@ -530,12 +530,12 @@ def command(args: argparse.Namespace) -> int:
     files = cfg.routing_files(args.routing_file, args.require_equal_edges)  # read and checked before any GPU work
     versions = release_versions(args, cfg)
     # every argument, output and gate that needs no release installed is checked before one is installed
-    policy.claim_all([out_dir / f"fla-core-{v}-T{p.T}.json" for v in versions
+    policy.claim_all([out_dir / f"fla-core-{v}-{p.key}.json" for v in versions
                       for p in cfg.points_for("release", v)], named=bool(args.output_dir), option="--output-dir")
     gates, interpreter = parent_gates(cfg, args.allow_gpu)
     targets = targets_from(args, cfg, releases_dir)
     sources = {t.label: read_launches(t.root) for t in targets}  # a tree without NSA is refused here, untimed
-    outputs = [out_dir / f"{t.label}-T{p.T}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
+    outputs = [out_dir / f"{t.label}-{p.key}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
     # The output policy (io.store.OutputPolicy): no output is an input (inside a --fla-source or --wheel-dir
     # folder included); an existing output, in the default folder or a named one, is replaced only with --overwrite.
     policy.claim_all(outputs, named=bool(args.output_dir), option="--output-dir")
@@ -545,7 +545,7 @@ def command(args: argparse.Namespace) -> int:
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate
         if any(p in cfg.points_for(t.kind, t.version) for t in targets):
-            edges[p.T], routings[p.T] = routings_gate(p.config, files.get(p.T, ({}, {}))[0])
+            edges[p.key], routings[p.key] = routings_gate(p.config, {} if p.shaped else files.get(p.T, ({}, {}))[0])
     metadata = base_metadata()
     if not interpreter:
         metadata["gpu"] = gpu_identity(Telemetry().device_info())

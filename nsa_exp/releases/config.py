@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import REPO_ROOT
 from ..core.config import Config
-from ..core.families import TUNE_PATTERN
+from ..core.families import TUNE_PATTERN, shape_label
 from ..core.stages import release_stages
 from ..errors import UserError
 from ..io.config_files import read_config_file
@@ -37,8 +37,16 @@ DEFAULT_CUPTI_ROUNDS = 5
 @dataclass(frozen=True)
 class ReleasePoint:
     T: int
-    config: Config                      # the experiment config at this T with the point's routings
+    config: Config                      # the experiment config at this T (and shape) with the point's routings
     releases: tuple[str, ...] | None    # only for these fla-core versions (None: every target)
+    shaped: bool = False                # the point sets its own B, H or HQ (``"shape"``)
+
+    @property
+    def key(self) -> str:
+        """The point's id in file names: ``T<T>``, with the shape's :func:`nsa_exp.core.families.shape_label`
+        after it for a point that sets its own B, H or HQ (``T32768-B2-H4-G16``)."""
+        s = self.config.shape
+        return f"T{self.T}-{shape_label(s.B, s.H, s.HQ // s.H)}" if self.shaped else f"T{self.T}"
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,7 @@ class ReleaseConfig:
         its T: ``{T: (routings, reports)}`` of :func:`nsa_exp.routing.files.file_routings`. UserError for a
         broken file or one whose T is no point's."""
         found = file_points(paths, self.base.raw["shape"]) if paths else []
-        by_T = {p.T: p for p in self.points}
+        by_T = {p.T: p for p in self.points if not p.shaped}  # a routing file has the base config's B, H
         for f in found:
             if f.T not in by_T:
                 raise UserError(f"--routing-file {f.path}: T={f.T}, but the config's points are at T = "
@@ -85,22 +93,29 @@ def load_release_config(path: str | Path) -> ReleaseConfig:
         raise UserError(f"release.base_config: {raw['base_config']} packs documents; the release arm times the "
                         "dense path only (give a config without packing)")
     timing = {**base.raw["timing"], **raw.get("timing", {})}
-    points, seen = [], set()
+    points: list[ReleasePoint] = []
+    seen: dict[tuple[int, ...], int] = {}
     for i, point in enumerate(raw["points"]):
-        if point["T"] in seen:
-            raise UserError(f"release.points[{i}].T: T={point['T']} is listed twice; list each T once")
-        seen.add(point["T"])
-        cfg = {**base.raw, "name": f"{raw['name']}-T{point['T']}", "description": f"release arm {raw['name']}, "
-               f"T={point['T']} (base {raw['base_config']})", "shape": {**base.raw["shape"], "T": point["T"]},
+        shaped = {**base.raw["shape"], **point.get("shape", {})} != base.raw["shape"]
+        key = (point["T"], *(({**base.raw["shape"], **point.get("shape", {})}[k]) for k in ("B", "H", "HQ")))
+        if key in seen:
+            raise UserError(f"release.points[{i}]: T={point['T']} and shape B, H, HQ = {key[1:]} are also "
+                            f"points[{seen[key]}]; list each point once")
+        seen[key] = i
+        label = f"T{point['T']}" + (f"-B{key[1]}-H{key[2]}-HQ{key[3]}" if shaped else "")
+        cfg = {**base.raw, "name": f"{raw['name']}-{label}", "description": f"release arm {raw['name']}, "
+               f"{label} (base {raw['base_config']})",
+               "shape": {**base.raw["shape"], **point.get("shape", {}), "T": point["T"]},
                "patterns": point["patterns"], "timing": timing}
         cfg.pop("formal", None)
         try:
             config = config_from_dict(cfg, source=recorded_path(path))
         except UserError as exc:
-            raise UserError(f"release.points[{i}] (T={point['T']}): {exc}") from None
+            raise UserError(f"release.points[{i}] ({label}): {exc}") from None
         if TUNE_PATTERN not in [p.name for p in config.patterns]:
             raise UserError(f"release.points[{i}].patterns: must include {TUNE_PATTERN} (FLA's autotuners are tuned "
                             "on it once, before timing, as bench does)")
-        points.append(ReleasePoint(point["T"], config, tuple(point["releases"]) if "releases" in point else None))
+        points.append(ReleasePoint(point["T"], config, tuple(point["releases"]) if "releases" in point else None,
+                                   shaped))
     return ReleaseConfig(raw["name"], str(path), raw, base, tuple(points), tuple(raw.get("releases", ())),
                          raw.get("cupti_rounds", DEFAULT_CUPTI_ROUNDS))

@@ -1,0 +1,55 @@
+"""A release config's points: one per T, or several at one T each with its own batch, KV heads or query heads
+(``"shape"``), named by the shape in the files they write; the layer call behind ``"layer": true``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nsa_exp.errors import UserError
+from nsa_exp.releases.config import load_release_config
+from tests.helpers import REPO
+
+
+def _write(tmp_path: Path, points: list[dict], **extra) -> Path:
+    raw = {"schema_version": "1.0", "name": "r", "base_config": "configs/e1_h200.json", "points": points, **extra}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+LOCAL = [{"name": "local"}, {"name": "sink-heavy", "sinks": 4}]
+
+
+def test_a_shaped_point_keeps_the_rest_of_the_base_shape_and_is_named_by_its_shape(tmp_path):
+    cfg = load_release_config(_write(tmp_path, [{"T": 8192, "patterns": LOCAL},
+                                                {"T": 8192, "shape": {"B": 2}, "patterns": LOCAL},
+                                                {"T": 8192, "shape": {"H": 8, "HQ": 128}, "patterns": LOCAL}]))
+    assert [p.key for p in cfg.points] == ["T8192", "T8192-B2-H4-G16", "T8192-B1-H8-G16"]
+    shapes = [p.config.shape for p in cfg.points]
+    assert [(s.B, s.T, s.H, s.HQ, s.K, s.V) for s in shapes] == [(1, 8192, 4, 64, 192, 128), (2, 8192, 4, 64, 192, 128),
+                                                                 (1, 8192, 8, 128, 192, 128)]
+    assert cfg.stages == ("selection_fwd", "full_bwd", "train_step")
+
+
+def test_the_same_point_twice_is_refused_naming_both(tmp_path):
+    path = _write(tmp_path, [{"T": 8192, "shape": {"B": 2}, "patterns": LOCAL},
+                             {"T": 8192, "shape": {"B": 2, "H": 4}, "patterns": LOCAL}])
+    with pytest.raises(UserError, match=r"release.points\[1\]: .* also points\[0\]"):
+        load_release_config(path)
+
+
+def test_a_shape_fla_cannot_run_is_refused_by_the_config_rules(tmp_path):
+    path = _write(tmp_path, [{"T": 8192, "shape": {"H": 8}, "patterns": LOCAL}])  # HQ 64 / H 8: G = 8 < 16
+    with pytest.raises(UserError, match=r"release.points\[0\] \(T8192-B1-H8-HQ64\)"):
+        load_release_config(path)
+
+
+def test_the_committed_layer_configs_time_the_layer_call():
+    for name in ("release_layer_h200", "release_layer_shapes_h200"):
+        cfg = load_release_config(REPO / "configs" / f"{name}.json")
+        assert cfg.stages[-1] == "nsa_layer" and cfg.releases == ("0.5.2",)
+    assert [p.key for p in load_release_config(REPO / "configs/release_layer_shapes_h200.json").points] == [
+        "T32768-B2-H4-G16", "T32768-B8-H4-G16", "T32768-B1-H16-G16"]
