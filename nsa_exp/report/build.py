@@ -25,6 +25,7 @@ from .mechanism import mechanism_section
 from .model import model_section, whatif_section
 from .ncu import ncu_section
 from .packing import packing_section
+from .penalty import penalty_section
 from .provenance import provenance_block, update_provenance
 from .readme import update_readme
 from .releases import release_section
@@ -115,7 +116,8 @@ def render(data: ReportData, command: str) -> str:
            *(["## What a split schedule recovers (WHAT-IF ARMS, measured)", "", *whatif] if whatif else []),
            *release_section(data),
            *(packing + docs if packing else (["## Packed documents (cu_seqlens, H200)", "", *docs] if docs else [])),
-           *routing_file_section(data), *engine_section(data), *cross_gpu_section(data), *limits_section(),
+           *penalty_section(data), *routing_file_section(data), *engine_section(data), *cross_gpu_section(data),
+           *limits_section(),
            *latency_appendix(data), *repeatability_appendix(data), *spread_appendix(data),
            *instrument_sections(data), *stage_sum_section(data), *sweep_section(data), *model_section(data),
            *ncu_section(_ncu_docs(data)), *setup_section(data), *autotune_lines(data), *method_notes(data),

@@ -6,7 +6,10 @@ Named inputs (each '' or None drops it): the H100 formal result and its repeat, 
 repeat, the Nsight Compute summaries, the autotune matrix and the tuning arms, the varlen bench and the
 routing-file bench. Folder inputs: every bench result (``results/raw``), sweep table and sweep point
 (``results/sweeps``), model calibration and validation (``results/model``), what-if (``results/whatif``),
-release result (``results/releases``), and every file under ``results/`` for the provenance table.
+release result (``results/releases``), and every file under ``results/`` for the provenance table. The penalty
+map's section reads, from those folders, :data:`PENALTY_SWEEPS`, :data:`PENALTY_VALIDATION`,
+:data:`RELEASE_PRIMARY` and, when committed, the layer results under :data:`RELEASE_LAYERS` (optional; the FLA
+releases section leaves them out).
 
 Only the published tree is read: in a git repository a folder input (and a figure RESULTS.md cites) counts only
 when git tracks it (:attr:`Inputs.tracked`), so neither a user's run folder (``runs/``, never under
@@ -40,6 +43,17 @@ SESSION_SCRIPT = "scripts/h200_session.sh"
 PACKING_SWEEP = "sweep_packing_h200"
 SKEW_SWEEP = "sweep_skew_h200"
 T_SWEEP = "sweep_T_h200"
+#: The penalty map (issue 32, RESULTS.md's "When it matters"): B·H and G at T=32768, then T; point files beside.
+PENALTY_SWEEPS = ("sweep_penalty_h200", "sweep_penalty_T_h200")
+#: The makespan model checked on the penalty map's points (and, through the calibration it names, the break-even).
+PENALTY_VALIDATION = "results/model/h200_BQ1_w4_s2_penalty_validation.json"
+#: The release arm at the primary shape through FLA's public API (the pinned files): its ``train_step``.
+RELEASE_PRIMARY = "results/releases/release_h200/fla-core-0.5.2-T32768.json"
+#: Optional: the release arm's layer results (``nsa_layer``: compression + selection with their gates): along T at
+#: the primary B, H (``configs/release_layer_h200.json``), along B at T=32768
+#: (``configs/release_layer_shapes_h200.json``).
+RELEASE_LAYER = "results/releases/release_layer_h200"
+RELEASE_LAYERS = (RELEASE_LAYER, "results/releases/release_layer_shapes_h200")
 #: The pair whose Nsight Compute summaries the cross-GPU section sets side by side.
 NCU_PAIR = "local-vs-sink-heavy"
 #: Committed bench results that ``validate`` FAILs, committed as measured, each with the checks it fails and
@@ -122,6 +136,10 @@ class Inputs:
 
     def whatifs(self) -> list[Path]:
         return self._glob("results/whatif", "*.json")
+
+    def release_layers(self) -> list[Path]:
+        """The committed layer results (:data:`RELEASE_LAYERS`, ``*.json``; optional: none yet is fine)."""
+        return [p for folder in RELEASE_LAYERS for p in self._glob(folder, "*.json")]
 
     def releases(self) -> list[Path]:
         """Every committed release result (kind ``release_result``), ``results/releases/<config>/*.json``."""

@@ -114,9 +114,11 @@ def _version(run: ReleaseResult) -> Version:
 
 def releases(data: ReportData) -> list[tuple[str, ReleaseResult, list[dict[str, Any]]]]:
     """``(path, record, stats)`` of every committed release result measured on a GPU (CUDA events), oldest
-    release first, then by T."""
+    release first, then by T; the layer study's files (:data:`.manifest.RELEASE_LAYERS`, "When it matters") left
+    out."""
     out = []
-    for path in data.inputs.releases():
+    layers = set(data.inputs.release_layers())
+    for path in (p for p in data.inputs.releases() if p not in layers):
         run = ReleaseResult.from_json(data.load(path, (ReleaseResult.KIND,)))
         if run.timing.timer != "cuda-events":
             continue

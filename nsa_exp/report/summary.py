@@ -25,11 +25,12 @@ from .markdown import anchor, md_table, ms, times
 from .mechanism import TITLE as MECHANISM
 from .mechanism import slots, start_order
 from .model import whatif_rows
+from .penalty import answer_line
 from .releases import verdict_line
 from .spread import RULE_TITLE, headline_quantity
 from .sweeps import point_of
 
-MAX_LINES = 19
+MAX_LINES = 20
 ANSWER = "Answer"
 
 
@@ -241,7 +242,8 @@ def summary_lines(data: ReportData) -> list[str]:
     """The answer, at most :data:`MAX_LINES` lines (under its heading)."""
     body = [first_line(data), "", verdict_table(data), "", legend_line(data), "", rule_line(data), "",
             mechanism_line(data), recovered_line(data),
-            f"- **FLA releases**: {verdict_line(data)}", *advice_lines(data), scope_line(data)]
+            f"- **FLA releases**: {verdict_line(data)}", *([w] if (w := answer_line(data)) else []),
+            *advice_lines(data), scope_line(data)]
     lines = "\n".join(body).splitlines()
     if len(lines) > MAX_LINES:
         raise AssertionError(f"the answer is {len(lines)} lines, more than {MAX_LINES}")
