@@ -172,7 +172,9 @@ COMMANDS: tuple[Command, ...] = (
                 "package index", metavar="DIR"),
          Option("--releases-dir", "release folders, source views and job folders (default .nsa-exp/releases)",
                 metavar="DIR"),
-         Option("--output-dir", "where <label>-T<T>.json go (default results/releases/<config name>)", metavar="DIR"),
+         Option("--output-dir", "where <label>-T<T>.json go (<label>-T<T>-B<B>-H<H>-G<G>.json for a point with its own "
+                "shape; default "
+                "runs/<config>/releases/<config name>, with --publish results/releases/<config name>)", metavar="DIR"),
          *WRITES,
          Option("--repetitions", "override the config's timed rounds", type=int),
          Option("--cupti-rounds", "rounds of the CUPTI per-kernel pass (default: the config's; 0 skips it)",

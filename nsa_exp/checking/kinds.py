@@ -29,6 +29,7 @@ Rows (check modules in brackets):
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..analysis.cupti import cupti_problems
@@ -164,6 +165,10 @@ def release_result_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     extra = release_recompute(doc, add, ctx.release_dirs)
     ctx.unverified += extra["unverified"]
     ctx.warnings += extra["warnings"]
+    if ctx.path != "<bytes>" and Path(ctx.path).stem != doc["name"]:  # release-bench writes <name>.json
+        ctx.warnings.append({"check": "file_name", "path": "$.name", "message": f"the file is named "
+                             f"{Path(ctx.path).name}, but the result is {doc['name']}.json (renamed or copied: read "
+                             "its release, T and shape from the document, not the file name)"})
     ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
     gpu_run = doc["timing"]["timer"] == "cuda-events"
     samples = [(f"$.telemetry.samples[{i}]", s) for i, s in enumerate(doc["telemetry"]["samples"])]

@@ -19,14 +19,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import PINNED_COMMIT
+from .. import PINNED_COMMIT, REPO_ROOT
 from ..analysis.release_kernels import call_span_ms, group_table, stage_groups
 from ..core.config import Config
 from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders
 from ..core.stages import RELEASE_KERNEL_STAGES, release_stages
 from ..errors import UserError
+from ..io.metadata import file_at_commit
+from ..io.strict_json import _Rejected, parse_strict
 from ..routing.config import config_from_dict
 from .checks import Add, guarded
+from .record_checks import SHA_RE
 from .routing_checks import edge_problems, pattern_set, regenerated, routing_recompute
 from .run_checks import telemetry_recompute
 
@@ -78,6 +81,10 @@ def _kernels(doc: dict[str, Any], add: Add, warnings: list) -> None:
         problems.append(("$.kernels.groups_table", "differs from the table the launched kernels give"))
     if set(k["calls"]) != set(doc["patterns"]):
         problems.append(("$.kernels.calls", f"patterns {sorted(k['calls'])} != {sorted(doc['patterns'])}"))
+    for p, st in k["calls"].items():  # the profiled calls are the timed ones: every stage of the stage list
+        if list(st) != list(doc["timing"]["stages"]) or set(k["span_ms"].get(p, {})) != set(st):
+            problems.append((f"$.kernels.calls.{p}", f"stages {list(st)} (spans {sorted(k['span_ms'].get(p, {}))}) "
+                             f"are not the timed stages {doc['timing']['stages']}"))
     for p, st in k["calls"].items():
         for s, calls in st.items():
             path = f"$.kernels.calls.{p}.{s}"
@@ -137,6 +144,55 @@ def _source_and_files(doc: dict[str, Any], add: Add, release_dirs: Sequence[str]
     add("release_files", problems)
 
 
+def _release_config(doc: dict[str, Any], add: Add, unverified: list) -> None:
+    """The embedded release config against its file (``config_path``) as the repository held it at the recorded
+    commit (a clean tree): exactly that file; and the embedded experiment config as one of its points: the name
+    ``<release name>-T<T>[-B<B>-H<H>-HQ<HQ>]``, that point's T, and B, H, HQ = its ``shape`` (else the base
+    config's, read at the same commit); the result's name ``<label>-T<T>[-B<B>-H<H>-G<G>]``."""
+    problems = []
+    raw, cfg, git = doc["release_config"], doc["config"], doc["metadata"].get("git") or {}
+    sha, path = str(git.get("sha") or ""), doc.get("config_path")
+    clean = bool(SHA_RE.match(sha)) and git.get("dirty") is False
+    then = file_at_commit(sha, path, REPO_ROOT) if clean and path else None
+    base_then = file_at_commit(sha, str(raw.get("base_config")), REPO_ROOT) if clean else None
+    try:
+        then_doc = parse_strict(then) if then is not None else None
+        base_doc = parse_strict(base_then) if base_then is not None else None
+    except (_Rejected, UserError):
+        then_doc = base_doc = None
+    if isinstance(then_doc, dict):
+        if then_doc != raw:
+            problems.append(("$.release_config", f"differs from {path} at the recorded commit {sha[:12]}"))
+    else:
+        unverified.append({"path": "$.release_config", "why": f"{path} at the recorded commit is not at hand (another "
+                           "repository, a shallow clone or a dirty tree): the embedded release config is taken as is"})
+    shape = cfg.get("shape", {})
+    base_shape = base_doc.get("shape") if isinstance(base_doc, dict) else None
+    match = None
+    for pt in (pt for pt in raw.get("points", []) if pt.get("T") == shape.get("T")):
+        own = pt.get("shape") or {}
+        label = f"T{pt['T']}" + (f"-B{shape.get('B')}-H{shape.get('H')}-HQ{shape.get('HQ')}" if own else "")
+        if cfg.get("name") == f"{raw.get('name')}-{label}" and all(shape.get(k) == v for k, v in own.items()):
+            match = own
+    if match is None:
+        problems.append(("$.config.name", f"{cfg.get('name')!r} with shape B, H, HQ = {shape.get('B')}, "
+                         f"{shape.get('H')}, {shape.get('HQ')} is no point of the embedded release config"))
+    else:
+        want = {**base_shape, **match} if isinstance(base_shape, dict) else None
+        if want is not None and any(shape.get(k) != want.get(k) for k in ("B", "H", "HQ")):
+            problems.append(("$.config.shape", f"B, H, HQ differ from the base config's shape with the point's "
+                             f"{match or 'none'} at the recorded commit"))
+        elif not isinstance(base_shape, dict) and not match:
+            unverified.append({"path": "$.config.shape", "why": "the base config at the recorded commit is not at "
+                               "hand: B, H, HQ of a point without its own shape are taken as recorded"})
+        g = int(shape.get("HQ", 0)) // max(1, int(shape.get("H", 1)))
+        key = f"T{shape.get('T')}" + (f"-B{shape.get('B')}-H{shape.get('H')}-G{g}" if match else "")
+        if doc["name"] != f"{doc['release']['label']}-{key}":
+            problems.append(("$.name", f"{doc['name']!r} is not {doc['release']['label']}-{key} (its release label "
+                             "and point)"))
+    add("release_config_consistent", problems)
+
+
 def release_recompute(doc: dict[str, Any], add: Add, release_dirs: Sequence[str] = ()) -> dict[str, list]:
     """Every recompute check of a schema-valid release result (module doc); returns ``{"unverified", "warnings"}``."""
     unverified: list[dict[str, str]] = []
@@ -158,6 +214,7 @@ def release_recompute(doc: dict[str, Any], add: Add, release_dirs: Sequence[str]
         guarded("timing_recompute", add, _timing, doc, config, add)
     guarded("telemetry_recompute", add, telemetry_recompute, doc, add, warnings, unverified)
     guarded("kernels_recompute", add, _kernels, doc, add, warnings)
+    guarded("release_config_consistent", add, _release_config, doc, add, unverified)
     guarded("gates_consistent", add, _gates, doc, add)
     guarded("source_consistent", add, _source_and_files, doc, add, release_dirs, unverified)
     if doc["timing"]["timer"] != "cuda-events":  # a GPU run's host facts: the run record (:mod:`.record_checks`)

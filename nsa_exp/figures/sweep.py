@@ -20,8 +20,12 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from ..analysis.autotune_matrix import diff_ci
+from ..analysis.bootstrap import bootstrap_ratio_ci
+from ..core.families import BASELINE_PATTERN
 from ..errors import UserError
 from ..io.reader import read_csv_table, show_path
 from ..routing.fanin import X_STATS
@@ -97,5 +101,53 @@ def plot_sweep(table: str | Path, out_dir: str | Path, claim: Claim | None = Non
         axes[-1].legend(fontsize=7, loc="best")
     fig.suptitle(f"{name}: FLA NSA dK/dV core latency vs fan-in ({edges_note(frame)})", fontsize=11)
     out = save_figure(fig, Path(out_dir) / f"{name}_dkv", claim)
+    plt.close(fig)
+    if {"B", "H", "G", "dkv_excess_ms"} <= set(frame.columns):
+        out += plot_penalty_map(frame, Path(table).parent / name, out_dir, claim)
+    return out
+
+
+def _point_cis(folder: Path, point_id: str, family: str) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """The paired 95% CIs of a shapes point's dK/dV ratio and excess over ``local``, from its point file's rounds
+    (None when the file is not beside the table)."""
+    path = folder / f"{point_id}.json"
+    if not path.is_file():
+        return None
+    pats = json.loads(path.read_text(encoding="utf-8"))["patterns"]
+    skew = np.asarray(pats[family]["stages"]["dkv_core"]["raw_ms"], dtype=np.float64)
+    base = np.asarray(pats[BASELINE_PATTERN]["stages"]["dkv_core"]["raw_ms"], dtype=np.float64)
+    return bootstrap_ratio_ci(skew, base), diff_ci(skew, base)
+
+
+def plot_penalty_map(frame: pd.DataFrame, folder: Path, out_dir: str | Path, claim: Claim | None = None) -> list[Path]:
+    """A sweep with a ``shapes`` axis (issue 32's penalty map): the dK/dV ratio × local (log) and the absolute
+    excess per call (ms) vs B·H (log2), one line per routing family and (T, G), bars the paired 95% CIs of the
+    point files' rounds (none when a point file is absent); ``<name>_penalty_map`` PNG + SVG."""
+    plt = pyplot()
+    frame = frame.assign(BH=frame["B"] * frame["H"]).sort_values(["family", "T", "G", "BH", "B"])
+    fig, axes = plt.subplots(1, 2, figsize=(10.4, 4.4), constrained_layout=True)
+    for i, ((family, T, G), sub) in enumerate(frame.groupby(["family", "T", "G"], sort=False)):
+        cis = [_point_cis(folder, str(r["point_id"]), str(family)) for _, r in sub.iterrows()]
+        x = sub["BH"].to_numpy()
+        label = f"{family}, T={T // 1024}k, G={G}"
+        for ax, col, k in ((axes[0], "ratio_vs_local", 0), (axes[1], "dkv_excess_ms", 1)):
+            y = sub[col].to_numpy(dtype=float)
+            lo = np.array([y[j] - c[k][0] if c else 0.0 for j, c in enumerate(cis)])
+            hi = np.array([c[k][1] - y[j] if c else 0.0 for j, c in enumerate(cis)])
+            ax.errorbar(x, y, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], fmt=MARKERS[i % len(MARKERS)],
+                        ls="-" if len(x) > 1 else "none", ms=5, capsize=3, label=label)
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("B·H (batch × KV heads)")
+        ax.grid(True, alpha=0.3, which="both")
+    axes[0].set_yscale("log")
+    axes[0].axhline(1.0, color="k", lw=0.8)
+    axes[0].set_ylabel("dK/dV × local (ratio of medians)")
+    axes[1].set_ylabel("dK/dV excess over local per call (ms)")
+    axes[1].set_ylim(bottom=0)
+    axes[1].legend(fontsize=7, loc="best")
+    fig.suptitle(f"{frame['sweep'].iloc[0]}: the dK/dV skew penalty vs B·H, as a ratio and as an excess "
+                 "(bars: paired 95% CIs of the rounds)", fontsize=11)
+    out = save_figure(fig, Path(out_dir) / f"{frame['sweep'].iloc[0]}_penalty_map", claim)
     plt.close(fig)
     return out

@@ -28,7 +28,8 @@ per point the engine's steps, :func:`.engine.measure` of :class:`ReleaseArm`:
 - record: the CUPTI pass over the same cells (:func:`.cupti.profile_kernel_times`, each call's kernels by name,
   :func:`nsa_exp.analysis.release_kernels.kernel_calls`), the check that no autotuner re-tuned, and the
   :class:`nsa_exp.core.records.ReleaseResult` (:func:`nsa_exp.releases.result.build_release_result`);
-- write: the engine's (schema-validated, atomic) to ``<output-dir>/<label>-T<T>.json``, as soon as the point ends.
+- write: the engine's (schema-validated, atomic) to ``<output-dir>/<label>-T<T>.json`` (``-B<B>-H<H>-G<G>`` after
+  ``T<T>`` for a point with its own shape), as soon as the point ends.
 
 The calls, as a user of that release makes them (dense, ``block_counts = S``, ``scale = K ** -0.5``):
 

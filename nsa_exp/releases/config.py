@@ -76,8 +76,9 @@ class ReleaseConfig:
         by_T = {p.T: p for p in self.points if not p.shaped}  # a routing file has the base config's B, H
         for f in found:
             if f.T not in by_T:
-                raise UserError(f"--routing-file {f.path}: T={f.T}, but the config's points are at T = "
-                                f"{', '.join(str(T) for T in by_T)}")
+                raise UserError(f"--routing-file {f.path}: T={f.T}, but the config's points with the base config's "
+                                f"B, H (a point with its own shape takes no routing file) are at T = "
+                                f"{', '.join(str(T) for T in by_T) or 'none'}")
         return {T: file_routings([f.path for f in found if f.T == T], by_T[T].config.shape, require_equal)
                 for T in dict.fromkeys(f.T for f in found)}
 

@@ -40,10 +40,11 @@ from ..analysis.bootstrap import bootstrap_median_ci, bootstrap_ratio_ci
 from ..analysis.noise import judge
 from ..core.families import BASELINE_PATTERN
 from ..core.records import ReleaseResult, SweepPoint
-from ..core.stages import RELEASE_LAYER_STAGE
+from ..core.stages import GRID_LIMITS, RELEASE_LAYER_STAGE
 from ..io.store import load_document
 from ..model.calibration import predict
 from ..model.points import pattern_fanin, regenerable
+from ..sweeps.plan import load_sweep
 from ..sweeps.table import read_sweep_table
 from .data import ReportData
 from .manifest import PENALTY_SWEEPS, PENALTY_VALIDATION, RELEASE_LAYER, RELEASE_PRIMARY
@@ -113,6 +114,24 @@ def map_rows(data: ReportData, sweeps: Sequence[str] = PENALTY_SWEEPS) -> tuple[
                          "full": _paired(skew["full_bwd"].raw_ms, base["full_bwd"].raw_ms), "model_ratio": model})
     rows.sort(key=lambda r: (_order(r["family"]), r["G"], r["T"], r["BH"], r["B"]))
     return rows, missing
+
+
+def absent_points(data: ReportData, rows: list[dict[str, Any]]) -> list[str]:
+    """The points the map's sweep configs (``configs/<sweep>.json``) plan and the sweep does not refuse, but whose
+    row is not in the committed table (e.g. moved out after failing ``validate``; PROVENANCE.md says why)."""
+    have = {r["key"].rsplit("/", 1)[-1].removesuffix(".json") for r in rows}
+    out = []
+    for name in PENALTY_SWEEPS:
+        config = data.inputs.root / "configs" / f"{name}.json"
+        if config.is_file():  # a config of the repository (not a published result: not in the manifest's tracking)
+            out += [p.point_id for p in load_sweep(config) if not p.refused and p.point_id not in have]
+    return out
+
+
+def launch_limit_bht(block_size: int) -> int:
+    """The largest B·H·T FLA's dK/dV launch allows: its grid's y = B·H·cdiv(T, block_size) is at most CUDA's
+    65,535 (:data:`nsa_exp.core.stages.GRID_LIMITS`)."""
+    return GRID_LIMITS[1] * block_size
 
 
 def _judged(data: ReportData, r: dict[str, Any]) -> str:
@@ -277,10 +296,12 @@ def _layer_table(rows: list[dict[str, Any]]) -> str:
         return "—" if s is None else f"{pct(s['share'])} ({pct(s['share_ci'][0])}–{pct(s['share_ci'][1])})"
 
     return md_table(["T", "B", "H", "B·H", "routing", "layer fwd+bwd, local ms (95% CI)", "layer, skewed ms",
-                     "excess ms (95% CI)", "share of the layer (95% CI)", "share of the selection step (95% CI)"],
+                     "excess ms (95% CI)", "excess / local layer (95% CI)", "excess / skewed layer",
+                     "excess / local selection branch (95% CI)"],
                     [[str(r["T"]), str(r["B"]), str(r["H"]), str(r["BH"]), r["routing"],
                       ms(r["layer"]["base"], r["layer"]["base_ci"], 2), f"{r['layer']['median']:.2f}",
-                      ms(r["layer"]["excess"], r["layer"]["excess_ci"], 2), share(r["layer"]), share(r["step"])]
+                      ms(r["layer"]["excess"], r["layer"]["excess_ci"], 2), share(r["layer"]),
+                      pct(r["layer"]["excess"] / r["layer"]["median"]), share(r["step"])]
                      for r in rows])
 
 
@@ -310,7 +331,8 @@ def step_lines(data: ReportData, layers: list[tuple[str, ReleaseResult]] | None)
     run = release_primary(data)
     if run is not None and (rows := step_shares(run, STEP)):
         s = run.shape
-        out += [f"**What it costs a training step.** `{RELEASE_PRIMARY}` (the release arm: the pinned FLA files "
+        out += [f"**What it costs the selection branch of a training step.** `{RELEASE_PRIMARY}` (the release "
+                "arm: the pinned FLA files "
                 f"through FLA's public API, {run.timing.repetitions} interleaved rounds) at the primary shape "
                 f"(B{s['B']} T{s['T']} HQ{s['HQ']} H{s['H']}): `train_step` = `fla.ops.nsa.parallel_nsa(q, k, v, "
                 "block_indices=…)` forward + backward, the selection branch as a training step runs it; the "
@@ -324,8 +346,10 @@ def step_lines(data: ReportData, layers: list[tuple[str, ReleaseResult]] | None)
                 f"{'s' if len(layers) > 1 else ''}, {'/'.join(sorted({str(r.timing.repetitions) for _, r in layers}))} "
                 f"interleaved rounds): `{RELEASE_LAYER_STAGE}` = `parallel_nsa(q, k, v, g_cmp, g_slc, "
                 "block_indices=…, window_size=0)` forward + backward, the compression and selection branches with "
-                "their gates, G = 16; the skewed routing's excess over `local` as a share of that layer's fwd+bwd "
-                "with `local`, and of the selection branch's (`train_step`, same rounds):", "",
+                "their gates, G = 16 (the sliding-window branch left out, below); the skewed routing's excess over "
+                "`local`, divided by the layer's fwd+bwd with `local` (what the tail adds to a step) and with the "
+                "skewed routing (its part of the time the step takes), and by `local`'s selection branch alone "
+                "(`train_step`, same rounds):", "",
                 _layer_table(shares), ""]
         plane = sorted((r for r in shares if r["T"] == MAP_T), key=lambda r: (r["routing"], r["BH"]))
         for family in sorted({r["routing"] for r in plane}, key=_order):
@@ -333,9 +357,9 @@ def step_lines(data: ReportData, layers: list[tuple[str, ReleaseResult]] | None)
             if len(mine) > 1:
                 out.append(f"- `{family}` at T={MAP_T}: the excess per layer call is "
                            + ", ".join(f"{r['layer']['excess']:.1f} ms" for r in mine) + " at B·H = "
-                           + ", ".join(str(r["BH"]) for r in mine) + ", its share of the layer "
+                           + ", ".join(str(r["BH"]) for r in mine) + ", excess / local layer "
                            + " → ".join(pct(r["layer"]["share"], 1) for r in mine)
-                           + ": the layer grows with B·H, the tail does not.")
+                           + f": the layer grows with B·H, the tail does not (measured up to B·H = {mine[-1]['BH']}).")
         out.append("")
     else:
         out += [f"The whole layer's share (`{RELEASE_LAYER_STAGE}`: compression + selection with their gates) is "
@@ -363,36 +387,80 @@ def advice_lines(data: ReportData, rows: list[dict[str, Any]]) -> list[str]:
         plane = [r for r in rows if r["T"] == MAP_T and r["G"] == MAP_G]
         big = max(plane or rows, key=lambda r: r["BH"])
         per = big["dkv"]["base"] / (big["BH"] * big["T"])  # local ms per unit of B·H·T at the map's G
-        need = max(r["dkv"]["excess"] for r in plane or rows) / floor / per
+        at = max(plane or rows, key=lambda r: r["dkv"]["excess"])
+        need = at["dkv"]["excess"] / floor / per
+        limit = launch_limit_bht(int(big["run"].shape["block_size"]))
         one = (f"- **Advice (1), when to ignore the tail**: no measured point lets you: up to B·H·T = "
                f"{bht[id(top)]:,} every ratio's CI lies above 1 + f (f = {pct(floor)}); the smallest is "
                f"`{low['family']}`'s {times(low['dkv']['ratio'], low['dkv']['ratio_ci'])} at B={low['B']} H={low['H']} "
-               f"G={low['G']} T={low['T']}. With the excess per call fixed at its measured size and `local` growing "
-               f"as B·H·T (G={MAP_G}), the ratio would fall under 1 + f only near B·H·T ≈ {need:.1e} (B·H ≈ "
-               f"{need / MAP_T:,.0f} at T={MAP_T}): an extrapolation, not a measurement.")
+               f"G={low['G']} T={low['T']}. With the largest measured excess per call (`{at['family']}`, "
+               f"{at['dkv']['excess']:.1f} ms at B·H = {at['BH']}) held fixed and `local` growing as B·H·T "
+               f"(G={MAP_G}), the ratio would fall under 1 + f only near B·H·T ≈ {need:.1e}: an extrapolation, and "
+               + ("beyond" if need > limit else "within")
+               + f" FLA's dK/dV launch limit (grid y = B·H·T/{big['run'].shape['block_size']} ≤ {GRID_LIMITS[1]:,}, "
+               f"so B·H·T ≤ {limit:,}): within what FLA can launch, the kernel ratio never says ignore it.")
     layer = [r for r in layer_shares(layer_results(data)) if r["T"] == MAP_T]
     if layer and len({r["BH"] for r in layer}) > 1:
-        hi = max(r["BH"] for r in layer)
-        top_share = max((r for r in layer if r["BH"] == hi), key=lambda r: r["layer"]["share"])
-        lo = min(x["BH"] for x in layer)
-        first = max((r for r in layer if r["BH"] == lo), key=lambda r: r["layer"]["share"])
-        one += (f" What a training step feels is the layer: the tail's share of an NSA layer's fwd+bwd (compression "
-                f"+ selection, T={MAP_T}) falls from {pct(first['layer']['share'], 1)} (`{first['routing']}`, "
-                f"B·H = {lo}) to {pct(top_share['layer']['share'], 1)} "
-                f"({pct(top_share['layer']['share_ci'][0], 1)}–{pct(top_share['layer']['share_ci'][1], 1)}; "
-                f"`{top_share['routing']}`, B·H = {hi}) as the layer grows with B·H and the tail does not: ignore "
-                "the tail where that share of the layer is within your step's budget, not where the kernel ratio "
-                "says so.")
+        hi, lo = max(r["BH"] for r in layer), min(r["BH"] for r in layer)
+        ends = {f: (a, b) for f in sorted({r["routing"] for r in layer}, key=_order)
+                if (a := next((r for r in layer if r["routing"] == f and r["BH"] == lo), None))
+                and (b := next((r for r in layer if r["routing"] == f and r["BH"] == hi), None))}
+        if ends:
+            one += (" What a training step feels is the layer: the tail's excess over an NSA layer's fwd+bwd with "
+                    f"`local` (compression + selection, T={MAP_T}, G={MAP_G}; the sliding-window branch not timed) "
+                    "falls from B·H = " + f"{lo} to {hi}: "
+                    + "; ".join(f"`{f}` {pct(a['layer']['share'], 1)} ({pct(a['layer']['share_ci'][0], 1)}–"
+                                f"{pct(a['layer']['share_ci'][1], 1)}) → {pct(b['layer']['share'], 1)} "
+                                f"({pct(b['layer']['share_ci'][0], 1)}–{pct(b['layer']['share_ci'][1], 1)})"
+                                for f, (a, b) in ends.items())
+                    + " — the layer grows with B·H and the tail does not: ignore the tail where that share is within "
+                    "your step's budget, not where the kernel ratio says so (layer points measured at B·H = "
+                    + ", ".join(str(b) for b in sorted({r["BH"] for r in layer})) + " only).")
     frac = min(rows, key=lambda r: r["dkv"]["share"])
     big_t = max(rows, key=lambda r: r["dkv"]["excess"])
+    long_t = max(r["BH"] for r in rows if r["T"] == max(x["T"] for x in rows))
     two = (f"- **Advice (2), when routing-aware scheduling is worth building** (splitting or reordering long CSR "
-           f"rows): wherever skewed routings meet small B·H·T, and at long T or large G at any B·H: the excess is "
+           f"rows): wherever skewed routings meet small B·H·T, and at long T or large G (measured at B·H ≤ {long_t} "
+           f"at T={max(r['T'] for r in rows)}, B·H = 4 at G > {MAP_G}): the excess is "
            f"at least {pct(frac['dkv']['share'], 0)} of `local`'s dK/dV at every measured point (least at "
            f"`{frac['family']}` B={frac['B']} H={frac['H']} G={frac['G']} T={frac['T']}) and largest in absolute "
            f"terms at `{big_t['family']}` G={big_t['G']} T={big_t['T']}: "
            f"{ms(big_t['dkv']['excess'], big_t['dkv']['excess_ci'], 1)} ms per call; it does not shrink with B·H, "
            "so only the ratio does.")
     return [one, two]
+
+
+def scope_lines(data: ReportData, rows: list[dict[str, Any]]) -> list[str]:
+    """What the map's CIs and points cover: one run per point (within-session CIs), the planned points that are
+    absent, the launch limit, and how the G > 16 points were timed and modelled."""
+    absent = absent_points(data, rows)
+    bs = int(rows[0]["run"].shape["block_size"])
+    wide = [r for r in rows if r["G"] > MAP_G and r["model_ratio"] is not None]
+    pinned = sorted({str(r["run"].autotune.get("from") or r["run"].autotune.get("source") or "")
+                     for r in rows if r["G"] > MAP_G} - {""})
+    text = (f"**Scope.** Each point is one run ({'/'.join(sorted({str(r['run'].timing.repetitions) for r in rows}))} "
+            "interleaved rounds): its CIs are within-session (no repeat, no cross-session floor on the excess in ms). "
+            f"FLA's dK/dV grid has y = B·H·T/{bs} ≤ {GRID_LIMITS[1]:,}, so B·H·T ≤ {launch_limit_bht(bs):,} (at "
+            f"T=131072 B·H ≤ {launch_limit_bht(bs) // 131072}); the map stops at B·H·T = "
+            f"{max(r['BH'] * r['T'] for r in rows):,}.")
+    if absent:
+        text += (f" Planned by the sweep configs but not in the map ({len(absent)}): "
+                 + ", ".join(f"`{a}`" for a in absent)
+                 + " (their files failed `validate` on the GPU and were moved out of `results/`: PROVENANCE.md).")
+    if wide:
+        err = [100 * (r["model_ratio"] / r["dkv"]["ratio"] - 1) for r in wide]
+        text += (f" At G > {MAP_G} the model's ratio is {min(err):+.0f}% to {max(err):+.0f}% off the measured one "
+                 "(its per-query cost scaled by G does not hold there)"
+                 + (f"; those points replay the dK/dV autotune config of {', '.join(f'`{p}`' for p in pinned)}"
+                    if pinned else "") + ".")
+    return [text, ""]
+
+
+def _figure_lines(data: ReportData) -> list[str]:
+    """The map's figure (``sweep-plot --table results/sweeps/<map>.csv``: ``<map>_penalty_map.png``), when
+    committed."""
+    figs = [g for n in PENALTY_SWEEPS for g in data.inputs.glob(data.inputs.figures, f"{n}_penalty_map.png")]
+    return [*(f"![{g.stem}](figures/{g.name})" for g in figs), ""] if figs else []
 
 
 def penalty_section(data: ReportData, layers: list[tuple[str, ReleaseResult]] | None = None) -> list[str]:
@@ -416,7 +484,7 @@ def penalty_section(data: ReportData, layers: list[tuple[str, ReleaseResult]] | 
            f"(f = {pct(max(data.floor('dkv_core', r['gpu']) for r in rows))}); `model × local`: the makespan "
            f"model's predicted ratio (`{PENALTY_VALIDATION}`; —: the validation holds no prediction for the point, "
            "fla-topk's routing not being regenerable on a CPU and a routing that calibrated the model left out).", "",
-           map_table(data, rows), "",
+           map_table(data, rows), "", *_figure_lines(data), *scope_lines(data, rows),
            "**Break-even.** The model's against the data's:", "", *break_even_lines(data, rows, be)]
     scale = scaling_line(rows)
     out += [*([scale] if scale else []), "", *step_lines(data, layers), *advice_lines(data, rows), ""]
@@ -436,8 +504,12 @@ def answer_line(data: ReportData) -> str | None:
                       f"{r['dkv']['excess_ci'][1]:.1f}; {times(r['dkv']['ratio'], r['dkv']['ratio_ci'], 2)})"
                       for f, r in at.items())
     be = break_evens(data, rows)
-    model = ("; the model's break-even is B·H* ≈ " + ", ".join(f"{v['BH']:.1f} ({k})" for k, v in be.items()
-                                                               if k in at) if any(k in at for k in be) else "")
+    ones = {f: p[0] for f in at if (p := _plane(rows, f)) and p[0]["BH"] == 1}
+    model = ("; the model's break-even B·H* ≈ " + ", ".join(f"{v['BH']:.1f} ({k})" for k, v in be.items() if k in at)
+             + f" is not borne out: the excess at B·H = {bh} is "
+             + ", ".join(f"{at[k]['dkv']['excess'] / ones[k]['dkv']['excess']:.2f}× ({k})" for k in be
+                         if k in at and k in ones) + " its size at B·H = 1"
+             if any(k in at for k in be) else "")
     run = release_primary(data)
     step = ""
     layer = [r for r in layer_shares(layer_results(data)) if r["T"] == MAP_T and r["routing"] in at]
@@ -445,7 +517,8 @@ def answer_line(data: ReportData) -> str | None:
     ends_of = {f: [r for r in layer if r["routing"] == f and r["BH"] in (lo, hi)] for f in at}
     both = {f: sorted(rs, key=lambda r: r["BH"]) for f, rs in ends_of.items() if len(rs) == 2}
     if both:
-        step = (f"; as a share of an NSA layer's fwd+bwd (compression + selection, T={MAP_T}) the excess is "
+        step = ("; over an NSA layer's fwd+bwd with `local` (compression + selection; sliding window not timed) the "
+                "excess adds "
                 + ", ".join(f"{f} " + " → ".join(f"{pct(r['layer']['share'], 1)} ({pct(r['layer']['share_ci'][0], 1)}"
                                                   f"–{pct(r['layer']['share_ci'][1], 1)})" for r in rs)
                             for f, rs in both.items())
@@ -454,6 +527,7 @@ def answer_line(data: ReportData) -> str | None:
         step = (f"; a training step's selection branch (fwd+bwd, B{run.shape['B']} T{run.shape['T']}) pays "
                 + ", ".join(f"+{pct(s['share'], 0)} ({pct(s['share_ci'][0], 0)}–{pct(s['share_ci'][1], 0)}) for "
                             f"{s['routing']}" for s in shares if s["routing"] in at))
-    return (f"- **When it matters** (H200): at B·H = {bh} (T={MAP_T}, G={MAP_G}) the dK/dV excess per call is still "
+    return (f"- **When it matters** (H200): at B·H = {bh} (batch × KV heads; T={MAP_T}, G={MAP_G} query heads per KV "
+            "head) the dK/dV excess per call is still "
             f"{cells}{model}{step} ([{TITLE.split(' (')[0].lower()}]({anchor(TITLE)})).")
 

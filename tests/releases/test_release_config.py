@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.errors import UserError
 from nsa_exp.releases.config import load_release_config
 from tests.helpers import REPO
@@ -53,3 +54,37 @@ def test_the_committed_layer_configs_time_the_layer_call():
         assert cfg.stages[-1] == "nsa_layer" and cfg.releases == ("0.5.2",)
     assert [p.key for p in load_release_config(REPO / "configs/release_layer_shapes_h200.json").points] == [
         "T32768-B2-H4-G16", "T32768-B8-H4-G16", "T32768-B1-H16-G16"]
+
+
+LAYER = REPO / "results" / "releases" / "release_layer_h200" / "fla-core-0.5.2-T8192.json"
+SHAPED = REPO / "results" / "releases" / "release_layer_shapes_h200" / "fla-core-0.5.2-T32768-B2-H4-G16.json"
+
+
+def _drop_layer_and_flag(d):
+    d["release_config"]["layer"] = False
+    d["timing"]["stages"].remove("nsa_layer")
+    for p in d["patterns"].values():
+        del p["stages"]["nsa_layer"]
+    for block in ("calls", "span_ms"):
+        for st in d["kernels"][block].values():
+            del st["nsa_layer"]
+
+
+def _hq(d):
+    d["shape"]["HQ"] = d["config"]["shape"]["HQ"] = 128
+
+
+@pytest.mark.parametrize(("path", "edit", "check"), [
+    (LAYER, _drop_layer_and_flag, "release_config_consistent"),  # the layer call removed and the flag with it
+    (SHAPED, _hq, "release_config_consistent"),                  # HQ changes neither edges nor routing
+    (SHAPED, lambda d: d["release_config"]["points"][0].update(shape={"B": 1}), "release_config_consistent"),
+    (LAYER, lambda d: d["kernels"]["calls"]["local"].pop("nsa_layer"), "kernels_recompute"),
+    (SHAPED, lambda d: d.update(name=d["name"].replace("-B2-", "-B8-")), "release_config_consistent"),
+], ids=["layer-dropped-with-its-flag", "hq", "embedded-point", "profiled-stages", "name"])
+def test_validate_fails_a_release_result_whose_stages_shape_or_name_disagree_with_its_release_config(path, edit,
+                                                                                                     check):
+    doc = json.loads(path.read_text())
+    assert {c["name"]: c["passed"] for c in validate_bytes(json.dumps(doc).encode(), "x.json")["checks"]}[check]
+    edit(doc)
+    report = validate_bytes(json.dumps(doc).encode(), "x.json")
+    assert not report["passed"] and {c["name"]: c["passed"] for c in report["checks"]}[check] is False

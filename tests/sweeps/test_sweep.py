@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from nsa_exp.cli import main
@@ -15,6 +16,7 @@ from nsa_exp.core.kinds import schema_version
 from nsa_exp.core.protocol import round_orders
 from nsa_exp.core.stages import PREPARING_STAGES
 from nsa_exp.errors import UserError
+from nsa_exp.figures.sweep import _point_cis
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.io.store import write_json, write_text_atomic
 from nsa_exp.routing.config import config_from_dict
@@ -256,3 +258,20 @@ def test_sweep_plot_draws_png_and_svg_from_the_table(tmp_path):
     assert main(["sweep-plot", "--table", str(tmp_path / "t.csv"), "--out-dir", str(tmp_path / "fig")]) == 0
     assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == ["t_dkv.png", "t_dkv.svg"]
     assert (tmp_path / "fig" / "t_dkv.png").stat().st_size > 10_000
+
+
+def test_a_shapes_sweep_table_also_draws_the_penalty_map_with_the_point_files_cis(tmp_path):
+    """The committed penalty map's table (B, H, G columns) draws ``<sweep>_penalty_map`` besides ``_dkv``; its CIs
+    come from the point files beside the table (a table copied without them still draws, without bars)."""
+    table = REPO / "results" / "sweeps" / "sweep_penalty_h200.csv"
+    assert main(["sweep-plot", "--table", str(table), "--out-dir", str(tmp_path / "fig")]) == 0
+    assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == [
+        "sweep_penalty_h200_dkv.png", "sweep_penalty_h200_dkv.svg", "sweep_penalty_h200_penalty_map.png",
+        "sweep_penalty_h200_penalty_map.svg"]
+    ratio, excess = _point_cis(table.parent / "sweep_penalty_h200", "T32768-B8-H4-G16-sink-heavy-sinks4", "sink-heavy")
+    row = pd.read_csv(table).set_index("point_id").loc["T32768-B8-H4-G16-sink-heavy-sinks4"]
+    assert ratio[0] < row["ratio_vs_local"] < ratio[1] and excess[0] < row["dkv_excess_ms"] < excess[1]
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "t.csv").write_text(table.read_text())
+    assert main(["sweep-plot", "--table", str(tmp_path / "alone" / "t.csv"), "--out-dir", str(tmp_path / "f2")]) == 0
+    assert (tmp_path / "f2" / "sweep_penalty_h200_penalty_map.png").stat().st_size > 10_000
