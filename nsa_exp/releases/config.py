@@ -100,8 +100,8 @@ def load_release_config(path: str | Path) -> ReleaseConfig:
         shaped = {**base.raw["shape"], **point.get("shape", {})} != base.raw["shape"]
         key = (point["T"], *(({**base.raw["shape"], **point.get("shape", {})}[k]) for k in ("B", "H", "HQ")))
         if key in seen:
-            raise UserError(f"release.points[{i}]: T={point['T']} and shape B, H, HQ = {key[1:]} are also "
-                            f"points[{seen[key]}]; list each point once")
+            raise UserError(f"release.points[{i}].{'shape' if 'shape' in point else 'T'}: T={point['T']} with B, H, HQ "
+                            f"= {', '.join(map(str, key[1:]))} is also points[{seen[key]}]; list each point once")
         seen[key] = i
         label = f"T{point['T']}" + (f"-B{key[1]}-H{key[2]}-HQ{key[3]}" if shaped else "")
         cfg = {**base.raw, "name": f"{raw['name']}-{label}", "description": f"release arm {raw['name']}, "
