@@ -153,7 +153,8 @@ def test_the_answer_block_points_to_the_section_within_max_lines(report_data, ro
     top = max(r["BH"] for r in rows if r["T"] == 32768 and r["G"] == 16)
     sink = next(r for r in rows if r["family"] == "sink-heavy" and r["BH"] == top and r["G"] == 16 and r["T"] == 32768)
     assert f"at B·H = {top}" in line and f"sink-heavy {sink['dkv']['excess']:.1f} ms" in line
-    assert "as a share of an NSA layer's fwd+bwd" in line and "from B·H = 4 to 32" in line
+    assert "over an NSA layer's fwd+bwd with `local`" in line and "from B·H = 4 to 32" in line
+    assert "not borne out" in line
 
 
 def test_its_verdict_words_pass_the_claims_guard(report_data, rendered):
