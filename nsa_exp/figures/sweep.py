@@ -28,6 +28,7 @@ from ..analysis.bootstrap import bootstrap_ratio_ci
 from ..core.families import BASELINE_PATTERN
 from ..errors import UserError
 from ..io.reader import read_csv_table, show_path
+from ..io.store import read_strict
 from ..routing.fanin import X_STATS
 from .canvas import Claim, pyplot, save_figure
 
@@ -113,7 +114,7 @@ def _point_cis(folder: Path, point_id: str, family: str) -> tuple[tuple[float, f
     path = folder / f"{point_id}.json"
     if not path.is_file():
         return None
-    pats = json.loads(path.read_text(encoding="utf-8"))["patterns"]
+    pats = read_strict(path)[1]["patterns"]
     skew = np.asarray(pats[family]["stages"]["dkv_core"]["raw_ms"], dtype=np.float64)
     base = np.asarray(pats[BASELINE_PATTERN]["stages"]["dkv_core"]["raw_ms"], dtype=np.float64)
     return bootstrap_ratio_ci(skew, base), diff_ci(skew, base)

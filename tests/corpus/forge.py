@@ -272,7 +272,8 @@ def release_doc(pinned: dict, dkv_scale: float = 1.0, block_mask: bool = False) 
     from nsa_exp.routing.patterns import generate_routing  # noqa: PLC0415
 
     warm, reps = RELEASE_WARM, RELEASE_REPS
-    config = config_from_dict({**pinned["config"], "timing": {**pinned["config"]["timing"], "warmup_rounds": warm,
+    config = config_from_dict({**pinned["config"], "name": "release_h200-T32768",  # the release config's point
+                               "timing": {**pinned["config"]["timing"], "warmup_rounds": warm,
                                                               "repetitions": reps}})
     names = [p.name for p in config.patterns]
     orders = round_orders(names, warm + reps, config.timing.order, config.seeds.order)

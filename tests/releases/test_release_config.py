@@ -79,7 +79,7 @@ def _hq(d):
     (LAYER, _drop_layer_and_flag, "release_config_consistent"),  # the layer call removed and the flag with it
     (SHAPED, _hq, "release_config_consistent"),                  # HQ changes neither edges nor routing
     (SHAPED, lambda d: d["release_config"]["points"][0].update(shape={"B": 1}), "release_config_consistent"),
-    (LAYER, lambda d: d["kernels"]["calls"]["local"].pop("nsa_layer"), "kernels_recompute"),
+    (LAYER, lambda d: d["kernels"]["span_ms"]["local"].pop("nsa_layer"), "kernels_recompute"),
     (SHAPED, lambda d: d.update(name=d["name"].replace("-B2-", "-B8-")), "release_config_consistent"),
 ], ids=["layer-dropped-with-its-flag", "hq", "embedded-point", "profiled-stages", "name"])
 def test_validate_fails_a_release_result_whose_stages_shape_or_name_disagree_with_its_release_config(path, edit,
