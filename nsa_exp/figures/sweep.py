@@ -23,8 +23,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis.autotune_matrix import diff_ci
-from ..analysis.bootstrap import bootstrap_ratio_ci
 from ..core.families import BASELINE_PATTERN
 from ..errors import UserError
 from ..io.reader import read_csv_table, show_path
@@ -111,6 +109,10 @@ def plot_sweep(table: str | Path, out_dir: str | Path, claim: Claim | None = Non
 def _point_cis(folder: Path, point_id: str, family: str) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """The paired 95% CIs of a shapes point's dK/dV ratio and excess over ``local``, from its point file's rounds
     (None when the file is not beside the table)."""
+    # scipy only when a penalty map is drawn: every CPU door imports this module (their peak RSS is bounded)
+    from ..analysis.autotune_matrix import diff_ci  # noqa: PLC0415
+    from ..analysis.bootstrap import bootstrap_ratio_ci  # noqa: PLC0415
+
     path = folder / f"{point_id}.json"
     if not path.is_file():
         return None
