@@ -22,6 +22,7 @@ from typing import Any
 from .. import PINNED_COMMIT, REPO_ROOT
 from ..analysis.release_kernels import call_span_ms, group_table, stage_groups
 from ..core.config import Config
+from ..core.families import release_point_names
 from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders
 from ..core.stages import RELEASE_KERNEL_STAGES, release_stages
 from ..errors import UserError
@@ -169,9 +170,10 @@ def _release_config(doc: dict[str, Any], add: Add, unverified: list) -> None:
     shape = cfg.get("shape", {})
     base_shape = base_doc.get("shape") if isinstance(base_doc, dict) else None
     match = None
+    dims = (shape.get("T"), shape.get("B"), shape.get("H"), shape.get("HQ"))
     for pt in (pt for pt in raw.get("points", []) if pt.get("T") == shape.get("T")):
         own = pt.get("shape") or {}
-        label = f"T{pt['T']}" + (f"-B{shape.get('B')}-H{shape.get('H')}-HQ{shape.get('HQ')}" if own else "")
+        label = release_point_names(*dims, bool(own))[0]
         if cfg.get("name") == f"{raw.get('name')}-{label}" and all(shape.get(k) == v for k, v in own.items()):
             match = own
     if match is None:
@@ -185,8 +187,7 @@ def _release_config(doc: dict[str, Any], add: Add, unverified: list) -> None:
         elif not isinstance(base_shape, dict) and not match:
             unverified.append({"path": "$.config.shape", "why": "the base config at the recorded commit is not at "
                                "hand: B, H, HQ of a point without its own shape are taken as recorded"})
-        g = int(shape.get("HQ", 0)) // max(1, int(shape.get("H", 1)))
-        key = f"T{shape.get('T')}" + (f"-B{shape.get('B')}-H{shape.get('H')}-G{g}" if match else "")
+        key = release_point_names(*dims, bool(match))[1]
         if doc["name"] != f"{doc['release']['label']}-{key}":
             problems.append(("$.name", f"{doc['name']!r} is not {doc['release']['label']}-{key} (its release label "
                              "and point)"))

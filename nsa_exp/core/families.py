@@ -223,3 +223,16 @@ def shape_label(B: int, H: int, G: int) -> str:
     'B1-H4-G16'
     """
     return f"B{B}-H{H}-G{G}"
+
+
+def release_point_names(T: int, B: int, H: int, HQ: int, shaped: bool) -> tuple[str, str]:
+    """A release config point's two names: the suffix of its experiment config's name (``T<T>``, and
+    ``-B<B>-H<H>-HQ<HQ>`` for a point with its own ``shape``) and its key in the result's file name (``T<T>``, and
+    the :func:`shape_label` for such a point).
+
+    >>> release_point_names(8192, 1, 4, 64, False), release_point_names(32768, 2, 4, 64, True)
+    (('T8192', 'T8192'), ('T32768-B2-H4-HQ64', 'T32768-B2-H4-G16'))
+    """
+    if not shaped:
+        return f"T{T}", f"T{T}"
+    return f"T{T}-B{B}-H{H}-HQ{HQ}", f"T{T}-{shape_label(B, H, HQ // H)}"

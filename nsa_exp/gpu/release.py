@@ -485,7 +485,7 @@ def write_job(folder: Path, target: Target, source: dict[str, Any], cfg: Release
         outputs.append(out_dir / f"{name}.json")
         points.append({"name": name, "config": p.config.raw, "routings": f"routings-{p.key}.npz",
                        "names": list(routings), "edges": parent["edges"][p.key], "output": str(outputs[-1]),
-                       "routing_files": {} if p.shaped else parent["files"].get(p.T, ({}, {}))[1]})
+                       "routing_files": parent["files"].get(p.key, ({}, {}))[1]})
     job = {"label": target.label, "expected_fla": str((target.root / "fla").resolve()), "interpreter":
            parent["interpreter"], "target": {"label": target.label, "kind": target.kind, "version": target.version,
                                              "origin": target.origin, "path": target.origin.get("path")},
@@ -546,7 +546,7 @@ def command(args: argparse.Namespace) -> int:
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate
         if any(p in cfg.points_for(t.kind, t.version) for t in targets):
-            edges[p.key], routings[p.key] = routings_gate(p.config, {} if p.shaped else files.get(p.T, ({}, {}))[0])
+            edges[p.key], routings[p.key] = routings_gate(p.config, files.get(p.key, ({}, {}))[0])
     metadata = base_metadata()
     if not interpreter:
         metadata["gpu"] = gpu_identity(Telemetry().device_info())

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import REPO_ROOT
 from ..core.config import Config
-from ..core.families import TUNE_PATTERN, shape_label
+from ..core.families import TUNE_PATTERN, release_point_names
 from ..core.stages import release_stages
 from ..errors import UserError
 from ..io.config_files import read_config_file
@@ -43,10 +43,10 @@ class ReleasePoint:
 
     @property
     def key(self) -> str:
-        """The point's id in file names: ``T<T>``, with the shape's :func:`nsa_exp.core.families.shape_label`
-        after it for a point that sets its own B, H or HQ (``T32768-B2-H4-G16``)."""
+        """The point's id in file names: ``T<T>``, with the shape's label after it for a point that sets its own
+        B, H or HQ (``T32768-B2-H4-G16``; :func:`nsa_exp.core.families.release_point_names`)."""
         s = self.config.shape
-        return f"T{self.T}-{shape_label(s.B, s.H, s.HQ // s.H)}" if self.shaped else f"T{self.T}"
+        return release_point_names(self.T, s.B, s.H, s.HQ, self.shaped)[1]
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,11 @@ class ReleaseConfig:
         """The points a target runs: unfiltered ones, plus (a release) those naming its version."""
         return [p for p in self.points if p.releases is None or (kind == "release" and version in p.releases)]
 
-    def routing_files(self, paths: list[str], require_equal: bool = False) -> dict[int, tuple[dict, dict]]:
+    def routing_files(self, paths: list[str], require_equal: bool = False) -> dict[str, tuple[dict, dict]]:
         """``--routing-file`` s (``[B,T,H,S]`` routings of your own), each timed as ``file:<stem>`` at the point of
-        its T: ``{T: (routings, reports)}`` of :func:`nsa_exp.routing.files.file_routings`. UserError for a
-        broken file or one whose T is no point's."""
+        its T with the base config's B, H (a point with its own shape takes none): ``{point key: (routings,
+        reports)}`` of :func:`nsa_exp.routing.files.file_routings`. UserError for a broken file or one whose T is no
+        such point's."""
         found = file_points(paths, self.base.raw["shape"]) if paths else []
         by_T = {p.T: p for p in self.points if not p.shaped}  # a routing file has the base config's B, H
         for f in found:
@@ -79,7 +80,7 @@ class ReleaseConfig:
                 raise UserError(f"--routing-file {f.path}: T={f.T}, but the config's points with the base config's "
                                 f"B, H (a point with its own shape takes no routing file) are at T = "
                                 f"{', '.join(str(T) for T in by_T) or 'none'}")
-        return {T: file_routings([f.path for f in found if f.T == T], by_T[T].config.shape, require_equal)
+        return {by_T[T].key: file_routings([f.path for f in found if f.T == T], by_T[T].config.shape, require_equal)
                 for T in dict.fromkeys(f.T for f in found)}
 
 
@@ -97,16 +98,17 @@ def load_release_config(path: str | Path) -> ReleaseConfig:
     points: list[ReleasePoint] = []
     seen: dict[tuple[int, ...], int] = {}
     for i, point in enumerate(raw["points"]):
-        shaped = {**base.raw["shape"], **point.get("shape", {})} != base.raw["shape"]
-        key = (point["T"], *(({**base.raw["shape"], **point.get("shape", {})}[k]) for k in ("B", "H", "HQ")))
+        shape = {**base.raw["shape"], **point.get("shape", {}), "T": point["T"]}
+        shaped = any(shape[k] != base.raw["shape"][k] for k in ("B", "H", "HQ"))
+        key = (point["T"], shape["B"], shape["H"], shape["HQ"])
         if key in seen:
             raise UserError(f"release.points[{i}].{'shape' if 'shape' in point else 'T'}: T={point['T']} with B, H, HQ "
                             f"= {', '.join(map(str, key[1:]))} is also points[{seen[key]}]; list each point once")
         seen[key] = i
-        label = f"T{point['T']}" + (f"-B{key[1]}-H{key[2]}-HQ{key[3]}" if shaped else "")
+        label = release_point_names(*key, shaped)[0]
         cfg = {**base.raw, "name": f"{raw['name']}-{label}", "description": f"release arm {raw['name']}, "
                f"{label} (base {raw['base_config']})",
-               "shape": {**base.raw["shape"], **point.get("shape", {}), "T": point["T"]},
+               "shape": shape,
                "patterns": point["patterns"], "timing": timing}
         cfg.pop("formal", None)
         try:
