@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.families import BASELINE_PATTERN
-from ..core.records import Run
+from ..core.records import RunRecord
 from ..core.stages import stage_kernels
 
 #: Lowest floor of any stage (a stage whose repeat medians agree to the last digit would otherwise get a floor
@@ -130,14 +130,14 @@ def routing_label(params: Mapping[str, Any], packing: Mapping[str, Any] | None =
     return label + (f", packed {json.dumps(packing, sort_keys=True)}" if packing else "")
 
 
-def _configs(run: Run, pattern: str, stage: str) -> dict[str, Any]:
+def _configs(run: RunRecord, pattern: str, stage: str) -> dict[str, Any]:
     """The autotune configs of the kernels ``stage`` launches for ``pattern`` (a per-pattern arm's own)."""
     per = (run.autotune.get("per_pattern") or {}).get(pattern)
     kernels = run.autotune.get("kernels") or {}
     return {k: (per or {}).get(k, (kernels.get(k) or {}).get("best_config")) for k in stage_kernels(stage)}
 
 
-def quantities(runs: Iterable[tuple[str, Run]]) -> list[Quantity]:
+def quantities(runs: Iterable[tuple[str, RunRecord]]) -> list[Quantity]:
     """Every quantity the runs measured (``(path, record)`` pairs: bench results and sweep points), with
     its members (and its files of fewer than :data:`MIN_ROUNDS` rounds, :attr:`Quantity.short`), in first-seen
     order; a run without a GPU name is skipped."""

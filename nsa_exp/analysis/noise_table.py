@@ -26,7 +26,7 @@ from tabulate import tabulate
 
 from .. import REPO_ROOT
 from ..core.kinds import schema_version
-from ..core.records import Run
+from ..core.records import RunRecord
 from ..core.stages import STAGE_NAMES
 from ..io.store import load_document
 from .noise import MIN_FLOOR, MIN_ROUNDS, Quantity, borrowed, floor_of, floors, quantities, repeated
@@ -98,7 +98,7 @@ def _quantity(q: Quantity) -> dict[str, Any]:
             "short": [_member(m) for m in q.short]}
 
 
-def table_document(runs: Iterable[tuple[str, Run]], excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
+def table_document(runs: Iterable[tuple[str, RunRecord]], excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The noise table (kind ``noise_table``) of ``runs`` (``(repo-relative path, record)``: bench results and
     sweep points); ``excluded``: path -> why a committed source was left out (recorded as such)."""
     runs = list(runs)

@@ -145,8 +145,8 @@ def sweep_point_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         guarded("routing_recompute", add, routing_recompute, doc, config, add, ctx.unverified)
         guarded("packing_recompute", add, packing_recompute, doc, config, add)
     guarded("point_consistent", add, sweep_checks.point_consistent, doc, add, ctx)
-    guarded("timing_recompute", add, sweep_checks.timing_recompute, doc, add)
-    guarded("memory_recompute", add, sweep_checks.memory_recompute, doc, add)
+    guarded("timing_recompute", add, sweep_checks.point_timing_recompute, doc, add)
+    guarded("memory_recompute", add, sweep_checks.point_memory_recompute, doc, add)
     guarded("routing_files_consistent", add, routing_files_consistent, doc, add)
     run_record(doc, add, ctx)
     record_checks.wall_plausible(doc["wall_seconds"], _raw_ms(doc), "$.wall_seconds", "its own latencies", add)
@@ -196,7 +196,7 @@ def autotune_matrix_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 
 def smoke_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    guarded("smoke_recompute", add, report_checks.smoke_checks, doc, add, ctx)
+    guarded("smoke_recompute", add, report_checks.smoke_recompute, doc, add, ctx)
     record_checks.tolerances_pinned(doc["tolerances"], "$.tolerances", add)
     run_record(doc, add, ctx)
     guarded("config_provenance", add, record_checks.config_provenance, doc, add, ctx)
@@ -205,13 +205,13 @@ def smoke_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 
 def check_report_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    guarded("check_report_recompute", add, report_checks.check_report_checks, doc, add, ctx)
+    guarded("check_report_recompute", add, report_checks.check_report_recompute, doc, add, ctx)
     run_record(doc, add, ctx)
     guarded("config_provenance", add, record_checks.config_provenance, doc, add, ctx)
 
 
 def whatif_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    guarded("whatif_recompute", add, report_checks.whatif_checks, doc, add, ctx)
+    guarded("whatif_recompute", add, report_checks.whatif_recompute, doc, add, ctx)
     autotune_configs(doc, add)
     config_semantics(doc, add)
     run_record(doc, add, ctx)
@@ -223,7 +223,7 @@ def whatif_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 
 def method_study_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    guarded("method_study_recompute", add, report_checks.method_study_checks, doc, add, ctx)
+    guarded("method_study_recompute", add, report_checks.method_study_recompute, doc, add, ctx)
     config_semantics(doc, add)
     records = (doc.get("flush") or {}).get("records", [])
     samples = [(f"$.flush.records[{i}].telemetry", r["telemetry"]) for i, r in enumerate(records) if "telemetry" in r]

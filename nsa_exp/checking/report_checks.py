@@ -60,7 +60,7 @@ def _stats_problems(s: dict[str, Any], path: str) -> Problems:
 
 # --- smoke -----------------------------------------------------------------------------------------
 
-def smoke_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+def smoke_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     blocks = {"naive": (doc["naive"]["shape"], {BASELINE_PATTERN: doc["naive"]["metrics"]}),
               "staged_vs_official": (doc["staged_vs_official"]["shape"], doc["staged_vs_official"]["patterns"])}
@@ -108,7 +108,7 @@ def smoke_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 # --- check ----------------------------------------------------------------------------------------
 
-def check_report_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+def check_report_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     gates = doc["gates"]
     names = [g["name"] for g in gates]
@@ -144,7 +144,7 @@ def check_report_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 # --- what-if -------------------------------------------------------------------------------------
 
-def whatif_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     config, t = doc["config"], doc["timing"]
     if t["warmup_rounds"] != config["timing"]["warmup_rounds"] or t["l2_flush_bytes"] != \
@@ -230,7 +230,7 @@ def _entry(config: dict[str, Any], name: str) -> dict[str, Any]:
 
 # --- method study --------------------------------------------------------------------------------
 
-def method_study_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     config = doc["config"]
     if "flush" in doc:

@@ -96,7 +96,7 @@ def point_consistent(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     add("point_consistent", problems)
 
 
-def timing_recompute(doc: dict[str, Any], add: Add) -> None:
+def point_timing_recompute(doc: dict[str, Any], add: Add) -> None:
     t, ct = doc["timing"], doc["config"]["timing"]
     names = list(doc["patterns"])
     stages = t["stages"]
@@ -127,7 +127,7 @@ def timing_recompute(doc: dict[str, Any], add: Add) -> None:
     add("timing_recompute", problems)
 
 
-def memory_recompute(doc: dict[str, Any], add: Add) -> None:
+def point_memory_recompute(doc: dict[str, Any], add: Add) -> None:
     m, shape = doc["memory"], Shape(**doc["shape"])
     n, flush = len(doc["patterns"]), doc["timing"]["l2_flush_bytes"]
     options = {bytes_needed(shape, n, flush, shared) for shared in (False, True)}

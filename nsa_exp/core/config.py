@@ -10,7 +10,7 @@ These are the records :func:`nsa_exp.routing.config.load_config` builds once eve
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..errors import UserError
@@ -105,7 +105,7 @@ class StopRule:
 
 
 @dataclass(frozen=True)
-class Timing:
+class TimingConfig:
     warmup_rounds: int
     repetitions: int
     l2_flush_bytes: int
@@ -115,6 +115,9 @@ class Timing:
     flush: str = "write"
     #: ``timing.stop``: None = time every configured round (the formal protocol).
     stop: StopRule | None = None
+    #: where ``stop`` came from (:data:`nsa_exp.core.protocol.STOP_SOURCES`): the config, or the command line
+    #: folded in by :meth:`Config.overridden`
+    stop_source: str = "config"
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ class Config:
     shape: Shape
     patterns: tuple[Pattern, ...]
     seeds: Seeds
-    timing: Timing
+    timing: TimingConfig
     tolerances: Tolerances
     smoke_naive: Shape
     smoke_staged: Shape
@@ -155,6 +158,20 @@ class Config:
     smoke_oracle: Shape | None = None
     #: ``packing``: int32 ``cu_seqlens`` ``[N+1]`` of the packed documents (None = dense); see routing/packing.py.
     cu_seqlens: Any = None
+
+    def overridden(self, repetitions: int | None = None, stop: StopRule | None = None,
+                   stop_source: str = "--stop-rule") -> Config:
+        """This config with the command line's overrides folded in, once, at the entry point: ``repetitions``
+        (``--repetitions``) replaces ``timing.repetitions``; ``stop`` (``--stop-rule``) becomes ``timing.stop``
+        from ``stop_source`` unless the config has its own (the config's rule wins). ``raw`` stays the file's:
+        a result records the config as given (``tests/core/test_measurement.py``).
+        """
+        timing = self.timing
+        if repetitions is not None:
+            timing = replace(timing, repetitions=repetitions)
+        if stop is not None and timing.stop is None:
+            timing = replace(timing, stop=stop, stop_source=stop_source)
+        return replace(self, timing=timing)
 
     def pattern(self, name: str) -> Pattern:
         for p in self.patterns:

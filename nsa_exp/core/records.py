@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .config import Config
 from .kinds import KINDS, schema_version
-from .protocol import PERCENTILE_METHOD, TIMING_METHOD, summarize
+from .protocol import summarize
 from .stages import BACKWARD_STAGES, STAGE_NAMES
 
 JSON = Any
@@ -213,7 +213,7 @@ class Timing(Record):
 
 
 @dataclass(frozen=True)
-class Run(Record):
+class RunRecord(Record):
     """What every measured run records: its config and shape, gates, edges, autotune configs, timing,
     every routing's stages, wall time and host metadata."""
 
@@ -237,7 +237,7 @@ class Run(Record):
 
 
 @dataclass(frozen=True)
-class BenchResult(Run):
+class BenchResult(RunRecord):
     """A bench run (kind ``bench_result``, schema ``result``): every observation of every pattern x stage."""
 
     KIND: ClassVar[str] = "bench_result"
@@ -256,7 +256,7 @@ class BenchResult(Run):
 
 
 @dataclass(frozen=True)
-class SweepPoint(Run):
+class SweepPoint(RunRecord):
     """One sweep point (kind ``sweep_point``): a routing and the baseline at one T, the asked stages timed."""
 
     KIND: ClassVar[str] = "sweep_point"
@@ -282,7 +282,7 @@ class SweepPoint(Run):
 
 
 @dataclass(frozen=True)
-class ReleaseResult(Run):
+class ReleaseResult(RunRecord):
     """One point of the release arm (kind ``release_result``): another FLA release or source tree timed through
     its public API (``core.stages.RELEASE_STAGES``), NOT the pinned experiment; ``kernels`` (CUPTI, every call's
     kernels) and ``memory`` (GPU memory read before the point) are null when a run has none."""
@@ -307,7 +307,7 @@ class ReleaseResult(Run):
 BenchLike = BenchResult | Mapping[str, Any]
 
 
-def record_schema(record: Run) -> str:
+def record_schema(record: RunRecord) -> str:
     """The schema a record is written against (its kind's)."""
     return KINDS[type(record).KIND]
 
@@ -338,34 +338,28 @@ def recorded_stages(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
 
 
 def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate_detail: Any,
-                 records: Sequence[Mapping[str, Any]], per_pattern: Mapping[str, Mapping[str, Any]],
-                 autotune: Mapping[str, Any], orders: list[list[str]], repetitions: int, resumed: bool,
-                 launch_guard_cycles: int, telemetry: Mapping[str, Any], metadata: Mapping[str, Any],
+                 records: Sequence[Mapping[str, Any]], timing: Timing, per_pattern: Mapping[str, Mapping[str, Any]],
+                 autotune: Mapping[str, Any], telemetry: Mapping[str, Any], metadata: Mapping[str, Any],
                  wall_seconds: float, throttled: Any,
                  routing_files: Mapping[str, Mapping[str, Any]] | None = None,
-                 packing: Mapping[str, Any] | None = None, cupti: Mapping[str, Any] | None = None,
-                 stop: Mapping[str, Any] | None = None) -> BenchResult:
+                 packing: Mapping[str, Any] | None = None, cupti: Mapping[str, Any] | None = None) -> BenchResult:
     """The :class:`BenchResult` (its JSON: schema ``result``) from the measured records and per-pattern extras.
 
+    ``records``, ``timing``: the engine's measurement (``core.measurement.Measurement``: its records and its
+    :meth:`~nsa_exp.core.measurement.Measurement.timing` block, stop record included).
     ``per_pattern[p]`` holds what was measured besides timing: ``edges``, the routing statistics
     (``fanin`` ...), ``reproduces_official`` and ``memory``. ``gate_detail(gates, name)`` reads a gate.
     ``routing_files``: the reports of the routing files timed after the config's patterns (``file:<stem>``).
-    ``packing``, ``cupti``: the packed documents' and the CUPTI pass's blocks; ``stop``: the stop rule's record
-    (``timing.stop``), each None when the run has none.
+    ``packing``, ``cupti``: the packed documents' and the CUPTI pass's blocks, each None when the run has none.
     """
     files = dict(routing_files or {})
     names = [p.name for p in config.patterns] + list(files)
-    stats = stage_records(records, names, recorded_stages(records))
+    stats = stage_records(records, names, timing.stages)
     patterns = {n: PatternRun(params={"name": n} if n in files else config.pattern(n).to_dict(), **per_pattern[n],
                               stages=stats[n], stage_sum_vs_full_bwd=StageSum.of(
                                   {k: v.median_ms for k, v in stats[n].items()})) for n in names}
     samples = [{"round": r["round"], "pattern": r["pattern"], "warmup": r["warmup"],
                 **({"rewarm": True} if r.get("rewarm") else {}), **(r.get("telemetry") or {})} for r in records]
-    timing = Timing(method=TIMING_METHOD, warmup_rounds=config.timing.warmup_rounds, repetitions=repetitions,
-                    order_mode=config.timing.order, order_seed=config.seeds.order, round_orders=orders,
-                    l2_flush_bytes=config.timing.l2_flush_bytes, flush_policy=config.timing.flush,
-                    launch_guard_cycles=launch_guard_cycles, percentile_method=PERCENTILE_METHOD,
-                    stages=list(recorded_stages(records)), resumed=resumed, stop=None if stop is None else dict(stop))
     return BenchResult(
         schema_version=schema_version(BenchResult.KIND), kind=BenchResult.KIND, name=name, config=config.raw,
         config_path=config.source, shape=config.shape.to_dict(), gates=gates, fla=gate_detail(gates, "fla_sources"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,7 +27,8 @@ from typing import Any
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..core.kinds import schema_version
-from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders, summarize
+from ..core.measurement import RoundPlan
+from ..core.protocol import LAUNCH_GUARD_CYCLES, summarize
 from ..core.stages import AUTOTUNED_STAGES
 from ..core.stages import stage as stage_row
 from ..errors import GateFailure, UserError
@@ -86,7 +88,8 @@ def matrix_cells(stage: str, calls: dict[str, Callable[[], Any]], params: Any, r
                             "compile_seconds": time.monotonic() - t0})
     ok = [i for i, c in enumerate(configs) if c["status"] == "ok"]
     fns = {cell_key(i, n): {stage: calls[n]} for i in ok for n in names}
-    orders = round_orders(list(fns), warmup + rounds, config.timing.order, config.seeds.order)
+    # the matrix's own --rounds / --warmup-rounds; every round timed (no stop rule)
+    plan = replace(RoundPlan.of(list(fns), config, repetitions=rounds, stop=False), warmup=warmup)
 
     def before(key: str) -> None:
         pin_stage(stage, configs[int(key.split("|")[0])]["config"])
@@ -96,14 +99,14 @@ def matrix_cells(stage: str, calls: dict[str, Callable[[], Any]], params: Any, r
         if launched_configs()[stage] != want:
             raise GateFailure(f"autotune-matrix: {stage} cell {key} launched {launched_configs()[stage]}, not {want}")
 
-    return Cells(fns, orders, warmup, config.timing.flush, config.timing.l2_flush_bytes, telemetry=telemetry,
+    return Cells(fns, plan, telemetry=telemetry,
                  before_cell=before, after_cell=after, label=f"matrix {stage}",
                  tag={"stage": stage, "names": names, "ok": ok, "configs": configs, "kept": kept, "pruned": pruned})
 
 
 def stage_document(cells: Cells) -> dict[str, Any]:
     """The stage's part of the ``autotune_matrix`` document from its timed group (:func:`matrix_cells`)."""
-    tag, records, stage = cells.tag, cells.records, cells.tag["stage"]
+    tag, records, stage = cells.tag, cells.measured.records, cells.tag["stage"]
     configs = tag["configs"]
     for i in tag["ok"]:
         configs[i]["patterns"] = {}
@@ -114,7 +117,7 @@ def stage_document(cells: Cells) -> dict[str, Any]:
                                          "rounds": [r["round"] for r in mine if not r["warmup"]], **summarize(raw)}
     return {"kernel": stage_row(stage).autotuned_kernel, "autotune_key": ["BS", "BK", "BV", "G"],
             "space_size": len(tag["kept"]) + len(tag["pruned"]), "pruned_by_fla": tag["pruned"], "cells": configs,
-            "round_orders": cells.orders}
+            "round_orders": cells.measured.orders}
 
 
 def stage_matrix(stage: str, calls: dict[str, Callable[[], Any]], params: Any, rounds: int, warmup: int,

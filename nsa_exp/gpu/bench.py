@@ -16,6 +16,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,11 @@ import torch
 from .. import REPO_ROOT
 from ..analysis.cupti import sizing
 from ..analysis.summary import summary_frame
-from ..core.config import Config, StopRule
+from ..core.config import Config
 from ..core.families import TUNE_PATTERN
-from ..core.protocol import LAUNCH_GUARD_CYCLES, STOP_SOURCES, round_orders
-from ..core.records import BenchResult, build_result, stage_records
+from ..core.measurement import RoundPlan
+from ..core.records import BenchResult, build_result, recorded_stages
+from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure
 from ..io.store import write_frame, write_record
 from ..routing.fanin import routing_statistics
@@ -90,11 +92,9 @@ class BenchArm(Arm[BenchResult]):
     autotune-unchanged assertion after it, then the CUPTI pass, reproduction and memory blocks; the record is a
     :class:`nsa_exp.core.records.BenchResult`, written with its summary CSV."""
 
-    def __init__(self, summary: str | Path | None, repetitions: int | None, resume: bool, discard_journal: bool,
-                 tune_on: str, per_pattern: bool, autotune_from: str | None, cupti_rounds: int | None,
-                 stop: tuple[StopRule, str] | None):
-        self.summary, self.repetitions, self.stop = summary, repetitions, stop
-        self.resume, self.discard_journal = resume, discard_journal
+    def __init__(self, summary: str | Path | None, resume: bool, discard_journal: bool, tune_on: str,
+                 per_pattern: bool, autotune_from: str | None, cupti_rounds: int | None):
+        self.summary, self.resume, self.discard_journal = summary, resume, discard_journal
         self.tune_on, self.per_pattern, self.autotune_from = tune_on, per_pattern, autotune_from
         self.cupti_rounds = cupti_rounds
         self.records: list[dict[str, Any]] = []
@@ -104,7 +104,6 @@ class BenchArm(Arm[BenchResult]):
         self.journal.refuse_unless_told(self.resume, self.discard_journal)
         super().gates(run)  # env first, before FLA is imported
         run.nvml()
-        self.reps = self.repetitions or run.config.timing.repetitions
         if self.tune_on not in run.names:
             raise GateFailure(f"--tune-on: bench autotunes on {self.tune_on!r}; it is not among config.patterns "
                               f"{run.names}")
@@ -136,11 +135,11 @@ class BenchArm(Arm[BenchResult]):
         self.tuned = autotune_record()
         self.tune_seconds = run.clock() - t_tune
         self.pins = self.arm.pop("pins")
-        warmup = config.timing.warmup_rounds
-        self.orders = round_orders(run.names, warmup + self.reps, config.timing.order, config.seeds.order)
-        meta = {"config": config.raw, "gpu_name": run.device.name(), "repetitions": self.reps,
-                "fla_commit": gate_detail(run.gates, "fla_sources")["commit"], "warmup_rounds": warmup,
-                "autotune_best": {k: v["best_config"] for k, v in self.tuned.items()}, "round_orders": self.orders,
+        self.plan = RoundPlan.of(run.names, config)
+        meta = {"config": config.raw, "gpu_name": run.device.name(), "repetitions": self.plan.repetitions,
+                "fla_commit": gate_detail(run.gates, "fla_sources")["commit"], "warmup_rounds": self.plan.warmup,
+                "autotune_best": {k: v["best_config"] for k, v in self.tuned.items()},
+                "round_orders": self.plan.orders(),
                 "autotune_arm": self.arm,
                 **({"routing_files": {n: r["sha256"] for n, r in run.file_reports.items()}} if run.files else {})}
         if self.resume:
@@ -149,26 +148,24 @@ class BenchArm(Arm[BenchResult]):
             self.journal.start(meta)
 
     def cells(self, run: Run) -> Iterator[Cells]:
-        timing, pins = run.config.timing, self.pins
-        group = partial(Cells, fns=self.fns, orders=self.orders, warmup=timing.warmup_rounds,
-                        flush_policy=timing.flush, l2_flush_bytes=timing.l2_flush_bytes, telemetry=True)
+        plan, pins = self.plan, self.pins
+        group = partial(Cells, fns=self.fns, plan=plan, telemetry=True)
         if self.resume:  # the interrupted run's warm-up, re-run before continuing
-            yield group(rounds=range(timing.warmup_rounds), rewarm=True)
-        first = next_round(self.records)
-        rule, source = self.stop or (None, STOP_SOURCES[0])
-        yield group(rounds=range(first, len(self.orders)), before_cell=pins and pins.before,
+            yield group(plan=replace(plan, stop=None), rounds=range(plan.warmup), rewarm=True)
+        yield group(rounds=range(next_round(self.records), plan.rounds), before_cell=pins and pins.before,
                     after_cell=pins and pins.after, on_round_done=self.journal.append,
-                    label=f"bench {run.config.name}", stop=rule, stop_source=source)
+                    label=f"bench {run.config.name}")
 
     def timed(self, run: Run, cells: Cells) -> None:
-        self.records += cells.records
-        self.orders = cells.orders  # cut to the rounds that ran when the stop rule ended the loop
+        self.records += cells.measured.records
+        # the last group's orders: every planned round, cut where the stop rule ended the loop
+        self.measurement = cells.measured.with_records(self.records)
 
     def record(self, run: Run) -> BenchResult:
         from .launcher import autotune_record  # noqa: PLC0415 - FLA after the env gate
         from .numerics import compare  # noqa: PLC0415
 
-        config, names, arm, tuned = run.config, run.names, self.arm, self.tuned
+        config, names, arm, tuned, m = run.config, run.names, self.arm, self.tuned, self.measurement
         after = autotune_record()
         unchanged = self.pins is not None or all(after[k]["cache"] == tuned[k]["cache"] and len(after[k]["cache"]) <= 1
                                                  for k in tuned)
@@ -180,7 +177,7 @@ class BenchArm(Arm[BenchResult]):
         cupti, sized = None, None
         if self.cupti_rounds is None:  # sized by need from the timed medians (recorded; validate recomputes it)
             sized = sizing({p: {s: st.median_ms for s, st in by.items()}
-                            for p, by in stage_records(self.records, names).items()})
+                            for p, by in m.stage_stats(names, STAGE_NAMES).items()})
         rounds = sized["rounds"] if sized is not None else self.cupti_rounds
         try:  # a cross-check only: a host without CUPTI keeps its timed rounds, recorded without the block
             cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush, rounds,
@@ -211,12 +208,11 @@ class BenchArm(Arm[BenchResult]):
         packing = None if config.cu_seqlens is None else \
             packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
         return build_result(
-            name=run.output_path().stem, config=config, gates=gates, gate_detail=gate_detail, records=self.records,
-            per_pattern=per_pattern, orders=self.orders, repetitions=len(self.orders) - config.timing.warmup_rounds,
-            resumed=self.resume,
+            name=run.output_path().stem, config=config, gates=gates, gate_detail=gate_detail, records=m.records,
+            timing=m.timing(recorded_stages(m.records), resumed=self.resume), per_pattern=per_pattern,
             autotune={"tuned_on": arm["tuned_on"], "tune_seconds": self.tune_seconds, "kernels": tuned,
                       "same_config_all_patterns": same_config, **{k: v for k, v in arm.items() if k != "tuned_on"}},
-            launch_guard_cycles=LAUNCH_GUARD_CYCLES, telemetry={"available": run.nvml().handle is not None},
+            telemetry={"available": run.nvml().handle is not None},
             metadata=metadata, wall_seconds=run.elapsed(), throttled=throttled, routing_files=run.file_reports,
             packing=packing, cupti=cupti)
 
@@ -228,13 +224,15 @@ class BenchArm(Arm[BenchResult]):
 
 
 def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str | Path | None,
-              repetitions: int | None = None, resume: bool = False, discard_journal: bool = False,
-              tune_on: str = TUNE_PATTERN, per_pattern: bool = False,
-              autotune_from: str | None = None, cupti_rounds: int | None = None,
-              routing_files: tuple[dict, dict] | None = None, stop_rule: StopRule | None = None,
-              device: Any = None, clock: Any = time.monotonic) -> dict[str, Any]:
+              resume: bool = False, discard_journal: bool = False, tune_on: str = TUNE_PATTERN,
+              per_pattern: bool = False, autotune_from: str | None = None, cupti_rounds: int | None = None,
+              routing_files: tuple[dict, dict] | None = None, device: Any = None,
+              clock: Any = time.monotonic) -> dict[str, Any]:
     """The whole benchmark; returns the result document (already written).
 
+    ``config`` holds the command line's overrides already (:meth:`nsa_exp.core.config.Config.overridden`:
+    ``--repetitions``; the stop rule of ``bench --stop-rule`` as ``timing.stop`` from ``--stop-rule`` when the
+    config has none; recorded as ``timing.stop``, :mod:`nsa_exp.analysis.stop_rule`).
     Tuning arm (issue 11; recorded under ``autotune``): ``tune_on`` (default ``local``, the seed's
     protocol) tunes once on that routing and reuses its configs; ``per_pattern`` tunes each routing on
     itself (autotuners reset between patterns) and re-pins each pattern's configs before its calls;
@@ -244,15 +242,9 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     (:func:`nsa_exp.analysis.cupti.sizing`, recorded as ``cupti.sizing``), 0 skips it.
     ``routing_files``: ``(routings, reports)`` of :func:`nsa_exp.routing.files.file_routings`, validated
     before this is called; each is timed as one more pattern ``file:<stem>``, interleaved with the rest.
-    Stop rule (:mod:`nsa_exp.analysis.stop_rule`): the config's ``timing.stop``, else ``stop_rule``
-    (``bench --stop-rule``), else none (every round timed); recorded as ``timing.stop``.
     ``device`` (default CUDA) and ``clock`` (host seconds) are injectable (:mod:`.engine`).
     """
     files, file_reports = routing_files or ({}, {})
-    from_config, from_cli = STOP_SOURCES
-    stop = (config.timing.stop, from_config) if config.timing.stop is not None else \
-        (stop_rule, from_cli) if stop_rule is not None else None
-    arm = BenchArm(summary, repetitions, resume, discard_journal, tune_on, per_pattern, autotune_from, cupti_rounds,
-                   stop)
+    arm = BenchArm(summary, resume, discard_journal, tune_on, per_pattern, autotune_from, cupti_rounds)
     return measure(arm, Run(config, allow_gpu, Path(output), device=device, clock=clock, files=files,
                             file_reports=file_reports))

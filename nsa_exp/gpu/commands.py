@@ -75,11 +75,13 @@ def bench(args: argparse.Namespace) -> int:
     # the summary takes a named --output's stem; it is a default output (runs/<name>/summaries/ unless --publish)
     summary = policy.claim(summary, named=args.summary is not None, option="--summary")
     files = file_routings(args.routing_file, config.shape, args.require_equal_edges)  # before any GPU work
-    result = run_bench(config, args.allow_gpu, out, summary, args.repetitions, args.resume, args.discard_journal,
+    # the command line's overrides, folded into the config once (the config's own timing.stop wins)
+    config = config.overridden(repetitions=args.repetitions)
+    if args.stop_rule and config.timing.stop is None:
+        config = config.overridden(stop=default_rule(config.timing.repetitions, "bench --stop-rule"))
+    result = run_bench(config, args.allow_gpu, out, summary, args.resume, args.discard_journal,
                        tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
-                       cupti_rounds=args.cupti_rounds, routing_files=files,
-                       stop_rule=default_rule(args.repetitions or config.timing.repetitions, "bench --stop-rule")
-                       if args.stop_rule and config.timing.stop is None else None)
+                       cupti_rounds=args.cupti_rounds, routing_files=files)
     print(format_summary(result))
     print(f"wrote {out} and {summary}")
     return 0

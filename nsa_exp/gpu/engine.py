@@ -13,16 +13,18 @@ idea of tritonbench's ``BenchmarkOperator``: one loop fills one record, the rest
   :meth:`~.launcher.StagedBackward.stage_callables`, resolved from the Stage table),
 - its **tuning policy** (:meth:`Arm.tune`; default none: the first call tunes),
 - its **cells** (:meth:`Arm.cells`: groups of cells, each a :class:`Cells` -- ``{cell: {stage: call}}``,
-  the round orders, the flush policy, the per-cell hooks that pin or check autotune configs, the journal,
-  an optional stop rule), which the engine times one group at a time through the one round loop,
-  :func:`.timing.run_rounds` (:func:`time_cells`; a generator may build a group only when it is reached
-  and free it after :meth:`Arm.timed`, as the what-if arms do),
-- what it does with each timed group (:meth:`Arm.timed`: the autotune-unchanged assertion, summaries),
+  its :class:`~nsa_exp.core.measurement.RoundPlan` (:meth:`RoundPlan.of` the config: warm-up and timed
+  rounds, order, flush, stop rule), the per-cell hooks that pin or check autotune configs, the journal), which
+  the engine times one group at a time through the one round loop, :func:`.timing.run_rounds`
+  (:func:`time_cells`; a generator may build a group only when it is reached and free it after
+  :meth:`Arm.timed`, as the what-if arms do),
+- what it does with each timed group (:meth:`Arm.timed`, reading the group's
+  :class:`~nsa_exp.core.measurement.Measurement`: the autotune-unchanged assertion, summaries),
 - its **record** (:meth:`Arm.record`: a typed record of :mod:`nsa_exp.core.records` -- a
   :class:`~nsa_exp.core.records.BenchResult`, :class:`~nsa_exp.core.records.SweepPoint`,
   :class:`~nsa_exp.core.records.ReleaseResult` -- or the JSON of a kind without one; record blocks such as
-  bench's ``cupti`` and ``packing`` are added there; the engine adds ``timing.stop`` itself when a group ran
-  under the stop rule) and
+  bench's ``cupti`` and ``packing`` are added there; its ``timing`` block is the measurement's,
+  :meth:`~nsa_exp.core.measurement.Measurement.timing`, stop record included) and
 - how it is **written** (:meth:`Arm.write`; default: :func:`nsa_exp.io.store.write_record`, or
   :func:`~nsa_exp.io.store.write_json` under :attr:`Arm.schema`, to ``run.output``: validated, atomic).
 
@@ -40,9 +42,10 @@ drive whole arms over FLA's real kernels under the Triton interpreter with a fak
 (``Run.clock``, read by the stop rule) and pin the loop's call order: flush, spin, start event, call, end
 event per stage, one synchronise per cell.
 
-Stop rule (:mod:`nsa_exp.analysis.stop_rule`): a group with ``stop`` set is stopped after the first round
-at which the rule says so; its ``orders`` are cut to the rounds that ran and ``stop_record`` holds the
-result's ``timing.stop`` block (rule, source, which criterion stopped it, one trace entry per timed round).
+Stop rule (:mod:`nsa_exp.analysis.stop_rule`): a group whose plan has ``stop`` set is stopped after the first
+round at which the rule says so; its measurement's ``orders`` are cut to the rounds that ran and its ``stop``
+holds the result's ``timing.stop`` block (rule, source, which criterion stopped it, one trace entry per timed
+round).
 """
 
 from __future__ import annotations
@@ -50,16 +53,16 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from tqdm import tqdm
 
 from ..analysis.stop_rule import StopTracker
-from ..core.config import Config, StopRule
-from ..core.records import Record
-from ..core.records import Run as RunRecord
+from ..core.config import Config
+from ..core.measurement import Measurement, RoundPlan
+from ..core.records import Record, RunRecord
 from ..io.metadata import base_metadata
 from ..io.store import write_json, write_record
 from .gates import run_gates
@@ -92,18 +95,17 @@ class Progress:
 @dataclass
 class Cells:
     """One group of cells the round loop times together: every round runs each cell once, in that round's
-    order, and each cell's stages in their mapping order (one event pair per stage call).
+    order (``plan``: :class:`nsa_exp.core.measurement.RoundPlan`, which also says the warm-up, the flush and the
+    stop rule), and each cell's stages in their mapping order (one event pair per stage call).
 
-    Filled by the engine after the loop: ``records`` (one per (round, cell): ``{"round", "pattern", "warmup",
-    "ms": {stage: ms}}`` plus ``telemetry`` when sampled, ``rewarm`` for a resumed run's re-run warm-up) and,
-    with a stop rule, ``stop_record``; ``orders`` is then cut to the rounds that ran.
+    Filled by the engine after the loop: ``measurement`` (:class:`nsa_exp.core.measurement.Measurement`: the
+    orders of the rounds that ran, one record per (round, cell) -- ``{"round", "pattern", "warmup",
+    "ms": {stage: ms}}`` plus ``telemetry`` when sampled, ``rewarm`` for a resumed run's re-run warm-up -- and,
+    under the stop rule, its record).
     """
 
     fns: Mapping[str, Mapping[str, Callable[[], Any]]]    # cell -> stage -> zero-argument call
-    orders: list[list[str]]                                # every planned round's cells, in call order
-    warmup: int                                            # rounds [0, warmup) are warm-up (kept, flagged)
-    flush_policy: str                                      # timing.FLUSH_POLICIES
-    l2_flush_bytes: int
+    plan: RoundPlan
     rounds: Sequence[int] | None = None                    # the rounds to run (default all)
     rewarm: bool = False                                   # a resumed bench's re-run warm-up
     telemetry: bool = False                                # one NVML sample after each cell's synchronise
@@ -111,24 +113,30 @@ class Cells:
     after_cell: Callable[[str], None] | None = None        # after its synchronise, before telemetry (check them)
     on_round_done: Callable[[int, list[dict[str, Any]]], None] | None = None   # the journal
     label: str | None = None                               # progress bar (None: none)
-    stop: StopRule | None = None                           # nsa_exp.analysis.stop_rule (None: every round)
-    stop_source: str = "config"                            # where the rule came from: "config" | "--stop-rule"
     tag: Any = None                                        # the arm's own (the what-if pattern, the matrix stage)
-    records: list[dict[str, Any]] = field(default_factory=list)
-    stop_record: dict[str, Any] | None = None
+    measurement: Measurement | None = None
+
+    @property
+    def measured(self) -> Measurement:
+        """:attr:`measurement`, once the engine has timed this group (ValueError before)."""
+        if self.measurement is None:
+            raise ValueError("this group of cells has not been timed yet")
+        return self.measurement
 
 
 def time_cells(cells: Cells, device: Any = None, telemetry: Any = None,
                clock: Callable[[], float] = time.monotonic) -> Cells:
     """Time ``cells`` through :func:`.timing.run_rounds` over ``device`` (default CUDA); ``telemetry`` is
     sampled after each cell when ``cells.telemetry``; ``clock`` (host seconds) times the stop rule. Returns
-    ``cells``, its ``records`` (and ``stop_record``) filled."""
-    todo = list(range(len(cells.orders))) if cells.rounds is None else list(cells.rounds)
+    ``cells``, its ``measurement`` filled."""
+    plan = cells.plan
+    orders = plan.orders()
+    todo = list(range(len(orders))) if cells.rounds is None else list(cells.rounds)
     tracker = should_stop = None
-    if cells.stop is not None:
-        if cells.rewarm or todo != list(range(len(cells.orders))):
+    if plan.stop is not None:
+        if cells.rewarm or todo != list(range(len(orders))):
             raise ValueError("the stop rule times a whole run: it cannot resume or re-warm part of one")
-        tracker = StopTracker(cells.stop, len(cells.orders) - cells.warmup, cells.stop_source, clock)
+        tracker = StopTracker(plan.stop, plan.repetitions, plan.stop_source, clock)
 
         def should_stop(r: int, round_records: list[dict[str, Any]]) -> bool:
             return tracker.update(round_records)
@@ -141,17 +149,17 @@ def time_cells(cells: Cells, device: Any = None, telemetry: Any = None,
                 cells.after_cell(cell)
             return sample() if sample is not None else None
 
-    progress = None if cells.label is None else Progress(cells.label, sum(1 for r in todo if r < cells.warmup))
-    cells.records = run_rounds(cells.fns, cells.orders, cells.warmup, cells.l2_flush_bytes,
-                               on_pattern_done=on_cell_done, progress=progress, rounds=todo,
-                               on_round_done=cells.on_round_done, rewarm=cells.rewarm, device=device,
-                               before_pattern=cells.before_cell, flush_policy=cells.flush_policy,
-                               should_stop=should_stop)
+    progress = None if cells.label is None else Progress(cells.label, sum(1 for r in todo if r < plan.warmup))
+    records = run_rounds(cells.fns, orders, plan.warmup, plan.l2_flush_bytes, on_pattern_done=on_cell_done,
+                         progress=progress, rounds=todo, on_round_done=cells.on_round_done, rewarm=cells.rewarm,
+                         device=device, before_pattern=cells.before_cell, flush_policy=plan.flush_policy,
+                         should_stop=should_stop)
     if progress is not None:
         progress.close()
-    if tracker is not None:
-        cells.stop_record = tracker.record()
-        cells.orders = cells.orders[:cells.warmup + cells.stop_record["rounds"]]
+    stop = None if tracker is None else tracker.record()
+    if stop is not None:
+        orders = orders[:plan.warmup + stop["rounds"]]
+    cells.measurement = Measurement(plan, orders, records, stop)
     return cells
 
 
@@ -174,7 +182,6 @@ class Run:
     inputs: dict[str, Any] = field(default_factory=dict)
     staged: dict[str, Any] = field(default_factory=dict)        # routing -> launcher.StagedBackward
     t_start: float = 0.0
-    stop_record: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.device is None:
@@ -187,11 +194,8 @@ class Run:
         return self.telemetry
 
     def time(self, cells: Cells) -> Cells:
-        """:func:`time_cells` on this run's device, telemetry and clock; keeps the group's stop record."""
-        time_cells(cells, self.device, self.nvml() if cells.telemetry else None, self.clock)
-        if cells.stop_record is not None:
-            self.stop_record = cells.stop_record
-        return cells
+        """:func:`time_cells` on this run's device, telemetry and clock."""
+        return time_cells(cells, self.device, self.nvml() if cells.telemetry else None, self.clock)
 
     def elapsed(self) -> float:
         return self.clock() - self.t_start
@@ -262,8 +266,8 @@ class Arm(Generic[DocT]):
 
 
 def measure(arm: Arm[Any], run: Run) -> dict[str, Any]:
-    """Run ``arm``: gates -> inputs -> tune -> each group of cells timed -> record (+ ``timing.stop`` when a
-    group ran under the stop rule) -> write. Returns the document's JSON."""
+    """Run ``arm``: gates -> inputs -> tune -> each group of cells timed -> record -> write. Returns the
+    document's JSON."""
     run.t_start = run.clock()
     arm.gates(run)
     arm.inputs(run)
@@ -272,8 +276,5 @@ def measure(arm: Arm[Any], run: Run) -> dict[str, Any]:
         run.time(cells)
         arm.timed(run, cells)
     doc = arm.record(run)
-    if run.stop_record is not None:
-        doc = replace(doc, timing=replace(doc.timing, stop=run.stop_record)) if isinstance(doc, RunRecord) else \
-            {**doc, "timing": {**doc["timing"], "stop": run.stop_record}}
     arm.write(run, doc)
     return doc.to_json() if isinstance(doc, Record) else doc

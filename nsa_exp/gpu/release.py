@@ -67,7 +67,7 @@ from ..analysis.release_kernels import kernel_calls
 from ..core.config import Shape
 from ..core.environment import require_env
 from ..core.families import TUNE_PATTERN
-from ..core.protocol import round_orders
+from ..core.measurement import RoundPlan
 from ..core.records import ReleaseResult
 from ..core.stages import RELEASE_LAYER_STAGE, RELEASE_STAGES, release_stages
 from ..errors import GateFailure, UserError
@@ -278,7 +278,6 @@ class ReleaseArm(Arm[ReleaseResult]):
         run.gates = [*self.job["gates"], {"name": "equal_edges", "passed": True, "detail": self.point["edges"]},
                      release_fla]
         run.names = list(self.point["names"])  # the config's patterns, then file:<stem>s
-        self.reps = self.job.get("repetitions") or config.timing.repetitions
         self.memory = None
         if self.cuda:
             free, total = run.device.mem_get_info()
@@ -315,12 +314,11 @@ class ReleaseArm(Arm[ReleaseResult]):
         self.tuned = autotune_state(self.tuners)
 
     def cells(self, run: Run) -> Iterator[Cells]:
-        timing = run.config.timing
-        orders = round_orders(run.names, timing.warmup_rounds + self.reps, timing.order, run.config.seeds.order)
-        yield Cells(self.fns, orders, timing.warmup_rounds, timing.flush, timing.l2_flush_bytes, telemetry=True)
+        # every round (the release arm has no stop rule); --repetitions folded into the child's config
+        yield Cells(self.fns, RoundPlan.of(run.names, run.config, stop=False), telemetry=True)
 
     def timed(self, run: Run, cells: Cells) -> None:
-        self.records, self.orders = cells.records, cells.orders
+        self.measurement = cells.measured
 
     def cupti_pass(self, run: Run) -> tuple[Any, str | None]:
         """The CUPTI pass over the same cells, each call's kernels by name: ``(names, calls, markers)`` or None,
@@ -349,7 +347,7 @@ class ReleaseArm(Arm[ReleaseResult]):
         self.fns = {}
         run.inputs = {}
         run.device.empty_cache()
-        point = {"records": self.records, "repetitions": self.reps, "round_orders": self.orders,
+        point = {"measurement": self.measurement,
                  "autotune": {"tune_seconds": self.tune_seconds, "kernels": self.tuned,
                               "tuned_at_this_point": any(self.before.get(k, {}).get("cache") != v["cache"]
                                                          for k, v in self.tuned.items())},
@@ -357,8 +355,8 @@ class ReleaseArm(Arm[ReleaseResult]):
                  "kernel_calls": calls, "kernels_unavailable": why, "kernel_markers": markers,
                  "memory": self.memory, "wall_seconds": run.elapsed()}
         print(f"release child: T={config.shape.T}, {len(run.names)} routings, {config.timing.warmup_rounds} + "
-              f"{self.reps} rounds, {point['cupti_rounds']} profiled: tuned in {self.tune_seconds:.0f} s, point "
-              f"{point['wall_seconds']:.0f} s", file=sys.stderr)
+              f"{self.measurement.repetitions} rounds, {point['cupti_rounds']} profiled: tuned in "
+              f"{self.tune_seconds:.0f} s, point {point['wall_seconds']:.0f} s", file=sys.stderr)
         return build_release_result(
             name=self.point["name"], target=job["target"], source=job["source"], config=config,
             release_config=job["release_config"], gates=run.gates, routings=run.routings,
@@ -397,7 +395,9 @@ def child_main(job_dir: str) -> int:
                 tuner.configs = tuner.configs[:1]
         fla, telemetry = imported_fla(), Telemetry()
         for point in job["points"]:
-            config = config_from_dict(point["config"], source=job["release_config"]["path"])
+            # --repetitions, folded into the point's config once (its raw, what the result records, stays)
+            config = config_from_dict(point["config"], source=job["release_config"]["path"]).overridden(
+                repetitions=job.get("repetitions"))
             doc = measure(ReleaseArm(job, point, folder, fla, nsa, parallel, tuners),
                           Run(config, True, Path(point["output"]), device=job_device(job), telemetry=telemetry))
             print(format_point(doc), file=sys.stderr)

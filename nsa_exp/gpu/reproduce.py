@@ -110,9 +110,10 @@ def run_reproduce(config: Config, allow_gpu: bool, out_dir: str | Path, noise_ta
                        hint=f"`python -m nsa_exp validate {show_path(table)}` lists what failed",
                        missing_hint="generate it with `python -m nsa_exp noise-table`")
     steps.run("smoke", lambda: run_smoke(config, allow_gpu, out / SMOKE, device=device))
-    rule = None if config.timing.stop is not None else default_rule(config.timing.repetitions, "reproduce")
-    steps.run("bench", lambda: run_bench(config, allow_gpu, result_path, summary_path, stop_rule=rule,
-                                         cupti_rounds=cupti_rounds, device=device, clock=clock))
+    timed = config if config.timing.stop is not None else \
+        config.overridden(stop=default_rule(config.timing.repetitions, "reproduce"))
+    steps.run("bench", lambda: run_bench(timed, allow_gpu, result_path, summary_path, cupti_rounds=cupti_rounds,
+                                         device=device, clock=clock))
     run = load_record(result_path, BenchResult)
     chosen = published_for(run.gpu_name or "", published)
 

@@ -22,8 +22,8 @@ import torch
 from .. import RESULTS_DIR
 from ..core.config import Shape, bytes_needed
 from ..core.kinds import schema_version
-from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
-from ..core.records import BenchResult, PatternRun, SweepPoint, Timing, stage_records
+from ..core.measurement import RoundPlan
+from ..core.records import BenchResult, PatternRun, SweepPoint
 from ..core.stages import PREPARING_STAGES
 from ..errors import GateFailure, UserError
 from ..io.placement import placement_record
@@ -133,24 +133,21 @@ class SweepPointArm(Arm[SweepPoint]):
         for n in run.names:
             fns[n], self.untimed = focused_callables(run.staged[n], self.point.stages)
         run.device.synchronize()
-        timing = run.config.timing
-        warmup = timing.warmup_rounds
-        orders = round_orders(run.names, warmup + timing.repetitions, timing.order, run.config.seeds.order)
         # Sweep points have always swept with the write flush, whatever the config's timing.flush says (the
         # loop's default; not recorded in the point): kept, so that every point of a sweep stays comparable.
-        yield Cells(fns, orders, warmup, "write", timing.l2_flush_bytes, stop=timing.stop)
+        yield Cells(fns, RoundPlan.of(run.names, run.config, flush="write"))
 
     def timed(self, run: Run, cells: Cells) -> None:
         from .launcher import autotune_record  # noqa: PLC0415 - FLA after the env gate
 
-        self.records, self.orders = cells.records, cells.orders
+        self.measurement = cells.measured
         self.kernels = autotune_record()
         if any(len(k["cache"]) > 1 for k in self.kernels.values()):
             raise GateFailure("autotune: a kernel holds more than one tuned config; the point would mix configs")
 
     def record(self, run: Run) -> SweepPoint:
         config, names, point, files = run.config, run.names, self.point, run.files
-        stats = stage_records(self.records, names, point.stages)
+        stats = self.measurement.stage_stats(names, point.stages)
         edges = gate_detail(run.gates, "equal_edges")
         params = {n: {"name": n} if n in files else config.pattern(n).to_dict() for n in names}
         rows = {n: routing_statistics(run.routings[n], config.shape.block_size, config.cu_seqlens) for n in names}
@@ -166,12 +163,7 @@ class SweepPointArm(Arm[SweepPoint]):
             point_record["packing"] = point.packing_label
         if point.shape is not None:
             point_record["shape"] = dict(point.shape)
-        warmup = config.timing.warmup_rounds
-        timing = Timing(method=TIMING_METHOD, warmup_rounds=warmup, repetitions=len(self.orders) - warmup,
-                        order_mode=config.timing.order, order_seed=config.seeds.order, round_orders=self.orders,
-                        l2_flush_bytes=config.timing.l2_flush_bytes, launch_guard_cycles=LAUNCH_GUARD_CYCLES,
-                        percentile_method=PERCENTILE_METHOD, stages=list(point.stages),
-                        untimed_prerequisites=self.untimed)
+        timing = self.measurement.timing(point.stages, flush_recorded=False, untimed_prerequisites=self.untimed)
         return SweepPoint(
             schema_version=schema_version(SweepPoint.KIND), kind=SweepPoint.KIND, name=config.name, sweep=point.sweep,
             point_id=point.point_id, point=point_record, config=config.raw, shape=config.shape.to_dict(),

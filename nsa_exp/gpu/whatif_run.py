@@ -19,7 +19,8 @@ from typing import Any
 
 from ..core.config import Config
 from ..core.kinds import schema_version
-from ..core.protocol import round_orders, summarize
+from ..core.measurement import RoundPlan
+from ..core.protocol import summarize
 from ..errors import UserError
 from ..io.store import load_document
 from ..model.split import check_whatif_memory
@@ -65,7 +66,7 @@ class WhatIfArm(Arm[dict[str, Any]]):
         from .launcher import StagedBackward, make_problem  # noqa: PLC0415 - FLA after the env gate
         from .whatif import TIMED_STAGES, SplitArm, emulated_edges, equivalence_gate  # noqa: PLC0415
 
-        config, warmup = run.config, run.config.timing.warmup_rounds
+        config = run.config
         for pattern in self.patterns:
             staged = StagedBackward(make_problem(config.shape, run.routings[pattern], run.inputs))
             o, lse = staged.selection_fwd()
@@ -86,15 +87,16 @@ class WhatIfArm(Arm[dict[str, Any]]):
                     arms[name] = {"label": "what-if arm (not the experiment's measurement)", "layout": layout,
                                   "max_fanin": F, "batches": arm.batches, "equivalence": equiv}
             run.device.synchronize()
-            orders = round_orders(list(fns), warmup + self.rounds, config.timing.order, config.seeds.order)
-            # What-if rounds have always swept with the write flush (the loop's default), whatever timing.flush says.
-            yield Cells(fns, orders, warmup, "write", config.timing.l2_flush_bytes, tag=(pattern, arms))
+            # What-if rounds have always swept with the write flush (the loop's default), whatever timing.flush says;
+            # --rounds of them, every one timed.
+            plan = RoundPlan.of(list(fns), config, repetitions=self.rounds, flush="write", stop=False)
+            yield Cells(fns, plan, tag=(pattern, arms))
             del fns, staged, arm, o, lse, delta, dk_off, dv_off
             run.device.empty_cache()
 
     def timed(self, run: Run, cells: Cells) -> None:
         pattern, arms = cells.tag
-        records = cells.records
+        records = cells.measured.records
         timed = [r for r in records if not r["warmup"]]
         for name, stage_fns in cells.fns.items():
             stages = {s: [r["ms"][s] for r in timed if r["pattern"] == name] for s in stage_fns}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import REPO_ROOT
 from ..core.kinds import KINDS
-from ..core.records import Run, record_schema
+from ..core.records import RunRecord, record_schema
 from ..errors import UserError
 from .reader import read_bounded, same_file, show_path
 from .schemas import schema_errors
@@ -29,8 +29,8 @@ from .strict_json import MAX_BYTES, dumps_strict, parse_strict
 if TYPE_CHECKING:  # a frame is only handed in: the writer does not import pandas
     import pandas as pd
 
-R = TypeVar("R", bound=Run)
-R2 = TypeVar("R2", bound=Run)
+R = TypeVar("R", bound=RunRecord)
+R2 = TypeVar("R2", bound=RunRecord)
 
 
 def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> None:
@@ -432,8 +432,8 @@ def load_record(path: str | Path, record: tuple[type[R], ...], label: str | None
                 missing_hint: str = "") -> R: ...
 
 
-def load_record(path: str | Path, record: type[Run] | tuple[type[Run], ...], label: str | None = None,
-                missing_hint: str = "") -> Run:
+def load_record(path: str | Path, record: type[RunRecord] | tuple[type[RunRecord], ...], label: str | None = None,
+                missing_hint: str = "") -> RunRecord:
     """:func:`load_document` of ``record``'s kind (or of any of several records' kinds: the one the document
     names), as that typed record (:mod:`nsa_exp.core.records`); a key the schema allows but the record does not
     know is one :class:`UserError` line."""
@@ -447,7 +447,7 @@ def load_record(path: str | Path, record: type[Run] | tuple[type[Run], ...], lab
         raise UserError(f"{label}: {exc}") from None
 
 
-def write_record(path: str | Path, record: Run) -> None:
+def write_record(path: str | Path, record: RunRecord) -> None:
     """Validate ``record``'s JSON against its kind's schema, then write it atomically (:func:`write_json`)."""
     write_json(path, record.to_json(), record_schema(record))
 

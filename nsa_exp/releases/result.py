@@ -21,8 +21,9 @@ from ..analysis.release_kernels import call_span_ms, group_table, stage_groups
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..core.kinds import schema_version
-from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD
-from ..core.records import PatternRun, ReleaseResult, Timing, stage_records
+from ..core.measurement import Measurement
+from ..core.protocol import TIMING_METHOD
+from ..core.records import PatternRun, ReleaseResult
 from ..core.stages import RELEASE_KERNEL_STAGES, release_stages
 from ..routing.fanin import routing_statistics
 from ..routing.patterns import routing_sha256
@@ -58,15 +59,17 @@ def build_release_result(*, name: str, target: Mapping[str, Any], source: Mappin
     """The :class:`~nsa_exp.core.records.ReleaseResult` of one point (pure; the release arm writes it).
 
     ``child``: what the child process saw (``timer``, ``fla`` as :func:`nsa_exp.gpu.release.imported_fla` gives it,
-    ``sys_path``, ``telemetry_available``, ``versions``, ``env``); ``point``: what it measured (``records`` of the
-    round loop, ``repetitions``, ``round_orders``, ``autotune``, the CUPTI pass's ``kernel_names`` / ``kernel_calls``
-    / ``kernel_markers`` / ``cupti_rounds`` or ``kernels_unavailable``, ``memory``, ``wall_seconds``).
-    ``routing_files``: the reports of the ``--routing-file`` s timed after the config's patterns (``file:<stem>``)."""
+    ``sys_path``, ``telemetry_available``, ``versions``, ``env``); ``point``: what it measured (``measurement``,
+    the engine's :class:`~nsa_exp.core.measurement.Measurement` of the round loop; ``autotune``; the CUPTI pass's
+    ``kernel_names`` / ``kernel_calls`` / ``kernel_markers`` / ``cupti_rounds`` or ``kernels_unavailable``;
+    ``memory``; ``wall_seconds``). ``routing_files``: the reports of the ``--routing-file`` s timed after the
+    config's patterns (``file:<stem>``)."""
     files = dict(routing_files or {})
     names = [p.name for p in config.patterns] + list(files)
     edges = next(g["detail"] for g in gates if g["name"] == "equal_edges")
     stages = release_stages(release_config["raw"])
-    stats = stage_records(point["records"], names, stages)
+    measurement: Measurement = point["measurement"]
+    stats = measurement.stage_stats(names, stages)
     rows = {n: routing_statistics(routings[n], config.shape.block_size) for n in names}
     patterns = {n: PatternRun(params={"name": n} if n in files else config.pattern(n).to_dict(),
                               edges=int(edges["per_pattern"][n]), routing_sha256=routing_sha256(routings[n]),
@@ -75,14 +78,10 @@ def build_release_result(*, name: str, target: Mapping[str, Any], source: Mappin
                 for n in names}
     launched = list(dict.fromkeys(launch["kernel"] for launch in source["launches"]))
     samples = [{"round": r["round"], "pattern": r["pattern"], "warmup": r["warmup"], **(r.get("telemetry") or {})}
-               for r in point["records"]]
+               for r in measurement.records]
     fla = child["fla"]
-    timing = Timing(method=TIMING_METHOD + "; the calls are FLA's public functions (release arm)",
-                    timer=child["timer"], warmup_rounds=config.timing.warmup_rounds,
-                    repetitions=point["repetitions"], order_mode=config.timing.order, order_seed=config.seeds.order,
-                    round_orders=point["round_orders"], l2_flush_bytes=config.timing.l2_flush_bytes,
-                    flush_policy=config.timing.flush, launch_guard_cycles=LAUNCH_GUARD_CYCLES,
-                    percentile_method=PERCENTILE_METHOD, stages=list(stages))
+    timing = measurement.timing(stages, timer=child["timer"],
+                                method=TIMING_METHOD + "; the calls are FLA's public functions (release arm)")
     kernels = kernel_block(point, launched) if point["kernel_calls"] is not None else None
     return ReleaseResult(
         schema_version=schema_version(ReleaseResult.KIND), kind=ReleaseResult.KIND, name=name,

@@ -22,7 +22,7 @@ from ..analysis.noise_table import NOISE_TABLE, committed_sources, floors_of
 from ..checking.validate import load_validated, validate_bytes
 from ..core.families import BASELINE_PATTERN
 from ..core.kinds import KINDS
-from ..core.records import BenchResult, Run, SweepPoint
+from ..core.records import BenchResult, RunRecord, SweepPoint
 from ..errors import UserError
 from ..io.progress import progress
 from ..io.store import read_document
@@ -80,7 +80,7 @@ class ReportData:
     claims: Claims = field(default_factory=Claims)
     docs: dict[str, dict[str, Any]] = field(default_factory=dict)
     formal: list[Formal] = field(default_factory=list)
-    runs: dict[str, Run] = field(default_factory=dict)
+    runs: dict[str, RunRecord] = field(default_factory=dict)
     quantities: list[Quantity] = field(default_factory=list)
     #: ``{(gpu, stage): floor}`` of the committed noise table (:attr:`noise_table`), the one source of every floor
     floors: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -131,7 +131,7 @@ class ReportData:
     def by_gpu(self, label: str) -> Formal | None:
         return next((f for f in self.formal if f.label == label), None)
 
-    def point_ci(self, run: Run, pattern: str, stage: str = "dkv_core") -> dict[str, Any]:
+    def point_ci(self, run: RunRecord, pattern: str, stage: str = "dkv_core") -> dict[str, Any]:
         """One routing's stage in one run: median with its 95% CI, and (not ``local``) its ratio to ``local``
         of the same rounds with the paired 95% CI."""
         p, base = run.patterns[pattern], run.patterns.get(BASELINE_PATTERN)
@@ -175,13 +175,13 @@ def load_report_data(inputs: Inputs) -> ReportData:
     return data
 
 
-def noise_sources(inputs: Inputs) -> tuple[list[tuple[str, Run]], dict[str, str]]:
+def noise_sources(inputs: Inputs) -> tuple[list[tuple[str, RunRecord]], dict[str, str]]:
     """The runs a noise table is derived from (every committed file of
     :data:`nsa_exp.analysis.noise_table.SOURCES`, each passing every check of ``validate``) as ``(repo-relative
     path, record)``, and the files left out (:data:`.manifest.KNOWN_FAILING`, which must fail exactly the checks
     listed there) with the reason (UserError, one line, for any other file that fails)."""
     data = ReportData(inputs)
-    runs: list[tuple[str, Run]] = []
+    runs: list[tuple[str, RunRecord]] = []
     excluded: dict[str, str] = {}
     for rel in committed_sources(inputs.root):
         if rel in KNOWN_FAILING:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..core.config import DEFAULT_ORACLE, Config, Seeds, Shape, StopRule, Timing, Tolerances
+from ..core.config import DEFAULT_ORACLE, Config, Seeds, Shape, StopRule, TimingConfig, Tolerances
 from ..core.families import pattern_from_entry
 from ..core.stages import check_launch_limits
 from ..errors import UserError
@@ -100,14 +100,14 @@ def _oracle_shape(d: dict[str, Any]) -> Shape:
     return shape
 
 
-def _timing(raw: dict[str, Any]) -> Timing:
+def _timing(raw: dict[str, Any]) -> TimingConfig:
     """``config.timing``; a ``stop`` block whose ``min_rounds`` exceeds ``repetitions`` is refused (it could
     never stop on its CI)."""
     stop = raw.get("stop")
     if stop is not None and stop["min_rounds"] > raw["repetitions"]:
         raise UserError(f"config.timing.stop.min_rounds: {stop['min_rounds']} exceeds timing.repetitions "
                         f"{raw['repetitions']} (the most rounds a run times); lower it")
-    return Timing(**{**raw, "stop": None if stop is None else StopRule(**stop)})
+    return TimingConfig(**{**raw, "stop": None if stop is None else StopRule(**stop)})
 
 
 def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -13,12 +14,12 @@ from nsa_exp.analysis.stop_rule import DEFAULT_RULE, StopTracker
 from nsa_exp.checking.stats_checks import stop_rule_problems
 from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.core.config import StopRule
-from nsa_exp.core.records import build_result
+from nsa_exp.core.measurement import Measurement
+from nsa_exp.core.records import build_result, recorded_stages
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
 from nsa_exp.routing.config import config_from_dict
 from tests.gpu.test_engine import Ticks, rule
-from tests.gpu.test_measurement_path import _records_of
 from tests.helpers import REPO
 
 H200 = REPO / "results" / "raw" / "e1_h200.json"
@@ -27,21 +28,23 @@ H200 = REPO / "results" / "raw" / "e1_h200.json"
 def _stopped_h200(stop_rule: StopRule = DEFAULT_RULE, source: str = "--stop-rule") -> dict:
     """results/raw/e1_h200.json as the stop rule would have cut it: its own records, fed round by round."""
     doc = json.loads(H200.read_text())
-    records, warm = _records_of(doc), doc["timing"]["warmup_rounds"]
+    config = config_from_dict(doc["config"], source=doc["config_path"])
+    full = Measurement.from_document(doc, config)
+    records, warm = full.records, doc["timing"]["warmup_rounds"]
     tracker = StopTracker(stop_rule, doc["timing"]["repetitions"], source, Ticks(0.6))
     for r in range(len(doc["timing"]["round_orders"])):
         if tracker.update([x for x in records if x["round"] == r]):
             break
     stop = tracker.record()
     keep = ("edges", "fanin", "query_span", "adjacent_gap", "reproduces_official", "memory")
-    config = config_from_dict(doc["config"], source=doc["config_path"])
+    cut = Measurement(replace(full.plan, stop=stop_rule, stop_source=source), full.orders[:warm + stop["rounds"]],
+                      [x for x in records if x["round"] < warm + stop["rounds"]], stop)
     result = build_result(
-        name=doc["name"], config=config, gates=doc["gates"], gate_detail=gate_detail,
-        records=[x for x in records if x["round"] < warm + stop["rounds"]],
+        name=doc["name"], config=config, gates=doc["gates"], gate_detail=gate_detail, records=cut.records,
+        timing=cut.timing(recorded_stages(cut.records), resumed=False),
         per_pattern={n: {k: p[k] for k in keep} for n, p in doc["patterns"].items()}, autotune=doc["autotune"],
-        orders=doc["timing"]["round_orders"][:warm + stop["rounds"]], repetitions=stop["rounds"], resumed=False,
-        launch_guard_cycles=doc["timing"]["launch_guard_cycles"], telemetry={"available": True},
-        metadata=doc["metadata"], wall_seconds=doc["wall_seconds"], throttled=throttled, stop=stop)
+        telemetry={"available": True}, metadata=doc["metadata"], wall_seconds=doc["wall_seconds"],
+        throttled=throttled)
     return result.to_json()
 
 

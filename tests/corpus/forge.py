@@ -264,7 +264,7 @@ def release_doc(pinned: dict, dkv_scale: float = 1.0, block_mask: bool = False) 
     the kernels of one ``parallel_nsa_bwd`` call per round); ``dkv_scale`` slows the dK/dV kernel,
     ``block_mask`` swaps the CSR kernels for 0.5.1's block mask."""
     # Only the release sources need the package (and torch, for throttled): imported when one is built.
-    from nsa_exp.core.protocol import round_orders  # noqa: PLC0415
+    from nsa_exp.core.measurement import Measurement, RoundPlan  # noqa: PLC0415
     from nsa_exp.gpu.telemetry import throttled  # noqa: PLC0415
     from nsa_exp.releases.result import build_release_result  # noqa: PLC0415
     from nsa_exp.releases.source import read_launches  # noqa: PLC0415
@@ -276,7 +276,8 @@ def release_doc(pinned: dict, dkv_scale: float = 1.0, block_mask: bool = False) 
                                "timing": {**pinned["config"]["timing"], "warmup_rounds": warm,
                                                               "repetitions": reps}})
     names = [p.name for p in config.patterns]
-    orders = round_orders(names, warm + reps, config.timing.order, config.seeds.order)
+    plan = RoundPlan.of(names, config, stop=False)
+    orders = plan.orders()
     assert orders == pinned["timing"]["round_orders"][:warm + reps]  # same names and seed: the pinned order
     tel = {(s["round"], s["pattern"]): s for s in pinned["telemetry"]["samples"]}
     records = []
@@ -295,7 +296,7 @@ def release_doc(pinned: dict, dkv_scale: float = 1.0, block_mask: bool = False) 
             {"kernel": "parallel_nsa_kernel_mask", "grid": "(T, B, H * S)", "line": 1, "via": "m", "args": {}}]
     calls = {p: {"full_bwd": _release_calls(pinned["cupti"]["kernel_ms"][p], dkv_scale, block_mask)} for p in names}
     wall = 1.0 + sum(sum(r["ms"].values()) for r in records) / 1e3  # the latencies it timed, plus a second
-    point = {"records": records, "repetitions": reps, "round_orders": orders, "memory": None, "wall_seconds": wall,
+    point = {"measurement": Measurement(plan, orders, records), "memory": None, "wall_seconds": wall,
              "autotune": {"tune_seconds": 1.0, "kernels": {}, "tuned_at_this_point": True},
              "cupti_rounds": len(pinned["cupti"]["kernel_ms"]["local"]["dkv_core"]), "kernel_names": RELEASE_KERNELS,
              "kernel_calls": calls, "kernels_unavailable": None,

@@ -16,6 +16,7 @@ import pytest
 
 from nsa_exp.analysis.stop_rule import DEFAULT_RULE, SWEEP_ROUND_CEILING
 from nsa_exp.core.config import StopRule
+from nsa_exp.core.measurement import RoundPlan
 from nsa_exp.gpu.engine import Arm, Cells, Run, measure, time_cells
 from nsa_exp.routing.config import config_from_dict
 from tests.gpu.test_measurement_path import FLUSH, FakeDevice
@@ -47,7 +48,8 @@ def _cells(dev: FakeDevice, costs, cells=("x", "y"), stages=("a", "b"), **kw) ->
     fns = {p: {s: call(p, s) for s in stages} for p in cells}
     rounds = kw.pop("rounds_planned", 20)
     warmup = kw.pop("warmup", 1)
-    return Cells(fns, [list(cells)] * (warmup + rounds), warmup, "write", FLUSH, **kw)
+    plan = RoundPlan(tuple(cells), warmup, rounds, "fixed-rounds", 0, "write", FLUSH, stop=kw.pop("stop", None))
+    return Cells(fns, plan, **kw)
 
 
 def rule(**kw) -> StopRule:
@@ -58,9 +60,9 @@ def test_the_stop_rule_stops_at_the_first_round_every_median_is_tight_and_cuts_t
     dev = FakeDevice()
     cells = _cells(dev, lambda i: 3.0, stop=rule(min_rounds=8))
     time_cells(cells, dev, clock=Ticks(0.5))
-    stop = cells.stop_record
+    stop = cells.measured.stop
     assert (stop["stopped_by"], stop["rounds"], len(stop["trace"])) == ("ci", 8, 8)
-    assert len(cells.orders) == 1 + 8 and len(cells.records) == 2 * 9
+    assert len(cells.measured.orders) == 1 + 8 and len(cells.measured.records) == 2 * 9
     assert dev.log.count("sync") == 2 * 9 and dev.log[-1] == "sync"  # nothing launched after the stopping round
     assert [e["unconverged"] for e in stop["trace"]] == [4] * 5 + [0] * 3  # no CI before 6 observations
     assert stop["rule"] == rule(min_rounds=8).to_dict() and stop["source"] == "config" and stop["max_rounds"] == 20
@@ -77,8 +79,8 @@ def test_min_seconds_holds_the_stop_until_enough_gpu_time_is_timed():
     dev = FakeDevice()
     cells = _cells(dev, lambda i: 2.0, stop=rule(min_rounds=6, min_seconds=0.120))  # 4 calls x 3 ms a round
     time_cells(cells, dev, clock=Ticks())
-    assert cells.stop_record["stopped_by"] == "ci" and cells.stop_record["rounds"] == 10
-    assert cells.stop_record["trace"][-1]["timed_seconds"] == pytest.approx(0.120)
+    assert cells.measured.stop["stopped_by"] == "ci" and cells.measured.stop["rounds"] == 10
+    assert cells.measured.stop["trace"][-1]["timed_seconds"] == pytest.approx(0.120)
 
 
 def test_a_run_that_never_converges_stops_on_its_timeout_or_at_max_rounds():
@@ -86,12 +88,12 @@ def test_a_run_that_never_converges_stops_on_its_timeout_or_at_max_rounds():
     dev = FakeDevice()
     cells = _cells(dev, noisy, stop=rule(timeout_seconds=7.0))
     time_cells(cells, dev, clock=Ticks(1.0))  # one clock read at the start, one per timed round: k s after k
-    assert cells.stop_record["stopped_by"] == "timeout" and cells.stop_record["rounds"] == 7
-    assert cells.stop_record["trace"][-1]["unconverged"] == 4
+    assert cells.measured.stop["stopped_by"] == "timeout" and cells.measured.stop["rounds"] == 7
+    assert cells.measured.stop["trace"][-1]["unconverged"] == 4
     dev = FakeDevice()
     long = _cells(dev, noisy, rounds_planned=12, stop=rule(timeout_seconds=1e9))
     time_cells(long, dev, clock=Ticks())
-    assert long.stop_record["stopped_by"] == "max_rounds" and long.stop_record["rounds"] == 12
+    assert long.measured.stop["stopped_by"] == "max_rounds" and long.measured.stop["rounds"] == 12
 
 
 def test_the_stop_rule_refuses_to_time_part_of_a_run():
@@ -100,7 +102,7 @@ def test_the_stop_rule_refuses_to_time_part_of_a_run():
 
 
 class LoggingArm(Arm):
-    """An arm whose hooks only log: the engine's order of steps, and the stop block it adds."""
+    """An arm whose hooks only log: the engine's order of steps, and the measurement it hands each group."""
 
     def __init__(self, log):
         self.log = log
@@ -121,23 +123,25 @@ class LoggingArm(Arm):
                          stop=rule(min_rounds=6) if k else None, tag=k)
 
     def timed(self, run, cells):
-        self.log.append(f"timed {cells.tag} {len(cells.records)}")
+        self.log.append(f"timed {cells.tag} {len(cells.measured.records)} {cells.measured.stop is not None}")
+        self.last = cells.measured
 
     def record(self, run):
         self.log.append("record")
-        return {"timing": {}}
+        return {"timing": self.last.timing(["s"]).to_json()}
 
     def write(self, run, doc):
         self.log.append(f"write {sorted(doc['timing'])}")
 
 
-def test_measure_runs_the_hooks_in_order_and_adds_the_stop_block():
+def test_measure_runs_the_hooks_in_order_and_each_group_s_measurement_carries_its_stop_into_the_timing_block():
     log = []
     run = Run(config=None, allow_gpu=False, device=FakeDevice(), clock=Ticks())
     doc = measure(LoggingArm(log), run)
-    assert log == ["gates", "inputs", "tune", "cells 0", "timed 0 6", "cells 1", "timed 1 6", "record",
-                   "write ['stop']"]
-    assert doc["timing"]["stop"]["stopped_by"] == "ci"
+    assert log[:-1] == ["gates", "inputs", "tune", "cells 0", "timed 0 6 False", "cells 1", "timed 1 6 True",
+                        "record"]
+    assert "stop" in log[-1] and doc["timing"]["stop"]["stopped_by"] == "ci"
+    assert doc["timing"]["repetitions"] == doc["timing"]["stop"]["rounds"] == 6
 
 
 def test_the_cupti_pass_runs_the_same_loop_inside_profiler_ranges_without_events():

@@ -157,7 +157,7 @@ def test_bench_under_the_stop_rule_writes_todays_keys_and_validates(fake_gpu, tm
     from nsa_exp.gpu.launcher import _autotuner, autotuned_kernels  # noqa: PLC0415
     dkv = _autotuner(autotuned_kernels()["dkv_core"])
     dkv.cache[("another shape's key",)] = dkv.configs[0]  # what an earlier call in this process (smoke) leaves
-    doc = run_bench(config, True, out, tmp_path / "tiny.csv", cupti_rounds=0, stop_rule=rule, device=dev,
+    doc = run_bench(config.overridden(stop=rule), True, out, tmp_path / "tiny.csv", cupti_rounds=0, device=dev,
                     clock=Ticks(0.25))
     assert ("another shape's key",) not in dkv.cache  # the bench tuned from scratch (FLA's key holds no T)
     stop = doc["timing"].pop("stop")
@@ -260,7 +260,7 @@ def test_an_arm_shaped_like_the_release_arm_is_one_small_class(fake_gpu, tmp_pat
     tuned once on local, timed interleaved by the same loop; here over the pinned FLA."""
     from fla.ops.nsa.parallel import parallel_nsa  # noqa: PLC0415 - FLA after the interpreter setup
 
-    from nsa_exp.core.protocol import round_orders  # noqa: PLC0415
+    from nsa_exp.core.measurement import RoundPlan  # noqa: PLC0415
     from nsa_exp.gpu.engine import Arm, Cells, Run, measure  # noqa: PLC0415
     from nsa_exp.gpu.topk import _interpreter_single_config  # noqa: PLC0415
 
@@ -285,11 +285,11 @@ def test_an_arm_shaped_like_the_release_arm_is_one_small_class(fake_gpu, tmp_pat
 
         def cells(self, run):  # one warm-up and two timed rounds (the interpreter is slow)
             t = run.config.timing
-            yield Cells({n: self.fns(run, n) for n in run.names}, round_orders(run.names, 3, t.order, 7), 1, t.flush,
-                        t.l2_flush_bytes, telemetry=True, label="release")
+            plan = RoundPlan(tuple(run.names), 1, 2, t.order, 7, t.flush, t.l2_flush_bytes)
+            yield Cells({n: self.fns(run, n) for n in run.names}, plan, telemetry=True, label="release")
 
         def timed(self, run, cells):
-            self.records = cells.records
+            self.records = cells.measured.records
 
         def record(self, run):
             return {"patterns": stage_summaries(self.records, run.names, ("full_bwd", "parallel_nsa"))}

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from nsa_exp.analysis.summary import summary_frame
+from nsa_exp.core.measurement import Measurement
 from nsa_exp.core.protocol import round_orders
-from nsa_exp.core.records import build_result, stage_summaries
+from nsa_exp.core.records import build_result, recorded_stages, stage_summaries
 from nsa_exp.gpu.bench import memory_accounting
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
@@ -157,35 +158,17 @@ def test_progress_and_telemetry_hooks_run_per_round_and_per_pattern():
     assert all(r["telemetry"] == {"sm_clock_mhz": 1} for r in recs)
 
 
-def _records_of(doc: dict) -> list[dict]:
-    """The (round, pattern) records a committed result was built from, in the order they were taken."""
-    cursor = {(p, w): 0 for p in doc["patterns"] for w in (True, False)}
-    records = []
-    for s in doc["telemetry"]["samples"]:
-        p, w = s["pattern"], s["warmup"]
-        key = "warmup_ms" if w else "raw_ms"
-        i = cursor[(p, w)]
-        cursor[(p, w)] += 1
-        tel = {k: v for k, v in s.items() if k not in ("round", "pattern", "warmup", "rewarm")}
-        rec = {"round": s["round"], "pattern": p, "warmup": w,
-               "ms": {st: v[key][i] for st, v in doc["patterns"][p]["stages"].items()}, "telemetry": tel or None}
-        if s.get("rewarm"):
-            rec["rewarm"] = True
-        records.append(rec)
-    return records
-
-
 @pytest.mark.parametrize("name", ["e1_h100", "e1_h100_dev", "e1_h100_repeat"])
 def test_build_result_rebuilds_the_committed_result_from_its_records(name):
     doc = json.loads((REPO / "results" / "raw" / f"{name}.json").read_text())
     keep = ("edges", "fanin", "query_span", "adjacent_gap", "reproduces_official", "memory")
+    config = config_from_dict(doc["config"], source=doc["config_path"])
+    m = Measurement.from_document(doc, config)
     rebuilt = build_result(
-        name=doc["name"], config=config_from_dict(doc["config"], source=doc["config_path"]), gates=doc["gates"],
-        gate_detail=gate_detail, records=_records_of(doc),
+        name=doc["name"], config=config, gates=doc["gates"], gate_detail=gate_detail, records=m.records,
+        timing=m.timing(recorded_stages(m.records), resumed=doc["timing"]["resumed"]),
         per_pattern={n: {k: p[k] for k in keep if k in p} for n, p in doc["patterns"].items()},
-        autotune=doc["autotune"], orders=doc["timing"]["round_orders"], repetitions=doc["timing"]["repetitions"],
-        resumed=doc["timing"]["resumed"], launch_guard_cycles=doc["timing"]["launch_guard_cycles"],
-        telemetry={"available": doc["telemetry"]["available"]}, metadata=doc["metadata"],
+        autotune=doc["autotune"], telemetry={"available": doc["telemetry"]["available"]}, metadata=doc["metadata"],
         wall_seconds=doc["wall_seconds"], throttled=throttled).to_json()
     # Recorded before timing.flush existed: their configs name no policy, which means the write flush.
     assert "flush_policy" not in doc["timing"] and rebuilt["timing"].pop("flush_policy") == "write"

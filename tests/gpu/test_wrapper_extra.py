@@ -10,13 +10,13 @@ import pytest
 
 from nsa_exp.analysis.summary import summary_frame
 from nsa_exp.checking.validate import validate_bytes
-from nsa_exp.core.records import build_result
+from nsa_exp.core.measurement import Measurement
+from nsa_exp.core.records import build_result, recorded_stages
 from nsa_exp.core.stages import BACKWARD_STAGES
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.routing.config import config_from_dict
-from tests.gpu.test_measurement_path import _records_of
 from tests.helpers import REPO
 
 H100 = REPO / "results" / "raw" / "e1_h100.json"
@@ -24,19 +24,19 @@ H100 = REPO / "results" / "raw" / "e1_h100.json"
 
 def _with_wrapper_extra(extra_ms: float) -> dict:
     doc = json.loads(H100.read_text())
-    records = _records_of(doc)
+    config = config_from_dict(doc["config"], source=doc["config_path"])
+    m = Measurement.from_document(doc, config)
+    records = m.records
     for r in records:
         r["ms"] = {**{k: v for k, v in r["ms"].items() if k != "full_bwd"}, "wrapper_extra": extra_ms,
                    "full_bwd": r["ms"]["full_bwd"]}
     keep = ("edges", "fanin", "query_span", "adjacent_gap", "reproduces_official", "memory")
     return build_result(
-        name=doc["name"], config=config_from_dict(doc["config"], source=doc["config_path"]), gates=doc["gates"],
-        gate_detail=gate_detail, records=records,
+        name=doc["name"], config=config, gates=doc["gates"], gate_detail=gate_detail, records=records,
+        timing=m.timing(recorded_stages(records), resumed=False),
         per_pattern={n: {k: p[k] for k in keep} for n, p in doc["patterns"].items()},
-        autotune=doc["autotune"], orders=doc["timing"]["round_orders"], repetitions=doc["timing"]["repetitions"],
-        resumed=False, launch_guard_cycles=doc["timing"]["launch_guard_cycles"],
-        telemetry={"available": True}, metadata=doc["metadata"], wall_seconds=doc["wall_seconds"],
-        throttled=throttled).to_json()
+        autotune=doc["autotune"], telemetry={"available": True}, metadata=doc["metadata"],
+        wall_seconds=doc["wall_seconds"], throttled=throttled).to_json()
 
 
 def test_a_result_with_wrapper_extra_records_the_itemised_ratio_and_validates():

@@ -13,7 +13,7 @@ import pytest
 from nsa_exp.cli import main
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.core.kinds import schema_version
-from nsa_exp.core.protocol import round_orders
+from nsa_exp.core.measurement import RoundPlan
 from nsa_exp.core.stages import PREPARING_STAGES
 from nsa_exp.errors import UserError
 from nsa_exp.figures.sweep import _point_cis
@@ -79,13 +79,10 @@ def _no_fla_arm():
             for n in run.names:
                 fanin = routing_statistics(run.routings[n], config.shape.block_size, config.cu_seqlens)["fanin"]
                 fns[n] = {s: call(1.0 + fanin["max"] / 100) for s in self.point.stages}
-            orders = round_orders(run.names, config.timing.warmup_rounds + config.timing.repetitions,
-                                  config.timing.order, config.seeds.order)
-            yield Cells(fns, orders, config.timing.warmup_rounds, "write", config.timing.l2_flush_bytes,
-                        stop=config.timing.stop)
+            yield Cells(fns, RoundPlan.of(run.names, config, flush="write"))
 
         def timed(self, run, cells):
-            self.records, self.orders, self.kernels = cells.records, cells.orders, H200_KERNELS
+            self.measurement, self.kernels = cells.measured, H200_KERNELS
 
     return NoFlaArm
 
