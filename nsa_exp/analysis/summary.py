@@ -1,6 +1,6 @@
 """The tidy summary of a bench result (one row per pattern x stage, columns from
 ``schemas/summary_row.schema.json``) and the medians table bench prints; the result itself is built by
-:func:`nsa_exp.core.records.build_result`.
+:func:`nsa_exp.checking.bench_result.build`.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ from ..errors import UserError
 from ..io.metadata import file_at_commit
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
-from .checks import Add, Context, Problems
+from ..routing.config import config_from_dict
+from .checks import Add, Context, Problems, guarded
 
 SM_RANGE = (1, 1024)
 VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
@@ -438,3 +439,31 @@ def _config_against_file(doc: dict[str, Any], ctx: Context, path: str, config: d
     if "config_name" in doc and doc["config_name"] != file.get("name"):
         problems.append(("$.config_name", f"{doc['config_name']!r}, but {path} is config {file.get('name')!r}"))
     return problems
+
+
+def config_semantics(doc: dict[str, Any], add: Add) -> Any:
+    """``config_semantics``: the embedded config passes every config rule; returns it as a Config (or None)."""
+    try:
+        config = config_from_dict(doc["config"], source="$.config")
+    except UserError as exc:
+        where = str(exc).split(":", 1)[0]
+        path = "$." + where if where.startswith("config.") or where == "config" else "$.config"
+        add("config_semantics", [(path, str(exc))])
+        return None
+    except (TypeError, KeyError, ValueError) as exc:
+        add("config_semantics", [("$.config", f"cannot be read as a config: {exc}")])
+        return None
+    add("config_semantics", [])
+    return config
+
+
+def run_record(doc: dict[str, Any], add: Add, ctx: Context, telemetry: list | None = None) -> None:
+    """The run-record checks every GPU document gets (this module)."""
+    guarded("environment_gate", add, environment_gate, doc, add)
+    guarded("gates_consistent", add, gates_consistent, doc, add)
+    guarded("fla_commit", add, fla_commit, doc, add)
+    guarded("metadata_plausible", add, metadata_plausible, doc, add, ctx)
+    if telemetry is not None:
+        guarded("telemetry_plausible", add, telemetry_plausible, telemetry, doc, add, ctx)
+    if isinstance(doc.get("config"), dict):
+        tolerances_pinned(doc["config"].get("tolerances"), "$.config.tolerances", add)

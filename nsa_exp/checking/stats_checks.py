@@ -190,3 +190,16 @@ def stop_rule_problems(doc: dict[str, Any]) -> Problems | None:
     if trace and not close(stop["elapsed_seconds"], trace[-1]["elapsed_seconds"]):
         problems.append(("$.timing.stop.elapsed_seconds", "differs from the last trace entry's"))
     return problems
+
+
+def stop_rule_check(doc: dict[str, Any], add: Add) -> None:
+    """``stop_rule``, only for a run under the stop rule or whose config asks for one."""
+    problems = stop_rule_problems(doc)
+    if problems is not None:
+        add("stop_rule", problems)
+
+
+def timed_ms(doc: dict[str, Any]) -> float:
+    """Every observation and warm-up a bench-shaped document timed, in ms."""
+    return sum(sum(s["raw_ms"]) + sum(s.get("warmup_ms", [])) for p in doc["patterns"].values()
+               for s in p["stages"].values())

@@ -29,121 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.sweep_rows import table_rows
-from ..core.config import Shape, bytes_needed
-from ..core.families import BASELINE_PATTERN, pattern_from_entry, point_id, shape_label
-from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
-from ..core.stages import PREPARING_STAGES, STAGE_NAMES
+from ..core.families import point_id, shape_label
 from ..errors import UserError
 from ..io.reader import read_bounded
 from ..io.schemas import schema_errors
 from ..io.strict_csv import typed_rows
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
-from ..routing.packing import packing_token
-from .checks import Add, Context, Problems, close, first_difference, schema_problems
-
-
-def _pattern(entry: dict[str, Any], shape: Shape | None) -> dict[str, Any] | None:
-    try:
-        return json.loads(json.dumps(pattern_from_entry(entry, "point.pattern", shape).to_dict()))
-    except (UserError, KeyError, TypeError):
-        return None
-
-
-def point_consistent(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    problems: Problems = []
-    point, config = doc["point"], doc["config"]
-    T = doc["shape"]["T"]
-    if point["T"] != T:
-        problems.append(("$.point.T", f"{point['T']}, but the point's shape has T={T}"))
-    names = list(doc["patterns"])
-    if point["baseline"] != BASELINE_PATTERN or point["baseline"] not in names:
-        problems.append(("$.point.baseline", f"{point['baseline']!r}, but the point timed {names} beside the "
-                         f"baseline {BASELINE_PATTERN!r}"))
-    routing = point["pattern"]
-    if not routing["name"].startswith("file:"):
-        shape = Shape(**doc["shape"])
-        want = [p for p in config.get("patterns", []) if p.get("name") != BASELINE_PATTERN] or \
-            [p for p in config.get("patterns", []) if p.get("name") == BASELINE_PATTERN]
-        if len(want) != 1 or _pattern(routing, shape) != _pattern(want[0], shape):
-            problems.append(("$.point.pattern", f"{routing}, but the config's routing is "
-                             f"{want[0] if len(want) == 1 else [p.get('name') for p in want]}"))
-    if "packing" not in point and config.get("packing") is not None:
-        problems.append(("$.point.packing", f"missing, but the config packs documents "
-                         f"({packing_token(config['packing'])!r}): a point of a packings sweep records its packing"))
-    if "packing" in point:
-        token = packing_token(config.get("packing"))
-        if point["packing"] != token:
-            problems.append(("$.point.packing", f"{point['packing']!r}, but the config's packing is {token!r}"))
-    dims = doc["shape"]
-    if "shape" in point:
-        have = {"B": dims["B"], "H": dims["H"], "G": dims["HQ"] // dims["H"] if dims["HQ"] % dims["H"] == 0 else None}
-        if point["shape"] != have:
-            problems.append(("$.point.shape", f"{point['shape']}, but the point's shape has {have}"))
-    pid = point_id(point["T"], routing, point.get("packing"),
-                   shape_label(**point["shape"]) if "shape" in point else None)
-    if doc["point_id"] != pid:
-        problems.append(("$.point_id", f"{doc['point_id']!r}, but T, packing, shape and pattern give {pid!r}"))
-    for where, value in (("$.name", doc["name"]), ("$.config.name", config.get("name"))):
-        if value != doc["point_id"][:64]:
-            problems.append((where, f"{value!r}, but a point is named by its id {doc['point_id'][:64]!r}"))
-    if ctx.path != "<bytes>" and Path(ctx.path).stem != doc["point_id"]:
-        problems.append(("$.point_id", f"{doc['point_id']!r}, but the file is {Path(ctx.path).name} (a sweep "
-                         "writes <point_id>.json)"))
-    folder = Path(ctx.path).parent if ctx.path != "<bytes>" else None
-    if folder is not None and folder.parent.name == "sweeps" and folder.name != doc["sweep"]:
-        problems.append(("$.sweep", f"{doc['sweep']!r}, but the point lies in sweeps/{folder.name}/ (a sweep writes "
-                         "results/sweeps/<sweep>/<point_id>.json)"))
-    add("point_consistent", problems)
-
-
-def point_timing_recompute(doc: dict[str, Any], add: Add) -> None:
-    t, ct = doc["timing"], doc["config"]["timing"]
-    names = list(doc["patterns"])
-    stages = t["stages"]
-    want = {"method": TIMING_METHOD, "warmup_rounds": ct["warmup_rounds"], "repetitions": ct["repetitions"],
-            "order_mode": ct["order"], "order_seed": doc["config"]["seeds"]["order"],
-            "l2_flush_bytes": ct["l2_flush_bytes"], "launch_guard_cycles": LAUNCH_GUARD_CYCLES,
-            "percentile_method": PERCENTILE_METHOD, "stages": [s for s in STAGE_NAMES if s in stages],
-            "untimed_prerequisites": [s for s in PREPARING_STAGES if s not in stages]}
-    if t.get("stop") is not None:  # under the stop rule: the rounds it ran, at most the config's (``stop_rule``)
-        want.pop("repetitions")
-    problems: Problems = [(f"$.timing.{k}", f"recorded {t.get(k)!r}, the config/code says {v!r}")
-                          for k, v in want.items() if t.get(k) != v]
-    if t["repetitions"] > ct["repetitions"]:
-        problems.append(("$.timing.repetitions", f"{t['repetitions']} rounds > the config's {ct['repetitions']}"))
-    rounds = t["warmup_rounds"] + t["repetitions"]
-    orders = round_orders(names, rounds, t["order_mode"], t["order_seed"])
-    if t["round_orders"] != orders:
-        first = first_difference(t["round_orders"], orders)
-        problems.append((f"$.timing.round_orders[{first}]", f"differs from the {t['order_mode']} order of seed "
-                         f"{t['order_seed']} over {rounds} rounds"))
-    for name, p in doc["patterns"].items():
-        if list(p["stages"]) != stages:
-            problems.append((f"$.patterns.{name}.stages", f"{list(p['stages'])} != the timed stages {stages}"))
-        for stage, s in p["stages"].items():
-            if len(s["raw_ms"]) != t["repetitions"]:
-                problems.append((f"$.patterns.{name}.stages.{stage}.raw_ms", f"{len(s['raw_ms'])} observations != "
-                                 f"{t['repetitions']} repetitions"))
-    add("timing_recompute", problems)
-
-
-def point_memory_recompute(doc: dict[str, Any], add: Add) -> None:
-    m, shape = doc["memory"], Shape(**doc["shape"])
-    n, flush = len(doc["patterns"]), doc["timing"]["l2_flush_bytes"]
-    options = {bytes_needed(shape, n, flush, shared) for shared in (False, True)}
-    problems: Problems = []
-    if m["estimated_bytes"] not in options:
-        problems.append(("$.memory.estimated_bytes", f"{m['estimated_bytes']}, but {n} patterns at the shape need "
-                         f"{sorted(options)} bytes (inputs shared with the previous point or not)"))
-    if m["estimated_bytes"] > m["free_bytes_before"]:
-        problems.append(("$.memory.estimated_bytes", "above the free bytes: the point would have been refused"))
-    if m["free_bytes_before"] > m["total_bytes"]:
-        problems.append(("$.memory.free_bytes_before", f"{m['free_bytes_before']} > total {m['total_bytes']}"))
-    total = doc.get("metadata", {}).get("gpu", {}).get("total_memory_bytes")
-    if total is not None and m["total_bytes"] != total:
-        problems.append(("$.memory.total_bytes", f"{m['total_bytes']} differs from the GPU's {total}"))
-    add("memory_recompute", problems)
-
+from .checks import Add, Context, close, schema_problems
 
 # --- the sweep table -------------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
     cross-checks a summary CSV against that JSON instead of the one found beside it; ``routing_files``:
     the files a bench result / sweep point timed, re-checked (:func:`.routing_checks.routing_file_recompute`);
     ``release_dirs``: the folders holding a release result's FLA, its imported files re-hashed
-    (:mod:`.release_checks`); ``depth``: 1 when this validation serves another one (a companion, a
+    (:mod:`.release_result`); ``depth``: 1 when this validation serves another one (a companion, a
     validation report's file).
     """
     checks = Checks()

@@ -92,7 +92,7 @@ class Measurement:
         """The measurement a bench result (its JSON, ``config`` read from its ``config``) was built from: one record
         per (round, pattern) in the order they were taken (its telemetry samples name each one's round, pattern,
         warm-up and re-warm flags; the observations are its stages' ``warmup_ms`` / ``raw_ms`` in that order), its
-        round orders and stop record. ``build_result`` of it gives the document back, byte for byte
+        round orders and stop record. ``checking/bench_result.build`` of it gives the document back, byte for byte
         (``tests/gpu/test_measurement_path.py``)."""
         patterns = doc["patterns"]
         cursor = {(p, w): 0 for p in patterns for w in (True, False)}

@@ -7,7 +7,7 @@ the JSON when None; a field typed as a record (or a ``dict`` of records) is conv
 are JSON lists. Blocks no reader needs typed (config, gates, telemetry, metadata ...) stay JSON values.
 ``from_json`` refuses a key the record does not know (nothing is dropped silently).
 
-The measurement engine fills these (:func:`build_result` is bench's path through them):
+The measurement engine fills these (``checking/bench_result.build`` is bench's path through them):
 :meth:`StageStats.of` per pattern x stage from the timed and warm-up observations, :meth:`StageSum.of`
 from the stage medians, one :class:`PatternRun` per routing, one :class:`Timing`, then
 :class:`BenchResult` (or :class:`SweepPoint`, :class:`ReleaseResult`), written with
@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from .config import Config
-from .kinds import KINDS, schema_version
+from .kinds import KINDS
 from .protocol import summarize
 from .stages import BACKWARD_STAGES, STAGE_NAMES
 
@@ -337,33 +336,3 @@ def recorded_stages(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(s for s in STAGE_NAMES if records and s in records[0]["ms"])
 
 
-def build_result(*, name: str, config: Config, gates: list[dict[str, Any]], gate_detail: Any,
-                 records: Sequence[Mapping[str, Any]], timing: Timing, per_pattern: Mapping[str, Mapping[str, Any]],
-                 autotune: Mapping[str, Any], telemetry: Mapping[str, Any], metadata: Mapping[str, Any],
-                 wall_seconds: float, throttled: Any,
-                 routing_files: Mapping[str, Mapping[str, Any]] | None = None,
-                 packing: Mapping[str, Any] | None = None, cupti: Mapping[str, Any] | None = None) -> BenchResult:
-    """The :class:`BenchResult` (its JSON: schema ``result``) from the measured records and per-pattern extras.
-
-    ``records``, ``timing``: the engine's measurement (``core.measurement.Measurement``: its records and its
-    :meth:`~nsa_exp.core.measurement.Measurement.timing` block, stop record included).
-    ``per_pattern[p]`` holds what was measured besides timing: ``edges``, the routing statistics
-    (``fanin`` ...), ``reproduces_official`` and ``memory``. ``gate_detail(gates, name)`` reads a gate.
-    ``routing_files``: the reports of the routing files timed after the config's patterns (``file:<stem>``).
-    ``packing``, ``cupti``: the packed documents' and the CUPTI pass's blocks, each None when the run has none.
-    """
-    files = dict(routing_files or {})
-    names = [p.name for p in config.patterns] + list(files)
-    stats = stage_records(records, names, timing.stages)
-    patterns = {n: PatternRun(params={"name": n} if n in files else config.pattern(n).to_dict(), **per_pattern[n],
-                              stages=stats[n], stage_sum_vs_full_bwd=StageSum.of(
-                                  {k: v.median_ms for k, v in stats[n].items()})) for n in names}
-    samples = [{"round": r["round"], "pattern": r["pattern"], "warmup": r["warmup"],
-                **({"rewarm": True} if r.get("rewarm") else {}), **(r.get("telemetry") or {})} for r in records]
-    return BenchResult(
-        schema_version=schema_version(BenchResult.KIND), kind=BenchResult.KIND, name=name, config=config.raw,
-        config_path=config.source, shape=config.shape.to_dict(), gates=gates, fla=gate_detail(gates, "fla_sources"),
-        edges=gate_detail(gates, "equal_edges"), autotune=dict(autotune), timing=timing, patterns=patterns,
-        telemetry={**telemetry, "samples": samples, "throttled_samples": sum(1 for s in samples if throttled(s))},
-        wall_seconds=wall_seconds, metadata=dict(metadata), routing_files=files or None,
-        packing=None if packing is None else dict(packing), cupti=None if cupti is None else dict(cupti))

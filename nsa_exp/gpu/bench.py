@@ -26,10 +26,11 @@ import torch
 from .. import REPO_ROOT
 from ..analysis.cupti import sizing
 from ..analysis.summary import summary_frame
+from ..checking import bench_result
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..core.measurement import RoundPlan
-from ..core.records import BenchResult, build_result, recorded_stages
+from ..core.records import BenchResult, recorded_stages
 from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure
 from ..io.store import write_frame, write_record
@@ -207,7 +208,7 @@ class BenchArm(Arm[BenchResult]):
         metadata = run.metadata()
         packing = None if config.cu_seqlens is None else \
             packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
-        return build_result(
+        return bench_result.build(
             name=run.output_path().stem, config=config, gates=gates, gate_detail=gate_detail, records=m.records,
             timing=m.timing(recorded_stages(m.records), resumed=self.resume), per_pattern=per_pattern,
             autotune={"tuned_on": arm["tuned_on"], "tune_seconds": self.tune_seconds, "kernels": tuned,

@@ -27,7 +27,7 @@ per point the engine's steps, :func:`.engine.measure` of :class:`ReleaseArm`:
   order, the config's L2 flush and launch guard, NVML telemetry after every cell);
 - record: the CUPTI pass over the same cells (:func:`.cupti.profile_kernel_times`, each call's kernels by name,
   :func:`nsa_exp.analysis.release_kernels.kernel_calls`), the check that no autotuner re-tuned, and the
-  :class:`nsa_exp.core.records.ReleaseResult` (:func:`nsa_exp.releases.result.build_release_result`);
+  :class:`nsa_exp.core.records.ReleaseResult` (:func:`nsa_exp.checking.release_result.build`);
 - write: the engine's (schema-validated, atomic) to ``<output-dir>/<label>-T<T>.json`` (``-B<B>-H<H>-G<G>`` after
   ``T<T>`` for a point with its own shape), as soon as the point ends.
 
@@ -64,6 +64,7 @@ import torch
 
 from .. import REPO_ROOT, RESULTS_DIR
 from ..analysis.release_kernels import kernel_calls
+from ..checking import release_result
 from ..core.config import Shape
 from ..core.environment import require_env
 from ..core.families import TUNE_PATTERN
@@ -85,7 +86,6 @@ from ..releases.environments import (
     run_child,
     source_tree,
 )
-from ..releases.result import build_release_result
 from ..releases.source import read_launches
 from ..routing.config import config_from_dict
 from .engine import Arm, Cells, Run, measure
@@ -357,7 +357,7 @@ class ReleaseArm(Arm[ReleaseResult]):
         print(f"release child: T={config.shape.T}, {len(run.names)} routings, {config.timing.warmup_rounds} + "
               f"{self.measurement.repetitions} rounds, {point['cupti_rounds']} profiled: tuned in "
               f"{self.tune_seconds:.0f} s, point {point['wall_seconds']:.0f} s", file=sys.stderr)
-        return build_release_result(
+        return release_result.build(
             name=self.point["name"], target=job["target"], source=job["source"], config=config,
             release_config=job["release_config"], gates=run.gates, routings=run.routings,
             child=child_facts(job, self.fla, run), point=point, metadata=job["metadata"], throttled=throttled,

@@ -20,21 +20,19 @@ from typing import Any
 import torch
 
 from .. import RESULTS_DIR
+from ..checking import sweep_point
 from ..core.config import Shape, bytes_needed
 from ..core.kinds import schema_version
 from ..core.measurement import RoundPlan
-from ..core.records import BenchResult, PatternRun, SweepPoint
+from ..core.records import BenchResult, SweepPoint
 from ..core.stages import PREPARING_STAGES
 from ..errors import GateFailure, UserError
 from ..io.placement import placement_record
 from ..io.store import load_document, load_record, write_json
 from ..routing.config import config_from_dict
-from ..routing.fanin import routing_statistics
 from ..routing.files import file_routings
-from ..routing.packing import packing_record
 from ..sweeps.plan import AUTOTUNE_FILE, Point
 from .engine import Arm, Cells, Run, measure
-from .gates import gate_detail
 
 _INPUTS: dict[tuple[Shape, int], dict[str, torch.Tensor]] = {}
 def check_memory(shape: Shape, n_patterns: int, l2_flush_bytes: int, where: str,
@@ -147,14 +145,6 @@ class SweepPointArm(Arm[SweepPoint]):
 
     def record(self, run: Run) -> SweepPoint:
         config, names, point, files = run.config, run.names, self.point, run.files
-        stats = self.measurement.stage_stats(names, point.stages)
-        edges = gate_detail(run.gates, "equal_edges")
-        params = {n: {"name": n} if n in files else config.pattern(n).to_dict() for n in names}
-        rows = {n: routing_statistics(run.routings[n], config.shape.block_size, config.cu_seqlens) for n in names}
-        patterns = {n: PatternRun(params=params[n], edges=int(edges["per_pattern"][n]), stages=stats[n],
-                                  fanin=rows[n]["fanin"], query_span=rows[n]["query_span"],
-                                  adjacent_gap=rows[n]["adjacent_gap"])
-                    for n in names}
         metadata = run.metadata()
         placement = {**placement_record(), **run.device.placement()}
         run.staged = {}
@@ -163,15 +153,12 @@ class SweepPointArm(Arm[SweepPoint]):
             point_record["packing"] = point.packing_label
         if point.shape is not None:
             point_record["shape"] = dict(point.shape)
-        timing = self.measurement.timing(point.stages, flush_recorded=False, untimed_prerequisites=self.untimed)
-        return SweepPoint(
-            schema_version=schema_version(SweepPoint.KIND), kind=SweepPoint.KIND, name=config.name, sweep=point.sweep,
-            point_id=point.point_id, point=point_record, config=config.raw, shape=config.shape.to_dict(),
-            gates=run.gates, edges=edges,
+        return sweep_point.build(
+            config=config, sweep=point.sweep, point_id=point.point_id, point=point_record, stages=point.stages,
+            names=names, gates=run.gates, routings=run.routings, files=files, file_reports=run.file_reports,
+            measurement=self.measurement, untimed=self.untimed,
             autotune={"source": self.source, "tune_seconds": self.tune_seconds, "kernels": self.kernels},
-            timing=timing, patterns=patterns, memory=self.memory, placement=placement, wall_seconds=run.elapsed(),
-            metadata=metadata, routing_files=run.file_reports or None,
-            packing=None if config.cu_seqlens is None else packing_record(config.cu_seqlens, edges["closed_form"]))
+            memory=self.memory, placement=placement, wall_seconds=run.elapsed(), metadata=metadata)
 
 
 def measure_point(point: Point, allow_gpu: bool, out_dir: Path, device: Any = None) -> dict[str, Any]:

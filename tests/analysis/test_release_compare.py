@@ -1,7 +1,7 @@
 """``compare`` between a release result and the pinned bench (same shape and routings), stage by
 stage where the kernels correspond and on the wrapper as a whole; what does not correspond is listed.
 
-The release result here is built by the real builder (:func:`nsa_exp.releases.result.build_release_result`,
+The release result here is built by the real builder (:func:`nsa_exp.checking.release_result.build`,
 through ``tests/corpus/forge.release_doc``) from the pinned H200 run's OWN observations, rearranged as the
 release arm records them (its timed rounds as the release's event rounds, its CUPTI stage times as one
 ``parallel_nsa_bwd`` call's kernels), so every expected ratio follows from ``results/raw/e1_h200.json`` itself."""

@@ -11,11 +11,12 @@ from dataclasses import replace
 import pytest
 
 from nsa_exp.analysis.stop_rule import DEFAULT_RULE, StopTracker
+from nsa_exp.checking.bench_result import build
 from nsa_exp.checking.stats_checks import stop_rule_problems
 from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.core.config import StopRule
 from nsa_exp.core.measurement import Measurement
-from nsa_exp.core.records import build_result, recorded_stages
+from nsa_exp.core.records import recorded_stages
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
 from nsa_exp.routing.config import config_from_dict
@@ -39,7 +40,7 @@ def _stopped_h200(stop_rule: StopRule = DEFAULT_RULE, source: str = "--stop-rule
     keep = ("edges", "fanin", "query_span", "adjacent_gap", "reproduces_official", "memory")
     cut = Measurement(replace(full.plan, stop=stop_rule, stop_source=source), full.orders[:warm + stop["rounds"]],
                       [x for x in records if x["round"] < warm + stop["rounds"]], stop)
-    result = build_result(
+    result = build(
         name=doc["name"], config=config, gates=doc["gates"], gate_detail=gate_detail, records=cut.records,
         timing=cut.timing(recorded_stages(cut.records), resumed=False),
         per_pattern={n: {k: p[k] for k in keep} for n, p in doc["patterns"].items()}, autotune=doc["autotune"],

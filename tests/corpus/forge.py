@@ -264,9 +264,9 @@ def release_doc(pinned: dict, dkv_scale: float = 1.0, block_mask: bool = False) 
     the kernels of one ``parallel_nsa_bwd`` call per round); ``dkv_scale`` slows the dK/dV kernel,
     ``block_mask`` swaps the CSR kernels for 0.5.1's block mask."""
     # Only the release sources need the package (and torch, for throttled): imported when one is built.
+    from nsa_exp.checking import release_result  # noqa: PLC0415
     from nsa_exp.core.measurement import Measurement, RoundPlan  # noqa: PLC0415
     from nsa_exp.gpu.telemetry import throttled  # noqa: PLC0415
-    from nsa_exp.releases.result import build_release_result  # noqa: PLC0415
     from nsa_exp.releases.source import read_launches  # noqa: PLC0415
     from nsa_exp.routing.config import config_from_dict  # noqa: PLC0415
     from nsa_exp.routing.patterns import generate_routing  # noqa: PLC0415
@@ -312,7 +312,7 @@ def release_doc(pinned: dict, dkv_scale: float = 1.0, block_mask: bool = False) 
     target = {"label": "fla-core-0.5.2", "kind": "release", "version": "0.5.2", "path": None,
               "origin": {"kind": "wheel-dir", "wheel": "fla_core-0.5.2-py3-none-any.whl", "wheel_sha256": "0" * 64}}
     routings = {p.name: generate_routing(p, config.shape, config.seeds.routing) for p in config.patterns}
-    return build_release_result(name="fla-core-0.5.2-T32768", target=target, source=source, config=config,
+    return release_result.build(name="fla-core-0.5.2-T32768", target=target, source=source, config=config,
                                 release_config={"path": "configs/release_h200.json", "raw": json.loads(
                                     (REPO / "configs/release_h200.json").read_text())},
                                 gates=gates, routings=routings, child=child, point=point,

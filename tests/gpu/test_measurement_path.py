@@ -8,9 +8,10 @@ import json
 import pytest
 
 from nsa_exp.analysis.summary import summary_frame
+from nsa_exp.checking.bench_result import build
 from nsa_exp.core.measurement import Measurement
 from nsa_exp.core.protocol import round_orders
-from nsa_exp.core.records import build_result, recorded_stages, stage_summaries
+from nsa_exp.core.records import recorded_stages, stage_summaries
 from nsa_exp.gpu.bench import memory_accounting
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
@@ -159,12 +160,12 @@ def test_progress_and_telemetry_hooks_run_per_round_and_per_pattern():
 
 
 @pytest.mark.parametrize("name", ["e1_h100", "e1_h100_dev", "e1_h100_repeat"])
-def test_build_result_rebuilds_the_committed_result_from_its_records(name):
+def test_the_bench_result_builder_rebuilds_the_committed_result_from_its_records(name):
     doc = json.loads((REPO / "results" / "raw" / f"{name}.json").read_text())
     keep = ("edges", "fanin", "query_span", "adjacent_gap", "reproduces_official", "memory")
     config = config_from_dict(doc["config"], source=doc["config_path"])
     m = Measurement.from_document(doc, config)
-    rebuilt = build_result(
+    rebuilt = build(
         name=doc["name"], config=config, gates=doc["gates"], gate_detail=gate_detail, records=m.records,
         timing=m.timing(recorded_stages(m.records), resumed=doc["timing"]["resumed"]),
         per_pattern={n: {k: p[k] for k in keep if k in p} for n, p in doc["patterns"].items()},

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from nsa_exp.analysis.summary import summary_frame
+from nsa_exp.checking.bench_result import build
 from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.core.measurement import Measurement
-from nsa_exp.core.records import build_result, recorded_stages
+from nsa_exp.core.records import recorded_stages
 from nsa_exp.core.stages import BACKWARD_STAGES
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
@@ -31,7 +32,7 @@ def _with_wrapper_extra(extra_ms: float) -> dict:
         r["ms"] = {**{k: v for k, v in r["ms"].items() if k != "full_bwd"}, "wrapper_extra": extra_ms,
                    "full_bwd": r["ms"]["full_bwd"]}
     keep = ("edges", "fanin", "query_span", "adjacent_gap", "reproduces_official", "memory")
-    return build_result(
+    return build(
         name=doc["name"], config=config, gates=doc["gates"], gate_detail=gate_detail, records=records,
         timing=m.timing(recorded_stages(records), resumed=False),
         per_pattern={n: {k: p[k] for k in keep} for n, p in doc["patterns"].items()},

@@ -72,7 +72,7 @@ OWN_FILES = {"io/reader.py", "io/schemas.py", "io/schema_sync.py", "io/metadata.
 #: The release arm reads the files of an installed FLA release, a wheel or a --fla-source / --release-dir tree
 #: (Python sources, dist-info, its own job folder), each after an ``is_file()`` check (a regular file: never a
 #: FIFO or a device). Not yet through the bounded reader: listed here so a new module cannot join them unseen.
-RELEASE_TREES = {"releases/environments.py", "releases/source.py", "gpu/release.py", "checking/release_checks.py"}
+RELEASE_TREES = {"releases/environments.py", "releases/source.py", "gpu/release.py", "checking/release_result.py"}
 #: Calls that read a path's bytes: ``np.load``/``np.loadtxt``/``np.fromfile``, ``torch.load``, ``pd.read_csv``
 #: (by their module), ``.read_bytes()``/``.read_text()`` of any path, the builtin ``open()`` and ``os.open``
 #: for reading (a write-only ``os.open`` of the atomic writer, or a folder opened to fsync it, is not a read).

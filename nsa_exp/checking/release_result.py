@@ -1,38 +1,55 @@
-"""The release result's checks (``validate`` of ``kind: release_result``, once its schema has passed): what can be
-recomputed of one point of the release arm (:mod:`nsa_exp.gpu.release`; NOT the pinned experiment).
+"""The ``release_result`` kind (record :class:`~nsa_exp.core.records.ReleaseResult`): one point of the release arm
+(:mod:`nsa_exp.gpu.release`), NOT the pinned experiment -- one FLA release or source tree timed through its
+public API at one point (T x routings) of a release config (results/releases). Its builder and its checks, in
+one module.
 
-After the statistics checks every run gets (``stats_recompute``, ``min_observations``,
-``latencies_positive_finite``): ``config_semantics``, ``shape_matches_config``, ``pattern_set``, ``edges_equal``,
-``routing_recompute`` (edges and fan-in regenerated from config + seed) and ``routing_sha256``, ``timing_recompute``
-(stage list, round orders from the seed, counts), ``telemetry_recompute``, ``kernels_recompute`` (groups, spans
-and medians from the per-call kernels; the group table from the source's launches), ``gates_consistent``,
-``source_consistent`` (every file the source reading hashed is an imported file with that sha256) and, with
-``release_dirs`` (``validate --release-dir``), ``release_files`` (each imported file re-hashed);
-and the run record (:mod:`.kinds`: environment gate, GPU against the GPU table, clocks,
-pinned tolerances, wall time; ``metadata_plausible`` for a GPU run). The rest is listed as unverifiable.
+It is bench-shaped where it can be (``patterns.<p>.stages.<stage>`` are
+:class:`~nsa_exp.core.records.StageStats`, a :class:`~nsa_exp.core.records.Timing`, ``telemetry``, ``edges``,
+``config``, ``metadata``), so the bench's checks apply unchanged, and adds ``release`` (what was timed and where
+it came from, the sha256 of every imported FLA file), ``source`` (its ``parallel_nsa_bwd`` launches, read with
+:mod:`nsa_exp.releases.source`) and ``kernels`` (every call's kernels from the CUPTI pass, grouped into the
+pinned stages by :mod:`nsa_exp.analysis.release_kernels`). :func:`build` makes it from the child's measurement.
+
+:func:`checks` (``validate``, once its schema has passed): after the statistics checks every run gets
+(``stats_recompute``, ``min_observations``, ``latencies_positive_finite``): ``config_semantics``,
+``shape_matches_config``, ``pattern_set``, ``edges_equal``, ``routing_recompute`` (edges and fan-in regenerated
+from config + seed) and ``routing_sha256``, ``timing_recompute`` (stage list, round orders from the seed,
+counts), ``telemetry_recompute``, ``kernels_recompute`` (groups, spans and medians from the per-call kernels; the
+group table from the source's launches), ``gates_consistent``, ``source_consistent`` (every file the source
+reading hashed is an imported file with that sha256) and, with ``release_dirs`` (``validate --release-dir``),
+``release_files`` (each imported file re-hashed); and the run record (:mod:`.record_checks`: environment gate,
+GPU against the GPU table, clocks, pinned tolerances, wall time; ``metadata_plausible`` for a GPU run). The rest
+is listed as unverifiable.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import PINNED_COMMIT, REPO_ROOT
 from ..analysis.release_kernels import call_span_ms, group_table, stage_groups
 from ..core.config import Config
-from ..core.families import release_point_names
-from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders
+from ..core.families import TUNE_PATTERN, release_point_names
+from ..core.kinds import schema_version
+from ..core.measurement import Measurement
+from ..core.protocol import LAUNCH_GUARD_CYCLES, TIMING_METHOD, round_orders
+from ..core.records import PatternRun, ReleaseResult
 from ..core.stages import RELEASE_KERNEL_STAGES, release_stages
 from ..errors import UserError
 from ..io.metadata import file_at_commit
 from ..io.strict_json import _Rejected, parse_strict
 from ..routing.config import config_from_dict
-from .checks import Add, guarded
+from ..routing.fanin import routing_statistics
+from ..routing.patterns import routing_sha256
+from . import record_checks
+from .checks import Add, Context, guarded
 from .record_checks import SHA_RE
-from .routing_checks import edge_problems, pattern_set, regenerated, routing_recompute
+from .routing_checks import edge_problems, pattern_set, regenerated, routing_file_recompute, routing_recompute
 from .run_checks import telemetry_recompute
+from .stats_checks import stats_checks, timed_ms
 
 
 def _routing_sha(doc: dict[str, Any], config: Config, add: Add, unverified: list) -> None:
@@ -230,3 +247,101 @@ def release_recompute(doc: dict[str, Any], add: Add, release_dirs: Sequence[str]
         {"path": "$.release.origin", "why": "where the release came from (wheel sha256, git describe) as recorded"},
         {"path": "$.wall_seconds|$.metadata", "why": "host facts"}]
     return {"unverified": unverified, "warnings": warnings}
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    """A release result (another FLA release through its public API, NOT the pinned experiment): bench-shaped
+    statistics, what its own record allows (:func:`release_recompute`), and the run record every GPU document
+    gets (environment gate, GPU against the GPU table, clocks, pinned tolerances, wall time)."""
+    stats_checks(doc, add)
+    extra = release_recompute(doc, add, ctx.release_dirs)
+    ctx.unverified += extra["unverified"]
+    ctx.warnings += extra["warnings"]
+    if ctx.path != "<bytes>" and Path(ctx.path).stem != doc["name"]:  # release-bench writes <name>.json
+        ctx.warnings.append({"check": "file_name", "path": "$.name", "message": f"the file is named "
+                             f"{Path(ctx.path).name}, but the result is {doc['name']}.json (renamed or copied: read "
+                             "its release, T and shape from the document, not the file name)"})
+    ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
+    gpu_run = doc["timing"]["timer"] == "cuda-events"
+    samples = [(f"$.telemetry.samples[{i}]", s) for i, s in enumerate(doc["telemetry"]["samples"])]
+    guarded("environment_gate", add, record_checks.environment_gate, doc, add)
+    if gpu_run:
+        guarded("metadata_plausible", add, record_checks.metadata_plausible, doc, add, ctx)
+        guarded("telemetry_plausible", add, record_checks.telemetry_plausible, samples, doc, add, ctx)
+    record_checks.tolerances_pinned(doc["config"].get("tolerances"), "$.config.tolerances", add)
+    record_checks.wall_plausible(doc["wall_seconds"], timed_ms(doc), "$.wall_seconds",
+                                 "its own raw and warm-up latencies", add)
+
+
+KERNEL_METHOD = ("torch.profiler (CPU + CUDA activities) after the timed rounds, L2 flushed and a GPU spin queued "
+                 "before each call as in the timed rounds; each call's window runs from its range's first kernel to "
+                 "the next range's, the next call's flush and spin dropped; times from CUPTI's kernel records")
+
+
+def not_pinned(target: Mapping[str, Any]) -> str:
+    """The sentence every release result opens with: what was timed, and that it is not the pinned experiment."""
+    what = f"fla-core {target['version']}" if target["kind"] == "release" else f"the FLA source tree {target['path']}"
+    return (f"NOT the pinned experiment: {what}, timed through its public API by the release arm (issue 22). "
+            f"The experiment is pinned to FLA commit {PINNED_COMMIT} (fla-core 0.5.2), which `check` proves.")
+
+
+def kernel_block(point: Mapping[str, Any], launched: Sequence[str]) -> dict[str, Any]:
+    """The result's ``kernels`` block from the child's per-call kernels (groups and spans derived here)."""
+    names, calls = point["kernel_names"], point["kernel_calls"]
+    return {"method": KERNEL_METHOD, "rounds": point["cupti_rounds"], "markers": point["kernel_markers"],
+            "launched": list(launched), "groups_table": group_table(launched), "names": names, "calls": calls,
+            "groups": {p: {s: stage_groups(c, names, launched) for s, c in st.items() if s in RELEASE_KERNEL_STAGES}
+                       for p, st in calls.items()},
+            "span_ms": {p: {s: [round(call_span_ms(c), 6) for c in cs] for s, cs in st.items()}
+                        for p, st in calls.items()}}
+
+
+def build(*, name: str, target: Mapping[str, Any], source: Mapping[str, Any], config: Config,
+                         release_config: Mapping[str, Any], gates: list[dict[str, Any]], routings: Mapping[str, Any],
+                         child: Mapping[str, Any], point: Mapping[str, Any], metadata: Mapping[str, Any],
+                         throttled: Callable[[Any], bool],
+                         routing_files: Mapping[str, Any] | None = None) -> ReleaseResult:
+    """The :class:`~nsa_exp.core.records.ReleaseResult` of one point (pure; the release arm writes it).
+
+    ``child``: what the child process saw (``timer``, ``fla`` as :func:`nsa_exp.gpu.release.imported_fla` gives it,
+    ``sys_path``, ``telemetry_available``, ``versions``, ``env``); ``point``: what it measured (``measurement``,
+    the engine's :class:`~nsa_exp.core.measurement.Measurement` of the round loop; ``autotune``; the CUPTI pass's
+    ``kernel_names`` / ``kernel_calls`` / ``kernel_markers`` / ``cupti_rounds`` or ``kernels_unavailable``;
+    ``memory``; ``wall_seconds``). ``routing_files``: the reports of the ``--routing-file`` s timed after the
+    config's patterns (``file:<stem>``)."""
+    files = dict(routing_files or {})
+    names = [p.name for p in config.patterns] + list(files)
+    edges = next(g["detail"] for g in gates if g["name"] == "equal_edges")
+    stages = release_stages(release_config["raw"])
+    measurement: Measurement = point["measurement"]
+    stats = measurement.stage_stats(names, stages)
+    rows = {n: routing_statistics(routings[n], config.shape.block_size) for n in names}
+    patterns = {n: PatternRun(params={"name": n} if n in files else config.pattern(n).to_dict(),
+                              edges=int(edges["per_pattern"][n]), routing_sha256=routing_sha256(routings[n]),
+                              fanin=rows[n]["fanin"], query_span=rows[n]["query_span"],
+                              adjacent_gap=rows[n]["adjacent_gap"], stages=stats[n])
+                for n in names}
+    launched = list(dict.fromkeys(launch["kernel"] for launch in source["launches"]))
+    samples = [{"round": r["round"], "pattern": r["pattern"], "warmup": r["warmup"], **(r.get("telemetry") or {})}
+               for r in measurement.records]
+    fla = child["fla"]
+    timing = measurement.timing(stages, timer=child["timer"],
+                                method=TIMING_METHOD + "; the calls are FLA's public functions (release arm)")
+    kernels = kernel_block(point, launched) if point["kernel_calls"] is not None else None
+    return ReleaseResult(
+        schema_version=schema_version(ReleaseResult.KIND), kind=ReleaseResult.KIND, name=name,
+        not_pinned=not_pinned(target),
+        release={"label": target["label"], "kind": target["kind"], "version_declared": target["version"],
+                 "version_imported": fla["version_imported"], "origin": dict(target["origin"]),
+                 "package_dir": fla["package_dir"], "imported_files": fla["files"],
+                 "distributions": fla["distributions"], "fla_roots_on_path": fla["fla_roots_on_path"],
+                 "sys_path": child["sys_path"]},
+        source=dict(source), config=config.raw, config_path=release_config["path"],
+        release_config=release_config["raw"], shape=config.shape.to_dict(), gates=gates, edges=edges,
+        autotune={"tuned_on": TUNE_PATTERN, **point["autotune"]}, timing=timing, patterns=patterns, kernels=kernels,
+        telemetry={"available": child["telemetry_available"], "samples": samples,
+                   "throttled_samples": sum(1 for s in samples if throttled(s))},
+        memory=point["memory"], wall_seconds=point["wall_seconds"],
+        metadata={**metadata, "release_child": {"versions": child["versions"], "env": child["env"]}},
+        routing_files=files or None,
+        kernels_unavailable=(point["kernels_unavailable"] or "no CUPTI pass") if kernels is None else None)

@@ -1,0 +1,144 @@
+"""The ``bench_result`` kind (schema ``result``, record :class:`~nsa_exp.core.records.BenchResult`): a bench run,
+every observation of every pattern x stage (results/raw). Its builder and its checks, in one module.
+
+- :func:`build`: the record from the engine's measurement (``gpu/bench.BenchArm.record`` calls it; tests rebuild
+  every committed result with it from :meth:`nsa_exp.core.measurement.Measurement.from_document`, byte for byte).
+- :func:`checks`: its row of :data:`nsa_exp.checking.kinds.KIND_CHECKS`, run once the schema has passed: the
+  shared checks (statistics, timing, routing, autotune, run record: :mod:`.stats_checks`, :mod:`.run_checks`,
+  :mod:`.routing_checks`, :mod:`.autotune_checks`, :mod:`.record_checks`), then what stays unverified
+  (:func:`unverified`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..analysis.cupti import cupti_problems
+from ..core.config import Config
+from ..core.kinds import schema_version
+from ..core.records import BenchResult, PatternRun, StageSum, Timing, stage_records
+from . import record_checks
+from .autotune_checks import autotune_arm_problems, autotune_configs
+from .checks import Add, Context, guarded
+from .record_checks import config_semantics, run_record
+from .routing_checks import (
+    edge_problems,
+    packing_recompute,
+    pattern_set,
+    routing_file_recompute,
+    routing_files_consistent,
+    routing_recompute,
+)
+from .run_checks import (
+    environment_problems,
+    memory_recompute,
+    reproduction_flags,
+    shape_problems,
+    telemetry_recompute,
+)
+from .stats_checks import (
+    ratio_recompute,
+    stage_sum_problems,
+    stats_checks,
+    stop_rule_check,
+    timed_ms,
+    timing_recompute,
+)
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    """Every check of a schema-valid bench result, in the order the report lists them."""
+    add("shape_matches_config", shape_problems(doc))
+    add("edges_equal", edge_problems(doc))
+    stats_checks(doc, add)
+    add("environment_recorded", environment_problems(doc))
+    add("stage_sum_plausible", stage_sum_problems(doc))
+    add("autotune_arm", autotune_arm_problems(doc))
+    autotune_configs(doc, add)
+    if "cupti" in doc:  # issue 14: CUDA-event vs kernel-time medians (nsa_exp.analysis.cupti states the rule)
+        add("cupti_agreement", cupti_problems(doc))
+    config = config_semantics(doc, add)
+    if config is not None:
+        guarded("pattern_set", add, pattern_set, doc, config, add)
+        guarded("routing_recompute", add, routing_recompute, doc, config, add, ctx.unverified)
+        guarded("timing_recompute", add, timing_recompute, doc, config, add)
+        guarded("packing_recompute", add, packing_recompute, doc, config, add)
+    guarded("reproduction_flags", add, reproduction_flags, doc, add)
+    guarded("telemetry_recompute", add, telemetry_recompute, doc, add, ctx.warnings, ctx.unverified)
+    guarded("memory_recompute", add, memory_recompute, doc, add)
+    guarded("ratio_recompute", add, ratio_recompute, doc, add)
+    guarded("routing_files_consistent", add, routing_files_consistent, doc, add)
+    samples = [(f"$.telemetry.samples[{i}]", s) for i, s in enumerate(doc["telemetry"]["samples"])]
+    run_record(doc, add, ctx, samples)
+    guarded("config_provenance", add, record_checks.config_provenance, doc, add, ctx, True)
+    record_checks.wall_plausible(doc["wall_seconds"], timed_ms(doc), "$.wall_seconds",
+                                 "its own raw and warm-up latencies", add)
+    ctx.unverified += unverified(doc)
+    ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
+    guarded("stop_rule", add, stop_rule_check, doc, add)
+
+
+def unverified(doc: dict[str, Any]) -> list[dict[str, str]]:
+    """What no CPU can recompute: measured on the GPU host, only bounded or cross-checked above."""
+    out = [
+        {"path": "$.patterns.*.stages.*.raw_ms", "why": "measured CUDA-event latencies (statistics are recomputed "
+                                                       "from them; the observations themselves cannot be)"},
+        {"path": "$.patterns.*.stages.*.warmup_ms", "why": "measured warm-up latencies; count checked, feed no "
+                                                          "statistic"},
+        {"path": "$.patterns.*.memory.official_*_allocated|reserved_bytes",
+         "why": "allocator readings on the GPU; only ordering (peak >= baseline, allocated <= reserved) is checked"},
+        {"path": "$.patterns.*.reproduces_official.*.{rel_l2,max_abs,ref_max_abs,max_ulp,n_different}",
+         "why": "needs the GPU tensors; only mutual consistency and the pinned tolerances are checked"},
+        {"path": "$.autotune", "why": "autotune choices and tune_seconds come from the GPU run (each config is "
+                                      "checked to be one of FLA's)"},
+        {"path": "$.telemetry.samples[*] clocks/temperature/power",
+         "why": "NVML readings (bounded: clocks by the GPU's maximum, temperature by 5-120 °C, power by 1.25x the "
+                f"recorded limit, or {record_checks.POWER_CEILING_W:g} W where none is recorded; throttle count "
+                "recomputed)"},
+        *([{"path": "$.cupti.kernel_ms, $.cupti.event_ms",
+            "why": "the profiled calls' kernel and CUDA-event times come from the GPU run: their medians, counts, "
+                   "cells, sizing, method and rule are recomputed and the agreement rule is held on them; the "
+                   "readings themselves (and how far the profiler slowed each call) are not"}] if "cupti" in doc
+          else []),
+        {"path": "$.wall_seconds", "why": "host wall clock (bounded below by the latencies it timed)"},
+        {"path": "$.fla.files_verified", "why": "counted on the GPU host's FLA install"},
+        {"path": "$.metadata (hostname, platform, packages, driver, power)",
+         "why": "facts about the host; the GPU is checked against the GPU table, versions and dates for plausibility"},
+    ]
+    if doc["timing"].get("resumed"):
+        out.append({"path": "$.timing.resumed", "why": "a resumed run re-ran its warm-up; which rounds ran in which "
+                                                       "process is not recorded"})
+    return out
+
+
+def build(*, name: str, config: Config, gates: list[dict[str, Any]], gate_detail: Any,
+                 records: Sequence[Mapping[str, Any]], timing: Timing, per_pattern: Mapping[str, Mapping[str, Any]],
+                 autotune: Mapping[str, Any], telemetry: Mapping[str, Any], metadata: Mapping[str, Any],
+                 wall_seconds: float, throttled: Any,
+                 routing_files: Mapping[str, Mapping[str, Any]] | None = None,
+                 packing: Mapping[str, Any] | None = None, cupti: Mapping[str, Any] | None = None) -> BenchResult:
+    """The :class:`BenchResult` (its JSON: schema ``result``) from the measured records and per-pattern extras.
+
+    ``records``, ``timing``: the engine's measurement (``core.measurement.Measurement``: its records and its
+    :meth:`~nsa_exp.core.measurement.Measurement.timing` block, stop record included).
+    ``per_pattern[p]`` holds what was measured besides timing: ``edges``, the routing statistics
+    (``fanin`` ...), ``reproduces_official`` and ``memory``. ``gate_detail(gates, name)`` reads a gate.
+    ``routing_files``: the reports of the routing files timed after the config's patterns (``file:<stem>``).
+    ``packing``, ``cupti``: the packed documents' and the CUPTI pass's blocks, each None when the run has none.
+    """
+    files = dict(routing_files or {})
+    names = [p.name for p in config.patterns] + list(files)
+    stats = stage_records(records, names, timing.stages)
+    patterns = {n: PatternRun(params={"name": n} if n in files else config.pattern(n).to_dict(), **per_pattern[n],
+                              stages=stats[n], stage_sum_vs_full_bwd=StageSum.of(
+                                  {k: v.median_ms for k, v in stats[n].items()})) for n in names}
+    samples = [{"round": r["round"], "pattern": r["pattern"], "warmup": r["warmup"],
+                **({"rewarm": True} if r.get("rewarm") else {}), **(r.get("telemetry") or {})} for r in records]
+    return BenchResult(
+        schema_version=schema_version(BenchResult.KIND), kind=BenchResult.KIND, name=name, config=config.raw,
+        config_path=config.source, shape=config.shape.to_dict(), gates=gates, fla=gate_detail(gates, "fla_sources"),
+        edges=gate_detail(gates, "equal_edges"), autotune=dict(autotune), timing=timing, patterns=patterns,
+        telemetry={**telemetry, "samples": samples, "throttled_samples": sum(1 for s in samples if throttled(s))},
+        wall_seconds=wall_seconds, metadata=dict(metadata), routing_files=files or None,
+        packing=None if packing is None else dict(packing), cupti=None if cupti is None else dict(cupti))
