@@ -1,7 +1,7 @@
 """The smoke test's pass rules: which comparison records (``gpu/numerics.compare``) pass which tolerance.
 
 ``smoke`` applies them on the GPU (:mod:`nsa_exp.gpu.smoke`) and ``validate`` re-applies them to a
-recorded report with the pinned tolerances (:mod:`nsa_exp.checking.report_checks`): one rule, two callers.
+recorded report with the pinned tolerances (:mod:`nsa_exp.checking.smoke_report`): one rule, two callers.
 
 >>> judge_naive({"dq": {"rel_l2": 0.5, "max_abs_rel": 0.0}}, 0.02, 0.05)
 ['naive dq: rel_l2 0.5 (tol 0.02), max_abs/max|ref| 0 (tol 0.05)']

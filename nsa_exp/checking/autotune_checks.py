@@ -1,11 +1,9 @@
-"""Validator checks for issue 11's documents: the autotune-matrix result and bench's tuning arm.
+"""Autotune checks shared by kinds: bench's tuning arm and every recorded config one of FLA's.
 
-``matrix_checks`` (kind ``autotune_matrix``): ``matrix_stats_recompute`` (every cell's median, p10,
-p90, p95, min, mean and n from its raw observations, :func:`nsa_exp.core.protocol.summarize`),
-``matrix_observations`` (each timed cell has exactly the run's ``timing.rounds`` observations, one
-per round), ``matrix_cells`` (every routing in every ok cell; configs unique; FLA's choice among the
-configs). ``autotune_arm_problems`` (bench results): the arm's recorded configs agree with its mode, and so
-do its derived fields (``same_config_all_patterns``; ``tuned_on``, against the recorded ``--tune-on``).
+``autotune_arm_problems`` (bench results): the arm's recorded configs agree with its mode, and so do its
+derived fields (``same_config_all_patterns``; ``tuned_on``, against the recorded ``--tune-on``).
+``autotune_configs``: each recorded config is one of FLA's (the Stage table's ``autotune_space``). The matrix's
+own checks are its kind's (:mod:`.autotune_matrix`).
 
 >>> autotune_arm_problems({"autotune": {"tuned_on": "local", "same_config_all_patterns": True},
 ...                        "patterns": {"local": {}}})
@@ -18,44 +16,12 @@ import json
 from typing import Any
 
 from ..core.families import TUNE_PATTERN
-from ..core.protocol import summarize
 from ..core.stages import AUTOTUNED_STAGES, stage
-from .checks import Add, Problems, close
+from .checks import Add, Problems
 
 
-def _key(cfg: dict[str, Any]) -> str:
+def config_key(cfg: dict[str, Any]) -> str:
     return json.dumps(cfg, sort_keys=True)
-
-
-def matrix_checks(doc: dict[str, Any], add: Add) -> None:
-    """Recompute and cross-check an ``autotune_matrix`` document; each check through ``add``."""
-    stats_p, obs_p, cell_p = [], [], []
-    rounds, warmup = doc["timing"]["rounds"], doc["timing"]["warmup_rounds"]
-    for st, s in doc["stages"].items():
-        seen = set()
-        for i, cell in enumerate(s["cells"]):
-            path = f"$.stages.{st}.cells[{i}]"
-            if _key(cell["config"]) in seen:
-                cell_p.append((f"{path}.config", "the same config appears twice"))
-            seen.add(_key(cell["config"]))
-            if cell["status"] != "ok":
-                continue
-            if sorted(cell["patterns"]) != sorted(doc["patterns"]):
-                cell_p.append((f"{path}.patterns", f"routings {sorted(cell['patterns'])} != {sorted(doc['patterns'])}"))
-            for n, o in cell["patterns"].items():
-                for key, value in summarize(o["raw_ms"]).items():
-                    if not close(o[key], value):
-                        stats_p.append((f"{path}.patterns.{n}.{key}", f"recorded {o[key]} but the raw "
-                                        f"observations give {value}"))
-                if len(o["raw_ms"]) != rounds or sorted(o["rounds"]) != list(range(warmup, warmup + rounds)):
-                    obs_p.append((f"{path}.patterns.{n}.raw_ms", f"{len(o['raw_ms'])} observations (rounds "
-                                  f"{o['rounds'][:3]}...) != one per timed round ({rounds})"))
-        for n, cfg in s["fla_choice"].items():
-            if _key(cfg) not in seen:
-                cell_p.append((f"$.stages.{st}.fla_choice.{n}", f"{cfg} is not among the matrix's configs"))
-    add("matrix_stats_recompute", stats_p)
-    add("matrix_observations", obs_p)
-    add("matrix_cells", cell_p)
 
 
 def autotune_arm_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
@@ -74,7 +40,7 @@ def autotune_arm_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
         return [("$.autotune.per_pattern", f"mode {mode!r} must record the configs each pattern launched")]
     if sorted(per) != sorted(doc["patterns"]):
         problems.append(("$.autotune.per_pattern", f"patterns {sorted(per)} != {sorted(doc['patterns'])}"))
-    distinct = len({_key(c) for c in per.values()})
+    distinct = len({config_key(c) for c in per.values()})
     if a["same_config_all_patterns"] != (distinct == 1):
         problems.append(("$.autotune.same_config_all_patterns", f"says {a['same_config_all_patterns']} but "
                          f"per_pattern holds {distinct} distinct config sets"))

@@ -467,3 +467,14 @@ def run_record(doc: dict[str, Any], add: Add, ctx: Context, telemetry: list | No
         guarded("telemetry_plausible", add, telemetry_plausible, telemetry, doc, add, ctx)
     if isinstance(doc.get("config"), dict):
         tolerances_pinned(doc["config"].get("tolerances"), "$.config.tolerances", add)
+
+
+def config_of(doc: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
+    """The config a report was run with, at hand: ``config_path``, else the recorded ``--config``."""
+    argv = [str(a) for a in doc.get("metadata", {}).get("argv", [])]
+    path = doc.get("config_path") or argv_option(argv, "--config")
+    file = config_file(ctx, path) if path else None
+    if file is None:
+        ctx.unverifiable("the report against its config",
+                         f"unverified (source not found): its config ({path or 'not recorded'})")
+    return file

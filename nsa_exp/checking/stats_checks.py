@@ -23,7 +23,7 @@ import numpy as np
 
 from ..analysis.stop_rule import decision, observations, round_entry
 from ..core.config import StopRule
-from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, round_orders
+from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, round_orders, summarize
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
 from .checks import Add, Problems, close, first_difference, same
@@ -203,3 +203,8 @@ def timed_ms(doc: dict[str, Any]) -> float:
     """Every observation and warm-up a bench-shaped document timed, in ms."""
     return sum(sum(s["raw_ms"]) + sum(s.get("warmup_ms", [])) for p in doc["patterns"].values()
                for s in p["stages"].values())
+
+
+def stats_problems(s: dict[str, Any], path: str) -> Problems:
+    return [(f"{path}.{k}", f"recorded {s.get(k)} but the raw observations give {v}")
+            for k, v in summarize(s["raw_ms"]).items() if not close(s.get(k, float("nan")), v)]

@@ -24,11 +24,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from ..checking import autotune_matrix
 from ..core.config import Config
-from ..core.families import TUNE_PATTERN
-from ..core.kinds import schema_version
 from ..core.measurement import RoundPlan
-from ..core.protocol import LAUNCH_GUARD_CYCLES, summarize
+from ..core.protocol import summarize
 from ..core.stages import AUTOTUNED_STAGES
 from ..core.stages import stage as stage_row
 from ..errors import GateFailure, UserError
@@ -172,16 +171,10 @@ class MatrixArm(Arm[dict[str, Any]]):
         self.out_stages[st] = {**stage_document(cells), "fla_choice": self.fla_choice[st]}
 
     def record(self, run: Run) -> dict[str, Any]:
-        config, timing = run.config, run.config.timing
-        metadata = run.metadata()
-        return {"schema_version": schema_version("autotune_matrix"), "kind": "autotune_matrix",
-                "name": run.output_path().stem, "config": config.raw, "shape": config.shape.to_dict(),
-                "patterns": run.names, "tuned_on_seed": TUNE_PATTERN,
-                "timing": {"warmup_rounds": self.warmup, "rounds": self.rounds, "l2_flush_bytes": timing.l2_flush_bytes,
-                           "launch_guard_cycles": LAUNCH_GUARD_CYCLES, "order_mode": timing.order,
-                           "order_seed": config.seeds.order},
-                "fla_commit": gate_detail(run.gates, "fla_sources")["commit"], "gates": run.gates,
-                "stages": self.out_stages, "metadata": metadata, "wall_seconds": run.elapsed()}
+        return autotune_matrix.build(name=run.output_path().stem, config=run.config, patterns=run.names,
+                                     warmup=self.warmup, rounds=self.rounds,
+                                     fla_commit=gate_detail(run.gates, "fla_sources")["commit"], gates=run.gates,
+                                     stages=self.out_stages, metadata=run.metadata(), wall_seconds=run.elapsed())
 
 
 def run_matrix(config: Config, allow_gpu: bool, output: str | Path, stages: list[str], rounds: int,

@@ -8,16 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..checking import check_report
 from ..core.config import Config
-from ..core.kinds import schema_version
 from ..errors import GateFailure
 from ..io.metadata import base_metadata
 from ..io.store import write_json
 from .gates import gate_detail, run_gates
 from .telemetry import Telemetry
 from .timing import CudaDevice
-
-SCHEMA_VERSION = schema_version("check_report")
 
 
 def run_check(config: Config, allow_gpu: bool, output: str | Path, device: Any = None) -> dict[str, Any]:
@@ -32,16 +30,7 @@ def run_check(config: Config, allow_gpu: bool, output: str | Path, device: Any =
     if gpu:
         metadata["gpu"] = (device or CudaDevice()).identity(Telemetry().device_info())
     failed = [g for g in gates if not g["passed"]]
-    report = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "check_report",
-        "config_name": config.name,
-        "config_path": config.source,
-        "passed": not failed,
-        "allow_gpu": allow_gpu,
-        "gates": gates,
-        "metadata": metadata,
-    }
+    report = check_report.build(config=config, allow_gpu=allow_gpu, gates=gates, metadata=metadata)
     if failed:
         output = Path(output).with_name(f"{Path(output).stem}.failed.json")
     write_json(output, report, "check_report")

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analysis.reproduction import judge_naive, judge_staged
+from ..checking import smoke_report
 from ..core.config import Config, Pattern, Shape
 from ..core.families import BASELINE_PATTERN
-from ..core.kinds import schema_version
 from ..errors import GateFailure
 from ..io.store import write_json
 from ..routing.patterns import generate_routing
@@ -40,7 +40,6 @@ from .numerics import compare
 if TYPE_CHECKING:
     import torch
 
-SCHEMA_VERSION = schema_version("smoke_report")
 
 
 def naive_comparison(shape: Shape, block_indices: np.ndarray, seed: int, device: str) -> dict[str, Any]:
@@ -122,8 +121,8 @@ class SmokeArm(Arm[dict[str, Any]]):
 
     def record(self, run: Run) -> dict[str, Any]:
         checks = run_smoke_checks(run.config, run.device.tensor_device)
-        return {"schema_version": SCHEMA_VERSION, "kind": "smoke_report", "config_name": run.config.name,
-                "passed": not checks["failures"], "gates": run.gates, **checks, "metadata": run.metadata()}
+        return smoke_report.build(config_name=run.config.name, gates=run.gates, checks=checks,
+                                  metadata=run.metadata())
 
     def write(self, run: Run, doc: dict[str, Any]) -> None:
         write_json(run.output_path(), doc, "smoke_report")

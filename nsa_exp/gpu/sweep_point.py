@@ -20,9 +20,8 @@ from typing import Any
 import torch
 
 from .. import RESULTS_DIR
-from ..checking import sweep_point
+from ..checking import sweep_autotune, sweep_point
 from ..core.config import Shape, bytes_needed
-from ..core.kinds import schema_version
 from ..core.measurement import RoundPlan
 from ..core.records import BenchResult, SweepPoint
 from ..core.stages import PREPARING_STAGES
@@ -121,8 +120,7 @@ class SweepPointArm(Arm[SweepPoint]):
             run.staged[run.names[0]].run_staged()  # autotune on local, every kernel once
             run.device.synchronize()
             best = {k: v["best_config"] for k, v in autotune_record().items()}
-            write_json(self.out_dir / AUTOTUNE_FILE, {"schema_version": schema_version("sweep_autotune"),
-                                                      "kind": "sweep_autotune", "best_config": best}, "sweep_autotune")
+            write_json(self.out_dir / AUTOTUNE_FILE, sweep_autotune.build(best), "sweep_autotune")
         self.tune_seconds = run.clock() - t_tune
 
     def cells(self, run: Run) -> Iterator[Cells]:

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..checking import whatif_result
 from ..core.config import Config
-from ..core.kinds import schema_version
 from ..core.measurement import RoundPlan
 from ..core.protocol import summarize
 from ..errors import UserError
@@ -113,15 +113,9 @@ class WhatIfArm(Arm[dict[str, Any]]):
     def record(self, run: Run) -> dict[str, Any]:
         from .launcher import autotune_record  # noqa: PLC0415 - FLA after the env gate
 
-        config = run.config
-        return {"schema_version": schema_version("whatif_result"), "kind": "whatif_result",
-                "label": "WHAT-IF ARMS: FLA's unmodified kernels on an emulated split/heaviest-first schedule; "
-                         "not the experiment's measurement",
-                "config": config.raw, "config_path": str(config.source), "benchmark_result": self.benchmark_result,
-                "shape": config.shape.to_dict(), "gates": run.gates, "autotune": autotune_record(),
-                "timing": {"warmup_rounds": config.timing.warmup_rounds, "rounds": self.rounds,
-                           "l2_flush_bytes": config.timing.l2_flush_bytes, "order": config.timing.order},
-                "patterns": self.out_patterns, "wall_seconds": run.elapsed(), "metadata": run.metadata()}
+        return whatif_result.build(config=run.config, benchmark_result=self.benchmark_result, gates=run.gates,
+                                   autotune=autotune_record(), rounds=self.rounds, patterns=self.out_patterns,
+                                   wall_seconds=run.elapsed(), metadata=run.metadata())
 
 
 def run_whatif(config: Config, allow_gpu: bool, patterns: list[str], max_fanins: list[int], layouts: list[str],

@@ -1,0 +1,86 @@
+"""The ``autotune_matrix`` kind: every autotune config of FLA's autotuned kernels x every routing, timed
+(results/autotune). Its builder (:func:`build`; ``gpu/autotune_matrix.MatrixArm`` calls it) and its checks
+(:func:`checks`), in one module.
+
+- ``matrix_stats_recompute`` (every cell's median, p10, p90, p95, min, mean and n from its raw observations,
+  :func:`nsa_exp.core.protocol.summarize`), ``matrix_observations`` (each timed cell has exactly the run's
+  ``timing.rounds`` observations, one per round), ``matrix_cells`` (every routing in every ok cell; configs
+  unique; FLA's choice among the configs).
+- the autotune configs, the config's rules and shape, the run record, provenance and wall time every GPU
+  document gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.config import Config
+from ..core.families import TUNE_PATTERN
+from ..core.kinds import schema_version
+from ..core.protocol import LAUNCH_GUARD_CYCLES, summarize
+from . import record_checks
+from .autotune_checks import autotune_configs, config_key
+from .checks import Add, Context, close, guarded
+from .record_checks import config_semantics, run_record
+from .run_checks import shape_problems
+
+
+def matrix_checks(doc: dict[str, Any], add: Add) -> None:
+    """Recompute and cross-check an ``autotune_matrix`` document; each check through ``add``."""
+    stats_p, obs_p, cell_p = [], [], []
+    rounds, warmup = doc["timing"]["rounds"], doc["timing"]["warmup_rounds"]
+    for st, s in doc["stages"].items():
+        seen = set()
+        for i, cell in enumerate(s["cells"]):
+            path = f"$.stages.{st}.cells[{i}]"
+            if config_key(cell["config"]) in seen:
+                cell_p.append((f"{path}.config", "the same config appears twice"))
+            seen.add(config_key(cell["config"]))
+            if cell["status"] != "ok":
+                continue
+            if sorted(cell["patterns"]) != sorted(doc["patterns"]):
+                cell_p.append((f"{path}.patterns", f"routings {sorted(cell['patterns'])} != {sorted(doc['patterns'])}"))
+            for n, o in cell["patterns"].items():
+                for key, value in summarize(o["raw_ms"]).items():
+                    if not close(o[key], value):
+                        stats_p.append((f"{path}.patterns.{n}.{key}", f"recorded {o[key]} but the raw "
+                                        f"observations give {value}"))
+                if len(o["raw_ms"]) != rounds or sorted(o["rounds"]) != list(range(warmup, warmup + rounds)):
+                    obs_p.append((f"{path}.patterns.{n}.raw_ms", f"{len(o['raw_ms'])} observations (rounds "
+                                  f"{o['rounds'][:3]}...) != one per timed round ({rounds})"))
+        for n, cfg in s["fla_choice"].items():
+            if config_key(cfg) not in seen:
+                cell_p.append((f"$.stages.{st}.fla_choice.{n}", f"{cfg} is not among the matrix's configs"))
+    add("matrix_stats_recompute", stats_p)
+    add("matrix_observations", obs_p)
+    add("matrix_cells", cell_p)
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    matrix_checks(doc, add)
+    autotune_configs(doc, add)
+    config_semantics(doc, add)
+    add("shape_matches_config", shape_problems(doc))
+    run_record(doc, add, ctx)
+    guarded("config_provenance", add, record_checks.config_provenance, doc, add, ctx)
+    work = sum(sum(o["raw_ms"]) for s in doc["stages"].values() for c in s["cells"] if c["status"] == "ok"
+               for o in c["patterns"].values())
+    record_checks.wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its cells' timed observations", add)
+    ctx.unverifiable("$.stages.*.cells[*].patterns.*.raw_ms, $.wall_seconds, $.metadata",
+                     "measured on the GPU host; every statistic is recomputed from the observations")
+
+
+def build(*, name: str, config: Config, patterns: list[str], warmup: int, rounds: int, fla_commit: str,
+          gates: list[dict[str, Any]], stages: dict[str, Any], metadata: dict[str, Any],
+          wall_seconds: float) -> dict[str, Any]:
+    """The matrix's document: per autotuned stage its cells (``stages``: each config's per-routing observations
+    and statistics, FLA's own choice), timed ``rounds`` rounds after ``warmup`` over ``patterns``."""
+    timing = config.timing
+    return {"schema_version": schema_version("autotune_matrix"), "kind": "autotune_matrix", "name": name,
+            "config": config.raw, "shape": config.shape.to_dict(), "patterns": patterns,
+            "tuned_on_seed": TUNE_PATTERN,
+            "timing": {"warmup_rounds": warmup, "rounds": rounds, "l2_flush_bytes": timing.l2_flush_bytes,
+                       "launch_guard_cycles": LAUNCH_GUARD_CYCLES, "order_mode": timing.order,
+                       "order_seed": config.seeds.order},
+            "fla_commit": fla_commit, "gates": gates, "stages": stages, "metadata": metadata,
+            "wall_seconds": wall_seconds}

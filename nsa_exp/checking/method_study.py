@@ -1,0 +1,104 @@
+"""The ``method_study`` kind: a GPU method study's raw record (``scripts/gpu_method_study.py``, results/studies).
+Its checks (:func:`checks`), in one module.
+
+- ``method_study_recompute``: the flush part's summary recomputed from its records, one record per round x policy
+  x pattern, warm-up flags, flush bytes and launch guard; the oracle within the pinned naive tolerances and
+  consistent; the compiled-kernel configs FLA's; the grid records consistent.
+- the config's rules and the run record every GPU document gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis.reproduction import judge_naive
+from ..core.config import Shape
+from ..core.protocol import LAUNCH_GUARD_CYCLES, summarize
+from ..errors import UserError
+from ..routing.config import check_routings_differ
+from . import record_checks
+from .autotune_checks import config_problems
+from .checks import Add, Context, Problems, close, guarded
+from .record_checks import config_semantics, pinned, run_record
+from .run_checks import comparison_problems, gradient_numel
+
+
+def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    config = doc["config"]
+    if "flush" in doc:
+        f = doc["flush"]
+        names = [p["name"] for p in config["patterns"]]
+        if f["flush_bytes"] != config["timing"]["l2_flush_bytes"] or f["launch_guard_cycles"] != LAUNCH_GUARD_CYCLES:
+            problems.append(("$.flush", "flush_bytes / launch_guard_cycles differ from the config and the code"))
+        seen = {(r["round"], r["policy"], r["pattern"]) for r in f["records"]}
+        want = {(i, pol, n) for i in range(f["warmup_rounds"] + f["rounds"]) for pol in f["policies"] for n in names}
+        if seen != want or len(seen) != len(f["records"]):
+            problems.append(("$.flush.records", f"{len(f['records'])} records, one per round x policy x pattern "
+                             f"expected ({len(want)})"))
+        problems += [(f"$.flush.records[{i}].warmup", "does not match round < warmup_rounds")
+                     for i, r in enumerate(f["records"]) if r["warmup"] != (r["round"] < f["warmup_rounds"])][:1]
+        for pol, by_pattern in f["summary"].items():
+            for pat, by_stage in by_pattern.items():
+                for stage, s in by_stage.items():
+                    obs = [r["ms"][stage] for r in f["records"] if r["policy"] == pol and r["pattern"] == pat
+                           and not r["warmup"] and stage in r["ms"]]
+                    path = f"$.flush.summary.{pol}.{pat}.{stage}"
+                    if not obs:
+                        problems.append((path, "no timed record behind it"))
+                        continue
+                    problems += [(f"{path}.{k}", f"recorded {s.get(k)}, the records give {v}")
+                                 for k, v in summarize(obs).items() if not close(s.get(k, float("nan")), v)]
+        if sorted(f["summary"]) != sorted(f["policies"]):
+            problems.append(("$.flush.summary", f"policies {sorted(f['summary'])} != {sorted(f['policies'])}"))
+    if "oracle" in doc:
+        o = doc["oracle"]
+        t = pinned(config.get("tolerances"))
+        numel = gradient_numel(o["shape"])
+        try:
+            check_routings_differ(Shape(**o["shape"]), "$.oracle.shape")
+        except UserError as exc:
+            problems.append(("$.oracle.shape", str(exc)))
+        for name, grads in o["patterns"].items():
+            for g, m in grads.items():
+                problems += comparison_problems(m, f"$.oracle.patterns.{name}.{g}", numel.get(g))
+            problems += [("$.oracle.patterns." + name, line) for line in
+                         judge_naive(grads, t.naive_rel_l2, t.naive_max_abs_rel, label=f"oracle {name}")]
+        if list(o["patterns"]) != [p["name"] for p in config["patterns"]]:
+            problems.append(("$.oracle.patterns", "differ from the config's patterns"))
+    if "kernels" in doc:
+        for stage, rec in doc["kernels"].items():
+            if stage == "device":
+                continue
+            problems += [p for i, c in enumerate(rec["configs"])
+                         for p in config_problems(stage, c, f"$.kernels.{stage}.configs[{i}]")]
+            keys = {(c["num_warps"], c["num_stages"]) for c in rec["configs"]}
+            problems += [(f"$.kernels.{stage}.compiled[{i}]", f"num_warps {c['num_warps']} / num_stages "
+                          f"{c['num_stages']} is none of the configs") for i, c in enumerate(rec["compiled"])
+                         if (c["num_warps"], c["num_stages"]) not in keys]
+            if len(rec["compiled"]) > len(rec["configs"]):
+                problems.append((f"$.kernels.{stage}.compiled", "more compiled kernels than configs"))
+    for key, g in (doc.get("grid") or {}).items():
+        path = f"$.grid.{key}"
+        if str(g["dkv_grid"][-1]) != key:
+            problems.append((path, f"keyed {key} but its dK/dV grid is {g['dkv_grid']}"))
+        if g["ok"] != ("error" not in g) or g["ok"] != ("dk_vs_official" in g):
+            problems.append((f"{path}.ok", f"{g['ok']}, but the record {'has' if 'error' in g else 'has no'} error "
+                             f"and {'a' if 'dk_vs_official' in g else 'no'} comparison"))
+        if "dk_vs_official" in g:
+            problems += comparison_problems(g["dk_vs_official"], f"{path}.dk_vs_official")
+    add("method_study_recompute", problems)
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    guarded("method_study_recompute", add, method_study_recompute, doc, add, ctx)
+    config_semantics(doc, add)
+    records = (doc.get("flush") or {}).get("records", [])
+    samples = [(f"$.flush.records[{i}].telemetry", r["telemetry"]) for i, r in enumerate(records) if "telemetry" in r]
+    run_record(doc, add, ctx, samples)
+    if records:
+        work = sum(sum(r["ms"].values()) for r in records)
+        record_checks.wall_plausible(doc["seconds"].get("flush"), work, "$.seconds.flush",
+                                     "the flush part's records", add)
+    ctx.unverifiable("$.flush.records[*].ms, $.oracle, $.grid, $.kernels.*.compiled", "measured or compiled on "
+                     "the GPU host; summaries recomputed, the rest held to consistency and the pinned tolerances")

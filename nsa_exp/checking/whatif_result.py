@@ -1,0 +1,146 @@
+"""The ``whatif_result`` kind: the WHAT-IF ARMS, timed (results/whatif; not the experiment's measurement). Its
+builder (:func:`build`; ``gpu/whatif_run.WhatIfArm`` calls it) and its checks (:func:`checks`), in one module.
+
+- ``whatif_recompute``: each arm's stage observations = its per-round records, its total = the sum of its stages
+  per round, every statistic from its observations, ``saved_ms`` = baseline - arm total median, the round orders
+  regenerated from the config's seed, layout and F from the arm's name, ``batches`` from the routing regenerated
+  and split (:func:`nsa_exp.model.split.split_routing`), the dK/dV equivalence within the pinned tolerance; with
+  the benchmark result at hand, its autotune configs are the ones pinned.
+- the autotune configs, the config's rules, the run record, provenance and wall time every GPU document gets.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..core.config import Config, Shape
+from ..core.families import pattern_from_entry
+from ..core.kinds import schema_version
+from ..core.protocol import round_orders
+from ..errors import UserError
+from ..model.split import split_routing
+from ..routing.patterns import generate_routing
+from . import record_checks
+from .autotune_checks import autotune_configs
+from .checks import Add, Context, Problems, close, first_difference, guarded
+from .derived_checks import read_source
+from .record_checks import config_semantics, pinned, run_record
+from .run_checks import comparison_problems, gradient_numel
+from .stats_checks import stats_problems
+
+ARM_RE = re.compile(r"^what-if:(?P<layout>[\w-]+):F=(?P<F>\d+)$")
+
+
+def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    config, t = doc["config"], doc["timing"]
+    if t["warmup_rounds"] != config["timing"]["warmup_rounds"] or t["l2_flush_bytes"] != \
+            config["timing"]["l2_flush_bytes"] or t["order"] != config["timing"]["order"]:
+        problems.append(("$.timing", f"{t} differs from the config's timing {config['timing']}"))
+    if doc["shape"] != config["shape"]:
+        problems.append(("$.shape", "differs from $.config.shape"))
+    shape = Shape(**doc["shape"])
+    tol = pinned(config.get("tolerances")).full_shape_dkv_rel_l2
+    numel = gradient_numel(doc["shape"])
+    for pname, p in doc["patterns"].items():
+        path = f"$.patterns.{pname}"
+        arms = p["arms"]
+        names = ["baseline", *[a for a in arms if a != "baseline"]]
+        rounds = t["warmup_rounds"] + t["rounds"]
+        orders = round_orders(names, rounds, t["order"], config["seeds"]["order"])
+        got = [(r["round"], r["pattern"]) for r in p["records"]]
+        want = [(i, n) for i, order in enumerate(orders) for n in order]
+        if got != want:
+            problems.append((f"{path}.records[{first_difference(got, want)}]", f"{len(got)} records do not follow the "
+                             f"{t['order']} order of seed {config['seeds']['order']} ({len(want)} expected)"))
+        problems += [(f"{path}.records[{i}].warmup", "does not match round < warmup_rounds")
+                     for i, r in enumerate(p["records"]) if r["warmup"] != (r["round"] < t["warmup_rounds"])][:1]
+        base = arms.get("baseline", {}).get("total", {}).get("median_ms")
+        try:
+            routing = generate_routing(pattern_from_entry(_entry(config, pname), f"{path}", shape), shape,
+                                       config["seeds"]["routing"])
+        except (UserError, KeyError) as exc:
+            routing = None
+            problems.append((path, f"the routing cannot be regenerated: {exc}"))
+        for name, arm in arms.items():
+            apath = f"{path}.arms.{name}"
+            timed = [r for r in p["records"] if r["pattern"] == name and not r["warmup"]]
+            for stage, s in arm["stages"].items():
+                if s["raw_ms"] != [r["ms"].get(stage) for r in timed]:
+                    problems.append((f"{apath}.stages.{stage}.raw_ms", "differs from the arm's per-round records"))
+                problems += stats_problems(s, f"{apath}.stages.{stage}")
+            total = [sum(r["ms"].values()) for r in timed]
+            if len(total) != len(arm["total"]["raw_ms"]) or not all(
+                    close(a, b) for a, b in zip(arm["total"]["raw_ms"], total, strict=False)):
+                problems.append((f"{apath}.total.raw_ms", "is not the sum of the arm's stages in each round"))
+            problems += stats_problems(arm["total"], f"{apath}.total")
+            if base is not None and not close(arm["saved_ms"], base - arm["total"]["median_ms"]):
+                problems.append((f"{apath}.saved_ms", f"{arm['saved_ms']}, baseline - arm total median = "
+                                 f"{base - arm['total']['median_ms']}"))
+            if name == "baseline":
+                if arm.get("batches") != 1:
+                    problems.append((f"{apath}.batches", "the original launch is one batch"))
+                continue
+            m = ARM_RE.match(name)
+            if m is None or arm.get("layout") != m["layout"] or arm.get("max_fanin") != int(m["F"]):
+                problems.append((apath, f"layout {arm.get('layout')!r} / max_fanin {arm.get('max_fanin')} do not match "
+                                 f"the arm's name"))
+            elif routing is not None:
+                batches = int(split_routing(routing, shape.block_size, int(m["F"]), m["layout"]).shape[0])
+                if arm.get("batches") != batches:
+                    problems.append((f"{apath}.batches", f"{arm.get('batches')}, the routing split at F={m['F']} "
+                                     f"({m['layout']}) gives {batches} batches"))
+            for g, cmp in arm.get("equivalence", {}).items():
+                problems += comparison_problems(cmp, f"{apath}.equivalence.{g}", numel.get(g))
+                if cmp["rel_l2"] > tol:
+                    problems.append((f"{apath}.equivalence.{g}.rel_l2", f"{cmp['rel_l2']} > full_shape_dkv_rel_l2 "
+                                     f"{tol}: the equivalence gate cannot have passed"))
+    _, bench = read_source(ctx, doc["benchmark_result"], ("bench_result",))
+    if bench is None:
+        ctx.unverifiable("$.autotune (against the benchmark result)",
+                         f"unverified (source not found): {doc['benchmark_result']}")
+    else:
+        for stage, k in doc["autotune"].items():
+            want_cfg = bench["autotune"]["kernels"].get(stage, {}).get("best_config")
+            if k.get("best_config") != want_cfg:
+                problems.append((f"$.autotune.{stage}.best_config", f"{k.get('best_config')}, but the arms are pinned "
+                                 f"to {doc['benchmark_result']}'s {want_cfg}"))
+    add("whatif_recompute", problems)
+
+
+def _entry(config: dict[str, Any], name: str) -> dict[str, Any]:
+    for p in config["patterns"]:
+        if p["name"] == name:
+            return p
+    raise KeyError(f"pattern {name!r} is not in the config")
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    guarded("whatif_recompute", add, whatif_recompute, doc, add, ctx)
+    autotune_configs(doc, add)
+    config_semantics(doc, add)
+    run_record(doc, add, ctx)
+    guarded("config_provenance", add, record_checks.config_provenance, doc, add, ctx)
+    work = sum(sum(r["ms"].values()) for p in doc["patterns"].values() for r in p["records"])
+    record_checks.wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its own per-round records", add)
+    ctx.unverifiable("$.patterns.*.records[*].ms, $.patterns.*.arms.*.equivalence", "measured on the GPU host "
+                     "(statistics recomputed from them; equivalence held to the pinned tolerance)")
+
+
+#: Every what-if result says what it is not.
+LABEL = ("WHAT-IF ARMS: FLA's unmodified kernels on an emulated split/heaviest-first schedule; not the experiment's "
+         "measurement")
+
+
+def build(*, config: Config, benchmark_result: str, gates: list[dict[str, Any]], autotune: dict[str, Any],
+          rounds: int, patterns: dict[str, Any], wall_seconds: float, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The what-if arms' document: per routing its arms (``patterns.<p>.arms``, each with its stages' and total's
+    observations and statistics, ``saved_ms``) and every round's records; the autotune configs pinned from
+    ``benchmark_result``; ``rounds`` timed rounds after the config's warm-up."""
+    return {"schema_version": schema_version("whatif_result"), "kind": "whatif_result", "label": LABEL,
+            "config": config.raw, "config_path": str(config.source), "benchmark_result": benchmark_result,
+            "shape": config.shape.to_dict(), "gates": gates, "autotune": autotune,
+            "timing": {"warmup_rounds": config.timing.warmup_rounds, "rounds": rounds,
+                       "l2_flush_bytes": config.timing.l2_flush_bytes, "order": config.timing.order},
+            "patterns": patterns, "wall_seconds": wall_seconds, "metadata": metadata}
