@@ -21,7 +21,7 @@ one module:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +181,8 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 def build(*, config: Config, sweep: str, point_id: str, point: Mapping[str, Any], stages: Sequence[str],
           names: Sequence[str], gates: list[dict[str, Any]], routings: Mapping[str, Any], files: Mapping[str, Any],
           file_reports: Mapping[str, Any], measurement: Measurement, untimed: Sequence[str],
-          autotune: Mapping[str, Any], memory: Mapping[str, Any] | None, placement: Mapping[str, Any],
-          wall_seconds: float, metadata: Mapping[str, Any]) -> SweepPoint:
+          autotune: Mapping[str, Any], memory: Mapping[str, Any] | None,
+          host: Callable[[], tuple[Mapping[str, Any], Mapping[str, Any], float]]) -> SweepPoint:
     """The :class:`~nsa_exp.core.records.SweepPoint` of one measured point (pure).
 
     ``point``: the ``point`` block (``T``, ``pattern``, ``baseline``; ``packing``, ``shape`` on those axes);
@@ -190,7 +190,8 @@ def build(*, config: Config, sweep: str, point_id: str, point: Mapping[str, Any]
     timed (the config's patterns, then the ``file:<stem>`` s of ``files``, whose reports are ``file_reports``),
     each ``routings[name]`` ``[B, T, H, S]`` int32; ``measurement``: the engine's (its records give every
     stage's statistics, its ``timing`` the block, written without a flush policy: a sweep point always flushes
-    with ``write``)."""
+    with ``write``); ``host()``: the host's metadata, the point's placement and its wall seconds, read once the
+    routings' statistics are computed (the point's wall time includes them)."""
     edges = next(g["detail"] for g in gates if g["name"] == "equal_edges")
     stats = measurement.stage_stats(names, stages)
     params = {n: {"name": n} if n in files else config.pattern(n).to_dict() for n in names}
@@ -199,6 +200,7 @@ def build(*, config: Config, sweep: str, point_id: str, point: Mapping[str, Any]
                               fanin=rows[n]["fanin"], query_span=rows[n]["query_span"],
                               adjacent_gap=rows[n]["adjacent_gap"])
                 for n in names}
+    metadata, placement, wall_seconds = host()
     return SweepPoint(
         schema_version=schema_version(SweepPoint.KIND), kind=SweepPoint.KIND, name=config.name, sweep=sweep,
         point_id=point_id, point=dict(point), config=config.raw, shape=config.shape.to_dict(), gates=gates,

@@ -164,7 +164,7 @@ class Config:
         """This config with the command line's overrides folded in, once, at the entry point: ``repetitions``
         (``--repetitions``) replaces ``timing.repetitions``; ``stop`` (``--stop-rule``) becomes ``timing.stop``
         from ``stop_source`` unless the config has its own (the config's rule wins). ``raw`` stays the file's:
-        a result records the config as given (``tests/core/test_measurement.py``).
+        a result records the config as given (``tests/core/test_measurement.py`` pins it).
         """
         timing = self.timing
         if repetitions is not None:

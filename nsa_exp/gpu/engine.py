@@ -248,7 +248,7 @@ class Arm(Generic[DocT]):
         return ()
 
     def timed(self, run: Run, cells: Cells) -> None:
-        """After one group's rounds (``cells.records`` filled)."""
+        """After one group's rounds (``cells.measurement`` filled)."""
 
     def record(self, run: Run) -> DocT:
         """The document: a typed record (:mod:`nsa_exp.core.records`; a bench result, a sweep point), or the
@@ -267,14 +267,23 @@ class Arm(Generic[DocT]):
 
 def measure(arm: Arm[Any], run: Run) -> dict[str, Any]:
     """Run ``arm``: gates -> inputs -> tune -> each group of cells timed -> record -> write. Returns the
-    document's JSON."""
+    document's JSON. A group that ran under the stop rule must reach the document: its ``timing.stop`` is the
+    group's stop record (the arm builds its timing with :meth:`~nsa_exp.core.measurement.Measurement.timing`);
+    a record without it is refused before anything is written (RuntimeError: the arm is wrong, not the input)."""
     run.t_start = run.clock()
     arm.gates(run)
     arm.inputs(run)
     arm.tune(run)
+    stop = None
     for cells in arm.cells(run):
         run.time(cells)
+        stop = cells.measured.stop if cells.measured.stop is not None else stop
         arm.timed(run, cells)
     doc = arm.record(run)
+    if stop is not None:
+        timing = doc.timing.to_json() if isinstance(doc, RunRecord) else doc.get("timing", {})
+        if timing.get("stop") != stop:
+            raise RuntimeError(f"{type(arm).__name__}: a group ran under the stop rule but the record's timing.stop "
+                               "is not its stop record; build the timing block with Measurement.timing")
     arm.write(run, doc)
     return doc.to_json() if isinstance(doc, Record) else doc

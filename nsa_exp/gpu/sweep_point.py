@@ -143,9 +143,13 @@ class SweepPointArm(Arm[SweepPoint]):
 
     def record(self, run: Run) -> SweepPoint:
         config, names, point, files = run.config, run.names, self.point, run.files
-        metadata = run.metadata()
-        placement = {**placement_record(), **run.device.placement()}
-        run.staged = {}
+
+        def host() -> tuple[dict[str, Any], dict[str, Any], float]:
+            metadata = run.metadata()
+            placement = {**placement_record(), **run.device.placement()}
+            run.staged = {}
+            return metadata, placement, run.elapsed()
+
         point_record = {"T": point.T, "pattern": point.pattern, "baseline": names[0]}
         if point.packing_label is not None:
             point_record["packing"] = point.packing_label
@@ -156,7 +160,7 @@ class SweepPointArm(Arm[SweepPoint]):
             names=names, gates=run.gates, routings=run.routings, files=files, file_reports=run.file_reports,
             measurement=self.measurement, untimed=self.untimed,
             autotune={"source": self.source, "tune_seconds": self.tune_seconds, "kernels": self.kernels},
-            memory=self.memory, placement=placement, wall_seconds=run.elapsed(), metadata=metadata)
+            memory=self.memory, host=host)
 
 
 def measure_point(point: Point, allow_gpu: bool, out_dir: Path, device: Any = None) -> dict[str, Any]:

@@ -144,6 +144,20 @@ def test_measure_runs_the_hooks_in_order_and_each_group_s_measurement_carries_it
     assert doc["timing"]["repetitions"] == doc["timing"]["stop"]["rounds"] == 6
 
 
+class ForgetfulArm(LoggingArm):
+    """An arm that builds its timing block by hand and drops the stop record."""
+
+    def record(self, run):
+        return {"timing": {}}
+
+
+def test_measure_refuses_a_record_that_drops_the_stop_record_of_a_group_the_rule_stopped():
+    log = []
+    with pytest.raises(RuntimeError, match="timing.stop"):
+        measure(ForgetfulArm(log), Run(config=None, allow_gpu=False, device=FakeDevice(), clock=Ticks()))
+    assert not any(line.startswith("write") for line in log)  # refused before anything is written
+
+
 def test_the_cupti_pass_runs_the_same_loop_inside_profiler_ranges_without_events():
     from nsa_exp.gpu.cupti import profile_kernel_times  # noqa: PLC0415 - torch.profiler
 
