@@ -150,6 +150,9 @@ COMMANDS: tuple[Command, ...] = (
                 "under its own configs", default="once", choices=TUNE_CHOICES),
          Option("--autotune-from", "replay this bench result's autotune configs (tune nothing); recorded as "
                 "autotune.replayed_from", metavar="RESULT"),
+         Option("--tuning-cache", "replay the configs a fresh tune on this GPU, FLA commit and shape kept in DIR "
+                "(recorded as autotune.replayed_from); without an entry tune afresh and keep it there (default: "
+                "tune afresh, the formal protocol)", metavar="DIR"),
          Option("--cupti-rounds", "rounds of the torch.profiler (CUPTI) cross-check after the timed rounds (default: "
                 "sized by need, enough that the shortest multi-launch stage is resolved, recorded as cupti.sizing; "
                 "0 skips it)", type=int),
@@ -266,6 +269,9 @@ COMMANDS: tuple[Command, ...] = (
          "kernel of each routing with 95%% CIs and the skew penalty (Markdown)", COMMON,
          Option("paths", "release results (results/releases/<config>/*.json)", "positionals", metavar="RESULT"),
          Option("--resamples", "bootstrap resamples (default 10000)", type=int, default=10_000)),
+    _cmd("cost", f"{CPU}:cmd_cost", "CPU only: what a bench run cost: its wall time against the latencies it timed, "
+         "phase by phase (tune, rounds, CUPTI pass, reproduction, ...), one column per result (Markdown)", COMMON,
+         Option("paths", "bench results (results/raw/*.json)", "positionals", metavar="RESULT")),
     _cmd("plot", f"{CPU}:cmd_plot", "figure: latency vs a fan-in statistic, one panel per backward stage", COMMON,
          Option("--input", "summary CSV (results/summaries/<name>.csv)", required=True),
          Option("--x", "fan-in statistic on the x axis", default="fanin_cv", choices=tuple(sorted(X_STATS))),

@@ -22,6 +22,7 @@ from .analysis.flush_study import flush_study
 from .analysis.flush_study import format_table as format_flush_table
 from .analysis.noise_table import NOISE_TABLE, table_document
 from .analysis.noise_table import format_table as format_noise_table
+from .analysis.run_cost import cost_of_files
 from .arguments import parse_slurm
 from .checking.validate import format_report, source_missing, validate_paths
 from .commands import FIGURES_DIR
@@ -169,6 +170,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         what = "other than same" if args.fail_on == "any-change" else args.fail_on
         print(f"--fail-on {args.fail_on}: {hits} verdict(s) {what}; exit 1", file=sys.stderr)
     return code
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    print(cost_of_files(args.paths))
+    return 0
 
 
 def cmd_release_table(args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@
 #   scripts/h200_session.sh x2 OUTDIR      # issue 10: a small sweep over two GPUs (submitit local executor)
 #   scripts/h200_session.sh engine OUTDIR  # issue 21: check, smoke, 20-round bench + validate + compare to the formal
 #   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
+#   scripts/h200_session.sh cost OUTDIR    # issue 30: the formal bench tuned afresh into the tuning cache, then replayed
+#   scripts/h200_session.sh cost_stop OUTDIR  # issue 30: the formal config under --stop-rule, warm tuning cache
 #   scripts/h200_session.sh penalty OUTDIR  # issue 32: the penalty map, T=32768 (B, H, G axes), then along T;
 #                                          # each sweep stopped before the call's limit (PENALTY_TIMEOUT_S, resumable)
 #   scripts/h200_session.sh release OUTDIR # issue 22: the release arm (NOT the pinned experiment): fla-core 0.5.2
@@ -117,6 +119,26 @@ case "$part" in
     step validate_stop "$py" -m nsa_exp validate "$out/e1_h200_stop.json" "$out/e1_h200_stop.csv"
     step compare_stop "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/e1_h200_stop.json" \
       --output "$out/e1_h200_vs_stop.json"
+    ;;
+  cost)  # issue 30: what a run costs -- the formal bench tuned afresh (filling the tuning cache), then again
+         # replaying it (warm cache), each with its phases; TUNING_CACHE: a cache folder carried in (default OUTDIR/tuning)
+    cache="${TUNING_CACHE:-$out/tuning}"
+    step bench_cold "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_cost_cold \
+      --tuning-cache "$cache" --output "$out/e1_h200_cost_cold.json" --summary "$out/e1_h200_cost_cold.csv"
+    step bench_warm "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_cost_warm \
+      --tuning-cache "$cache" --output "$out/e1_h200_cost_warm.json" --summary "$out/e1_h200_cost_warm.csv"
+    step validate_cost "$py" -m nsa_exp validate "$out"/e1_h200_cost_*.json "$out"/e1_h200_cost_*.csv
+    step cost "$py" -m nsa_exp cost "$out"/e1_h200_cost_cold.json "$out"/e1_h200_cost_warm.json
+    ;;
+  cost_stop)  # issue 30: the formal config under --stop-rule with the warm tuning cache (TUNING_CACHE), its phases;
+              # validated and compared with the formal run. NAME: the result's name (default e1_h200_cost_stop)
+    name="${NAME:-e1_h200_cost_stop}"
+    step bench_stop "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name "$name" \
+      --tuning-cache "${TUNING_CACHE:-$out/tuning}" --output "$out/$name.json" --summary "$out/$name.csv"
+    step validate_stop "$py" -m nsa_exp validate "$out/$name.json" "$out/$name.csv"
+    step compare_stop "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/$name.json" \
+      --output "$out/e1_h200_vs_$name.json"
+    step cost "$py" -m nsa_exp cost "$out/$name.json"
     ;;
   penalty)  # issue 32: the two penalty-map sweeps; a sweep stopped by its timeout keeps its finished points (resume)
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv > "$out/penalty.gpu.log" 2>&1

@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from ..core.records import STAT_FIELDS, BenchLike, BenchResult
 from ..io.schemas import SUMMARY_COLUMNS
+from .run_cost import cost
 
 
 def summary_rows(result: BenchLike) -> list[dict[str, Any]]:
@@ -41,5 +42,10 @@ def format_summary(result: BenchLike) -> str:
     stages = run.timing.stages
     rows = [[name, *[p.median(s) for s in stages], p.stage_sum().ratio] for name, p in run.patterns.items()]
     table = tabulate(rows, headers=["pattern", *[f"{s} ms" for s in stages], "sum/full"], floatfmt=".3f")
+    spent = cost(run.to_json())
+    phases = "" if spent["phases"] is None else " (" + ", ".join(
+        f"{p} {v:.1f}s" for p, v in spent["phases"].items() if v >= 0.05) + ")"
     return "\n".join([table, "autotune: " + "; ".join(f"{k} {v}" for k, v in run.best_configs().items()),
-                      f"wall {run.wall_seconds:.1f}s; throttled samples {run.telemetry['throttled_samples']}"])
+                      f"wall {run.wall_seconds:.1f}s = {spent['wall_over_timed']:.2f}x the "
+                      f"{spent['timed_seconds']:.1f}s of timed latencies{phases}; "
+                      f"throttled samples {run.telemetry['throttled_samples']}"])

@@ -11,10 +11,12 @@ every observation of every pattern x stage (results/raw). Its builder and its ch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..analysis.cupti import cupti_problems
+from ..analysis.run_cost import timed_ms
 from ..core.config import Config
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, PatternRun, StageSum, Timing, stage_records
@@ -42,7 +44,6 @@ from .stats_checks import (
     stage_sum_problems,
     stats_checks,
     stop_rule_check,
-    timed_ms,
     timing_recompute,
 )
 
@@ -74,9 +75,35 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     guarded("config_provenance", add, record_checks.config_provenance, doc, add, ctx, True)
     record_checks.wall_plausible(doc["wall_seconds"], timed_ms(doc), "$.wall_seconds",
                                  "its own raw and warm-up latencies", add)
+    if "phases" in doc:
+        add("phases_plausible", phases_problems(doc))
     ctx.unverified += unverified(doc)
     ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
     guarded("stop_rule", add, stop_rule_check, doc, add)
+
+
+def phases_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """``phases_plausible``: what physics allows of the host seconds per phase (each measured on the GPU host,
+    so only bounded): they sum to at most ``wall_seconds`` (the phases are disjoint spans inside the run's wall
+    time, read before it); ``rounds`` is at least the GPU time of the observations the rounds timed (each stage's
+    event pair lies inside the loop, which synchronises after every cell; not checked for a resumed run, whose
+    journal holds another process's rounds); ``tune`` is at least ``autotune.tune_seconds`` (timed inside it);
+    a run with a ``cupti`` block spent time in its pass."""
+    phases, problems = doc["phases"], []
+    total, wall = math.fsum(phases.values()), doc["wall_seconds"]
+    if total > wall * (1 + 1e-9) + 1e-6:
+        problems.append(("$.phases", f"the phases sum to {total:.6g} s, more than wall_seconds {wall:.6g} s"))
+    timed = timed_ms(doc) / 1000
+    if not doc["timing"].get("resumed") and phases["rounds"] < timed * (1 - 1e-9) - 1e-6:
+        problems.append(("$.phases.rounds", f"{phases['rounds']:.6g} s, but the rounds' own latencies sum to "
+                                            f"{timed:.6g} s"))
+    tune = (doc.get("autotune") or {}).get("tune_seconds")
+    if isinstance(tune, (int, float)) and phases["tune"] < tune * (1 - 1e-9) - 1e-6:
+        problems.append(("$.phases.tune", f"{phases['tune']:.6g} s, less than autotune.tune_seconds {tune:.6g} s "
+                                          "measured inside it"))
+    if "cupti" in doc and phases["cupti"] <= 0:
+        problems.append(("$.phases.cupti", "0 s, but the result has a cupti block"))
+    return problems
 
 
 def unverified(doc: dict[str, Any]) -> list[dict[str, str]]:
@@ -102,6 +129,8 @@ def unverified(doc: dict[str, Any]) -> list[dict[str, str]]:
                    "readings themselves (and how far the profiler slowed each call) are not"}] if "cupti" in doc
           else []),
         {"path": "$.wall_seconds", "why": "host wall clock (bounded below by the latencies it timed)"},
+        *([{"path": "$.phases", "why": "host seconds per phase (bounded: sum <= wall, rounds >= their latencies, "
+                                       "tune >= autotune.tune_seconds)"}] if "phases" in doc else []),
         {"path": "$.fla.files_verified", "why": "counted on the GPU host's FLA install"},
         {"path": "$.metadata (hostname, platform, packages, driver, power)",
          "why": "facts about the host; the GPU is checked against the GPU table, versions and dates for plausibility"},
@@ -117,7 +146,8 @@ def build(*, name: str, config: Config, gates: list[dict[str, Any]], gate_detail
                  autotune: Mapping[str, Any], telemetry: Mapping[str, Any], metadata: Mapping[str, Any],
                  wall_seconds: float, throttled: Any,
                  routing_files: Mapping[str, Mapping[str, Any]] | None = None,
-                 packing: Mapping[str, Any] | None = None, cupti: Mapping[str, Any] | None = None) -> BenchResult:
+                 packing: Mapping[str, Any] | None = None, cupti: Mapping[str, Any] | None = None,
+                 phases: Mapping[str, float] | None = None) -> BenchResult:
     """The :class:`BenchResult` (its JSON: schema ``result``) from the measured records and per-pattern extras.
 
     ``records``, ``timing``: the engine's measurement (``core.measurement.Measurement``: its records and its
@@ -126,6 +156,8 @@ def build(*, name: str, config: Config, gates: list[dict[str, Any]], gate_detail
     (``fanin`` ...), ``reproduces_official`` and ``memory``. ``gate_detail(gates, name)`` reads a gate.
     ``routing_files``: the reports of the routing files timed after the config's patterns (``file:<stem>``).
     ``packing``, ``cupti``: the packed documents' and the CUPTI pass's blocks, each None when the run has none.
+    ``phases``: host seconds per phase (``core.measurement.PhaseClock.seconds``; None: a result recorded before
+    phases were, rebuilt).
     """
     files = dict(routing_files or {})
     names = [p.name for p in config.patterns] + list(files)
@@ -141,4 +173,5 @@ def build(*, name: str, config: Config, gates: list[dict[str, Any]], gate_detail
         edges=gate_detail(gates, "equal_edges"), autotune=dict(autotune), timing=timing, patterns=patterns,
         telemetry={**telemetry, "samples": samples, "throttled_samples": sum(1 for s in samples if throttled(s))},
         wall_seconds=wall_seconds, metadata=dict(metadata), routing_files=files or None,
-        packing=None if packing is None else dict(packing), cupti=None if cupti is None else dict(cupti))
+        packing=None if packing is None else dict(packing), cupti=None if cupti is None else dict(cupti),
+        phases=None if phases is None else dict(phases))

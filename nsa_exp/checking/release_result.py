@@ -31,6 +31,7 @@ from typing import Any
 
 from .. import PINNED_COMMIT, REPO_ROOT
 from ..analysis.release_kernels import call_span_ms, group_table, stage_groups
+from ..analysis.run_cost import timed_ms
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN, release_point_names
 from ..core.kinds import schema_version
@@ -49,7 +50,7 @@ from .checks import Add, Context, guarded
 from .record_checks import SHA_RE
 from .routing_checks import edge_problems, pattern_set, regenerated, routing_file_recompute, routing_recompute
 from .run_checks import telemetry_recompute
-from .stats_checks import stats_checks, timed_ms
+from .stats_checks import stats_checks
 
 
 def _routing_sha(doc: dict[str, Any], config: Config, add: Add, unverified: list) -> None:

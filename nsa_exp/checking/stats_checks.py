@@ -199,10 +199,6 @@ def stop_rule_check(doc: dict[str, Any], add: Add) -> None:
         add("stop_rule", problems)
 
 
-def timed_ms(doc: dict[str, Any]) -> float:
-    """Every observation and warm-up a bench-shaped document timed, in ms."""
-    return sum(sum(s["raw_ms"]) + sum(s.get("warmup_ms", [])) for p in doc["patterns"].values()
-               for s in p["stages"].values())
 
 
 def stats_problems(s: dict[str, Any], path: str) -> Problems:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..analysis.run_cost import timed_ms
 from ..core.config import Config, Shape, bytes_needed
 from ..core.families import BASELINE_PATTERN, pattern_from_entry, point_id, shape_label
 from ..core.kinds import schema_version
@@ -48,7 +49,7 @@ from .routing_checks import (
     routing_recompute,
 )
 from .run_checks import shape_problems
-from .stats_checks import stats_checks, stop_rule_check, timed_ms
+from .stats_checks import stats_checks, stop_rule_check
 
 
 def _pattern(entry: dict[str, Any], shape: Shape | None) -> dict[str, Any] | None:

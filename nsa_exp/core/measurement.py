@@ -20,13 +20,74 @@ config, how many rounds or which flush; :class:`RoundPlan` turns that into the r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .config import Config, StopRule
 from .protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, STOP_SOURCES, TIMING_METHOD, round_orders
 from .records import StageStats, Timing, stage_records
+
+#: The phases of a GPU run, in the order they run (a bench result's ``phases``, host seconds each): the gates
+#: (environment, FLA sources, routings, equal edges), the inputs and launchers, tuning (or pinning) FLA's
+#: autotuners, the timed rounds (warm-up included), the CUPTI cross-check pass, the full-shape reproduction and
+#: memory accounting, and building the record (statistics, metadata). Writing the file comes after the record
+#: and is not in it.
+PHASES = ("gates", "inputs", "tune", "rounds", "cupti", "reproduction", "record")
+
+
+class PhaseClock:
+    """Host seconds spent in each named phase of one run, read from ``clock`` (e.g. ``time.monotonic``).
+
+    ``with phases("tune"): ...`` adds the block's time to ``tune``; a phase entered inside another pauses the
+    outer one (bench's CUPTI pass and reproduction run inside its record hook), so no second is counted twice
+    and the phases sum to at most the run's wall time. :meth:`seconds` is every phase of :data:`PHASES`
+    (0.0 for one that did not run), the open ones counted up to now.
+
+    >>> t = iter([0.0, 2.0, 3.0, 7.0]).__next__   # enter record, enter cupti, leave it, leave record
+    >>> phases = PhaseClock(t)
+    >>> with phases("record"):
+    ...     with phases("cupti"):
+    ...         pass
+    >>> {k: v for k, v in phases.seconds().items() if v}
+    {'cupti': 1.0, 'record': 6.0}
+    """
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock = clock
+        self.spent: dict[str, float] = {}
+        self.open: list[list[Any]] = []  # [name, host seconds when it last (re)started], innermost last
+
+    def _pause(self, now: float) -> None:
+        if self.open:
+            name, since = self.open[-1]
+            self.spent[name] = self.spent.get(name, 0.0) + now - since
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if name not in PHASES:
+            raise ValueError(f"phase {name!r} is not one of {PHASES}")
+        now = self.clock()
+        self._pause(now)
+        self.open.append([name, now])
+        try:
+            yield
+        finally:
+            now = self.clock()
+            self._pause(now)
+            self.open.pop()
+            if self.open:
+                self.open[-1][1] = now
+
+    def seconds(self) -> dict[str, float]:
+        """``{phase: host seconds}`` for every phase of :data:`PHASES`, in that order."""
+        spent = dict(self.spent)
+        if self.open:
+            name, since = self.open[-1]
+            spent[name] = spent.get(name, 0.0) + self.clock() - since
+        return {p: spent.get(p, 0.0) for p in PHASES}
+
 
 #: One record of the round loop: ``{"round", "pattern", "warmup", "ms": {stage: ms}}`` (+ ``telemetry``,
 #: ``rewarm`` for the warm-up a resumed run re-ran).

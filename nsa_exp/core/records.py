@@ -241,13 +241,16 @@ class BenchResult(RunRecord):
 
     KIND: ClassVar[str] = "bench_result"
     ORDER = ("schema_version", "kind", "name", "config", "config_path", "shape", "gates", "fla", "edges", "autotune",
-             "timing", "patterns", "telemetry", "wall_seconds", "metadata", "routing_files", "packing", "cupti")
+             "timing", "patterns", "telemetry", "wall_seconds", "phases", "metadata", "routing_files", "packing",
+             "cupti")
     config_path: str
     fla: dict[str, JSON]
     telemetry: dict[str, JSON]
     routing_files: dict[str, JSON] | None = None
     packing: dict[str, JSON] | None = None
     cupti: dict[str, JSON] | None = None
+    #: host seconds per phase (:data:`nsa_exp.core.measurement.PHASES`); absent in results before issue 30
+    phases: dict[str, float] | None = None
 
     def best_configs(self) -> dict[str, JSON]:
         """``{stage: best_config}`` of the autotuned kernels the run launched."""

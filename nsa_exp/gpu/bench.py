@@ -34,6 +34,7 @@ from ..core.records import BenchResult, recorded_stages
 from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure
 from ..io.store import write_frame, write_record
+from ..io.tuning_cache import entry_path, store
 from ..routing.fanin import routing_statistics
 from ..routing.packing import packing_record
 from .cupti import profile_kernel_times
@@ -94,10 +95,12 @@ class BenchArm(Arm[BenchResult]):
     :class:`nsa_exp.core.records.BenchResult`, written with its summary CSV."""
 
     def __init__(self, summary: str | Path | None, resume: bool, discard_journal: bool, tune_on: str,
-                 per_pattern: bool, autotune_from: str | None, cupti_rounds: int | None):
+                 per_pattern: bool, autotune_from: str | None, cupti_rounds: int | None,
+                 tuning_cache: Path | None = None):
         self.summary, self.resume, self.discard_journal = summary, resume, discard_journal
         self.tune_on, self.per_pattern, self.autotune_from = tune_on, per_pattern, autotune_from
-        self.cupti_rounds = cupti_rounds
+        self.cupti_rounds, self.tuning_cache = cupti_rounds, tuning_cache
+        self.cache_entry: Path | None = None   # the tuning-cache file this run's fresh tune fills (none: it replays)
         self.records: list[dict[str, Any]] = []
 
     def gates(self, run: Run) -> None:
@@ -130,6 +133,13 @@ class BenchArm(Arm[BenchResult]):
         old_meta, self.records = self.journal.load() if self.resume else ({}, [])
         if self.resume:
             pin_autotune_configs(old_meta["autotune_best"])
+        if self.tuning_cache is not None:  # io/tuning_cache.py: replay a kept fresh tune, or keep this one
+            entry = entry_path(self.tuning_cache, run.device.name(), gate_detail(run.gates, "fla_sources")["commit"],
+                               config.shape.to_dict(), config.cu_seqlens)
+            if entry.is_file() and self.autotune_from is None:
+                self.autotune_from = str(entry)
+            elif self.autotune_from is None and not self.per_pattern and self.tune_on == TUNE_PATTERN:
+                self.cache_entry = entry
         t_tune = run.clock()
         self.arm = tuning_arm(config, self.fns, self.tune_on, self.per_pattern, self.autotune_from, run.device.name(),
                               synchronize=run.device.synchronize)
@@ -181,9 +191,10 @@ class BenchArm(Arm[BenchResult]):
                             for p, by in m.stage_stats(names, STAGE_NAMES).items()})
         rounds = sized["rounds"] if sized is not None else self.cupti_rounds
         try:  # a cross-check only: a host without CUPTI keeps its timed rounds, recorded without the block
-            cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush, rounds,
-                                         before_pattern=self.pins and self.pins.before, sized=sized) \
-                if rounds else None
+            if rounds:
+                with run.phases("cupti"):
+                    cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush, rounds,
+                                                 before_pattern=self.pins and self.pins.before, sized=sized)
         except (RuntimeError, OSError) as exc:
             print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
                   file=sys.stderr)
@@ -192,18 +203,20 @@ class BenchArm(Arm[BenchResult]):
         per_pattern: dict[str, Any] = {}
         for n in names:
             s = run.staged[n]
-            # Reproduction at the full shape: one staged pass vs the official wrapper on the same o/lse.
-            inter = s.run_staged()
-            official = s.full_bwd(inter["o"], inter["lse"])
-            repro = {g: compare(a, b) for g, a, b in zip(("dq", "dk", "dv"), s.gradients(), official, strict=True)}
-            reproduction_gate(n, repro, config.tolerances.full_shape_dkv_rel_l2)
-            del official
-            mem = memory_accounting(s, inter["o"], inter["lse"], cuda=run.device.memory)
-            del inter
+            with run.phases("reproduction"):
+                # Reproduction at the full shape: one staged pass vs the official wrapper on the same o/lse.
+                inter = s.run_staged()
+                official = s.full_bwd(inter["o"], inter["lse"])
+                repro = {g: compare(a, b) for g, a, b in zip(("dq", "dk", "dv"), s.gradients(), official,
+                                                             strict=True)}
+                reproduction_gate(n, repro, config.tolerances.full_shape_dkv_rel_l2)
+                del official
+                mem = memory_accounting(s, inter["o"], inter["lse"], cuda=run.device.memory)
+                del inter
+                run.device.empty_cache()
             per_pattern[n] = {"edges": int(gate_detail(gates, "equal_edges")["per_pattern"][n]),
                               **routing_statistics(run.routings[n], config.shape.block_size, config.cu_seqlens),
                               "reproduces_official": repro, "memory": mem}
-            run.device.empty_cache()
 
         metadata = run.metadata()
         packing = None if config.cu_seqlens is None else \
@@ -214,11 +227,13 @@ class BenchArm(Arm[BenchResult]):
             autotune={"tuned_on": arm["tuned_on"], "tune_seconds": self.tune_seconds, "kernels": tuned,
                       "same_config_all_patterns": same_config, **{k: v for k, v in arm.items() if k != "tuned_on"}},
             telemetry={"available": run.nvml().handle is not None},
-            metadata=metadata, wall_seconds=run.elapsed(), throttled=throttled, routing_files=run.file_reports,
-            packing=packing, cupti=cupti)
+            metadata=metadata, phases=run.phases.seconds(), wall_seconds=run.elapsed(), throttled=throttled,
+            routing_files=run.file_reports, packing=packing, cupti=cupti)
 
     def write(self, run: Run, doc: BenchResult) -> None:
         write_record(run.output_path(), doc)
+        if self.cache_entry is not None:
+            store(self.cache_entry, run.output_path())
         if self.summary is not None:
             write_frame(self.summary, summary_frame(doc), "summary_row")
         self.journal.discard()
@@ -228,7 +243,7 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
               resume: bool = False, discard_journal: bool = False, tune_on: str = TUNE_PATTERN,
               per_pattern: bool = False, autotune_from: str | None = None, cupti_rounds: int | None = None,
               routing_files: tuple[dict, dict] | None = None, device: Any = None,
-              clock: Any = time.monotonic) -> dict[str, Any]:
+              clock: Any = time.monotonic, tuning_cache: Path | None = None) -> dict[str, Any]:
     """The whole benchmark; returns the result document (already written).
 
     ``config`` holds the command line's overrides already (:meth:`nsa_exp.core.config.Config.overridden`:
@@ -237,7 +252,9 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     Tuning arm (issue 11; recorded under ``autotune``): ``tune_on`` (default ``local``, the seed's
     protocol) tunes once on that routing and reuses its configs; ``per_pattern`` tunes each routing on
     itself (autotuners reset between patterns) and re-pins each pattern's configs before its calls;
-    ``autotune_from`` (a bench result) replays that run's configs, tuning nothing.
+    ``autotune_from`` (a bench result) replays that run's configs, tuning nothing; ``tuning_cache`` (a folder,
+    :mod:`nsa_exp.io.tuning_cache`) replays the entry a fresh tune of the default arm kept there for this GPU,
+    FLA commit and shape, or tunes afresh and keeps the written result as that entry.
     ``cupti_rounds`` profiled rounds after the timed ones give the ``cupti`` block (issue 14,
     :mod:`nsa_exp.gpu.cupti`): None (default) sizes the pass by need from the timed medians
     (:func:`nsa_exp.analysis.cupti.sizing`, recorded as ``cupti.sizing``), 0 skips it.
@@ -246,6 +263,6 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     ``device`` (default CUDA) and ``clock`` (host seconds) are injectable (:mod:`.engine`).
     """
     files, file_reports = routing_files or ({}, {})
-    arm = BenchArm(summary, resume, discard_journal, tune_on, per_pattern, autotune_from, cupti_rounds)
+    arm = BenchArm(summary, resume, discard_journal, tune_on, per_pattern, autotune_from, cupti_rounds, tuning_cache)
     return measure(arm, Run(config, allow_gpu, Path(output), device=device, clock=clock, files=files,
                             file_reports=file_reports))

@@ -18,6 +18,7 @@ from ..core.families import TUNE_PATTERN
 from ..errors import UserError
 from ..io.store import OutputPolicy
 from ..io.strict_csv import parse_positive_ints
+from ..io.tuning_cache import check_directory
 from ..routing.config import load_config
 from ..routing.files import file_routings
 from .bench import run_bench
@@ -69,6 +70,7 @@ def bench(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
     check_bench_arm(config, args)
+    cache = None if args.tuning_cache is None else check_directory(args.tuning_cache)
     policy = _policy(args, config, ("--autotune-from", args.autotune_from),
                      *(("--routing-file", f) for f in args.routing_file), run=name)
     out = policy.claim(out, named=args.output is not None)
@@ -81,7 +83,8 @@ def bench(args: argparse.Namespace) -> int:
         config = config.overridden(stop=default_rule(config.timing.repetitions, "bench --stop-rule"))
     result = run_bench(config, args.allow_gpu, out, summary, args.resume, args.discard_journal,
                        tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
-                       cupti_rounds=args.cupti_rounds, routing_files=files)
+                       cupti_rounds=args.cupti_rounds, routing_files=files,
+                       tuning_cache=cache)
     print(format_summary(result))
     print(f"wrote {out} and {summary}")
     return 0
@@ -100,6 +103,10 @@ def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
     if args.resume and (args.stop_rule or config.timing.stop is not None):
         raise UserError("--resume: a run under the stop rule (--stop-rule, timing.stop) cannot be resumed; its "
                         "decision needs every round of one process (pass --discard-journal to start over)")
+    if args.tuning_cache is not None and (args.autotune_from or args.tune == "per-pattern"
+                                          or args.tune_on != TUNE_PATTERN or args.resume):
+        raise UserError("--tuning-cache: keeps and replays the default arm's tune (on local); it cannot be combined "
+                        "with --autotune-from, --tune per-pattern, --tune-on or --resume")
     if args.autotune_from and not Path(args.autotune_from).is_file():
         raise UserError(f"--autotune-from {args.autotune_from}: no such file")
 

@@ -61,7 +61,7 @@ from tqdm import tqdm
 
 from ..analysis.stop_rule import StopTracker
 from ..core.config import Config
-from ..core.measurement import Measurement, RoundPlan
+from ..core.measurement import Measurement, PhaseClock, RoundPlan
 from ..core.records import Record, RunRecord
 from ..io.metadata import base_metadata
 from ..io.store import write_json, write_record
@@ -182,10 +182,12 @@ class Run:
     inputs: dict[str, Any] = field(default_factory=dict)
     staged: dict[str, Any] = field(default_factory=dict)        # routing -> launcher.StagedBackward
     t_start: float = 0.0
+    phases: PhaseClock = field(init=False)   # host seconds per phase (measure() times each hook; arms nest theirs)
 
     def __post_init__(self) -> None:
         if self.device is None:
             self.device = CudaDevice()
+        self.phases = PhaseClock(self.clock)
 
     def nvml(self) -> Any:
         """The telemetry sampler (made on first use, as the drivers made theirs)."""
@@ -267,19 +269,27 @@ class Arm(Generic[DocT]):
 
 def measure(arm: Arm[Any], run: Run) -> dict[str, Any]:
     """Run ``arm``: gates -> inputs -> tune -> each group of cells timed -> record -> write. Returns the
-    document's JSON. A group that ran under the stop rule must reach the document: its ``timing.stop`` is the
-    group's stop record (the arm builds its timing with :meth:`~nsa_exp.core.measurement.Measurement.timing`);
-    a record without it is refused before anything is written (RuntimeError: the arm is wrong, not the input)."""
+    document's JSON. Each step is timed into ``run.phases`` (:class:`~nsa_exp.core.measurement.PhaseClock`:
+    gates, inputs, tune, rounds, record; an arm's record hook nests its own, e.g. bench's cupti and
+    reproduction, and reads :meth:`~nsa_exp.core.measurement.PhaseClock.seconds` into its record).
+    A group that ran under the stop rule must reach the document: its ``timing.stop`` is the group's stop record
+    (the arm builds its timing with :meth:`~nsa_exp.core.measurement.Measurement.timing`); a record
+    without it is refused before anything is written (RuntimeError: the arm is wrong, not the input)."""
     run.t_start = run.clock()
-    arm.gates(run)
-    arm.inputs(run)
-    arm.tune(run)
+    with run.phases("gates"):
+        arm.gates(run)
+    with run.phases("inputs"):
+        arm.inputs(run)
+    with run.phases("tune"):
+        arm.tune(run)
     stop = None
     for cells in arm.cells(run):
-        run.time(cells)
+        with run.phases("rounds"):
+            run.time(cells)
         stop = cells.measured.stop if cells.measured.stop is not None else stop
         arm.timed(run, cells)
-    doc = arm.record(run)
+    with run.phases("record"):
+        doc = arm.record(run)
     if stop is not None:
         timing = doc.timing.to_json() if isinstance(doc, RunRecord) else doc.get("timing", {})
         if timing.get("stop") != stop:

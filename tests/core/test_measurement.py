@@ -11,7 +11,7 @@ import pytest
 from nsa_exp.analysis.stop_rule import DEFAULT_RULE
 from nsa_exp.checking import bench_result
 from nsa_exp.core.config import StopRule
-from nsa_exp.core.measurement import Measurement, RoundPlan
+from nsa_exp.core.measurement import PHASES, Measurement, PhaseClock, RoundPlan
 from nsa_exp.core.records import recorded_stages
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
@@ -65,3 +65,24 @@ def test_a_bench_result_s_measurement_read_back_rebuilds_it_byte_for_byte(name):
         wall_seconds=doc["wall_seconds"], throttled=throttled, routing_files=doc.get("routing_files"),
         packing=doc.get("packing"), cupti=doc.get("cupti")).to_json()
     assert json.dumps(rebuilt) == json.dumps(doc)
+
+
+def test_phases_are_disjoint_a_nested_one_pausing_its_outer_one_and_sum_to_the_wall_time():
+    ticks = iter(range(100))  # each clock read advances 1 s
+    phases = PhaseClock(lambda: float(next(ticks)))
+    start = float(next(ticks))         # 0: the run's start
+    with phases("tune"):               # 1 .. 3
+        next(ticks)
+    with phases("record"):             # 4 .. 5, 6 .. 7, 8 .. 10: paused while cupti and reproduction run
+        with phases("cupti"):          # 5 .. 6
+            pass
+        with phases("reproduction"):   # 7 .. 8
+            pass
+        next(ticks)
+    wall = float(next(ticks)) - start  # 11
+    got = phases.seconds()
+    assert list(got) == list(PHASES)
+    assert {k: v for k, v in got.items() if v} == {"tune": 2.0, "cupti": 1.0, "reproduction": 1.0, "record": 4.0}
+    assert sum(got.values()) <= wall
+    with pytest.raises(ValueError, match="phase 'writing'"), phases("writing"):
+        pass
