@@ -159,8 +159,9 @@ COMMANDS: tuple[Command, ...] = (
          Option("--routing-file", "also time your own block_indices (.npy/.npz/.pt, [B,T,H,S] of the config) as "
                 "pattern file:<stem>; repeatable", "append", default=[], metavar="PATH"),
          Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag"),
-         Option("--stop-rule", "stop timing once every median's 95%% CI is tight (docs/METHOD.md; the config's "
-                "timing.stop, else the default rule); recorded as timing.stop", "flag"),
+         Option("--stop-rule", "stop timing each routing once its medians' 95%% CIs reach half the noise floor "
+                "compare judges them by, the run once every routing has (docs/METHOD.md; the config's timing.stop, "
+                "else this verdict rule); recorded as timing.stop", "flag"),
          *WRITES),
     _cmd("release-bench", "nsa_exp.gpu.release:command", "RELEASE ARM, not the pinned experiment: time an FLA release "
          "or source tree through its public API (parallel_nsa_bwd as a whole, its kernels by CUPTI, parallel_nsa "

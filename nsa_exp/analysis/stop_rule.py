@@ -41,21 +41,32 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.config import StopRule
-from ..core.protocol import STOP_REASONS
+from ..core.protocol import STOP_REASONS, round_orders
 from ..errors import UserError
+from .noise_table import FALLBACK_FLOOR, compare_floors, read_floors
 
 CI, TIMEOUT, MAX_ROUNDS = STOP_REASONS
-#: ``bench --stop-rule`` (and a sweep's ``--stop-rule``) when the config names no ``timing.stop``. Chosen on the
-#: committed H200 formal run's observations (``results/raw/e1_h200.json``): the CSR stage's round-to-round
-#: spread (~10%) makes its 0.35 ms median the slowest to settle, hence the absolute floor of 20 us, the event
-#: resolution order the CUPTI agreement rule uses too.
+#: ``bench --stop-rule`` (and ``reproduce``) when the config names no ``timing.stop``: the verdict rule (issue 30).
+#: A cell's target is half the noise floor ``compare`` judges it by (``floor_fraction`` 0.5): with the formal
+#: run's half-width near a third of the floor, the CI of a ratio of the two medians is then about 0.6 of the
+#: floor wide on each side, which leaves room for a "same" verdict when the medians agree. The absolute floor of
+#: 20 us keeps the sub-ms CSR stage (~0.35 ms, ~10% round-to-round on the H200) from holding the run; a routing
+#: whose every stage has converged stops being timed. Replayed on the committed H200 formal run
+#: (``results/raw/e1_h200.json``, :func:`replay`), ``local`` and ``uniform`` converge by rounds 42 and 30; the
+#: skewed routings' dK/dV (round-to-round spread a few times the floor) run to the 150-round ceiling alone.
 DEFAULT_RULE = StopRule(min_rounds=20, min_seconds=0.5, ci_rel=0.01, ci_abs_ms=0.02, timeout_seconds=300.0,
-                        confidence=0.95)
+                        confidence=0.95, floor_fraction=0.5)
+#: ``sweep --stop-rule`` when the sweep names no ``timing.stop``: the ``ci_rel`` rule (every routing in every
+#: round: a sweep point's checks do not yet follow a routing that drops out), chosen on the committed H200 formal
+#: run's observations; also the rule ``bench --stop-rule`` applied before issue 30.
+CI_REL_RULE = StopRule(min_rounds=20, min_seconds=0.5, ci_rel=0.01, ci_abs_ms=0.02, timeout_seconds=300.0,
+                       confidence=0.95)
 
 
 #: the most rounds ``sweep --stop-rule`` lets a point time when the sweep's own ``timing.repetitions`` is below the
@@ -64,19 +75,41 @@ DEFAULT_RULE = StopRule(min_rounds=20, min_seconds=0.5, ci_rel=0.01, ci_abs_ms=0
 SWEEP_ROUND_CEILING = 150
 
 
-def default_rule(repetitions: int, where: str) -> StopRule:
-    """:data:`DEFAULT_RULE` for a run of at most ``repetitions`` timed rounds (``--stop-rule`` without a
-    ``timing.stop`` block); UserError naming ``where`` when the run is too short for the rule to stop it early."""
-    if repetitions < DEFAULT_RULE.min_rounds:
+def default_rule(repetitions: int, where: str, rule: StopRule = DEFAULT_RULE) -> StopRule:
+    """``rule`` (default :data:`DEFAULT_RULE`) for a run of at most ``repetitions`` timed rounds (``--stop-rule``
+    without a ``timing.stop`` block); UserError naming ``where`` when the run is too short for the rule to stop
+    it early."""
+    if repetitions < rule.min_rounds:
         raise UserError(f"{where}: the run times {repetitions} rounds, fewer than the default rule's min_rounds "
-                        f"{DEFAULT_RULE.min_rounds}; raise timing.repetitions (the most rounds the rule may time) "
+                        f"{rule.min_rounds}; raise timing.repetitions (the most rounds the rule may time) "
                         "or give a timing.stop block")
-    return DEFAULT_RULE
+    return rule
 
 
 METHOD = ("after each timed round: stop on ci (rounds >= min_rounds, accumulated timed GPU seconds >= "
           "min_seconds, every timed median's distribution-free order-statistic CI half-width <= max(ci_rel x "
           "median, ci_abs_ms)), else on timeout (round-loop wall seconds >= timeout_seconds), else at max_rounds")
+METHOD_VERDICT = ("after each timed round: a routing whose every stage's distribution-free order-statistic CI "
+                  "half-width of the median is <= max(floor_fraction x floor(GPU, stage) x median, ci_abs_ms), once "
+                  "rounds >= min_rounds and accumulated timed GPU seconds >= min_seconds, is not timed in later "
+                  "rounds (dropped); stop on ci when every routing has converged, else on timeout (round-loop wall "
+                  "seconds >= timeout_seconds), else at max_rounds; floors from the noise table at the run's start")
+
+
+def run_floors(gpu_name: str | None, stages: Sequence[str], table: str | Path | None = None) -> dict[str, float]:
+    """The verdict rule's floors: per stage, the noise table's floor of this GPU x stage (``compare``'s, at
+    ``table``, default the committed ``results/noise/floors.json``), or ``compare``'s fallback 2% where the
+    table lacks the pair (another GPU, a stage no two runs repeated). UserError when the table is unreadable."""
+    floors, _ = compare_floors(read_floors(table), stages, [gpu_name], FALLBACK_FLOOR)
+    return floors
+
+
+def target_ms(rule: StopRule, floors: Mapping[str, float] | None, stage: str, median_ms: float) -> float:
+    """A cell's CI half-width target (ms): ``max(ci_rel x median, ci_abs_ms)``, or under the verdict rule
+    ``max(floor_fraction x floors[stage] x median, ci_abs_ms)`` (a stage the floors lack: ``compare``'s 2%)."""
+    rel = rule.ci_rel if rule.floor_fraction is None or floors is None else \
+        rule.floor_fraction * floors.get(stage, FALLBACK_FLOOR)
+    return max(rel * median_ms, rule.ci_abs_ms)
 
 
 @lru_cache(maxsize=4096)
@@ -101,20 +134,29 @@ def half_width(samples_ms: Sequence[float], confidence: float = 0.95) -> float |
     return float((x[ranks[1]] - x[ranks[0]]) / 2)
 
 
+def cell_ratios(samples: Mapping[str, Sequence[float]], rule: StopRule,
+                floors: Mapping[str, float] | None = None) -> dict[str, float | None]:
+    """``{"pattern/stage": half-width / target}`` (None: no interval yet) of every cell's samples so far."""
+    out: dict[str, float | None] = {}
+    for key, x in samples.items():
+        hw = half_width(x, rule.confidence)
+        median = float(np.median(np.asarray(x, dtype=np.float64)))
+        out[key] = None if hw is None else hw / target_ms(rule, floors, key.rsplit("/", 1)[1], median)
+    return out
+
+
 def round_entry(rounds: int, elapsed_seconds: float, samples: Mapping[str, Sequence[float]],
-                rule: StopRule) -> dict[str, Any]:
+                rule: StopRule, floors: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The trace entry after ``rounds`` timed rounds: ``samples`` = ``{"pattern/stage": timed ms so far}``.
 
     ``unconverged`` counts the cells whose half-width is above target (or who have no interval yet);
     ``worst``/``worst_ratio`` name the largest ``half-width / target`` among cells with an interval (None
-    when none has one)."""
+    when none has one). ``floors``: the verdict rule's (:func:`target_ms`)."""
     worst, worst_ratio, unconverged = None, None, 0
-    for key, x in samples.items():
-        hw = half_width(x, rule.confidence)
-        if hw is None:
+    for key, ratio in cell_ratios(samples, rule, floors).items():
+        if ratio is None:
             unconverged += 1
             continue
-        ratio = hw / max(rule.ci_rel * float(np.median(np.asarray(x, dtype=np.float64))), rule.ci_abs_ms)
         unconverged += ratio > 1
         if worst_ratio is None or ratio > worst_ratio:
             worst, worst_ratio = key, ratio
@@ -125,7 +167,7 @@ def round_entry(rounds: int, elapsed_seconds: float, samples: Mapping[str, Seque
 
 def decision(entry: Mapping[str, Any], rule: StopRule, max_rounds: int) -> str | None:
     """Which criterion stops the run at this trace entry (:data:`nsa_exp.core.protocol.STOP_REASONS`, asked in
-    that order), or None to go on."""
+    that order), or None to go on. Under the verdict rule ``unconverged == 0`` is every routing dropped."""
     if entry["rounds"] >= rule.min_rounds and entry["timed_seconds"] >= rule.min_seconds \
             and entry["unconverged"] == 0:
         return CI
@@ -137,10 +179,24 @@ def decision(entry: Mapping[str, Any], rule: StopRule, max_rounds: int) -> str |
 class StopTracker:
     """Feeds the round loop's records to the rule: ``update(round_records)`` after each round returns True when
     the run must stop; :meth:`record` is the result's ``timing.stop`` block. ``clock`` (host seconds, e.g.
-    ``time.monotonic``) is read when the tracker is made (the loop's start) and after each round."""
+    ``time.monotonic``) is read when the tracker is made (the loop's start) and after each round.
 
-    def __init__(self, rule: StopRule, max_rounds: int, source: str, clock: Callable[[], float]):
+    Under the verdict rule (``rule.floor_fraction``; ``floors`` per stage, :func:`run_floors`) ``active`` is the
+    routings of ``cells`` still timed: a routing whose every cell has converged (once ``min_rounds`` and
+    ``min_seconds`` are reached) leaves it after the round, named in that trace entry's ``dropped``; the round
+    loop times only ``active`` in later rounds (:meth:`later_order`)."""
+
+    def __init__(self, rule: StopRule, max_rounds: int, source: str, clock: Callable[[], float],
+                 cells: Sequence[str] = (), floors: Mapping[str, float] | None = None):
         self.rule, self.max_rounds, self.source, self.clock = rule, max_rounds, source, clock
+        self.verdict = rule.floor_fraction is not None
+        if self.verdict and floors is None:
+            raise ValueError("the verdict rule (floor_fraction) needs the floors of the run's GPU")
+        self.floors = None if floors is None else dict(floors)
+        self.cells = list(cells)
+        self.active = list(cells)
+        self.cell_rounds = dict.fromkeys(cells, 0)
+        self.last: list[str] = []
         self.t0 = clock()
         self.samples: dict[str, list[float]] = {}
         self.trace: list[dict[str, Any]] = []
@@ -151,18 +207,68 @@ class StopTracker:
         if not timed:
             return False
         for rec in timed:
+            self.cell_rounds[rec["pattern"]] = self.cell_rounds.get(rec["pattern"], 0) + 1
             for stage, ms in rec["ms"].items():
                 self.samples.setdefault(f"{rec['pattern']}/{stage}", []).append(ms)
-        entry = round_entry(len(self.trace) + 1, self.clock() - self.t0, self.samples, self.rule)
+        self.last = [rec["pattern"] for rec in timed]
+        floors = self.floors if self.verdict else None
+        entry = round_entry(len(self.trace) + 1, self.clock() - self.t0, self.samples, self.rule, floors)
+        if self.verdict:
+            rule, ratios = self.rule, cell_ratios(self.samples, self.rule, floors)
+            ready = entry["rounds"] >= rule.min_rounds and entry["timed_seconds"] >= rule.min_seconds
+            dropped = [p for p in self.active if ready and all(
+                r is not None and r <= 1 for k, r in ratios.items() if k.rsplit("/", 1)[0] == p)]
+            self.active = [p for p in self.active if p not in dropped]
+            entry["dropped"] = dropped
         self.trace.append(entry)
         self.stopped_by = decision(entry, self.rule, self.max_rounds)
         return self.stopped_by is not None
 
+    def later_order(self, order: Sequence[str]) -> list[str]:
+        """A later round's planned ``order`` cut to the routings still timed."""
+        return [c for c in order if c in self.active] if self.verdict else list(order)
+
     def record(self) -> dict[str, Any]:
         last = self.trace[-1] if self.trace else {"rounds": 0, "elapsed_seconds": self.clock() - self.t0}
-        return {"rule": self.rule.to_dict(), "source": self.source, "method": METHOD, "max_rounds": self.max_rounds,
-                "stopped_by": self.stopped_by or MAX_ROUNDS, "rounds": last["rounds"],
-                "elapsed_seconds": last["elapsed_seconds"], "trace": self.trace}
+        out = {"rule": self.rule.to_dict(), "source": self.source,
+               "method": METHOD_VERDICT if self.verdict else METHOD, "max_rounds": self.max_rounds,
+               "stopped_by": self.stopped_by or MAX_ROUNDS, "rounds": last["rounds"],
+               "elapsed_seconds": last["elapsed_seconds"], "trace": self.trace}
+        if self.verdict:
+            out |= {"floors": self.floors, "cell_rounds": self.cell_rounds, "held_by": self.last,
+                    "saved_cell_rounds": len(self.cells) * self.max_rounds - sum(self.cell_rounds.values())}
+        return out
+
+
+def rerun(doc: Mapping[str, Any]) -> tuple[StopTracker, list[list[str]]]:
+    """The verdict rule run again over a result's own observations (``validate``'s recompute): the tracker fed
+    the document's timed rounds in its recorded orders (each routing's observations in round order, the recorded
+    wall clock), and the timed round orders the rule makes of the planned seeded ones (``timing.order_mode``,
+    ``order_seed``, the cells of ``patterns``). Diffing its trace, record and orders with the recorded ones is the
+    check; the run's decisions and drops are the tracker's, not a second implementation of them."""
+    t, stop = doc["timing"], doc["timing"]["stop"]
+    names, warm = list(doc["patterns"]), t["warmup_rounds"]
+    elapsed = iter([0.0, *[e["elapsed_seconds"] for e in stop["trace"]]])
+    tracker = StopTracker(StopRule(**stop["rule"]), stop["max_rounds"], stop["source"], lambda: next(elapsed, 0.0),
+                          names, stop["floors"])
+    planned = round_orders(names, warm + stop["max_rounds"], t["order_mode"], t["order_seed"])[warm:]
+    cursor = dict.fromkeys(names, 0)
+    orders: list[list[str]] = []
+    for recorded in t["round_orders"][warm:]:
+        if len(orders) >= len(planned):
+            break
+        order = tracker.later_order(planned[len(orders)])
+        orders.append(order)
+        records = []
+        for p in recorded if sorted(recorded) == sorted(order) else order:
+            i = cursor[p]
+            cursor[p] += 1
+            records.append({"pattern": p, "warmup": False,
+                            "ms": {s: st["raw_ms"][i] for s, st in doc["patterns"][p]["stages"].items()
+                                   if i < len(st["raw_ms"])}})
+        if tracker.update(records):
+            break
+    return tracker, orders
 
 
 def observations(doc: Mapping[str, Any]) -> dict[str, list[float]]:
@@ -170,16 +276,22 @@ def observations(doc: Mapping[str, Any]) -> dict[str, list[float]]:
     return {f"{p}/{s}": st["raw_ms"] for p, v in doc["patterns"].items() for s, st in v["stages"].items()}
 
 
-def replay(doc: Mapping[str, Any], rule: StopRule) -> dict[str, Any]:
-    """Where ``rule`` would have stopped a run that timed every round (a committed result): its criterion on the
-    first ``n`` rounds' observations for n = 1, 2, ... (the wall clock is not replayed: no timeout). Returns
-    ``{"stopped_by", "rounds", "of", "last_to_settle"}`` (the worst cell one round before the stop)."""
+def replay(doc: Mapping[str, Any], rule: StopRule, floors: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Where ``rule`` would have stopped a run that timed every round (a committed result): the tracker fed its
+    rounds in order (only the routings still timed, under the verdict rule with ``floors``; the wall clock is not
+    replayed: no timeout). Returns ``{"stopped_by", "rounds", "of", "last_to_settle", "cell_rounds"}``
+    (``last_to_settle``: the worst cell one round before the stop; ``cell_rounds``: rounds each routing was
+    timed)."""
     raw, reps = observations(doc), doc["timing"]["repetitions"]
-    before = None
-    for n in range(1, reps + 1):
-        entry = round_entry(n, 0.0, {k: x[:n] for k, x in raw.items()}, rule)
-        reason = decision(entry, rule, reps)
-        if reason is not None:
-            return {"stopped_by": reason, "rounds": n, "of": reps, "last_to_settle": before}
-        before = entry["worst"]
-    return {"stopped_by": None, "rounds": 0, "of": reps, "last_to_settle": None}  # a run of no timed round
+    names = list(doc["patterns"])
+    tracker = StopTracker(rule, reps, "config", lambda: 0.0, names, floors)
+    for n in range(reps):
+        records = [{"pattern": p, "warmup": False,
+                    "ms": {k.rsplit("/", 1)[1]: x[n] for k, x in raw.items() if k.rsplit("/", 1)[0] == p}}
+                   for p in tracker.later_order(names)]
+        if tracker.update(records):
+            before = tracker.trace[-2]["worst"] if len(tracker.trace) > 1 else None
+            return {"stopped_by": tracker.stopped_by, "rounds": n + 1, "of": reps, "last_to_settle": before,
+                    "cell_rounds": tracker.cell_rounds}
+    return {"stopped_by": None, "rounds": 0, "of": reps, "last_to_settle": None,
+            "cell_rounds": tracker.cell_rounds}  # a run of no timed round

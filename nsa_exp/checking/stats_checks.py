@@ -17,11 +17,12 @@ against the wrapper, the ratios, and the timing record against the config and th
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
-from ..analysis.stop_rule import decision, observations, round_entry
+from ..analysis.stop_rule import decision, observations, rerun, round_entry
 from ..core.config import StopRule
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, round_orders, summarize
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
@@ -38,6 +39,7 @@ def stats_checks(doc: dict[str, Any], add: Add) -> None:
     # The run's own rounds (``bench --repetitions`` may shorten a run; timing_recompute pins that every
     # stage has exactly these, and the report names a run shorter than its config's as such).
     want_n = doc["timing"]["repetitions"]
+    timed = timed_rounds(doc)  # under the verdict rule a converged routing has fewer
     for name, p in doc["patterns"].items():
         for stage, s in p["stages"].items():
             path = f"$.patterns.{name}.stages.{stage}"
@@ -52,8 +54,9 @@ def stats_checks(doc: dict[str, Any], add: Add) -> None:
                     stats_p.append((f"{path}.{key}", f"recorded {s[key]} but the raw observations give {value}"))
             if s["n_obs"] != raw.size:
                 stats_p.append((f"{path}.n_obs", f"recorded {s['n_obs']} but raw_ms has {raw.size}"))
-            if raw.size < want_n:
-                obs_p.append((f"{path}.raw_ms", f"{raw.size} observations < the run's {want_n} repetitions"))
+            want = want_n if timed is None else timed.get(name, 0)
+            if raw.size < want:
+                obs_p.append((f"{path}.raw_ms", f"{raw.size} observations < the run's {want} rounds of {name}"))
     add("stats_recompute", stats_p)
     add("min_observations", obs_p)
     add("latencies_positive_finite", lat_p)
@@ -118,12 +121,15 @@ def timing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
     orders = t["round_orders"]
     if len(orders) != warm + reps:
         problems.append(("$.timing.round_orders", f"{len(orders)} rounds != warmup_rounds {warm} + repetitions {reps}"))
-    for r, order in enumerate(orders):
+    timed = timed_rounds(doc)  # the verdict rule: converged routings leave later rounds (stop_rule recomputes which)
+    for r, order in enumerate(orders if timed is None else orders[:warm]):
         if sorted(order) != sorted(names):
             problems.append((f"$.timing.round_orders[{r}]", f"{order} is not one of each pattern {names}"))
             break
     if t["order_mode"] in ("fixed-rounds", "shuffled-rounds"):
         want_orders = round_orders(names, warm + reps, t["order_mode"], t["order_seed"])
+        if timed is not None:  # the planned orders cut to the routings the rule still timed (its own rerun)
+            want_orders = want_orders[:warm] + rerun(doc)[1]
         if orders != want_orders:
             first = first_difference(orders, want_orders)
             problems.append((f"$.timing.round_orders[{first}]", f"differs from the {t['order_mode']} order of seed "
@@ -135,12 +141,59 @@ def timing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
         rewarm = sum(1 for x in doc["telemetry"]["samples"] if x["pattern"] == name and x.get("rewarm"))
         for stage, s in p["stages"].items():
             path = f"$.patterns.{name}.stages.{stage}"
-            if len(s["raw_ms"]) != reps:
-                problems.append((f"{path}.raw_ms", f"{len(s['raw_ms'])} observations != timing.repetitions {reps}"))
+            want = reps if timed is None else timed.get(name, 0)
+            if len(s["raw_ms"]) != want:
+                problems.append((f"{path}.raw_ms", f"{len(s['raw_ms'])} observations != the {want} timed rounds "
+                                 + ("(timing.repetitions)" if timed is None else "of its round orders")))
             if len(s["warmup_ms"]) != warm + rewarm:
                 problems.append((f"{path}.warmup_ms", f"{len(s['warmup_ms'])} warm-up values != warmup_rounds {warm}"
                                  + (f" + {rewarm} re-run on resume" if rewarm else "")))
     add("timing_recompute", problems)
+
+
+def timed_rounds(doc: dict[str, Any]) -> dict[str, int] | None:
+    """Under the verdict rule (``timing.stop.rule.floor_fraction``), the timed rounds of each routing as its
+    recorded round orders say; None for every other run (each routing timed ``timing.repetitions`` times)."""
+    t = doc["timing"]
+    if "floor_fraction" not in ((t.get("stop") or {}).get("rule") or {}):
+        return None
+    return dict(Counter(p for order in t["round_orders"][t["warmup_rounds"]:] for p in order))
+
+
+def verdict_rule_problems(doc: dict[str, Any]) -> Problems:
+    """The verdict rule's trace rebuilt: :func:`nsa_exp.analysis.stop_rule.rerun` feeds the document's own
+    observations, in its recorded orders and wall clock, to the tracker that ran it, and each field it records
+    (every trace entry with the routings it dropped, the reason, the rounds, each routing's timed rounds, what
+    held the run, the rounds saved, the timed orders) is diffed with the recorded one. The floors are read from
+    the noise table at the run's start: checked to be fractions covering every timed stage, not against today's
+    table (which later runs change)."""
+    stop, problems = doc["timing"]["stop"], []
+    stages = {s for p in doc["patterns"].values() for s in p["stages"]}
+    floors = stop.get("floors")
+    if not isinstance(floors, dict) or not stages <= set(floors) or \
+            not all(isinstance(v, (int, float)) and 0 < v < 1 for v in floors.values()):
+        return [("$.timing.stop.floors", f"the verdict rule needs a floor in (0, 1) for every timed stage "
+                                         f"{sorted(stages)}; recorded {floors!r}")]
+    tracker, orders = rerun(doc)
+    got_trace, want_trace = stop["trace"], tracker.trace
+    for i, (got, want) in enumerate(zip(got_trace, want_trace, strict=False)):
+        bad = [k for k in ("rounds", "timed_seconds", "unconverged", "worst", "worst_ratio", "dropped")
+               if not (got.get(k) == want[k] if k == "dropped" or None in (got.get(k), want[k])
+                       else same(got[k], want[k]))]
+        if bad:
+            problems.append((f"$.timing.stop.trace[{i}]", "; ".join(
+                f"{k} recorded {got.get(k)!r}, the rule on the raw observations gives {want[k]!r}" for k in bad)))
+    if len(got_trace) != len(want_trace):
+        problems.append(("$.timing.stop.trace", f"{len(got_trace)} entries; the rule on the raw observations "
+                                                f"stops after {len(want_trace)} rounds"))
+    want = tracker.record()
+    for key in ("stopped_by", "rounds", "cell_rounds", "held_by", "saved_cell_rounds"):
+        if stop.get(key) != want[key]:
+            problems.append((f"$.timing.stop.{key}", f"recorded {stop.get(key)!r}, the rule gives {want[key]!r}"))
+    if doc["timing"]["round_orders"][doc["timing"]["warmup_rounds"]:] != orders:
+        problems.append(("$.timing.round_orders", "the timed rounds' orders are not the planned ones cut to the "
+                                                  "routings the rule still timed"))
+    return problems
 
 
 def stop_rule_problems(doc: dict[str, Any]) -> Problems | None:
@@ -163,6 +216,11 @@ def stop_rule_problems(doc: dict[str, Any]) -> Problems | None:
     if configured is None and stop["source"] != from_cli:
         problems.append(("$.timing.stop.source", f"{stop['source']!r}, but the config has no timing.stop"))
     rule, n, trace = StopRule(**stop["rule"]), stop["rounds"], stop["trace"]
+    if rule.floor_fraction is not None:
+        if n != timing["repetitions"] or n > stop["max_rounds"]:
+            problems.append(("$.timing.stop.rounds", f"{n} rounds, timing.repetitions {timing['repetitions']}, "
+                                                     f"max_rounds {stop['max_rounds']}: must agree"))
+        return problems + verdict_rule_problems(doc)
     if n != timing["repetitions"] or len(trace) != n or n > stop["max_rounds"]:
         problems.append(("$.timing.stop.rounds", f"{n} rounds, {len(trace)} trace entries, timing.repetitions "
                                                  f"{timing['repetitions']}, max_rounds {stop['max_rounds']}: "

@@ -99,9 +99,17 @@ class StopRule:
     ci_abs_ms: float         # ... or absolute (ms), whichever is larger
     timeout_seconds: float   # host seconds of the round loop (warm-up included) after which it stops anyway
     confidence: float        # of the distribution-free CI of each median (0.95)
+    #: the verdict rule (issue 30): each target is this fraction of the GPU x stage's noise floor (ci_rel unused)
+    #: and a routing whose stages have all converged stops being timed; None: the ci_rel rule, every routing timed
+    #: in every round (every result recorded before issue 30)
+    floor_fraction: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The ``timing.stop`` block: the six fields, and ``floor_fraction`` when set."""
+        out = asdict(self)
+        if self.floor_fraction is None:
+            out.pop("floor_fraction")
+        return out
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ event per stage, one synchronise per cell.
 Stop rule (:mod:`nsa_exp.analysis.stop_rule`): a group whose plan has ``stop`` set is stopped after the first
 round at which the rule says so; its measurement's ``orders`` are cut to the rounds that ran and its ``stop``
 holds the result's ``timing.stop`` block (rule, source, which criterion stopped it, one trace entry per timed
-round).
+round). Under the verdict rule (``floor_fraction``) the floors are the noise table's for the device's GPU, and a
+routing that has converged is left out of the later rounds' orders (the measurement records the orders as run).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from typing import Any, Generic, TypeVar
 
 from tqdm import tqdm
 
-from ..analysis.stop_rule import StopTracker
+from ..analysis.stop_rule import StopTracker, run_floors
 from ..core.config import Config
 from ..core.measurement import Measurement, PhaseClock, RoundPlan
 from ..core.records import Record, RunRecord
@@ -136,10 +137,17 @@ def time_cells(cells: Cells, device: Any = None, telemetry: Any = None,
     if plan.stop is not None:
         if cells.rewarm or todo != list(range(len(orders))):
             raise ValueError("the stop rule times a whole run: it cannot resume or re-warm part of one")
-        tracker = StopTracker(plan.stop, plan.repetitions, plan.stop_source, clock)
+        floors = None if plan.stop.floor_fraction is None else \
+            run_floors(device.name() if device is not None else None,
+                       list(dict.fromkeys(s for stages in cells.fns.values() for s in stages)))
+        tracker = StopTracker(plan.stop, plan.repetitions, plan.stop_source, clock, plan.cells, floors)
 
         def should_stop(r: int, round_records: list[dict[str, Any]]) -> bool:
-            return tracker.update(round_records)
+            stop = tracker.update(round_records)
+            # the verdict rule: later rounds time only the routings not yet converged (the loop reads each
+            # round's order when it reaches it)
+            orders[r + 1:] = [tracker.later_order(o) for o in orders[r + 1:]]
+            return stop
 
     sample = telemetry.sample if cells.telemetry and telemetry is not None else None
     on_cell_done = None

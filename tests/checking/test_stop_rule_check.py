@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from nsa_exp.analysis.stop_rule import DEFAULT_RULE, StopTracker
+from nsa_exp.analysis.stop_rule import CI_REL_RULE, StopTracker
 from nsa_exp.checking.bench_result import build
 from nsa_exp.checking.stats_checks import stop_rule_problems
 from nsa_exp.checking.validate import validate_bytes
@@ -26,7 +26,7 @@ from tests.helpers import REPO
 H200 = REPO / "results" / "raw" / "e1_h200.json"
 
 
-def _stopped_h200(stop_rule: StopRule = DEFAULT_RULE, source: str = "--stop-rule") -> dict:
+def _stopped_h200(stop_rule: StopRule = CI_REL_RULE, source: str = "--stop-rule") -> dict:
     """results/raw/e1_h200.json as the stop rule would have cut it: its own records, fed round by round."""
     doc = json.loads(H200.read_text())
     config = config_from_dict(doc["config"], source=doc["config_path"])
@@ -85,7 +85,7 @@ def test_a_stop_that_does_not_recompute_is_named(edit, path):
 
 
 def test_a_run_that_went_on_after_the_rule_said_stop_is_named():
-    doc = _stopped_h200(rule(min_rounds=8, ci_rel=0.5, ci_abs_ms=1.0))  # loose: stops at round 8
+    doc = _stopped_h200(rule(min_rounds=8, ci_rel=0.5, ci_abs_ms=1.0, floor_fraction=None))  # loose: stops at round 8
     assert doc["timing"]["stop"]["rounds"] == 8
     tighter = copy.deepcopy(doc)
     tighter["timing"]["stop"]["rule"]["min_rounds"] = 7  # the rule as recorded would have stopped at 7
@@ -95,9 +95,9 @@ def test_a_run_that_went_on_after_the_rule_said_stop_is_named():
 
 def test_a_config_asking_for_the_stop_rule_needs_its_block_and_the_same_rule():
     doc = _stopped_h200(source="config")
-    doc["config"]["timing"]["stop"] = DEFAULT_RULE.to_dict()
+    doc["config"]["timing"]["stop"] = CI_REL_RULE.to_dict()
     assert _report(doc)["stop_rule"]["passed"]
-    doc["config"]["timing"]["stop"] = {**DEFAULT_RULE.to_dict(), "ci_rel": 0.02}
+    doc["config"]["timing"]["stop"] = {**CI_REL_RULE.to_dict(), "ci_rel": 0.02}
     assert not _report(doc)["stop_rule"]["passed"]
     del doc["timing"]["stop"]
     missing = [("$.timing.stop", "missing, but the config's timing.stop asks for the stop rule")]

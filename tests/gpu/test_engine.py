@@ -14,9 +14,10 @@ import sys
 
 import pytest
 
-from nsa_exp.analysis.stop_rule import DEFAULT_RULE, SWEEP_ROUND_CEILING
+from nsa_exp.analysis.stop_rule import CI_REL_RULE, DEFAULT_RULE, SWEEP_ROUND_CEILING
 from nsa_exp.core.config import StopRule
 from nsa_exp.core.measurement import RoundPlan
+from nsa_exp.errors import UserError
 from nsa_exp.gpu.engine import Arm, Cells, Run, measure, time_cells
 from nsa_exp.routing.config import config_from_dict
 from tests.gpu.test_measurement_path import FLUSH, FakeDevice
@@ -99,6 +100,70 @@ def test_a_run_that_never_converges_stops_on_its_timeout_or_at_max_rounds():
 def test_the_stop_rule_refuses_to_time_part_of_a_run():
     with pytest.raises(ValueError, match="cannot resume"):
         time_cells(_cells(FakeDevice(), lambda i: 1.0, rounds=range(3, 10), stop=rule()), FakeDevice())
+
+
+def _verdict_run(y_noisy_calls: int = 16):
+    """Routings x (every call 3 ms) and y (1 or 9 ms alternately for its first ``y_noisy_calls`` calls, then
+    5 ms) under the verdict rule, min_rounds 8, over 30 planned rounds; returns (cells, device)."""
+    dev, calls = FakeDevice(), {"y": 0}
+
+    def call(p, s):
+        def fn():
+            dev.log.append(f"call {p}.{s}")
+            if p == "x":
+                dev.clock += 3.0
+            else:
+                n = calls["y"]
+                calls["y"] += 1
+                dev.clock += (1.0 if (n // 2) % 2 else 9.0) if n < y_noisy_calls else 5.0  # per round
+        return fn
+
+    fns = {p: {s: call(p, s) for s in ("a", "b")} for p in ("x", "y")}
+    plan = RoundPlan(("x", "y"), 1, 30, "shuffled-rounds", 3, "write", FLUSH, stop=rule(min_rounds=8))
+    cells = Cells(fns, plan)
+    time_cells(cells, dev, clock=Ticks(0.5))
+    return cells, dev
+
+
+def _document(m) -> dict:
+    """The parts of a bench-shaped document the stop rule's check reads, from a measurement."""
+    patterns = {p: {"stages": {s: {"raw_ms": [r["ms"][s] for r in m.records if r["pattern"] == p and not r["warmup"]]}
+                               for s in ("a", "b")}} for p in m.plan.cells}
+    timing = m.timing(["a", "b"]).to_json()
+    return {"patterns": patterns, "timing": timing, "config": {"timing": {"stop": m.stop["rule"]}}}
+
+
+def test_the_verdict_rule_stops_timing_a_converged_routing_while_the_others_go_on():
+    cells, dev = _verdict_run()
+    m = cells.measured
+    stop = m.stop
+    assert stop["rule"]["floor_fraction"] == 0.5 and stop["floors"]["a"] == 0.02  # no table row: compare's 2%
+    x_done = stop["cell_rounds"]["x"]
+    assert x_done == 8 and stop["trace"][7]["dropped"] == ["x"]  # converged at min_rounds
+    assert stop["stopped_by"] == "ci" and stop["held_by"] == ["y"] and stop["cell_rounds"]["y"] == stop["rounds"] > 8
+    assert all(order == ["y"] for order in m.orders[1 + 8:]) and all(sorted(o) == ["x", "y"] for o in m.orders[:9])
+    assert stop["saved_cell_rounds"] == 2 * 30 - 8 - stop["rounds"]
+    assert dev.log.count("call x.a") == 1 + 8  # warm-up + its 8 timed rounds, nothing after it converged
+
+
+def test_validate_reruns_the_verdict_rule_and_finds_a_forged_drop_or_a_missing_observation():
+    from nsa_exp.checking.stats_checks import stop_rule_problems  # noqa: PLC0415
+
+    m = _verdict_run()[0].measured
+    doc = _document(m)
+    assert stop_rule_problems(doc) == []
+    forged = json.loads(json.dumps(doc))
+    forged["timing"]["stop"]["trace"][7]["dropped"] = []  # "x was still timed" -- but its rounds say otherwise
+    assert any("dropped" in msg for _, msg in stop_rule_problems(forged))
+    forged = json.loads(json.dumps(doc))
+    forged["patterns"]["y"]["stages"]["a"]["raw_ms"][-1] *= 3  # the last observation rewritten
+    assert stop_rule_problems(forged)
+    forged = json.loads(json.dumps(doc))
+    forged["timing"]["stop"]["saved_cell_rounds"] += 10
+    assert [p for p, _ in stop_rule_problems(forged)] == ["$.timing.stop.saved_cell_rounds"]
+    forged = json.loads(json.dumps(doc))
+    forged["timing"]["round_orders"][-1] = ["x", "y"]  # a round the rule had cut to y
+    assert "$.timing.round_orders" in [p for p, _ in stop_rule_problems(forged)]
 
 
 class LoggingArm(Arm):
@@ -217,7 +282,6 @@ def test_a_stop_rule_bench_that_cannot_run_is_refused_in_one_line(args, start, t
     ({**DEFAULT_RULE.to_dict(), "confidence": 1.0}, "config.timing.stop.confidence"),
 ])
 def test_a_bad_stop_block_is_one_line_naming_the_field(stop, fragment, tmp_path):
-    from nsa_exp.errors import UserError  # noqa: PLC0415
 
     raw = json.loads((REPO / "configs" / "e1_h200.json").read_text())
     raw["timing"]["stop"] = stop
@@ -236,16 +300,20 @@ def test_a_config_block_turns_the_rule_on_and_sweep_stop_rule_puts_the_default_i
     assert all("stop" not in p.config["timing"] for p in load_sweep(sweep))
     # the rule sets its own round ceiling for a sweep shorter than min_rounds (docs/METHOD.md)
     short = load_sweep(sweep, stop_rule=True)
-    assert short and all(p.config["timing"]["stop"] == DEFAULT_RULE.to_dict()
+    assert short and all(p.config["timing"]["stop"] == CI_REL_RULE.to_dict()
                          and p.config["timing"]["repetitions"] == SWEEP_ROUND_CEILING for p in short)
     own = json.loads(sweep.read_text())
     own["timing"]["repetitions"] = 60  # the cap the rule may stop short of
     (tmp_path / "s.json").write_text(json.dumps(own))
     points = load_sweep(tmp_path / "s.json", stop_rule=True)
-    assert points and all(p.config["timing"]["stop"] == DEFAULT_RULE.to_dict() for p in points)
-    own["timing"]["stop"] = {**DEFAULT_RULE.to_dict(), "ci_rel": 0.02}
+    assert points and all(p.config["timing"]["stop"] == CI_REL_RULE.to_dict() for p in points)
+    own["timing"]["stop"] = {**CI_REL_RULE.to_dict(), "ci_rel": 0.02}
     (tmp_path / "s.json").write_text(json.dumps(own))
     assert all(p.config["timing"]["stop"]["ci_rel"] == 0.02 for p in load_sweep(tmp_path / "s.json", stop_rule=True))
+    own["timing"]["stop"] = DEFAULT_RULE.to_dict()  # the verdict rule: bench's, refused for a sweep in one line
+    (tmp_path / "s.json").write_text(json.dumps(own))
+    with pytest.raises(UserError, match="timing.stop.floor_fraction"):
+        load_sweep(tmp_path / "s.json")
 
 
 def test_importing_the_engine_imports_neither_fla_nor_triton():
