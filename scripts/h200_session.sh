@@ -12,6 +12,7 @@
 #   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
 #   scripts/h200_session.sh cost OUTDIR    # issue 30: the formal bench tuned afresh into the tuning cache, then replayed
 #   scripts/h200_session.sh cost_stop OUTDIR  # issue 30: the formal config under --stop-rule, warm tuning cache
+#   scripts/h200_session.sh cost_pair OUTDIR  # issue 30: the formal bench and the stop-rule bench on one machine
 #   scripts/h200_session.sh penalty OUTDIR  # issue 32: the penalty map, T=32768 (B, H, G axes), then along T;
 #                                          # each sweep stopped before the call's limit (PENALTY_TIMEOUT_S, resumable)
 #   scripts/h200_session.sh release OUTDIR # issue 22: the release arm (NOT the pinned experiment): fla-core 0.5.2
@@ -139,6 +140,20 @@ case "$part" in
     step compare_stop "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/$name.json" \
       --output "$out/e1_h200_vs_$name.json"
     step cost "$py" -m nsa_exp cost "$out/$name.json"
+    ;;
+  cost_pair)  # issue 30: on one machine, the formal bench replaying the tuning cache (TUNING_CACHE), then the same
+              # config under --stop-rule; the stop run compared with this machine's formal run and with the published one
+    cache="${TUNING_CACHE:-$out/tuning}"
+    step bench_formal "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_pair_formal \
+      --tuning-cache "$cache" --output "$out/e1_h200_pair_formal.json" --summary "$out/e1_h200_pair_formal.csv"
+    step bench_stop "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name e1_h200_pair_stop \
+      --tuning-cache "$cache" --output "$out/e1_h200_pair_stop.json" --summary "$out/e1_h200_pair_stop.csv"
+    step validate_pair "$py" -m nsa_exp validate "$out"/e1_h200_pair_*.json "$out"/e1_h200_pair_*.csv
+    step compare_same_machine "$py" -m nsa_exp compare "$out/e1_h200_pair_formal.json" "$out/e1_h200_pair_stop.json" \
+      --output "$out/e1_h200_pair_formal_vs_stop.json"
+    step compare_published "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/e1_h200_pair_stop.json" \
+      --output "$out/e1_h200_vs_e1_h200_pair_stop.json"
+    step cost "$py" -m nsa_exp cost "$out/e1_h200_pair_formal.json" "$out/e1_h200_pair_stop.json"
     ;;
   penalty)  # issue 32: the two penalty-map sweeps; a sweep stopped by its timeout keeps its finished points (resume)
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv > "$out/penalty.gpu.log" 2>&1
