@@ -233,7 +233,7 @@ class BenchArm(Arm[BenchResult]):
     def write(self, run: Run, doc: BenchResult) -> None:
         write_record(run.output_path(), doc)
         if self.cache_entry is not None:
-            store(self.cache_entry, run.output_path())
+            store(self.cache_entry, doc)
         if self.summary is not None:
             write_frame(self.summary, summary_frame(doc), "summary_row")
         self.journal.discard()

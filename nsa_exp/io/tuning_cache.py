@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core.records import RunRecord
 from ..errors import UserError
-from .store import write_bytes_atomic
+from .store import write_record
 
 
 def entry_path(directory: str | Path, gpu_name: str, fla_commit: str, shape: Mapping[str, Any],
@@ -54,6 +55,7 @@ def check_directory(directory: str | Path) -> Path:
     return path
 
 
-def store(entry: Path, result_path: str | Path) -> None:
-    """Keep the written bench result at ``result_path`` as ``entry`` (atomic; the folder exists)."""
-    write_bytes_atomic(entry, Path(result_path).read_bytes())
+def store(entry: Path, result: RunRecord) -> None:
+    """Keep the bench result ``result`` as ``entry``: validated and written atomically, byte for byte the file
+    bench wrote (the same writer; the folder exists)."""
+    write_record(entry, result)
