@@ -10,6 +10,7 @@ GPU tasks need the environment of ``scripts/run_h100.sh``; run them as
 from __future__ import annotations
 
 import inspect
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -104,15 +105,24 @@ IMAGE_TESTS = ("tests/test_tiers.py", "tests/test_environment_and_cli.py",
                "tests/checking/test_plausibility.py")
 
 
+def cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one; CI's machine: 2)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 @task(help={"fast": "skip the slow Triton-interpreter tests",
-            "image": "only the tests that prove an image (IMAGE_TESTS; the compose test service)"})
-def test(c, fast=False, image=False):
-    """The CPU test suite with doctests (what CI runs)."""
+            "image": "only the tests that prove an image (IMAGE_TESTS; the compose test service)",
+            "workers": "pytest-xdist worker processes (default: one per CPU, cpus(); 1: one process, no xdist)"})
+def test(c, fast=False, image=False, workers=None):
+    """The CPU test suite with doctests (what CI runs), on every CPU: ``pytest -n N --dist loadgroup``, each worker
+    group (tests/conftest.py) on one worker so that a shared fixture is built once."""
     if image:
         c.run(f"{PY} -m pytest -q " + " ".join(IMAGE_TESTS), pty=False)
         return
+    n = int(workers) if workers is not None else cpus()
+    spread = f" -n {n} --dist loadgroup" if n > 1 else ""
     # the 25 slowest tests, printed after the run: where CI's minutes go (issue 30)
-    c.run(f"{PY} -m pytest -q --durations=25" + (" -m 'not interpreter'" if fast else ""), pty=False)
+    c.run(f"{PY} -m pytest -q --durations=25{spread}" + (" -m 'not interpreter'" if fast else ""), pty=False)
 
 
 @task

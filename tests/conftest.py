@@ -42,3 +42,44 @@ def fla_interpreter():
         from nsa_exp.gpu import launcher  # noqa: PLC0415 - FLA after the interpreter setup
     single_config_autotuners()
     return launcher
+
+
+#: Session fixtures that several test files share and that cost more than a few seconds: under ``pytest -n``
+#: (``invoke test``) their users run on one worker, so each is built once.
+SHARED_FIXTURE_GROUPS = {"report_data": "report-data", "regenerated": "report-data"}
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """The worker group of a test under ``pytest -n --dist loadgroup``: what its module says
+    (``xdist_group(item)``, e.g. the documented commands' fenced block), else the group of a shared session
+    fixture it uses, else its file (so module fixtures are built once, as without workers)."""
+    own = getattr(getattr(item, "module", None), "xdist_group", None)
+    group = own(item) if callable(own) else None
+    if group is None:
+        group = next((g for f, g in SHARED_FIXTURE_GROUPS.items() if f in getattr(item, "fixturenames", ())), None)
+    return group or item.nodeid.split("::")[0]
+
+
+#: Under ``pytest -n`` the groups that take longest go out first (largest first, so the last minutes are short
+#: groups on both workers, not one long group on one): the documented commands, the bad-input doors, the report's
+#: load, the forged documents and the Triton-interpreter arms (the slowest in ``invoke test``'s ``--durations`` list).
+LONGEST_FIRST = ("tests/test_doors_contract.py", "tests/test_documented_commands.py", "report-data",
+                 "tests/gpu/test_reproduce_flow.py", "tests/gpu/test_release_arm.py", "tests/gpu/test_engine_arms.py",
+                 "tests/test_forged_documents.py", "tests/gpu/test_launcher_matches_official.py",
+                 "tests/checking/test_perturbed_numerics.py")
+
+
+def _rank(group: str) -> int:
+    """A group's place in :data:`LONGEST_FIRST` (the documented commands' blocks and a module's tests by their file);
+    after all of them, every other group."""
+    where = "tests/test_documented_commands.py" if group.startswith("docs:") else group.split("::")[0]
+    return LONGEST_FIRST.index(where) if where in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the marks into each test's id
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {id(item): xdist_group_of(item) for item in items}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts the same collection the same way
+        items.sort(key=lambda item: _rank(groups[id(item)]))

@@ -250,36 +250,64 @@ def _gpu_gate(run: dict[str, Any]) -> bool:
     return nothing_to_run or (run["code"] == 2 and len(lines) == 1 and (NO_GPU in lines[0] or no_slurm))
 
 
-@pytest.fixture(scope="session")
-def doc_runs(request, docs_clone) -> dict[str, dict[str, Any]]:
-    """Every collected CPU command and runnable GPU command, group by group in document order (the commands of
-    one fenced block in one state, so a later one may read what an earlier one wrote; GPU commands with the
-    GPU environment set)."""
-    tests = {"test_each_cpu_command_runs_as_written", "test_each_gpu_command_reaches_the_gpu_gate"}
-    wanted = {item.callspec.params["cmd"].text for item in request.session.items
-              if getattr(item, "originalname", None) in tests}
-    runnable = {c.text for c in CPU} | {c.text for c in RUNNABLE_GPU}
-    groups: dict[str, list[DocCommand]] = {}
-    for c in COMMANDS_FOUND:
-        if c.text in runnable:
-            groups.setdefault(c.group, []).append(c)
-    results: dict[str, dict[str, Any]] = {}
-    for members in groups.values():
-        if not any(c.text in wanted and c.text not in results for c in members):
-            continue
-        _reset(docs_clone)
-        for c in members:  # the whole block, in order
+#: The fenced blocks (groups) with something to run, each its runnable commands in document order.
+GROUPS: dict[str, list[DocCommand]] = {}
+_RUNNABLE = {c.text for c in CPU} | {c.text for c in RUNNABLE_GPU}
+for _c in COMMANDS_FOUND:
+    if _c.text in _RUNNABLE:
+        GROUPS.setdefault(_c.group, []).append(_c)
+#: Each runnable text's home: the group of its first occurrence, whose run its test asserts.
+HOME: dict[str, str] = {}
+for _g, _members in GROUPS.items():
+    for _c in _members:
+        HOME.setdefault(_c.text, _g)
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """Under ``pytest -n`` (``invoke test``), the commands of one fenced block run on one worker, in its clone."""
+    cmd = getattr(item, "callspec", None) and item.callspec.params.get("cmd")
+    return f"docs:{HOME[cmd.text]}" if isinstance(cmd, DocCommand) and cmd.text in HOME else None
+
+
+class DocRuns:
+    """Every runnable command's run, a fenced block at a time, on the first test that asks for one of its commands
+    (so each worker of ``pytest -n`` runs the blocks of its own tests only). A block's commands run in order, in one
+    state (a later one may read what an earlier one wrote under ``runs/``; GPU commands with the GPU environment
+    set); a text's test asserts its run in its home block (:data:`HOME`). A text whose home is another block is
+    still run here when a later command of this block could read what it writes; the last command of a block
+    whose home is elsewhere is not run again (nothing after it could read its output, and its own run is
+    asserted where it is at home)."""
+
+    def __init__(self, clone: Path) -> None:
+        self.clone, self.results = clone, {}
+
+    def __getitem__(self, text: str) -> dict[str, Any]:
+        if text not in self.results:
+            self._run_group(HOME[text])
+        return self.results[text]
+
+    def _run_group(self, group: str) -> None:
+        members = GROUPS[group]
+        _reset(self.clone)
+        for i, c in enumerate(members):
+            home = HOME[c.text] == group
+            if not home and i == len(members) - 1:
+                continue
             for text in one_task_each(c.text) if c.kind == "gpu" else [c.text]:
-                run = _run(text, docs_clone, gpu=c.kind == "gpu")
+                run = _run(text, self.clone, gpu=c.kind == "gpu")
                 run["text"] = text
-                if c.text not in results or (c.kind == "gpu" and _gpu_gate(results[c.text])):
-                    results[c.text] = run  # a GPU line with several tasks: the first that fails the gate check
+                if home and (c.text not in self.results or (c.kind == "gpu" and _gpu_gate(self.results[c.text]))):
+                    self.results[c.text] = run  # a GPU line with several tasks: the first that fails the gate check
                 if run["modified"]:  # regenerated on purpose (checked by the test), then restored
-                    _git(docs_clone, "checkout", "-q", "--", ".")
+                    _git(self.clone, "checkout", "-q", "--", ".")
                 if run["untracked"]:  # a stray file (the test fails on it): removed, so the next command starts clean
-                    _git(docs_clone, "clean", "-fdq", "-e", ".venv", "-e", "/their_*")
-    _reset(docs_clone)
-    return results
+                    _git(self.clone, "clean", "-fdq", "-e", ".venv", "-e", "/their_*")
+        _reset(self.clone)
+
+
+@pytest.fixture(scope="session")
+def doc_runs(docs_clone) -> DocRuns:
+    return DocRuns(docs_clone)
 
 
 def _slow(cmds: list[DocCommand]) -> list[Any]:

@@ -72,3 +72,8 @@ def test_numeric_recomputations_pass_with_another_numpy_and_scipy(other_pins):
     assert probe.stdout.split() == [OTHER_PINS["numpy"], OTHER_PINS["scipy"]] != [np.__version__, scipy.__version__], \
         probe
     _assert_all_pass(env)
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """Each run its own worker group under ``pytest -n`` (tests/conftest.py): they share nothing but the pin folder."""
+    return item.nodeid

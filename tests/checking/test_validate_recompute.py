@@ -339,15 +339,6 @@ def test_report_labels_formal_only_when_config_or_flag_says_so(golden):
         is_formal(doc, flag=True)
 
 
-def test_report_rewrites_readme_only_when_asked(tmp_path):
-    readme = REPO / "README.md"
-    before = readme.read_bytes()
-    proc = run_cli("report", "--output", str(tmp_path / "R.md"), "--analysis", str(tmp_path / "a.json"),
-                   "--provenance", "", env={"TRITON_INTERPRET": "0"})  # a user's shell: fla-topk is unverifiable
-    assert proc.returncode == 0, proc.stderr
-    assert readme.read_bytes() == before
-
-
 def test_an_ncu_summary_without_value_units_recomputes_and_a_wrong_one_is_named(tmp_path):
     """A summary exported before ``value_units`` existed (the schema: its values in the same units) still
     recomputes from its raw CSV; one that records the field is held to it."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,7 +149,14 @@ HOST_ONLY = re.compile(r"^\$\.(config\.|patterns\.<p>\.params\.|cupti|autotune\.
                        r"driver$))")
 
 
-def test_bench_under_the_stop_rule_writes_todays_keys_and_validates(fake_gpu, tmp_path):
+@pytest.fixture
+def pytest_argv(monkeypatch):
+    """The argv a bench run in this process records is ``python -m pytest``'s (argv[0] a ``__main__.py``, no
+    ``--name``, no ``--config``), whichever process hosts the test (an xdist worker's argv[0] is ``-c``)."""
+    monkeypatch.setattr(sys, "argv", [str(Path(pytest.__file__).parent / "__main__.py"), "-q"])
+
+
+def test_bench_under_the_stop_rule_writes_todays_keys_and_validates(fake_gpu, tmp_path, pytest_argv):
     from nsa_exp.gpu.bench import run_bench  # noqa: PLC0415 - FLA after the interpreter setup
 
     config = config_from_dict(tiny_config(), source="tiny.json")
@@ -231,7 +239,7 @@ class DyingGpu(FakeGpu):
             raise Killed
 
 
-def test_a_bench_killed_mid_run_resumes_from_its_journal_and_validates(fake_gpu, tmp_path):
+def test_a_bench_killed_mid_run_resumes_from_its_journal_and_validates(fake_gpu, tmp_path, pytest_argv):
     from nsa_exp.gpu.bench import run_bench  # noqa: PLC0415 - FLA after the interpreter setup
     from nsa_exp.gpu.journal import Journal  # noqa: PLC0415
 

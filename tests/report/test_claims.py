@@ -25,7 +25,7 @@ from nsa_exp.report.mechanism import largest, start_order
 from nsa_exp.report.model import free_parameters, summary_stats
 from nsa_exp.report.summary import first_line, mechanism_line, verdict_table
 from tests.helpers import REPO
-from tests.report.conftest import as_a_user
+from tests.report.conftest import as_a_user, from_loaded
 
 
 def test_a_claim_the_data_do_not_support_stops_with_one_line():
@@ -41,11 +41,12 @@ def test_a_verdict_word_typed_into_the_text_is_refused_by_the_audit():
     c.audit("x " + c.judged((0.99, 1.01), 0.02), "R.md")  # 'same within noise', backed
 
 
-def test_the_report_refuses_a_template_that_types_an_unchecked_claim(monkeypatch, tmp_path):
+def test_the_report_refuses_a_template_that_types_an_unchecked_claim(monkeypatch, tmp_path, report_data):
     monkeypatch.setattr(build_module, "limits_section",
                         lambda: ["## What the data does not show", "", "- fla-topk is the worst routing measured.", ""])
     out = tmp_path / "R.md"
-    with as_a_user(), pytest.raises(UserError, match="says 'worst' 1 time.s., but only 0 are backed"):
+    with as_a_user(), from_loaded(report_data), \
+            pytest.raises(UserError, match="says 'worst' 1 time.s., but only 0 are backed"):
         build_report(committed_inputs(), str(out), str(tmp_path / "a.json"), "cmd")
     assert not out.exists() and not (tmp_path / "a.json").exists()
 

@@ -15,6 +15,8 @@ from nsa_exp.cli import main
 from nsa_exp.report.manifest import committed_inputs
 from nsa_exp.report.provenance import END, START, update_provenance
 from nsa_exp.report.readme import README_END, README_START, update_readme
+from tests.corpus.runner import run_main
+from tests.report.conftest import as_a_user, from_loaded
 
 RAW = REPO_ROOT / "results" / "raw" / "e1_h200.json"
 NCU = REPO_ROOT / "results" / "ncu" / "e1_h200_local-vs-sink-heavy_dkv_core.json"
@@ -84,3 +86,15 @@ def test_a_run_folders_readme_and_provenance_copies_leave_the_published_files_al
     assert (readme.read_bytes(), provenance.read_bytes()) == before
     assert (tmp_path / "runs/r/README.md").read_text() == f"head\n{README_START}\nnew\n{README_END}\ntail\n"
     assert (tmp_path / "runs/r/PROVENANCE.md").read_text() == f"top\n{START}\nnew\n{END}\n"
+
+
+def test_report_rewrites_readme_only_when_asked(tmp_path, report_data):
+    """``report --output X`` (no ``--readme``, no ``--publish``) leaves README.md as it is; the command runs as the CLI
+    runs it, from the session's load of the committed inputs."""
+    readme = REPO_ROOT / "README.md"
+    before = readme.read_bytes()
+    with as_a_user(), from_loaded(report_data):  # a user's shell: fla-topk is unverifiable
+        result = run_main(["report", "--output", str(tmp_path / "R.md"), "--analysis", str(tmp_path / "a.json"),
+                           "--provenance", ""])
+    assert result.code == 0, result.stderr
+    assert (tmp_path / "R.md").is_file() and readme.read_bytes() == before

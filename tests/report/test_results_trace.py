@@ -23,20 +23,21 @@ from nsa_exp.report.provenance import END, START, missing_from
 from nsa_exp.report.readme import README_END, README_START
 from nsa_exp.report.summary import ANSWER, MAX_LINES
 from tests.helpers import REPO
-from tests.report.conftest import as_a_user
+from tests.report.conftest import as_a_user, from_loaded
 
 RESULT = "results/raw/e1_h100.json"
 REPEAT = "results/raw/e1_h100_repeat.json"
 
 
 @pytest.fixture(scope="module")
-def regenerated(tmp_path_factory) -> dict[str, str]:
-    """``report --formal --update-readme`` (the documented command) into copies: RESULTS.md, README, PROVENANCE.md."""
+def regenerated(tmp_path_factory, report_data) -> dict[str, str]:
+    """``report --formal --update-readme`` (the documented command) into copies: RESULTS.md, README, PROVENANCE.md
+    (from the session's load of the committed inputs)."""
     tmp = tmp_path_factory.mktemp("report")
     readme, provenance = tmp / "README.md", tmp / "PROVENANCE.md"
     shutil.copy(REPO / "README.md", readme)
     shutil.copy(REPO / "docs" / "PROVENANCE.md", provenance)
-    with as_a_user():
+    with as_a_user(), from_loaded(report_data):
         build_report(committed_inputs(), str(tmp / "RESULTS.md"), str(tmp / "a.json"), "python -m nsa_exp report",
                      readme=str(readme), formal=True, provenance=str(provenance))
     return {"results": (tmp / "RESULTS.md").read_text(), "readme": readme.read_text(),
