@@ -1,12 +1,12 @@
 """Every command README.md and docs/*.md show runs as written (issue 23), found from the text itself
 (:mod:`tests.corpus.documented`).
 
-- A CPU command runs VERBATIM (``bash -c``) in a clone of the working tree (one clone for the session; the
-  commands of one fenced block run in order, in one state; tracked files are restored and new files, the run
-  folder ``runs/`` included, removed between blocks). It must exit 0, print what it did, and leave ``git status
-  --porcelain`` clean: its outputs go to the ignored run folder ``runs/`` (issue 27), no untracked file is left
-  in the tree and no published file changes — except a committed file it says it wrote when the text asks for
-  that on purpose (``--publish``), which is restored afterwards.
+- A CPU command runs VERBATIM (``bash -c``) in a clone of the working tree (one clone per test process: each
+  ``pytest -n`` worker has its own; the commands of one fenced block run in order, in one state; tracked files are
+  restored and new files, the run folder ``runs/`` included, removed between blocks). It must exit 0, print what it
+  did, and leave ``git status --porcelain`` clean: its outputs go to the ignored run folder ``runs/`` (issue 27), no
+  untracked file is left in the tree and no published file changes — except a committed file it says it wrote when
+  the text asks for that on purpose (``--publish``), which is restored afterwards.
 - A GPU command (needs CUDA) parses in its door (argparse from the command table, invoke's parser, the Makefile),
   and, run on this CPU box with the GPU environment set, gets past every argument and output check to the one-line
   "no CUDA GPU" refusal (exit 2): so a documented GPU command cannot fail as written on a GPU host for a reason a
