@@ -46,7 +46,7 @@ def fla_interpreter():
 
 #: Session fixtures that several test files share and that cost more than a few seconds: under ``pytest -n``
 #: (``invoke test``) their users run on one worker, so each is built once.
-SHARED_FIXTURE_GROUPS = {"report_data": "report-data", "regenerated": "report-data"}
+SHARED_FIXTURE_GROUPS = {"report_data": "report-data"}
 
 
 def xdist_group_of(item: pytest.Item) -> str:
