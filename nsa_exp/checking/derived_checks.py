@@ -43,68 +43,11 @@ from ..core.families import family
 from ..core.records import BenchResult, SweepPoint
 from ..errors import UserError
 from ..io.metadata import nvidia_gpu_visible
-from ..io.reader import read_bounded
-from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from ..routing.edges import closed_form_edges
 from ..routing.packing import packed_closed_form_edges
 from .checks import Add, Context, Problems, close
-from .record_checks import parse_utc
 from .routing_checks import _routing_stats
-
-
-def _deep_diff(got: Any, want: Any, path: str, out: Problems, limit: int = 50) -> None:
-    """Append ``(path, message)`` for each leaf where ``got`` differs from ``want`` (floats at REL_TOL)."""
-    if len(out) >= limit:
-        return
-    if isinstance(want, dict) and isinstance(got, dict):
-        for k in sorted(set(want) | set(got), key=str):
-            if k not in got:
-                out.append((f"{path}.{k}", f"missing; the recomputation gives {json.dumps(want[k])[:80]}"))
-            elif k not in want:
-                out.append((f"{path}.{k}", "recorded, but the recomputation has no such field"))
-            else:
-                _deep_diff(got[k], want[k], f"{path}.{k}", out, limit)
-    elif isinstance(want, list) and isinstance(got, list):
-        if len(got) != len(want):
-            out.append((path, f"{len(got)} items, the recomputation gives {len(want)}"))
-            return
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            _deep_diff(g, w, f"{path}[{i}]", out, limit)
-    elif isinstance(want, float) or isinstance(got, float):
-        if isinstance(got, bool) or not isinstance(got, (int, float)) or not isinstance(want, (int, float)) \
-                or not close(float(got), float(want)):
-            out.append((path, f"recorded {got}, the recomputation gives {want}"))
-    elif got != want:
-        out.append((path, f"recorded {json.dumps(got)[:80]}, the recomputation gives {json.dumps(want)[:80]}"))
-
-
-def read_source(ctx: Context, recorded: str | None,
-                kinds: tuple[str, ...]) -> tuple[Path, dict[str, Any]] | tuple[Path | None, None]:
-    """(located path, strictly parsed document of one of ``kinds``) of a file a document names; the
-    document is None when the file is absent (then the path is None too), too large, unreadable or of another
-    kind."""
-    found = ctx.locate(recorded)
-    if found is None or found.stat().st_size > MAX_BYTES:
-        return found, None
-    try:
-        doc = parse_strict(read_bounded(found, str(found), MAX_BYTES))
-    except (OSError, _Rejected, UserError):
-        return found, None
-    if isinstance(doc, dict) and doc.get("kind") in kinds:
-        return found, doc
-    return found, None
-
-
-def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], add: Add) -> None:
-    mine = parse_utc(doc.get("metadata", {}).get("created_utc"))
-    problems: Problems = []
-    for s in sources:
-        theirs = parse_utc(s.get("metadata", {}).get("created_utc"))
-        if mine is not None and theirs is not None and mine < theirs:
-            problems.append(("$.metadata.created_utc", f"{doc['metadata']['created_utc']} is before its source's "
-                             f"{s['metadata']['created_utc']} ({s.get('name', s.get('kind'))})"))
-    add("created_after_sources", problems)
-
+from .sources import created_after_sources, deep_diff, read_source
 
 # --- compare ---------------------------------------------------------------------------------------
 
@@ -161,7 +104,7 @@ def compare_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             want["noise_floor"]["paths"] = nf["paths"]
             want["noise_floor"]["rule"] = want["noise_floor"]["rule"].replace(str(table), nf["paths"][0]) \
                 if table is not None else want["noise_floor"]["rule"]
-        _deep_diff(doc, want, "$", problems)
+        deep_diff(doc, want, "$", problems)
     add("compare_recompute", problems)
 
 
@@ -207,7 +150,7 @@ def noise_table_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             problems.append(("$.excluded", f"{p} passes validate; it belongs among the sources"))
     runs = [(p, (BenchResult if d["kind"] == "bench_result" else SweepPoint).from_json(d))
             for p, (_, d) in zip(doc["sources"], located, strict=True)]
-    _deep_diff(doc, table_document(runs, excluded), "$", problems)
+    deep_diff(doc, table_document(runs, excluded), "$", problems)
     add("noise_table_recompute", problems)
 
 
@@ -237,7 +180,7 @@ def analysis_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         add("analysis_recompute", problems)
         return
     want = analyse(result, repeat)
-    _deep_diff({k: v for k, v in doc.items() if k != "metadata"}, want, "$", problems)
+    deep_diff({k: v for k, v in doc.items() if k != "metadata"}, want, "$", problems)
     add("analysis_recompute", problems)
     created_after_sources(doc, [d for d in (result, repeat) if d], add)
 
@@ -278,7 +221,7 @@ def flush_study_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems.append(("$.source", f"{doc['source']}: {exc}"))
     else:
         want["source"] = doc["source"]
-        _deep_diff({k: v for k, v in doc.items() if k != "metadata"}, want, "$", problems)
+        deep_diff({k: v for k, v in doc.items() if k != "metadata"}, want, "$", problems)
     add("flush_study_recompute", problems)
     created_after_sources(doc, [raw], add)
 
@@ -324,7 +267,7 @@ def routing_report_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if p["edges"] != stats["edges"]:
             problems.append((f"{path}.edges", f"{p['edges']}, the regenerated routing has {stats['edges']}"))
         for section in ("fanin", "query_span", "adjacent_gap"):
-            _deep_diff(p[section], stats[section], f"{path}.{section}", problems)
+            deep_diff(p[section], stats[section], f"{path}.{section}", problems)
     gate = doc["equal_edges"]
     if gate["per_pattern"] != edges:
         problems.append(("$.equal_edges.per_pattern", f"{gate['per_pattern']} != the patterns' edges {edges}"))
@@ -362,5 +305,5 @@ def validation_report_checks(doc: dict[str, Any], add: Add, ctx: Context) -> Non
         problems.append(("$.path", f"{doc['path']}: validate refuses it ({exc})"))
     else:
         want["path"] = doc["path"]
-        _deep_diff(doc, want, "$", problems)
+        deep_diff(doc, want, "$", problems)
     add("validation_report_consistent", problems)

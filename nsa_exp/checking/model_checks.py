@@ -39,8 +39,8 @@ from ..model.fit import predict_ms, refit_problems
 from ..model.points import Point, check_same_setup, pattern_fanin, point_name, read_points, regenerable
 from ..model.whatif import TARGET, validation_row, validation_summary
 from .checks import Add, Context, Problems, close
-from .derived_checks import _deep_diff, created_after_sources, read_source
 from .record_checks import host_problems
+from .sources import created_after_sources, deep_diff, read_source
 
 MODEL_FAMILY = "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma"
 
@@ -176,8 +176,8 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
             problems.append(("$.kernel_resources", str(exc)))
         else:
             want["source"] = res["source"]
-            _deep_diff(res, want, "$.kernel_resources", problems)
-            _deep_diff(doc["occupancy"], occ, "$.occupancy", problems)
+            deep_diff(res, want, "$.kernel_resources", problems)
+            deep_diff(doc["occupancy"], occ, "$.occupancy", problems)
             if device and device.get("name") != doc["gpu"]["name"]:
                 problems.append(("$.gpu.name", f"{doc['gpu']['name']!r}, but the kernels were compiled on "
                                  f"{device.get('name')!r}"))
@@ -211,7 +211,7 @@ _MODELLED: dict[str, dict] = {}
 def validation_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = host_problems(doc.get("metadata", {}))
     summary, meets = validation_summary(doc["rows"])
-    _deep_diff(doc["summary"], summary, "$.summary", problems)
+    deep_diff(doc["summary"], summary, "$.summary", problems)
     if doc["target"] != TARGET:
         problems.append(("$.target", f"{doc['target']}, model-validate's target is {TARGET}"))
     if doc["meets_target"] != meets:
@@ -257,7 +257,7 @@ def validation_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                           cal["gpu"]["name"], cal["gpu"]["sm_count"], shape, cal["seed"],
                           cal["autotune_config"], None)
         want = {**validation_row(cal, point, doc["split_max_fanin"], cache), "source": r["source"]}  # as recorded
-        _deep_diff(r, want, where, problems)
+        deep_diff(r, want, where, problems)
     if unseen:
         ctx.unverifiable("$.rows[*].measured_ms", f"unverified (source not found): {', '.join(sorted(set(unseen)))}")
     add("model_validation_recompute", problems)

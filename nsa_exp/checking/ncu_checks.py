@@ -29,8 +29,8 @@ from ..io.reader import read_bounded
 from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems
-from .derived_checks import _deep_diff, read_source
 from .record_checks import host_problems, parse_utc
+from .sources import deep_diff, read_source
 
 
 def kernels_of(rows: list[list[str]], patterns: list[str]) -> list[dict[str, Any]]:
@@ -48,7 +48,7 @@ def _kernels_diff(recorded: Any, want: list[dict[str, Any]], where: str, problem
     for k, w in zip(recorded, want, strict=False):
         if isinstance(k, dict) and "value_units" not in k:
             w.pop("value_units", None)
-    _deep_diff(recorded, want, where, problems)
+    deep_diff(recorded, want, where, problems)
 
 
 def _rows(path: Path) -> list[list[str]]:

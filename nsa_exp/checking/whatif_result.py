@@ -24,9 +24,9 @@ from ..routing.patterns import generate_routing
 from . import record_checks
 from .autotune_checks import autotune_configs
 from .checks import Add, Context, Problems, close, first_difference, guarded
-from .derived_checks import read_source
 from .record_checks import config_semantics, pinned, run_record
 from .run_checks import comparison_problems, gradient_numel
+from .sources import read_source
 from .stats_checks import stats_problems
 
 ARM_RE = re.compile(r"^what-if:(?P<layout>[\w-]+):F=(?P<F>\d+)$")

@@ -1,0 +1,75 @@
+"""A derived document's sources, shared by every kind that is rebuilt from the files it names (compare, the
+noise table, analyses, flush studies, model calibrations and validations, ncu summaries, what-if results):
+:func:`read_source` reads one such file strictly (None when it is absent, unreadable or of another kind: its
+figures stay unverified), :func:`deep_diff` compares a recorded document with its rebuild leaf by leaf (floats at
+:data:`.checks.REL_TOL`), :func:`created_after_sources` holds a document's date to its sources'.
+
+>>> out = []; deep_diff({"a": 1.0, "b": [1, 2]}, {"a": 1.0, "b": [1, 3]}, "$", out); out
+[('$.b[1]', 'recorded 2, the recomputation gives 3')]
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..io.reader import read_bounded
+from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
+from .checks import Add, Context, Problems, close
+from .record_checks import parse_utc
+
+
+def deep_diff(got: Any, want: Any, path: str, out: Problems, limit: int = 50) -> None:
+    """Append ``(path, message)`` for each leaf where ``got`` differs from ``want`` (floats at REL_TOL)."""
+    if len(out) >= limit:
+        return
+    if isinstance(want, dict) and isinstance(got, dict):
+        for k in sorted(set(want) | set(got), key=str):
+            if k not in got:
+                out.append((f"{path}.{k}", f"missing; the recomputation gives {json.dumps(want[k])[:80]}"))
+            elif k not in want:
+                out.append((f"{path}.{k}", "recorded, but the recomputation has no such field"))
+            else:
+                deep_diff(got[k], want[k], f"{path}.{k}", out, limit)
+    elif isinstance(want, list) and isinstance(got, list):
+        if len(got) != len(want):
+            out.append((path, f"{len(got)} items, the recomputation gives {len(want)}"))
+            return
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            deep_diff(g, w, f"{path}[{i}]", out, limit)
+    elif isinstance(want, float) or isinstance(got, float):
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or not isinstance(want, (int, float)) \
+                or not close(float(got), float(want)):
+            out.append((path, f"recorded {got}, the recomputation gives {want}"))
+    elif got != want:
+        out.append((path, f"recorded {json.dumps(got)[:80]}, the recomputation gives {json.dumps(want)[:80]}"))
+
+
+def read_source(ctx: Context, recorded: str | None,
+                kinds: tuple[str, ...]) -> tuple[Path, dict[str, Any]] | tuple[Path | None, None]:
+    """(located path, strictly parsed document of one of ``kinds``) of a file a document names; the
+    document is None when the file is absent (then the path is None too), too large, unreadable or of another
+    kind."""
+    found = ctx.locate(recorded)
+    if found is None or found.stat().st_size > MAX_BYTES:
+        return found, None
+    try:
+        doc = parse_strict(read_bounded(found, str(found), MAX_BYTES))
+    except (OSError, _Rejected, UserError):
+        return found, None
+    if isinstance(doc, dict) and doc.get("kind") in kinds:
+        return found, doc
+    return found, None
+
+
+def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], add: Add) -> None:
+    mine = parse_utc(doc.get("metadata", {}).get("created_utc"))
+    problems: Problems = []
+    for s in sources:
+        theirs = parse_utc(s.get("metadata", {}).get("created_utc"))
+        if mine is not None and theirs is not None and mine < theirs:
+            problems.append(("$.metadata.created_utc", f"{doc['metadata']['created_utc']} is before its source's "
+                             f"{s['metadata']['created_utc']} ({s.get('name', s.get('kind'))})"))
+    add("created_after_sources", problems)
