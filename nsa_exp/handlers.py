@@ -16,20 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from . import REPO_ROOT
-from .analysis.compare import DEFAULT_FLOOR, check_resamples, run_compare
+from .analysis.compare import DEFAULT_FLOOR, check_resamples
 from .analysis.compare import format_table as format_compare_table
-from .analysis.flush_study import flush_study
 from .analysis.flush_study import format_table as format_flush_table
-from .analysis.noise_table import NOISE_TABLE, table_document
+from .analysis.noise_table import NOISE_TABLE
 from .analysis.noise_table import format_table as format_noise_table
 from .analysis.run_cost import cost_of_files
 from .arguments import parse_slurm
+from .checking import compare, flush_study, noise_table, routing_report
 from .checking.validate import format_report, source_missing, validate_paths
 from .commands import FIGURES_DIR
 from .errors import UserError
 from .figures.autotune_heatmap import plot_autotune_heatmap
 from .figures.fanin_latency import plot_fanin_latency
 from .figures.sweep import plot_sweep
+from .io.metadata import base_metadata
 from .io.paths import recorded_path
 from .io.schema_sync import sync_schemas
 from .io.schemas import schema_errors
@@ -44,7 +45,6 @@ from .routing.files import format_files_table
 from .routing.report import (
     format_table,
     routing_files_section,
-    routing_report,
     save_routings,
     time_generation,
     write_routing_report,
@@ -79,7 +79,7 @@ def cmd_routing(args: argparse.Namespace) -> int:
         policy.claim_all([Path(args.save) / f"{p.name}.{ext}" for p in config.patterns], named=True, option="--save")
     files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges,
                                   packed=config.cu_seqlens is not None)
-    report, routings = routing_report(config)
+    report, routings = routing_report.build(config)
     if files:
         report["routing_files"] = files
     if args.output:
@@ -154,8 +154,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         noise = (("--noise-from", p) for p in args.noise_from or [])
         output = str(OutputPolicy.of(args, ("A", args.a), ("B", args.b), *noise).claim(
             output, named=args.output is not None))
-    doc, code = run_compare(args.a, args.b, output or None, noise_from=args.noise_from, floor=args.floor,
-                            cycles=args.cycles, fail_on=args.fail_on, resamples=args.resamples)
+    doc = compare.build(args.a, args.b, noise_from=args.noise_from, floor=args.floor, cycles=args.cycles,
+                        fail_on=args.fail_on, resamples=args.resamples)
+    if output:
+        write_json(output, doc, "compare")
     print(format_compare_table(doc))
     lacking = doc["noise_floor"].get("lacking")
     if lacking:
@@ -164,12 +166,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
               "--floor / --noise-from)", file=sys.stderr)
     if output:
         print(f"wrote {output}")
-    if code:
+    if doc["failed"]:
         hits = (sum(n for v, n in doc["counts"].items() if v != "same") if args.fail_on == "any-change"
                 else doc["counts"].get(args.fail_on, 0))
         what = "other than same" if args.fail_on == "any-change" else args.fail_on
         print(f"--fail-on {args.fail_on}: {hits} verdict(s) {what}; exit 1", file=sys.stderr)
-    return code
+    return 1 if doc["failed"] else 0
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
@@ -186,7 +188,9 @@ def cmd_release_table(args: argparse.Namespace) -> int:
 def cmd_flush_study(args: argparse.Namespace) -> int:
     if args.output:
         OutputPolicy.of(args, ("RAW", args.raw)).claim(args.output, named=True)  # a named path: never moved
-    study = flush_study(args.raw, args.output)
+    study = {**flush_study.build(args.raw), "metadata": base_metadata()}
+    if args.output:
+        write_json(args.output, study, "flush_study")
     print(format_flush_table(study))
     if args.output:
         print(f"wrote {args.output}")
@@ -196,7 +200,7 @@ def cmd_flush_study(args: argparse.Namespace) -> int:
 def cmd_noise_table(args: argparse.Namespace) -> int:
     output = OutputPolicy.of(args, run="noise").claim(args.output or NOISE_TABLE, named=args.output is not None)
     runs, excluded = noise_sources(committed_inputs())
-    doc = table_document(runs, excluded)
+    doc = noise_table.build(runs, excluded)
     write_json(output, doc, "noise_table")
     print(format_noise_table(doc))
     print(f"wrote {output}")

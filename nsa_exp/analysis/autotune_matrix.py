@@ -15,9 +15,6 @@ from scipy.stats import bootstrap
 from ..core.families import BASELINE_PATTERN
 from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED, bootstrap_ratio_ci
 
-MIN_EFFECT_PCT = 2.0  # "differs measurably" under a config: CI excludes 1 and |ratio - 1| > this
-
-
 
 def config_text(cfg: dict[str, Any]) -> str:
     kw = ",".join(f"{k}={v}" for k, v in cfg["kwargs"].items())
@@ -68,7 +65,3 @@ class StageMatrix:
 
 def ratio_text(t: tuple[float, float, float]) -> str:
     return f"{t[0]:.3f}× ({t[1]:.3f}–{t[2]:.3f})"
-
-
-def measurable(t: tuple[float, float, float]) -> bool:
-    return (t[1] > 1 or t[2] < 1) and abs(t[0] - 1) * 100 > MIN_EFFECT_PCT

@@ -17,7 +17,6 @@ import pandas as pd
 from scipy.stats import bootstrap
 
 from ..core.families import BASELINE_PATTERN
-from ..core.kinds import schema_version
 from ..core.records import BenchLike, BenchResult
 
 RESAMPLES = 10_000
@@ -27,7 +26,6 @@ METHOD = "percentile"
 # Recorded in the analysis and stated in RESULTS.md.
 METHOD_NOTE = ("scipy.stats.bootstrap, percentile method; ratios resample rounds as pairs (paired=True), "
                "since every round ran every pattern")
-SCHEMA_VERSION = schema_version("analysis")
 
 
 def _median_ratio(num: np.ndarray, den: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -60,9 +58,10 @@ def stage_frame(result: BenchLike) -> pd.DataFrame:
                          for name, p in run.patterns.items() for stage, s in p.stages.items()])
 
 
-def analyse(result: BenchLike, repeat: BenchLike | None = None) -> dict[str, Any]:
-    """Per pattern x stage: median, p10/p90, bootstrap 95% CI (and its half-width in % of the median),
-    ratio vs the baseline with its paired CI; with ``repeat``, each median's difference between the runs."""
+def analysis_rows(result: BenchLike, repeat: BenchLike | None = None) -> list[dict[str, Any]]:
+    """The analysis document's rows (:mod:`nsa_exp.checking.analysis` builds the document): per pattern x stage,
+    median, p10/p90, bootstrap 95% CI (and its half-width in % of the median), ratio vs the baseline with its
+    paired CI; with ``repeat``, each median's difference between the runs."""
     result = BenchResult.coerce(result)
     repeat = None if repeat is None else BenchResult.coerce(repeat)
     frame = stage_frame(result)
@@ -83,19 +82,4 @@ def analyse(result: BenchLike, repeat: BenchLike | None = None) -> dict[str, Any
             row["repeat_median_ms"] = rep
             row["repeat_diff_pct"] = 100 * (rep - s["median_ms"]) / s["median_ms"]
         rows.append(row)
-    patterns = result.patterns
-    dkv = [r for r in rows if r["stage"] == "dkv_core"]
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "analysis",
-        "source": result.name,
-        "repeat_source": repeat.name if repeat else None,
-        "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "level": CI_LEVEL, "method": METHOD,
-                      "implementation": METHOD_NOTE},
-        "rows": rows,
-        "dkv_ci_within_1pct": all(r["ci95_halfwidth_pct"] <= 1.0 for r in dkv),
-        "fanin": {name: p.fanin for name, p in patterns.items()},
-        "memory": {name: p.memory for name, p in patterns.items()},
-        "stage_sum_vs_full_bwd": {name: p.stage_sum().to_json() for name, p in patterns.items()},
-        "autotune": result.best_configs(),
-    }
+    return rows

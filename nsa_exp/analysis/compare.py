@@ -45,12 +45,10 @@ import numpy as np
 from scipy.stats import bootstrap
 from tabulate import tabulate
 
-from ..core.kinds import schema_version
-from ..core.records import BenchLike, BenchResult, ReleaseResult
+from ..core.records import BenchLike, BenchResult
 from ..errors import UserError
-from ..io.paths import recorded_path
 from ..io.reader import same_file
-from ..io.store import load_record, write_json
+from ..io.store import load_record
 from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 from .noise import MIN_FLOOR, verdict
 from .noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, read_floors
@@ -136,11 +134,6 @@ def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, flo
     return {s: max([MIN_FLOOR] + [abs(med["y", p, s] / med["x", p, s] - 1) for p in pats]) for s in stages}
 
 
-def _source(path: str | Path, doc: Side) -> dict[str, Any]:
-    return {"path": recorded_path(path), "name": doc.name, "gpu": doc.gpu_name,
-            "created_utc": doc.metadata["created_utc"], "git_sha": doc.metadata["git"]["sha"]}
-
-
 def check_resamples(resamples: int) -> None:
     """Refuse (one :class:`UserError` line naming ``--resamples``) a count outside 1..:data:`MAX_RESAMPLES`."""
     if not 1 <= resamples <= MAX_RESAMPLES:
@@ -161,19 +154,9 @@ def table_source(table: str | Path | None, stages: list[str], gpus: list[str | N
     return floors, {**source, **({"lacking": lacking} if lacking else {})}
 
 
-def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None = None,
-                    floor: float | None = None, cycles: bool = False, fail_on: str | None = None,
-                    resamples: int = RESAMPLES, noise_table: str | Path | None = None) -> dict[str, Any]:
-    """The ``compare`` document (schema ``compare``) of B against A; nothing is written here.
-
-    The floors (module doc): ``noise_from`` (a repeat pair), else ``floor`` (one fraction for every stage), else
-    the noise table at ``noise_table`` (default :data:`NOISE_TABLE`).
-
-    Raises UserError (exit 2) for unreadable/invalid results, a shape or routing difference (every
-    difference named), a repeat pair that is not the same experiment as A or ran on another GPU than A and B,
-    a ``floor`` beside a pair that times every stage (it would go unused), a floor outside [0, 1),
-    a missing or invalid noise table, or ``--cycles`` on a result without recorded SM clocks.
-    """
+def check_arguments(noise_from: list[str] | None, floor: float | None, fail_on: str | None, resamples: int) -> None:
+    """Refuse (one :class:`UserError` line naming the option) a floor outside [0, 1), an unknown ``fail_on``,
+    a resample count outside 1..:data:`MAX_RESAMPLES`, a ``noise_from`` pair that is one file twice."""
     if floor is not None and not 0 <= floor < 1:
         raise UserError(f"--floor: {floor} is not a fraction in [0, 1)")
     if fail_on is not None and fail_on not in FAIL_ON:
@@ -182,19 +165,28 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
     if noise_from and len(noise_from) == 2 and same_file(*noise_from):
         raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: one file twice; a noise floor needs a result "
                         "and its independent repeat")
-    a = load_record(path_a, (BenchResult, ReleaseResult), f"A {path_a}")
-    b = load_record(path_b, (BenchResult, ReleaseResult), f"B {path_b}")
-    if isinstance(a, ReleaseResult) or isinstance(b, ReleaseResult):
-        return _compare_release(path_a, a, path_b, b, noise_from, floor, cycles, fail_on, resamples, noise_table)
+
+
+def bench_comparison(path_a: str | Path, a: BenchResult, path_b: str | Path, b: BenchResult,
+                     noise_from: list[str] | None, floor: float | None, cycles: bool, resamples: int,
+                     noise_table: str | Path | None) -> tuple[dict[str, Any], dict[str, float], list[dict[str, Any]]]:
+    """B against A, two bench results: (the ``noise_floor`` source, the floor per stage, one row per pattern x
+    stage both timed). The floors (module doc): ``noise_from`` (a repeat pair), else ``floor`` (one fraction for
+    every stage), else the noise table at ``noise_table`` (default :data:`NOISE_TABLE`).
+
+    Raises UserError (exit 2) for a shape or routing difference (every difference named), a repeat pair that is
+    not the same experiment as A or ran on another GPU than A and B, a ``floor`` beside a pair that times every
+    stage (it would go unused), a missing or invalid noise table, or ``cycles`` on a result without recorded SM
+    clocks."""
     diff = routing_differences(a, b)
     if diff:
         raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
     stages = [s for s in a.timing.stages if s in b.timing.stages]
     if noise_from:
-        x, y = _noise_pair(noise_from, path_a, a)
+        x, y = noise_pair(noise_from, path_a, a)
         floors = noise_floors(x, y, stages)
         untimed = [s for s in stages if s not in floors]  # e.g. wrapper_extra: a pair recorded before the stage
-        _pair_checks(noise_from, path_a, path_b, [a.gpu_name, b.gpu_name], x, floor, untimed)
+        pair_checks(noise_from, path_a, path_b, [a.gpu_name, b.gpu_name], x, floor, untimed)
         rest = DEFAULT_FLOOR if floor is None else floor
         floors = {s: floors.get(s, rest) for s in stages}
         floor_source = {"kind": "repeat", "paths": [str(p) for p in noise_from],
@@ -215,18 +207,10 @@ def compare_results(path_a: str | Path, path_b: str | Path, noise_from: list[str
                          "b_median": float(np.median(sb)), "a_n": int(sa.size), "b_n": int(sb.size),
                          "ratio": float(np.median(sb) / np.median(sa)), "ci95": list(ci), "floor": floors[s],
                          "verdict": verdict(ci, floors[s])})
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-    failed = fail_on is not None and any(r["verdict"] in FAIL_ON[fail_on] for r in rows)
-    return {"schema_version": schema_version("compare"), "kind": "compare",
-            "a": _source(path_a, a), "b": _source(path_b, b),
-            "space": "cycles" if cycles else "time", "unit": "kcycles" if cycles else "ms",
-            "bootstrap": {"resamples": resamples, "seed": SEED, "level": CI_LEVEL, "method": METHOD,
-                          "paired": False},
-            "rule": RULE, "noise_floor": {**floor_source, "per_stage": floors},
-            "rows": rows, "counts": counts, "fail_on": fail_on, "failed": failed}
+    return floor_source, floors, rows
 
 
-def _pair_checks(noise_from: list[str], path_a: str | Path, path_b: str | Path, gpus: Sequence[str | None],
+def pair_checks(noise_from: list[str], path_a: str | Path, path_b: str | Path, gpus: Sequence[str | None],
                  x: BenchResult, floor: float | None, untimed: Sequence[str]) -> None:
     """What every ``--noise-from`` pair must hold, on both compare paths (bench and release): it is not A and B
     themselves (a floor measured on the very difference it judges), it ran on the GPU of the comparison (one
@@ -246,7 +230,7 @@ def _pair_checks(noise_from: list[str], path_a: str | Path, path_b: str | Path, 
                         "of the two (--floor serves only the stages a pair did not time)")
 
 
-def _noise_pair(noise_from: list[str], path_a: str | Path | None = None,
+def noise_pair(noise_from: list[str], path_a: str | Path | None = None,
                 a: Side | None = None) -> tuple[BenchResult, BenchResult]:
     """The ``--noise-from`` pair as bench records: exactly 2 paths, two different runs on one GPU and, given ``a``
     (a bench or a release result), each the same experiment as ``a`` (one :class:`UserError` line naming the
@@ -268,10 +252,13 @@ def _noise_pair(noise_from: list[str], path_a: str | Path | None = None,
     return x, y
 
 
-def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, noise_from: list[str] | None,
-                     floor: float | None, cycles: bool, fail_on: str | None, resamples: int,
-                     noise_table: str | Path | None = None) -> dict[str, Any]:
-    """The ``compare`` document (with its ``release`` block) of B against A when either is a release result."""
+def release_comparison(path_a: str | Path, a: Side, path_b: str | Path, b: Side, noise_from: list[str] | None,
+                       floor: float | None, cycles: bool, resamples: int, noise_table: str | Path | None
+                       ) -> tuple[dict[str, Any], dict[str, float], list[dict[str, Any]], dict[str, Any]]:
+    """B against A when either is a release result: (the ``noise_floor`` source, the floor per stage, one row
+    per call or pinned stage whose kernels correspond, the ``release`` block). Raises UserError (one line) for
+    ``cycles``, a CPU interpreter run against a GPU measurement, two different experiments, a cell with fewer
+    than 2 observations on a side, and every refusal of a ``noise_from`` pair."""
     if cycles:
         raise UserError("--cycles: not available with a release result (its kernel times have no per-call clock); "
                         "compare in time")
@@ -285,9 +272,9 @@ def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, n
     cells, skipped = release_cells(a, b, common)
     rest = DEFAULT_FLOOR if floor is None else floor
     if noise_from:
-        x, y = _noise_pair(noise_from, path_a, a)
+        x, y = noise_pair(noise_from, path_a, a)
         floors = noise_floors(x, y, [s for s in x.timing.stages if s in y.timing.stages])
-        _pair_checks(noise_from, path_a, path_b, [a.gpu_name, b.gpu_name], x, floor,
+        pair_checks(noise_from, path_a, path_b, [a.gpu_name, b.gpu_name], x, floor,
                      [c[1] for c in cells if c[1] not in floors])
         source = {"kind": "repeat", "paths": [str(p) for p in noise_from], "rule": f"per pinned stage, max over "
                   f"patterns of |median(Y)/median(X) - 1|, at least {MIN_FLOOR:g}; {rest:g} for other stages"}
@@ -296,7 +283,7 @@ def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, n
     else:
         floors, source = table_source(noise_table, list(dict.fromkeys(c[1] for c in cells)),
                                       [a.gpu_name, b.gpu_name])
-    rows = []
+    rows: list[dict[str, Any]] = []
     for p, stage, metric, obs_a, obs_b, corr, note in cells:
         xa, xb = np.asarray(obs_a, dtype=np.float64), np.asarray(obs_b, dtype=np.float64)
         if min(xa.size, xb.size) < 2:
@@ -309,15 +296,8 @@ def _compare_release(path_a: str | Path, a: Side, path_b: str | Path, b: Side, n
                      "b_median": float(np.median(xb)), "a_n": int(xa.size), "b_n": int(xb.size),
                      "ratio": float(np.median(xb) / np.median(xa)), "ci95": list(ci), "floor": f,
                      "verdict": verdict(ci, f)})
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-    return {"schema_version": schema_version("compare"), "kind": "compare", "a": _source(path_a, a),
-            "b": _source(path_b, b), "space": "time", "unit": "ms",
-            "bootstrap": {"resamples": resamples, "seed": SEED, "level": CI_LEVEL, "method": METHOD,
-                          "paired": False},
-            "rule": RULE, "noise_floor": {**source, "per_stage": {r["stage"]: r["floor"] for r in rows}},
-            "rows": rows, "counts": counts, "fail_on": fail_on,
-            "failed": fail_on is not None and any(r["verdict"] in FAIL_ON[fail_on] for r in rows),
-            "release": release_block(a, b, common, skipped)}
+    per_stage: dict[str, float] = {r["stage"]: r["floor"] for r in rows}
+    return source, per_stage, rows, release_block(a, b, common, skipped)
 
 
 def format_table(doc: dict[str, Any]) -> str:
@@ -334,12 +314,3 @@ def format_table(doc: dict[str, Any]) -> str:
     counts = ", ".join(f"{v} {n}" for v, n in doc["counts"].items())
     return "\n".join([f"A = {a['name']} ({a['gpu']}), B = {b['name']} ({b['gpu']}); {doc['space']} space",
                       table, f"rule: {doc['rule']}", f"verdicts: {counts}"])
-
-
-def run_compare(path_a: str, path_b: str, output: str | None, **kwargs: Any) -> tuple[dict[str, Any], int]:
-    """Compare, write the document (validated, atomically) when ``output`` is given; returns it and the
-    exit code: 0, or 1 when a verdict matched ``fail_on``."""
-    doc = compare_results(path_a, path_b, **kwargs)
-    if output:
-        write_json(output, doc, "compare")
-    return doc, 1 if doc["failed"] else 0

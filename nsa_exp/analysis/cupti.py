@@ -15,7 +15,7 @@ includes, and includes the gaps between a multi-launch stage's kernels.
 device is busy with the activities (kernels, memsets, memcpys) inside its range's GPU-side span**, the union of
 their intervals (:func:`kernel_busy_ms`; for a one-launch stage the same as the span), so the gaps between a
 multi-launch stage's launches, which grow under the profiler, do not count. The pass is **sized by need**
-(:func:`rounds_needed`): enough rounds that the shortest multi-launch stage's profiled calls add up to
+(:func:`sizing`): enough rounds that the shortest multi-launch stage's profiled calls add up to
 :data:`SIZING` ``target_ms`` of event time (at least ``min_rounds``, at most ``max_rounds``), computed from the
 timed medians and recorded as ``cupti.sizing``, which ``validate`` recomputes from the document's own medians. A
 result without ``sizing`` (recorded before) is held to its recorded ``rounds``.
@@ -62,7 +62,7 @@ PREFIX = "nsa_cupti"
 ROUNDS = 5
 TIGHT = {"rel": 0.05, "abs_ms": 0.020}
 LOOSE = {"rel_below": 0.05, "abs_below_ms": 0.020, "rel_above": 0.15, "abs_above_ms": 0.050}
-#: How many rounds a pass sized by need runs (:func:`rounds_needed`): the shortest multi-launch stage's calls add
+#: How many rounds a pass sized by need runs (:func:`sizing`): the shortest multi-launch stage's calls add
 #: up to ``target_ms`` of its event median (0.24 ms uniform CSR on the H200 -> 21 rounds), within the bounds.
 SIZING = {"target_ms": 5.0, "min_rounds": ROUNDS, "max_rounds": 40}
 #: Profiler timestamps are whole-ns values rendered in µs: allow rounding at a range's edges.
@@ -172,11 +172,6 @@ def sizing(event_medians: Mapping[str, Mapping[str, float]], rule: Mapping[str, 
     need = math.ceil(rule["target_ms"] / ms) if ms > 0 else rule["max_rounds"]
     return {**rule, "shortest": {"pattern": p, "stage": s, "median_ms": ms},
             "rounds": int(min(rule["max_rounds"], max(rule["min_rounds"], need)))}
-
-
-def rounds_needed(event_medians: Mapping[str, Mapping[str, float]]) -> int:
-    """Rounds of a pass sized by need (:func:`sizing`)."""
-    return sizing(event_medians)["rounds"]
 
 
 def tolerance_record() -> dict[str, Any]:

@@ -25,16 +25,12 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
-from ..core.kinds import schema_version
 from ..errors import UserError
-from ..io.metadata import base_metadata
-from ..io.paths import recorded_path
-from ..io.store import read_strict, write_json
-from .bootstrap import CI_LEVEL, METHOD_NOTE, RESAMPLES, SEED, bootstrap_ratio_ci
+from ..io.store import read_strict
+from .bootstrap import CI_LEVEL, bootstrap_ratio_ci
 
 REFERENCE = "none"
 CONFIG_POLICIES = ("write", "read", "none")
-SCHEMA_VERSION = schema_version("flush_study")
 
 
 def load_flush_records(path: str | Path) -> tuple[dict[str, Any], pd.DataFrame]:
@@ -89,28 +85,6 @@ def choose_policy(rows: list[dict[str, Any]]) -> tuple[str, str]:
     return best, (f"{best}: {above} of {cells} pattern x stage cells whose 95% CI lies above 1 (about "
                   f"{(1 - CI_LEVEL) / 2 * cells:.1f} expected by chance), largest ratio {worst:.4f}"
                   + (f" (vs {others})" if others else ""))
-
-
-def study_of(raw_path: str | Path) -> dict[str, Any]:
-    """The ``flush_study`` document of ``raw_path`` without its host ``metadata`` (what ``validate``
-    recomputes a committed study from)."""
-    doc, frame = load_flush_records(raw_path)
-    rows = ratio_rows(frame)
-    policy, reason = choose_policy(rows)
-    return {"schema_version": SCHEMA_VERSION, "kind": "flush_study", "source": recorded_path(raw_path),
-            "gpu_name": str(doc.get("metadata", {}).get("gpu_name", "unknown")),
-            "rounds": int(frame["round"].nunique()), "flush_bytes": int(doc["flush"].get("flush_bytes", 0)),
-            "reference": REFERENCE,
-            "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "confidence_level": CI_LEVEL, "method": METHOD_NOTE},
-            "rows": rows, "chosen": policy, "reason": reason}
-
-
-def flush_study(raw_path: str | Path, output: str | Path | None) -> dict[str, Any]:
-    """Analyse ``raw_path``; validate and write the ``flush_study`` document to ``output`` (if given)."""
-    study = {**study_of(raw_path), "metadata": base_metadata()}
-    if output is not None:
-        write_json(output, study, "flush_study")
-    return study
 
 
 def format_table(study: dict[str, Any]) -> str:

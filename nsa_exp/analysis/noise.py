@@ -73,12 +73,6 @@ def judge(ci: Sequence[float], floor: float) -> str:
     return JUDGEMENT[verdict((float(ci[0]), float(ci[1])), floor)]
 
 
-def direction(ci: Sequence[float], floor: float) -> str:
-    """The rule's verdict with its direction: ``slower`` (CI above ``1 + floor``), ``faster``, ``same``,
-    ``unclear`` (compare's words)."""
-    return verdict((float(ci[0]), float(ci[1])), floor)
-
-
 @dataclass(frozen=True)
 class Member:
     """One file's measurement of a quantity: its median, and its ratio to ``local`` in the same rounds."""

@@ -4,8 +4,9 @@
 This module is the seam every door reads the floors through: :func:`read_floors` returns the table,
 :func:`comparison_floors` the floor per stage of one comparison (the larger of the two GPUs' floors,
 :func:`nsa_exp.analysis.noise.floor_of`). The table is derived from every repeated measurement of the
-committed results by :func:`nsa_exp.analysis.noise.floors`: :func:`table_document` builds the document (kind
-``noise_table``, ``schemas/noise_table.schema.json``) from the runs ``python -m nsa_exp noise-table`` reads
+committed results by :func:`nsa_exp.analysis.noise.floors`: :func:`floor_rows` computes its rows and the kind's
+module (:func:`nsa_exp.checking.noise_table.build`) the document (kind ``noise_table``,
+``schemas/noise_table.schema.json``) from the runs ``python -m nsa_exp noise-table`` reads
 (every bench result ``results/raw/*.json`` and sweep point ``results/sweeps/*/T*.json``, :data:`SOURCES`,
 except the files ``validate`` fails, listed with the reason), and ``validate`` rebuilds it from those files.
 
@@ -25,7 +26,6 @@ from typing import Any
 from tabulate import tabulate
 
 from .. import REPO_ROOT
-from ..core.kinds import schema_version
 from ..core.records import RunRecord
 from ..core.stages import STAGE_NAMES
 from ..io.store import load_document
@@ -98,10 +98,10 @@ def _quantity(q: Quantity) -> dict[str, Any]:
             "short": [_member(m) for m in q.short]}
 
 
-def table_document(runs: Iterable[tuple[str, RunRecord]], excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The noise table (kind ``noise_table``) of ``runs`` (``(repo-relative path, record)``: bench results and
-    sweep points); ``excluded``: path -> why a committed source was left out (recorded as such)."""
-    runs = list(runs)
+def floor_rows(runs: Iterable[tuple[str, RunRecord]]) -> list[dict[str, Any]]:
+    """The noise table's rows (:mod:`nsa_exp.checking.noise_table` builds the document) of ``runs``
+    (``(repo-relative path, record)``: bench results and sweep points): one per GPU x stage, its floor, rule and
+    the quantity that sets it, in GPU then Stage-table order."""
     qs = quantities(runs)
     table = floors(qs)
     lent = set(borrowed(qs))
@@ -122,9 +122,7 @@ def table_document(runs: Iterable[tuple[str, RunRecord]], excluded: Mapping[str,
             q = setter[gpu, stage]
             row.update(rule="spread" if q.spread >= MIN_FLOOR else "minimum", borrowed_from=None, set_by=_quantity(q))
         rows.append(row)
-    return {"schema_version": schema_version("noise_table"), "kind": "noise_table", "rule": RULE,
-            "min_floor": MIN_FLOOR, "min_rounds": MIN_ROUNDS, "sources": sorted(p for p, _ in runs),
-            "excluded": [{"path": p, "why": w} for p, w in sorted((excluded or {}).items())], "floors": rows}
+    return rows
 
 
 def committed_sources(root: str | Path = REPO_ROOT) -> list[str]:

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.config import StopRule
+from ..core.config import Config, StopRule
 from ..core.protocol import STOP_REASONS, round_orders
 from ..errors import UserError
 from .noise_table import FALLBACK_FLOOR, compare_floors, read_floors
@@ -84,6 +84,15 @@ def default_rule(repetitions: int, where: str, rule: StopRule = DEFAULT_RULE) ->
                         f"{rule.min_rounds}; raise timing.repetitions (the most rounds the rule may time) "
                         "or give a timing.stop block")
     return rule
+
+
+def with_default_rule(config: Config, where: str) -> Config:
+    """``config`` as a stop-rule run times it: its own ``timing.stop`` when it has one, else :func:`default_rule`
+    for its ``timing.repetitions`` folded in (:meth:`~nsa_exp.core.config.Config.overridden`; the config's ``raw``
+    stays the file's). UserError naming ``where`` when the run is too short for the default rule."""
+    if config.timing.stop is not None:
+        return config
+    return config.overridden(stop=default_rule(config.timing.repetitions, where))
 
 
 METHOD = ("after each timed round: stop on ci (rounds >= min_rounds, accumulated timed GPU seconds >= "

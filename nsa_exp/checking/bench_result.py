@@ -23,14 +23,12 @@ from ..core.records import BenchResult, PatternRun, StageSum, Timing, stage_reco
 from . import record_checks
 from .autotune_checks import autotune_arm_problems, autotune_configs
 from .checks import Add, Context, guarded
-from .record_checks import config_semantics, run_record
+from .record_checks import run_record
 from .routing_checks import (
+    config_rule_checks,
     edge_problems,
-    packing_recompute,
-    pattern_set,
     routing_file_recompute,
     routing_files_consistent,
-    routing_recompute,
 )
 from .run_checks import (
     environment_problems,
@@ -59,12 +57,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     autotune_configs(doc, add)
     if "cupti" in doc:  # issue 14: CUDA-event vs kernel-time medians (nsa_exp.analysis.cupti states the rule)
         add("cupti_agreement", cupti_problems(doc))
-    config = config_semantics(doc, add)
-    if config is not None:
-        guarded("pattern_set", add, pattern_set, doc, config, add)
-        guarded("routing_recompute", add, routing_recompute, doc, config, add, ctx.unverified)
-        guarded("timing_recompute", add, timing_recompute, doc, config, add)
-        guarded("packing_recompute", add, packing_recompute, doc, config, add)
+    config_rule_checks(doc, add, ctx, timing=timing_recompute)
     guarded("reproduction_flags", add, reproduction_flags, doc, add)
     guarded("telemetry_recompute", add, telemetry_recompute, doc, add, ctx.warnings, ctx.unverified)
     guarded("memory_recompute", add, memory_recompute, doc, add)

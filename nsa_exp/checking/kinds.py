@@ -8,14 +8,14 @@ what cannot be recomputed is held to what physics and the record allow (:mod:`.r
 row recomputes, and what it cannot, is listed per kind in docs/SCHEMAS.md.
 
 Rows: a kind that has its own module (``checking/<kind>.py``: its builder and its checks, issue 29) names that
-module's ``checks``: ``bench_result``, ``sweep_point``, ``release_result``, ``smoke_report``, ``check_report``,
-``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``; each composes the shared checks
-(:mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`, :mod:`.autotune_checks`,
-:mod:`.record_checks`) with its own. The others are one recompute function each (:func:`_row`):
-``compare``, ``noise_table``, ``analysis``, ``flush_study``, ``routing_report``, ``validation_report``
-[:mod:`.derived_checks`]; ``model_calibration``, ``model_calibration_set``, ``model_validation``
-[:mod:`.model_checks`]; ``ncu_summary`` [:mod:`.ncu_checks`]. CSVs: ``summary_csv`` [:mod:`.csv_checks`],
-``sweep_csv`` [:mod:`.sweep_checks`], ``ncu_raw_csv`` [:mod:`.ncu_checks`].
+module's ``checks`` (``bench_result``, ``sweep_point``, ``release_result``, ``smoke_report``, ``check_report``,
+``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``: each composes the shared checks,
+:mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`, :mod:`.autotune_checks`, :mod:`.record_checks`,
+with its own) or, for a derived kind rebuilt from its sources, its one ``recompute`` (:func:`_row`): ``compare``,
+``noise_table``, ``analysis``, ``flush_study``, ``routing_report``, ``validation_report``; ``model_calibration``,
+``model_calibration_set``, ``model_validation`` [:mod:`.model_checks`]; ``ncu_summary`` [:mod:`.ncu_checks`].
+CSVs: ``summary_csv`` [:mod:`.csv_checks`], ``sweep_csv`` [:mod:`.sweep_checks`], ``ncu_raw_csv``
+[:mod:`.ncu_checks`].
 """
 
 from __future__ import annotations
@@ -24,18 +24,23 @@ from collections.abc import Callable
 from typing import Any
 
 from . import (
+    analysis,
     autotune_matrix,
     bench_result,
     check_report,
-    derived_checks,
+    compare,
+    flush_study,
     method_study,
     model_checks,
     ncu_checks,
+    noise_table,
     record_checks,
     release_result,
+    routing_report,
     smoke_report,
     sweep_autotune,
     sweep_point,
+    validation_report,
     whatif_result,
 )
 from .checks import Add, Context, guarded
@@ -58,24 +63,24 @@ def _row(name: str, check: KindChecks, host: bool = False) -> KindChecks:
 
 #: kind -> the checks run once its schema passed.
 KIND_CHECKS: dict[str, KindChecks] = {
-    "analysis": _row("analysis_recompute", derived_checks.analysis_checks, host=True),
+    "analysis": _row("analysis_recompute", analysis.recompute, host=True),
     "autotune_matrix": autotune_matrix.checks,
     "bench_result": bench_result.checks,
     "check_report": check_report.checks,
-    "compare": _row("compare_recompute", derived_checks.compare_checks),
-    "flush_study": _row("flush_study_recompute", derived_checks.flush_study_checks, host=True),
+    "compare": _row("compare_recompute", compare.recompute),
+    "flush_study": _row("flush_study_recompute", flush_study.recompute, host=True),
     "method_study": method_study.checks,
     "model_calibration": _row("calibration_recompute", model_checks.calibration_checks),
     "model_calibration_set": _row("calibration_set_semantics", model_checks.calibration_set_checks),
     "model_validation": _row("model_validation_recompute", model_checks.validation_checks),
     "ncu_summary": _row("ncu_recompute", ncu_checks.ncu_summary_checks),
-    "noise_table": _row("noise_table_recompute", derived_checks.noise_table_checks),
+    "noise_table": _row("noise_table_recompute", noise_table.recompute),
     "release_result": release_result.checks,
-    "routing_report": _row("routing_report_recompute", derived_checks.routing_report_checks, host=True),
+    "routing_report": _row("routing_report_recompute", routing_report.recompute, host=True),
     "smoke_report": smoke_report.checks,
     "sweep_autotune": sweep_autotune.checks,
     "sweep_point": sweep_point.checks,
-    "validation_report": _row("validation_report_consistent", derived_checks.validation_report_checks),
+    "validation_report": _row("validation_report_consistent", validation_report.recompute),
     "whatif_result": whatif_result.checks,
 }
 

@@ -27,7 +27,7 @@ import hashlib
 import io
 import json
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,8 @@ from ..routing.fanin import routing_statistics
 from ..routing.files import file_pattern_name, routing_file_report
 from ..routing.packing import cu_seqlens, generate_packed_routing, packed_closed_form_edges, packing_record
 from ..routing.patterns import generate_routing, routing_sha256
-from .checks import Add, Problems, same
+from .checks import Add, Context, Problems, guarded, same
+from .record_checks import config_semantics
 
 NOT_SUPPLIED = "unverified (file not supplied): pass it with validate --routing-file PATH"
 COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dtype", "format", "key")
@@ -135,6 +136,22 @@ def packing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
     want = packing_record(config.cu_seqlens, packed_closed_form_edges(config.shape.H, S, BS, config.cu_seqlens))
     add("packing_recompute", [(f"$.packing.{k}", f"recorded {got.get(k)!r}, the config's packing gives {v!r}")
                               for k, v in want.items() if got.get(k) != v])
+
+
+def config_rule_checks(doc: dict[str, Any], add: Add, ctx: Context,
+                       timing: Callable[[dict[str, Any], Any, Add], None] | None = None) -> None:
+    """What a measured document's embedded config implies, for a bench result and a sweep point alike:
+    ``config_semantics`` (its rules), then, when it parses, ``pattern_set``, ``routing_recompute``, ``timing``
+    (a bench result's ``timing_recompute``: it judges the rounds against that config) and ``packing_recompute``,
+    in that order (the order validate reports them in)."""
+    config = config_semantics(doc, add)
+    if config is None:
+        return
+    guarded("pattern_set", add, pattern_set, doc, config, add)
+    guarded("routing_recompute", add, routing_recompute, doc, config, add, ctx.unverified)
+    if timing is not None:
+        guarded("timing_recompute", add, timing, doc, config, add)
+    guarded("packing_recompute", add, packing_recompute, doc, config, add)
 
 
 def edge_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:

@@ -39,14 +39,12 @@ from ..routing.packing import packing_record, packing_token
 from . import record_checks
 from .autotune_checks import autotune_configs
 from .checks import Add, Context, Problems, first_difference, guarded
-from .record_checks import config_semantics, run_record
+from .record_checks import run_record
 from .routing_checks import (
+    config_rule_checks,
     edge_problems,
-    packing_recompute,
-    pattern_set,
     routing_file_recompute,
     routing_files_consistent,
-    routing_recompute,
 )
 from .run_checks import shape_problems
 from .stats_checks import stats_checks, stop_rule_check
@@ -161,11 +159,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     add("shape_matches_config", shape_problems(doc))
     add("edges_equal", edge_problems(doc))
     autotune_configs(doc, add)
-    config = config_semantics(doc, add)
-    if config is not None:
-        guarded("pattern_set", add, pattern_set, doc, config, add)
-        guarded("routing_recompute", add, routing_recompute, doc, config, add, ctx.unverified)
-        guarded("packing_recompute", add, packing_recompute, doc, config, add)
+    config_rule_checks(doc, add, ctx)
     guarded("point_consistent", add, point_consistent, doc, add, ctx)
     guarded("timing_recompute", add, point_timing_recompute, doc, add)
     guarded("memory_recompute", add, point_memory_recompute, doc, add)

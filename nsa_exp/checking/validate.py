@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.kinds import KINDS, document_kind, schema_version
+from ..core.kinds import KINDS, document_kind
 from ..errors import UserError
 from ..io.progress import progress
 from ..io.reader import file_size, read_bounded, show_path
@@ -33,6 +33,7 @@ from ..io.schemas import SUMMARY_COLUMNS, schema_errors
 from ..io.store import read_document
 from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
+from . import validation_report
 from .checks import Add, Checks, Context, schema_problems
 from .csv_checks import summary_csv_checks
 from .kinds import KIND_CHECKS
@@ -43,7 +44,6 @@ from .sweep_checks import sweep_csv_checks
 NO_COMPANION = "unverified (no JSON result found beside the CSV, results/raw/<stem>.json)"
 
 SUPPORTED_VERSIONS = {"1.0"}
-SCHEMA_VERSION = schema_version("validation_report")
 
 
 def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None,
@@ -62,41 +62,35 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
     checks = Checks()
     ctx = Context(path=name, routing_files=routing_files, release_dirs=release_dirs, depth=depth,
                   revalidate=lambda path: validate_path(path, depth=depth + 1))
-    report = {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": name}
     if not checks.add("file_size", [] if len(data) <= MAX_BYTES else
                       [("$", f"{len(data)} bytes > {MAX_BYTES} (refused before parsing)")]):
-        return {**report, "passed": False, "checks": checks.items}
+        return validation_report.build(name, checks)
     if name.endswith(".csv"):
         table_kind = _csv_checks(data, name, checks.add, ctx, companion)
-        return _finish({**report, "document_kind": table_kind}, checks, ctx)
+        return validation_report.build(name, checks, table_kind, ctx)
     try:
         doc = parse_strict(data)
     except _Rejected as exc:
         checks.add("json_syntax", [("$", str(exc))])
-        return {**report, "passed": False, "checks": checks.items}
+        return validation_report.build(name, checks)
     checks.add("json_syntax")
     raw_kind = doc.get("kind") if isinstance(doc, dict) else None
     kind = raw_kind if isinstance(raw_kind, str) else None  # a list or an object is no kind (and unhashable)
     if not checks.add("kind", [] if kind in KINDS else [("$.kind", f"unknown document kind {raw_kind!r}; expected "
                                                                     f"one of {', '.join(KINDS)}")]) or kind is None:
-        return {**report, "passed": False, "checks": checks.items}
+        return validation_report.build(name, checks)
     version = doc.get("schema_version", None if document_kind(kind).versioned else document_kind(kind).version)
     if not checks.add("schema_version", [] if isinstance(version, str) and version in SUPPORTED_VERSIONS else
                       [("$.schema_version", f"{version!r} is not a supported schema version "
                                             f"({', '.join(sorted(SUPPORTED_VERSIONS))})")]):
-        return {**report, "passed": False, "checks": checks.items}
+        return validation_report.build(name, checks)
     errors = schema_errors(doc, KINDS[kind], "$")
     if checks.add("schema", schema_problems(errors)):
         try:
             KIND_CHECKS[kind](doc, checks.add, ctx)
         except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as exc:
             checks.add(f"{kind}_checks", [("$", f"cannot be checked: {type(exc).__name__}: {exc}")])
-    return _finish({**report, "document_kind": kind}, checks, ctx)
-
-
-def _finish(report: dict[str, Any], checks: Checks, ctx: Context) -> dict[str, Any]:
-    return {**report, "passed": all(c["passed"] for c in checks.items), "checks": checks.items,
-            "unverified": ctx.unverified, "warnings": ctx.warnings}
+    return validation_report.build(name, checks, kind, ctx)
 
 
 def csv_kind(rows: list[list[str]], name: str) -> str:
@@ -210,8 +204,7 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
     size = file_size(path, label, sys.maxsize)
     if size > MAX_BYTES:
         (checks := Checks()).add("file_size", [("$", f"{size} bytes > {MAX_BYTES} (refused before parsing)")])
-        return {"schema_version": SCHEMA_VERSION, "kind": "validation_report", "path": str(path), "passed": False,
-                "checks": checks.items}
+        return validation_report.build(str(path), checks)
     return validate_bytes(read_bounded(path, label, MAX_BYTES), str(path), companion, routing_files, release_dirs,
                           depth)
 

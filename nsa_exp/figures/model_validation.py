@@ -1,8 +1,9 @@
 """Figure of a model validation: predicted vs measured dK/dV ms (log-log, the y = x line) and the error in % vs
 the measurement, one marker per distinct routing x T point (a point several files measured is one marker at the
 mean of their medians) with horizontal bars over its measurements' 95% CIs (bootstrap of each source file's own
-rounds) and, on the error panel, the error range those CIs allow; markers by routing family, the points over the
-max-error target named. Reads a ``model_validation`` document and its committed source files; writes PNG and SVG.
+rounds) and, on the error panel, the error range those CIs allow; markers by routing family (the family table's,
+:data:`nsa_exp.core.families.FAMILIES`), the points over the max-error target named. Reads a ``model_validation``
+document and its committed source files; writes PNG and SVG.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import numpy as np
 
 from .. import REPO_ROOT
 from ..analysis.bootstrap import bootstrap_median_ci
+from ..core.families import FAMILIES
 from ..io.paths import locate_recorded
 from ..io.store import read_strict
 from .canvas import Claim, pyplot, save_figure
-
-MARKERS = {"local": "o", "uniform": "s", "sink-heavy": "^", "zipf": "v", "hot-block": "D", "fla-topk": "P"}
 
 
 def measured_ci(row: dict[str, Any], root: Path, cache: dict[str, Any]) -> tuple[float, float] | None:
@@ -69,7 +69,8 @@ def plot_validation(doc: dict[str, Any], out_dir: str | Path, root: str | Path =
         sub = [p for p in pts if p["family"] == family]
         meas = np.array([p["measured"] for p in sub])
         xerr = np.array([[p["measured"] - p["lo"] for p in sub], [p["hi"] - p["measured"] for p in sub]])
-        kw = {"fmt": MARKERS.get(family, "x"), "ms": 6, "capsize": 3, "mfc": "none", "label": family}
+        marker = FAMILIES[family].marker if family in FAMILIES else "x"
+        kw = {"fmt": marker, "ms": 6, "capsize": 3, "mfc": "none", "label": family}
         ax.errorbar(meas, [p["predicted"] for p in sub], xerr=xerr, **kw)
         err = np.array([p["error"] for p in sub])
         yerr = np.array([[p["error"] - p["error_lo"] for p in sub], [p["error_hi"] - p["error"] for p in sub]])

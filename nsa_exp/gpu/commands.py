@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .. import REPO_ROOT, RESULTS_DIR
-from ..analysis.stop_rule import default_rule
+from ..analysis.stop_rule import with_default_rule
 from ..analysis.summary import format_summary
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
@@ -79,8 +79,8 @@ def bench(args: argparse.Namespace) -> int:
     files = file_routings(args.routing_file, config.shape, args.require_equal_edges)  # before any GPU work
     # the command line's overrides, folded into the config once (the config's own timing.stop wins)
     config = config.overridden(repetitions=args.repetitions)
-    if args.stop_rule and config.timing.stop is None:
-        config = config.overridden(stop=default_rule(config.timing.repetitions, "bench --stop-rule"))
+    if args.stop_rule:
+        config = with_default_rule(config, "bench --stop-rule")
     result = run_bench(config, args.allow_gpu, out, summary, args.resume, args.discard_journal,
                        tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
                        cupti_rounds=args.cupti_rounds, routing_files=files,

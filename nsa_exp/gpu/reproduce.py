@@ -33,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..analysis.compare import compare_results
 from ..analysis.noise_table import table_path
-from ..analysis.stop_rule import default_rule
+from ..analysis.stop_rule import with_default_rule
+from ..checking import compare
 from ..checking.validate import load_validated, validate_paths
 from ..core.config import Config
 from ..core.records import BenchResult
@@ -110,19 +110,18 @@ def run_reproduce(config: Config, allow_gpu: bool, out_dir: str | Path, noise_ta
                        hint=f"`python -m nsa_exp validate {show_path(table)}` lists what failed",
                        missing_hint="generate it with `python -m nsa_exp noise-table`")
     steps.run("smoke", lambda: run_smoke(config, allow_gpu, out / SMOKE, device=device))
-    timed = config if config.timing.stop is not None else \
-        config.overridden(stop=default_rule(config.timing.repetitions, "reproduce"))
+    timed = with_default_rule(config, "reproduce")
     steps.run("bench", lambda: run_bench(timed, allow_gpu, result_path, summary_path, cupti_rounds=cupti_rounds,
                                          device=device, clock=clock))
     run = load_record(result_path, BenchResult)
     chosen = published_for(run.gpu_name or "", published)
 
-    def compare() -> dict[str, Any]:
-        doc = compare_results(chosen.path, result_path, floor=floor, noise_table=noise_table)
+    def compared() -> dict[str, Any]:
+        doc = compare.build(chosen.path, result_path, floor=floor, noise_table=noise_table)
         write_json(out / COMPARE, doc, "compare")
         return doc
 
-    doc = steps.run("compare", compare)
+    doc = steps.run("compare", compared)
     steps.run("validate", lambda: _validate(out, config))
     answer = own_answer(run)
     code = exit_code(doc)

@@ -243,12 +243,6 @@ class OutputPolicy:
         return out
 
 
-def claim_output(path: str | Path, inputs: tuple[Any, ...] = (), overwrite: bool = False, *, named: bool = False,
-                 option: str = "--output") -> Path:
-    """``OutputPolicy(inputs, overwrite).claim(path, named=named, option=option)``: see :class:`OutputPolicy`."""
-    return OutputPolicy(tuple(inputs), overwrite).claim(path, named=named, option=option)
-
-
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (temp file in the same folder, fsync, rename)."""
     write_bytes_atomic(path, text.encode("utf-8"))

@@ -22,7 +22,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from ..analysis.autotune_matrix import StageMatrix, config_text, diff_ci, paired_cells, ratio_text
-from ..analysis.bootstrap import analyse, bootstrap_ratio_ci
+from ..analysis.bootstrap import analysis_rows, bootstrap_ratio_ci
 from ..analysis.noise import judge
 from ..core.families import BASELINE_PATTERN
 from ..core.stages import TITLES
@@ -134,7 +134,7 @@ def autotune_section(matrix_path: str | None, arm_paths: list[str], load: Callab
             out += stage_lines(StageMatrix(doc, stage), floor_of(stage, gpu), claims)
     for path in arm_paths:
         arm = load(path)
-        rows = [r for r in analyse(arm)["rows"] if r["stage"] == "dkv_core" and r["pattern"] != BASELINE_PATTERN]
+        rows = [r for r in analysis_rows(arm) if r["stage"] == "dkv_core" and r["pattern"] != BASELINE_PATTERN]
         a = arm["autotune"]
         f = floor_of("dkv_core", arm["metadata"]["gpu"]["name"])
         out += [f"Bench arm `{path}` (mode `{a.get('mode', 'tune-on')}`, tuned on `{a['tuned_on']}`, "

@@ -15,10 +15,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..analysis.bootstrap import analyse, bootstrap_median_ci, bootstrap_ratio_ci
+from ..analysis.bootstrap import bootstrap_median_ci, bootstrap_ratio_ci
 from ..analysis.compare import ratio_ci
 from ..analysis.noise import Quantity, floor_of, quantities
 from ..analysis.noise_table import NOISE_TABLE, committed_sources, floors_of
+from ..checking.analysis import build as analysis_document
 from ..checking.validate import load_validated, validate_bytes
 from ..core.families import BASELINE_PATTERN
 from ..core.kinds import KINDS
@@ -167,7 +168,7 @@ def load_report_data(inputs: Inputs) -> ReportData:
         rep = data.bench(repeat) if repeat and repeat_file is not None else None
         if rep is not None and rep.shape != run.shape:
             raise UserError(f"{repeat}: shape differs from {result}; a repeat must run the same config")
-        data.formal.append(Formal(inputs.relative(result_file), run, analyse(run, rep),
+        data.formal.append(Formal(inputs.relative(result_file), run, analysis_document(run, rep),
                                   inputs.relative(repeat_file) if repeat_file is not None else None, rep))
     data.quantities = quantities(data.runs.items())
     data.noise_table = data.load(NOISE_TABLE, ("noise_table",))

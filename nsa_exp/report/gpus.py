@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.bootstrap import bootstrap_median_ci
-from ..analysis.compare import compare_results
 from ..analysis.cupti import disagreement
 from ..analysis.noise_table import NOISE_TABLE
 from ..analysis.throughput import peak_tflops, throughput_rows
+from ..checking import compare
 from ..core.gpus import gpu_spec
 from ..core.stages import TITLES
 from ..io.store import load_document
@@ -35,7 +35,7 @@ def cross_gpu_rows(data: ReportData, cycles: bool = False) -> tuple[dict[str, An
 
 def _compare(data: ReportData, a: Formal, b: Formal, cycles: bool) -> dict[str, Any]:
     root = data.inputs.root
-    return compare_results(root / a.path, root / b.path, cycles=cycles, noise_table=root / NOISE_TABLE)
+    return compare.build(root / a.path, root / b.path, cycles=cycles, noise_table=root / NOISE_TABLE)
 
 
 def cross_gpu_section(data: ReportData) -> list[str]:

@@ -9,10 +9,10 @@ The GPU side (check -> smoke -> bench under the stop rule -> validate -> compare
   another GPU is judged against the nearest published GPU (:func:`published_for`: same model, else the
   closest HBM bandwidth of :mod:`nsa_exp.core.gpus`, else the H100, the experiment's primary GPU) and the
   screen says so.
-- **Floors**: the committed noise table, read by :func:`nsa_exp.analysis.compare.compare_results` as ``compare``
+- **Floors**: the committed noise table, read by :func:`nsa_exp.checking.compare.build` as ``compare``
   reads it (per stage, the larger floor of the two GPUs; ``--noise-table`` another table, ``--floor`` one floor for
   every stage, recorded in the compare document).
-- **Verdict**: :func:`nsa_exp.analysis.compare.compare_results`; the run agrees (exit 0)
+- **Verdict**: :func:`nsa_exp.checking.compare.build`; the run agrees (exit 0)
   when no cell's verdict is ``slower`` or ``faster`` (a cell ``unclear`` is unresolved, not a difference, and
   is counted on the screen); otherwise it differs (exit 1).
 

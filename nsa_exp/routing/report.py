@@ -18,24 +18,21 @@ from tabulate import tabulate
 
 from ..core.config import Config, Shape
 from ..core.families import family
-from ..core.kinds import schema_version
 from ..errors import UserError
-from ..io.metadata import base_metadata
 from ..io.progress import progress
 from ..io.store import write_bytes_atomic, write_json
 from .edges import effective_edges, equal_edge_gate
 from .fanin import routing_statistics
 from .files import CU_KEY, NPZ_KEY, file_routings
-from .packing import generate_packed_routing, packed_routing_violations, packing_record
+from .packing import generate_packed_routing, packed_routing_violations
 from .patterns import generate_routing, routing_violations
 
-SCHEMA_VERSION = schema_version("routing_report")
 
-
-def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Generate every pattern and summarise it; the equal-edge gate raises on a mismatch. Packed
-    (``config.packing``): each routing per document, edges against the packed closed form, statistics over
-    the varlen CSR rows, and the report's ``packing`` record (:mod:`.packing`)."""
+def pattern_summaries(config: Config) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray], dict[str, Any]]:
+    """Generate every pattern of ``config`` and summarise it: (pattern -> its routing report entry, pattern ->
+    block_indices, the equal-edge record); the equal-edge gate raises on a mismatch. Packed (``config.packing``):
+    each routing per document, edges against the packed closed form, statistics over the varlen CSR rows
+    (:mod:`.packing`). The kind's module (``checking/routing_report.py``) builds the report from them."""
     patterns, routings = {}, {}
     cu, BS = config.cu_seqlens, config.shape.block_size
     for pattern in config.patterns:
@@ -54,20 +51,7 @@ def routing_report(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray
         }
     # fla-topk (equal_edges=False): counted and recorded under equal_edges.exempt, not gated
     gate = equal_edge_gate(routings, config.shape, cu, exempt=[n for n in routings if not family(n).equal_edges])
-    report = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "routing_report",
-        "config_name": config.name,
-        "shape": config.shape.to_dict(),
-        "routing_seed": config.seeds.routing,
-        "closed_form_edges": gate["closed_form"],
-        "equal_edges": gate,
-        "patterns": patterns,
-        "metadata": base_metadata(import_gpu=False),
-    }
-    if cu is not None:
-        report["packing"] = packing_record(cu, gate["closed_form"])
-    return report, routings
+    return patterns, routings, gate
 
 
 def routing_files_section(shape: Shape, paths: Sequence[str], require_equal: bool = False,

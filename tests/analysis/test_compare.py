@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsa_exp.analysis.compare import DEFAULT_FLOOR, MIN_FLOOR, compare_results, noise_floors, verdict
+from nsa_exp.analysis.compare import DEFAULT_FLOOR, MIN_FLOOR, noise_floors, verdict
 from nsa_exp.analysis.noise_table import NOISE_TABLE, read_floors
+from nsa_exp.checking.compare import build as compare_results
 from nsa_exp.errors import UserError
 from nsa_exp.io.schemas import schema_errors
 from tests.helpers import REPO, assert_one_line_error, run_cli

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from nsa_exp.analysis.noise import MIN_FLOOR, MIN_ROUNDS
-from nsa_exp.analysis.noise_table import NOISE_TABLE, comparison_floors, read_floors, table_document
+from nsa_exp.analysis.noise_table import NOISE_TABLE, comparison_floors, read_floors
+from nsa_exp.checking.noise_table import build as table_document
 from nsa_exp.core.records import BenchResult
 from nsa_exp.errors import UserError
 from nsa_exp.io.schemas import schema_errors
@@ -85,7 +86,7 @@ def _forged_table(tmp_path):
 
 
 def test_a_compare_judged_under_a_forged_noise_table_fails_validate(tmp_path):
-    from nsa_exp.analysis.compare import compare_results  # noqa: PLC0415
+    from nsa_exp.checking.compare import build as compare_results  # noqa: PLC0415
     from nsa_exp.checking.validate import validate_path  # noqa: PLC0415
     from nsa_exp.io.store import write_json  # noqa: PLC0415
 

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 
-from nsa_exp.analysis.compare import compare_results
+from nsa_exp.checking.compare import build as compare_results
 from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.errors import UserError
 from nsa_exp.io.schemas import schema_errors

@@ -13,8 +13,8 @@ import sys
 import pytest
 import torch
 
-from nsa_exp.analysis.compare import compare_results
 from nsa_exp.analysis.stop_rule import DEFAULT_RULE
+from nsa_exp.checking.compare import build as compare_results
 from nsa_exp.checking.validate import validate_paths
 from nsa_exp.core.stages import STAGE_NAMES
 from nsa_exp.routing.config import config_from_dict

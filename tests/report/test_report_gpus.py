@@ -8,8 +8,8 @@ import copy
 import dataclasses
 import json
 
-from nsa_exp.analysis.bootstrap import analyse
 from nsa_exp.analysis.cupti import cupti_block
+from nsa_exp.checking.analysis import build as analyse
 from nsa_exp.core.records import BenchResult
 from nsa_exp.core.stages import TITLES
 from nsa_exp.figures.fanin_latency import gpu_name

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from nsa_exp.analysis.compare import compare_results
+from nsa_exp.checking.compare import build as compare_results
 from nsa_exp.core.records import BenchResult
 from nsa_exp.io.store import load_record
 from nsa_exp.report.reproduce import (

@@ -14,7 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from nsa_exp.analysis.bootstrap import analyse, bootstrap_median_ci, bootstrap_ratio_ci
+from nsa_exp.analysis.bootstrap import bootstrap_median_ci, bootstrap_ratio_ci
+from nsa_exp.checking.analysis import build as analyse
 from nsa_exp.errors import UserError
 from nsa_exp.report.build import build_report
 from nsa_exp.report.lock import write_lock

@@ -1,0 +1,127 @@
+"""The ``compare`` kind: is B faster, slower or the same as A, per pattern x stage (``compare``; the rule, the
+floors and what is refused: :mod:`nsa_exp.analysis.compare`). Its builder (:func:`build`: the rows and floors from
+:func:`~nsa_exp.analysis.compare.bench_comparison` or, when a side is a release result,
+:func:`~nsa_exp.analysis.compare.release_comparison`; the ``compare`` command, ``report`` and ``reproduce`` call it)
+and its check (:func:`recompute`), in one module.
+
+- ``compare_recompute``: with A and B (and the repeat pair or the noise table of the floors) at hand, the whole
+  document rebuilt by :func:`build` with its recorded resamples, floor, space and ``fail_on`` (rows, ratios, CIs,
+  verdicts, floors, counts, ``failed``, the sources' names, GPUs, dates, shas), and a noise table that does not
+  itself validate named; without them: ratio = b_median / a_median, each verdict from its CI and floor, each
+  floor the recorded stage floor, counts from the verdicts, ``failed`` from ``fail_on``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..analysis.bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
+from ..analysis.compare import (
+    FAIL_ON,
+    RULE,
+    VERDICTS,
+    bench_comparison,
+    check_arguments,
+    release_comparison,
+    verdict,
+)
+from ..analysis.release_compare import Side
+from ..core.kinds import schema_version
+from ..core.records import BenchResult, ReleaseResult
+from ..errors import UserError
+from ..io.paths import recorded_path
+from ..io.store import load_record
+from .checks import Add, Context, Problems, close
+from .sources import deep_diff, read_source
+
+
+def _side(path: str | Path, doc: Side) -> dict[str, Any]:
+    return {"path": recorded_path(path), "name": doc.name, "gpu": doc.gpu_name,
+            "created_utc": doc.metadata["created_utc"], "git_sha": doc.metadata["git"]["sha"]}
+
+
+def build(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None = None, floor: float | None = None,
+          cycles: bool = False, fail_on: str | None = None, resamples: int = RESAMPLES,
+          noise_table: str | Path | None = None) -> dict[str, Any]:
+    """The ``compare`` document of B against A (bench or release results); nothing is written here.
+
+    The floors: ``noise_from`` (a repeat pair), else ``floor`` (one fraction for every stage), else the noise
+    table at ``noise_table`` (default: the committed one). Raises UserError (exit 2, one line) for bad arguments
+    (:func:`~nsa_exp.analysis.compare.check_arguments`), an unreadable or invalid result, and every refusal of
+    :func:`~nsa_exp.analysis.compare.bench_comparison` / :func:`~nsa_exp.analysis.compare.release_comparison`.
+    """
+    check_arguments(noise_from, floor, fail_on, resamples)
+    a = load_record(path_a, (BenchResult, ReleaseResult), f"A {path_a}")
+    b = load_record(path_b, (BenchResult, ReleaseResult), f"B {path_b}")
+    release = None
+    if isinstance(a, BenchResult) and isinstance(b, BenchResult):
+        source, floors, rows = bench_comparison(path_a, a, path_b, b, noise_from, floor, cycles, resamples,
+                                                noise_table)
+    else:
+        source, floors, rows, release = release_comparison(path_a, a, path_b, b, noise_from, floor, cycles,
+                                                           resamples, noise_table)
+    doc = {"schema_version": schema_version("compare"), "kind": "compare", "a": _side(path_a, a),
+           "b": _side(path_b, b), "space": "cycles" if cycles else "time", "unit": "kcycles" if cycles else "ms",
+           "bootstrap": {"resamples": resamples, "seed": SEED, "level": CI_LEVEL, "method": METHOD, "paired": False},
+           "rule": RULE, "noise_floor": {**source, "per_stage": floors}, "rows": rows,
+           "counts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}, "fail_on": fail_on,
+           "failed": fail_on is not None and any(r["verdict"] in FAIL_ON[fail_on] for r in rows)}
+    return doc if release is None else {**doc, "release": release}
+
+
+def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    floors = doc["noise_floor"]["per_stage"]
+    for i, r in enumerate(doc["rows"]):
+        path = f"$.rows[{i}]"
+        if not close(r["ratio"], r["b_median"] / r["a_median"]):
+            problems.append((f"{path}.ratio", f"{r['ratio']}, b_median / a_median = {r['b_median'] / r['a_median']}"))
+        if r["floor"] != floors.get(r["stage"]):
+            problems.append((f"{path}.floor", f"{r['floor']}, the recorded floor of {r['stage']} is "
+                             f"{floors.get(r['stage'])}"))
+        if r["verdict"] != verdict(tuple(r["ci95"]), r["floor"]):
+            problems.append((f"{path}.verdict", f"{r['verdict']!r}, CI {r['ci95']} with floor {r['floor']} reads "
+                             f"{verdict(tuple(r['ci95']), r['floor'])!r}"))
+        if not r["ci95"][0] <= r["ci95"][1]:
+            problems.append((f"{path}.ci95", "low above high"))
+    counts = {v: sum(r["verdict"] == v for r in doc["rows"]) for v in VERDICTS}
+    if doc["counts"] != counts:
+        problems.append(("$.counts", f"{doc['counts']}, the rows give {counts}"))
+    failed = doc["fail_on"] is not None and any(r["verdict"] in FAIL_ON[doc["fail_on"]] for r in doc["rows"])
+    if doc["failed"] != failed:
+        problems.append(("$.failed", f"{doc['failed']}, but fail_on {doc['fail_on']!r} and the verdicts give {failed}"))
+    nf = doc["noise_floor"]
+    if nf["kind"] == "default" and len(set(floors.values())) > 1:
+        problems.append(("$.noise_floor.per_stage", "a default floor is one value for every stage"))
+    a, b = (read_source(ctx, doc[k]["path"], ("bench_result", "release_result")) for k in ("a", "b"))
+    kinds = ("noise_table",) if nf["kind"] == "table" else ("bench_result",)
+    pair = [read_source(ctx, p, kinds) for p in nf["paths"]]
+    if a[1] is None or b[1] is None or any(d is None for _, d in pair):
+        missing = [p for p, (_, d) in zip([doc["a"]["path"], doc["b"]["path"], *nf["paths"]], (a, b, *pair),
+                                          strict=True) if d is None]
+        ctx.unverifiable("$.rows[*] (medians, CIs), $.noise_floor, $.a, $.b",
+                         f"unverified (source not found): {', '.join(missing)}; only the internal rules are checked")
+        add("compare_recompute", problems)
+        return
+    floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else None
+    table = pair[0][0] if nf["kind"] == "table" else None
+    if table is not None and ctx.revalidate is not None:  # the floors' own source must hold too (a forged table)
+        report = ctx.revalidate(str(table))  # once per table file and process (validate_path's served cache)
+        if bad := ", ".join(c["name"] for c in report["checks"] if not c["passed"]):
+            problems.append(("$.noise_floor.paths[0]", f"{nf['paths'][0]}: the noise table these floors come from "
+                             f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
+    try:
+        want = build(a[0], b[0], noise_from=[str(p) for p, _ in pair] if nf["kind"] == "repeat" else None,
+                               floor=floor, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
+                               resamples=doc["bootstrap"]["resamples"], noise_table=table)
+    except UserError as exc:
+        problems.append(("$", f"cannot be recomputed from its sources: {exc}"))
+    else:
+        want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
+        if nf["kind"] in ("repeat", "table"):
+            want["noise_floor"]["paths"] = nf["paths"]
+            want["noise_floor"]["rule"] = want["noise_floor"]["rule"].replace(str(table), nf["paths"][0]) \
+                if table is not None else want["noise_floor"]["rule"]
+        deep_diff(doc, want, "$", problems)
+    add("compare_recompute", problems)

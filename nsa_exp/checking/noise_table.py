@@ -1,0 +1,77 @@
+"""The ``noise_table`` kind: the committed noise floors f(GPU, stage) (results/noise/floors.json, written by
+``noise-table``; read by every door through :mod:`nsa_exp.analysis.noise_table`). Its builder (:func:`build`: the
+rows from :func:`nsa_exp.analysis.noise_table.floor_rows`) and its check (:func:`recompute`), in one module.
+
+- ``noise_table_recompute``: every source it names read (bench results, sweep points) and the table rebuilt by
+  :func:`build` (rows, floors, rules, the quantities and members that set them); every committed file of
+  :data:`nsa_exp.analysis.noise_table.SOURCES` under the table's repository must be a source or excluded (a
+  dropped file is named), an excluded file must fail ``validate``; without the sources: each floor from its
+  ``set_by`` spread (at least ``min_floor``), a borrowed floor equal to its lender's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..analysis.noise import MIN_FLOOR, MIN_ROUNDS
+from ..analysis.noise_table import RULE, committed_sources, floor_rows
+from ..core.kinds import schema_version
+from ..core.records import BenchResult, RunRecord, SweepPoint
+from .checks import Add, Context, Problems, close
+from .sources import deep_diff, read_source
+
+
+def build(runs: Iterable[tuple[str, RunRecord]], excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The noise table of ``runs`` (``(repo-relative path, record)``: bench results and sweep points);
+    ``excluded``: path -> why a committed source was left out (recorded as such)."""
+    runs = list(runs)
+    return {"schema_version": schema_version("noise_table"), "kind": "noise_table", "rule": RULE,
+            "min_floor": MIN_FLOOR, "min_rounds": MIN_ROUNDS, "sources": sorted(p for p, _ in runs),
+            "excluded": [{"path": p, "why": w} for p, w in sorted((excluded or {}).items())],
+            "floors": floor_rows(runs)}
+
+
+def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    by_stage = {(r["gpu"], r["stage"]): r for r in doc["floors"]}
+    for i, r in enumerate(doc["floors"]):
+        q, path = r["set_by"], f"$.floors[{i}]"
+        if r["rule"] == "borrowed":
+            src = r["borrowed_from"] or {}
+            lender = by_stage.get((src.get("gpu"), src.get("stage")))
+            want = max(doc["min_floor"], lender["floor"]) if lender else doc["min_floor"]
+        else:
+            want = max(doc["min_floor"], q["spread"]) if q else None
+            if q and (r["rule"] == "minimum") != (q["spread"] < doc["min_floor"]):
+                problems.append((f"{path}.rule", f"{r['rule']!r}, but the spread {q['spread']} is "
+                                 f"{'below' if q['spread'] < doc['min_floor'] else 'at least'} {doc['min_floor']}"))
+        if want is None or not close(r["floor"], want):
+            problems.append((f"{path}.floor", f"{r['floor']}, its {r['rule']} derivation gives {want}"))
+    found = [read_source(ctx, p, ("bench_result", "sweep_point")) for p in doc["sources"]]
+    missing = [p for p, (_, d) in zip(doc["sources"], found, strict=True) if d is None]
+    if missing:
+        ctx.unverifiable("$.floors", f"unverified (source not found or not a result): {', '.join(missing[:5])}"
+                         + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+                         + "; only each floor against its set_by spread is checked")
+        add("noise_table_recompute", problems)
+        return
+    located = [s for s in found if s[1] is not None]  # every source (none is missing)
+    first = located[0][0]
+    root = first.resolve().parents[len(Path(doc["sources"][0]).parts) - 1]
+    excluded = {e["path"]: e["why"] for e in doc["excluded"]}
+    for p in committed_sources(root):
+        if p not in excluded and p not in doc["sources"]:
+            problems.append(("$.sources", f"{p} is committed under {root} but neither a source nor excluded "
+                             "(regenerate with `python -m nsa_exp noise-table --overwrite`)"))
+    for p in excluded:
+        there = root / p
+        if not there.is_file():
+            problems.append(("$.excluded", f"{p}: no such file under {root}"))
+        elif ctx.revalidate is not None and ctx.revalidate(str(there))["passed"]:
+            problems.append(("$.excluded", f"{p} passes validate; it belongs among the sources"))
+    runs = [(p, (BenchResult if d["kind"] == "bench_result" else SweepPoint).from_json(d))
+            for p, (_, d) in zip(doc["sources"], located, strict=True)]
+    deep_diff(doc, build(runs, excluded), "$", problems)
+    add("noise_table_recompute", problems)

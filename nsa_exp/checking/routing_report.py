@@ -1,0 +1,101 @@
+"""The ``routing_report`` kind: the routings of a config inspected on the CPU (``routing --output``): per pattern
+its edges, fan-in, CSR-row span and gap statistics, generation time; the equal-edge record; the packing. Its
+builder (:func:`build`: the summaries from :func:`nsa_exp.routing.report.pattern_summaries`) and its check
+(:func:`recompute`), in one module.
+
+- ``routing_report_recompute``: every routing regenerated from the report's shape, routing seed and parameters:
+  edges, fan-in, span and gap statistics, the closed form, the equal-edge record; ``generation_s`` and the host
+  are unverified.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from ..core.config import Config, Pattern, Shape
+from ..core.families import family
+from ..core.kinds import schema_version
+from ..errors import UserError
+from ..io.metadata import base_metadata, nvidia_gpu_visible
+from ..routing.edges import closed_form_edges
+from ..routing.packing import packed_closed_form_edges, packing_record
+from ..routing.report import pattern_summaries
+from .checks import Add, Context, Problems
+from .routing_checks import _routing_stats
+from .sources import deep_diff
+
+
+def build(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The routing report of ``config`` and its routings (pattern -> block_indices int32 ``[B,T,H,S]``).
+    Raises GateFailure when the routings' edges differ (the equal-edge gate)."""
+    patterns, routings, gate = pattern_summaries(config)
+    report = {
+        "schema_version": schema_version("routing_report"),
+        "kind": "routing_report",
+        "config_name": config.name,
+        "shape": config.shape.to_dict(),
+        "routing_seed": config.seeds.routing,
+        "closed_form_edges": gate["closed_form"],
+        "equal_edges": gate,
+        "patterns": patterns,
+        "metadata": base_metadata(import_gpu=False),
+    }
+    if config.cu_seqlens is not None:
+        report["packing"] = packing_record(config.cu_seqlens, gate["closed_form"])
+    return report, routings
+
+
+def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    shape = Shape(**doc["shape"])
+    cu = tuple(doc["packing"]["cu_seqlens"]) if doc.get("packing") else None
+    try:
+        closed = closed_form_edges(shape) if cu is None else packed_closed_form_edges(shape.H, shape.S,
+                                                                                       shape.block_size, list(cu))
+    except (UserError, ValueError, TypeError) as exc:
+        add("routing_report_recompute", [("$.shape", f"cannot compute the closed form: {exc}")])
+        return
+    for where in ("$.closed_form_edges", "$.equal_edges.closed_form"):
+        value = doc["closed_form_edges"] if where == "$.closed_form_edges" else doc["equal_edges"]["closed_form"]
+        if value != closed:
+            problems.append((where, f"{value}, the shape gives {closed}"))
+    edges: dict[str, int] = {}
+    for name, p in doc["patterns"].items():
+        path = f"$.patterns.{name}"
+        entry = dict(p["params"])
+        if entry.get("name") != name:
+            problems.append((f"{path}.params.name", f"{entry.get('name')!r} is not the pattern's name {name!r}"))
+        edges[name] = p["edges"]
+        if p["invariant_violations"]:
+            problems.append((f"{path}.invariant_violations", "a generated routing meets every invariant; the report "
+                             f"lists {len(p['invariant_violations'])}"))
+        row = family(entry.get("name", name))
+        if row.external is not None and not nvidia_gpu_visible():
+            ctx.unverifiable(f"{path}.edges|fanin|query_span|adjacent_gap", f"{name} is computed by FLA's kernels: "
+                             "regenerated only where a CUDA GPU is visible")
+            continue
+        params = {k: v for k, v in entry.items() if k != "name"}
+        try:
+            stats = _routing_stats(json.dumps(Pattern(row.name, **params).to_dict(), sort_keys=True),
+                                   json.dumps(shape.to_dict(), sort_keys=True), doc["routing_seed"], cu)
+        except (UserError, ValueError, TypeError) as exc:
+            problems.append((path, f"cannot be regenerated: {exc}"))
+            continue
+        if p["edges"] != stats["edges"]:
+            problems.append((f"{path}.edges", f"{p['edges']}, the regenerated routing has {stats['edges']}"))
+        for section in ("fanin", "query_span", "adjacent_gap"):
+            deep_diff(p[section], stats[section], f"{path}.{section}", problems)
+    gate = doc["equal_edges"]
+    if gate["per_pattern"] != edges:
+        problems.append(("$.equal_edges.per_pattern", f"{gate['per_pattern']} != the patterns' edges {edges}"))
+    if gate["equal"] != all(e == closed for e in edges.values()):
+        problems.append(("$.equal_edges.equal", f"{gate['equal']}, the counts give "
+                         f"{all(e == closed for e in edges.values())}"))
+    exempt = [n for n in doc["patterns"] if not family(doc["patterns"][n]["params"].get("name", n)).equal_edges]
+    if gate.get("exempt", []) != exempt:
+        problems.append(("$.equal_edges.exempt", f"{gate.get('exempt', [])}, the family table exempts {exempt}"))
+    ctx.unverifiable("$.patterns.*.generation_s, $.config_name, $.metadata", "host facts of the run that wrote it")
+    add("routing_report_recompute", problems)
