@@ -9,13 +9,13 @@ row recomputes, and what it cannot, is listed per kind in docs/SCHEMAS.md.
 
 Rows: a kind that has its own module (``checking/<kind>.py``: its builder and its checks, issue 29) names that
 module's ``checks``: ``bench_result``, ``sweep_point``, ``release_result``, ``smoke_report``, ``check_report``,
-``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``; each composes the shared checks
+``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``, ``model_calibration``,
+``model_calibration_set``, ``model_validation``, ``ncu_summary``; each composes the shared checks
 (:mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`, :mod:`.autotune_checks`,
 :mod:`.record_checks`) with its own. The others are one recompute function each (:func:`_row`):
 ``compare``, ``noise_table``, ``analysis``, ``flush_study``, ``routing_report``, ``validation_report``
-[:mod:`.derived_checks`]; ``model_calibration``, ``model_calibration_set``, ``model_validation``
-[:mod:`.model_checks`]; ``ncu_summary`` [:mod:`.ncu_checks`]. CSVs: ``summary_csv`` [:mod:`.csv_checks`],
-``sweep_csv`` [:mod:`.sweep_checks`], ``ncu_raw_csv`` [:mod:`.ncu_checks`].
+[:mod:`.derived_checks`]. CSVs: ``summary_csv`` [:mod:`.csv_checks`], ``sweep_csv`` [:mod:`.sweep_checks`],
+``ncu_raw_csv`` [:mod:`.ncu_summary`].
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from . import (
     check_report,
     derived_checks,
     method_study,
-    model_checks,
-    ncu_checks,
+    model_calibration,
+    model_calibration_set,
+    model_validation,
+    ncu_summary,
     record_checks,
     release_result,
     smoke_report,
@@ -65,10 +67,10 @@ KIND_CHECKS: dict[str, KindChecks] = {
     "compare": _row("compare_recompute", derived_checks.compare_checks),
     "flush_study": _row("flush_study_recompute", derived_checks.flush_study_checks, host=True),
     "method_study": method_study.checks,
-    "model_calibration": _row("calibration_recompute", model_checks.calibration_checks),
-    "model_calibration_set": _row("calibration_set_semantics", model_checks.calibration_set_checks),
-    "model_validation": _row("model_validation_recompute", model_checks.validation_checks),
-    "ncu_summary": _row("ncu_recompute", ncu_checks.ncu_summary_checks),
+    "model_calibration": model_calibration.checks,
+    "model_calibration_set": model_calibration_set.checks,
+    "model_validation": model_validation.checks,
+    "ncu_summary": ncu_summary.checks,
     "noise_table": _row("noise_table_recompute", derived_checks.noise_table_checks),
     "release_result": release_result.checks,
     "routing_report": _row("routing_report_recompute", derived_checks.routing_report_checks, host=True),
