@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 import scipy
 
+from .checking import model_calibration, model_validation
 from .checking.validate import load_validated
 from .core.config import MAX_T, Shape
 from .core.families import pattern_from_entry
-from .core.kinds import schema_version
 from .errors import UserError
 from .figures.model_validation import figure_stem, plot_validation
 from .io.metadata import git_state, installed_packages, utc_now
 from .io.progress import progress
-from .io.store import OutputPolicy, file_sha256, load_document, write_json
+from .io.store import OutputPolicy, load_document, write_json
 from .model.arguments import model_shape, parse_packing, parse_params, require_enough_blocks
 from .model.calibration import (
     config_label,
@@ -45,7 +45,7 @@ from .model.points import (
     result_files,
     row_fanin,
 )
-from .model.whatif import TARGET, shape_fields, validation_row, validation_summary
+from .model.whatif import TARGET, shape_fields, validation_row
 from .routing.edges import closed_form_edges, effective_edges
 from .routing.fanin import csr_rows
 from .routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
@@ -104,22 +104,13 @@ def calibrate(args: argparse.Namespace) -> int:
     gpu_tag = ref.gpu.split()[-1].lower()
     out = policy.claim(args.output or f"results/model/{gpu_tag}_{config_label(ref.autotune_config)}.json",
                        named=args.output is not None)
-    errs = np.abs([r["error_pct"] for r in rows])
-    doc = {"schema_version": schema_version("model_calibration"), "kind": "model_calibration",
-           "name": Path(out).stem, "gpu": {"name": ref.gpu, "sm_count": ref.sm_count},
-           "shape": {**ref.shape, "T": ref.T}, "seed": ref.seed, "autotune_config": dict(ref.autotune_config),
-           "kernel_resources": resources, "occupancy": occ,
-           "model": {"family": "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma",
-                     "bq": bq, "parameters": params.as_dict()},
-           "calibration_set": {"path": args.set, "sha256": file_sha256(args.set), "name": cset["name"]},
-           "points": [{"name": label, "label": p.name, "pattern": dict(p.pattern), "T": p.T, "source": p.source,
-                       "sha256": p.sha256, "measured_ms": p.measured_ms, "fitted_ms": r["fitted_ms"],
-                       "error_pct": r["error_pct"]} for (label, p), r in zip(chosen, rows, strict=True)],
-           "residuals": {"n": len(rows), "mean_abs_pct": float(errs.mean()), "max_abs_pct": float(errs.max())},
-           "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
+    doc = model_calibration.build(name=Path(out).stem, chosen=chosen, rows=rows, params=params, bq=bq,
+                                  resources=resources, occupancy=occ, set_path=args.set, set_name=cset["name"],
+                                  command=" ".join(["python -m nsa_exp", *sys.argv[1:]]), metadata=_metadata())
     write_json(out, doc, "model_calibration")
     print(f"a={params.a_ms:.4f} ms  c={params.c_ms:.6f} ms  gamma={params.gamma:.3f}  slots {occ['slots_per_sm']}/SM "
-          f"x {ref.sm_count} SMs; fit |error| mean {errs.mean():.2f}% max {errs.max():.2f}%\nwrote {out}")
+          f"x {ref.sm_count} SMs; fit |error| mean {doc['residuals']['mean_abs_pct']:.2f}% max "
+          f"{doc['residuals']['max_abs_pct']:.2f}%\nwrote {out}")
     return 0
 
 
@@ -251,17 +242,15 @@ def model_validate(args: argparse.Namespace) -> int:
             for p in progress(held_out, "model-validate: predicting", unit="point")]
     if not rows:
         raise UserError("--points: every routing read was used to calibrate; nothing to validate")
-    summary, meets = validation_summary(rows)
-    doc = {"schema_version": schema_version("model_validation"), "kind": "model_validation", "name": Path(out).stem,
-           "calibration": {"path": args.calibration, "sha256": file_sha256(args.calibration), "name": cal["name"]},
-           "rows": rows, "excluded": excluded, "summary": summary, "target": TARGET,
-           "meets_target": meets, "split_max_fanin": args.max_fanin or None,
-           "command": " ".join(["python -m nsa_exp", *sys.argv[1:]]), "metadata": _metadata()}
+    doc = model_validation.build(name=Path(out).stem, calibration_path=args.calibration, calibration_name=cal["name"],
+                                 rows=rows, excluded=excluded, split_max_fanin=args.max_fanin,
+                                 command=" ".join(["python -m nsa_exp", *sys.argv[1:]]), metadata=_metadata())
     write_json(out, doc, "model_validation")
     figures = plot_validation(doc, fig_dir) if fig_dir else []
     for r in rows:
         print(f"{r['name']:<40} measured {r['measured_ms']:8.3f}  predicted {r['predicted_ms']:8.3f}  "
               f"{r['error_pct']:+6.1f}%")
+    summary = doc["summary"]
     print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
           f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%)")
     for path in [out, *figures]:

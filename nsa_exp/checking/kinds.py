@@ -9,13 +9,13 @@ row recomputes, and what it cannot, is listed per kind in docs/SCHEMAS.md.
 
 Rows: a kind that has its own module (``checking/<kind>.py``: its builder and its checks, issue 29) names that
 module's ``checks`` (``bench_result``, ``sweep_point``, ``release_result``, ``smoke_report``, ``check_report``,
-``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``: each composes the shared checks,
+``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``, ``model_calibration``,
+``model_calibration_set``, ``model_validation``, ``ncu_summary``: each composes the shared checks,
 :mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`, :mod:`.autotune_checks`, :mod:`.record_checks`,
-with its own) or, for a derived kind rebuilt from its sources, its one ``recompute`` (:func:`_row`): ``compare``,
-``noise_table``, ``analysis``, ``flush_study``, ``routing_report``, ``validation_report``; ``model_calibration``,
-``model_calibration_set``, ``model_validation`` [:mod:`.model_checks`]; ``ncu_summary`` [:mod:`.ncu_checks`].
-CSVs: ``summary_csv`` [:mod:`.csv_checks`], ``sweep_csv`` [:mod:`.sweep_checks`], ``ncu_raw_csv``
-[:mod:`.ncu_checks`].
+:mod:`.sources`, with its own) or, for a derived kind rebuilt from its sources, its one ``recompute``
+(:func:`_row`): ``compare``, ``noise_table``, ``analysis``, ``flush_study``, ``routing_report``,
+``validation_report``. CSVs: ``summary_csv`` [:mod:`.csv_checks`], ``sweep_csv`` [:mod:`.sweep_checks`],
+``ncu_raw_csv`` [:mod:`.ncu_summary`].
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ from . import (
     compare,
     flush_study,
     method_study,
-    model_checks,
-    ncu_checks,
+    model_calibration,
+    model_calibration_set,
+    model_validation,
+    ncu_summary,
     noise_table,
     record_checks,
     release_result,
@@ -70,10 +72,10 @@ KIND_CHECKS: dict[str, KindChecks] = {
     "compare": _row("compare_recompute", compare.recompute),
     "flush_study": _row("flush_study_recompute", flush_study.recompute, host=True),
     "method_study": method_study.checks,
-    "model_calibration": _row("calibration_recompute", model_checks.calibration_checks),
-    "model_calibration_set": _row("calibration_set_semantics", model_checks.calibration_set_checks),
-    "model_validation": _row("model_validation_recompute", model_checks.validation_checks),
-    "ncu_summary": _row("ncu_recompute", ncu_checks.ncu_summary_checks),
+    "model_calibration": model_calibration.checks,
+    "model_calibration_set": model_calibration_set.checks,
+    "model_validation": model_validation.checks,
+    "ncu_summary": ncu_summary.checks,
     "noise_table": _row("noise_table_recompute", noise_table.recompute),
     "release_result": release_result.checks,
     "routing_report": _row("routing_report_recompute", routing_report.recompute, host=True),

@@ -37,7 +37,7 @@ from . import validation_report
 from .checks import Add, Checks, Context, schema_problems
 from .csv_checks import summary_csv_checks
 from .kinds import KIND_CHECKS
-from .ncu_checks import ncu_raw_csv_checks
+from .ncu_summary import ncu_raw_csv_checks
 from .routing_checks import NOT_SUPPLIED
 from .sweep_checks import sweep_csv_checks
 

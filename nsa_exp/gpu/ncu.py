@@ -16,18 +16,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..checking import ncu_summary
 from ..checking.validate import load_validated
-from ..core.kinds import schema_version
 from ..core.nvtx import parse_patterns, range_name
 from ..errors import UserError
 from ..io.metadata import base_metadata, utc_now
-from ..io.ncu_csv import assign_patterns, parse_raw_csv
 from ..io.paths import recorded_argv, recorded_path
 from ..io.reader import read_bounded, show_path
 from ..io.store import OutputPolicy, write_json, write_text_atomic
 from ..io.strict_json import MAX_BYTES
-
-SCHEMA_VERSION = schema_version("ncu_summary")
 
 
 def ncu_command(report: str, nvtx_range: str, program: list[str], clock_control: str = "none") -> list[str]:
@@ -51,10 +48,7 @@ def export_report(report: str | Path, output: str | Path, context: dict[str, Any
 
 def export_csv_text(text: str, output: str | Path, context: dict[str, Any], metadata: dict[str, Any],
                     raw_csv_name: str | None = None) -> dict[str, Any]:
-    kernels = parse_raw_csv(text)
-    assign_patterns(kernels, context.get("patterns_in_launch_order") or [])
-    doc = {"schema_version": SCHEMA_VERSION, "kind": "ncu_summary", **context, "raw_csv": raw_csv_name,
-           "kernels": kernels, "metadata": metadata}
+    doc = ncu_summary.build(text, context, metadata, raw_csv_name)
     write_json(output, doc, "ncu_summary")
     return doc
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nsa_exp.checking import model_checks
+from nsa_exp.checking import model_calibration
 from nsa_exp.checking.checks import EPS, REL_TOL, close, reduction_tol, same
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.model.calibration import fit_calibration
@@ -81,7 +81,7 @@ def test_a_refit_landing_1p4e_8_away_passes(calibration, tmp_path, monkeypatch):
             row["fitted_ms"] = predict_ms(fanin, moved, sm_count, slots, bq)
         return moved, rows
 
-    monkeypatch.setattr(model_checks, "fit_calibration", other_cpu)
+    monkeypatch.setattr(model_calibration, "fit_calibration", other_cpu)
     assert _recompute_passed(calibration, tmp_path, monkeypatch)
 
 

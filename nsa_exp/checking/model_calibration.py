@@ -1,30 +1,24 @@
-"""Checks of the dK/dV makespan model's documents (docs/MODEL.md), recomputed with the model's own functions.
+"""The ``model_calibration`` kind: the dK/dV makespan model fitted to measured points (results/model; docs/MODEL.md).
+Its builder (:func:`build`; ``model_commands.calibrate`` calls it) and its checks (:func:`checks`), in one module;
+:func:`source_point` also serves :mod:`.model_validation`.
 
-- ``calibration_set_semantics`` (calibration set, ``configs/model_calibration*.json``): every routing a
-  valid pattern at the experiment's primary shape (:data:`nsa_exp.core.config.PRIMARY_SHAPE`) at its T
-  (a positive multiple of the block size), names unique, no routing listed twice.
-- ``calibration_recompute`` (calibration): each point's measured median from its source file (same
-  sha256, same GPU, shape, seed and autotune config); its fitted ms re-predicted from the recorded
-  parameters on the regenerated routing; error_pct and the residuals from them; the parameters re-fitted
-  (:func:`nsa_exp.model.calibration.fit_calibration`) and held to the refit at the solver's tolerance
-  (:func:`nsa_exp.model.fit.refit_problems`: objective and predictions); kernel resources and the
-  occupancy section from the study and the ncu summary they cite (:func:`nsa_exp.model.calibration.kernel_resources`,
-  :func:`~nsa_exp.model.calibration.occupancy_section`); the calibration set by its sha256 and routings;
-  ``bq`` from the autotune config; the GPU against the table and the points.
-- ``model_validation_recompute`` (validation): the calibration it names (sha256); each row recomputed by
-  :func:`nsa_exp.model.whatif.validation_row` from its source point (prediction, error, busy fraction,
-  lower bound, heaviest-first and split what-ifs); without the source, the prediction still from the
-  calibration and the routing; the summary and ``meets_target`` from the rows and the pinned target; no
-  calibration routing among the rows.
+- ``calibration_recompute``: each point's measured median from its source file (same sha256, same GPU, shape,
+  seed and autotune config); its fitted ms re-predicted from the recorded parameters on the regenerated routing;
+  error_pct and the residuals from them; the parameters re-fitted (:func:`nsa_exp.model.calibration.fit_calibration`)
+  and held to the refit at the solver's tolerance (:func:`nsa_exp.model.fit.refit_problems`: objective and
+  predictions); kernel resources and the occupancy section from the study and the ncu summary they cite
+  (:func:`nsa_exp.model.calibration.kernel_resources`, :func:`~nsa_exp.model.calibration.occupancy_section`); the
+  calibration set by its sha256 and routings; ``bq`` from the autotune config; the GPU against the table and the
+  points.
+- ``created_after_sources``: dated after the results its points come from.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.config import PRIMARY_SHAPE, Shape
-from ..core.families import pattern_from_entry
+from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.store import file_sha256
 from ..model.calibration import (
@@ -35,42 +29,17 @@ from ..model.calibration import (
     occupancy_section,
     params_of,
 )
-from ..model.fit import predict_ms, refit_problems
-from ..model.points import Point, check_same_setup, pattern_fanin, point_name, read_points, regenerable
-from ..model.whatif import TARGET, validation_row, validation_summary
-from .checks import Add, Context, Problems, close
+from ..model.fit import Params, predict_ms, refit_problems
+from ..model.points import Point, check_same_setup, pattern_fanin, point_name, read_points
+from ..model.whatif import validation_summary
+from .checks import Add, Context, Problems, close, guarded
 from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source
 
 MODEL_FAMILY = "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma"
 
 
-def calibration_set_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    problems: Problems = []
-    names, routings = [], []
-    for i, r in enumerate(doc["routings"]):
-        where = f"$.routings[{i}]"
-        T = r["T"]
-        if T < 1 or T % PRIMARY_SHAPE.block_size:
-            problems.append((f"{where}.T", f"{T} is not a positive multiple of block_size {PRIMARY_SHAPE.block_size}"))
-            continue
-        shape = Shape(**{**PRIMARY_SHAPE.to_dict(), "T": T})
-        try:
-            pattern = pattern_from_entry(r["pattern"], f"{where}.pattern", shape)
-        except UserError as exc:
-            problems.append((f"{where}.pattern", str(exc)))
-            continue
-        key = json.dumps([pattern.to_dict(), T], sort_keys=True)
-        if key in routings:
-            problems.append((where, f"{point_name(pattern.to_dict(), T)} is listed twice"))
-        routings.append(key)
-        if r["name"] in names:
-            problems.append((f"{where}.name", f"{r['name']!r} names two routings"))
-        names.append(r["name"])
-    add("calibration_set_semantics", problems)
-
-
-def _source_point(ctx: Context, rec: dict[str, Any], label: str, where: str, problems: Problems) -> Point | None:
+def source_point(ctx: Context, rec: dict[str, Any], label: str, where: str, problems: Problems) -> Point | None:
     """The point ``label`` of the source file ``rec`` names (None, with a problem, when it cannot be
     trusted: another file by sha256, no such routing)."""
     found = ctx.locate(rec["source"])
@@ -90,7 +59,7 @@ def _source_point(ctx: Context, rec: dict[str, Any], label: str, where: str, pro
     return point
 
 
-def calibration_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+def calibration_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = host_problems(doc.get("metadata", {}))
     shape, seed, gpu = doc["shape"], doc["seed"], doc["gpu"]
     occ, model = doc["occupancy"], doc["model"]
@@ -115,7 +84,7 @@ def calibration_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if rec["label"] != point_name(rec["pattern"], rec["T"]):
             problems.append((f"{where}.label", f"{rec['label']!r}, pattern and T give "
                              f"{point_name(rec['pattern'], rec['T'])!r}"))
-        point = _source_point(ctx, rec, rec["label"], where, problems)
+        point = source_point(ctx, rec, rec["label"], where, problems)
         if point is None:
             unseen.append(rec["source"])
             continue
@@ -198,68 +167,26 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
         problems.append(("$.points", f"{got} are not the set's routings {routings}"))
 
 
-def _other_shape(row: dict[str, Any]) -> bool:
-    """Whether a validation row is at another B, H or G than its calibration (it then records them): a routing
-    that calibrated the model may validate it at another shape."""
-    return any(k in row for k in ("B", "H", "G"))
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    guarded("calibration_recompute", add, calibration_recompute, doc, add, ctx)
 
 
-#: calibration sha256 -> validation_row's cache for that calibration (see validation_checks)
-_MODELLED: dict[str, dict] = {}
-
-
-def validation_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    problems: Problems = host_problems(doc.get("metadata", {}))
-    summary, meets = validation_summary(doc["rows"])
-    deep_diff(doc["summary"], summary, "$.summary", problems)
-    if doc["target"] != TARGET:
-        problems.append(("$.target", f"{doc['target']}, model-validate's target is {TARGET}"))
-    if doc["meets_target"] != meets:
-        problems.append(("$.meets_target", f"{doc['meets_target']}, the rows give {meets} against {TARGET}"))
-    for i, r in enumerate(doc["rows"]):
-        if not close(r["error_pct"], 100.0 * (r["predicted_ms"] / r["measured_ms"] - 1.0)):
-            problems.append((f"$.rows[{i}].error_pct", f"{r['error_pct']}, predicted / measured - 1 = "
-                             f"{100.0 * (r['predicted_ms'] / r['measured_ms'] - 1.0)} %"))
-    cal_source = read_source(ctx, doc["calibration"]["path"], ("model_calibration",))
-    if cal_source[1] is None or file_sha256(cal_source[0]) != doc["calibration"]["sha256"]:
-        if cal_source[0] is not None:
-            problems.append(("$.calibration.sha256", f"{doc['calibration']['path']} at hand is another file"))
-        else:
-            ctx.unverifiable("$.rows[*] (predictions)", f"unverified (calibration not found): "
-                             f"{doc['calibration']['path']}")
-        add("model_validation_recompute", problems)
-        return
-    cal = cal_source[1]
-    if cal["name"] != doc["calibration"]["name"]:
-        problems.append(("$.calibration.name", f"{doc['calibration']['name']!r}, the calibration is {cal['name']!r}"))
-    used = {p["label"] for p in cal["points"]}
-    problems += [(f"$.rows[{i}].name", f"{r['name']} calibrated the model: it cannot also validate it")
-                 for i, r in enumerate(doc["rows"]) if r["name"] in used and not _other_shape(r)]
-    problems += [("$.excluded", f"{e} is not a calibration routing") for e in doc["excluded"] if e not in used]
-    unseen = []
-    # the modelled rows of one calibration file (by its bytes' sha256) are kept for the process: validating
-    # several validations of one calibration (a corpus, a folder) models each routing once
-    cache = _MODELLED.setdefault(doc["calibration"]["sha256"], {})
-    for i, r in enumerate(doc["rows"]):
-        where = f"$.rows[{i}]"
-        if not regenerable(r["pattern"]):
-            problems.append((f"{where}.pattern", f"{r['pattern']} cannot be regenerated; model-validate skips it"))
-            continue
-        point = _source_point(ctx, r, r["name"], where, problems)
-        if point is None:
-            unseen.append(r["source"])
-            if r["name"] != point_name(r["pattern"], r["T"]):  # a packed point: its packing is in the source only
-                continue
-            shape = {**cal["shape"], **{k: r[k] for k in ("B", "H") if k in r}}
-            if "G" in r:
-                shape["HQ"] = shape["H"] * r["G"]
-            point = Point(r["name"], r["pattern"], r["T"], r["measured_ms"], r["source"], r["sha256"],
-                          cal["gpu"]["name"], cal["gpu"]["sm_count"], shape, cal["seed"],
-                          cal["autotune_config"], None)
-        want = {**validation_row(cal, point, doc["split_max_fanin"], cache), "source": r["source"]}  # as recorded
-        deep_diff(r, want, where, problems)
-    if unseen:
-        ctx.unverifiable("$.rows[*].measured_ms", f"unverified (source not found): {', '.join(sorted(set(unseen)))}")
-    add("model_validation_recompute", problems)
-    created_after_sources(doc, [cal], add)
-
+def build(*, name: str, chosen: Sequence[tuple[str, Point]], rows: Sequence[Mapping[str, Any]], params: Params,
+          bq: int, resources: dict[str, Any], occupancy: dict[str, Any], set_path: str, set_name: str, command: str,
+          metadata: dict[str, Any]) -> dict[str, Any]:
+    """The calibration ``name``: the model's ``params`` fitted to the ``chosen`` points (``(name in the set, point)``,
+    all of one setup: the first one's) with their ``rows`` (:func:`nsa_exp.model.calibration.fit_calibration`);
+    the kernels' ``resources`` and ``occupancy`` (:func:`~nsa_exp.model.calibration.occupancy_section`); the set at
+    ``set_path``."""
+    ref = chosen[0][1]
+    return {"schema_version": schema_version("model_calibration"), "kind": "model_calibration", "name": name,
+            "gpu": {"name": ref.gpu, "sm_count": ref.sm_count},
+            "shape": {**ref.shape, "T": ref.T}, "seed": ref.seed, "autotune_config": dict(ref.autotune_config),
+            "kernel_resources": resources, "occupancy": occupancy,
+            "model": {"family": MODEL_FAMILY, "bq": bq, "parameters": params.as_dict()},
+            "calibration_set": {"path": set_path, "sha256": file_sha256(set_path), "name": set_name},
+            "points": [{"name": label, "label": p.name, "pattern": dict(p.pattern), "T": p.T, "source": p.source,
+                        "sha256": p.sha256, "measured_ms": p.measured_ms, "fitted_ms": r["fitted_ms"],
+                        "error_pct": r["error_pct"]} for (label, p), r in zip(chosen, rows, strict=True)],
+            "residuals": validation_summary(rows)[0],  # n, mean and max of |error_pct|
+            "command": command, "metadata": metadata}

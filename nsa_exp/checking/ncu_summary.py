@@ -1,5 +1,7 @@
-"""Checks of Nsight Compute's documents: a summary against the raw export it was made from, and the raw
-export (``<name>.raw.csv``, a kind of its own) as ncu writes it.
+"""The ``ncu_summary`` kind: Nsight Compute's per-kernel metrics of one profiled stage (results/ncu/<name>.json), made
+from ncu's raw export beside it (``<name>.raw.csv``, the kind ``ncu_raw_csv``). Its builder (:func:`build`;
+``gpu/ncu.export_csv_text`` calls it), its checks (:func:`checks`) and the raw CSV's (:func:`ncu_raw_csv_checks`,
+which :mod:`.validate` runs on the CSV), in one module: the summary is recomputed from the raw CSV.
 
 - ``ncu_recompute`` (summary): the raw CSV it names (``raw_csv``, beside it) re-parsed
   (:func:`nsa_exp.io.ncu_csv.parse_raw_csv`) and its kernels re-labelled by launch order
@@ -22,15 +24,25 @@ from pathlib import Path
 from typing import Any
 
 from ..core.gpus import gpu_spec
+from ..core.kinds import schema_version
 from ..core.nvtx import parse_patterns, range_name
 from ..errors import UserError
 from ..io.ncu_csv import assign_patterns, parse_raw_csv
 from ..io.reader import read_bounded
 from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES
-from .checks import Add, Context, Problems
+from .checks import Add, Context, Problems, guarded
 from .record_checks import host_problems, parse_utc
 from .sources import deep_diff, read_source
+
+
+def build(text: str, context: dict[str, Any], metadata: dict[str, Any], raw_csv_name: str | None) -> dict[str, Any]:
+    """The summary of ncu's raw CSV ``text`` (named ``raw_csv_name``, None when not kept), its kernels labelled by
+    ``context``'s ``patterns_in_launch_order``; ``context``: the profile's (config, pattern, stage, command ...)."""
+    kernels = parse_raw_csv(text)
+    assign_patterns(kernels, context.get("patterns_in_launch_order") or [])
+    return {"schema_version": schema_version("ncu_summary"), "kind": "ncu_summary", **context, "raw_csv": raw_csv_name,
+            "kernels": kernels, "metadata": metadata}
 
 
 def kernels_of(rows: list[list[str]], patterns: list[str]) -> list[dict[str, Any]]:
@@ -56,7 +68,7 @@ def _rows(path: Path) -> list[list[str]]:
     return decode_csv(read_bounded(path, str(path), MAX_BYTES), str(path))[0]
 
 
-def ncu_summary_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = host_problems(doc.get("metadata", {}))
     try:
         launch = parse_patterns(doc["pattern"])
@@ -102,6 +114,10 @@ def ncu_summary_checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             _kernels_diff(doc["kernels"], want, "$.kernels", problems)
     add("ncu_recompute", problems)
 
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    guarded("ncu_recompute", add, ncu_recompute, doc, add, ctx)
 
 def ncu_raw_csv_checks(rows: list[list[str]], add: Add, ctx: Context) -> None:
     path = ctx.path

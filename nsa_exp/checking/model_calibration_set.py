@@ -1,0 +1,48 @@
+"""The ``model_calibration_set`` kind: the routings a calibration of the dK/dV makespan model is fitted to
+(``configs/model_calibration*.json``, an input ``calibrate --set`` reads; docs/MODEL.md). Its checks
+(:func:`checks`), in one module.
+
+- ``calibration_set_semantics``: every routing a valid pattern at the experiment's primary shape
+  (:data:`nsa_exp.core.config.PRIMARY_SHAPE`) at its T (a positive multiple of the block size), names unique, no
+  routing listed twice.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..core.config import PRIMARY_SHAPE, Shape
+from ..core.families import pattern_from_entry
+from ..errors import UserError
+from ..model.points import point_name
+from .checks import Add, Context, Problems, guarded
+
+
+def calibration_set_semantics(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = []
+    names, routings = [], []
+    for i, r in enumerate(doc["routings"]):
+        where = f"$.routings[{i}]"
+        T = r["T"]
+        if T < 1 or T % PRIMARY_SHAPE.block_size:
+            problems.append((f"{where}.T", f"{T} is not a positive multiple of block_size {PRIMARY_SHAPE.block_size}"))
+            continue
+        shape = Shape(**{**PRIMARY_SHAPE.to_dict(), "T": T})
+        try:
+            pattern = pattern_from_entry(r["pattern"], f"{where}.pattern", shape)
+        except UserError as exc:
+            problems.append((f"{where}.pattern", str(exc)))
+            continue
+        key = json.dumps([pattern.to_dict(), T], sort_keys=True)
+        if key in routings:
+            problems.append((where, f"{point_name(pattern.to_dict(), T)} is listed twice"))
+        routings.append(key)
+        if r["name"] in names:
+            problems.append((f"{where}.name", f"{r['name']!r} names two routings"))
+        names.append(r["name"])
+    add("calibration_set_semantics", problems)
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    guarded("calibration_set_semantics", add, calibration_set_semantics, doc, add, ctx)

@@ -1,0 +1,109 @@
+"""The ``model_validation`` kind: the calibrated model's predictions against held-out measured points (results/model;
+docs/MODEL.md). Its builder (:func:`build`; ``model_commands.model_validate`` calls it) and its checks
+(:func:`checks`), in one module.
+
+- ``model_validation_recompute``: the calibration it names (sha256); each row recomputed by
+  :func:`nsa_exp.model.whatif.validation_row` from its source point (prediction, error, busy fraction, lower bound,
+  heaviest-first and split what-ifs); without the source, the prediction still from the calibration and the
+  routing; the summary and ``meets_target`` from the rows and the pinned target; no calibration routing among the
+  rows.
+- ``created_after_sources``: dated after its calibration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.kinds import schema_version
+from ..io.store import file_sha256
+from ..model.points import Point, point_name, regenerable
+from ..model.whatif import TARGET, validation_row, validation_summary
+from .checks import Add, Context, Problems, close, guarded
+from .model_calibration import source_point
+from .record_checks import host_problems
+from .sources import created_after_sources, deep_diff, read_source
+
+
+def _other_shape(row: dict[str, Any]) -> bool:
+    """Whether a validation row is at another B, H or G than its calibration (it then records them): a routing
+    that calibrated the model may validate it at another shape."""
+    return any(k in row for k in ("B", "H", "G"))
+
+
+#: calibration sha256 -> validation_row's cache for that calibration (see model_validation_recompute)
+_MODELLED: dict[str, dict] = {}
+
+
+def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    problems: Problems = host_problems(doc.get("metadata", {}))
+    summary, meets = validation_summary(doc["rows"])
+    deep_diff(doc["summary"], summary, "$.summary", problems)
+    if doc["target"] != TARGET:
+        problems.append(("$.target", f"{doc['target']}, model-validate's target is {TARGET}"))
+    if doc["meets_target"] != meets:
+        problems.append(("$.meets_target", f"{doc['meets_target']}, the rows give {meets} against {TARGET}"))
+    for i, r in enumerate(doc["rows"]):
+        if not close(r["error_pct"], 100.0 * (r["predicted_ms"] / r["measured_ms"] - 1.0)):
+            problems.append((f"$.rows[{i}].error_pct", f"{r['error_pct']}, predicted / measured - 1 = "
+                             f"{100.0 * (r['predicted_ms'] / r['measured_ms'] - 1.0)} %"))
+    cal_source = read_source(ctx, doc["calibration"]["path"], ("model_calibration",))
+    if cal_source[1] is None or file_sha256(cal_source[0]) != doc["calibration"]["sha256"]:
+        if cal_source[0] is not None:
+            problems.append(("$.calibration.sha256", f"{doc['calibration']['path']} at hand is another file"))
+        else:
+            ctx.unverifiable("$.rows[*] (predictions)", f"unverified (calibration not found): "
+                             f"{doc['calibration']['path']}")
+        add("model_validation_recompute", problems)
+        return
+    cal = cal_source[1]
+    if cal["name"] != doc["calibration"]["name"]:
+        problems.append(("$.calibration.name", f"{doc['calibration']['name']!r}, the calibration is {cal['name']!r}"))
+    used = {p["label"] for p in cal["points"]}
+    problems += [(f"$.rows[{i}].name", f"{r['name']} calibrated the model: it cannot also validate it")
+                 for i, r in enumerate(doc["rows"]) if r["name"] in used and not _other_shape(r)]
+    problems += [("$.excluded", f"{e} is not a calibration routing") for e in doc["excluded"] if e not in used]
+    unseen = []
+    # the modelled rows of one calibration file (by its bytes' sha256) are kept for the process: validating
+    # several validations of one calibration (a corpus, a folder) models each routing once
+    cache = _MODELLED.setdefault(doc["calibration"]["sha256"], {})
+    for i, r in enumerate(doc["rows"]):
+        where = f"$.rows[{i}]"
+        if not regenerable(r["pattern"]):
+            problems.append((f"{where}.pattern", f"{r['pattern']} cannot be regenerated; model-validate skips it"))
+            continue
+        point = source_point(ctx, r, r["name"], where, problems)
+        if point is None:
+            unseen.append(r["source"])
+            if r["name"] != point_name(r["pattern"], r["T"]):  # a packed point: its packing is in the source only
+                continue
+            shape = {**cal["shape"], **{k: r[k] for k in ("B", "H") if k in r}}
+            if "G" in r:
+                shape["HQ"] = shape["H"] * r["G"]
+            point = Point(r["name"], r["pattern"], r["T"], r["measured_ms"], r["source"], r["sha256"],
+                          cal["gpu"]["name"], cal["gpu"]["sm_count"], shape, cal["seed"],
+                          cal["autotune_config"], None)
+        want = {**validation_row(cal, point, doc["split_max_fanin"], cache), "source": r["source"]}  # as recorded
+        deep_diff(r, want, where, problems)
+    if unseen:
+        ctx.unverifiable("$.rows[*].measured_ms", f"unverified (source not found): {', '.join(sorted(set(unseen)))}")
+    add("model_validation_recompute", problems)
+    created_after_sources(doc, [cal], add)
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    guarded("model_validation_recompute", add, model_validation_recompute, doc, add, ctx)
+
+
+def build(*, name: str, calibration_path: str, calibration_name: str, rows: Sequence[dict[str, Any]],
+          excluded: list[str], split_max_fanin: int, command: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The validation ``name`` of the calibration at ``calibration_path``: its ``rows``
+    (:func:`nsa_exp.model.whatif.validation_row`, at least one), their summary against the pinned target, the
+    calibration routings ``excluded``; ``split_max_fanin`` 0: no split what-if."""
+    summary, meets = validation_summary(rows)
+    return {"schema_version": schema_version("model_validation"), "kind": "model_validation", "name": name,
+            "calibration": {"path": calibration_path, "sha256": file_sha256(calibration_path),
+                            "name": calibration_name},
+            "rows": rows, "excluded": excluded, "summary": summary, "target": TARGET,
+            "meets_target": meets, "split_max_fanin": split_max_fanin or None, "command": command,
+            "metadata": metadata}
