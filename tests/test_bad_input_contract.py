@@ -209,6 +209,19 @@ def test_a_kind_that_is_no_string_is_a_fail_naming_it_never_an_internal_error(ki
     assert f"{path}: FAIL" in out and "[kind] $.kind: unknown document kind" in out
 
 
+@pytest.mark.parametrize("top,named", [([{"kind": "validation_report"}], "array"), ("x", "string"), (3, "number"),
+                                       (None, "null")])
+def test_a_top_level_that_is_no_object_is_a_fail_naming_what_it_is(top, named, tmp_path, capsys):
+    """A list (what ``validate --json`` prints), a string, a number or null is no document: the kind check says
+    what the top level is, not "unknown document kind None" (found by a forger's trial, 2026-12-04)."""
+    path = tmp_path / "top.json"
+    path.write_text(json.dumps(top))
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"[kind] $: the top level is a JSON {named}, not a document object" in out
+    assert ("validate --json prints a list" in out) == (named == "array")
+
+
 @pytest.mark.parametrize("version", [[1], {"a": 1}, 1.0, True])
 def test_a_schema_version_that_is_no_string_is_a_fail_naming_it_never_an_internal_error(version, tmp_path, capsys):
     path = tmp_path / "odd.json"

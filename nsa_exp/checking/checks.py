@@ -122,7 +122,8 @@ class Context:
         """List the figures at ``path`` as not recomputed, with the reason."""
         self.unverified.append({"path": path, "why": why})
 
-    def locate(self, recorded: str | None) -> Path | None:
-        """The file a document records as ``recorded`` (see the module docstring), or None."""
+    def locate(self, recorded: str | None, folder: bool = False) -> Path | None:
+        """The file (``folder``: the folder) a document records as ``recorded`` (see the module docstring), or
+        None."""
         here = Path(self.path).resolve().parent if self.path != "<bytes>" else None
-        return locate_recorded(recorded, [*([] if here is None else [here, *here.parents]), Path.cwd()])
+        return locate_recorded(recorded, [*([] if here is None else [here, *here.parents]), Path.cwd()], folder)

@@ -78,7 +78,7 @@ KIND_CHECKS: dict[str, KindChecks] = {
     "ncu_summary": ncu_summary.checks,
     "noise_table": _row("noise_table_recompute", noise_table.recompute),
     "release_result": release_result.checks,
-    "routing_report": _row("routing_report_recompute", routing_report.recompute, host=True),
+    "routing_report": routing_report.checks,
     "smoke_report": smoke_report.checks,
     "sweep_autotune": sweep_autotune.checks,
     "sweep_point": sweep_point.checks,

@@ -6,20 +6,23 @@ docs/MODEL.md). Its builder (:func:`build`; ``model_commands.model_validate`` ca
   :func:`nsa_exp.model.whatif.validation_row` from its source point (prediction, error, busy fraction, lower bound,
   heaviest-first and split what-ifs); without the source, the prediction still from the calibration and the
   routing; the summary and ``meets_target`` from the rows and the pinned target; no calibration routing among the
-  rows.
+  rows; with the ``--points`` its recorded command names at hand, which rows and exclusions there are, in order
+  (every regenerable point read again: a row dropped, added or moved is named), else the set is unverified.
 - ``created_after_sources``: dated after its calibration.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.kinds import schema_version
+from ..errors import UserError
 from ..io.store import file_sha256
-from ..model.points import Point, point_name, regenerable
-from ..model.whatif import TARGET, validation_row, validation_summary
-from .checks import Add, Context, Problems, close, guarded
+from ..model.points import Point, point_name, read_points, regenerable, result_files
+from ..model.whatif import TARGET, shape_fields, validation_row, validation_summary
+from .checks import Add, Context, Problems, close, first_difference, guarded
 from .model_calibration import source_point
 from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source
@@ -29,6 +32,48 @@ def _other_shape(row: dict[str, Any]) -> bool:
     """Whether a validation row is at another B, H or G than its calibration (it then records them): a routing
     that calibrated the model may validate it at another shape."""
     return any(k in row for k in ("B", "H", "G"))
+
+
+def points_named(command: str) -> list[str]:
+    """The ``--points`` values of a recorded ``model-validate`` command line (empty when it names none).
+
+    >>> points_named("python -m nsa_exp model-validate --calibration c.json --points a b/c.json --overwrite")
+    ['a', 'b/c.json']
+    """
+    words = shlex.split(command)
+    if "--points" not in words:
+        return []
+    rest = words[words.index("--points") + 1:]
+    return rest[:next((i for i, w in enumerate(rest) if w.startswith("--")), len(rest))]
+
+
+def row_set_problems(doc: dict[str, Any], cal: dict[str, Any], ctx: Context) -> Problems:
+    """The rows and exclusions ``model-validate`` makes of the points its recorded command read (the same rule:
+    regenerable points; a calibration routing at the calibration's shape excluded, else held out), against the
+    recorded ones, by name and source sha256 in order; unverified when a ``--points`` path is not at hand."""
+    named = points_named(doc["command"])
+    located = [ctx.locate(p, folder=True) or ctx.locate(p) for p in named]
+    if not named or any(p is None for p in located):
+        ctx.unverifiable("$.rows[*] (which points), $.excluded", "unverified (source not found): the --points of "
+                         f"its command {named or '(none recorded)'}")
+        return []
+    try:
+        points = [p for f in result_files([str(p) for p in located]) for p in read_points(f) if regenerable(p.pattern)]
+    except UserError as exc:
+        return [("$.command", f"its --points cannot be read again: {exc}")]
+    used = {p["label"] for p in cal["points"]}
+    calibrating = [p.name in used and not shape_fields(cal, p.shape) for p in points]
+    want = [(p.name, p.sha256) for p, c in zip(points, calibrating, strict=True) if not c]
+    got = [(r["name"], r["sha256"]) for r in doc["rows"]]
+    problems: Problems = []
+    if got != want:
+        i = first_difference(got, want)
+        problems.append((f"$.rows[{i}]", f"{len(got)} rows; the points of its --points give {len(want)} held-out "
+                         f"rows, first different here ({want[i][0] if i < len(want) else 'none'} expected)"))
+    excluded = sorted({p.name for p, c in zip(points, calibrating, strict=True) if c})
+    if doc["excluded"] != excluded:
+        problems.append(("$.excluded", f"{doc['excluded']}, the points of its --points exclude {excluded}"))
+    return problems
 
 
 #: calibration sha256 -> validation_row's cache for that calibration (see model_validation_recompute)
@@ -63,6 +108,7 @@ def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> N
     problems += [(f"$.rows[{i}].name", f"{r['name']} calibrated the model: it cannot also validate it")
                  for i, r in enumerate(doc["rows"]) if r["name"] in used and not _other_shape(r)]
     problems += [("$.excluded", f"{e} is not a calibration routing") for e in doc["excluded"] if e not in used]
+    problems += row_set_problems(doc, cal, ctx)
     unseen = []
     # the modelled rows of one calibration file (by its bytes' sha256) are kept for the process: validating
     # several validations of one calibration (a corpus, a folder) models each routing once

@@ -11,6 +11,8 @@ which :mod:`.validate` runs on the CSV), in one module: the summary is recompute
   (:mod:`nsa_exp.core.nvtx`); a re-export names this summary and its CSV and is dated after the profile;
   each kernel's device and SM count against the GPU table and, when at hand, the benchmark result's GPU.
   Without the CSV the metrics are unverified.
+- ``created_after_sources`` (summary, with the benchmark result at hand): not dated before the bench whose
+  autotune configs it profiled.
 - ``ncu_raw_csv`` (raw CSV): an ``ID`` header, a units row, one complete row per kernel, IDs 0..n-1, every
   metric the export reads a number in ncu's dialect with a known unit; ``ncu_recompute`` then runs from
   the summary beside it that names this CSV (``<name>.json``), else the CSV's figures stay unverified.
@@ -33,7 +35,7 @@ from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems, guarded
 from .record_checks import host_problems, parse_utc
-from .sources import deep_diff, read_source
+from .sources import created_after_sources, deep_diff, read_source
 
 
 def build(text: str, context: dict[str, Any], metadata: dict[str, Any], raw_csv_name: str | None) -> dict[str, Any]:
@@ -113,11 +115,13 @@ def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         else:
             _kernels_diff(doc["kernels"], want, "$.kernels", problems)
     add("ncu_recompute", problems)
-
+    if bench is not None:
+        created_after_sources(doc, [bench], add)
 
 
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     guarded("ncu_recompute", add, ncu_recompute, doc, add, ctx)
+
 
 def ncu_raw_csv_checks(rows: list[list[str]], add: Add, ctx: Context) -> None:
     path = ctx.path

@@ -4,8 +4,10 @@ builder (:func:`build`: the summaries from :func:`nsa_exp.routing.report.pattern
 (:func:`recompute`), in one module.
 
 - ``routing_report_recompute``: every routing regenerated from the report's shape, routing seed and parameters:
-  edges, fan-in, span and gap statistics, the closed form, the equal-edge record; ``generation_s`` and the host
-  are unverified.
+  edges, fan-in, span and gap statistics, the closed form, the equal-edge record; with its embedded ``config``
+  (reports written since 2026-12-04), the config's rules (``config_semantics``) and its name, shape, routing seed,
+  packing and patterns (every one, with its parameters, in order) are the report's; without it, which patterns
+  the config had is unverified; ``generation_s`` and the host are unverified.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from ..io.metadata import base_metadata, nvidia_gpu_visible
 from ..routing.edges import closed_form_edges
 from ..routing.packing import packed_closed_form_edges, packing_record
 from ..routing.report import pattern_summaries
-from .checks import Add, Context, Problems
+from .checks import Add, Context, Problems, guarded
+from .record_checks import config_semantics, host_problems
 from .routing_checks import _routing_stats
 from .sources import deep_diff
 
@@ -36,6 +39,7 @@ def build(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "schema_version": schema_version("routing_report"),
         "kind": "routing_report",
         "config_name": config.name,
+        "config": config.raw,
         "shape": config.shape.to_dict(),
         "routing_seed": config.seeds.routing,
         "closed_form_edges": gate["closed_form"],
@@ -97,5 +101,32 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     exempt = [n for n in doc["patterns"] if not family(doc["patterns"][n]["params"].get("name", n)).equal_edges]
     if gate.get("exempt", []) != exempt:
         problems.append(("$.equal_edges.exempt", f"{gate.get('exempt', [])}, the family table exempts {exempt}"))
-    ctx.unverifiable("$.patterns.*.generation_s, $.config_name, $.metadata", "host facts of the run that wrote it")
+    ctx.unverifiable("$.patterns.*.generation_s, $.metadata", "host facts of the run that wrote it")
     add("routing_report_recompute", problems)
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    """``routing_report_recompute``, the host facts (``metadata_plausible``), then :func:`config_matches`."""
+    guarded("routing_report_recompute", add, recompute, doc, add, ctx)
+    add("metadata_plausible", host_problems(doc["metadata"]))
+    guarded("routing_report_config", add, config_matches, doc, add, ctx)
+
+
+def config_matches(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    """``config_semantics`` of the embedded config, then ``routing_report_config``: the report is that config's."""
+    if "config" not in doc:
+        ctx.unverifiable("$.patterns (which ones), $.config_name", "a report written before it embedded its config: "
+                         "the config's pattern set is not recorded")
+        return
+    config = config_semantics(doc, add)
+    if config is None:
+        return
+    want = {"config_name": config.name, "shape": config.shape.to_dict(), "routing_seed": config.seeds.routing,
+            "patterns": [p.to_dict() for p in config.patterns], "cu_seqlens": config.cu_seqlens}
+    got = {"config_name": doc["config_name"], "shape": doc["shape"], "routing_seed": doc["routing_seed"],
+           "patterns": [p["params"] for p in doc["patterns"].values()],
+           "cu_seqlens": tuple(doc["packing"]["cu_seqlens"]) if doc.get("packing") else None}
+    add("routing_report_config", [(f"$.{k}" if k != "cu_seqlens" else "$.packing.cu_seqlens",
+                                   f"{json.dumps(got[k], default=list)[:80]}, its config gives "
+                                   f"{json.dumps(want[k], default=list)[:80]}")
+                                  for k in want if got[k] != want[k]])

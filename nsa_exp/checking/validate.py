@@ -41,6 +41,7 @@ from .ncu_summary import ncu_raw_csv_checks
 from .routing_checks import NOT_SUPPLIED
 from .sweep_checks import sweep_csv_checks
 
+JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 NO_COMPANION = "unverified (no JSON result found beside the CSV, results/raw/<stem>.json)"
 
 SUPPORTED_VERSIONS = {"1.0"}
@@ -76,8 +77,11 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
     checks.add("json_syntax")
     raw_kind = doc.get("kind") if isinstance(doc, dict) else None
     kind = raw_kind if isinstance(raw_kind, str) else None  # a list or an object is no kind (and unhashable)
-    if not checks.add("kind", [] if kind in KINDS else [("$.kind", f"unknown document kind {raw_kind!r}; expected "
-                                                                    f"one of {', '.join(KINDS)}")]) or kind is None:
+    not_object = None if isinstance(doc, dict) else (
+        f"the top level is a JSON {JSON_TYPES.get(type(doc), type(doc).__name__)}, not a document object"
+        + (" (validate --json prints a list of validation reports: give one of them)" if isinstance(doc, list) else ""))
+    if not checks.add("kind", [] if kind in KINDS else [("$" if not_object else "$.kind", not_object or (
+            f"unknown document kind {raw_kind!r}; expected one of {', '.join(KINDS)}"))]) or kind is None:
         return validation_report.build(name, checks)
     version = doc.get("schema_version", None if document_kind(kind).versioned else document_kind(kind).version)
     if not checks.add("schema_version", [] if isinstance(version, str) and version in SUPPORTED_VERSIONS else

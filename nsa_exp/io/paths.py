@@ -66,26 +66,26 @@ def tails(recorded: str | Path) -> list[Path]:
     return [Path(*parts[i:]) for i in range(len(parts))]
 
 
-def locate_recorded(recorded: str | Path | None, folders: Iterable[Path]) -> Path | None:
-    """The file a document records as ``recorded``: the first of ``folder / tail`` that is a file, tails
-    (:func:`tails`) longest first, each over ``folders`` in order; then, for an absolute path, the path itself.
-    None when nothing is found (the caller lists its figures as unverified)."""
+def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder: bool = False) -> Path | None:
+    """The file (``folder``: the folder) a document records as ``recorded``: the first of ``folder / tail`` that
+    is one, tails (:func:`tails`) longest first, each over ``folders`` in order; then, for an absolute path, the
+    path itself. None when nothing is found (the caller lists its figures as unverified)."""
     if not recorded:
         return None
     folders = list(folders)
     for tail in tails(recorded):
-        for folder in folders:
-            candidate = folder / tail
-            if _is_file(candidate):
+        for where in folders:
+            candidate = where / tail
+            if _is_file(candidate, folder):
                 return candidate
     p = Path(str(recorded))
-    return p if p.is_absolute() and _is_file(p) else None
+    return p if p.is_absolute() and _is_file(p, folder) else None
 
 
-def _is_file(p: Path) -> bool:
-    """Whether ``p`` is a regular file this user may see: a path under another user's folder (``/root/out/...``
-    read as the image's user) is not found, never a PermissionError."""
+def _is_file(p: Path, folder: bool = False) -> bool:
+    """Whether ``p`` is a regular file (``folder``: a folder) this user may see: a path under another user's
+    folder (``/root/out/...`` read as the image's user) is not found, never a PermissionError."""
     try:
-        return p.is_file()
+        return p.is_dir() if folder else p.is_file()
     except OSError:
         return False
