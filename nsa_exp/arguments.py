@@ -23,8 +23,10 @@ from typing import Any
 
 from . import PINNED_COMMIT, REPO_ROOT
 from .analysis.noise_table import table_path
+from .analysis.stop_rule import with_default_rule
 from .checking.validate import load_validated, validate_paths
 from .core.config import MAX_T, Config, Shape
+from .core.families import TUNE_PATTERN
 from .errors import UserError
 from .io.config_files import read_config_file
 from .io.reader import file_size, same_file, show_path
@@ -62,7 +64,38 @@ def _bench(args: argparse.Namespace) -> None:
     if args.output and args.summary and same_file(args.output, args.summary):
         raise UserError(f"--summary {args.summary}: the same file as --output; the raw JSON and the summary CSV need "
                         "two paths")
-    _bench_result(args, "autotune_from", "--autotune-from", load_config(args.config))
+    if args.repetitions is not None and args.repetitions < 1:
+        raise UserError("--repetitions: must be a positive integer")
+    if args.cupti_rounds is not None and args.cupti_rounds < 0:
+        raise UserError("--cupti-rounds: must be 0 (skip the CUPTI pass) or a positive integer")
+    config = load_config(args.config)
+    check_bench_arm(config, args)
+    _bench_result(args, "autotune_from", "--autotune-from", config)
+    # the command line's overrides, folded into the config once (the config's own timing.stop wins); the handler
+    # (gpu/commands.bench) reads this config, never the file again
+    args.bench_config = with_default_rule(config.overridden(repetitions=args.repetitions), "bench --stop-rule") \
+        if args.stop_rule else config.overridden(repetitions=args.repetitions)
+
+
+def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
+    """Refuse a tuning arm that cannot run (one line naming the option) before any GPU work."""
+    names = [p.name for p in config.patterns]
+    if args.tune_on not in names:
+        raise UserError(f"--tune-on: {args.tune_on!r} is not one of the config's patterns ({', '.join(names)})")
+    if args.autotune_from and (args.tune == "per-pattern" or args.tune_on != TUNE_PATTERN):
+        raise UserError("--autotune-from: replays another run's configs; it cannot be combined with --tune "
+                        "per-pattern or --tune-on")
+    if args.resume and (args.tune == "per-pattern" or args.autotune_from):
+        raise UserError("--resume: only the default arm can be resumed (it replays the journal's configs)")
+    if args.resume and (args.stop_rule or config.timing.stop is not None):
+        raise UserError("--resume: a run under the stop rule (--stop-rule, timing.stop) cannot be resumed; its "
+                        "decision needs every round of one process (pass --discard-journal to start over)")
+    if args.tuning_cache is not None and (args.autotune_from or args.tune == "per-pattern"
+                                          or args.tune_on != TUNE_PATTERN or args.resume):
+        raise UserError("--tuning-cache: keeps and replays the default arm's tune (on local); it cannot be combined "
+                        "with --autotune-from, --tune per-pattern, --tune-on or --resume")
+    if args.autotune_from and not Path(args.autotune_from).is_file():
+        raise UserError(f"--autotune-from {args.autotune_from}: no such file")
 
 
 def _bench_result(args: argparse.Namespace, dest: str, option: str, config: Config) -> None:

@@ -11,10 +11,8 @@ import sys
 from pathlib import Path
 
 from .. import REPO_ROOT, RESULTS_DIR
-from ..analysis.stop_rule import with_default_rule
 from ..analysis.summary import format_summary
 from ..core.config import Config
-from ..core.families import TUNE_PATTERN
 from ..errors import UserError
 from ..io.store import OutputPolicy
 from ..io.strict_csv import parse_positive_ints
@@ -61,15 +59,10 @@ def smoke(args: argparse.Namespace) -> int:
 
 
 def bench(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    if args.repetitions is not None and args.repetitions < 1:
-        raise UserError("--repetitions: must be a positive integer")
-    if args.cupti_rounds is not None and args.cupti_rounds < 0:
-        raise UserError("--cupti-rounds: must be 0 (skip the CUPTI pass) or a positive integer")
+    config = args.bench_config  # read, checked and with the command line's overrides folded in once (arguments.py)
     name = args.name or config.name
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
-    check_bench_arm(config, args)
     cache = None if args.tuning_cache is None else check_directory(args.tuning_cache)
     policy = _policy(args, config, ("--autotune-from", args.autotune_from),
                      *(("--routing-file", f) for f in args.routing_file), run=name)
@@ -77,10 +70,6 @@ def bench(args: argparse.Namespace) -> int:
     # the summary takes a named --output's stem; it is a default output (runs/<name>/summaries/ unless --publish)
     summary = policy.claim(summary, named=args.summary is not None, option="--summary")
     files = file_routings(args.routing_file, config.shape, args.require_equal_edges)  # before any GPU work
-    # the command line's overrides, folded into the config once (the config's own timing.stop wins)
-    config = config.overridden(repetitions=args.repetitions)
-    if args.stop_rule:
-        config = with_default_rule(config, "bench --stop-rule")
     result = run_bench(config, args.allow_gpu, out, summary, args.resume, args.discard_journal,
                        tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
                        cupti_rounds=args.cupti_rounds, routing_files=files,
@@ -88,27 +77,6 @@ def bench(args: argparse.Namespace) -> int:
     print(format_summary(result))
     print(f"wrote {out} and {summary}")
     return 0
-
-
-def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
-    """Refuse a tuning arm that cannot run (one line naming the option) before any GPU work."""
-    names = [p.name for p in config.patterns]
-    if args.tune_on not in names:
-        raise UserError(f"--tune-on: {args.tune_on!r} is not one of the config's patterns ({', '.join(names)})")
-    if args.autotune_from and (args.tune == "per-pattern" or args.tune_on != TUNE_PATTERN):
-        raise UserError("--autotune-from: replays another run's configs; it cannot be combined with --tune "
-                        "per-pattern or --tune-on")
-    if args.resume and (args.tune == "per-pattern" or args.autotune_from):
-        raise UserError("--resume: only the default arm can be resumed (it replays the journal's configs)")
-    if args.resume and (args.stop_rule or config.timing.stop is not None):
-        raise UserError("--resume: a run under the stop rule (--stop-rule, timing.stop) cannot be resumed; its "
-                        "decision needs every round of one process (pass --discard-journal to start over)")
-    if args.tuning_cache is not None and (args.autotune_from or args.tune == "per-pattern"
-                                          or args.tune_on != TUNE_PATTERN or args.resume):
-        raise UserError("--tuning-cache: keeps and replays the default arm's tune (on local); it cannot be combined "
-                        "with --autotune-from, --tune per-pattern, --tune-on or --resume")
-    if args.autotune_from and not Path(args.autotune_from).is_file():
-        raise UserError(f"--autotune-from {args.autotune_from}: no such file")
 
 
 def profile(args: argparse.Namespace) -> int:
