@@ -10,6 +10,7 @@
 #   scripts/h200_session.sh x2 OUTDIR      # issue 10: a small sweep over two GPUs (submitit local executor)
 #   scripts/h200_session.sh engine OUTDIR  # issue 21: check, smoke, 20-round bench + validate + compare to the formal
 #   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
+#   scripts/h200_session.sh kinds29 OUTDIR # issue 29: check, smoke, bench --stop-rule, compare, ncu dK/dV, validate
 #   scripts/h200_session.sh cost OUTDIR    # issue 30: the formal bench tuned afresh into the tuning cache, then replayed
 #   scripts/h200_session.sh cost_stop OUTDIR  # issue 30: the formal config under --stop-rule, warm tuning cache
 #   scripts/h200_session.sh cost_pair OUTDIR  # issue 30: the formal bench and the stop-rule bench on one machine
@@ -113,6 +114,17 @@ case "$part" in
     step validate20 "$py" -m nsa_exp validate "$out/e1_h200_engine20.json" "$out/e1_h200_engine20.csv"
     step compare20 "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/e1_h200_engine20.json" \
       --output "$out/e1_h200_vs_engine20.json"
+    ;;
+  kinds29)  # issue 29: the kind modules on the GPU (check, smoke, bench --stop-rule, validate, compare, ncu dK/dV)
+    step check "$py" -m nsa_exp check --config configs/e1_h200.json --output "$out/e1_h200_check.json"
+    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output "$out/e1_h200_smoke.json"
+    step bench_stop "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name e1_h200_kinds29 \
+      --output "$out/e1_h200_kinds29.json" --summary "$out/e1_h200_kinds29.csv"
+    step compare "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/e1_h200_kinds29.json" \
+      --output "$out/e1_h200_vs_kinds29.json"
+    step ncu_dkv "$py" -m nsa_exp ncu --config configs/e1_h200.json --stage dkv_core
+    cp -r runs "$out/runs" 2>/dev/null
+    step validate "$py" -m nsa_exp validate "$out"/e1_h200_*.json "$out/e1_h200_kinds29.csv" "$out"/runs/*/ncu/*.json
     ;;
   engine_stop)  # issue 21: the formal config under the stop rule (its wall_seconds against the formal run's)
     step bench_stop "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name e1_h200_stop \
