@@ -7,15 +7,15 @@ import os
 import socket
 from typing import Any
 
-import submitit
-
 
 def placement_record() -> dict[str, Any]:
     """Where this process runs a point: host, pid, ``CUDA_VISIBLE_DEVICES`` (the local executor pins each
-    job to one GPU through it) and submitit's job id (None outside a submitit job)."""
+    job to one GPU through it) and submitit's job id (None outside a submitit job, and where submitit is not
+    installed: then no job of it runs this)."""
     try:
+        import submitit  # noqa: PLC0415 - a point measured inline needs no submitit installed
         job_id = str(submitit.JobEnvironment().job_id)
-    except RuntimeError:  # not inside a submitit job (inline executor)
+    except (ImportError, RuntimeError):  # not inside a submitit job (inline executor)
         job_id = None
     return {"host": socket.gethostname(), "pid": os.getpid(),
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "submitit_job_id": job_id}

@@ -15,14 +15,15 @@ import os
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import submitit
+from typing import TYPE_CHECKING, Any
 
 from ..core.protocol import SWEEP_EXECUTORS as EXECUTORS
 from ..errors import UserError
 from ..io.store import write_json
 from .plan import AUTOTUNE_FILE, Point, point_done, point_path
+
+if TYPE_CHECKING:
+    import submitit
 
 # measure(point, allow_gpu, out_dir) -> the point's sweep_point document (written by run_point)
 Measure = Callable[["Point", bool, Path], dict[str, Any]]
@@ -43,7 +44,13 @@ def run_points(points: Sequence[Point], out_dir: str, allow_gpu: bool, measure: 
 
 
 def make_executor(kind: str, log_dir: Path, slurm: dict[str, Any] | None = None) -> submitit.Executor:
-    """submitit's executor of ``kind``: ``debug`` (in-process), ``local`` (one job per GPU), ``slurm``."""
+    """submitit's executor of ``kind``: ``debug`` (in-process), ``local`` (one job per GPU), ``slurm``. UserError
+    (one line, naming ``--executor``) when submitit is not installed: only these executors need it."""
+    try:
+        import submitit  # noqa: PLC0415 - only a sweep on a submitit executor needs it (compare, validate never)
+    except ImportError:
+        raise UserError(f"--executor {kind}: needs submitit, which is not installed (pip install submitit==1.5.4, "
+                        "as requirements-h100.txt pins it; or --executor inline)") from None
     if kind == "debug":
         return submitit.DebugExecutor(folder=str(log_dir))
     if kind == "local":
