@@ -9,13 +9,12 @@ row recomputes, and what it cannot, is listed per kind in docs/SCHEMAS.md.
 
 Rows: a kind that has its own module (``checking/<kind>.py``: its builder and its checks, issue 29) names that
 module's ``checks`` (``bench_result``, ``sweep_point``, ``release_result``, ``smoke_report``, ``check_report``,
-``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``, ``model_calibration``,
-``model_calibration_set``, ``model_validation``, ``ncu_summary``: each composes the shared checks,
-:mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`, :mod:`.autotune_checks`, :mod:`.record_checks`,
-:mod:`.sources`, with its own) or, for a derived kind rebuilt from its sources, its one ``recompute``
-(:func:`_row`): ``compare``, ``noise_table``, ``analysis``, ``flush_study``, ``routing_report``,
-``validation_report``. CSVs: ``summary_csv`` [:mod:`.csv_checks`], ``sweep_csv`` [:mod:`.sweep_checks`],
-``ncu_raw_csv`` [:mod:`.ncu_summary`].
+``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``, ``routing_report``: each composes
+the shared checks, :mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`, :mod:`.autotune_checks`,
+:mod:`.record_checks`, :mod:`.sources`, with its own) or, for a kind rebuilt from its sources, its one recompute
+check (:func:`_row`): ``compare``, ``noise_table``, ``analysis``, ``flush_study``, ``validation_report``,
+``model_calibration``, ``model_calibration_set``, ``model_validation``, ``ncu_summary``. CSVs: ``summary_csv``
+[:mod:`.csv_checks`], ``sweep_csv`` [:mod:`.sweep_checks`], ``ncu_raw_csv`` [:mod:`.ncu_summary`].
 """
 
 from __future__ import annotations
@@ -72,10 +71,10 @@ KIND_CHECKS: dict[str, KindChecks] = {
     "compare": _row("compare_recompute", compare.recompute),
     "flush_study": _row("flush_study_recompute", flush_study.recompute, host=True),
     "method_study": method_study.checks,
-    "model_calibration": model_calibration.checks,
-    "model_calibration_set": model_calibration_set.checks,
-    "model_validation": model_validation.checks,
-    "ncu_summary": ncu_summary.checks,
+    "model_calibration": _row("calibration_recompute", model_calibration.calibration_recompute),
+    "model_calibration_set": _row("calibration_set_semantics", model_calibration_set.calibration_set_semantics),
+    "model_validation": _row("model_validation_recompute", model_validation.model_validation_recompute),
+    "ncu_summary": _row("ncu_recompute", ncu_summary.ncu_recompute),
     "noise_table": _row("noise_table_recompute", noise_table.recompute),
     "release_result": release_result.checks,
     "routing_report": routing_report.checks,

@@ -1,6 +1,6 @@
 """The ``model_calibration`` kind: the dK/dV makespan model fitted to measured points (results/model; docs/MODEL.md).
-Its builder (:func:`build`; ``model_commands.calibrate`` calls it) and its checks (:func:`checks`), in one module;
-:func:`source_point` also serves :mod:`.model_validation`.
+Its builder (:func:`build`; ``model_commands.calibrate`` calls it) and its check (:func:`calibration_recompute`),
+in one module; :func:`source_point` also serves :mod:`.model_validation`.
 
 - ``calibration_recompute``: each point's measured median from its source file (same sha256, same GPU, shape,
   seed and autotune config); its fitted ms re-predicted from the recorded parameters on the regenerated routing;
@@ -32,7 +32,7 @@ from ..model.calibration import (
 from ..model.fit import Params, predict_ms, refit_problems
 from ..model.points import Point, check_same_setup, pattern_fanin, point_name, read_points
 from ..model.whatif import validation_summary
-from .checks import Add, Context, Problems, close, guarded
+from .checks import Add, Context, Problems, close
 from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source
 
@@ -165,10 +165,6 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
     got = [(p["name"], p["label"]) for p in doc["points"]]
     if got != routings:
         problems.append(("$.points", f"{got} are not the set's routings {routings}"))
-
-
-def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    guarded("calibration_recompute", add, calibration_recompute, doc, add, ctx)
 
 
 def build(*, name: str, chosen: Sequence[tuple[str, Point]], rows: Sequence[Mapping[str, Any]], params: Params,

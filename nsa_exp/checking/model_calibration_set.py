@@ -1,6 +1,6 @@
 """The ``model_calibration_set`` kind: the routings a calibration of the dK/dV makespan model is fitted to
-(``configs/model_calibration*.json``, an input ``calibrate --set`` reads; docs/MODEL.md). Its checks
-(:func:`checks`), in one module.
+(``configs/model_calibration*.json``, an input ``calibrate --set`` reads; docs/MODEL.md). Its check
+(:func:`calibration_set_semantics`), in one module.
 
 - ``calibration_set_semantics``: every routing a valid pattern at the experiment's primary shape
   (:data:`nsa_exp.core.config.PRIMARY_SHAPE`) at its T (a positive multiple of the block size), names unique, no
@@ -16,7 +16,7 @@ from ..core.config import PRIMARY_SHAPE, Shape
 from ..core.families import pattern_from_entry
 from ..errors import UserError
 from ..model.points import point_name
-from .checks import Add, Context, Problems, guarded
+from .checks import Add, Context, Problems
 
 
 def calibration_set_semantics(doc: dict[str, Any], add: Add, ctx: Context) -> None:
@@ -42,7 +42,3 @@ def calibration_set_semantics(doc: dict[str, Any], add: Add, ctx: Context) -> No
             problems.append((f"{where}.name", f"{r['name']!r} names two routings"))
         names.append(r["name"])
     add("calibration_set_semantics", problems)
-
-
-def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    guarded("calibration_set_semantics", add, calibration_set_semantics, doc, add, ctx)

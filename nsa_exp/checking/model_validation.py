@@ -1,6 +1,6 @@
 """The ``model_validation`` kind: the calibrated model's predictions against held-out measured points (results/model;
-docs/MODEL.md). Its builder (:func:`build`; ``model_commands.model_validate`` calls it) and its checks
-(:func:`checks`), in one module.
+docs/MODEL.md). Its builder (:func:`build`; ``model_commands.model_validate`` calls it) and its check
+(:func:`model_validation_recompute`), in one module.
 
 - ``model_validation_recompute``: the calibration it names (sha256); each row recomputed by
   :func:`nsa_exp.model.whatif.validation_row` from its source point (prediction, error, busy fraction, lower bound,
@@ -22,7 +22,7 @@ from ..errors import UserError
 from ..io.store import file_sha256
 from ..model.points import Point, point_name, read_points, regenerable, result_files
 from ..model.whatif import TARGET, shape_fields, validation_row, validation_summary
-from .checks import Add, Context, Problems, close, first_difference, guarded
+from .checks import Add, Context, Problems, close, first_difference
 from .model_calibration import source_point
 from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source
@@ -135,10 +135,6 @@ def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> N
         ctx.unverifiable("$.rows[*].measured_ms", f"unverified (source not found): {', '.join(sorted(set(unseen)))}")
     add("model_validation_recompute", problems)
     created_after_sources(doc, [cal], add)
-
-
-def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    guarded("model_validation_recompute", add, model_validation_recompute, doc, add, ctx)
 
 
 def build(*, name: str, calibration_path: str, calibration_name: str, rows: Sequence[dict[str, Any]],

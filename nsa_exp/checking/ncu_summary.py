@@ -1,7 +1,8 @@
 """The ``ncu_summary`` kind: Nsight Compute's per-kernel metrics of one profiled stage (results/ncu/<name>.json), made
 from ncu's raw export beside it (``<name>.raw.csv``, the kind ``ncu_raw_csv``). Its builder (:func:`build`;
-``gpu/ncu.export_csv_text`` calls it), its checks (:func:`checks`) and the raw CSV's (:func:`ncu_raw_csv_checks`,
-which :mod:`.validate` runs on the CSV), in one module: the summary is recomputed from the raw CSV.
+``gpu/ncu.export_csv_text`` calls it), its check (:func:`ncu_recompute`) and the raw CSV's
+(:func:`ncu_raw_csv_checks`, which :mod:`.validate` runs on the CSV), in one module: the summary is recomputed from
+the raw CSV.
 
 - ``ncu_recompute`` (summary): the raw CSV it names (``raw_csv``, beside it) re-parsed
   (:func:`nsa_exp.io.ncu_csv.parse_raw_csv`) and its kernels re-labelled by launch order
@@ -33,7 +34,7 @@ from ..io.ncu_csv import assign_patterns, parse_raw_csv
 from ..io.reader import read_bounded
 from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES
-from .checks import Add, Context, Problems, guarded
+from .checks import Add, Context, Problems
 from .record_checks import host_problems, parse_utc
 from .sources import created_after_sources, deep_diff, read_source
 
@@ -117,10 +118,6 @@ def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     add("ncu_recompute", problems)
     if bench is not None:
         created_after_sources(doc, [bench], add)
-
-
-def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    guarded("ncu_recompute", add, ncu_recompute, doc, add, ctx)
 
 
 def ncu_raw_csv_checks(rows: list[list[str]], add: Add, ctx: Context) -> None:
