@@ -74,7 +74,7 @@ def command_task(cmd: Command) -> Task:
             if listed:
                 iterable.append(name)
             params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
-        helps[name] = option_help(o)
+        helps[name] = option_help(o).replace("%%", "%")  # argparse's escape; invoke prints help as written
         if o.kind == "positionals":
             iterable.append(MORE)
             helps[MORE] = f"more {o.metavar or name} values after the first (give the flag once per value)"
@@ -91,7 +91,7 @@ def command_task(cmd: Command) -> Task:
     body.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # no __signature__ in the stub
     body.__name__ = cmd.name.replace("-", "_")
     shown = [o.metavar if isinstance(o.metavar, str) and o.metavar else o.name for o in cmd.options if o.positional]
-    body.__doc__ = cmd.help + (f"\n\nPositional: {' '.join(shown)}" if shown else "")
+    body.__doc__ = cmd.help.replace("%%", "%") + (f"\n\nPositional: {' '.join(shown)}" if shown else "")
     return CommandTask(body, name=cmd.name.replace("-", "_"), positional=positional, iterable=iterable, help=helps,
                        options={n: o for n, o in options.items()})
 

@@ -2,6 +2,8 @@
 # The H200 runs of a development session, as one script per device call (each ends well inside 10 min).
 #   scripts/h200_session.sh part1 OUTDIR   # check, smoke (with the M > S oracle gate), 20-round bench, sweeps
 #   scripts/h200_session.sh part2 OUTDIR   # autotune matrix, the two tuning arms, the what-if arms
+#   scripts/h200_session.sh whatif OUTDIR  # the what-if arms alone
+#   scripts/h200_session.sh calib_bq4 OUTDIR  # the BQ=4 calibration sweep (configs/sweep_calib_bq4_h200.json)
 #   scripts/h200_session.sh formal OUTDIR  # issue 14: check, smoke, the formal 150-round bench (CUPTI pass included)
 #   scripts/h200_session.sh formal_bench OUTDIR  # the formal bench + repeat alone
 #   scripts/h200_session.sh formal2 OUTDIR # issue 14: the independent repeat (configs replayed), ncu dK/dV and dQ;
@@ -27,7 +29,7 @@
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
 # Every step runs; the script exits with the first failed step's exit code (0 only when every step passed).
 set -uo pipefail
-part="${1:?part1|part2}"
+part="${1:?usage: scripts/h200_session.sh PART OUTDIR (PART: one of the parts listed at the top of this script)}"
 out="${2:?OUTDIR}"
 cd "$(dirname "$0")/.."
 export TRITON_F32_DEFAULT=ieee FLA_CACHE_RESULTS=0 FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1

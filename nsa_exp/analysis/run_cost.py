@@ -54,7 +54,10 @@ def cost_table(named: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     rows.append(["wall", *[f"{c['wall_seconds']:.1f} s" for _, c in costs]])
     rows.append(["timed latencies", *[f"{c['timed_seconds']:.1f} s" for _, c in costs]])
     rows.append(["wall / timed", *[f"{c['wall_over_timed']:.2f}x" for _, c in costs]])
-    return tabulate(rows, headers=["phase", *[label for label, _ in costs]], tablefmt="github", disable_numparse=True)
+    table = tabulate(rows, headers=["phase", *[label for label, _ in costs]], tablefmt="github", disable_numparse=True)
+    before = [label for label, c in costs if c["phases"] is None]
+    return table + (f"\n-: {', '.join(before)} recorded no phases (a result written before bench recorded them, "
+                    "2026-12-03): only its wall and timed latencies are known" if before else "")
 
 
 def cost_of_files(paths: Sequence[str]) -> str:

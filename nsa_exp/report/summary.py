@@ -127,7 +127,8 @@ def legend_line(data: ReportData) -> str:
 
 
 def rule_line(data: ReportData) -> str:
-    """The rule in one line, with the one spread that sets the H200's dK/dV floor."""
+    """The rule in one line, with one repeated H200 number (sink-heavy dK/dV) and the spread that sets the H200's
+    dK/dV floor (the noise table's ``set_by``: another routing's, when that one's spread is the larger)."""
     spread = ""
     h200 = data.by_gpu("H200")
     if h200 is not None:
@@ -135,9 +136,18 @@ def rule_line(data: ReportData) -> str:
         if q is not None:
             med = [m.median_ms for m in q.members]
             rat = [m.ratio for m in q.members if m.ratio is not None]
+            row = next(r for r in data.noise_table["floors"] if r["gpu"] == q.gpu and r["stage"] == "dkv_core")
+            f, setter = f"f = {100 * row['floor']:.1f}%", row["set_by"]
             spread = (f" One H200 number measured {len(q.members)} times, sink-heavy dK/dV, spans "
-                      f"{min(med):.2f}–{max(med):.2f} ms ({min(rat):.2f}–{max(rat):.2f}× local), so its floor is "
-                      f"f = {100 * data.floor('dkv_core', q.gpu):.1f}%.")
+                      f"{min(med):.2f}–{max(med):.2f} ms ({min(rat):.2f}–{max(rat):.2f}× local); ")
+            if row["rule"] != "spread" or setter is None:
+                spread += f"the H200's dK/dV floor is {f} ({row['rule']})."
+            elif setter["routing"] == q.label:
+                spread += f"it sets the H200's dK/dV floor, {f}."
+            else:
+                sm = [m["median_ms"] for m in setter["members"]]
+                spread += (f"the largest such spread of the H200's dK/dV, {setter['routing']}'s "
+                           f"{min(sm):.2f}–{max(sm):.2f} ms over {len(sm)} files, sets its floor, {f}.")
     return (f"[The rule]({anchor(RULE_TITLE)}): "
             + data.claims.define("a ratio differs measurably when its whole 95% CI lies outside 1 ± f, is the same "
                                  "within noise when the whole CI lies inside, else unresolved; f is the stage's "
