@@ -73,8 +73,8 @@ def _bench(args: argparse.Namespace) -> None:
     _bench_result(args, "autotune_from", "--autotune-from", config)
     # the command line's overrides, folded into the config once (the config's own timing.stop wins); the handler
     # (gpu/commands.bench) reads this config, never the file again
-    args.bench_config = with_default_rule(config.overridden(repetitions=args.repetitions), "bench --stop-rule") \
-        if args.stop_rule else config.overridden(repetitions=args.repetitions)
+    config = config.overridden(repetitions=args.repetitions)
+    args.bench_config = with_default_rule(config, "bench --stop-rule") if args.stop_rule else config
 
 
 def check_bench_arm(config: Config, args: argparse.Namespace) -> None:

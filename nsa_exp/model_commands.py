@@ -45,7 +45,7 @@ from .model.points import (
     result_files,
     row_fanin,
 )
-from .model.whatif import TARGET, shape_fields, validation_row
+from .model.whatif import TARGET, held_out, validation_row
 from .routing.edges import closed_form_edges, effective_edges
 from .routing.fanin import csr_rows
 from .routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
@@ -232,14 +232,10 @@ def model_validate(args: argparse.Namespace) -> int:
     setup = {"gpu": cal["gpu"]["name"], "sm_count": cal["gpu"]["sm_count"], "shape": cal["shape"],
              "seed": cal["seed"], "autotune_config": cal["autotune_config"]}
     check_same_setup(points, setup, free=FREE_SHAPE_KEYS)  # each point is predicted at its own B, H, G
-    used = {p["label"] for p in cal["points"]}
-    # a calibration routing is excluded at the calibration's shape only; at another B, H or G it is held out
-    calibrating = [p.name in used and not shape_fields(cal, p.shape) for p in points]
-    excluded = sorted({p.name for p, c in zip(points, calibrating, strict=True) if c})
-    held_out = [p for p, c in zip(points, calibrating, strict=True) if not c]
+    validated, excluded = held_out(cal, points)
     cache: dict = {}  # a routing measured in several files is modelled once
     rows = [validation_row(cal, p, args.max_fanin, cache)
-            for p in progress(held_out, "model-validate: predicting", unit="point")]
+            for p in progress(validated, "model-validate: predicting", unit="point")]
     if not rows:
         raise UserError("--points: every routing read was used to calibrate; nothing to validate")
     doc = model_validation.build(name=Path(out).stem, calibration_path=args.calibration, calibration_name=cal["name"],

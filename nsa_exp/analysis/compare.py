@@ -134,6 +134,17 @@ def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, flo
     return {s: max([MIN_FLOOR] + [abs(med["y", p, s] / med["x", p, s] - 1) for p in pats]) for s in stages}
 
 
+def tally(rows: Sequence[dict[str, Any]], fail_on: str | None) -> tuple[dict[str, int], bool]:
+    """The verdict counts of ``rows`` (every verdict of :data:`VERDICTS`) and whether a verdict is one
+    ``fail_on`` fails on (:data:`FAIL_ON`; never without ``fail_on``).
+
+    >>> tally([{"verdict": "same"}, {"verdict": "slower"}], "slower")
+    ({'same': 1, 'faster': 0, 'slower': 1, 'unclear': 0}, True)
+    """
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+    return counts, fail_on is not None and any(r["verdict"] in FAIL_ON[fail_on] for r in rows)
+
+
 def check_resamples(resamples: int) -> None:
     """Refuse (one :class:`UserError` line naming ``--resamples``) a count outside 1..:data:`MAX_RESAMPLES`."""
     if not 1 <= resamples <= MAX_RESAMPLES:

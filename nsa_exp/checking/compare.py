@@ -17,15 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
-from ..analysis.compare import (
-    FAIL_ON,
-    RULE,
-    VERDICTS,
-    bench_comparison,
-    check_arguments,
-    release_comparison,
-    verdict,
-)
+from ..analysis.compare import RULE, bench_comparison, check_arguments, release_comparison, tally, verdict
 from ..analysis.release_compare import Side
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, ReleaseResult
@@ -61,12 +53,12 @@ def build(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None =
     else:
         source, floors, rows, release = release_comparison(path_a, a, path_b, b, noise_from, floor, cycles,
                                                            resamples, noise_table)
+    counts, failed = tally(rows, fail_on)
     doc = {"schema_version": schema_version("compare"), "kind": "compare", "a": _side(path_a, a),
            "b": _side(path_b, b), "space": "cycles" if cycles else "time", "unit": "kcycles" if cycles else "ms",
            "bootstrap": {"resamples": resamples, "seed": SEED, "level": CI_LEVEL, "method": METHOD, "paired": False},
            "rule": RULE, "noise_floor": {**source, "per_stage": floors}, "rows": rows,
-           "counts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}, "fail_on": fail_on,
-           "failed": fail_on is not None and any(r["verdict"] in FAIL_ON[fail_on] for r in rows)}
+           "counts": counts, "fail_on": fail_on, "failed": failed}
     return doc if release is None else {**doc, "release": release}
 
 
@@ -85,10 +77,9 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                              f"{verdict(tuple(r['ci95']), r['floor'])!r}"))
         if not r["ci95"][0] <= r["ci95"][1]:
             problems.append((f"{path}.ci95", "low above high"))
-    counts = {v: sum(r["verdict"] == v for r in doc["rows"]) for v in VERDICTS}
+    counts, failed = tally(doc["rows"], doc["fail_on"])
     if doc["counts"] != counts:
         problems.append(("$.counts", f"{doc['counts']}, the rows give {counts}"))
-    failed = doc["fail_on"] is not None and any(r["verdict"] in FAIL_ON[doc["fail_on"]] for r in doc["rows"])
     if doc["failed"] != failed:
         problems.append(("$.failed", f"{doc['failed']}, but fail_on {doc['fail_on']!r} and the verdicts give {failed}"))
     nf = doc["noise_floor"]
@@ -113,8 +104,8 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                              f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
     try:
         want = build(a[0], b[0], noise_from=[str(p) for p, _ in pair] if nf["kind"] == "repeat" else None,
-                               floor=floor, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
-                               resamples=doc["bootstrap"]["resamples"], noise_table=table)
+                     floor=floor, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
+                     resamples=doc["bootstrap"]["resamples"], noise_table=table)
     except UserError as exc:
         problems.append(("$", f"cannot be recomputed from its sources: {exc}"))
     else:

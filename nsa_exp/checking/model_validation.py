@@ -21,7 +21,7 @@ from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.store import file_sha256
 from ..model.points import Point, point_name, read_points, regenerable, result_files
-from ..model.whatif import TARGET, shape_fields, validation_row, validation_summary
+from ..model.whatif import TARGET, held_out, validation_row, validation_summary
 from .checks import Add, Context, Problems, close, first_difference
 from .model_calibration import source_point
 from .record_checks import host_problems
@@ -61,16 +61,14 @@ def row_set_problems(doc: dict[str, Any], cal: dict[str, Any], ctx: Context) -> 
         points = [p for f in result_files([str(p) for p in located]) for p in read_points(f) if regenerable(p.pattern)]
     except UserError as exc:
         return [("$.command", f"its --points cannot be read again: {exc}")]
-    used = {p["label"] for p in cal["points"]}
-    calibrating = [p.name in used and not shape_fields(cal, p.shape) for p in points]
-    want = [(p.name, p.sha256) for p, c in zip(points, calibrating, strict=True) if not c]
+    validated, excluded = held_out(cal, points)
+    want = [(p.name, p.sha256) for p in validated]
     got = [(r["name"], r["sha256"]) for r in doc["rows"]]
     problems: Problems = []
     if got != want:
         i = first_difference(got, want)
         problems.append((f"$.rows[{i}]", f"{len(got)} rows; the points of its --points give {len(want)} held-out "
                          f"rows, first different here ({want[i][0] if i < len(want) else 'none'} expected)"))
-    excluded = sorted({p.name for p, c in zip(points, calibrating, strict=True) if c})
     if doc["excluded"] != excluded:
         problems.append(("$.excluded", f"{doc['excluded']}, the points of its --points exclude {excluded}"))
     return problems

@@ -70,6 +70,16 @@ def shape_fields(cal: Mapping[str, Any], shape: Mapping[str, Any]) -> dict[str, 
     return {} if mine == base else mine
 
 
+def held_out(cal: Mapping[str, Any], points: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    """``model-validate``'s split of ``points`` (:class:`.points.Point`) against the calibration ``cal``: (the
+    points it validates on, in order; the names it excludes, sorted). A calibration routing is excluded at the
+    calibration's shape only; at another B, H or G (:func:`shape_fields`) it is held out."""
+    used = {p["label"] for p in cal["points"]}
+    calibrating = [p.name in used and not shape_fields(cal, p.shape) for p in points]
+    return ([p for p, c in zip(points, calibrating, strict=True) if not c],
+            sorted({p.name for p, c in zip(points, calibrating, strict=True) if c}))
+
+
 def validation_row(cal: Mapping[str, Any], point: Any, max_fanin: int | None,
                    cache: dict | None = None) -> dict[str, Any]:
     """One ``model_validation`` row: the measured point (:class:`.points.Point`) against the calibration's

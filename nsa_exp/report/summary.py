@@ -136,12 +136,13 @@ def rule_line(data: ReportData) -> str:
         if q is not None:
             med = [m.median_ms for m in q.members]
             rat = [m.ratio for m in q.members if m.ratio is not None]
-            row = next(r for r in data.noise_table["floors"] if r["gpu"] == q.gpu and r["stage"] == "dkv_core")
-            f, setter = f"f = {100 * row['floor']:.1f}%", row["set_by"]
+            row: dict[str, Any] = next((r for r in data.noise_table["floors"]
+                                        if r["gpu"] == q.gpu and r["stage"] == "dkv_core"), {})
+            f, setter = f"f = {100 * data.floor('dkv_core', q.gpu):.1f}%", row.get("set_by")
             spread = (f" One H200 number measured {len(q.members)} times, sink-heavy dK/dV, spans "
                       f"{min(med):.2f}–{max(med):.2f} ms ({min(rat):.2f}–{max(rat):.2f}× local); ")
-            if row["rule"] != "spread" or setter is None:
-                spread += f"the H200's dK/dV floor is {f} ({row['rule']})."
+            if row.get("rule") != "spread" or setter is None:
+                spread += f"the H200's dK/dV floor is {f} ({row.get('rule', 'not in the noise table')})."
             elif setter["routing"] == q.label:
                 spread += f"it sets the H200's dK/dV floor, {f}."
             else:
