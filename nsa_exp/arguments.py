@@ -27,6 +27,7 @@ from .analysis.stop_rule import with_default_rule
 from .checking.validate import load_validated, validate_paths
 from .core.config import MAX_T, Config, Shape
 from .core.families import TUNE_PATTERN
+from .core.peers import peer
 from .errors import UserError
 from .io.config_files import read_config_file
 from .io.reader import file_size, same_file, show_path
@@ -75,6 +76,20 @@ def _bench(args: argparse.Namespace) -> None:
     # (gpu/commands.bench) reads this config, never the file again
     config = config.overridden(repetitions=args.repetitions)
     args.bench_config = with_default_rule(config, "bench --stop-rule") if args.stop_rule else config
+
+
+def _peer_bench(args: argparse.Namespace) -> None:
+    """The peers (each a row of :data:`nsa_exp.core.peers.PEERS`, listed once), the rounds; the config read once,
+    ``--repetitions`` folded in (``args.peer_config``, ``args.peer_names``)."""
+    names = [n.strip() for n in args.peers.split(",")]
+    for name in names:
+        peer(name)
+    if len(set(names)) != len(names):
+        raise UserError(f"--peers: {args.peers!r} lists a peer twice")
+    if args.repetitions is not None and args.repetitions < 1:
+        raise UserError("--repetitions: must be a positive integer")
+    args.peer_names = names
+    args.peer_config = load_config(args.config).overridden(repetitions=args.repetitions)
 
 
 def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
@@ -266,7 +281,8 @@ def _calibrate(args: argparse.Namespace) -> None:
 #: --routing-file`` (a routing array, checked by the routing reader's rules), ``ncu-export`` (Nsight's own
 #: .ncu-rep / raw CSV export, parsed by io/ncu_csv.py), ``lock --from`` and the sweep config's inputs
 #: (validated where they are read), configs (schema + rules: routing/config.py).
-CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "whatif": _whatif, "sweep": _sweep,
+CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "peer-bench": _peer_bench,
+                            "whatif": _whatif, "sweep": _sweep,
                             "profile-stage": _profile, "ncu": _profile, "plot": _plot,
                             "sweep-plot": lambda a: require_valid("--table", a.table), "compare": _compare,
                             "release-table": _release_table,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import DEFAULT_CONFIG
+from .core.peers import PEER_NAMES
 from .core.protocol import DISPATCH_ORDERS, SWEEP_EXECUTORS, TUNE_CHOICES, WHATIF_LAYOUTS
 from .core.stages import STAGE_NAMES
 from .report import manifest
@@ -215,6 +216,12 @@ COMMANDS: tuple[Command, ...] = (
                 "metadata (recorded as reexported_from)", metavar="SUMMARY"),
          Option("--pattern", "the profiled pattern spec (e.g. local-vs-sink-heavy), recorded"),
          Option("--stage", "the profiled stage, recorded", choices=STAGE_NAMES), *WRITES),
+    _cmd("peer-bench", f"{GPU_COMMANDS}:peer_bench",
+         "PEERS: the config's routings through FLA's parallel_nsa, FlexAttention and dense SDPA, each checked against "
+         "the oracle, then fwd, bwd and fwd+bwd timed in interleaved rounds", GPU,
+         Option("--peers", f"peers, comma-separated (of {', '.join(PEER_NAMES)})", default=",".join(PEER_NAMES)),
+         Option("--repetitions", "override the config's timed rounds", type=int),
+         Option("--output", "default results/peers/<config>.json", metavar="PATH"), *WRITES),
     _cmd("whatif", f"{GPU_COMMANDS}:whatif",
          "WHAT-IF ARMS: split / heaviest-first dK/dV schedules on FLA's unmodified kernels, timed", GPU,
          Option("--patterns", "config patterns, comma-separated", default="sink-heavy,zipf"),

@@ -26,10 +26,13 @@ TINY = Shape(B=1, T=256, HQ=16, H=1, K=64, V=64, S=4, block_size=32, dtype="floa
 
 
 def single_config_autotuners() -> None:
-    """Limit every FLA autotuner this experiment launches to one config (CPU harness only)."""
+    """Limit every FLA autotuner this experiment launches to one config (CPU harness only): the launcher's, and
+    the mean pooling ``parallel_nsa`` runs before its selection (the release arm's and the peer arm's FLA call)."""
+    import fla.ops.utils.pooling as pool  # noqa: PLC0415 - FLA after the interpreter setup
+
     from nsa_exp.gpu.launcher import _autotuner, autotuned_kernels  # noqa: PLC0415 - FLA after the interpreter setup
 
-    for kernel in autotuned_kernels().values():
+    for kernel in (*autotuned_kernels().values(), pool.mean_pooling_fwd_kernel):
         tuner = _autotuner(kernel)
         tuner.configs = tuner.configs[:1]
 

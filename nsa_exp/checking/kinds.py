@@ -9,7 +9,8 @@ row recomputes, and what it cannot, is listed per kind in docs/SCHEMAS.md.
 
 Rows: a kind that has its own module (``checking/<kind>.py``: its builder and its checks, issue 29) names that
 module's ``checks`` (``bench_result``, ``sweep_point``, ``release_result``, ``smoke_report``, ``check_report``,
-``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``, ``routing_report``: each composes
+``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``, ``routing_report``,
+``peer_result``: each composes
 the shared checks, :mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`, :mod:`.autotune_checks`,
 :mod:`.record_checks`, :mod:`.sources`, with its own) or, for a kind rebuilt from its sources, its one recompute
 check (:func:`_row`): ``compare``, ``noise_table``, ``analysis``, ``flush_study``, ``validation_report``,
@@ -35,6 +36,7 @@ from . import (
     model_validation,
     ncu_summary,
     noise_table,
+    peer_result,
     record_checks,
     release_result,
     routing_report,
@@ -76,6 +78,7 @@ KIND_CHECKS: dict[str, KindChecks] = {
     "model_validation": _row("model_validation_recompute", model_validation.model_validation_recompute),
     "ncu_summary": _row("ncu_recompute", ncu_summary.ncu_recompute),
     "noise_table": _row("noise_table_recompute", noise_table.recompute),
+    "peer_result": peer_result.checks,
     "release_result": release_result.checks,
     "routing_report": routing_report.checks,
     "smoke_report": smoke_report.checks,

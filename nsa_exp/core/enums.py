@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import protocol, stages
+from . import peers, protocol, stages
 from .families import FAMILIES
 
 #: name -> the values, computed when asked (a family registered at run time is included).
@@ -38,4 +38,6 @@ VOCABULARY: dict[str, Callable[[], list[Any]]] = {
     "gates": lambda: list(protocol.GATE_NAMES),
     "gates.release": lambda: list(protocol.RELEASE_GATE_NAMES),
     "whatif_layouts": lambda: list(protocol.WHATIF_LAYOUTS),
+    "peers": lambda: list(peers.PEER_NAMES),
+    "stages.peer": lambda: list(peers.PEER_STAGES),
 }

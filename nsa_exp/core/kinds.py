@@ -42,6 +42,8 @@ DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
     DocumentKind("ncu_summary", "ncu_summary", "Nsight Compute metrics of one profiled stage (results/ncu)"),
     DocumentKind("noise_table", "noise_table", "the noise floor f(GPU, stage) of every GPU x stage, derived from "
                  "the committed repeats (results/noise/floors.json)"),
+    DocumentKind("peer_result", "peer_result", "PEERS: FLA, FlexAttention and dense SDPA on the same routings "
+                 "(peer-bench, results/peers)"),
     DocumentKind("release_result", "release_result", "the release arm: another FLA release or source tree through "
                  "its public API, NOT the pinned experiment (results/releases)"),
     DocumentKind("bench_result", "result", "a bench run: every observation of every pattern x stage (results/raw)"),

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .. import REPO_ROOT, RESULTS_DIR
+from ..analysis.peers import format_peers
 from ..analysis.summary import format_summary
 from ..core.config import Config
 from ..errors import UserError
@@ -22,6 +23,7 @@ from ..routing.files import file_routings
 from .bench import run_bench
 from .check import run_check
 from .ncu import run_ncu
+from .peers import run_peers
 from .profiler import profile_stage
 from .smoke import run_smoke
 from .whatif_run import run_whatif
@@ -103,6 +105,17 @@ def ncu(args: argparse.Namespace) -> int:
         print(f"{k['pattern']}: {k['kernel']} {m['duration_ns']} ns, occupancy {m['achieved_occupancy_pct']}%, "
               f"waves {m['waves_per_sm']}, top stall {k['top_stalls'][:1]}")
     print(f"wrote {summary}")
+    return 0
+
+
+def peer_bench(args: argparse.Namespace) -> int:
+    """PEERS: see :mod:`nsa_exp.gpu.peers` (arguments checked and the config read by ``arguments._peer_bench``)."""
+    config = args.peer_config
+    out = _policy(args, config).claim(args.output or RESULTS_DIR / "peers" / f"{config.name}.json",
+                                      named=args.output is not None)
+    doc = run_peers(config, args.allow_gpu, args.peer_names, out)
+    print(format_peers(doc))
+    print(f"wrote {out}")
     return 0
 
 

@@ -1,0 +1,193 @@
+"""The ``peer_result`` kind (issue 31): FLA's ``parallel_nsa``, FlexAttention and dense causal attention on the same
+routings, inputs and protocol (``peer-bench``, :mod:`nsa_exp.gpu.peers`). Its builder (:func:`build`) and its
+checks (:func:`checks`), in one module.
+
+- ``peer_recompute``: the document rebuilt from what it records and diffed field by field
+  (:func:`nsa_exp.checking.sources.deep_diff`): every routing regenerated from the config (sha256, tile-shared or
+  not, the score pairs of :func:`nsa_exp.routing.block_mask.score_pairs`; fla-topk only where a GPU is visible), every
+  cell's statistics from its observations, the summary (:func:`nsa_exp.analysis.peers.peer_summary`: medians,
+  bootstrap CIs, penalties, ratios to dense, extra work, the fastest), the round orders from the config's seed, the
+  cells each peer must have (a tile-shared-only peer on every tile-shared routing, every peer on every routing
+  unless it failed the oracle), the oracle's failures from its metrics and the config's tolerances.
+- the run record every GPU document gets (:func:`nsa_exp.checking.record_checks.run_record`), the config's rules.
+- unverified: the observations and the oracle's metrics themselves (measured on the GPU host).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..analysis.peers import peer_summary
+from ..analysis.reproduction import judge_naive
+from ..core.config import Config
+from ..core.families import family
+from ..core.kinds import schema_version
+from ..core.measurement import Measurement
+from ..core.peers import DENSE_CELL, NOT_TIMED, PEER_STAGES, cell_name, peer
+from ..core.protocol import round_orders
+from ..core.records import StageStats
+from ..errors import UserError
+from ..routing.config import config_from_dict
+from ..routing.patterns import generate_routing, routing_sha256
+from ..routing.block_mask import is_tile_shared, score_pairs
+from .checks import Add, Context, Problems, guarded
+from .record_checks import config_semantics, run_record, wall_plausible
+from .sources import deep_diff
+
+#: Every peer result says what it is.
+LABEL = ("PEERS: FLA's parallel_nsa, FlexAttention and dense causal SDPA on the experiment's routings and inputs, "
+         "each through its public API")
+
+
+def routing_facts(routing: np.ndarray, block_size: int) -> dict[str, Any]:
+    """A routing's record: sha256, tile-shared or not, its score pairs per way of computing it."""
+    return {"sha256": routing_sha256(routing), "tile_shared": is_tile_shared(routing, block_size),
+            "work": score_pairs(routing, block_size)}
+
+
+def _cells(measurement_stats: Mapping[str, Mapping[str, StageStats]],
+           cells: Mapping[str, tuple[str | None, str]]) -> dict[str, Any]:
+    return {c: {"routing": r, "peer": p, "stages": {s: measurement_stats[c][s].to_json() for s in PEER_STAGES}}
+            for c, (r, p) in cells.items()}
+
+
+def _peers(peers: list[str], backends: Mapping[str, str | None], skipped: Mapping[str, Mapping[str, str]],
+           cells: Mapping[str, tuple[str | None, str]]) -> dict[str, Any]:
+    out = {}
+    for name in peers:
+        row = peer(name)
+        out[name] = {"title": row.title, "calls": row.calls, "work": row.work, "backend": backends.get(name),
+                     "cells": [c for c, (_, p) in cells.items() if p == name], "skipped": dict(skipped.get(name, {}))}
+    return out
+
+
+def build(*, config: Config, gates: list[dict[str, Any]], routings: Mapping[str, np.ndarray],
+          tile_shared: Mapping[str, bool], peers: list[str], cells: Mapping[str, tuple[str | None, str]],
+          backends: Mapping[str, str | None], skipped: Mapping[str, Mapping[str, str]], oracle: dict[str, Any],
+          measurement: Measurement, metadata: dict[str, Any], wall_seconds: float,
+          phases: dict[str, float]) -> dict[str, Any]:
+    """The peer result: ``routings`` (``{name: routing int32 [B, T, H, S]}``), the timed ``cells`` (``{cell:
+    (routing or None, peer)}``) and the ``measurement`` of their rounds; ``skipped``: per peer, the routings it was
+    not timed on and why; ``oracle``: :func:`nsa_exp.gpu.peers.oracle_check`'s record."""
+    facts = {n: routing_facts(r, config.shape.block_size) for n, r in routings.items()}
+    assert all(facts[n]["tile_shared"] == tile_shared[n] for n in facts)
+    cells_json = _cells(measurement.stage_stats(list(cells), PEER_STAGES), cells)
+    return {"schema_version": schema_version("peer_result"), "kind": "peer_result", "label": LABEL,
+            "name": config.name, "config": config.raw, "config_path": str(config.source),
+            "shape": config.shape.to_dict(), "gates": gates, "routings": facts,
+            "peers": _peers(peers, backends, skipped, cells), "not_timed": dict(NOT_TIMED), "oracle": oracle,
+            "cells": cells_json, "summary": peer_summary(cells_json, facts),
+            "timing": measurement.timing(PEER_STAGES).to_json(), "metadata": metadata,
+            "wall_seconds": wall_seconds, "phases": phases}
+
+
+def _config(doc: dict[str, Any]) -> Config:
+    return config_from_dict(json.loads(json.dumps(doc["config"])), source=doc.get("config_path", "<recorded>"))
+
+
+def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    """The document rebuilt from its config, observations and oracle metrics, diffed (module docstring)."""
+    problems: Problems = []
+    try:
+        config = _config(doc)
+    except UserError as exc:
+        add("peer_recompute", [("$.config", str(exc))])
+        return
+    shape, BS = config.shape, config.shape.block_size
+    if doc["shape"] != shape.to_dict():
+        problems.append(("$.shape", "differs from $.config.shape"))
+    names = [p.name for p in config.patterns]
+    if list(doc["routings"]) != names:
+        problems.append(("$.routings", f"{list(doc['routings'])} are not the config's patterns {names}"))
+    for p in config.patterns:
+        if p.name not in doc["routings"]:
+            continue
+        if family(p.name).external is not None:
+            ctx.unverifiable(f"$.routings.{p.name}", f"{p.name} is computed by {family(p.name).external}: "
+                             "regenerated only on a GPU")
+            continue
+        want = routing_facts(generate_routing(p, shape, config.seeds.routing), BS)
+        deep_diff(doc["routings"][p.name], want, f"$.routings.{p.name}", problems)
+    # the cells each peer must have, and why the others are not there
+    oracle_failed = set(doc["oracle"]["failures"])
+    want_cells: dict[str, tuple[str | None, str]] = {}
+    for name in doc["peers"]:
+        row = peer(name, "$.peers")
+        for r in [None] if row.routing_free else names:
+            cell = cell_name(r or "", name)
+            shared = r is None or doc["routings"].get(r, {}).get("tile_shared", False)
+            if (row.tile_shared_only and not shared) or cell in oracle_failed or cell not in doc["oracle"]["results"]:
+                continue
+            want_cells[cell] = (r, name)
+    got_cells = {c: (v["routing"], v["peer"]) for c, v in doc["cells"].items()}
+    if got_cells != want_cells:
+        problems.append(("$.cells", f"cells {sorted(got_cells)} are not the ones the peers, routings and oracle "
+                         f"allow: {sorted(want_cells)}"))
+    for name, rec in doc["peers"].items():
+        row = peer(name, "$.peers")
+        want_skip = {r for r in ([DENSE_CELL] if row.routing_free else names)
+                     if cell_name(r, name) not in want_cells}
+        if set(rec["skipped"]) != want_skip:
+            problems.append((f"$.peers.{name}.skipped", f"{sorted(rec['skipped'])}, the routings it was not timed on "
+                             f"are {sorted(want_skip)}"))
+        if rec["cells"] != [c for c, (_, p) in want_cells.items() if p == name]:
+            problems.append((f"$.peers.{name}.cells", "are not its cells in $.cells"))
+        if {k: rec[k] for k in ("title", "calls", "work")} != {"title": row.title, "calls": row.calls,
+                                                                 "work": row.work}:
+            problems.append((f"$.peers.{name}", "its title, calls or work differ from the peer table's"))
+    # statistics, summary, round orders
+    for cell, c in doc["cells"].items():
+        for stage, s in c["stages"].items():
+            want_s = StageStats.of(s["raw_ms"], s["warmup_ms"]).to_json()
+            deep_diff(s, want_s, f"$.cells.{cell}.stages.{stage}", problems)
+    if not problems:
+        deep_diff(doc["summary"], peer_summary(doc["cells"], doc["routings"]), "$.summary", problems)
+    t = doc["timing"]
+    if t.get("stop") is None:
+        want_orders = round_orders(list(doc["cells"]), t["warmup_rounds"] + t["repetitions"], t["order_mode"],
+                                   config.seeds.order)
+        if t["round_orders"] != want_orders:
+            problems.append(("$.timing.round_orders", f"differ from the {t['order_mode']} order of seed "
+                             f"{config.seeds.order} over the cells"))
+        bad = [c for c, v in doc["cells"].items() for s in v["stages"].values() if len(s["raw_ms"]) != t["repetitions"]]
+        if bad:
+            problems.append((f"$.cells.{bad[0]}", f"observations != the {t['repetitions']} timed rounds"))
+    else:
+        ctx.unverifiable("$.timing.stop", "the stop rule's trace of a peer result is not recomputed")
+    planned: tuple[tuple[str, Any], ...] = (
+        ("warmup_rounds", config.timing.warmup_rounds), ("order_mode", config.timing.order),
+        ("l2_flush_bytes", config.timing.l2_flush_bytes), ("stages", list(PEER_STAGES)),
+        ("flush_policy", config.timing.flush))
+    for key, value in planned:
+        if t.get(key) != value:
+            problems.append((f"$.timing.{key}", f"recorded {t.get(key)!r}, the config/code says {value!r}"))
+    # the oracle: tolerances the config's, failures what its metrics give
+    o, tol = doc["oracle"], config.tolerances
+    if o["tolerances"] != {"rel_l2": tol.naive_rel_l2, "max_abs_rel": tol.naive_max_abs_rel}:
+        problems.append(("$.oracle.tolerances", "are not the config's naive_rel_l2 / naive_max_abs_rel"))
+    if config.smoke_oracle is not None and o["shape"] != config.smoke_oracle.to_dict():
+        problems.append(("$.oracle.shape", "is not the config's smoke.oracle shape"))
+    want_fail = {c: f for c, m in o["results"].items()
+                 if (f := judge_naive(m, tol.naive_rel_l2, tol.naive_max_abs_rel, label=c))}
+    deep_diff(o["failures"], want_fail, "$.oracle.failures", problems)
+    untested = [c for c in doc["cells"] if c not in o["results"]]
+    if untested:
+        problems.append(("$.oracle.results", f"cells {untested} were timed without an oracle check"))
+    if doc["not_timed"] != NOT_TIMED:
+        problems.append(("$.not_timed", "differs from the peer table's list"))
+    add("peer_recompute", problems)
+
+
+def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    guarded("peer_recompute", add, peer_recompute, doc, add, ctx)
+    config_semantics(doc, add)
+    run_record(doc, add, ctx)
+    work = sum(sum(s["raw_ms"]) + sum(s["warmup_ms"]) for c in doc["cells"].values() for s in c["stages"].values())
+    wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its own observations", add)
+    ctx.unverifiable("$.cells.*.stages.*.raw_ms, $.oracle.results", "measured on the GPU host (statistics, summary "
+                     "and oracle verdicts recomputed from them)")
+

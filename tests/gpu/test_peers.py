@@ -1,0 +1,103 @@
+"""The peer arm (nsa_exp/gpu/peers.py) on the CPU: FLA's REAL kernels under the Triton interpreter, FlexAttention
+eagerly (forward only: torch has no FlexAttention backward on a CPU) and SDPA's MATH backend, at tiny shapes.
+Every peer agrees with the oracle; a block mask built from another routing does not (the check can fail); the arm
+writes a peer result through the engine (fake device and clock) that validate passes, and forged copies fail."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from nsa_exp.checking.validate import validate_path
+from nsa_exp.core.config import Pattern
+from nsa_exp.routing.config import config_from_dict
+from nsa_exp.routing.patterns import generate_routing
+from tests.gpu.test_engine import Ticks
+from tests.gpu.test_engine_arms import ORACLE, FakeGpu, fake_gpu, pytest_argv, tiny_config  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.interpreter, pytest.mark.usefixtures("fake_gpu")]
+
+PATTERNS = [{"name": "local"}, {"name": "uniform"}, {"name": "sink-heavy", "sinks": 1}]
+
+
+def config():
+    return config_from_dict(tiny_config(patterns=PATTERNS, repetitions=5), source="tiny.json")
+
+
+def test_every_peer_agrees_with_the_oracle_at_a_tiny_shape():
+    from nsa_exp.gpu.peers import oracle_check  # noqa: PLC0415 - FLA after the interpreter setup
+
+    o = oracle_check(config(), ["fla", "flex", "flex-tile", "sdpa-dense"], torch.device("cpu"), compiled=False)
+    assert o["failures"] == {}
+    # flex-tile only where the tiles share one selection (local, sink-heavy); uniform's do not at the oracle shape
+    assert set(o["results"]) == {"local|fla", "uniform|fla", "sink-heavy|fla", "local|flex", "uniform|flex",
+                                 "sink-heavy|flex", "local|flex-tile", "sink-heavy|flex-tile", "dense"}
+    assert set(o["results"]["uniform|fla"]) == {"o", "dq", "dk", "dv"} and set(o["results"]["uniform|flex"]) == {"o"}
+    assert all(m["rel_l2"] < 1e-2 for r in o["results"].values() for m in r.values())
+
+
+def test_a_block_mask_of_another_routing_fails_the_oracle():
+    """The oracle check can fail: FlexAttention with uniform's mask against the naive oracle of local."""
+    from nsa_exp.core.config import Shape  # noqa: PLC0415
+    from nsa_exp.gpu.launcher import make_inputs  # noqa: PLC0415 - FLA after the interpreter setup
+    from nsa_exp.gpu.numerics import compare  # noqa: PLC0415
+    from nsa_exp.gpu.peers import Peers, reference_outputs  # noqa: PLC0415
+
+    shape = Shape(**ORACLE)
+    inputs = make_inputs(shape, 3, "cpu")
+    local, uniform = (generate_routing(Pattern(n), shape, 1) for n in ("local", "uniform"))
+    assert not np.array_equal(local, uniform)
+    ref = reference_outputs(shape, local, inputs)
+    wrong = Peers(shape, inputs, compiled=False).problem("flex", uniform).outputs(gradients=False)
+    assert compare(wrong["o"].float(), ref["o"])["rel_l2"] > 0.1
+
+
+@pytest.mark.usefixtures("pytest_argv")
+def test_peer_bench_writes_a_result_that_validate_recomputes(tmp_path):
+    from nsa_exp.gpu.peers import run_peers  # noqa: PLC0415 - FLA after the interpreter setup
+
+    out = tmp_path / "peers.json"
+    # FlexAttention has no CPU backward: the arm times FLA and dense attention here (flex: the oracle test above)
+    doc = run_peers(config(), True, ["fla", "sdpa-dense"], out, device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25))
+    assert list(doc["cells"]) == ["local|fla", "uniform|fla", "sink-heavy|fla", "dense"]
+    assert doc["peers"]["sdpa-dense"]["backend"] == "MATH"
+    s = doc["summary"]
+    assert s["routings"]["local"]["fla"]["skew_penalty"] is None
+    assert s["routings"]["uniform"]["fla"]["extra_work"] == 1.0 and s["dense"] is not None
+    assert doc["routings"]["local"]["tile_shared"]   # (at M = S every routing selects every causal block)
+    report = validate_path(out)
+    failed = {c["name"]: [f["path"] for f in c["failures"]] for c in report["checks"] if not c["passed"]}
+    # CPU torch has no CUDA version (the bench arm's test says the same)
+    assert failed == {"environment_recorded": ["$.metadata.versions.cuda"]} or \
+        set(failed) <= {"environment_recorded", "config_provenance"}, failed
+    assert "peer_recompute" in {c["name"] for c in report["checks"]}
+
+    def fails(mutate) -> set[str]:
+        forged = copy.deepcopy(doc)
+        mutate(forged)
+        path = tmp_path / "forged.json"
+        path.write_text(json.dumps(forged))
+        rep = validate_path(path)
+        return {c["name"] for c in rep["checks"] if not c["passed"]}
+
+    def median(d):
+        d["cells"]["uniform|fla"]["stages"]["bwd"]["median_ms"] *= 0.5
+
+    def penalty(d):
+        d["summary"]["routings"]["uniform"]["fla"]["skew_penalty"]["ratio"] = 2.0
+
+    def drop_cell(d):
+        del d["cells"]["uniform|fla"]
+
+    def work(d):
+        d["routings"]["uniform"]["work"]["block_mask"] += 1
+
+    def oracle(d):
+        d["oracle"]["results"]["uniform|fla"]["dk"]["rel_l2"] = 0.5
+
+    for mutate in (median, penalty, drop_cell, work, oracle):
+        assert "peer_recompute" in fails(mutate), mutate.__name__
