@@ -31,9 +31,9 @@ from ..core.peers import DENSE_CELL, NOT_TIMED, PEER_STAGES, cell_name, peer
 from ..core.protocol import round_orders
 from ..core.records import StageStats
 from ..errors import UserError
+from ..routing.block_mask import is_tile_shared, score_pairs
 from ..routing.config import config_from_dict
 from ..routing.patterns import generate_routing, routing_sha256
-from ..routing.block_mask import is_tile_shared, score_pairs
 from .checks import Add, Context, Problems, guarded
 from .record_checks import config_semantics, run_record, wall_plausible
 from .sources import deep_diff

@@ -43,8 +43,8 @@ from ..core.families import TUNE_PATTERN
 from ..core.measurement import RoundPlan
 from ..core.peers import DENSE_CELL, PEER_STAGES, peer
 from ..errors import UserError
-from ..routing.patterns import generate_routing
 from ..routing.block_mask import block_mask_layout, is_tile_shared, selection_bitmap
+from ..routing.patterns import generate_routing
 from .engine import Arm, Cells, Run, measure
 from .numerics import compare
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from nsa_exp.core.config import Pattern, Shape
-from nsa_exp.routing.patterns import generate_routing
 from nsa_exp.routing.block_mask import block_mask_layout, is_tile_shared, score_pairs, selection_bitmap, tile_union
+from nsa_exp.routing.patterns import generate_routing
 
 SHAPE = Shape(B=2, T=64, HQ=16, H=2, K=16, V=16, S=3, block_size=8, dtype="float16")
 
