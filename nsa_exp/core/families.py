@@ -19,15 +19,21 @@ Config forms (one entry of ``config.patterns``):
 - placement, on the skew families: ``"heads": [h, ...]`` (distinct KV heads ``0 <= h < H``): those heads
   carry the family, the others are ``local``. Absent = every head.
 - ``{"name": "fla-topk", "salience": x}``: FLA's own ``parallel_nsa_topk`` (GPU tier, :mod:`nsa_exp.gpu.topk`).
+- the tile-shared variants ``tile-local``, ``tile-uniform``, ``tile-sink-heavy``, ``tile-zipf`` (issue 31), each
+  with its base's parameters: every query of a ``block_size``-query tile (``t // BS``, its diagonal block) shares
+  one selection, that block plus ``n - 1`` earlier blocks drawn once by the base family's rule — how block-sparse
+  attention is usually routed (:func:`tile_shared`). ``tile-local`` and ``tile-sink-heavy`` equal their bases.
 
->>> list(FAMILIES)
+>>> [name for name, row in FAMILIES.items() if row.tile_base is None]
 ['local', 'uniform', 'sink-heavy', 'zipf', 'hot-block', 'fla-topk']
+>>> [name for name, row in FAMILIES.items() if row.tile_base is not None]
+['tile-local', 'tile-uniform', 'tile-sink-heavy', 'tile-zipf']
 >>> pattern_from_entry({"name": "zipf"}, "config.patterns[3]")
 Pattern(name='zipf', params=(('exponent', 1.0),))
 >>> pattern_from_entry({"name": "local", "sinks": 2}, "config.patterns[0]")
 Traceback (most recent call last):
 ...
-nsa_exp.errors.UserError: config.patterns[0].sinks: only the sink-heavy pattern takes 'sinks'
+nsa_exp.errors.UserError: config.patterns[0].sinks: only the sink-heavy and tile-sink-heavy patterns take 'sinks'
 """
 
 from __future__ import annotations
@@ -68,6 +74,8 @@ class Family:
     # False: the routing's edges may differ from the closed form (not generated to n(t) valid slots);
     # the equal-edge gate counts and records them instead of failing
     equal_edges: bool = True
+    # the per-token family whose selection this one draws once per query tile (tile_shared; e.g. "zipf")
+    tile_base: str | None = None
 
 
 def _check_heads(params: Mapping[str, Any], shape: Shape, where: str) -> None:
@@ -123,6 +131,26 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            "FLA's own parallel_nsa_topk on seeded q and mean-pooled k (GPU, or TRITON_INTERPRET=1)",
            check_shape=_check_topk, external="FLA's parallel_nsa_topk", equal_edges=False),
 )}
+
+
+def tile_shared(base: Family, marker: str) -> Family:
+    """The tile-shared variant ``tile-<base>`` of a generated family: ``base``'s parameters, defaults and shape
+    rules; every query of a tile shares one selection, the tile's own block plus ``n - 1`` earlier blocks drawn
+    once by ``base``'s rule (the routing tier binds that generator to every row with a ``tile_base``).
+
+    >>> row = tile_shared(FAMILIES["zipf"], "d")
+    >>> row.name, row.tile_base, dict(row.defaults)
+    ('tile-zipf', 'zipf', {'exponent': 1.0})
+    """
+    if base.external is not None or base.tile_base is not None:
+        raise ValueError(f"pattern {base.name!r} has no tile-shared variant (computed externally or tile-shared)")
+    return Family(f"tile-{base.name}", base.params, base.defaults, marker,
+                  f"one selection per query tile: its diagonal block + n(t)-1 earlier blocks as {base.name}",
+                  check_shape=base.check_shape, tile_base=base.name)
+
+
+FAMILIES.update((row.name, row) for row in (tile_shared(FAMILIES[name], marker) for name, marker in (
+    ("local", "h"), ("uniform", "p"), ("sink-heavy", "v"), ("zipf", "d"))))
 
 
 def register_family(family: Family) -> Family:
@@ -186,8 +214,10 @@ def pattern_from_entry(entry: Mapping[str, Any], where: str, shape: Shape | None
     for key in params:
         if key not in row.params:
             owners = [f.name for f in FAMILIES.values() if key in f.params]
-            hint = f"only the {' / '.join(owners)} pattern takes {key!r}" if len(owners) == 1 else \
-                f"pattern {row.name!r} takes no parameter {key!r}"
+            if 1 <= len(owners) <= 2:  # one family, or one and its tile-shared variant (sinks, exponent)
+                hint = f"only the {' and '.join(owners)} pattern{'s take' if len(owners) == 2 else ' takes'} {key!r}"
+            else:
+                hint = f"pattern {row.name!r} takes no parameter {key!r}"
             raise UserError(f"{where}.{key}: {hint}")
     merged = {**row.defaults, **{k: _check_param(f"{where}.{k}", v, row.params[k]) for k, v in params.items()}}
     if shape is not None and row.check_shape is not None:

@@ -22,6 +22,8 @@ bound here by :func:`register_generator`):
 - ``uniform``: ``n(t)`` distinct causal blocks, uniformly without replacement.
 - the skew families ``sink-heavy``, ``zipf`` and ``hot-block`` (with placement on KV heads):
   :mod:`nsa_exp.routing.families`, bound when the package is imported.
+- the tile-shared variants ``tile-local``, ``tile-uniform``, ``tile-sink-heavy``, ``tile-zipf``: one selection per
+  query tile, drawn once by the base family's generator (:mod:`nsa_exp.routing.tiles`), bound after them.
 
 Generators are vectorised over (batch, query, head) rows; the sampler (:mod:`.sampler`) loops over slots.
 """

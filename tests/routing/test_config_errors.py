@@ -57,7 +57,7 @@ def test_unknown_key_is_rejected():
 def test_parameter_on_the_wrong_pattern_is_rejected():
     raw = primary_config_dict()
     raw["patterns"][0]["sinks"] = 2
-    with pytest.raises(UserError, match=r"config.patterns\[0\].sinks: only the sink-heavy pattern"):
+    with pytest.raises(UserError, match=r"config.patterns\[0\].sinks: only the sink-heavy and tile-sink-heavy "):
         config_from_dict(raw)
 
 

@@ -107,7 +107,7 @@ def test_sink_heavy_placement_on_one_head():
     ("zipf", {"exponent": float("inf")}, "config.patterns[2].exponent: inf is not finite"),
     ("zipf", {"exponent": 65}, "config.patterns[2].exponent: 65 is above the maximum 64"),
     ("zipf", {"exponent": "1"}, "config.patterns[2].exponent: '1' is not a number"),
-    ("zipf", {"sinks": 3}, "config.patterns[2].sinks: only the sink-heavy pattern takes 'sinks'"),
+    ("zipf", {"sinks": 3}, "config.patterns[2].sinks: only the sink-heavy and tile-sink-heavy patterns take 'sinks'"),
     ("hot-block", {"block": 16}, "config.patterns[2].block: 16 is outside 0..M-1 = 0..15"),
     ("hot-block", {"block": 1, "heads": [2]}, "config.patterns[2].heads: head 2 is outside 0..H-1 = 0..1"),
     ("hot-block", {"block": 1, "heads": [1, 1]}, "config.patterns[2].heads: [1, 1] lists a head twice"),
