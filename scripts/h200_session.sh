@@ -14,7 +14,8 @@
 #   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
 #   scripts/h200_session.sh kinds29 OUTDIR # issue 29: check, smoke, bench --stop-rule, compare, ncu dK/dV, validate
 #   scripts/h200_session.sh peers OUTDIR   # issue 31: peer-bench at T=8192 and T=32768 (configs/peers_h200*.json), validate
-#   scripts/h200_session.sh peers_long OUTDIR  # issue 31: peer-bench at T=131072 (local, sink-heavy), validate
+#   scripts/h200_session.sh peers_long OUTDIR  # issue 31: peer-bench at T=131072 (local, sink-heavy); FLA alone at
+#                                          # T=32768 (its rows without the heavy peers interleaved); validate
 #   scripts/h200_session.sh cost OUTDIR    # issue 30: the formal bench tuned afresh into the tuning cache, then replayed
 #   scripts/h200_session.sh cost_stop OUTDIR  # issue 30: the formal config under --stop-rule, warm tuning cache
 #   scripts/h200_session.sh cost_pair OUTDIR  # issue 30: the formal bench and the stop-rule bench on one machine
@@ -137,7 +138,9 @@ case "$part" in
     ;;
   peers_long)  # issue 31: T=131072, local and sink-heavy
     step peers_T131072 "$py" -m nsa_exp peer-bench --config configs/peers_h200_T131072.json --publish --overwrite
-    step validate "$py" -m nsa_exp validate results/peers/peers_h200_T131072.json
+    step peers_fla_only "$py" -m nsa_exp peer-bench --config configs/peers_h200.json --peers fla \
+      --output results/peers/peers_h200_fla_only.json --publish --overwrite
+    step validate "$py" -m nsa_exp validate results/peers/peers_h200_T131072.json results/peers/peers_h200_fla_only.json
     ;;
   engine_stop)  # issue 21: the formal config under the stop rule (its wall_seconds against the formal run's)
     step bench_stop "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name e1_h200_stop \

@@ -9,6 +9,7 @@ checks (:func:`checks`), in one module.
   bootstrap CIs, penalties, ratios to dense, extra work, the fastest), the round orders from the config's seed, the
   cells each peer must have (a tile-shared-only peer on every tile-shared routing, every peer on every routing
   unless it failed the oracle), the oracle's failures from its metrics and the config's tolerances.
+- ``autotune_configs``: every FLA config recorded is one of FLA's (after its pruning).
 - the run record every GPU document gets (:func:`nsa_exp.checking.record_checks.run_record`), the config's rules.
 - unverified: the observations and the oracle's metrics themselves (measured on the GPU host).
 """
@@ -34,6 +35,7 @@ from ..errors import UserError
 from ..routing.block_mask import is_tile_shared, score_pairs
 from ..routing.config import config_from_dict
 from ..routing.patterns import generate_routing, routing_sha256
+from .autotune_checks import autotune_configs
 from .checks import Add, Context, Problems, guarded
 from .record_checks import config_semantics, run_record, wall_plausible
 from .sources import deep_diff
@@ -68,11 +70,12 @@ def _peers(peers: list[str], backends: Mapping[str, str | None], skipped: Mappin
 def build(*, config: Config, gates: list[dict[str, Any]], routings: Mapping[str, np.ndarray],
           tile_shared: Mapping[str, bool], peers: list[str], cells: Mapping[str, tuple[str | None, str]],
           backends: Mapping[str, str | None], skipped: Mapping[str, Mapping[str, str]], oracle: dict[str, Any],
-          measurement: Measurement, metadata: dict[str, Any], wall_seconds: float,
+          autotune: dict[str, Any], measurement: Measurement, metadata: dict[str, Any], wall_seconds: float,
           phases: dict[str, float]) -> dict[str, Any]:
     """The peer result: ``routings`` (``{name: routing int32 [B, T, H, S]}``), the timed ``cells`` (``{cell:
     (routing or None, peer)}``) and the ``measurement`` of their rounds; ``skipped``: per peer, the routings it was
-    not timed on and why; ``oracle``: :func:`nsa_exp.gpu.peers.oracle_check`'s record."""
+    not timed on and why; ``oracle``: :func:`nsa_exp.gpu.peers.oracle_check`'s record; ``autotune``: the configs FLA's
+    autotuners chose (tuned afresh on ``local`` at this shape, ``{"tuned_on", "kernels"}``)."""
     facts = {n: routing_facts(r, config.shape.block_size) for n, r in routings.items()}
     assert all(facts[n]["tile_shared"] == tile_shared[n] for n in facts)
     cells_json = _cells(measurement.stage_stats(list(cells), PEER_STAGES), cells)
@@ -80,6 +83,7 @@ def build(*, config: Config, gates: list[dict[str, Any]], routings: Mapping[str,
             "name": config.name, "config": config.raw, "config_path": str(config.source),
             "shape": config.shape.to_dict(), "gates": gates, "routings": facts,
             "peers": _peers(peers, backends, skipped, cells), "not_timed": dict(NOT_TIMED), "oracle": oracle,
+            "autotune": autotune,
             "cells": cells_json, "summary": peer_summary(cells_json, facts),
             "timing": measurement.timing(PEER_STAGES).to_json(), "metadata": metadata,
             "wall_seconds": wall_seconds, "phases": phases}
@@ -185,6 +189,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     guarded("peer_recompute", add, peer_recompute, doc, add, ctx)
     config_semantics(doc, add)
+    autotune_configs(doc, add)
     run_record(doc, add, ctx)
     work = sum(sum(s["raw_ms"]) + sum(s["warmup_ms"]) for c in doc["cells"].values() for s in c["stages"].values())
     wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its own observations", add)

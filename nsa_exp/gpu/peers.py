@@ -307,14 +307,21 @@ class PeerArm(Arm[dict[str, Any]]):
                 self.backends[name] = problem.backend
 
     def tune(self, run: Run) -> None:
-        """One forward + backward of every cell, ``local`` first: FLA's autotuners tune (their keys hold no
-        routing), FlexAttention compiles; nothing here is timed."""
+        """One forward + backward of every cell, ``local`` first: FLA's autotuners tune from scratch at this shape
+        on ``local`` as bench's do (:func:`.tuning.reset_autotuners`: their keys hold neither T nor the routing, so
+        the oracle's calls at its small T would otherwise fix the configs), FlexAttention compiles; nothing here is
+        timed. The configs FLA chose are recorded (``autotune``)."""
+        from .launcher import autotune_record  # noqa: PLC0415 - FLA only after the env gate
+        from .tuning import reset_autotuners  # noqa: PLC0415
+
+        reset_autotuners()
         order = sorted(self.problems, key=lambda c: self.cells_of[c][0] != TUNE_PATTERN)
         for cell in order:
             self.problems[cell].load()
             for call in self.problems[cell].calls().values():
                 call()
         run.device.synchronize()
+        self.autotune = {"tuned_on": TUNE_PATTERN, "kernels": autotune_record()}
 
     def cells(self, run: Run) -> Iterator[Cells]:
         fns = {cell: p.calls() for cell, p in self.problems.items()}
@@ -330,7 +337,7 @@ class PeerArm(Arm[dict[str, Any]]):
         return peer_result.build(
             config=run.config, gates=run.gates, routings=run.routings, tile_shared=self.tile_shared,
             peers=self.peers, cells=self.cells_of, backends=self.backends, skipped=self.skipped,
-            oracle=self.oracle, measurement=self.measurement, metadata=run.metadata(),
+            oracle=self.oracle, autotune=self.autotune, measurement=self.measurement, metadata=run.metadata(),
             wall_seconds=run.elapsed(), phases=run.phases.seconds())
 
 
