@@ -255,7 +255,7 @@ def _plot(args: argparse.Namespace) -> None:
 
 def _compare(args: argparse.Namespace) -> None:
     for option, path in (("A", args.a), ("B", args.b)):
-        require_valid(option, path, BENCH + RELEASE)
+        require_valid(option, path, BENCH + RELEASE + ("peer_result",))
     for path in args.noise_from or ():
         require_valid("--noise-from", path, BENCH)
     if not args.noise_from and args.floor is None:  # the floors come from the committed noise table: it must hold

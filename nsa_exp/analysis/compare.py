@@ -27,7 +27,9 @@ Results are refused (:class:`UserError`, one line, exit 2) when their shape or r
 
 A or B may be a release result (the release arm, NOT the pinned experiment): the rows are then the public
 calls both timed and the pinned stages whose kernels correspond (:mod:`.release_compare` says what pairs with
-what), judged by the same rule; ``--cycles`` and a host-clock result against a GPU one are refused.
+what), judged by the same rule; ``--cycles`` and a host-clock result against a GPU one are refused. A or B may be a
+peer result (``peer-bench``): against a bench result its FLA backward pairs with bench's ``full_bwd``, against
+another peer result every cell both timed (:mod:`.peer_compare`).
 
 >>> verdict((1.05, 1.08), 0.02), verdict((0.90, 0.95), 0.02), verdict((0.99, 1.01), 0.02)
 ('slower', 'faster', 'same')
@@ -52,6 +54,7 @@ from ..io.store import load_record
 from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 from .noise import MIN_FLOOR, verdict
 from .noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, read_floors
+from .peer_compare import format_peer_table, gpu_of, peer_block, peer_cells, peer_same_experiment
 from .release_compare import Side, format_release_table, release_block, release_cells, same_experiment, timer
 
 #: Noise floor of a stage whose GPU the noise table lacks (and of the stages a ``--noise-from`` pair did not time):
@@ -311,10 +314,56 @@ def release_comparison(path_a: str | Path, a: Side, path_b: str | Path, b: Side,
     return source, per_stage, rows, release_block(a, b, common, skipped)
 
 
+def peer_comparison(path_a: str | Path, a: dict[str, Any], path_b: str | Path, b: dict[str, Any],
+                    noise_from: list[str] | None, floor: float | None, cycles: bool, resamples: int,
+                    noise_table: str | Path | None
+                    ) -> tuple[dict[str, Any], dict[str, float], list[dict[str, Any]], dict[str, Any]]:
+    """B against A when either is a peer result (:mod:`.peer_compare` says what pairs with what): (the
+    ``noise_floor`` source, the floor per stage, one row per pair, the ``peers`` block). Floors: ``floor`` for every
+    stage, else the noise table (bench's ``full_bwd`` row has the GPU's floor; a peer's own stages have none there and
+    get :data:`DEFAULT_FLOOR`, named under ``lacking``). Raises UserError (one line) for ``cycles``, ``noise_from``,
+    a release result beside it, two different experiments, a cell with fewer than 2 observations on a side."""
+    if cycles:
+        raise UserError("--cycles: not available with a peer result (its rounds record no SM clock); compare in time")
+    if noise_from:
+        raise UserError("--noise-from: not available with a peer result (a repeat pair is of bench results); give "
+                        "--floor, or leave both out for the noise table")
+    if "release_result" in (a["kind"], b["kind"]):
+        raise UserError(f"{path_a} and {path_b}: a peer result compares with a bench result or another peer result, "
+                        "not with a release result")
+    common, diff = peer_same_experiment(a, b)
+    if diff:
+        raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
+    cells, skipped = peer_cells(a, b)
+    if not cells:
+        raise UserError(f"{path_a} and {path_b}: nothing both timed to compare")
+    stages = list(dict.fromkeys(c[1] for c in cells))
+    if floor is not None:
+        floors = dict.fromkeys(stages, floor)
+        source = {"kind": "default", "paths": [], "rule": f"stated default {floor:g} for every stage"}
+    else:
+        floors, source = table_source(noise_table, stages, [gpu_of(a), gpu_of(b)])
+    rows: list[dict[str, Any]] = []
+    for p, stage, obs_a, obs_b, note in cells:
+        xa, xb = np.asarray(obs_a, dtype=np.float64), np.asarray(obs_b, dtype=np.float64)
+        if min(xa.size, xb.size) < 2:
+            raise UserError(f"{p} {stage}: {xa.size} vs {xb.size} observations; a bootstrap CI needs at least 2 "
+                            "on each side")
+        ci = ratio_ci(xa, xb, resamples)
+        rows.append({"pattern": p, "stage": stage, "metric": "events", "correspondence": "exact",
+                     **({"note": note} if note else {}), "a_median": float(np.median(xa)),
+                     "b_median": float(np.median(xb)), "a_n": int(xa.size), "b_n": int(xb.size),
+                     "ratio": float(np.median(xb) / np.median(xa)), "ci95": list(ci), "floor": floors[stage],
+                     "verdict": verdict(ci, floors[stage])})
+    return source, floors, rows, peer_block(a, b, common, skipped)
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """The comparison as a plain-text table (tabulate), with the rule and the verdict counts."""
     if "release" in doc:
         return format_release_table(doc)
+    if "peers" in doc:
+        return format_peer_table(doc)
     unit = doc["unit"]
     rows = [[r["pattern"], r["stage"], r["a_median"], r["b_median"], r["ratio"],
              f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]", f"{100 * r['floor']:.1f}%", r["verdict"]]

@@ -17,49 +17,82 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
-from ..analysis.compare import RULE, bench_comparison, check_arguments, release_comparison, tally, verdict
+from ..analysis.compare import (
+    RULE,
+    bench_comparison,
+    check_arguments,
+    peer_comparison,
+    release_comparison,
+    tally,
+    verdict,
+)
+from ..analysis.peer_compare import gpu_of
 from ..analysis.release_compare import Side
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, ReleaseResult
 from ..errors import UserError
 from ..io.paths import recorded_path
-from ..io.store import load_record
+from ..io.store import load_document
 from .checks import Add, Context, Problems, close
 from .sources import deep_diff, read_source
 
 
-def _side(path: str | Path, doc: Side) -> dict[str, Any]:
+def _side(path: str | Path, doc: Side | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(doc, dict):  # a peer result (no typed record)
+        return {"path": recorded_path(path), "name": doc["name"], "gpu": gpu_of(doc),
+                "created_utc": doc["metadata"]["created_utc"], "git_sha": doc["metadata"]["git"]["sha"]}
     return {"path": recorded_path(path), "name": doc.name, "gpu": doc.gpu_name,
             "created_utc": doc.metadata["created_utc"], "git_sha": doc.metadata["git"]["sha"]}
+
+
+def _record(doc: dict[str, Any], label: str) -> Side:
+    """A bench or release result's document as its typed record (one UserError line naming ``label``)."""
+    try:
+        return (BenchResult if doc["kind"] == "bench_result" else ReleaseResult).from_json(doc)
+    except ValueError as exc:
+        raise UserError(f"{label}: {exc}") from None
+
+
+#: The kinds ``compare`` reads.
+SIDES = ("bench_result", "release_result", "peer_result")
 
 
 def build(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None = None, floor: float | None = None,
           cycles: bool = False, fail_on: str | None = None, resamples: int = RESAMPLES,
           noise_table: str | Path | None = None) -> dict[str, Any]:
-    """The ``compare`` document of B against A (bench or release results); nothing is written here.
+    """The ``compare`` document of B against A (bench, release or peer results); nothing is written here.
 
     The floors: ``noise_from`` (a repeat pair), else ``floor`` (one fraction for every stage), else the noise
     table at ``noise_table`` (default: the committed one). Raises UserError (exit 2, one line) for bad arguments
     (:func:`~nsa_exp.analysis.compare.check_arguments`), an unreadable or invalid result, and every refusal of
-    :func:`~nsa_exp.analysis.compare.bench_comparison` / :func:`~nsa_exp.analysis.compare.release_comparison`.
+    :func:`~nsa_exp.analysis.compare.bench_comparison` / :func:`~nsa_exp.analysis.compare.release_comparison` /
+    :func:`~nsa_exp.analysis.compare.peer_comparison`.
     """
     check_arguments(noise_from, floor, fail_on, resamples)
-    a = load_record(path_a, (BenchResult, ReleaseResult), f"A {path_a}")
-    b = load_record(path_b, (BenchResult, ReleaseResult), f"B {path_b}")
-    release = None
-    if isinstance(a, BenchResult) and isinstance(b, BenchResult):
-        source, floors, rows = bench_comparison(path_a, a, path_b, b, noise_from, floor, cycles, resamples,
-                                                noise_table)
+    da, db = load_document(path_a, SIDES, f"A {path_a}"), load_document(path_b, SIDES, f"B {path_b}")
+    extra: dict[str, Any] = {}
+    a: Side | dict[str, Any]
+    b: Side | dict[str, Any]
+    if "peer_result" in (da["kind"], db["kind"]):
+        a, b = da, db
+        source, floors, rows, extra["peers"] = peer_comparison(path_a, da, path_b, db, noise_from, floor, cycles,
+                                                              resamples, noise_table)
     else:
-        source, floors, rows, release = release_comparison(path_a, a, path_b, b, noise_from, floor, cycles,
-                                                           resamples, noise_table)
+        ra, rb = _record(da, f"A {path_a}"), _record(db, f"B {path_b}")
+        a, b = ra, rb
+        if isinstance(ra, BenchResult) and isinstance(rb, BenchResult):
+            source, floors, rows = bench_comparison(path_a, ra, path_b, rb, noise_from, floor, cycles, resamples,
+                                                    noise_table)
+        else:
+            source, floors, rows, extra["release"] = release_comparison(path_a, ra, path_b, rb, noise_from, floor,
+                                                                        cycles, resamples, noise_table)
     counts, failed = tally(rows, fail_on)
     doc = {"schema_version": schema_version("compare"), "kind": "compare", "a": _side(path_a, a),
            "b": _side(path_b, b), "space": "cycles" if cycles else "time", "unit": "kcycles" if cycles else "ms",
            "bootstrap": {"resamples": resamples, "seed": SEED, "level": CI_LEVEL, "method": METHOD, "paired": False},
            "rule": RULE, "noise_floor": {**source, "per_stage": floors}, "rows": rows,
            "counts": counts, "fail_on": fail_on, "failed": failed}
-    return doc if release is None else {**doc, "release": release}
+    return {**doc, **extra}
 
 
 def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
@@ -85,7 +118,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     nf = doc["noise_floor"]
     if nf["kind"] == "default" and len(set(floors.values())) > 1:
         problems.append(("$.noise_floor.per_stage", "a default floor is one value for every stage"))
-    a, b = (read_source(ctx, doc[k]["path"], ("bench_result", "release_result")) for k in ("a", "b"))
+    a, b = (read_source(ctx, doc[k]["path"], SIDES) for k in ("a", "b"))
     kinds = ("noise_table",) if nf["kind"] == "table" else ("bench_result",)
     pair = [read_source(ctx, p, kinds) for p in nf["paths"]]
     if a[1] is None or b[1] is None or any(d is None for _, d in pair):
