@@ -25,6 +25,7 @@ from .mechanism import mechanism_section
 from .model import model_section, whatif_section
 from .ncu import ncu_section
 from .packing import packing_section
+from .peers import peers_section
 from .penalty import penalty_section
 from .provenance import provenance_block, update_provenance
 from .readme import update_readme
@@ -68,7 +69,8 @@ def inputs_section(data: ReportData) -> list[str]:
                ("model calibrations and validations", "results/model",
                 len(i.model_calibrations()) + len(i.model_validations())),
                ("what-if results", "results/whatif", len(i.whatifs())),
-               ("release results", "results/releases", len(i.releases()))]
+               ("release results", "results/releases", len(i.releases())),
+               ("peer results", "results/peers", len(i.peers()))]
     return [f"## {INPUTS}", "", "The manifest (`nsa_exp/report/manifest.py`) names these inputs; each is validated "
             "with every check of its kind before a number is read from it:", "",
             *[f"- `{p}`" for p in i.named()],
@@ -114,7 +116,7 @@ def render(data: ReportData, command: str) -> str:
            *answer_section(data), *figures_lines(data), *spread_section(data),
            *mechanism_section(data), *matrix,
            *(["## What a split schedule recovers (WHAT-IF ARMS, measured)", "", *whatif] if whatif else []),
-           *release_section(data),
+           *release_section(data), *peers_section(data),
            *(packing + docs if packing else (["## Packed documents (cu_seqlens, H200)", "", *docs] if docs else [])),
            *penalty_section(data), *routing_file_section(data), *engine_section(data), *cross_gpu_section(data),
            *limits_section(),

@@ -6,10 +6,10 @@ Named inputs (each '' or None drops it): the H100 formal result and its repeat, 
 repeat, the Nsight Compute summaries, the autotune matrix and the tuning arms, the varlen bench and the
 routing-file bench. Folder inputs: every bench result (``results/raw``), sweep table and sweep point
 (``results/sweeps``), model calibration and validation (``results/model``), what-if (``results/whatif``),
-release result (``results/releases``), and every file under ``results/`` for the provenance table. The penalty
-map's section reads, from those folders, :data:`PENALTY_SWEEPS`, :data:`PENALTY_VALIDATION`,
-:data:`RELEASE_PRIMARY` and, when committed, the layer results under :data:`RELEASE_LAYERS` (optional; the FLA
-releases section leaves them out).
+release result (``results/releases``), peer result (``results/peers``), and every file under ``results/`` for the
+provenance table. The penalty map's section reads, from those folders, :data:`PENALTY_SWEEPS`,
+:data:`PENALTY_VALIDATION`, :data:`RELEASE_PRIMARY` and, when committed, the layer results under
+:data:`RELEASE_LAYERS` (optional; the FLA releases section leaves them out).
 
 Only the published tree is read: in a git repository a folder input (and a figure RESULTS.md cites) counts only
 when git tracks it (:attr:`Inputs.tracked`), so neither a user's run folder (``runs/``, never under
@@ -140,6 +140,10 @@ class Inputs:
     def release_layers(self) -> list[Path]:
         """The committed layer results (:data:`RELEASE_LAYERS`, ``*.json``; optional: none yet is fine)."""
         return [p for folder in RELEASE_LAYERS for p in self._glob(folder, "*.json")]
+
+    def peers(self) -> list[Path]:
+        """Every committed peer result (kind ``peer_result``, ``peer-bench``), ``results/peers/*.json``."""
+        return self._glob("results/peers", "*.json")
 
     def releases(self) -> list[Path]:
         """Every committed release result (kind ``release_result``), ``results/releases/<config>/*.json``."""

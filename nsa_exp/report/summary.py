@@ -25,12 +25,13 @@ from .markdown import anchor, md_table, ms, times
 from .mechanism import TITLE as MECHANISM
 from .mechanism import slots, start_order
 from .model import whatif_rows
+from .peers import answer_line as peers_answer_line
 from .penalty import answer_line
 from .releases import verdict_line
 from .spread import RULE_TITLE, headline_quantity
 from .sweeps import point_of
 
-MAX_LINES = 20
+MAX_LINES = 21  # 20, and the peers line (issue 31)
 ANSWER = "Answer"
 
 
@@ -254,6 +255,7 @@ def summary_lines(data: ReportData) -> list[str]:
     body = [first_line(data), "", verdict_table(data), "", legend_line(data), "", rule_line(data), "",
             mechanism_line(data), recovered_line(data),
             f"- **FLA releases**: {verdict_line(data)}", *([w] if (w := answer_line(data)) else []),
+            *([p] if (p := peers_answer_line(data)) else []),
             *advice_lines(data), scope_line(data)]
     lines = "\n".join(body).splitlines()
     if len(lines) > MAX_LINES:

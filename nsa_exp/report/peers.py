@@ -1,0 +1,153 @@
+"""RESULTS.md's "Peers" section and the answer's peers line (issue 31), CPU only: every committed ``peer_result``
+under ``results/peers/`` (:meth:`.manifest.Inputs.peers`; one line saying none is measured yet otherwise).
+
+Per result (one T): per routing and implementation the backward and fwd+bwd medians with bootstrap 95% CIs, each
+implementation's own skew penalty (its backward over its backward on ``local``, paired CI), FLA's and every peer's
+backward over dense causal SDPA's (paired CI), the work each computes over FLA's, the fastest backward; all read
+from the result's ``summary`` (:func:`nsa_exp.analysis.peers.peer_summary`, which ``validate`` recomputes). Then
+whether the peer arm's FLA row reproduces bench's ``full_bwd`` (the committed ``compare`` of the two, its rule and
+floors), and two lines of advice computed from those numbers: which backward is fastest on which routings, and
+where NSA's selection backward stops paying against dense attention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.peers import REFERENCE_PEER
+from .data import ReportData, short_gpu
+from .markdown import anchor, md_table, ms, times
+
+TITLE = "Peers: which selection backward to use (FLA, FlexAttention, dense SDPA)"
+NOT_MEASURED = ("not yet measured: no `peer_result` is committed under `results/peers/` (`peer-bench` times FLA, "
+                "FlexAttention and dense SDPA on the GPU; this section fills from its files)")
+#: The committed compare of the formal H200 bench against the peer arm at its shape (FLA's row reproduced?).
+REPRODUCTION = "results/compare/e1_h200_vs_peers_h200.json"
+
+
+def _peer_docs(data: ReportData) -> list[tuple[str, dict[str, Any]]]:
+    """``(path, document)`` of every committed peer result with dense attention timed, by T (then name)."""
+    docs = [(data.inputs.relative(p), data.load(p, ("peer_result",))) for p in data.inputs.peers()]
+    return sorted(docs, key=lambda d: (d[1]["shape"]["T"], d[0]))
+
+
+def _ratio(x: Mapping[str, Any] | None) -> str:
+    return "—" if x is None else times(x["ratio"], x["ci"], 2)
+
+
+def _table(doc: Mapping[str, Any]) -> str:
+    s = doc["summary"]
+    rows = [[f"`{r}`", p, ms(v["bwd"]["median_ms"], v["bwd"]["ci_ms"], 1),
+             ms(v["fwd_bwd"]["median_ms"], v["fwd_bwd"]["ci_ms"], 1), _ratio(v["skew_penalty"]), _ratio(v["vs_dense"]),
+             f"{v['extra_work']:.2f}", "fastest" if s["fastest_bwd"][r] == p else ""]
+            for r, ps in s["routings"].items() for p, v in ps.items()]
+    if s["dense"] is not None:
+        d = s["dense"]
+        rows.append(["any", "sdpa-dense", ms(d["bwd"]["median_ms"], d["bwd"]["ci_ms"], 1),
+                     ms(d["fwd_bwd"]["median_ms"], d["fwd_bwd"]["ci_ms"], 1), "—", "1", "", ""])
+    return md_table(["routing", "implementation", "backward ms (95% CI)", "fwd+bwd ms", "skew penalty (its bwd ÷ its "
+                     "local)", "bwd ÷ dense bwd", "work ÷ FLA's", ""], rows)
+
+
+def _reproduction(data: ReportData) -> list[str]:
+    if not data.inputs.committed(REPRODUCTION):
+        return []
+    doc = data.load(REPRODUCTION, ("compare",))
+    cells = ", ".join(f"`{r['pattern']}` {times(r['ratio'], r['ci95'], 3)} ({r['verdict']})" for r in doc["rows"])
+    floor = {f"{100 * r['floor']:.1f}%" for r in doc["rows"]}
+    return [f"FLA's row against bench's `full_bwd` (`{REPRODUCTION}`: {doc['b']['name']} over {doc['a']['name']}, "
+            f"the same `parallel_nsa_bwd`, here through `parallel_nsa`'s autograd; floor {', '.join(sorted(floor))}, "
+            f"the H200's `full_bwd` floor): {cells}." + (
+                " Each `unclear` is a CI wider than the floor (20 rounds against 150) that holds 1."
+                if all(r["ci95"][0] <= 1 <= r["ci95"][1] for r in doc["rows"] if r["verdict"] == "unclear") else ""),
+            ""]
+
+
+def _compared(doc: Mapping[str, Any]) -> bool:
+    """A result that times more than one implementation (not a control of FLA alone)."""
+    return len(doc["peers"]) > 1
+
+
+def _advice(data: ReportData, docs: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Which backward to use where, and the T and skew at which NSA's selection backward stops paying."""
+    docs = [d for d in docs if _compared(d[1])]
+    which = []
+    for _, doc in docs:
+        by_peer: dict[str, list[str]] = {}
+        for r, p in doc["summary"]["fastest_bwd"].items():
+            by_peer.setdefault(p, []).append(f"`{r}`")
+        which.append(f"T={doc['shape']['T']}: " + ", ".join(f"{p} on {' '.join(rs)}" for p, rs in by_peer.items()))
+    flex_work = [v["extra_work"] for _, doc in docs for ps in doc["summary"]["routings"].values()
+                 for p, v in ps.items() if p == "flex"]
+    lines = [f"- **Which to use** (fastest backward measured; {'; '.join(which)}): FlexAttention with full blocks "
+             "where every 64-query tile shares one selection (a block-sparse routing); where the queries of a tile "
+             "select differently, its per-token port visits each tile's union of blocks"
+             + (f" ({data.claims.up_to(flex_work, '×', 1)} FLA's work here)" if flex_work else "")
+             + " and FLA's per-query kernel is the one to use."]
+    pays = []
+    for _, doc in docs:
+        rows = doc["summary"]["routings"]
+        fla = {r: v[REFERENCE_PEER] for r, v in rows.items() if REFERENCE_PEER in v and v[REFERENCE_PEER]["vs_dense"]}
+        if not fla:
+            continue
+        worst = max(fla, key=lambda r: fla[r]["vs_dense"]["ratio"])
+        base = fla.get("local")
+        even = ""
+        if base is not None and base["vs_dense"]["ratio"] < 1:
+            penalties = [v["skew_penalty"]["ratio"] for v in fla.values() if v["skew_penalty"] is not None]
+            beyond = max(penalties, default=0.0) < 1 / base["vs_dense"]["ratio"]
+            even = (f"; break-even at a skew penalty of {1 / base['vs_dense']['ratio']:.2f}× its `local` (1 ÷ "
+                    f"local's ratio; {'beyond' if beyond else 'within'} the skews measured, the largest "
+                    f"{max(penalties, default=0.0):.2f}×)")
+        pays.append(f"T={doc['shape']['T']}: {min(v['vs_dense']['ratio'] for v in fla.values()):.2f}–"
+                    f"{fla[worst]['vs_dense']['ratio']:.2f}× dense (`{worst}` the most){even}")
+    if pays:
+        lines.append("- **When NSA's selection backward pays** (FLA's backward ÷ dense causal SDPA's backward, "
+                     "below 1 it pays): " + "; ".join(pays) + ".")
+    return lines
+
+
+def peers_section(data: ReportData) -> list[str]:
+    """RESULTS.md's Peers section (module docstring)."""
+    docs = _peer_docs(data)
+    head = [f"## {TITLE}", ""]
+    if not docs:
+        return [*head, NOT_MEASURED, ""]
+    first = docs[0][1]
+    gpu = short_gpu(first["metadata"]["gpu"]["name"])
+    out = [*head,
+           f"The same routings, inputs, L2 flush and interleaved rounds as bench, through each implementation's public "
+           f"API (`python -m nsa_exp peer-bench --config configs/peers_h200.json`; {gpu}, FLA tuned afresh on `local` "
+           "at each T): FLA's `parallel_nsa` (pinned), FlexAttention compiled with a block mask of the routing "
+           "(`flex`: every 64-query tile's union of selected blocks as partial blocks and a `mask_mod` admitting "
+           "exactly the selected pairs; `flex-tile`: full blocks plus the causal diagonal, only where the tile shares "
+           "one selection), and dense causal `scaled_dot_product_attention` (cuDNN). Each was first checked against "
+           "`naive_nsa_selection` (dense: fp32 attention) at T=1024 on O, dQ, dK, dV within the config's "
+           "tolerances. `bwd` is `torch.autograd.grad` of that round's forward; work is score pairs computed "
+           "(`nsa_exp/routing/block_mask.py`) over FLA's. Not timed, with the reason: "
+           + "; ".join(f"{k} ({v})" for k, v in first["not_timed"].items()) + ".", ""]
+    for path, doc in docs:
+        sh = doc["shape"]
+        alone = "" if _compared(doc) else ", FLA alone: a control of the same cells without the peers interleaved"
+        out += [f"**T={sh['T']}{alone}** (B={sh['B']}, HQ={sh['HQ']}, H={sh['H']}, S={sh['S']}, "
+                f"{doc['timing']['repetitions']} timed rounds; `{path}`):", "", _table(doc), ""]
+    return [*out, *_reproduction(data), *_advice(data, docs), ""]
+
+
+def answer_line(data: ReportData) -> str | None:
+    """The answer's peers line: at the primary T, FLA's backward over dense SDPA's on local and on the worst routing,
+    and the fastest backward per routing class; None without a committed peer result at T=32768."""
+    docs = [d for _, d in _peer_docs(data) if d["shape"]["T"] == 32768 and _compared(d)
+            and d["summary"]["dense"] is not None]
+    if not docs:
+        return None
+    s = docs[0]["summary"]
+    fla = {r: v[REFERENCE_PEER]["vs_dense"] for r, v in s["routings"].items() if REFERENCE_PEER in v}
+    worst = max(fla, key=lambda r: fla[r]["ratio"])
+    shared = sorted({s["fastest_bwd"][r] for r in s["fastest_bwd"] if docs[0]["routings"][r]["tile_shared"]})
+    token = sorted({s["fastest_bwd"][r] for r in s["fastest_bwd"] if not docs[0]["routings"][r]["tile_shared"]})
+    return (f"- **Peers** (H200, T=32768): FLA's selection backward takes {_ratio(fla['local'])} of dense causal "
+            f"SDPA's on `local`, {_ratio(fla[worst])} on `{worst}`; fastest backward on tile-shared routings: "
+            f"{', '.join(shared)}, on per-token ones: {', '.join(token)} "
+            f"([Peers]({anchor(TITLE)})).")
