@@ -13,6 +13,7 @@ where NSA's selection backward stops paying against dense attention.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..core.peers import REFERENCE_PEER
@@ -33,22 +34,40 @@ def _peer_docs(data: ReportData) -> list[tuple[str, dict[str, Any]]]:
     return sorted(docs, key=lambda d: (d[1]["shape"]["T"], d[0]))
 
 
-def _ratio(x: Mapping[str, Any] | None) -> str:
-    return "—" if x is None else times(x["ratio"], x["ci"], 2)
+def _ratio(x: Mapping[str, Any] | None, digits: int = 2) -> str:
+    return "—" if x is None else times(x["ratio"], x["ci"], digits)
 
 
 def _table(doc: Mapping[str, Any]) -> str:
-    s = doc["summary"]
+    s, several = doc["summary"], _compared(doc)
     rows = [[f"`{r}`", p, ms(v["bwd"]["median_ms"], v["bwd"]["ci_ms"], 1),
              ms(v["fwd_bwd"]["median_ms"], v["fwd_bwd"]["ci_ms"], 1), _ratio(v["skew_penalty"]), _ratio(v["vs_dense"]),
-             f"{v['extra_work']:.2f}", "fastest" if s["fastest_bwd"][r] == p else ""]
+             f"{v['extra_work']:.2f}", "yes" if several and s["fastest_bwd"][r] == p else ""]
             for r, ps in s["routings"].items() for p, v in ps.items()]
     if s["dense"] is not None:
         d = s["dense"]
+        work = next(iter(doc["routings"].values()))["work"]   # every routing has the same edges, so FLA's work
         rows.append(["any", "sdpa-dense", ms(d["bwd"]["median_ms"], d["bwd"]["ci_ms"], 1),
-                     ms(d["fwd_bwd"]["median_ms"], d["fwd_bwd"]["ci_ms"], 1), "—", "1", "", ""])
-    return md_table(["routing", "implementation", "backward ms (95% CI)", "fwd+bwd ms", "skew penalty (its bwd ÷ its "
-                     "local)", "bwd ÷ dense bwd", "work ÷ FLA's", ""], rows)
+                     ms(d["fwd_bwd"]["median_ms"], d["fwd_bwd"]["ci_ms"], 1), "—", "1",
+                     f"{work['dense'] / work['fla']:.2f}", ""])
+    return md_table(["routing", "implementation", "backward ms (95% CI)", "fwd+bwd ms", "its bwd ÷ its own `local` "
+                     "bwd", "bwd ÷ dense bwd", "work ÷ FLA's", "fastest bwd"], rows)
+
+
+def _control(data: ReportData, path: str) -> list[str]:
+    """The conclusion of a control (FLA alone) against the full run at its T, from the committed compare."""
+    stem = Path(path).stem
+    found = [p for p in data.inputs.glob("results/compare", f"{stem}_vs_*.json")]
+    out = []
+    for p in found:
+        doc = data.load(p, ("compare",))
+        counts = ", ".join(f"{n} {v}" for v, n in doc["counts"].items() if n)
+        floors = sorted({f"{100 * r['floor']:.1f}%" for r in doc["rows"]})
+        out.append(f"Against `{doc['b']['path']}` (the same cells with the peers interleaved; "
+                   f"`{data.inputs.relative(p)}`, floor {', '.join(floors)}): {counts} of {len(doc['rows'])} "
+                   f"cells × stages; the ratios lie in {min(r['ratio'] for r in doc['rows']):.3f}–"
+                   f"{max(r['ratio'] for r in doc['rows']):.3f}×.")
+    return [*out, ""] if out else []
 
 
 def _reproduction(data: ReportData) -> list[str]:
@@ -73,7 +92,7 @@ def _compared(doc: Mapping[str, Any]) -> bool:
 
 
 def _advice(data: ReportData, docs: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    """Which backward to use where, and the T and skew at which NSA's selection backward stops paying."""
+    """Which backward to use where, and per T whether NSA's selection backward pays against dense attention."""
     docs = [d for d in docs if _compared(d[1])]
     which = []
     for _, doc in docs:
@@ -81,33 +100,41 @@ def _advice(data: ReportData, docs: list[tuple[str, dict[str, Any]]]) -> list[st
         for r, p in doc["summary"]["fastest_bwd"].items():
             by_peer.setdefault(p, []).append(f"`{r}`")
         which.append(f"T={doc['shape']['T']}: " + ", ".join(f"{p} on {' '.join(rs)}" for p, rs in by_peer.items()))
-    flex_work = [v["extra_work"] for _, doc in docs for ps in doc["summary"]["routings"].values()
-                 for p, v in ps.items() if p == "flex"]
+    flex = {r: v["flex"]["extra_work"] for _, doc in docs for r, v in doc["summary"]["routings"].items()
+            if "flex" in v and not doc["routings"][r]["tile_shared"]}
+    token_T = sorted({doc["shape"]["T"] for _, doc in docs
+                      if not all(r["tile_shared"] for r in doc["routings"].values())})
+    union = (f" ({min(flex.values()):.2f}–{max(flex.values()):.2f}× FLA's work on {', '.join(f'`{r}`' for r in flex)}"
+             ", which its backward's ratio to its own `local` mostly reflects)") if flex else ""
     lines = [f"- **Which to use** (fastest backward measured; {'; '.join(which)}): FlexAttention with full blocks "
              "where every 64-query tile shares one selection (a block-sparse routing); where the queries of a tile "
-             "select differently, its per-token port visits each tile's union of blocks"
-             + (f" ({data.claims.up_to(flex_work, '×', 1)} FLA's work here)" if flex_work else "")
-             + " and FLA's per-query kernel is the one to use."]
+             f"select differently, its per-token port visits each tile's union of blocks{union} and FLA's per-query "
+             "kernel is the one to use." + (f" Per-token routings were measured at T={', '.join(map(str, token_T))} "
+                                            "only." if token_T else "")]
     pays = []
     for _, doc in docs:
         rows = doc["summary"]["routings"]
         fla = {r: v[REFERENCE_PEER] for r, v in rows.items() if REFERENCE_PEER in v and v[REFERENCE_PEER]["vs_dense"]}
         if not fla:
             continue
+        lo, hi = (min(v["vs_dense"]["ratio"] for v in fla.values()), max(v["vs_dense"]["ratio"] for v in fla.values()))
         worst = max(fla, key=lambda r: fla[r]["vs_dense"]["ratio"])
+        best = min(((r, p, v["vs_dense"]["ratio"]) for r, ps in rows.items() for p, v in ps.items() if v["vs_dense"]),
+                   key=lambda x: x[2])
+        verdict = ("never pays" if lo >= 1 else "pays on every routing" if hi < 1 else "pays on some routings")
+        text = (f"T={doc['shape']['T']}: FLA's backward {verdict} ({lo:.2f}–{hi:.2f}× dense's, highest on `{worst}`); "
+                f"the fastest sparse backward, {best[1]} on `{best[0]}`, {best[2]:.2f}×")
         base = fla.get("local")
-        even = ""
         if base is not None and base["vs_dense"]["ratio"] < 1:
             penalties = [v["skew_penalty"]["ratio"] for v in fla.values() if v["skew_penalty"] is not None]
-            beyond = max(penalties, default=0.0) < 1 / base["vs_dense"]["ratio"]
-            even = (f"; break-even at a skew penalty of {1 / base['vs_dense']['ratio']:.2f}× its `local` (1 ÷ "
-                    f"local's ratio; {'beyond' if beyond else 'within'} the skews measured, the largest "
-                    f"{max(penalties, default=0.0):.2f}×)")
-        pays.append(f"T={doc['shape']['T']}: {min(v['vs_dense']['ratio'] for v in fla.values()):.2f}–"
-                    f"{fla[worst]['vs_dense']['ratio']:.2f}× dense (`{worst}` the most){even}")
+            top = max(penalties, default=1.0)
+            even = 1 / base["vs_dense"]["ratio"]
+            text += (f"; FLA breaks even at a skew penalty of {even:.2f}× its `local` (1 ÷ local's ratio), "
+                     f"{'above' if top < even else 'at or below'} the largest measured, {top:.2f}×")
+        pays.append(text)
     if pays:
-        lines.append("- **When NSA's selection backward pays** (FLA's backward ÷ dense causal SDPA's backward, "
-                     "below 1 it pays): " + "; ".join(pays) + ".")
+        lines.append("- **When NSA's selection backward pays** (its backward ÷ dense causal SDPA's backward; below 1 "
+                     "it pays): " + "; ".join(pays) + ".")
     return lines
 
 
@@ -127,14 +154,20 @@ def peers_section(data: ReportData) -> list[str]:
            "exactly the selected pairs; `flex-tile`: full blocks plus the causal diagonal, only where the tile shares "
            "one selection), and dense causal `scaled_dot_product_attention` (cuDNN). Each was first checked against "
            "`naive_nsa_selection` (dense: fp32 attention) at T=1024 on O, dQ, dK, dV within the config's "
-           "tolerances. `bwd` is `torch.autograd.grad` of that round's forward; work is score pairs computed "
-           "(`nsa_exp/routing/block_mask.py`) over FLA's. Not timed, with the reason: "
+           "tolerances. `bwd` is `torch.autograd.grad` of that round's forward. **Work** is the (query, key) score "
+           "pairs an implementation computes over FLA's (FLA: every selected block's 64 keys per query; a block "
+           "mask: 64 × 64 per (query tile, KV block) it visits; dense: every tile on or below the diagonal; "
+           "`nsa_exp/routing/block_mask.py`). `flex-tile` runs only on routings whose tiles share one selection: "
+           "`local` and `sink-heavy` are such (their `tile-` variants equal them byte for byte and are not timed "
+           "again), `uniform`, `zipf` and `fla-topk` are not, `tile-uniform` and `tile-zipf` are their tile-shared "
+           "versions. Not timed, with the reason: "
            + "; ".join(f"{k} ({v})" for k, v in first["not_timed"].items()) + ".", ""]
     for path, doc in docs:
         sh = doc["shape"]
-        alone = "" if _compared(doc) else ", FLA alone: a control of the same cells without the peers interleaved"
+        alone = "" if _compared(doc) else ", FLA alone (a control: the same cells without the peers interleaved)"
         out += [f"**T={sh['T']}{alone}** (B={sh['B']}, HQ={sh['HQ']}, H={sh['H']}, S={sh['S']}, "
-                f"{doc['timing']['repetitions']} timed rounds; `{path}`):", "", _table(doc), ""]
+                f"{doc['timing']['repetitions']} timed rounds; `{path}`):", "", _table(doc), "",
+                *([] if _compared(doc) else _control(data, path))]
     return [*out, *_reproduction(data), *_advice(data, docs), ""]
 
 
@@ -150,7 +183,11 @@ def answer_line(data: ReportData) -> str | None:
     worst = max(fla, key=lambda r: fla[r]["ratio"])
     shared = sorted({s["fastest_bwd"][r] for r in s["fastest_bwd"] if docs[0]["routings"][r]["tile_shared"]})
     token = sorted({s["fastest_bwd"][r] for r in s["fastest_bwd"] if not docs[0]["routings"][r]["tile_shared"]})
-    return (f"- **Peers** (H200, T=32768): FLA's selection backward takes {_ratio(fla['local'])} of dense causal "
-            f"SDPA's on `local`, {_ratio(fla[worst])} on `{worst}`; fastest backward on tile-shared routings: "
-            f"{', '.join(shared)}, on per-token ones: {', '.join(token)} "
-            f"([Peers]({anchor(TITLE)})).")
+    short = [d for _, d in _peer_docs(data) if d["shape"]["T"] < 32768 and _compared(d)
+             and d["summary"]["dense"] is not None and REFERENCE_PEER in d["summary"]["routings"].get("local", {})]
+    below = "".join(f"; at T={d['shape']['T']} it takes "
+                    f"{_ratio(d['summary']['routings']['local'][REFERENCE_PEER]['vs_dense'], 3)} of dense's even on "
+                    "`local`" for d in short[:1])
+    return (f"- **Peers** (H200): at T=32768 FLA's selection backward takes {_ratio(fla['local'], 3)} of dense causal "
+            f"SDPA's on `local`, {_ratio(fla[worst], 3)} on `{worst}`{below}; fastest backward on tile-shared "
+            f"routings: {', '.join(shared)}, on per-token ones: {', '.join(token)} ([Peers]({anchor(TITLE)})).")
