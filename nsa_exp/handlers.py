@@ -161,9 +161,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(format_compare_table(doc))
     lacking = doc["noise_floor"].get("lacking")
     if lacking:
+        peer_stages = any(":" in s for s in lacking)  # a peer result's <peer>:<stage>: bench's table has no row
         print(f"compare: the noise table has no floor for {', '.join(lacking)}; those stages use the documented "
-              f"fallback {DEFAULT_FLOOR:g} (regenerate the table with `python -m nsa_exp noise-table`, or pass "
-              "--floor / --noise-from)", file=sys.stderr)
+              f"fallback {DEFAULT_FLOOR:g} (" + ("the table is built from bench results and sweep points, which time "
+              "no peer stage; pass --floor to judge them at another floor)" if peer_stages else
+              "regenerate the table with `python -m nsa_exp noise-table`, or pass --floor / --noise-from)"),
+              file=sys.stderr)
     if output:
         print(f"wrote {output}")
     if doc["failed"]:

@@ -276,4 +276,6 @@ def readme_block(data: ReportData, results_md: str) -> str:
                       "each committed file's commit, time, GPU and command: "
                       "[docs/PROVENANCE.md](docs/PROVENANCE.md).", "",
                       "FLA releases (release arm, not the pinned experiment; `release-bench --fla-source PATH` times "
-                      "your own tree): " + verdict_line(data).replace("](#", f"]({results_md}#"), "", *figure])
+                      "your own tree): " + verdict_line(data).replace("](#", f"]({results_md}#"), "",
+                      *([p.removeprefix("- ").replace("](#", f"]({results_md}#"), ""]
+                        if (p := peers_answer_line(data)) else []), *figure])
