@@ -88,8 +88,12 @@ def _peer_bench(args: argparse.Namespace) -> None:
         raise UserError(f"--peers: {args.peers!r} lists a peer twice")
     if args.repetitions is not None and args.repetitions < 1:
         raise UserError("--repetitions: must be a positive integer")
+    config = load_config(args.config)
+    if config.timing.stop is not None:
+        raise UserError("config.timing.stop: peer-bench times every configured round (no stop rule); remove the stop "
+                        "block or lower timing.repetitions")
     args.peer_names = names
-    args.peer_config = load_config(args.config).overridden(repetitions=args.repetitions)
+    args.peer_config = config.overridden(repetitions=args.repetitions)
 
 
 def check_bench_arm(config: Config, args: argparse.Namespace) -> None:

@@ -118,7 +118,16 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     nf = doc["noise_floor"]
     if nf["kind"] == "default" and len(set(floors.values())) > 1:
         problems.append(("$.noise_floor.per_stage", "a default floor is one value for every stage"))
+    if "peers" in doc and nf["kind"] == "repeat":
+        problems.append(("$.noise_floor.kind", "a comparison with a peer result takes no repeat pair (compare "
+                         "refuses --noise-from there)"))
     a, b = (read_source(ctx, doc[k]["path"], SIDES) for k in ("a", "b"))
+    if ctx.revalidate is not None:  # the sides must hold too: a forged source rebuilds a forged comparison
+        for side, (found, d) in (("a", a), ("b", b)):
+            if d is not None and (bad := ", ".join(c["name"] for c in ctx.revalidate(str(found))["checks"]
+                                                  if not c["passed"])):
+                problems.append((f"$.{side}.path", f"{doc[side]['path']}: does not validate ({bad}); a comparison "
+                                 "rebuilt from it proves nothing"))
     kinds = ("noise_table",) if nf["kind"] == "table" else ("bench_result",)
     pair = [read_source(ctx, p, kinds) for p in nf["paths"]]
     if a[1] is None or b[1] is None or any(d is None for _, d in pair):

@@ -25,11 +25,11 @@ import numpy as np
 from ..analysis.peers import peer_summary
 from ..analysis.reproduction import judge_naive
 from ..core.config import Config
-from ..core.families import family
+from ..core.families import TUNE_PATTERN, family
 from ..core.kinds import schema_version
 from ..core.measurement import Measurement
-from ..core.peers import DENSE_CELL, NOT_TIMED, PEER_STAGES, cell_name, peer
-from ..core.protocol import round_orders
+from ..core.peers import DENSE_CELL, NOT_TIMED, PEER_NAMES, PEER_STAGES, cell_name, peer
+from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.records import StageStats
 from ..errors import UserError
 from ..routing.block_mask import is_tile_shared, score_pairs
@@ -37,7 +37,7 @@ from ..routing.config import config_from_dict
 from ..routing.patterns import generate_routing, routing_sha256
 from .autotune_checks import autotune_configs
 from .checks import Add, Context, Problems, guarded
-from .record_checks import config_semantics, run_record, wall_plausible
+from .record_checks import argv_option, config_provenance, config_semantics, run_record, wall_plausible
 from .sources import deep_diff
 
 #: Every peer result says what it is.
@@ -104,6 +104,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     shape, BS = config.shape, config.shape.block_size
     if doc["shape"] != shape.to_dict():
         problems.append(("$.shape", "differs from $.config.shape"))
+    problems += _record_problems(doc, config)
     names = [p.name for p in config.patterns]
     if list(doc["routings"]) != names:
         problems.append(("$.routings", f"{list(doc['routings'])} are not the config's patterns {names}"))
@@ -114,16 +115,23 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             ctx.unverifiable(f"$.routings.{p.name}", f"{p.name} is computed by {family(p.name).external}: "
                              "regenerated only on a GPU")
             continue
+        if shape.B * shape.H * shape.T * shape.num_blocks > MAX_BITMAP:
+            ctx.unverifiable(f"$.routings.{p.name}", f"a [B, H, T, M] selection bitmap of {shape.B * shape.H * shape.T}"
+                             f" x {shape.num_blocks} entries: too large to regenerate here")
+            continue
         want = routing_facts(generate_routing(p, shape, config.seeds.routing), BS)
         deep_diff(doc["routings"][p.name], want, f"$.routings.{p.name}", problems)
     # the cells each peer must have, and why the others are not there
     oracle_failed = set(doc["oracle"]["failures"])
     want_cells: dict[str, tuple[str | None, str]] = {}
+    oracle_cells: set[str] = set()
     for name in doc["peers"]:
         row = peer(name, "$.peers")
         for r in [None] if row.routing_free else names:
             cell = cell_name(r or "", name)
             shared = r is None or doc["routings"].get(r, {}).get("tile_shared", False)
+            if not row.tile_shared_only or shared:
+                oracle_cells.add(cell)
             if (row.tile_shared_only and not shared) or cell in oracle_failed or cell not in doc["oracle"]["results"]:
                 continue
             want_cells[cell] = (r, name)
@@ -143,6 +151,9 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if {k: rec[k] for k in ("title", "calls", "work")} != {"title": row.title, "calls": row.calls,
                                                                  "work": row.work}:
             problems.append((f"$.peers.{name}", "its title, calls or work differ from the peer table's"))
+        if gpu_run(doc) and rec["cells"] and rec["backend"] != ("CUDNN_ATTENTION" if row.routing_free else None):
+            problems.append((f"$.peers.{name}.backend", f"{rec['backend']!r}: on a GPU dense attention runs under "
+                             "CUDNN_ATTENTION (FLASH and EFFICIENT refuse head dims 192/128), the others name none"))
     # statistics, summary, round orders
     for cell, c in doc["cells"].items():
         for stage, s in c["stages"].items():
@@ -151,19 +162,24 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if not problems:
         deep_diff(doc["summary"], peer_summary(doc["cells"], doc["routings"]), "$.summary", problems)
     t = doc["timing"]
-    if t.get("stop") is None:
+    reps, warm = t["repetitions"], t["warmup_rounds"]
+    if t.get("stop") is not None:
+        problems.append(("$.timing.stop", "peer-bench has no stop rule: it times every configured round"))
+    short = [c for c, v in doc["cells"].items() for s in v["stages"].values()
+             if len(s["raw_ms"]) != reps or len(s["warmup_ms"]) != warm]
+    if short or len(t["round_orders"]) != warm + reps:
+        problems.append((f"$.cells.{short[0]}" if short else "$.timing.round_orders",
+                         f"observations or rounds != the {warm} warm-up and {reps} timed rounds"))
+    else:
         want_orders = round_orders(list(doc["cells"]), t["warmup_rounds"] + t["repetitions"], t["order_mode"],
                                    config.seeds.order)
         if t["round_orders"] != want_orders:
             problems.append(("$.timing.round_orders", f"differ from the {t['order_mode']} order of seed "
                              f"{config.seeds.order} over the cells"))
-        bad = [c for c, v in doc["cells"].items() for s in v["stages"].values() if len(s["raw_ms"]) != t["repetitions"]]
-        if bad:
-            problems.append((f"$.cells.{bad[0]}", f"observations != the {t['repetitions']} timed rounds"))
-    else:
-        ctx.unverifiable("$.timing.stop", "the stop rule's trace of a peer result is not recomputed")
     planned: tuple[tuple[str, Any], ...] = (
         ("warmup_rounds", config.timing.warmup_rounds), ("order_mode", config.timing.order),
+        ("order_seed", config.seeds.order), ("percentile_method", PERCENTILE_METHOD), ("method", TIMING_METHOD),
+        ("launch_guard_cycles", LAUNCH_GUARD_CYCLES),
         ("l2_flush_bytes", config.timing.l2_flush_bytes), ("stages", list(PEER_STAGES)),
         ("flush_policy", config.timing.flush))
     for key, value in planned:
@@ -178,6 +194,13 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     want_fail = {c: f for c, m in o["results"].items()
                  if (f := judge_naive(m, tol.naive_rel_l2, tol.naive_max_abs_rel, label=c))}
     deep_diff(o["failures"], want_fail, "$.oracle.failures", problems)
+    gradients = "TRITON_INTERPRET" not in (doc["metadata"].get("env") or {})  # a GPU run checks all four
+    partial = [c for c, m in o["results"].items() if gradients and set(m) != {"o", "dq", "dk", "dv"}]
+    if partial:
+        problems.append((f"$.oracle.results.{partial[0]}", "a GPU run checks O, dQ, dK and dV of every cell"))
+    stray = [c for c in o["results"] if c not in oracle_cells]
+    if stray:
+        problems.append((f"$.oracle.results.{stray[0]}", "is not a cell of these peers and routings"))
     untested = [c for c in doc["cells"] if c not in o["results"]]
     if untested:
         problems.append(("$.oracle.results", f"cells {untested} were timed without an oracle check"))
@@ -186,8 +209,75 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     add("peer_recompute", problems)
 
 
+#: The most [B, H, T, M] selection-bitmap entries validate regenerates a routing's facts with (1 GiB of bools).
+MAX_BITMAP = 1 << 30
+
+
+def gpu_run(doc: dict[str, Any]) -> bool:
+    """A run on a GPU (not the Triton interpreter on a CPU, as the tests run)."""
+    return "TRITON_INTERPRET" not in (doc["metadata"].get("env") or {})
+
+
+def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
+    """What the document's own record and argv fix: its name (the config's), its label, every gate passed, the
+    equal-edge gate's counts = the routings' edges, the rounds (the config's, or argv's ``--repetitions``), the
+    peers (argv's ``--peers``, else every peer), FLA's autotune tuned on ``local``, each routing's work invariants
+    (FLA's = edges x BS, dense's the shape's closed form, FLA's <= a block mask's <= dense's, and a block mask's =
+    FLA's exactly when the routing is tile-shared: checked for an fla-topk routing too)."""
+    problems: Problems = []
+    argv = [str(a) for a in doc["metadata"].get("argv", [])]
+    if doc["name"] != config.name:
+        problems.append(("$.name", f"{doc['name']!r}, but its config is {config.name!r}"))
+    if doc["label"] != LABEL:
+        problems.append(("$.label", "is not the label peer-bench writes"))
+    problems += [(f"$.gates[{i}].passed", f"gate {g.get('name')} did not pass: nothing is timed after a failed gate")
+                 for i, g in enumerate(doc["gates"]) if g.get("passed") is not True][:1]
+    edges = next((g.get("detail", {}).get("per_pattern") for g in doc["gates"] if g.get("name") == "equal_edges"), None)
+    if edges is not None and edges != {n: r["work"]["edges"] for n, r in doc["routings"].items()}:
+        problems.append(("$.gates", "the equal_edges gate's counts differ from $.routings.*.work.edges"))
+    given = argv_option(argv, "--repetitions")
+    want_reps = int(given) if given is not None and given.isdigit() else config.timing.repetitions
+    if doc["timing"]["repetitions"] != want_reps:
+        problems.append(("$.timing.repetitions", f"{doc['timing']['repetitions']}, but the config and argv ask "
+                         f"{want_reps} timed rounds"))
+    peers_arg = argv_option(argv, "--peers")
+    want_peers = [p.strip() for p in peers_arg.split(",")] if peers_arg else list(PEER_NAMES)
+    if any(a.endswith("__main__.py") for a in argv[:1]) and list(doc["peers"]) != want_peers:
+        problems.append(("$.peers", f"{list(doc['peers'])}, but the recorded argv asks {want_peers}"))
+    tuned = doc.get("autotune", {}).get("tuned_on")
+    if tuned is not None and tuned != TUNE_PATTERN:
+        problems.append(("$.autotune.tuned_on", f"{tuned!r}: peer-bench tunes FLA on {TUNE_PATTERN!r}"))
+    sh, BS = config.shape, config.shape.block_size
+    dense = sh.B * sh.H * BS * BS * sh.num_blocks * (sh.num_blocks + 1) // 2
+    for n, r in doc["routings"].items():
+        w, path = r["work"], f"$.routings.{n}.work"
+        if w["fla"] != w["edges"] * BS or w["dense"] != dense or not w["fla"] <= w["block_mask"] <= w["dense"]:
+            problems.append((path, f"{w}: FLA's = edges x {BS}, dense's = {dense} at this shape, FLA's <= a block "
+                             "mask's <= dense's"))
+        elif (w["block_mask"] == w["fla"]) != r["tile_shared"]:
+            problems.append((f"$.routings.{n}.tile_shared", f"{r['tile_shared']}, but a block mask computes "
+                             f"{'exactly' if w['block_mask'] == w['fla'] else 'more than'} FLA's pairs"))
+    return problems
+
+
+def timing_plausible(doc: dict[str, Any], add: Add) -> None:
+    """Every cell's fwd+bwd median at least its larger part's (a forward and its backward in one timed region cannot
+    be faster than either alone; 10% allowed for the flush and round-to-round noise), every observation positive."""
+    problems: Problems = []
+    for c, v in doc["cells"].items():
+        st = v["stages"]
+        if any(x <= 0 for s in st.values() for x in s["raw_ms"]):
+            problems.append((f"$.cells.{c}.stages", "an observation is not positive"))
+        elif st["fwd_bwd"]["median_ms"] < 0.9 * max(st["fwd"]["median_ms"], st["bwd"]["median_ms"]):
+            problems.append((f"$.cells.{c}.stages.fwd_bwd.median_ms", f"{st['fwd_bwd']['median_ms']} ms, less than "
+                             "its forward or its backward alone"))
+    add("peer_timing_plausible", problems)
+
+
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     guarded("peer_recompute", add, peer_recompute, doc, add, ctx)
+    guarded("peer_timing_plausible", add, timing_plausible, doc, add)
+    guarded("config_provenance", add, config_provenance, doc, add, ctx)
     config_semantics(doc, add)
     autotune_configs(doc, add)
     run_record(doc, add, ctx)

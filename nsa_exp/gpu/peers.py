@@ -325,7 +325,7 @@ class PeerArm(Arm[dict[str, Any]]):
 
     def cells(self, run: Run) -> Iterator[Cells]:
         fns = {cell: p.calls() for cell, p in self.problems.items()}
-        yield Cells(fns, RoundPlan.of(list(fns), run.config), label="peer-bench",
+        yield Cells(fns, RoundPlan.of(list(fns), run.config, stop=False), label="peer-bench",
                     before_cell=lambda cell: self.problems[cell].load())
 
     def timed(self, run: Run, cells: Cells) -> None:

@@ -53,6 +53,17 @@ def _depth(doc: Any) -> int:
     return depth - 1
 
 
+#: The longest integer literal a document may hold: every integer this project writes has far fewer digits, and a
+#: longer one (a 4000-digit "wall time") overflows a float wherever it is used.
+MAX_INT_DIGITS = 40
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Rejected(f"an integer of {len(text.lstrip('-'))} digits (more than {MAX_INT_DIGITS})")
+    return int(text)
+
+
 def parse_strict(data: bytes) -> Any:
     """Parse JSON, refusing duplicate keys, NaN/Infinity, overflowing numbers and deep nesting."""
     try:
@@ -60,7 +71,8 @@ def parse_strict(data: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise _Rejected(f"not UTF-8 at byte {exc.start}") from None
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_constant, parse_float=_float)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_constant, parse_float=_float,
+                         parse_int=_int)
     except json.JSONDecodeError as exc:
         raise _Rejected(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:

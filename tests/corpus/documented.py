@@ -27,7 +27,8 @@ DOCS = ("README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "do
 PREFIXES = ("python -m nsa_exp", ".venv/bin/python -m nsa_exp", "python scripts/", "invoke ", ".venv/bin/invoke ",
             "make ", "scripts/", "bash scripts/", "docker compose", "NSA_EXP_", "CUDA_VISIBLE_DEVICES=", "ncu ")
 #: Commands of the command table that need a GPU (everything else runs on a CPU).
-GPU_COMMANDS = {"check", "smoke", "bench", "autotune-matrix", "profile-stage", "ncu", "whatif", "reproduce"}
+GPU_COMMANDS = {"check", "smoke", "bench", "autotune-matrix", "profile-stage", "ncu", "whatif", "reproduce",
+                "peer-bench"}
 #: Scripts that are thin doors onto a GPU command.
 GPU_SCRIPTS = {"scripts/bench_backward.py": "bench", "scripts/profile_stage.py": "profile-stage"}
 PLACEHOLDER = re.compile(r"<[^>]*>|\[[^\]]*\]|\.\.\.|…|\b(?:PATH|DIR|FILE|NAME|RESULT|OUTDIR|SUMMARY|RAW)\b|"
