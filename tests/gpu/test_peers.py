@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -17,7 +18,8 @@ from nsa_exp.core.config import Pattern
 from nsa_exp.routing.config import config_from_dict
 from nsa_exp.routing.patterns import generate_routing
 from tests.gpu.test_engine import Ticks
-from tests.gpu.test_engine_arms import ORACLE, FakeGpu, fake_gpu, pytest_argv, tiny_config  # noqa: F401 - fixtures
+from tests.gpu.test_engine_arms import ORACLE, FakeGpu, fake_gpu, tiny_config  # noqa: F401 - fixtures
+from tests.helpers import REPO
 
 pytestmark = [pytest.mark.interpreter, pytest.mark.usefixtures("fake_gpu")]
 
@@ -56,11 +58,13 @@ def test_a_block_mask_of_another_routing_fails_the_oracle():
     assert compare(wrong["o"].float(), ref["o"])["rel_l2"] > 0.1
 
 
-@pytest.mark.usefixtures("pytest_argv")
-def test_peer_bench_writes_a_result_that_validate_recomputes(tmp_path):
+def test_peer_bench_writes_a_result_that_validate_recomputes(tmp_path, monkeypatch):
     from nsa_exp.gpu.peers import run_peers  # noqa: PLC0415 - FLA after the interpreter setup
 
     out = tmp_path / "peers.json"
+    # the argv the CLI would record for this run (validate reads its --config and --peers)
+    monkeypatch.setattr(sys, "argv", [str(REPO / "nsa_exp" / "__main__.py"), "peer-bench", "--config", "tiny.json",
+                                      "--peers", "fla,sdpa-dense", "--output", str(out)])
     # FlexAttention has no CPU backward: the arm times FLA and dense attention here (flex: the oracle test above)
     doc = run_peers(config(), True, ["fla", "sdpa-dense"], out, device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25))
     assert list(doc["cells"]) == ["local|fla", "uniform|fla", "sink-heavy|fla", "dense"]
