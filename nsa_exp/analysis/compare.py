@@ -266,6 +266,22 @@ def noise_pair(noise_from: list[str], path_a: str | Path | None = None,
     return x, y
 
 
+def judged_row(pattern: str, stage: str, obs_a: Sequence[float], obs_b: Sequence[float], floor: float,
+               resamples: int, metric: str, correspondence: str, note: str | None, hint: str = "") -> dict[str, Any]:
+    """One row of a comparison with a release or peer result: medians, counts, ratio B/A, its bootstrap CI
+    (:func:`ratio_ci`) and the verdict at ``floor``, with the row's ``metric``, ``correspondence`` and ``note``.
+    UserError (one line, ``hint`` appended) for fewer than 2 observations on a side."""
+    xa, xb = np.asarray(obs_a, dtype=np.float64), np.asarray(obs_b, dtype=np.float64)
+    if min(xa.size, xb.size) < 2:
+        raise UserError(f"{pattern} {stage}: {xa.size} vs {xb.size} observations; a bootstrap CI needs at least 2 "
+                        f"on each side{hint}")
+    ci = ratio_ci(xa, xb, resamples)
+    return {"pattern": pattern, "stage": stage, "metric": metric, "correspondence": correspondence,
+            **({"note": note} if note else {}), "a_median": float(np.median(xa)), "b_median": float(np.median(xb)),
+            "a_n": int(xa.size), "b_n": int(xb.size), "ratio": float(np.median(xb) / np.median(xa)),
+            "ci95": list(ci), "floor": floor, "verdict": verdict(ci, floor)}
+
+
 def release_comparison(path_a: str | Path, a: Side, path_b: str | Path, b: Side, noise_from: list[str] | None,
                        floor: float | None, cycles: bool, resamples: int, noise_table: str | Path | None
                        ) -> tuple[dict[str, Any], dict[str, float], list[dict[str, Any]], dict[str, Any]]:
@@ -299,17 +315,8 @@ def release_comparison(path_a: str | Path, a: Side, path_b: str | Path, b: Side,
                                       [a.gpu_name, b.gpu_name])
     rows: list[dict[str, Any]] = []
     for p, stage, metric, obs_a, obs_b, corr, note in cells:
-        xa, xb = np.asarray(obs_a, dtype=np.float64), np.asarray(obs_b, dtype=np.float64)
-        if min(xa.size, xb.size) < 2:
-            raise UserError(f"{p} {stage}: {xa.size} vs {xb.size} observations; a bootstrap CI needs at least 2 "
-                            "on each side (rerun with more --repetitions / --cupti-rounds)")
-        ci = ratio_ci(xa, xb, resamples)
-        f = floors.get(stage, rest)
-        rows.append({"pattern": p, "stage": stage, "metric": metric, "correspondence": corr,
-                     **({"note": note} if note else {}), "a_median": float(np.median(xa)),
-                     "b_median": float(np.median(xb)), "a_n": int(xa.size), "b_n": int(xb.size),
-                     "ratio": float(np.median(xb) / np.median(xa)), "ci95": list(ci), "floor": f,
-                     "verdict": verdict(ci, f)})
+        rows.append(judged_row(p, stage, obs_a, obs_b, floors.get(stage, rest), resamples, metric, corr, note,
+                               " (rerun with more --repetitions / --cupti-rounds)"))
     per_stage: dict[str, float] = {r["stage"]: r["floor"] for r in rows}
     return source, per_stage, rows, release_block(a, b, common, skipped)
 
@@ -345,16 +352,7 @@ def peer_comparison(path_a: str | Path, a: dict[str, Any], path_b: str | Path, b
         floors, source = table_source(noise_table, stages, [gpu_of(a), gpu_of(b)])
     rows: list[dict[str, Any]] = []
     for p, stage, obs_a, obs_b, note in cells:
-        xa, xb = np.asarray(obs_a, dtype=np.float64), np.asarray(obs_b, dtype=np.float64)
-        if min(xa.size, xb.size) < 2:
-            raise UserError(f"{p} {stage}: {xa.size} vs {xb.size} observations; a bootstrap CI needs at least 2 "
-                            "on each side")
-        ci = ratio_ci(xa, xb, resamples)
-        rows.append({"pattern": p, "stage": stage, "metric": "events", "correspondence": "exact",
-                     **({"note": note} if note else {}), "a_median": float(np.median(xa)),
-                     "b_median": float(np.median(xb)), "a_n": int(xa.size), "b_n": int(xb.size),
-                     "ratio": float(np.median(xb) / np.median(xa)), "ci95": list(ci), "floor": floors[stage],
-                     "verdict": verdict(ci, floors[stage])})
+        rows.append(judged_row(p, stage, obs_a, obs_b, floors[stage], resamples, "events", "exact", note))
     return source, floors, rows, peer_block(a, b, common, skipped)
 
 

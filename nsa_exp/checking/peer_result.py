@@ -67,24 +67,23 @@ def _peers(peers: list[str], backends: Mapping[str, str | None], skipped: Mappin
     return out
 
 
-def build(*, config: Config, gates: list[dict[str, Any]], routings: Mapping[str, np.ndarray],
-          tile_shared: Mapping[str, bool], peers: list[str], cells: Mapping[str, tuple[str | None, str]],
+def build(*, config: Config, gates: list[dict[str, Any]], routings: Mapping[str, dict[str, Any]],
+          peers: list[str], cells: Mapping[str, tuple[str | None, str]],
           backends: Mapping[str, str | None], skipped: Mapping[str, Mapping[str, str]], oracle: dict[str, Any],
           autotune: dict[str, Any], measurement: Measurement, metadata: dict[str, Any], wall_seconds: float,
           phases: dict[str, float]) -> dict[str, Any]:
-    """The peer result: ``routings`` (``{name: routing int32 [B, T, H, S]}``), the timed ``cells`` (``{cell:
-    (routing or None, peer)}``) and the ``measurement`` of their rounds; ``skipped``: per peer, the routings it was
-    not timed on and why; ``oracle``: :func:`nsa_exp.gpu.peers.oracle_check`'s record; ``autotune``: the configs FLA's
-    autotuners chose (tuned afresh on ``local`` at this shape, ``{"tuned_on", "kernels"}``)."""
-    facts = {n: routing_facts(r, config.shape.block_size) for n, r in routings.items()}
-    assert all(facts[n]["tile_shared"] == tile_shared[n] for n in facts)
+    """The peer result: ``routings`` (``{name: its routing_facts}``, :func:`routing_facts`), the timed ``cells``
+    (``{cell: (routing or None, peer)}``) and the ``measurement`` of their rounds; ``skipped``: per peer, the
+    routings it was not timed on and why; ``oracle``: :func:`nsa_exp.gpu.peers.oracle_check`'s record;
+    ``autotune``: the configs FLA's autotuners chose (tuned afresh on ``local`` at this shape,
+    ``{"tuned_on", "kernels"}``)."""
     cells_json = _cells(measurement.stage_stats(list(cells), PEER_STAGES), cells)
     return {"schema_version": schema_version("peer_result"), "kind": "peer_result", "label": LABEL,
             "name": config.name, "config": config.raw, "config_path": str(config.source),
-            "shape": config.shape.to_dict(), "gates": gates, "routings": facts,
+            "shape": config.shape.to_dict(), "gates": gates, "routings": dict(routings),
             "peers": _peers(peers, backends, skipped, cells), "not_timed": dict(NOT_TIMED), "oracle": oracle,
             "autotune": autotune,
-            "cells": cells_json, "summary": peer_summary(cells_json, facts),
+            "cells": cells_json, "summary": peer_summary(cells_json, routings),
             "timing": measurement.timing(PEER_STAGES).to_json(), "metadata": metadata,
             "wall_seconds": wall_seconds, "phases": phases}
 
@@ -194,8 +193,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     want_fail = {c: f for c, m in o["results"].items()
                  if (f := judge_naive(m, tol.naive_rel_l2, tol.naive_max_abs_rel, label=c))}
     deep_diff(o["failures"], want_fail, "$.oracle.failures", problems)
-    gradients = "TRITON_INTERPRET" not in (doc["metadata"].get("env") or {})  # a GPU run checks all four
-    partial = [c for c, m in o["results"].items() if gradients and set(m) != {"o", "dq", "dk", "dv"}]
+    partial = [c for c, m in o["results"].items() if gpu_run(doc) and set(m) != {"o", "dq", "dk", "dv"}]
     if partial:
         problems.append((f"$.oracle.results.{partial[0]}", "a GPU run checks O, dQ, dK and dV of every cell"))
     stray = [c for c in o["results"] if c not in oracle_cells]

@@ -285,8 +285,7 @@ class PeerArm(Arm[dict[str, Any]]):
         self.oracle = oracle_check(config, self.peers, dev, self.compiled)
         run.inputs = make_inputs(config.shape, config.seeds.inputs, dev)
         shared = Peers(config.shape, run.inputs, self.compiled)
-        BS = config.shape.block_size
-        self.tile_shared = {n: is_tile_shared(run.routings[n], BS) for n in run.names}
+        self.facts = {n: peer_result.routing_facts(run.routings[n], config.shape.block_size) for n in run.names}
         self.problems: dict[str, PeerProblem] = {}
         self.cells_of: dict[str, tuple[str | None, str]] = {}
         self.skipped: dict[str, dict[str, str]] = {p: {} for p in self.peers}
@@ -295,7 +294,7 @@ class PeerArm(Arm[dict[str, Any]]):
             row = peer(name)
             for rname in [None] if row.routing_free else run.names:
                 cell = DENSE_CELL if rname is None else f"{rname}|{name}"
-                if rname is not None and row.tile_shared_only and not self.tile_shared[rname]:
+                if rname is not None and row.tile_shared_only and not self.facts[rname]["tile_shared"]:
                     self.skipped[name][rname] = "not tile-shared: full blocks would compute pairs it never selects"
                     continue
                 if cell in self.oracle["failures"]:
@@ -335,10 +334,10 @@ class PeerArm(Arm[dict[str, Any]]):
         self.problems = {}
         run.device.empty_cache()
         return peer_result.build(
-            config=run.config, gates=run.gates, routings=run.routings, tile_shared=self.tile_shared,
-            peers=self.peers, cells=self.cells_of, backends=self.backends, skipped=self.skipped,
-            oracle=self.oracle, autotune=self.autotune, measurement=self.measurement, metadata=run.metadata(),
-            wall_seconds=run.elapsed(), phases=run.phases.seconds())
+            config=run.config, gates=run.gates, routings=self.facts, peers=self.peers, cells=self.cells_of,
+            backends=self.backends, skipped=self.skipped, oracle=self.oracle, autotune=self.autotune,
+            measurement=self.measurement, metadata=run.metadata(), wall_seconds=run.elapsed(),
+            phases=run.phases.seconds())
 
 
 def run_peers(config: Config, allow_gpu: bool, peers: list[str], output: str | Path, device: Any = None,
