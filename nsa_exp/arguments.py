@@ -80,7 +80,7 @@ def _bench(args: argparse.Namespace) -> None:
 
 def _peer_bench(args: argparse.Namespace) -> None:
     """The peers (each a row of :data:`nsa_exp.core.peers.PEERS`, listed once), the rounds; the config read once,
-    ``--repetitions`` folded in (``args.peer_config``, ``args.peer_names``)."""
+    ``--repetitions`` and ``--stop-rule`` folded in (``args.peer_config``, ``args.peer_names``)."""
     names = [n.strip() for n in args.peers.split(",")]
     for name in names:
         peer(name)
@@ -88,12 +88,11 @@ def _peer_bench(args: argparse.Namespace) -> None:
         raise UserError(f"--peers: {args.peers!r} lists a peer twice")
     if args.repetitions is not None and args.repetitions < 1:
         raise UserError("--repetitions: must be a positive integer")
-    config = load_config(args.config)
-    if config.timing.stop is not None:
-        raise UserError("config.timing.stop: peer-bench times every configured round (no stop rule); remove the stop "
-                        "block or lower timing.repetitions")
+    if args.cupti_rounds is not None and args.cupti_rounds < 0:
+        raise UserError("--cupti-rounds: must be 0 (skip the CUPTI pass) or a positive integer")
+    config = load_config(args.config).overridden(repetitions=args.repetitions)
     args.peer_names = names
-    args.peer_config = config.overridden(repetitions=args.repetitions)
+    args.peer_config = with_default_rule(config, "peer-bench --stop-rule") if args.stop_rule else config
 
 
 def check_bench_arm(config: Config, args: argparse.Namespace) -> None:

@@ -218,9 +218,16 @@ COMMANDS: tuple[Command, ...] = (
          Option("--stage", "the profiled stage, recorded", choices=STAGE_NAMES), *WRITES),
     _cmd("peer-bench", f"{GPU_COMMANDS}:peer_bench",
          "PEERS: the config's routings through FLA's parallel_nsa, FlexAttention and dense SDPA, each checked against "
-         "the oracle, then fwd, bwd and fwd+bwd timed in interleaved rounds", GPU,
+         "the oracle, then fwd, bwd and fwd+bwd timed in interleaved rounds", COMMON,
+         Option("--config", "peers config (default configs/peers_h200.json)", default="configs/peers_h200.json"),
+         Option("--allow-gpu", "run on a GPU other than the config's (recorded in the report)", "flag"),
          Option("--peers", f"peers, comma-separated (of {', '.join(PEER_NAMES)})", default=",".join(PEER_NAMES)),
          Option("--repetitions", "override the config's timed rounds", type=int),
+         Option("--cupti-rounds", "rounds of the torch.profiler (CUPTI) cross-check after the timed rounds (default: "
+                "sized by need, recorded as cupti.sizing; 0 skips it)", type=int),
+         Option("--stop-rule", "stop timing each cell once its three stages' 95%% CIs reach half the noise floor "
+                "(the config's timing.stop, else the verdict rule; timing.repetitions is the most rounds); recorded "
+                "as timing.stop", "flag"),
          Option("--output", "default results/peers/<config>.json", metavar="PATH"), *WRITES),
     _cmd("whatif", f"{GPU_COMMANDS}:whatif",
          "WHAT-IF ARMS: split / heaviest-first dK/dV schedules on FLA's unmodified kernels, timed", GPU,

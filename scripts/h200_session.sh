@@ -14,10 +14,10 @@
 #   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
 #   scripts/h200_session.sh kinds29 OUTDIR # issue 29: check, smoke, bench --stop-rule, compare, ncu dK/dV, validate
 #   scripts/h200_session.sh peers OUTDIR   # issue 31: peer-bench at T=8192 and T=32768 (configs/peers_h200*.json), validate
-#   scripts/h200_session.sh peers_long OUTDIR  # issue 31: peer-bench at T=131072 (local, sink-heavy); FLA alone at
-#                                          # T=32768 (its rows without the heavy peers interleaved); validate
-#   scripts/h200_session.sh peers_formal OUTDIR  # issue 31: FLA alone through peer-bench on the formal config (150
-#                                          # rounds, the four seed routings), compared with the formal bench's full_bwd
+#   scripts/h200_session.sh peers_long OUTDIR  # issue 31: peer-bench at T=131072 (local, sink-heavy); peer-bench
+#                                          # --stop-rule at T=8192 (at most 100 rounds); validate
+#   scripts/h200_session.sh peers_formal OUTDIR  # issue 31: on one machine, the formal bench and FLA alone through
+#                                          # peer-bench (150 rounds each), compared: full_bwd against FLA's bwd
 #   scripts/h200_session.sh cost OUTDIR    # issue 30: the formal bench tuned afresh into the tuning cache, then replayed
 #   scripts/h200_session.sh cost_stop OUTDIR  # issue 30: the formal config under --stop-rule, warm tuning cache
 #   scripts/h200_session.sh cost_pair OUTDIR  # issue 30: the formal bench and the stop-rule bench on one machine
@@ -138,17 +138,23 @@ case "$part" in
     step peers_T32768 "$py" -m nsa_exp peer-bench --config configs/peers_h200.json --publish --overwrite
     step validate "$py" -m nsa_exp validate results/peers/peers_h200_T8192.json results/peers/peers_h200.json
     ;;
-  peers_long)  # issue 31: T=131072, local and sink-heavy
+  peers_long)  # issue 31: T=131072, local and sink-heavy; then peer-bench --stop-rule at T=8192 (at most 100 rounds)
     step peers_T131072 "$py" -m nsa_exp peer-bench --config configs/peers_h200_T131072.json --publish --overwrite
-    step peers_fla_only "$py" -m nsa_exp peer-bench --config configs/peers_h200.json --peers fla \
-      --output results/peers/peers_h200_fla_only.json --publish --overwrite
-    step validate "$py" -m nsa_exp validate results/peers/peers_h200_T131072.json results/peers/peers_h200_fla_only.json
+    step peers_T8192_stop "$py" -m nsa_exp peer-bench --config configs/peers_h200_T8192.json --stop-rule \
+      --repetitions 100 --output results/peers/peers_h200_T8192_stop.json --publish --overwrite
+    step validate "$py" -m nsa_exp validate results/peers/peers_h200_T131072.json \
+      results/peers/peers_h200_T8192_stop.json
     ;;
-  peers_formal)  # issue 31: does the peer arm's FLA row reproduce bench's full_bwd? (150 rounds, as the formal run)
-    step peers_fla_formal "$py" -m nsa_exp peer-bench --config configs/e1_h200.json --peers fla \
-      --output results/peers/e1_h200_fla.json --publish --overwrite
-    step compare "$py" -m nsa_exp compare results/raw/e1_h200.json results/peers/e1_h200_fla.json --publish --overwrite
-    step validate "$py" -m nsa_exp validate results/peers/e1_h200_fla.json results/compare/e1_h200_vs_e1_h200_fla.json
+  peers_formal)  # issue 31: does the peer arm's FLA row reproduce bench's full_bwd? On one machine, one after the
+                 # other: the formal bench (150 rounds, tuned afresh) and FLA alone through peer-bench (150 rounds)
+    step bench_pair "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_pair \
+      --output results/raw/e1_h200_pair.json --summary results/summaries/e1_h200_pair.csv --publish --overwrite
+    step peers_fla_pair "$py" -m nsa_exp peer-bench --config configs/e1_h200.json --peers fla \
+      --output results/peers/e1_h200_fla_pair.json --publish --overwrite
+    step compare "$py" -m nsa_exp compare results/raw/e1_h200_pair.json results/peers/e1_h200_fla_pair.json \
+      --publish --overwrite
+    step validate "$py" -m nsa_exp validate results/peers/e1_h200_fla_pair.json results/raw/e1_h200_pair.json \
+      results/compare/e1_h200_pair_vs_e1_h200_fla_pair.json
     ;;
   engine_stop)  # issue 21: the formal config under the stop rule (its wall_seconds against the formal run's)
     step bench_stop "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name e1_h200_stop \

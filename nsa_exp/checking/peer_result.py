@@ -17,18 +17,19 @@ checks (:func:`checks`), in one module.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from ..analysis.cupti import cupti_problems
 from ..analysis.peers import peer_summary
 from ..analysis.reproduction import judge_naive
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN, family
 from ..core.kinds import schema_version
 from ..core.measurement import Measurement
-from ..core.peers import DENSE_CELL, NOT_TIMED, PEER_NAMES, PEER_STAGES, cell_name, peer
+from ..core.peers import DENSE_CELL, NOT_TILE_SHARED, NOT_TIMED, PEER_NAMES, PEER_STAGES, cell_name, peer, skip_reason
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.records import StageStats
 from ..errors import UserError
@@ -39,6 +40,7 @@ from .autotune_checks import autotune_configs
 from .checks import Add, Context, Problems, guarded
 from .record_checks import argv_option, config_provenance, config_semantics, run_record, wall_plausible
 from .sources import deep_diff
+from .stats_checks import stop_rule_problems
 
 #: Every peer result says what it is.
 LABEL = ("PEERS: FLA's parallel_nsa, FlexAttention and dense causal SDPA on the experiment's routings and inputs, "
@@ -71,12 +73,15 @@ def build(*, config: Config, gates: list[dict[str, Any]], routings: Mapping[str,
           peers: list[str], cells: Mapping[str, tuple[str | None, str]],
           backends: Mapping[str, str | None], skipped: Mapping[str, Mapping[str, str]], oracle: dict[str, Any],
           autotune: dict[str, Any], measurement: Measurement, metadata: dict[str, Any], wall_seconds: float,
-          phases: dict[str, float]) -> dict[str, Any]:
+          phases: dict[str, float], cupti: dict[str, Any] | None = None,
+          memory: Mapping[str, dict[str, int]] | None = None) -> dict[str, Any]:
     """The peer result: ``routings`` (``{name: its routing_facts}``, :func:`routing_facts`), the timed ``cells``
     (``{cell: (routing or None, peer)}``) and the ``measurement`` of their rounds; ``skipped``: per peer, the
     routings it was not timed on and why; ``oracle``: :func:`nsa_exp.gpu.peers.oracle_check`'s record;
     ``autotune``: the configs FLA's autotuners chose (tuned afresh on ``local`` at this shape,
-    ``{"tuned_on", "kernels"}``)."""
+    ``{"tuned_on", "kernels"}``); ``cupti``: the CUPTI pass's block over the cells
+    (:func:`nsa_exp.analysis.cupti.cupti_block`; None: no pass); ``memory``: per cell, the bytes one forward +
+    backward allocates (:func:`nsa_exp.gpu.peers.peak_memory`)."""
     cells_json = _cells(measurement.stage_stats(list(cells), PEER_STAGES), cells)
     return {"schema_version": schema_version("peer_result"), "kind": "peer_result", "label": LABEL,
             "name": config.name, "config": config.raw, "config_path": str(config.source),
@@ -85,7 +90,52 @@ def build(*, config: Config, gates: list[dict[str, Any]], routings: Mapping[str,
             "autotune": autotune,
             "cells": cells_json, "summary": peer_summary(cells_json, routings),
             "timing": measurement.timing(PEER_STAGES).to_json(), "metadata": metadata,
-            "wall_seconds": wall_seconds, "phases": phases}
+            "wall_seconds": wall_seconds, "phases": phases,
+            **({} if cupti is None else {"cupti": cupti}), **({} if memory is None else {"memory": dict(memory)})}
+
+
+def as_bench_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with its cells as bench's ``patterns`` (each cell a "pattern" of the round loop, with the same
+    ``stages`` records), so the round loop's shared checks -- the stop rule's trace, the CUPTI agreement -- read it
+    as they read a bench result."""
+    return {**doc, "patterns": doc["cells"]}
+
+
+def output_bytes(shape: Any) -> int:
+    """Bytes of O ``[B, T, HQ, V]``, dQ ``[B, T, HQ, K]``, dK ``[B, T, H, K]`` and dV ``[B, T, H, V]`` at ``shape``
+    (2 bytes each in bf16/fp16, 4 in fp32): alive together when ``autograd.grad`` of a forward returns."""
+    width = 4 if shape.dtype == "float32" else 2
+    return width * shape.B * shape.T * (shape.HQ * (shape.V + shape.K) + shape.H * (shape.K + shape.V))
+
+
+def _add_problems(add: Add, name: str, problems: Callable[[dict[str, Any]], Problems], doc: dict[str, Any]) -> None:
+    add(name, problems(doc))
+
+
+def memory_problems(doc: dict[str, Any]) -> Problems:
+    """The memory block: one record per timed cell; on a GPU each cell's peak above its baseline at least the
+    forward + backward's outputs (:func:`output_bytes`), its baseline at least the peer's own q, k, v, dO, and the
+    recorded difference the peak minus the baseline."""
+    memory, problems = doc.get("memory"), []
+    if memory is None:
+        return []
+    shape = _config(doc).shape
+    if set(memory) != set(doc["cells"]):
+        return [("$.memory", f"cells {sorted(memory)} are not the timed cells {sorted(doc['cells'])}")]
+    leaves = (2 if shape.dtype != "float32" else 4) * shape.B * shape.T * (
+        shape.HQ * (shape.K + shape.V) + shape.H * (shape.K + shape.V))
+    for cell, m in memory.items():
+        path = f"$.memory.{cell}"
+        if m["peak_minus_baseline_bytes"] != m["peak_allocated_bytes"] - m["baseline_allocated_bytes"]:
+            problems.append((f"{path}.peak_minus_baseline_bytes", "is not peak_allocated_bytes - "
+                             "baseline_allocated_bytes"))
+        elif gpu_run(doc) and m["peak_minus_baseline_bytes"] < output_bytes(shape):
+            problems.append((f"{path}.peak_minus_baseline_bytes", f"{m['peak_minus_baseline_bytes']} bytes, fewer "
+                             f"than O, dQ, dK and dV take ({output_bytes(shape)})"))
+        elif gpu_run(doc) and m["baseline_allocated_bytes"] < leaves:
+            problems.append((f"{path}.baseline_allocated_bytes", f"{m['baseline_allocated_bytes']} bytes, fewer than "
+                             f"the peer's q, k, v and dO ({leaves})"))
+    return problems
 
 
 def _config(doc: dict[str, Any]) -> Config:
@@ -120,31 +170,34 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             continue
         want = routing_facts(generate_routing(p, shape, config.seeds.routing), BS)
         deep_diff(doc["routings"][p.name], want, f"$.routings.{p.name}", problems)
-    # the cells each peer must have, and why the others are not there
-    oracle_failed = set(doc["oracle"]["failures"])
+    # the cells each peer must have, and why the others are not there (the arm's rule, core.peers.skip_reason)
+    failures = doc["oracle"]["failures"]
     want_cells: dict[str, tuple[str | None, str]] = {}
+    want_skipped: dict[str, dict[str, str]] = {}
     oracle_cells: set[str] = set()
     for name in doc["peers"]:
         row = peer(name, "$.peers")
         for r in [None] if row.routing_free else names:
             cell = cell_name(r or "", name)
             shared = r is None or doc["routings"].get(r, {}).get("tile_shared", False)
-            if not row.tile_shared_only or shared:
+            why = skip_reason(name, r, shared, failures)
+            if why != NOT_TILE_SHARED:
                 oracle_cells.add(cell)
-            if (row.tile_shared_only and not shared) or cell in oracle_failed or cell not in doc["oracle"]["results"]:
-                continue
-            want_cells[cell] = (r, name)
+            if why is None and cell not in doc["oracle"]["results"]:
+                why = "not checked against the oracle"
+            if why is None:
+                want_cells[cell] = (r, name)
+            else:
+                want_skipped.setdefault(name, {})[r or DENSE_CELL] = why
     got_cells = {c: (v["routing"], v["peer"]) for c, v in doc["cells"].items()}
     if got_cells != want_cells:
         problems.append(("$.cells", f"cells {sorted(got_cells)} are not the ones the peers, routings and oracle "
                          f"allow: {sorted(want_cells)}"))
     for name, rec in doc["peers"].items():
         row = peer(name, "$.peers")
-        want_skip = {r for r in ([DENSE_CELL] if row.routing_free else names)
-                     if cell_name(r, name) not in want_cells}
-        if set(rec["skipped"]) != want_skip:
-            problems.append((f"$.peers.{name}.skipped", f"{sorted(rec['skipped'])}, the routings it was not timed on "
-                             f"are {sorted(want_skip)}"))
+        if rec["skipped"] != want_skipped.get(name, {}):
+            problems.append((f"$.peers.{name}.skipped", f"{rec['skipped']}, the routings it was not timed on and why "
+                             f"are {want_skipped.get(name, {})}"))
         if rec["cells"] != [c for c, (_, p) in want_cells.items() if p == name]:
             problems.append((f"$.peers.{name}.cells", "are not its cells in $.cells"))
         if {k: rec[k] for k in ("title", "calls", "work")} != {"title": row.title, "calls": row.calls,
@@ -160,21 +213,8 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             deep_diff(s, want_s, f"$.cells.{cell}.stages.{stage}", problems)
     if not problems:
         deep_diff(doc["summary"], peer_summary(doc["cells"], doc["routings"]), "$.summary", problems)
+    problems += _round_problems(doc, config)
     t = doc["timing"]
-    reps, warm = t["repetitions"], t["warmup_rounds"]
-    if t.get("stop") is not None:
-        problems.append(("$.timing.stop", "peer-bench has no stop rule: it times every configured round"))
-    short = [c for c, v in doc["cells"].items() for s in v["stages"].values()
-             if len(s["raw_ms"]) != reps or len(s["warmup_ms"]) != warm]
-    if short or len(t["round_orders"]) != warm + reps:
-        problems.append((f"$.cells.{short[0]}" if short else "$.timing.round_orders",
-                         f"observations or rounds != the {warm} warm-up and {reps} timed rounds"))
-    else:
-        want_orders = round_orders(list(doc["cells"]), t["warmup_rounds"] + t["repetitions"], t["order_mode"],
-                                   config.seeds.order)
-        if t["round_orders"] != want_orders:
-            problems.append(("$.timing.round_orders", f"differ from the {t['order_mode']} order of seed "
-                             f"{config.seeds.order} over the cells"))
     planned: tuple[tuple[str, Any], ...] = (
         ("warmup_rounds", config.timing.warmup_rounds), ("order_mode", config.timing.order),
         ("order_seed", config.seeds.order), ("percentile_method", PERCENTILE_METHOD), ("method", TIMING_METHOD),
@@ -207,6 +247,30 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     add("peer_recompute", problems)
 
 
+def _round_problems(doc: dict[str, Any], config: Config) -> Problems:
+    """Every cell's observations against the rounds that ran and the round orders against the seeded plan: all
+    rounds for every cell without a stop rule; under one, each cell's timed rounds its trace's (the verdict rule
+    drops converged cells) and the stop rule's trace, decisions and cut orders recomputed by the shared check
+    (:func:`nsa_exp.checking.stats_checks.stop_rule_problems` on :func:`as_bench_view`)."""
+    problems: Problems = []
+    t = doc["timing"]
+    reps, warm, stop = t["repetitions"], t["warmup_rounds"], t.get("stop")
+    verdict = stop is not None and stop.get("rule", {}).get("floor_fraction") is not None
+    want_n = {c: (stop.get("cell_rounds") or {}).get(c) if verdict else reps for c in doc["cells"]}
+    short = [c for c, v in doc["cells"].items() for s in v["stages"].values()
+             if len(s["raw_ms"]) != want_n[c] or len(s["warmup_ms"]) != warm]
+    if short or len(t["round_orders"]) != warm + reps:
+        return [(f"$.cells.{short[0]}" if short else "$.timing.round_orders",
+                 f"observations or rounds != the {warm} warm-up and {reps} timed rounds")]
+    planned = round_orders(list(doc["cells"]), warm + (reps if stop is None else stop["max_rounds"]), t["order_mode"],
+                           config.seeds.order)
+    got = t["round_orders"] if not verdict else t["round_orders"][:warm]
+    if got != planned[:len(got)]:
+        problems.append(("$.timing.round_orders", f"differ from the {t['order_mode']} order of seed "
+                         f"{config.seeds.order} over the cells"))
+    return problems + (stop_rule_problems(as_bench_view(doc)) or [])
+
+
 #: The most [B, H, T, M] selection-bitmap entries validate regenerates a routing's facts with (1 GiB of bools).
 MAX_BITMAP = 1 << 30
 
@@ -235,9 +299,14 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
         problems.append(("$.gates", "the equal_edges gate's counts differ from $.routings.*.work.edges"))
     given = argv_option(argv, "--repetitions")
     want_reps = int(given) if given is not None and given.isdigit() else config.timing.repetitions
-    if doc["timing"]["repetitions"] != want_reps:
-        problems.append(("$.timing.repetitions", f"{doc['timing']['repetitions']}, but the config and argv ask "
-                         f"{want_reps} timed rounds"))
+    stop = doc["timing"].get("stop")
+    planned = doc["timing"]["repetitions"] if stop is None else stop.get("max_rounds")
+    if planned != want_reps:
+        problems.append(("$.timing.stop.max_rounds" if stop else "$.timing.repetitions", f"{planned}, but the config "
+                         f"and argv ask {want_reps} timed rounds"))
+    if stop is not None and stop.get("source") == "--stop-rule" and "--stop-rule" not in argv and \
+            any(a.endswith("__main__.py") for a in argv[:1]):
+        problems.append(("$.timing.stop.source", "--stop-rule, but the recorded argv has no --stop-rule"))
     peers_arg = argv_option(argv, "--peers")
     want_peers = [p.strip() for p in peers_arg.split(",")] if peers_arg else list(PEER_NAMES)
     if any(a.endswith("__main__.py") for a in argv[:1]) and list(doc["peers"]) != want_peers:
@@ -275,6 +344,10 @@ def timing_plausible(doc: dict[str, Any], add: Add) -> None:
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     guarded("peer_recompute", add, peer_recompute, doc, add, ctx)
     guarded("peer_timing_plausible", add, timing_plausible, doc, add)
+    if "cupti" in doc:
+        guarded("cupti_agreement", add, _add_problems, add, "cupti_agreement", cupti_problems, as_bench_view(doc))
+    if "memory" in doc:
+        guarded("peer_memory", add, _add_problems, add, "peer_memory", memory_problems, doc)
     guarded("config_provenance", add, config_provenance, doc, add, ctx)
     config_semantics(doc, add)
     autotune_configs(doc, add)

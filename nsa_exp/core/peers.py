@@ -15,6 +15,7 @@ tier (:func:`nsa_exp.routing.block_mask.score_pairs`, by ``work``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -80,3 +81,27 @@ def cell_name(routing: str, peer_name: str) -> str:
     ('zipf|flex', 'dense')
     """
     return DENSE_CELL if peer(peer_name).routing_free else f"{routing}|{peer_name}"
+
+
+#: Why a tile-shared-only peer is not timed on a routing whose tiles do not share one selection.
+NOT_TILE_SHARED = "not tile-shared: full blocks would compute pairs it never selects"
+
+
+def skip_reason(peer_name: str, routing: str | None, tile_shared: bool,
+                oracle_failures: Mapping[str, Sequence[str]]) -> str | None:
+    """Why ``peer-bench`` does not time ``peer_name`` on ``routing`` (None for the routing-free cell), or None when
+    it does: a tile-shared-only peer on a routing that is not tile-shared, or a cell that failed the oracle check
+    (``oracle_failures``: ``{cell: [lines]}``). The arm and ``validate`` both ask this one rule.
+
+    >>> skip_reason("flex-tile", "uniform", False, {}) == NOT_TILE_SHARED
+    True
+    >>> skip_reason("flex", "zipf", False, {"zipf|flex": ["dk rel_l2 0.5 > 0.02"]})
+    'failed the oracle check: dk rel_l2 0.5 > 0.02'
+    >>> skip_reason("sdpa-dense", None, False, {}) is None
+    True
+    """
+    row = peer(peer_name)
+    if row.tile_shared_only and routing is not None and not tile_shared:
+        return NOT_TILE_SHARED
+    failed = oracle_failures.get(cell_name(routing or "", peer_name))
+    return None if not failed else "failed the oracle check: " + "; ".join(failed)

@@ -113,7 +113,7 @@ def peer_bench(args: argparse.Namespace) -> int:
     config = args.peer_config
     out = _policy(args, config).claim(args.output or RESULTS_DIR / "peers" / f"{config.name}.json",
                                       named=args.output is not None)
-    doc = run_peers(config, args.allow_gpu, args.peer_names, out)
+    doc = run_peers(config, args.allow_gpu, args.peer_names, out, cupti_rounds=args.cupti_rounds)
     print(format_peers(doc))
     print(f"wrote {out}")
     return 0

@@ -36,15 +36,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..analysis.cupti import sizing
 from ..analysis.reproduction import judge_naive
 from ..checking import peer_result
 from ..core.config import Config, Shape
 from ..core.families import TUNE_PATTERN
 from ..core.measurement import RoundPlan
-from ..core.peers import DENSE_CELL, PEER_STAGES, peer
+from ..core.peers import DENSE_CELL, PEER_STAGES, peer, skip_reason
 from ..errors import UserError
 from ..routing.block_mask import block_mask_layout, is_tile_shared, selection_bitmap
 from ..routing.patterns import generate_routing
+from .cupti import profile_kernel_times
 from .engine import Arm, Cells, Run, measure
 from .numerics import compare
 
@@ -213,6 +215,24 @@ class PeerProblem:
         return {n: back(t.detach()) for n, t in zip(("o", "dq", "dk", "dv"), (o, *grads), strict=True)}
 
 
+def peak_memory(problem: PeerProblem, cuda: Any) -> dict[str, int]:
+    """Bytes one forward + backward of ``problem`` allocates above what was allocated before it (torch's caching
+    allocator: ``reset_peak_memory_stats``, ``memory_allocated``, ``max_memory_allocated``; ``cuda`` injectable,
+    e.g. ``torch.cuda``): ``{"baseline_allocated_bytes", "peak_allocated_bytes", "peak_minus_baseline_bytes"}``.
+    O, dQ, dK and dV are alive together when ``autograd.grad`` returns, so on a GPU the peak above the baseline is
+    at least their bytes (``validate`` holds it to that)."""
+    problem.load()
+    call = problem.calls()["fwd_bwd"]
+    cuda.synchronize()
+    cuda.reset_peak_memory_stats()
+    base = int(cuda.memory_allocated())
+    call()
+    cuda.synchronize()
+    peak = int(cuda.max_memory_allocated())
+    del call
+    return {"baseline_allocated_bytes": base, "peak_allocated_bytes": peak, "peak_minus_baseline_bytes": peak - base}
+
+
 def reference_outputs(shape: Shape, routing: np.ndarray | None, inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
     """fp32 autograd reference in ``[B, T, H, D]``: ``naive_nsa_selection`` for a routing, causal attention by the
     MATH backend for dense (``routing`` None)."""
@@ -274,8 +294,8 @@ class PeerArm(Arm[dict[str, Any]]):
 
     schema = "peer_result"
 
-    def __init__(self, peers: list[str], compiled: bool):
-        self.peers, self.compiled = peers, compiled
+    def __init__(self, peers: list[str], compiled: bool, cupti_rounds: int | None = None):
+        self.peers, self.compiled, self.cupti_rounds = peers, compiled, cupti_rounds
 
     def inputs(self, run: Run) -> None:
         from .launcher import make_inputs  # noqa: PLC0415 - FLA only after the env gate
@@ -291,15 +311,12 @@ class PeerArm(Arm[dict[str, Any]]):
         self.skipped: dict[str, dict[str, str]] = {p: {} for p in self.peers}
         self.backends: dict[str, str | None] = {}
         for name in self.peers:
-            row = peer(name)
-            for rname in [None] if row.routing_free else run.names:
+            for rname in [None] if peer(name).routing_free else run.names:
                 cell = DENSE_CELL if rname is None else f"{rname}|{name}"
-                if rname is not None and row.tile_shared_only and not self.facts[rname]["tile_shared"]:
-                    self.skipped[name][rname] = "not tile-shared: full blocks would compute pairs it never selects"
-                    continue
-                if cell in self.oracle["failures"]:
-                    self.skipped[name][rname or DENSE_CELL] = "failed the oracle check: " + \
-                        "; ".join(self.oracle["failures"][cell])
+                why = skip_reason(name, rname, rname is None or self.facts[rname]["tile_shared"],
+                                  self.oracle["failures"])
+                if why is not None:
+                    self.skipped[name][rname or DENSE_CELL] = why
                     continue
                 problem = shared.problem(name, None if rname is None else run.routings[rname])
                 self.problems[cell], self.cells_of[cell] = problem, (rname, name)
@@ -322,32 +339,59 @@ class PeerArm(Arm[dict[str, Any]]):
         run.device.synchronize()
         self.autotune = {"tuned_on": TUNE_PATTERN, "kernels": autotune_record()}
 
+    def load(self, cell: str) -> None:
+        self.problems[cell].load()
+
     def cells(self, run: Run) -> Iterator[Cells]:
-        fns = {cell: p.calls() for cell, p in self.problems.items()}
-        yield Cells(fns, RoundPlan.of(list(fns), run.config, stop=False), label="peer-bench",
-                    before_cell=lambda cell: self.problems[cell].load())
+        self.fns = {cell: p.calls() for cell, p in self.problems.items()}
+        yield Cells(self.fns, RoundPlan.of(list(self.fns), run.config), label="peer-bench", before_cell=self.load)
 
     def timed(self, run: Run, cells: Cells) -> None:
         self.measurement = cells.measured
 
     def record(self, run: Run) -> dict[str, Any]:
+        """The CUPTI pass over every cell (:func:`.cupti.profile_kernel_times`, sized by need as bench's; a host
+        without CUPTI records none), then each cell's memory (:func:`peak_memory`), then the document."""
+        config, cupti = run.config, None
+        rounds = self.cupti_rounds
+        sized = None
+        if rounds is None:
+            sized = sizing({c: {s: st.median_ms for s, st in by.items()}
+                            for c, by in self.measurement.stage_stats(list(self.fns), PEER_STAGES).items()})
+            rounds = sized["rounds"]
+        try:  # a cross-check only, as bench's
+            if rounds:
+                with run.phases("cupti"):
+                    cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush, rounds,
+                                                 before_pattern=self.load, device=run.device, sized=sized)
+        except (RuntimeError, OSError) as exc:
+            print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
+                  file=sys.stderr)
+        self.fns.clear()   # the timed calls' last outputs and gradients are freed before memory is read
+        run.device.empty_cache()
+        memory = {cell: peak_memory(p, run.device.memory) for cell, p in self.problems.items()}  # phase "record"
         self.problems = {}
         run.device.empty_cache()
         return peer_result.build(
-            config=run.config, gates=run.gates, routings=self.facts, peers=self.peers, cells=self.cells_of,
+            config=config, gates=run.gates, routings=self.facts, peers=self.peers, cells=self.cells_of,
             backends=self.backends, skipped=self.skipped, oracle=self.oracle, autotune=self.autotune,
             measurement=self.measurement, metadata=run.metadata(), wall_seconds=run.elapsed(),
-            phases=run.phases.seconds())
+            phases=run.phases.seconds(), cupti=cupti, memory=memory)
 
 
 def run_peers(config: Config, allow_gpu: bool, peers: list[str], output: str | Path, device: Any = None,
-              clock: Any = None) -> dict[str, Any]:
-    """Time ``peers`` on ``config``'s routings (module docstring) and write the peer result to ``output``."""
+              clock: Any = None, cupti_rounds: int | None = None) -> dict[str, Any]:
+    """Time ``peers`` on ``config``'s routings (module docstring) and write the peer result to ``output``.
+
+    ``config`` holds the command line's overrides (``--repetitions``; ``--stop-rule``'s rule as ``timing.stop``
+    when the config has none: :mod:`nsa_exp.analysis.stop_rule`, each cell a "routing" of the verdict rule, dropped
+    once its three stages' CIs are tight). ``cupti_rounds``: profiled rounds after the timed ones (None: sized by
+    need, :func:`nsa_exp.analysis.cupti.sizing`; 0: no pass). ``device``/``clock``: injectable (:mod:`.engine`)."""
     if not config.patterns:
         raise UserError("config.patterns: peer-bench needs at least one routing")
     run = Run(config, allow_gpu, Path(output), device=device, **({} if clock is None else {"clock": clock}))
     compiled = device is None
-    doc = measure(PeerArm(peers, compiled), run)
+    doc = measure(PeerArm(peers, compiled, cupti_rounds), run)
     print(f"peer-bench: {len(doc['cells'])} cells, {doc['timing']['repetitions']} timed rounds, "
           f"{doc['wall_seconds']:.0f} s", file=sys.stderr)
     return doc

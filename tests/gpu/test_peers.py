@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from nsa_exp.analysis.cupti import METHOD_PAIRED, cupti_block, sizing
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import Pattern
 from nsa_exp.routing.config import config_from_dict
@@ -66,13 +67,17 @@ def test_peer_bench_writes_a_result_that_validate_recomputes(tmp_path, monkeypat
     monkeypatch.setattr(sys, "argv", [str(REPO / "nsa_exp" / "__main__.py"), "peer-bench", "--config", "tiny.json",
                                       "--peers", "fla,sdpa-dense", "--output", str(out)])
     # FlexAttention has no CPU backward: the arm times FLA and dense attention here (flex: the oracle test above)
-    doc = run_peers(config(), True, ["fla", "sdpa-dense"], out, device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25))
+    doc = run_peers(config(), True, ["fla", "sdpa-dense"], out, device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25),
+                    cupti_rounds=0)
     assert list(doc["cells"]) == ["local|fla", "uniform|fla", "sink-heavy|fla", "dense"]
     assert doc["peers"]["sdpa-dense"]["backend"] == "MATH"
     s = doc["summary"]
     assert s["routings"]["local"]["fla"]["skew_penalty"] is None
     assert s["routings"]["uniform"]["fla"]["extra_work"] == 1.0 and s["dense"] is not None
     assert doc["routings"]["local"]["tile_shared"]   # (at M = S every routing selects every causal block)
+    # each cell's memory: one forward + backward after a reset of the allocator's peak (the fake's peak: +1 MiB)
+    assert set(doc["memory"]) == set(doc["cells"]) and "cupti" not in doc  # --cupti-rounds 0: no pass
+    assert all(m["peak_minus_baseline_bytes"] == 2**20 for m in doc["memory"].values())
     report = validate_path(out)
     failed = {c["name"]: [f["path"] for f in c["failures"]] for c in report["checks"] if not c["passed"]}
     # CPU torch has no CUDA version (the bench arm's test says the same)
@@ -103,5 +108,58 @@ def test_peer_bench_writes_a_result_that_validate_recomputes(tmp_path, monkeypat
     def oracle(d):
         d["oracle"]["results"]["uniform|fla"]["dk"]["rel_l2"] = 0.5
 
-    for mutate in (median, penalty, drop_cell, work, oracle):
+    def skip_reason(d):
+        d["peers"]["fla"]["skipped"] = {"uniform": "not tile-shared: full blocks would compute pairs it never selects"}
+
+    for mutate in (median, penalty, drop_cell, work, oracle, skip_reason):
         assert "peer_recompute" in fails(mutate), mutate.__name__
+
+    def memory(d):
+        d["memory"]["dense"]["peak_allocated_bytes"] += 1
+
+    def memory_cells(d):
+        del d["memory"]["dense"]
+
+    for mutate in (memory, memory_cells):
+        assert "peer_memory" in fails(mutate), mutate.__name__
+
+    # the CUPTI block is judged as bench's, on the cells: kernel times that agree with the events pass, half fail
+    def cupti(scale):
+        def add(d):
+            events = {c: {s: v["stages"][s]["raw_ms"][:5] for s in v["stages"]} for c, v in d["cells"].items()}
+            kernels = {c: {s: [x * scale for x in ms] for s, ms in st.items()} for c, st in events.items()}
+            d["cupti"] = cupti_block(kernels, 5, sizing({c: {s: v["stages"][s]["median_ms"] for s in v["stages"]}
+                                                         for c, v in d["cells"].items()}), METHOD_PAIRED, events)
+        return add
+
+    assert "cupti_agreement" not in fails(cupti(1.0)) and "cupti_agreement" in fails(cupti(0.5))
+
+
+def test_peer_bench_under_the_stop_rule_drops_converged_cells_and_validates(tmp_path, monkeypatch):
+    """``peer-bench --stop-rule``: each cell a "routing" of the verdict rule; with every observation equal each cell
+    converges at ``min_rounds``, the run stops on ``ci`` there, and validate recomputes the trace (a forged one
+    fails)."""
+    from nsa_exp.analysis.stop_rule import DEFAULT_RULE  # noqa: PLC0415
+    from nsa_exp.core.config import StopRule  # noqa: PLC0415
+    from nsa_exp.gpu.peers import run_peers  # noqa: PLC0415 - FLA after the interpreter setup
+
+    out = tmp_path / "peers_stop.json"
+    monkeypatch.setattr(sys, "argv", [str(REPO / "nsa_exp" / "__main__.py"), "peer-bench", "--config", "tiny.json",
+                                      "--peers", "fla,sdpa-dense", "--stop-rule", "--output", str(out)])
+    rule = StopRule(**{**DEFAULT_RULE.to_dict(), "min_rounds": 6, "min_seconds": 0.0})   # n <= 5: no interval
+    eight = config_from_dict(tiny_config(patterns=PATTERNS, repetitions=8), source="tiny.json")
+    doc = run_peers(eight.overridden(stop=rule), True, ["fla", "sdpa-dense"], out,
+                    device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25), cupti_rounds=0)
+    stop = doc["timing"]["stop"]
+    assert (stop["stopped_by"], stop["rounds"], stop["source"]) == ("ci", 6, "--stop-rule")
+    assert stop["cell_rounds"] == dict.fromkeys(doc["cells"], 6) and stop["saved_cell_rounds"] == 4 * (8 - 6)
+    assert all(len(s["raw_ms"]) == 6 for c in doc["cells"].values() for s in c["stages"].values())
+    report = validate_path(out)
+    failed = {c["name"] for c in report["checks"] if not c["passed"]}
+    assert failed <= {"environment_recorded", "config_provenance"}, failed
+
+    forged = copy.deepcopy(doc)
+    forged["timing"]["stop"]["trace"][0]["unconverged"] = 0
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(forged))
+    assert "peer_recompute" in {c["name"] for c in validate_path(path)["checks"] if not c["passed"]}
