@@ -13,9 +13,9 @@
 #   scripts/h200_session.sh engine OUTDIR  # issue 21: check, smoke, 20-round bench + validate + compare to the formal
 #   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
 #   scripts/h200_session.sh kinds29 OUTDIR # issue 29: check, smoke, bench --stop-rule, compare, ncu dK/dV, validate
-#   scripts/h200_session.sh peers OUTDIR   # issue 31: peer-bench at T=8192 and T=32768 (configs/peers_h200*.json), validate
-#   scripts/h200_session.sh peers_long OUTDIR  # issue 31: peer-bench at T=131072 (local, sink-heavy); peer-bench
-#                                          # --stop-rule at T=8192 (at most 100 rounds); validate
+#   scripts/h200_session.sh peers OUTDIR   # issue 31: peer-bench --stop-rule at T=8192 (at most 100 rounds), then
+#                                          # T=32768 (configs/peers_h200*.json) if it validates; validate
+#   scripts/h200_session.sh peers_long OUTDIR  # issue 31: peer-bench at T=131072 (local, sink-heavy); validate
 #   scripts/h200_session.sh peers_formal OUTDIR  # issue 31: on one machine, the formal bench and FLA alone through
 #                                          # peer-bench (150 rounds each), compared: full_bwd against FLA's bwd
 #   scripts/h200_session.sh cost OUTDIR    # issue 30: the formal bench tuned afresh into the tuning cache, then replayed
@@ -133,17 +133,19 @@ case "$part" in
     cp -r runs "$out/runs" 2>/dev/null
     step validate "$py" -m nsa_exp validate "$out"/e1_h200_*.json "$out/e1_h200_kinds29.csv" "$out"/runs/*/ncu/*.json
     ;;
-  peers)  # issue 31: FLA, FlexAttention and dense SDPA on the same routings (results/peers/)
-    step peers_T8192 "$py" -m nsa_exp peer-bench --config configs/peers_h200_T8192.json --publish --overwrite
-    step peers_T32768 "$py" -m nsa_exp peer-bench --config configs/peers_h200.json --publish --overwrite
-    step validate "$py" -m nsa_exp validate results/peers/peers_h200_T8192.json results/peers/peers_h200.json
+  peers)  # issue 31: FLA, FlexAttention and dense SDPA on the same routings (results/peers/): T=8192 under the stop
+          # rule (at most 100 rounds), validated before T=32768 (20 rounds) is started
+    step peers_T8192 "$py" -m nsa_exp peer-bench --config configs/peers_h200_T8192.json --stop-rule --repetitions 100 \
+      --publish --overwrite
+    step validate_T8192 "$py" -m nsa_exp validate results/peers/peers_h200_T8192.json
+    if [ "$failed_rc" -eq 0 ]; then
+      step peers_T32768 "$py" -m nsa_exp peer-bench --config configs/peers_h200.json --publish --overwrite
+      step validate "$py" -m nsa_exp validate results/peers/peers_h200.json
+    fi
     ;;
-  peers_long)  # issue 31: T=131072, local and sink-heavy; then peer-bench --stop-rule at T=8192 (at most 100 rounds)
+  peers_long)  # issue 31: T=131072, local and sink-heavy
     step peers_T131072 "$py" -m nsa_exp peer-bench --config configs/peers_h200_T131072.json --publish --overwrite
-    step peers_T8192_stop "$py" -m nsa_exp peer-bench --config configs/peers_h200_T8192.json --stop-rule \
-      --repetitions 100 --output results/peers/peers_h200_T8192_stop.json --publish --overwrite
-    step validate "$py" -m nsa_exp validate results/peers/peers_h200_T131072.json \
-      results/peers/peers_h200_T8192_stop.json
+    step validate "$py" -m nsa_exp validate results/peers/peers_h200_T131072.json
     ;;
   peers_formal)  # issue 31: does the peer arm's FLA row reproduce bench's full_bwd? On one machine, one after the
                  # other: the formal bench (150 rounds, tuned afresh) and FLA alone through peer-bench (150 rounds)

@@ -73,6 +73,9 @@ METHOD_BUSY = ("torch.profiler (CPU + CUDA activities): one record_function rang
               "once, gaps between launches excluded); rounds sized by need (cupti.sizing)")
 METHOD_PAIRED = METHOD_BUSY + ("; each profiled call keeps its CUDA-event pair (event_ms), and the agreement "
                               "rule compares the same calls' event and kernel medians")
+METHOD_MARKED = METHOD_PAIRED + ("; an empty GPU spin launched from the calling thread opens and closes each range, "
+                                  "so its GPU-side span holds the kernels other threads launch inside it (autograd "
+                                  "runs a backward on its device thread), the spins inside the event pair too")
 METHOD = ("torch.profiler (CPU + CUDA activities): one record_function range per stage call, L2 flushed and a "
           "GPU spin queued before each call outside the range; kernel time = the range's GPU-side span "
           "(gpu_user_annotation device_time_total; the CPU-side range is ignored)")
@@ -240,9 +243,10 @@ def disagreement(stage: str, event_ms: float, kernel_median_ms: float) -> str | 
                             f"(gap {gap:+.4f} ms) outside the {'loose' if loose else 'tight'} rule")
 
 
-def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
+def cupti_problems(doc: dict[str, Any], paired_method: str = METHOD_PAIRED) -> list[tuple[str, str]]:
     """``(json path, message)`` for every stage whose medians disagree, or whose recorded kernel-time
-    median does not recompute from its calls; empty for a result without a ``cupti`` block."""
+    median does not recompute from its calls; empty for a result without a ``cupti`` block. ``paired_method``: the
+    method a pass with paired events records (bench's :data:`METHOD_PAIRED`; the peer arm's :data:`METHOD_MARKED`)."""
     block = doc.get("cupti")
     if block is None:
         return []
@@ -250,7 +254,7 @@ def cupti_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     paired = "event_ms" in block or "median_event_ms" in block
     # The method each pass recorded (the aggregation changed twice; a block names the one it was computed by) and
     # the rule it was judged by: both are this module's, never the document's own.
-    methods = (METHOD_PAIRED,) if paired else (METHOD_BUSY,) if "sizing" in block else (METHOD,)
+    methods = (paired_method,) if paired else (METHOD_BUSY,) if "sizing" in block else (METHOD,)
     if block.get("method") not in methods:
         problems.append(("$.cupti.method", f"{block.get('method')!r}: a pass "
                          f"{'with paired events' if paired else 'sized by need' if 'sizing' in block else 'of before'}"

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.cupti import cupti_problems
+from ..analysis.cupti import METHOD_MARKED, cupti_problems
 from ..analysis.peers import peer_summary
 from ..analysis.reproduction import judge_naive
 from ..core.config import Config
@@ -106,6 +106,13 @@ def output_bytes(shape: Any) -> int:
     (2 bytes each in bf16/fp16, 4 in fp32): alive together when ``autograd.grad`` of a forward returns."""
     width = 4 if shape.dtype == "float32" else 2
     return width * shape.B * shape.T * (shape.HQ * (shape.V + shape.K) + shape.H * (shape.K + shape.V))
+
+
+def marked_cupti_problems(doc: dict[str, Any]) -> Problems:
+    """Bench's CUPTI agreement on the cells, for the peer arm's marked pass
+    (:data:`~nsa_exp.analysis.cupti.METHOD_MARKED`: each range bounded by empty spins, so a backward that autograd's
+    device thread launches is inside it)."""
+    return cupti_problems(doc, METHOD_MARKED)
 
 
 def _add_problems(add: Add, name: str, problems: Callable[[dict[str, Any]], Problems], doc: dict[str, Any]) -> None:
@@ -345,7 +352,8 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     guarded("peer_recompute", add, peer_recompute, doc, add, ctx)
     guarded("peer_timing_plausible", add, timing_plausible, doc, add)
     if "cupti" in doc:
-        guarded("cupti_agreement", add, _add_problems, add, "cupti_agreement", cupti_problems, as_bench_view(doc))
+        guarded("cupti_agreement", add, _add_problems, add, "cupti_agreement", marked_cupti_problems,
+                as_bench_view(doc))
     if "memory" in doc:
         guarded("peer_memory", add, _add_problems, add, "peer_memory", memory_problems, doc)
     guarded("config_provenance", add, config_provenance, doc, add, ctx)

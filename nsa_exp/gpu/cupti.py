@@ -16,12 +16,13 @@ by name; that pass records no events, as before).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from ..analysis.cupti import METHOD_PAIRED, ROUNDS, cupti_block, event_ms_of, kernel_busy_ms, range_label
+from ..analysis.cupti import METHOD_MARKED, METHOD_PAIRED, ROUNDS, cupti_block, event_ms_of, kernel_busy_ms, range_label
 from ..core.protocol import round_orders
 from .timing import CudaDevice, run_rounds
 
@@ -51,16 +52,32 @@ def _in_range(pattern: str, stage: str, r: int) -> Any:
     return record_function(range_label(pattern, stage, r))
 
 
+def _in_marked_range(dev: Any) -> Callable[[str, str, int], Any]:
+    """The range of :func:`_in_range` opened and closed by an empty GPU spin (``dev.spin(0)``) launched from the
+    calling thread: the range's GPU-side span is that of the kernels its own thread launched, so a call whose
+    kernels another thread launches (autograd's backward on its device thread) would have none inside it; the two
+    spins, queued on the same stream before and after the call, bound them."""
+    @contextmanager
+    def around(pattern: str, stage: str, r: int) -> Iterator[None]:
+        with record_function(range_label(pattern, stage, r)):
+            dev.spin(0)
+            yield
+            dev.spin(0)
+    return around
+
+
 def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]], l2_flush_bytes: int,
                          flush_policy: str, rounds: int = ROUNDS,
                          before_pattern: Callable[[str], None] | None = None, device: Any = None,
                          aggregate: Callable[[Iterable[Any], int], Any] | None = None,
-                         sized: dict[str, Any] | None = None) -> Any:
+                         sized: dict[str, Any] | None = None, marked: bool = False) -> Any:
     """``rounds`` profiled rounds over every pattern x stage; returns the result's ``cupti`` block
     (``aggregate(profiler events, rounds)``, default :func:`nsa_exp.analysis.cupti.cupti_block` of
     :func:`~nsa_exp.analysis.cupti.kernel_busy_ms`, each call's summed device activity, with the same calls'
     CUDA-event times, ms, as ``event_ms``; ``sized``, the
-    :func:`~nsa_exp.analysis.cupti.sizing` record of a pass sized by need, is recorded in it).
+    :func:`~nsa_exp.analysis.cupti.sizing` record of a pass sized by need, is recorded in it). ``marked``: each
+    range opened and closed by an empty spin (:func:`_in_marked_range`, recorded as
+    :data:`~nsa_exp.analysis.cupti.METHOD_MARKED`), for calls whose kernels autograd's device thread launches.
 
     ``stage_fns[pattern][stage]`` as for :func:`nsa_exp.gpu.timing.run_rounds` (called in mapping
     order, so each stage consumes this round's intermediates); ``device`` defaults to CUDA. Raises what
@@ -72,11 +89,13 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
     dev.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         records = run_rounds(stage_fns, round_orders(list(stage_fns), rounds, "fixed-rounds", 0), 0, l2_flush_bytes,
-                             device=dev, before_pattern=before_pattern, flush_policy=flush_policy, around=_in_range,
+                             device=dev, before_pattern=before_pattern, flush_policy=flush_policy,
+                             around=_in_marked_range(dev) if marked else _in_range,
                              flush_buffer=flush)
     del flush
     events = prof.events()
     if aggregate is not None:
         return aggregate(events, rounds)
-    return cupti_block(kernel_busy_ms(events), rounds, sized, METHOD_PAIRED, event_ms=event_ms_of(records))
+    return cupti_block(kernel_busy_ms(events), rounds, sized, METHOD_MARKED if marked else METHOD_PAIRED,
+                       event_ms=event_ms_of(records))
 

@@ -363,7 +363,8 @@ class PeerArm(Arm[dict[str, Any]]):
             if rounds:
                 with run.phases("cupti"):
                     cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush, rounds,
-                                                 before_pattern=self.load, device=run.device, sized=sized)
+                                                 before_pattern=self.load, device=run.device, sized=sized,
+                                                 marked=True)
         except (RuntimeError, OSError) as exc:
             print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
                   file=sys.stderr)

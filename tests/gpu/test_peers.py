@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from nsa_exp.analysis.cupti import METHOD_PAIRED, cupti_block, sizing
+from nsa_exp.analysis.cupti import METHOD_MARKED, cupti_block, sizing
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import Pattern
 from nsa_exp.routing.config import config_from_dict
@@ -129,7 +129,7 @@ def test_peer_bench_writes_a_result_that_validate_recomputes(tmp_path, monkeypat
             events = {c: {s: v["stages"][s]["raw_ms"][:5] for s in v["stages"]} for c, v in d["cells"].items()}
             kernels = {c: {s: [x * scale for x in ms] for s, ms in st.items()} for c, st in events.items()}
             d["cupti"] = cupti_block(kernels, 5, sizing({c: {s: v["stages"][s]["median_ms"] for s in v["stages"]}
-                                                         for c, v in d["cells"].items()}), METHOD_PAIRED, events)
+                                                         for c, v in d["cells"].items()}), METHOD_MARKED, events)
         return add
 
     assert "cupti_agreement" not in fails(cupti(1.0)) and "cupti_agreement" in fails(cupti(0.5))
