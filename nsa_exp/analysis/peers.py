@@ -3,7 +3,8 @@ bootstrap 95% CIs, each peer's own skew penalty (its backward on the routing ove
 backward over dense causal attention's backward, its extra work, and the fastest backward per routing.
 
 Every ratio is a ratio of medians with a paired bootstrap CI (:func:`nsa_exp.analysis.bootstrap.bootstrap_ratio_ci`:
-every round times every cell, so observation ``i`` of two cells comes from the same round). One function,
+every round times every cell, so observation ``i`` of two cells comes from the same round), or an unpaired one when
+the stop rule stopped timing one of the two cells earlier. One function,
 :func:`peer_summary`, serves the builder and ``validate`` (which recomputes it from the recorded observations).
 """
 
@@ -18,13 +19,17 @@ from tabulate import tabulate
 from ..core.families import BASELINE_PATTERN
 from ..core.peers import DENSE_CELL, PEER_BACKWARD, peer
 from .bootstrap import bootstrap_median_ci, bootstrap_ratio_ci
+from .compare import ratio_ci
 
 #: The stages summarised per cell: the backward (the question) and the training step's forward + backward.
 SUMMARY_STAGES = (PEER_BACKWARD, "fwd_bwd")
 
 
 def _ratio(num: list[float], den: list[float]) -> dict[str, Any]:
-    lo, hi = bootstrap_ratio_ci(num, den)
+    """``median(num) / median(den)`` with its 95% CI: paired when every round timed both cells, else (the stop
+    rule's verdict rule stopped timing one of them earlier) unpaired (:func:`nsa_exp.analysis.compare.ratio_ci`,
+    as the report's bench ratios)."""
+    lo, hi = bootstrap_ratio_ci(num, den) if len(num) == len(den) else ratio_ci(den, num)
     return {"ratio": median(num) / median(den), "ci": [lo, hi]}
 
 
