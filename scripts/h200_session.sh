@@ -17,7 +17,8 @@
 #                                          # T=32768 (configs/peers_h200*.json) if it validates; validate
 #   scripts/h200_session.sh peers_long OUTDIR  # issue 31: peer-bench at T=131072 (local, sink-heavy); validate
 #   scripts/h200_session.sh peers_formal OUTDIR  # issue 31: on one machine, the formal bench and FLA alone through
-#                                          # peer-bench (150 rounds each), compared: full_bwd against FLA's bwd
+#                                          # peer-bench (PAIR_REPS rounds each, default 150), compared: full_bwd
+#                                          # against FLA's bwd
 #   scripts/h200_session.sh cost OUTDIR    # issue 30: the formal bench tuned afresh into the tuning cache, then replayed
 #   scripts/h200_session.sh cost_stop OUTDIR  # issue 30: the formal config under --stop-rule, warm tuning cache
 #   scripts/h200_session.sh cost_pair OUTDIR  # issue 30: the formal bench and the stop-rule bench on one machine
@@ -148,10 +149,12 @@ case "$part" in
     step validate "$py" -m nsa_exp validate results/peers/peers_h200_T131072.json
     ;;
   peers_formal)  # issue 31: does the peer arm's FLA row reproduce bench's full_bwd? On one machine, one after the
-                 # other: the formal bench (150 rounds, tuned afresh) and FLA alone through peer-bench (150 rounds)
-    step bench_pair "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_pair \
+                 # other: the formal bench (tuned afresh) and FLA alone through peer-bench, PAIR_REPS rounds each
+                 # (default 150, the formal protocol's)
+    reps="${PAIR_REPS:-150}"
+    step bench_pair "$py" -m nsa_exp bench --config configs/e1_h200.json --name e1_h200_pair --repetitions "$reps" \
       --output results/raw/e1_h200_pair.json --summary results/summaries/e1_h200_pair.csv --publish --overwrite
-    step peers_fla_pair "$py" -m nsa_exp peer-bench --config configs/e1_h200.json --peers fla \
+    step peers_fla_pair "$py" -m nsa_exp peer-bench --config configs/e1_h200.json --peers fla --repetitions "$reps" \
       --output results/peers/e1_h200_fla_pair.json --publish --overwrite
     step compare "$py" -m nsa_exp compare results/raw/e1_h200_pair.json results/peers/e1_h200_fla_pair.json \
       --publish --overwrite
