@@ -16,16 +16,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.peers import REFERENCE_PEER
+from ..core.peers import DENSE_CELL, REFERENCE_PEER, cell_name
 from .data import ReportData, short_gpu
 from .markdown import anchor, md_table, ms, times
 
 TITLE = "Peers: which selection backward to use (FLA, FlexAttention, dense SDPA)"
 NOT_MEASURED = ("not yet measured: no `peer_result` is committed under `results/peers/` (`peer-bench` times FLA, "
                 "FlexAttention and dense SDPA on the GPU; this section fills from its files)")
-#: The committed compare of the formal H200 bench against the peer arm's FLA row on the formal config (150 rounds
-#: each: ``scripts/h200_session.sh peers_formal``): does the peer arm reproduce bench's ``full_bwd``?
-REPRODUCTION = "results/compare/e1_h200_vs_e1_h200_fla.json"
+#: The committed compares of bench against the peer arm's FLA row on the formal config: does the peer arm reproduce
+#: bench's ``full_bwd``? The formal H200 bench against FLA through peer-bench on another day (150 rounds each), and
+#: the two one after the other on one machine (``scripts/h200_session.sh peers_formal``, PAIR_REPS=60).
+REPRODUCTION = ("results/compare/e1_h200_vs_e1_h200_fla.json", "results/compare/e1_h200_pair_vs_e1_h200_fla_pair.json")
 
 
 def _peer_docs(data: ReportData) -> list[tuple[str, dict[str, Any]]]:
@@ -38,20 +39,52 @@ def _ratio(x: Mapping[str, Any] | None, digits: int = 2) -> str:
     return "—" if x is None else times(x["ratio"], x["ci"], digits)
 
 
+def _memory(doc: Mapping[str, Any], cell: str) -> list[str]:
+    """The cell's fwd+bwd allocation above its baseline, MiB (a column only where the result records memory)."""
+    memory = doc.get("memory")
+    return [] if memory is None else [f"{memory[cell]['peak_minus_baseline_bytes'] / 2**20:,.0f}"]
+
+
 def _table(doc: Mapping[str, Any]) -> str:
     s, several = doc["summary"], _compared(doc)
     rows = [[f"`{r}`", p, ms(v["bwd"]["median_ms"], v["bwd"]["ci_ms"], 1),
              ms(v["fwd_bwd"]["median_ms"], v["fwd_bwd"]["ci_ms"], 1), _ratio(v["skew_penalty"]), _ratio(v["vs_dense"]),
-             f"{v['extra_work']:.2f}", "yes" if several and s["fastest_bwd"][r] == p else ""]
+             f"{v['extra_work']:.2f}", *_memory(doc, cell_name(r, p)),
+             "yes" if several and s["fastest_bwd"][r] == p else ""]
             for r, ps in s["routings"].items() for p, v in ps.items()]
     if s["dense"] is not None:
         d = s["dense"]
         work = next(iter(doc["routings"].values()))["work"]   # every routing has the same edges, so FLA's work
         rows.append(["any", "sdpa-dense", ms(d["bwd"]["median_ms"], d["bwd"]["ci_ms"], 1),
                      ms(d["fwd_bwd"]["median_ms"], d["fwd_bwd"]["ci_ms"], 1), "—", "1",
-                     f"{work['dense'] / work['fla']:.2f}", ""])
+                     f"{work['dense'] / work['fla']:.2f}", *_memory(doc, DENSE_CELL), ""])
+    memory = ["fwd+bwd MiB above baseline"] if doc.get("memory") is not None else []
     return md_table(["routing", "implementation", "backward ms (95% CI)", "fwd+bwd ms", "its bwd ÷ its own `local` "
-                     "bwd", "bwd ÷ dense bwd", "work ÷ FLA's", "fastest bwd"], rows)
+                     "bwd", "bwd ÷ dense bwd", "work ÷ FLA's", *memory, "fastest bwd"], rows)
+
+
+def _rounds(doc: Mapping[str, Any]) -> str:
+    """The timed rounds, and under the stop rule how many each cell got and what stopped the run."""
+    t = doc["timing"]
+    stop = t.get("stop")
+    if stop is None:
+        return f"{t['repetitions']} timed rounds"
+    per_cell = stop.get("cell_rounds") or {}
+    spread = f", each cell {min(per_cell.values())}–{max(per_cell.values())}" if per_cell else ""
+    return (f"{t['repetitions']} timed rounds under the stop rule (at most {stop['max_rounds']}{spread}; stopped by "
+            f"{stop['stopped_by']})")
+
+
+def _cupti(doc: Mapping[str, Any]) -> list[str]:
+    """The CUPTI cross-check of a result that has one: its kernel-time medians over the same calls' event medians."""
+    block = doc.get("cupti")
+    if block is None:
+        return []
+    ratios = [k / block["median_event_ms"][c][st] for c, by in block["median_kernel_ms"].items()
+              for st, k in by.items() if block["median_event_ms"][c][st] > 0]
+    return [f"Kernel times (CUPTI, {block['rounds']} profiled rounds after the timed ones, every cell and stage): "
+            f"kernel-busy median ÷ the same calls' CUDA-event median {min(ratios):.3f}–{max(ratios):.3f} "
+            "(`validate` holds each to bench's agreement rule).", ""]
 
 
 def _control(data: ReportData, path: str) -> list[str]:
@@ -71,19 +104,28 @@ def _control(data: ReportData, path: str) -> list[str]:
 
 
 def _reproduction(data: ReportData) -> list[str]:
-    if not data.inputs.committed(REPRODUCTION):
+    out = []
+    for path in REPRODUCTION:
+        if not data.inputs.committed(path):
+            continue
+        doc = data.load(path, ("compare",))
+        cells = ", ".join(f"`{r['pattern']}` {times(r['ratio'], r['ci95'], 3)} ({r['verdict']})" for r in doc["rows"])
+        floor = {f"{100 * r['floor']:.1f}%" for r in doc["rows"]}
+        rounds = {f"{r['a_n']} and {r['b_n']}" for r in doc["rows"]}
+        far = max(abs(r["ratio"] - 1) for r in doc["rows"])
+        when = (f"{doc['a']['created_utc'][:10]} and {doc['b']['created_utc'][:10]}"
+                if doc["a"]["created_utc"][:10] != doc["b"]["created_utc"][:10] else
+                f"one after the other on {doc['a']['created_utc'][:10]}")
+        out.append(f"- `{path}` (bench `{doc['a']['path']}` against FLA alone through `peer-bench`, "
+                   f"`{doc['b']['path']}`; run {when}; {', '.join(sorted(rounds))} rounds; floor "
+                   f"{', '.join(sorted(floor))}, the H200's `full_bwd` floor): {cells}; the medians differ by "
+                   f"{100 * far:.1f}% or less"
+                   + ("." if any(r["verdict"] in ("faster", "slower") for r in doc["rows"]) else
+                      ", and no CI lies outside the floor (each `unclear` crosses it)."))
+    if not out:
         return []
-    doc = data.load(REPRODUCTION, ("compare",))
-    cells = ", ".join(f"`{r['pattern']}` {times(r['ratio'], r['ci95'], 3)} ({r['verdict']})" for r in doc["rows"])
-    floor = {f"{100 * r['floor']:.1f}%" for r in doc["rows"]}
-    rounds = {f"{r['a_n']} and {r['b_n']}" for r in doc["rows"]}
-    far = max(abs(r["ratio"] - 1) for r in doc["rows"])
-    return [f"Does the peer arm's FLA row reproduce bench's `full_bwd`? `{REPRODUCTION}` compares the formal H200 "
-            f"bench with FLA alone through `peer-bench` on the same config (the same `parallel_nsa_bwd`, here through "
-            f"`parallel_nsa`'s autograd; {', '.join(sorted(rounds))} rounds; floor {', '.join(sorted(floor))}, the "
-            f"H200's `full_bwd` floor): {cells}; the medians differ by {100 * far:.1f}% or less"
-            + ("." if any(r["verdict"] in ("faster", "slower") for r in doc["rows"]) else
-               ", and no CI lies outside the floor (each `unclear` crosses it)."), ""]
+    return ["Does the peer arm's FLA row reproduce bench's `full_bwd`? The same `parallel_nsa_bwd`, here through "
+            "`parallel_nsa`'s autograd, on the formal config:", "", *out, ""]
 
 
 def _compared(doc: Mapping[str, Any]) -> bool:
@@ -166,7 +208,7 @@ def peers_section(data: ReportData) -> list[str]:
         sh = doc["shape"]
         alone = "" if _compared(doc) else ", FLA alone (a control: the same cells without the peers interleaved)"
         out += [f"**T={sh['T']}{alone}** (B={sh['B']}, HQ={sh['HQ']}, H={sh['H']}, S={sh['S']}, "
-                f"{doc['timing']['repetitions']} timed rounds; `{path}`):", "", _table(doc), "",
+                f"{_rounds(doc)}; `{path}`):", "", _table(doc), "", *_cupti(doc),
                 *([] if _compared(doc) else _control(data, path))]
     return [*out, *_reproduction(data), *_advice(data, docs), ""]
 
