@@ -352,7 +352,7 @@ CASES: list[dict[str, Any]] = [
      "argv": ["autotune-heatmap", "--input", "results/autotune/e1_h200.json"], "git_clean": True, "exit": 0,
      "why": "once rewrote docs/figures/e1_h200_autotune_heatmap.*"},
     {"id": "documented.report_default_outputs", "argv": ["report", *REPORT_LIGHT], "git_clean": True,
-     "exit": 0, "timeout": 240, "why": "README's invoke report (here without its slow optional sections) once rewrote "
+     "exit": 0, "timeout": 360, "why": "README's invoke report (here without its slow optional sections) once rewrote "
                             "docs/RESULTS.md and results/analysis/e1_h100.json"},
     {"id": "documented.noise_table_publish_without_overwrite", "argv": ["noise-table", "--publish"], "git_clean": True,
      "exit": 2, "names": ["results/noise/floors.json", "--overwrite"],
