@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.cupti import METHOD_MARKED, cupti_problems
+from ..analysis.cupti import METHOD_MARKED, SIZING, cupti_problems, profiler_shift
 from ..analysis.peers import peer_summary
 from ..analysis.reproduction import judge_naive
+from ..analysis.stop_rule import DEFAULT_RULE, run_floors
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN, family
 from ..core.kinds import schema_version
@@ -108,11 +109,27 @@ def output_bytes(shape: Any) -> int:
     return width * shape.B * shape.T * (shape.HQ * (shape.V + shape.K) + shape.H * (shape.K + shape.V))
 
 
+#: The least a profiled call's event median may be of the same cell and stage's timed median: the profiler's pass runs
+#: the same loop (flush, spin, events) and slows calls, never speeds them up (H200: 0.981-1.124 over 26 cells).
+MIN_PROFILER_SHIFT = 0.95
+
+
 def marked_cupti_problems(doc: dict[str, Any]) -> Problems:
     """Bench's CUPTI agreement on the cells, for the peer arm's marked pass
     (:data:`~nsa_exp.analysis.cupti.METHOD_MARKED`: each range bounded by empty spins, so a backward that autograd's
-    device thread launches is inside it)."""
-    return cupti_problems(doc, METHOD_MARKED)
+    device thread launches is inside it); the sizing rule the code's (:data:`~nsa_exp.analysis.cupti.SIZING`), and no
+    profiled call's event median under :data:`MIN_PROFILER_SHIFT` of its timed median."""
+    problems = cupti_problems(doc, METHOD_MARKED)
+    sized = doc["cupti"].get("sizing")
+    if sized is not None and any(sized.get(k) != v for k, v in SIZING.items()):
+        problems.append(("$.cupti.sizing", f"{ {k: sized.get(k) for k in SIZING} }: peer-bench sizes its pass by "
+                         f"{SIZING}"))
+    for cell, by in profiler_shift(doc).items():
+        for stage, shift in by.items():
+            if shift < MIN_PROFILER_SHIFT:
+                problems.append((f"$.cupti.median_event_ms.{cell}.{stage}", f"{shift:.3f} of the timed median: the "
+                                 f"profiled calls ran faster than the timed ones (at least {MIN_PROFILER_SHIFT})"))
+    return problems
 
 
 def _add_problems(add: Add, name: str, problems: Callable[[dict[str, Any]], Problems], doc: dict[str, Any]) -> None:
@@ -127,6 +144,7 @@ def memory_problems(doc: dict[str, Any]) -> Problems:
     if memory is None:
         return []
     shape = _config(doc).shape
+    total = (doc["metadata"].get("gpu") or {}).get("total_memory_bytes")
     if set(memory) != set(doc["cells"]):
         return [("$.memory", f"cells {sorted(memory)} are not the timed cells {sorted(doc['cells'])}")]
     leaves = (2 if shape.dtype != "float32" else 4) * shape.B * shape.T * (
@@ -139,6 +157,9 @@ def memory_problems(doc: dict[str, Any]) -> Problems:
         elif gpu_run(doc) and m["peak_minus_baseline_bytes"] < output_bytes(shape):
             problems.append((f"{path}.peak_minus_baseline_bytes", f"{m['peak_minus_baseline_bytes']} bytes, fewer "
                              f"than O, dQ, dK and dV take ({output_bytes(shape)})"))
+        elif total and m["peak_allocated_bytes"] > total:
+            problems.append((f"{path}.peak_allocated_bytes", f"{m['peak_allocated_bytes']} bytes, more than the GPU "
+                             f"holds ($.metadata.gpu.total_memory_bytes {total})"))
         elif gpu_run(doc) and m["baseline_allocated_bytes"] < leaves:
             problems.append((f"{path}.baseline_allocated_bytes", f"{m['baseline_allocated_bytes']} bytes, fewer than "
                              f"the peer's q, k, v and dO ({leaves})"))
@@ -314,6 +335,14 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
     if stop is not None and stop.get("source") == "--stop-rule" and "--stop-rule" not in argv and \
             any(a.endswith("__main__.py") for a in argv[:1]):
         problems.append(("$.timing.stop.source", "--stop-rule, but the recorded argv has no --stop-rule"))
+    if stop is not None and stop.get("source") == "--stop-rule" and stop.get("rule") != DEFAULT_RULE.to_dict():
+        problems.append(("$.timing.stop.rule", f"{stop.get('rule')}: peer-bench --stop-rule (a config without "
+                         f"timing.stop) times under the default rule {DEFAULT_RULE.to_dict()}"))
+    if stop is not None and stop.get("floors") is not None:
+        want_floors = run_floors((doc["metadata"].get("gpu") or {}).get("name"), list(PEER_STAGES))
+        if stop["floors"] != want_floors:
+            problems.append(("$.timing.stop.floors", f"{stop['floors']}: the noise table gives {want_floors} for this "
+                             "GPU's peer stages (it has none of them: compare's fallback)"))
     peers_arg = argv_option(argv, "--peers")
     want_peers = [p.strip() for p in peers_arg.split(",")] if peers_arg else list(PEER_NAMES)
     if any(a.endswith("__main__.py") for a in argv[:1]) and list(doc["peers"]) != want_peers:
@@ -354,6 +383,9 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if "cupti" in doc:
         guarded("cupti_agreement", add, _add_problems, add, "cupti_agreement", marked_cupti_problems,
                 as_bench_view(doc))
+    elif doc.get("phases", {}).get("cupti", 0) > 0:
+        add("cupti_agreement", [("$.cupti", f"missing, but $.phases.cupti records a {doc['phases']['cupti']:.1f} s "
+                                            "CUPTI pass")])
     if "memory" in doc:
         guarded("peer_memory", add, _add_problems, add, "peer_memory", memory_problems, doc)
     guarded("config_provenance", add, config_provenance, doc, add, ctx)
@@ -364,4 +396,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its own observations", add)
     ctx.unverifiable("$.cells.*.stages.*.raw_ms, $.oracle.results", "measured on the GPU host (statistics, summary "
                      "and oracle verdicts recomputed from them)")
+    if "cupti" in doc or "memory" in doc:
+        ctx.unverifiable("$.cupti.kernel_ms, $.cupti.event_ms, $.memory", "measured on the GPU host (held to the "
+                         "agreement rule, the timed medians, the outputs' bytes and the GPU's memory)")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.stop_rule import decision, observations, rerun, round_entry
+from ..analysis.stop_rule import METHOD_VERDICT, decision, observations, rerun, round_entry
 from ..core.config import StopRule
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, round_orders, summarize
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
@@ -186,6 +186,14 @@ def verdict_rule_problems(doc: dict[str, Any]) -> Problems:
     if len(got_trace) != len(want_trace):
         problems.append(("$.timing.stop.trace", f"{len(got_trace)} entries; the rule on the raw observations "
                                                 f"stops after {len(want_trace)} rounds"))
+    if stop.get("method") != METHOD_VERDICT:
+        problems.append(("$.timing.stop.method", f"{stop.get('method')!r}: the verdict rule records "
+                                                 f"{METHOD_VERDICT!r}"))
+    elapsed = [e.get("elapsed_seconds", 0.0) for e in got_trace]
+    if any(b < a for a, b in zip(elapsed, elapsed[1:], strict=False)):
+        problems.append(("$.timing.stop.trace", "the wall clock goes backwards between entries"))
+    if got_trace and not close(stop.get("elapsed_seconds", float("nan")), elapsed[-1]):
+        problems.append(("$.timing.stop.elapsed_seconds", "differs from the last trace entry's"))
     want = tracker.record()
     for key in ("stopped_by", "rounds", "cell_rounds", "held_by", "saved_cell_rounds"):
         if stop.get(key) != want[key]:

@@ -136,22 +136,23 @@ def test_peer_bench_writes_a_result_that_validate_recomputes(tmp_path, monkeypat
 
 
 def test_peer_bench_under_the_stop_rule_drops_converged_cells_and_validates(tmp_path, monkeypatch):
-    """``peer-bench --stop-rule``: each cell a "routing" of the verdict rule; with every observation equal each cell
-    converges at ``min_rounds``, the run stops on ``ci`` there, and validate recomputes the trace (a forged one
-    fails)."""
+    """peer-bench under the stop rule (here the config's ``timing.stop``): each cell a "routing" of the verdict
+    rule; with every observation equal each cell converges at ``min_rounds``, the run stops on ``ci`` there, and
+    validate recomputes the trace (a forged one fails)."""
     from nsa_exp.analysis.stop_rule import DEFAULT_RULE  # noqa: PLC0415
     from nsa_exp.core.config import StopRule  # noqa: PLC0415
     from nsa_exp.gpu.peers import run_peers  # noqa: PLC0415 - FLA after the interpreter setup
 
     out = tmp_path / "peers_stop.json"
     monkeypatch.setattr(sys, "argv", [str(REPO / "nsa_exp" / "__main__.py"), "peer-bench", "--config", "tiny.json",
-                                      "--peers", "fla,sdpa-dense", "--stop-rule", "--output", str(out)])
+                                      "--peers", "fla,sdpa-dense", "--output", str(out)])
+    # the config's own timing.stop (--stop-rule would record the default rule, which validate holds it to)
     rule = StopRule(**{**DEFAULT_RULE.to_dict(), "min_rounds": 6, "min_seconds": 0.0})   # n <= 5: no interval
-    eight = config_from_dict(tiny_config(patterns=PATTERNS, repetitions=8), source="tiny.json")
-    doc = run_peers(eight.overridden(stop=rule), True, ["fla", "sdpa-dense"], out,
+    eight = config_from_dict(tiny_config(patterns=PATTERNS, repetitions=8, stop=rule.to_dict()), source="tiny.json")
+    doc = run_peers(eight, True, ["fla", "sdpa-dense"], out,
                     device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25), cupti_rounds=0)
     stop = doc["timing"]["stop"]
-    assert (stop["stopped_by"], stop["rounds"], stop["source"]) == ("ci", 6, "--stop-rule")
+    assert (stop["stopped_by"], stop["rounds"], stop["source"]) == ("ci", 6, "config")
     assert stop["cell_rounds"] == dict.fromkeys(doc["cells"], 6) and stop["saved_cell_rounds"] == 4 * (8 - 6)
     assert all(len(s["raw_ms"]) == 6 for c in doc["cells"].values() for s in c["stages"].values())
     report = validate_path(out)

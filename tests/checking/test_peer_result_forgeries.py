@@ -1,0 +1,84 @@
+"""Forgeries of the committed H200 peer results that validate refuses (a forger's trial of 2026-12-04 passed each
+before): the stop rule's recorded rule and floors, the CUPTI pass's sizing, its profiled calls faster than the timed
+ones, a missing CUPTI block beside its phase, memory beyond the GPU, the verdict rule's method and wall clock."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from nsa_exp.checking.validate import validate_path
+from tests.helpers import REPO
+
+T32768 = REPO / "results" / "peers" / "peers_h200.json"
+T8192 = REPO / "results" / "peers" / "peers_h200_T8192.json"   # ran under peer-bench --stop-rule
+
+
+def _failures(doc: dict, tmp_path) -> set[str]:
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(doc))
+    report = validate_path(path)
+    return {f["path"] for c in report["checks"] if not c["passed"] for f in c["failures"]} | \
+        {c["name"] for c in report["checks"] if not c["passed"]}
+
+
+def _scale_cupti(doc: dict, cell: str, factor: float) -> None:
+    block = doc["cupti"]
+    for key, median in (("kernel_ms", "median_kernel_ms"), ("event_ms", "median_event_ms")):
+        for stage, calls in block[key][cell].items():
+            block[key][cell][stage] = [x * factor for x in calls]
+            block[median][cell][stage] = float(np.median(block[key][cell][stage]))
+
+
+def _stop_rule(d):
+    d["timing"]["stop"]["rule"]["floor_fraction"] = 5.0
+
+
+def _floors(d):
+    d["timing"]["stop"]["floors"] = {"fwd": 0.5, "bwd": 0.5, "fwd_bwd": 0.5}
+
+
+def _method(d):
+    d["timing"]["stop"]["method"] = "fixed 49 rounds for every routing"
+
+
+def _elapsed(d):
+    d["timing"]["stop"]["elapsed_seconds"] = 1000.0
+
+
+def _sizing(d):
+    d["cupti"]["sizing"]["min_rounds"] = 3
+
+
+def _faster_profiled(d):
+    _scale_cupti(d, "local|fla", 0.5)
+
+
+def _no_cupti(d):
+    del d["cupti"]
+
+
+def _memory_beyond_gpu(d):
+    m = d["memory"]["dense"]
+    m["peak_allocated_bytes"] = 300_000_000_000
+    m["peak_minus_baseline_bytes"] = m["peak_allocated_bytes"] - m["baseline_allocated_bytes"]
+
+
+@pytest.mark.parametrize(("source", "forge", "expected"), [
+    (T8192, _stop_rule, "$.timing.stop.rule"),
+    (T8192, _floors, "$.timing.stop.floors"),
+    (T8192, _method, "$.timing.stop.method"),
+    (T8192, _elapsed, "$.timing.stop.elapsed_seconds"),
+    (T32768, _sizing, "$.cupti.sizing"),
+    (T32768, _faster_profiled, "$.cupti.median_event_ms.local|fla.fwd"),
+    (T32768, _no_cupti, "$.cupti"),
+    (T32768, _memory_beyond_gpu, "$.memory.dense.peak_allocated_bytes"),
+])
+def test_a_forged_peer_result_fails_validate_at_the_forged_field(source, forge, expected, tmp_path):
+    doc = json.loads(source.read_text())
+    assert _failures(copy.deepcopy(doc), tmp_path) == set()  # the committed file passes
+    forge(doc)
+    assert expected in _failures(doc, tmp_path), forge.__name__
