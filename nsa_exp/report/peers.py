@@ -103,6 +103,15 @@ def _control(data: ReportData, path: str) -> list[str]:
     return [*out, ""] if out else []
 
 
+def _reproduction_verdict(verdicts: list[str]) -> str:
+    """The clause that ends a reproduction line: what its verdicts say about the floor (docs/METHOD.md's rule)."""
+    if any(v in ("faster", "slower") for v in verdicts):
+        return "."
+    if all(v == "same" for v in verdicts):
+        return ", and every CI lies inside the floor: reproduced within the noise floor."
+    return ", and no CI lies outside the floor (each `unclear` crosses it)."
+
+
 def _reproduction(data: ReportData) -> list[str]:
     out = []
     for path in REPRODUCTION:
@@ -119,9 +128,7 @@ def _reproduction(data: ReportData) -> list[str]:
         out.append(f"- `{path}` (bench `{doc['a']['path']}` against FLA alone through `peer-bench`, "
                    f"`{doc['b']['path']}`; run {when}; {', '.join(sorted(rounds))} rounds; floor "
                    f"{', '.join(sorted(floor))}, the H200's `full_bwd` floor): {cells}; the medians differ by "
-                   f"{100 * far:.1f}% or less"
-                   + ("." if any(r["verdict"] in ("faster", "slower") for r in doc["rows"]) else
-                      ", and no CI lies outside the floor (each `unclear` crosses it)."))
+                   f"{100 * far:.1f}% or less" + _reproduction_verdict([r["verdict"] for r in doc["rows"]]))
     if not out:
         return []
     return ["Does the peer arm's FLA row reproduce bench's `full_bwd`? The same `parallel_nsa_bwd`, here through "
