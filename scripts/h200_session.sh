@@ -19,6 +19,8 @@
 #   scripts/h200_session.sh peers_formal OUTDIR  # issue 31: on one machine, the formal bench and FLA alone through
 #                                          # peer-bench (PAIR_REPS rounds each, default 150), compared: full_bwd
 #                                          # against FLA's bwd
+#   scripts/h200_session.sh probe_peers OUTDIR  # issue 31: the peers not timed, called through their public APIs at
+#                                          # the primary shape (scripts/probe_not_timed.py; wheels carried in .whl-probe/)
 #   scripts/h200_session.sh cost OUTDIR    # issue 30: the formal bench tuned afresh into the tuning cache, then replayed
 #   scripts/h200_session.sh cost_stop OUTDIR  # issue 30: the formal config under --stop-rule, warm tuning cache
 #   scripts/h200_session.sh cost_pair OUTDIR  # issue 30: the formal bench and the stop-rule bench on one machine
@@ -160,6 +162,9 @@ case "$part" in
       --publish --overwrite
     step validate "$py" -m nsa_exp validate results/peers/e1_h200_fla_pair.json results/raw/e1_h200_pair.json \
       results/compare/e1_h200_pair_vs_e1_h200_fla_pair.json
+    ;;
+  probe_peers)  # issue 31: evidence for core.peers.NOT_TIMED (what each peer not timed does at the primary shape)
+    step probe "$py" scripts/probe_not_timed.py
     ;;
   engine_stop)  # issue 21: the formal config under the stop rule (its wall_seconds against the formal run's)
     step bench_stop "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name e1_h200_stop \

@@ -30,7 +30,17 @@ from ..core.config import Config
 from ..core.families import TUNE_PATTERN, family
 from ..core.kinds import schema_version
 from ..core.measurement import Measurement
-from ..core.peers import DENSE_CELL, NOT_TILE_SHARED, NOT_TIMED, PEER_NAMES, PEER_STAGES, cell_name, peer, skip_reason
+from ..core.peers import (
+    DENSE_CELL,
+    NOT_TILE_SHARED,
+    NOT_TIMED,
+    NOT_TIMED_EARLIER,
+    PEER_NAMES,
+    PEER_STAGES,
+    cell_name,
+    peer,
+    skip_reason,
+)
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.records import StageStats
 from ..errors import UserError
@@ -270,8 +280,9 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     untested = [c for c in doc["cells"] if c not in o["results"]]
     if untested:
         problems.append(("$.oracle.results", f"cells {untested} were timed without an oracle check"))
-    if doc["not_timed"] != NOT_TIMED:
-        problems.append(("$.not_timed", "differs from the peer table's list"))
+    if doc["not_timed"] != NOT_TIMED and doc["not_timed"] not in NOT_TIMED_EARLIER:
+        problems.append(("$.not_timed", "differs from the peer table's list (core.peers.NOT_TIMED, or an earlier "
+                                        "version's in NOT_TIMED_EARLIER)"))
     add("peer_recompute", problems)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.peers import DENSE_CELL, REFERENCE_PEER, cell_name
+from ..core.peers import DENSE_CELL, NOT_TIMED, REFERENCE_PEER, cell_name
 from .data import ReportData, short_gpu
 from .markdown import anchor, md_table, ms, times
 
@@ -210,7 +210,7 @@ def peers_section(data: ReportData) -> list[str]:
            "`local` and `sink-heavy` are such (their `tile-` variants equal them byte for byte and are not timed "
            "again), `uniform`, `zipf` and `fla-topk` are not, `tile-uniform` and `tile-zipf` are their tile-shared "
            "versions. Not timed, with the reason: "
-           + "; ".join(f"{k} ({v})" for k, v in first["not_timed"].items()) + ".", ""]
+           + "; ".join(f"{k} ({v})" for k, v in NOT_TIMED.items()) + ".", ""]
     for path, doc in docs:
         sh = doc["shape"]
         alone = "" if _compared(doc) else ", FLA alone (a control: the same cells without the peers interleaved)"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from nsa_exp.checking.validate import validate_path
+from nsa_exp.core.peers import NOT_TIMED, NOT_TIMED_EARLIER
 from tests.helpers import REPO
 
 T32768 = REPO / "results" / "peers" / "peers_h200.json"
@@ -67,6 +68,10 @@ def _memory_beyond_gpu(d):
     m["peak_minus_baseline_bytes"] = m["peak_allocated_bytes"] - m["baseline_allocated_bytes"]
 
 
+def _not_timed(d):
+    d["not_timed"]["flash-sparse-attn"] = "timed elsewhere, 2x faster than FLA"
+
+
 @pytest.mark.parametrize(("source", "forge", "expected"), [
     (T8192, _stop_rule, "$.timing.stop.rule"),
     (T8192, _floors, "$.timing.stop.floors"),
@@ -76,9 +81,20 @@ def _memory_beyond_gpu(d):
     (T32768, _faster_profiled, "$.cupti.median_event_ms.local|fla.fwd"),
     (T32768, _no_cupti, "$.cupti"),
     (T32768, _memory_beyond_gpu, "$.memory.dense.peak_allocated_bytes"),
+    (T32768, _not_timed, "$.not_timed"),
 ])
 def test_a_forged_peer_result_fails_validate_at_the_forged_field(source, forge, expected, tmp_path):
     doc = json.loads(source.read_text())
     assert _failures(copy.deepcopy(doc), tmp_path) == set()  # the committed file passes
     forge(doc)
     assert expected in _failures(doc, tmp_path), forge.__name__
+
+
+def test_a_peer_result_carries_the_current_or_an_earlier_not_timed_list_and_nothing_else(tmp_path):
+    doc = json.loads(T32768.read_text())
+    assert doc["not_timed"] in (NOT_TIMED, *NOT_TIMED_EARLIER)
+    for listed in (NOT_TIMED, *NOT_TIMED_EARLIER):
+        doc["not_timed"] = dict(listed)
+        assert "$.not_timed" not in _failures(copy.deepcopy(doc), tmp_path)
+    doc["not_timed"] = {**NOT_TIMED, "Liger-Kernel NSA": NOT_TIMED_EARLIER[0]["flash-sparse-attn"]}  # a mix of both
+    assert "$.not_timed" in _failures(doc, tmp_path)

@@ -98,8 +98,8 @@ def test_dq_does_differ_from_local_under_the_num_warps_1_configs(report_data):
 def test_fla_topk_is_a_point_estimate_not_the_worst_routing(report_data):
     text = largest(report_data)
     assert text.startswith("`fla-topk(") and "not resolved" in text and "worst" not in text
-    # under the noise table's H200 dK/dV floor (0.85% since the 150-round pair bench replaced the 60-round one) it is unresolved
-    # against the other fla-topk saliences, hot-block(block=0) and sink-heavy(sinks=1)
+    # under the noise table's H200 dK/dV floor (0.85% since the 150-round pair bench replaced the 60-round one) it
+    # is unresolved against the other fla-topk saliences, hot-block(block=0) and sink-heavy(sinks=1)
     f = report_data.floors["NVIDIA H200", "dkv_core"]
     assert "fla-topk(salience=2.0)" in text and "fla-topk(salience=8.0)" in text and "hot-block(block=0)" in text
     assert "sink-heavy(sinks=1)" in text and f"(the rule, f = {100 * f:.1f}%)" in text and 0.008 < f < 0.009
