@@ -57,17 +57,18 @@ PEERS: tuple[Peer, ...] = (
 PEER_NAMES: tuple[str, ...] = tuple(p.name for p in PEERS)
 
 #: Peers considered and not timed, with the reason (recorded in every peer result). Read from each release's public
-#: API in its PyPI wheel (file and line cited), not guessed: neither can run the routings under test at the primary
-#: shape, so neither is timed.
+#: API in its PyPI wheel (file and line cited) and called on the H200 through it (``scripts/probe_not_timed.py``,
+#: docs/PROVENANCE.md): neither can run the routings under test at the primary shape, so neither is timed.
 NOT_TIMED: dict[str, str] = {
     "flash-sparse-attn": "2.0.6 (Triton): its public API, flash_sparse_attn_func(query, key, value, is_causal, ..., "
                          "softmax_threshold, ...), takes no selection (no block indices, no mask): its kernel skips a "
                          "key block whose scores fall under a softmax threshold, so it cannot be given the routings "
-                         "under test (ops/triton/interface.py:1326, activations.py online_sparse_softmax)",
+                         "under test (ops/triton/interface.py:1326, activations.py online_sparse_softmax); on the H200 "
+                         "it does not even import (it needs triton_kernels, which it does not declare)",
     "native-sparse-attention-pytorch": "0.2.3 (a Triton selection kernel): native_sparse_attend refuses the primary "
                                        "shape, asserting v's shape equal to k's (V=128, K=192) and head dim <= 128 "
-                                       "(triton_native_sparse_attention.py:623-624); its backward also casts dO to "
-                                       "float16 (:1897)",
+                                       "(triton_native_sparse_attention.py:623-624; on the H200 it raises at K=192, "
+                                       "and runs at K=V=128); its backward also casts dO to float16 (:1897)",
     "Liger-Kernel NSA": "no NSA in a release (PR #1288 open)",
 }
 
