@@ -157,8 +157,7 @@ def memory_problems(doc: dict[str, Any]) -> Problems:
     total = (doc["metadata"].get("gpu") or {}).get("total_memory_bytes")
     if set(memory) != set(doc["cells"]):
         return [("$.memory", f"cells {sorted(memory)} are not the timed cells {sorted(doc['cells'])}")]
-    leaves = (2 if shape.dtype != "float32" else 4) * shape.B * shape.T * (
-        shape.HQ * (shape.K + shape.V) + shape.H * (shape.K + shape.V))
+    leaves = output_bytes(shape)  # q, k, v, dO: the same shapes as dQ, dK, dV, O
     for cell, m in memory.items():
         path = f"$.memory.{cell}"
         if m["peak_minus_baseline_bytes"] != m["peak_allocated_bytes"] - m["baseline_allocated_bytes"]:
@@ -343,10 +342,10 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
     if planned != want_reps:
         problems.append(("$.timing.stop.max_rounds" if stop else "$.timing.repetitions", f"{planned}, but the config "
                          f"and argv ask {want_reps} timed rounds"))
-    if stop is not None and stop.get("source") == "--stop-rule" and "--stop-rule" not in argv and \
-            any(a.endswith("__main__.py") for a in argv[:1]):
+    from_flag = stop is not None and stop.get("source") == "--stop-rule"
+    if from_flag and "--stop-rule" not in argv and any(a.endswith("__main__.py") for a in argv[:1]):
         problems.append(("$.timing.stop.source", "--stop-rule, but the recorded argv has no --stop-rule"))
-    if stop is not None and stop.get("source") == "--stop-rule" and stop.get("rule") != DEFAULT_RULE.to_dict():
+    if from_flag and stop.get("rule") != DEFAULT_RULE.to_dict():
         problems.append(("$.timing.stop.rule", f"{stop.get('rule')}: peer-bench --stop-rule (a config without "
                          f"timing.stop) times under the default rule {DEFAULT_RULE.to_dict()}"))
     if stop is not None and stop.get("floors") is not None:

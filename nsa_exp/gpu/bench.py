@@ -13,7 +13,6 @@ pass -> staged-vs-official reproduction at the full shape -> memory accounting -
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -24,7 +23,6 @@ from typing import Any
 import torch
 
 from .. import REPO_ROOT
-from ..analysis.cupti import sizing
 from ..analysis.summary import summary_frame
 from ..checking import bench_result
 from ..core.config import Config
@@ -37,7 +35,7 @@ from ..io.store import write_frame, write_record
 from ..io.tuning_cache import entry_path, store
 from ..routing.fanin import routing_statistics
 from ..routing.packing import packing_record
-from .cupti import profile_kernel_times
+from .cupti import cupti_pass
 from .engine import Arm, Cells, Run, measure
 from .gates import gate_detail
 from .journal import Journal, check_resumable
@@ -185,19 +183,8 @@ class BenchArm(Arm[BenchResult]):
             raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
                               "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
 
-        cupti, sized = None, None
-        if self.cupti_rounds is None:  # sized by need from the timed medians (recorded; validate recomputes it)
-            sized = sizing({p: {s: st.median_ms for s, st in by.items()}
-                            for p, by in m.stage_stats(names, STAGE_NAMES).items()})
-        rounds = sized["rounds"] if sized is not None else self.cupti_rounds
-        try:  # a cross-check only: a host without CUPTI keeps its timed rounds, recorded without the block
-            if rounds:
-                with run.phases("cupti"):
-                    cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush, rounds,
-                                                 before_pattern=self.pins and self.pins.before, sized=sized)
-        except (RuntimeError, OSError) as exc:
-            print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
-                  file=sys.stderr)
+        cupti = cupti_pass(run, self.fns, m, STAGE_NAMES, self.cupti_rounds,
+                           before_pattern=self.pins and self.pins.before)
 
         gates = run.gates
         per_pattern: dict[str, Any] = {}

@@ -16,13 +16,23 @@ by name; that pass records no events, as before).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from ..analysis.cupti import METHOD_MARKED, METHOD_PAIRED, ROUNDS, cupti_block, event_ms_of, kernel_busy_ms, range_label
+from ..analysis.cupti import (
+    METHOD_MARKED,
+    METHOD_PAIRED,
+    ROUNDS,
+    cupti_block,
+    event_ms_of,
+    kernel_busy_ms,
+    range_label,
+    sizing,
+)
 from ..core.protocol import round_orders
 from .timing import CudaDevice, run_rounds
 
@@ -99,3 +109,28 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
     return cupti_block(kernel_busy_ms(events), rounds, sized, METHOD_MARKED if marked else METHOD_PAIRED,
                        event_ms=event_ms_of(records))
 
+
+
+def cupti_pass(run: Any, stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]], measured: Any,
+               stages: Iterable[str], rounds: int | None, before_pattern: Callable[[str], None] | None = None,
+               marked: bool = False, device: Any = None) -> Any:
+    """An arm's CUPTI pass after its timed rounds, as bench and peer-bench run it: ``rounds`` profiled rounds over
+    ``stage_fns`` (None: sized by need from ``measured``'s medians of ``stages``, ms,
+    :func:`nsa_exp.analysis.cupti.sizing`, recorded; 0: no pass) of :func:`profile_kernel_times` on ``device``
+    (None: CUDA), timed as the run's ``cupti`` phase. Returns the result's ``cupti`` block, or None where the host
+    has no CUPTI (a cross-check only: the run keeps its timed rounds and says so on stderr)."""
+    sized = None
+    if rounds is None:
+        sized = sizing({c: {s: st.median_ms for s, st in by.items()}
+                        for c, by in measured.stage_stats(list(stage_fns), list(stages)).items()})
+    n = sized["rounds"] if sized is not None else rounds
+    try:
+        if n:
+            with run.phases("cupti"):
+                return profile_kernel_times(stage_fns, run.config.timing.l2_flush_bytes, run.config.timing.flush, n,
+                                            before_pattern=before_pattern, device=device, sized=sized,
+                                            marked=marked)
+    except (RuntimeError, OSError) as exc:
+        print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
+              file=sys.stderr)
+    return None

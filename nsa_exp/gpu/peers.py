@@ -36,17 +36,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..analysis.cupti import sizing
 from ..analysis.reproduction import judge_naive
 from ..checking import peer_result
 from ..core.config import Config, Shape
 from ..core.families import TUNE_PATTERN
 from ..core.measurement import RoundPlan
-from ..core.peers import DENSE_CELL, PEER_STAGES, peer, skip_reason
+from ..core.peers import DENSE_CELL, PEER_STAGES, cell_name, peer, skip_reason
 from ..errors import UserError
 from ..routing.block_mask import block_mask_layout, is_tile_shared, selection_bitmap
 from ..routing.patterns import generate_routing
-from .cupti import profile_kernel_times
+from .cupti import cupti_pass
 from .engine import Arm, Cells, Run, measure
 from .numerics import compare
 
@@ -271,7 +270,7 @@ def oracle_check(config: Config, peers: list[str], device: torch.device, compile
         for rname, routing in ({DENSE_CELL: None} if row.routing_free else routings).items():
             if row.tile_shared_only and routing is not None and not is_tile_shared(routing, shape.block_size):
                 continue
-            cell = DENSE_CELL if row.routing_free else f"{rname}|{name}"
+            cell = cell_name(rname, name)
             if rname not in refs:
                 refs[rname] = reference_outputs(shape, routing, inputs)
             # FlexAttention has no backward on a CPU (torch refuses it): there its forward alone is checked
@@ -312,7 +311,7 @@ class PeerArm(Arm[dict[str, Any]]):
         self.backends: dict[str, str | None] = {}
         for name in self.peers:
             for rname in [None] if peer(name).routing_free else run.names:
-                cell = DENSE_CELL if rname is None else f"{rname}|{name}"
+                cell = cell_name(rname or DENSE_CELL, name)
                 why = skip_reason(name, rname, rname is None or self.facts[rname]["tile_shared"],
                                   self.oracle["failures"])
                 if why is not None:
@@ -350,24 +349,11 @@ class PeerArm(Arm[dict[str, Any]]):
         self.measurement = cells.measured
 
     def record(self, run: Run) -> dict[str, Any]:
-        """The CUPTI pass over every cell (:func:`.cupti.profile_kernel_times`, sized by need as bench's; a host
+        """The CUPTI pass over every cell (:func:`.cupti.cupti_pass`, marked ranges, sized by need as bench's; a host
         without CUPTI records none), then each cell's memory (:func:`peak_memory`), then the document."""
-        config, cupti = run.config, None
-        rounds = self.cupti_rounds
-        sized = None
-        if rounds is None:
-            sized = sizing({c: {s: st.median_ms for s, st in by.items()}
-                            for c, by in self.measurement.stage_stats(list(self.fns), PEER_STAGES).items()})
-            rounds = sized["rounds"]
-        try:  # a cross-check only, as bench's
-            if rounds:
-                with run.phases("cupti"):
-                    cupti = profile_kernel_times(self.fns, config.timing.l2_flush_bytes, config.timing.flush, rounds,
-                                                 before_pattern=self.load, device=run.device, sized=sized,
-                                                 marked=True)
-        except (RuntimeError, OSError) as exc:
-            print(f"warning: CUPTI pass skipped ({type(exc).__name__}: {exc}); the result has no cupti block",
-                  file=sys.stderr)
+        config = run.config
+        cupti = cupti_pass(run, self.fns, self.measurement, PEER_STAGES, self.cupti_rounds, before_pattern=self.load,
+                           marked=True, device=run.device)
         self.fns.clear()   # the timed calls' last outputs and gradients are freed before memory is read
         run.device.empty_cache()
         memory = {cell: peak_memory(p, run.device.memory) for cell, p in self.problems.items()}  # phase "record"
