@@ -80,7 +80,8 @@ def default_rule(repetitions: int, where: str, rule: StopRule = DEFAULT_RULE) ->
     without a ``timing.stop`` block); UserError naming ``where`` when the run is too short for the rule to stop
     it early."""
     if repetitions < rule.min_rounds:
-        raise UserError(f"{where}: the run times {repetitions} rounds, fewer than the default rule's min_rounds "
+        rounds = f"{repetitions} round{'' if repetitions == 1 else 's'}"
+        raise UserError(f"{where}: the run times {rounds}, fewer than the default rule's min_rounds "
                         f"{rule.min_rounds}; raise timing.repetitions (the most rounds the rule may time) "
                         "or give a timing.stop block")
     return rule

@@ -96,8 +96,10 @@ def _control(data: ReportData, path: str) -> list[str]:
         doc = data.load(p, ("compare",))
         counts = ", ".join(f"{n} {v}" for v, n in doc["counts"].items() if n)
         floors = sorted({f"{100 * r['floor']:.1f}%" for r in doc["rows"]})
+        fallback = (" (compare's documented fallback: the noise table has no floor for a peer's stages)"
+                    if doc["noise_floor"].get("lacking") else "")
         out.append(f"Against `{doc['b']['path']}` (the same cells with the peers interleaved; "
-                   f"`{data.inputs.relative(p)}`, floor {', '.join(floors)}): {counts} of {len(doc['rows'])} "
+                   f"`{data.inputs.relative(p)}`, floor {', '.join(floors)}{fallback}): {counts} of {len(doc['rows'])} "
                    f"cells × stages; the ratios lie in {min(r['ratio'] for r in doc['rows']):.3f}–"
                    f"{max(r['ratio'] for r in doc['rows']):.3f}×.")
     return [*out, ""] if out else []
@@ -110,6 +112,20 @@ def _reproduction_verdict(verdicts: list[str]) -> str:
     if all(v == "same" for v in verdicts):
         return ", and every CI lies inside the floor: reproduced within the noise floor."
     return ", and no CI lies outside the floor (each `unclear` crosses it)."
+
+
+def _floor_set_by(data: ReportData, doc: Mapping[str, Any]) -> str:
+    """A caveat where the compare's bench file is one of the files whose spread sets the floor it is judged by (the
+    noise table's ``set_by.members``): the verdict then rests partly on that run's own spread."""
+    rows = [r for r in data.noise_table.get("floors", [])
+            if r["gpu"] == doc["a"]["gpu"] and r["stage"] == "full_bwd" and r.get("set_by")]
+    members = [m["path"] for r in rows for m in r["set_by"]["members"]]
+    if doc["a"]["path"] not in members:
+        return ""
+    reach = max(max(1 - r["ci95"][0], r["ci95"][1] - 1) for r in doc["rows"])
+    return (f" Caveat: `{doc['a']['path']}` is one of the {len(members)} files whose full-backward spread "
+            f"(`{rows[0]['set_by']['routing']}`) sets that floor, so the verdict rests partly on its own spread; "
+            f"the CIs reach {100 * reach:.1f}% from 1.")
 
 
 def _reproduction(data: ReportData) -> list[str]:
@@ -128,7 +144,8 @@ def _reproduction(data: ReportData) -> list[str]:
         out.append(f"- `{path}` (bench `{doc['a']['path']}` against FLA alone through `peer-bench`, "
                    f"`{doc['b']['path']}`; run {when}; {', '.join(sorted(rounds))} rounds; floor "
                    f"{', '.join(sorted(floor))}, the H200's `full_bwd` floor): {cells}; the medians differ by "
-                   f"{100 * far:.1f}% or less" + _reproduction_verdict([r["verdict"] for r in doc["rows"]]))
+                   f"{100 * far:.1f}% or less" + _reproduction_verdict([r["verdict"] for r in doc["rows"]])
+                   + _floor_set_by(data, doc))
     if not out:
         return []
     return ["Does the peer arm's FLA row reproduce bench's `full_bwd`? The same `parallel_nsa_bwd`, here through "
@@ -210,7 +227,10 @@ def peers_section(data: ReportData) -> list[str]:
            "`local` and `sink-heavy` are such (their `tile-` variants equal them byte for byte and are not timed "
            "again), `uniform`, `zipf` and `fla-topk` are not, `tile-uniform` and `tile-zipf` are their tile-shared "
            "versions. Not timed, with the reason: "
-           + "; ".join(f"{k} ({v})" for k, v in NOT_TIMED.items()) + ".", ""]
+           + "; ".join(f"{k} ({v})" for k, v in NOT_TIMED.items()) + "."
+           + (" Results written before these reasons were read from each release's API (docs/PROVENANCE.md, the probe "
+              "of 2026-12-04) record an earlier wording, `core.peers.NOT_TIMED_EARLIER`: the same peers, 'not carried'."
+              if any(d["not_timed"] != NOT_TIMED for _, d in docs) else ""), ""]
     for path, doc in docs:
         sh = doc["shape"]
         alone = "" if _compared(doc) else ", FLA alone (a control: the same cells without the peers interleaved)"
@@ -237,6 +257,9 @@ def answer_line(data: ReportData) -> str | None:
     below = "".join(f"; at T={d['shape']['T']} it takes "
                     f"{_ratio(d['summary']['routings']['local'][REFERENCE_PEER]['vs_dense'], 3)} of dense's even on "
                     "`local`" for d in short[:1])
-    return (f"- **Peers** (H200): at T=32768 FLA's selection backward takes {_ratio(fla['local'], 3)} of dense causal "
-            f"SDPA's on `local`, {_ratio(fla[worst], 3)} on `{worst}`{below}; fastest backward on tile-shared "
-            f"routings: {', '.join(shared)}, on per-token ones: {', '.join(token)} ([Peers]({anchor(TITLE)})).")
+    dates = sorted({d["metadata"]["created_utc"][:10] for d in (docs[0], *short[:1])})
+    return (f"- **Peers** (H200, {' and '.join(dates)}, torch {docs[0]['metadata']['versions']['torch']}; "
+            f"{_rounds(docs[0])} at T=32768): at T=32768 FLA's selection backward takes {_ratio(fla['local'], 3)} "
+            f"of dense causal SDPA's on `local`, {_ratio(fla[worst], 3)} on `{worst}`{below}; fastest backward at "
+            f"T=32768 on tile-shared routings: {', '.join(shared)}, on per-token ones: {', '.join(token)} "
+            f"([Peers]({anchor(TITLE)})).")

@@ -145,5 +145,5 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
 
 def load_config(path: str | Path) -> Config:
     """Read and validate a config file; any problem is a one-line :class:`UserError`."""
-    raw = read_config_file(path, "config file", "pass --config configs/e1_h100.json")
+    raw = read_config_file(path, "config file", "pass --config with one of the files under configs/ (ls configs/)")
     return config_from_dict(raw, source=recorded_path(path))
