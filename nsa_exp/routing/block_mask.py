@@ -66,10 +66,27 @@ def selection_bitmap(block_indices: np.ndarray, block_size: int) -> np.ndarray:
 
 def is_tile_shared(block_indices: np.ndarray, block_size: int) -> bool:
     """True when every query of every tile selects the same set of blocks (the tile's union) -- the routings a
-    block mask computes exactly, with full off-diagonal blocks."""
+    block mask computes exactly, with full off-diagonal blocks.
+
+    A query's set is a subset of its tile's union, so the two are equal exactly when they are the same size: each
+    query's count of distinct valid blocks against its tile's union count (the ``[B, H, T, M]`` selection bitmap
+    compared with the union, without building it: 64 MiB at T=32768, H=4).
+
+    >>> bi = np.array([0, -1, 0, -1, 1, 0, 0, 1], dtype=np.int32).reshape(1, 4, 1, 2)  # tile 1: {0, 1} twice
+    >>> is_tile_shared(bi, 2)
+    True
+    >>> bi[0, 3, 0] = [0, 0]   # t=3 selects block 0 twice: {0}, not its tile's union {0, 1}
+    >>> is_tile_shared(bi, 2)
+    False
+    """
     B, T, H, _ = block_indices.shape
-    per_query = selection_bitmap(block_indices, block_size).reshape(B, H, T // block_size, block_size, -1)
-    return bool((per_query == tile_union(block_indices, block_size)[:, :, :, None, :]).all())
+    slots = np.sort(np.where(_valid(block_indices, block_size), block_indices, -1), axis=-1)
+    first = np.ones_like(slots, dtype=bool)
+    first[..., 1:] = slots[..., 1:] != slots[..., :-1]  # a repeated block counts once
+    per_query = ((slots >= 0) & first).sum(axis=-1)  # [B, T, H]: distinct valid blocks
+    union = tile_union(block_indices, block_size).sum(axis=-1)  # [B, H, NT]
+    per_query = per_query.transpose(0, 2, 1).reshape(B, H, T // block_size, block_size)
+    return bool((per_query == union[..., None]).all())
 
 
 def block_mask_layout(block_indices: np.ndarray, block_size: int, full_blocks: bool) -> dict[str, np.ndarray]:

@@ -79,6 +79,34 @@ def test_full_blocks_are_refused_for_a_routing_whose_tiles_disagree():
         block_mask_layout(bi, SHAPE.block_size, full_blocks=True)
 
 
+def shared_by_definition(bi: np.ndarray, BS: int) -> bool:
+    """Every query of every tile selects the same set of valid blocks (loops; duplicates count once)."""
+    B, T, H, _ = bi.shape
+    chosen = [[[{int(j) for j in bi[b, t, h] if j >= 0 and j * BS <= t} for t in range(T)] for h in range(H)]
+              for b in range(B)]
+    return all(chosen[b][h][t] == chosen[b][h][t - t % BS] for b in range(B) for h in range(H) for t in range(T))
+
+
+def test_is_tile_shared_agrees_with_its_definition_on_random_routings():
+    """Random block ids, -1 padding, repeated and non-causal slots; half the cases copy each tile's first query's
+    row to the tile (most of those are tile-shared)."""
+    rng = np.random.default_rng(7)
+    seen = set()
+    for case in range(600):
+        BS, NT = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        bi = rng.integers(-2, NT + 1, size=(int(rng.integers(1, 3)), NT * BS, int(rng.integers(1, 3)),
+                                            int(rng.integers(1, 4)))).astype(np.int32)
+        if case % 2:
+            bi = np.repeat(bi[:, ::BS], BS, axis=1)
+        want = shared_by_definition(bi, BS)
+        assert is_tile_shared(bi, BS) == want, (bi.tolist(), BS)
+        seen.add(want)
+    assert seen == {True, False}
+    for name, params in [("local", {}), ("sink-heavy", {"sinks": 1}), ("uniform", {}), ("zipf", {"exponent": 1.0})]:
+        assert is_tile_shared(routing(name, **params), SHAPE.block_size) == \
+            shared_by_definition(routing(name, **params), SHAPE.block_size)
+
+
 def test_tile_union_is_every_block_some_query_of_the_tile_selects():
     bi = routing("zipf", exponent=0.5)
     BS, union = SHAPE.block_size, tile_union(routing("zipf", exponent=0.5), SHAPE.block_size)
