@@ -16,8 +16,10 @@ checks (:func:`checks`), in one module.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,7 @@ from ..analysis.cupti import METHOD_MARKED, SIZING, cupti_problems, profiler_shi
 from ..analysis.peers import peer_summary
 from ..analysis.reproduction import judge_naive
 from ..analysis.stop_rule import DEFAULT_RULE, run_floors
-from ..core.config import Config
+from ..core.config import Config, Pattern, Shape
 from ..core.families import TUNE_PATTERN, family
 from ..core.kinds import schema_version
 from ..core.measurement import Measurement
@@ -62,6 +64,22 @@ def routing_facts(routing: np.ndarray, block_size: int) -> dict[str, Any]:
     """A routing's record: sha256, tile-shared or not, its score pairs per way of computing it."""
     return {"sha256": routing_sha256(routing), "tile_shared": is_tile_shared(routing, block_size),
             "work": score_pairs(routing, block_size)}
+
+
+@lru_cache(maxsize=256)
+def _regenerated_facts(pattern_json: str, shape_json: str, seed: int) -> dict[str, Any]:
+    """:func:`routing_facts` of one routing regenerated from its pattern, shape and seed (cached like
+    :func:`nsa_exp.checking.routing_checks._routing_stats`: the committed peer results share their routings, and a
+    report validates them all; each T=32768 routing takes ~0.5 s to regenerate and inspect)."""
+    shape = Shape(**json.loads(shape_json))
+    return routing_facts(generate_routing(Pattern(**json.loads(pattern_json)), shape, seed), shape.block_size)
+
+
+def regenerated_facts(pattern: Pattern, shape: Shape, seed: int) -> dict[str, Any]:
+    """``routing_facts(generate_routing(pattern, shape, seed), shape.block_size)``, each routing computed once per
+    process (a copy: the caller may change it)."""
+    return copy.deepcopy(_regenerated_facts(json.dumps(pattern.to_dict(), sort_keys=True),
+                                            json.dumps(shape.to_dict(), sort_keys=True), seed))
 
 
 def _cells(measurement_stats: Mapping[str, Mapping[str, StageStats]],
@@ -187,7 +205,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     except UserError as exc:
         add("peer_recompute", [("$.config", str(exc))])
         return
-    shape, BS = config.shape, config.shape.block_size
+    shape = config.shape
     if doc["shape"] != shape.to_dict():
         problems.append(("$.shape", "differs from $.config.shape"))
     problems += _record_problems(doc, config)
@@ -205,7 +223,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             ctx.unverifiable(f"$.routings.{p.name}", f"a [B, H, T, M] selection bitmap of {shape.B * shape.H * shape.T}"
                              f" x {shape.num_blocks} entries: too large to regenerate here")
             continue
-        want = routing_facts(generate_routing(p, shape, config.seeds.routing), BS)
+        want = regenerated_facts(p, shape, config.seeds.routing)
         deep_diff(doc["routings"][p.name], want, f"$.routings.{p.name}", problems)
     # the cells each peer must have, and why the others are not there (the arm's rule, core.peers.skip_reason)
     failures = doc["oracle"]["failures"]

@@ -50,7 +50,7 @@ NOT_SUPPLIED = "unverified (file not supplied): pass it with validate --routing-
 COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dtype", "format", "key")
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=256)
 def _routing_stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None = None) -> dict:
     """Regenerate one routing, its statistics and its sha256 (cached: the corpus validates the same config often);
     packed (``cu`` = the config's ``cu_seqlens``): per document, statistics over the varlen CSR rows."""
