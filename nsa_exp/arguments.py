@@ -24,7 +24,6 @@ from typing import Any
 from . import PINNED_COMMIT, REPO_ROOT
 from .analysis.noise_table import table_path
 from .analysis.stop_rule import with_default_rule
-from .checking.validate import load_validated, validate_paths
 from .core.config import MAX_T, Config, Shape
 from .core.families import TUNE_PATTERN
 from .core.peers import peer
@@ -34,7 +33,6 @@ from .io.reader import file_size, same_file, show_path
 from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
-from .report.reproduce import check_arguments as _reproduce
 from .routing.config import load_config, shape_at
 from .routing.files import max_file_bytes, pattern_names
 from .routing.patterns import generate_routing
@@ -124,7 +122,7 @@ def _bench_result(args: argparse.Namespace, dest: str, option: str, config: Conf
     if not path:
         return
     label = f"{option} {show_path(path)}"
-    doc = load_validated(path, ("bench_result",), label, hint=f"run `python -m nsa_exp validate {show_path(path)}`")
+    doc = _validated(path, ("bench_result",), label, hint=f"run `python -m nsa_exp validate {show_path(path)}`")
     if doc["shape"] != config.shape.to_dict():
         diff = {k: v for k, v in doc["shape"].items() if config.shape.to_dict().get(k) != v}
         raise UserError(f"{label}: its shape differs from {show_path(config.source)}'s ({diff} vs "
@@ -204,7 +202,7 @@ def _sweep(args: argparse.Namespace) -> None:
                         "add --executor slurm or drop --slurm")
     if isinstance(raw.get("autotune_from"), str):  # read on the GPU after its gates: checked here first
         path = REPO_ROOT / raw["autotune_from"]
-        load_validated(path, ("bench_result",), f"{show_path(args.config)}: sweep.autotune_from {raw['autotune_from']}")
+        _validated(path, ("bench_result",), f"{show_path(args.config)}: sweep.autotune_from {raw['autotune_from']}")
     if args.executor == "slurm" and (missing := [c for c in ("sbatch", "srun") if shutil.which(c) is None]):
         raise UserError(f"--executor slurm: no Slurm here ({' and '.join(missing)} not on PATH); run the sweep on a "
                         "Slurm login node, or use --executor local (one job per GPU of this host) or inline")
@@ -228,6 +226,21 @@ def _validate(args: argparse.Namespace) -> None:
                             "release's fla/ package")
 
 
+def _reproduce(args: argparse.Namespace) -> None:
+    """:func:`nsa_exp.report.reproduce.check_arguments`, imported when ``reproduce`` runs (it imports validate's
+    checkers, :func:`_validated`)."""
+    from .report.reproduce import check_arguments  # noqa: PLC0415 - deferred: see _validated
+    check_arguments(args)
+
+
+def _validated(path: str | Path, kinds: tuple[str, ...], label: str, hint: str = "") -> dict[str, Any]:
+    """:func:`nsa_exp.checking.validate.load_validated`, imported when a check reads a document: validate's checkers
+    import scipy.stats and pandas (0.5 s), which a command refused on its arguments alone never needs (every
+    door of tests/test_doors_contract.py is a child that pays its imports)."""
+    from .checking.validate import load_validated  # noqa: PLC0415 - deferred: the docstring says why
+    return load_validated(path, kinds, label, hint=hint)
+
+
 def require_valid(option: str, path: str | None, kinds: tuple[str, ...] = (), also: list[str] | None = None) -> None:
     """A user-supplied document or table a command reads must pass every check of ``validate`` first: a JSON
     document of one of ``kinds`` (its kind checked first, :func:`~nsa_exp.checking.validate.load_validated`),
@@ -237,8 +250,9 @@ def require_valid(option: str, path: str | None, kinds: tuple[str, ...] = (), al
         return
     label, hint = f"{option} {show_path(path)}", f"`python -m nsa_exp validate {show_path(path)}` lists what failed"
     if kinds:
-        load_validated(path, kinds, label, hint=hint)
+        _validated(path, kinds, label, hint=hint)
         return
+    from .checking.validate import validate_paths  # noqa: PLC0415 - see _validated
     try:
         report = validate_paths([path], [a for a in also or [] if a])[0]
     except UserError as exc:  # missing, unreadable, not a regular file: named by its option
