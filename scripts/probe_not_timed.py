@@ -65,7 +65,9 @@ def flash_sparse_attn_parameters() -> list[str]:
     except Exception as e:  # noqa: BLE001 - 2.0.6 imports triton_kernels, which it does not declare
         print(f"import flash_sparse_attn: {type(e).__name__}: {e}")
     spec = importlib.util.find_spec("flash_sparse_attn")
-    root = Path(next(iter(spec.submodule_search_locations)))
+    if spec is None or not spec.submodule_search_locations:
+        return ["<flash_sparse_attn is not installed>"]
+    root = Path(list(spec.submodule_search_locations)[0])
     tree = ast.parse((root / "ops" / "triton" / "interface.py").read_text())
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "flash_sparse_attn_func")
     return [a.arg for a in fn.args.args]

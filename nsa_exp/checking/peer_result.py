@@ -145,13 +145,19 @@ MIN_PROFILER_SHIFT = 0.95
 def marked_cupti_problems(doc: dict[str, Any]) -> Problems:
     """Bench's CUPTI agreement on the cells, for the peer arm's marked pass
     (:data:`~nsa_exp.analysis.cupti.METHOD_MARKED`: each range bounded by empty spins, so a backward that autograd's
-    device thread launches is inside it); the sizing rule the code's (:data:`~nsa_exp.analysis.cupti.SIZING`), and no
-    profiled call's event median under :data:`MIN_PROFILER_SHIFT` of its timed median."""
+    device thread launches is inside it); the sizing rule the code's (:data:`~nsa_exp.analysis.cupti.SIZING`), no
+    profiled call of a GPU run without kernel time, and no profiled call's event median under
+    :data:`MIN_PROFILER_SHIFT` of its timed median."""
     problems = cupti_problems(doc, METHOD_MARKED)
     sized = doc["cupti"].get("sizing")
     if sized is not None and any(sized.get(k) != v for k, v in SIZING.items()):
         problems.append(("$.cupti.sizing", f"{ {k: sized.get(k) for k in SIZING} }: peer-bench sizes its pass by "
                          f"{SIZING}"))
+    zero = [(cell, stage) for cell, by in doc["cupti"].get("kernel_ms", {}).items() for stage, calls in by.items()
+            if any(not x > 0 for x in calls)]
+    if zero and gpu_run(doc):
+        problems.append((f"$.cupti.kernel_ms.{zero[0][0]}.{zero[0][1]}", "a profiled call with no kernel time: every "
+                         "peer stage launches kernels, so each call's device activity is positive"))
     for cell, by in profiler_shift(doc).items():
         for stage, shift in by.items():
             if shift < MIN_PROFILER_SHIFT:
@@ -165,12 +171,14 @@ def _add_problems(add: Add, name: str, problems: Callable[[dict[str, Any]], Prob
 
 
 def memory_problems(doc: dict[str, Any]) -> Problems:
-    """The memory block: one record per timed cell; on a GPU each cell's peak above its baseline at least the
+    """The memory block: present in a GPU run with a CUPTI block; one record per timed cell; on a GPU each cell's
+    peak above its baseline at least the
     forward + backward's outputs (:func:`output_bytes`), its baseline at least the peer's own q, k, v, dO, and the
     recorded difference the peak minus the baseline."""
     memory, problems = doc.get("memory"), []
-    if memory is None:
-        return []
+    if memory is None:  # the arm that profiles kernels (a cupti block) also reads memory: both came in one version
+        return [("$.memory", "missing: a GPU run with a cupti block records each cell's memory")] \
+            if gpu_run(doc) and "cupti" in doc else []
     shape = _config(doc).shape
     total = (doc["metadata"].get("gpu") or {}).get("total_memory_bytes")
     if set(memory) != set(doc["cells"]):
@@ -414,7 +422,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     elif doc.get("phases", {}).get("cupti", 0) > 0:
         add("cupti_agreement", [("$.cupti", f"missing, but $.phases.cupti records a {doc['phases']['cupti']:.1f} s "
                                             "CUPTI pass")])
-    if "memory" in doc:
+    if "memory" in doc or "cupti" in doc:
         guarded("peer_memory", add, _add_problems, add, "peer_memory", memory_problems, doc)
     guarded("config_provenance", add, config_provenance, doc, add, ctx)
     config_semantics(doc, add)

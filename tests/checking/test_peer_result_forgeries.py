@@ -68,6 +68,14 @@ def _memory_beyond_gpu(d):
     m["peak_minus_baseline_bytes"] = m["peak_allocated_bytes"] - m["baseline_allocated_bytes"]
 
 
+def _zero_call(d):
+    d["cupti"]["kernel_ms"]["local|fla"]["bwd"][0] = 0.0   # one call, the median unmoved
+
+
+def _no_memory(d):
+    del d["memory"]
+
+
 def _not_timed(d):
     d["not_timed"]["flash-sparse-attn"] = "timed elsewhere, 2x faster than FLA"
 
@@ -82,6 +90,8 @@ def _not_timed(d):
     (T32768, _no_cupti, "$.cupti"),
     (T32768, _memory_beyond_gpu, "$.memory.dense.peak_allocated_bytes"),
     (T32768, _not_timed, "$.not_timed"),
+    (T32768, _zero_call, "$.cupti.kernel_ms.local|fla.bwd"),
+    (T32768, _no_memory, "$.memory"),
 ])
 def test_a_forged_peer_result_fails_validate_at_the_forged_field(source, forge, expected, tmp_path):
     doc = json.loads(source.read_text())
