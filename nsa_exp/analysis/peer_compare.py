@@ -112,7 +112,8 @@ def format_peer_table(doc: Mapping[str, Any]) -> str:
              f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]", f"{100 * r['floor']:.1f}%", r["verdict"]]
             for r in doc["rows"]]
     blk = doc["peers"]
-    lines = [f"A = {doc['a']['name']} ({blk['a_kind']}), B = {doc['b']['name']} ({blk['b_kind']}); ms",
+    a, b = doc["a"], doc["b"]   # by path: a control and its run may share one config name
+    lines = [f"A = {a['path']} ({a['name']}, {blk['a_kind']}), B = {b['path']} ({b['name']}, {blk['b_kind']}); ms",
              tabulate(rows, headers=["routing", "stage", "A ms", "B ms", "B/A", "95% CI", "floor", "verdict"],
                       floatfmt=".3f"),
              f"rule: {doc['rule']}", "verdicts: " + ", ".join(f"{v} {n}" for v, n in doc["counts"].items())]
