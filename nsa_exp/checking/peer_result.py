@@ -50,6 +50,7 @@ from ..routing.block_mask import is_tile_shared, score_pairs
 from ..routing.config import config_from_dict
 from ..routing.patterns import generate_routing, routing_sha256
 from .autotune_checks import autotune_configs
+from .bench_result import phases_problems
 from .checks import Add, Context, Problems, guarded
 from .record_checks import argv_option, config_provenance, config_semantics, run_record, wall_plausible
 from .sources import deep_diff
@@ -140,14 +141,17 @@ def output_bytes(shape: Any) -> int:
 #: The least a profiled call's event median may be of the same cell and stage's timed median: the profiler's pass runs
 #: the same loop (flush, spin, events) and slows calls, never speeds them up (H200: 0.981-1.124 over 26 cells).
 MIN_PROFILER_SHIFT = 0.95
+#: The most: the profiler's own overhead per call (H200: at most 1.124 over 26 cells at T=8192-131072); a timed
+#: median far below its profiled calls' is timed faster than its own kernels ran.
+MAX_PROFILER_SHIFT = 1.5
 
 
 def marked_cupti_problems(doc: dict[str, Any]) -> Problems:
     """Bench's CUPTI agreement on the cells, for the peer arm's marked pass
     (:data:`~nsa_exp.analysis.cupti.METHOD_MARKED`: each range bounded by empty spins, so a backward that autograd's
     device thread launches is inside it); the sizing rule the code's (:data:`~nsa_exp.analysis.cupti.SIZING`), no
-    profiled call of a GPU run without kernel time, and no profiled call's event median under
-    :data:`MIN_PROFILER_SHIFT` of its timed median."""
+    profiled call of a GPU run without kernel time, and each profiled event median within
+    [:data:`MIN_PROFILER_SHIFT`, :data:`MAX_PROFILER_SHIFT`] of its timed median."""
     problems = cupti_problems(doc, METHOD_MARKED)
     sized = doc["cupti"].get("sizing")
     if sized is not None and any(sized.get(k) != v for k, v in SIZING.items()):
@@ -163,6 +167,10 @@ def marked_cupti_problems(doc: dict[str, Any]) -> Problems:
             if shift < MIN_PROFILER_SHIFT:
                 problems.append((f"$.cupti.median_event_ms.{cell}.{stage}", f"{shift:.3f} of the timed median: the "
                                  f"profiled calls ran faster than the timed ones (at least {MIN_PROFILER_SHIFT})"))
+            elif shift > MAX_PROFILER_SHIFT:
+                problems.append((f"$.cells.{cell}.stages.{stage}.median_ms", f"the profiled calls' event median is "
+                                 f"{shift:.3f} x this timed median (at most {MAX_PROFILER_SHIFT}: the profiler's "
+                                 "overhead): timed faster than its own kernels ran"))
     return problems
 
 
@@ -401,8 +409,11 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
 
 def timing_plausible(doc: dict[str, Any], add: Add) -> None:
     """Every cell's fwd+bwd median at least its larger part's (a forward and its backward in one timed region cannot
-    be faster than either alone; 10% allowed for the flush and round-to-round noise), every observation positive."""
+    be faster than either alone; 10% allowed for the flush and round-to-round noise) and, on a GPU, at least 0.9 x
+    the sum of the two timed apart; every observation positive; on a GPU, bench's ``phases_plausible`` on the
+    cells (the phases within the wall time, ``rounds`` at least the latencies it timed)."""
     problems: Problems = []
+    gpu = gpu_run(doc)
     for c, v in doc["cells"].items():
         st = v["stages"]
         if any(x <= 0 for s in st.values() for x in s["raw_ms"]):
@@ -410,6 +421,12 @@ def timing_plausible(doc: dict[str, Any], add: Add) -> None:
         elif st["fwd_bwd"]["median_ms"] < 0.9 * max(st["fwd"]["median_ms"], st["bwd"]["median_ms"]):
             problems.append((f"$.cells.{c}.stages.fwd_bwd.median_ms", f"{st['fwd_bwd']['median_ms']} ms, less than "
                              "its forward or its backward alone"))
+        elif gpu and st["fwd_bwd"]["median_ms"] < 0.9 * (st["fwd"]["median_ms"] + st["bwd"]["median_ms"]):
+            problems.append((f"$.cells.{c}.stages.fwd_bwd.median_ms", f"{st['fwd_bwd']['median_ms']} ms, under 0.9 x "
+                             "its forward + backward timed apart (the same kernels, one after the other; H200: "
+                             "0.984-1.034)"))
+    if gpu and "phases" in doc:
+        problems += phases_problems(as_bench_view(doc))
     add("peer_timing_plausible", problems)
 
 

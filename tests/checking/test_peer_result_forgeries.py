@@ -10,8 +10,10 @@ import json
 import numpy as np
 import pytest
 
+from nsa_exp.analysis.peers import peer_summary
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.peers import NOT_TIMED, NOT_TIMED_EARLIER
+from nsa_exp.core.records import StageStats
 from tests.helpers import REPO
 
 T32768 = REPO / "results" / "peers" / "peers_h200.json"
@@ -76,6 +78,43 @@ def _no_memory(d):
     del d["memory"]
 
 
+def _restat(d: dict) -> None:
+    """Every cell's statistics and the summary recomputed, as a careful forger would."""
+    for cell in d["cells"].values():
+        for st in cell["stages"].values():
+            st.update(StageStats.of(st["raw_ms"], st["warmup_ms"]).to_json())
+    d["summary"] = peer_summary(d["cells"], d["routings"])
+
+
+def _fla_timed_at_half(d):   # a forger's trial of 2026-12-04: FLA "fastest" everywhere, its kernels left as run
+    for cell in d["cells"].values():
+        if cell["peer"] == "fla":
+            for st in cell["stages"].values():
+                st["raw_ms"], st["warmup_ms"] = [x * 0.5 for x in st["raw_ms"]], [x * 0.5 for x in st["warmup_ms"]]
+    _restat(d)
+
+
+def _fwd_bwd_under_its_parts(d):   # fwd+bwd at 0.93 x bwd alone: inside the old 10% room below the larger part
+    for c, cell in d["cells"].items():
+        if cell["peer"] == "fla":
+            st = cell["stages"]
+            f = 0.93 * st["bwd"]["median_ms"] / st["fwd_bwd"]["median_ms"]
+            st["fwd_bwd"]["raw_ms"] = [x * f for x in st["fwd_bwd"]["raw_ms"]]
+            st["fwd_bwd"]["warmup_ms"] = [x * f for x in st["fwd_bwd"]["warmup_ms"]]
+            for k, m in (("kernel_ms", "median_kernel_ms"), ("event_ms", "median_event_ms")):
+                d["cupti"][k][c]["fwd_bwd"] = [x * f for x in d["cupti"][k][c]["fwd_bwd"]]
+                d["cupti"][m][c]["fwd_bwd"] = float(np.median(d["cupti"][k][c]["fwd_bwd"]))
+    _restat(d)
+
+
+def _rounds_phase_short(d):
+    d["phases"]["rounds"] = 1.0
+
+
+def _rounds_phase_past_wall(d):
+    d["phases"]["rounds"] = 1500.0
+
+
 def _not_timed(d):
     d["not_timed"]["flash-sparse-attn"] = "timed elsewhere, 2x faster than FLA"
 
@@ -92,6 +131,10 @@ def _not_timed(d):
     (T32768, _not_timed, "$.not_timed"),
     (T32768, _zero_call, "$.cupti.kernel_ms.local|fla.bwd"),
     (T32768, _no_memory, "$.memory"),
+    (T32768, _fla_timed_at_half, "$.cells.local|fla.stages.bwd.median_ms"),
+    (T32768, _fwd_bwd_under_its_parts, "$.cells.local|fla.stages.fwd_bwd.median_ms"),
+    (T32768, _rounds_phase_short, "$.phases.rounds"),
+    (T32768, _rounds_phase_past_wall, "$.phases"),
 ])
 def test_a_forged_peer_result_fails_validate_at_the_forged_field(source, forge, expected, tmp_path):
     doc = json.loads(source.read_text())
