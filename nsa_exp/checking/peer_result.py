@@ -180,32 +180,31 @@ def _add_problems(add: Add, name: str, problems: Callable[[dict[str, Any]], Prob
 
 def memory_problems(doc: dict[str, Any]) -> Problems:
     """The memory block: present in a GPU run with a CUPTI block; one record per timed cell; on a GPU each cell's
-    peak above its baseline at least the
-    forward + backward's outputs (:func:`output_bytes`), its baseline at least the peer's own q, k, v, dO, and the
+    peak above its baseline at least the forward + backward's outputs (:func:`output_bytes`), its baseline at least
+    the peer's own q, k, v, dO (the same shapes, so the same bytes), its peak at most the GPU's memory, and the
     recorded difference the peak minus the baseline."""
-    memory, problems = doc.get("memory"), []
+    memory, gpu, problems = doc.get("memory"), gpu_run(doc), []
     if memory is None:  # the arm that profiles kernels (a cupti block) also reads memory: both came in one version
         return [("$.memory", "missing: a GPU run with a cupti block records each cell's memory")] \
-            if gpu_run(doc) and "cupti" in doc else []
-    shape = _config(doc).shape
+            if gpu and "cupti" in doc else []
+    tensors = output_bytes(_config(doc).shape)  # O, dQ, dK, dV; and q, k, v, dO, of the same shapes
     total = (doc["metadata"].get("gpu") or {}).get("total_memory_bytes")
     if set(memory) != set(doc["cells"]):
         return [("$.memory", f"cells {sorted(memory)} are not the timed cells {sorted(doc['cells'])}")]
-    leaves = output_bytes(shape)  # q, k, v, dO: the same shapes as dQ, dK, dV, O
     for cell, m in memory.items():
         path = f"$.memory.{cell}"
         if m["peak_minus_baseline_bytes"] != m["peak_allocated_bytes"] - m["baseline_allocated_bytes"]:
             problems.append((f"{path}.peak_minus_baseline_bytes", "is not peak_allocated_bytes - "
                              "baseline_allocated_bytes"))
-        elif gpu_run(doc) and m["peak_minus_baseline_bytes"] < output_bytes(shape):
+        elif gpu and m["peak_minus_baseline_bytes"] < tensors:
             problems.append((f"{path}.peak_minus_baseline_bytes", f"{m['peak_minus_baseline_bytes']} bytes, fewer "
-                             f"than O, dQ, dK and dV take ({output_bytes(shape)})"))
+                             f"than O, dQ, dK and dV take ({tensors})"))
         elif total and m["peak_allocated_bytes"] > total:
             problems.append((f"{path}.peak_allocated_bytes", f"{m['peak_allocated_bytes']} bytes, more than the GPU "
                              f"holds ($.metadata.gpu.total_memory_bytes {total})"))
-        elif gpu_run(doc) and m["baseline_allocated_bytes"] < leaves:
+        elif gpu and m["baseline_allocated_bytes"] < tensors:
             problems.append((f"{path}.baseline_allocated_bytes", f"{m['baseline_allocated_bytes']} bytes, fewer than "
-                             f"the peer's q, k, v and dO ({leaves})"))
+                             f"the peer's q, k, v and dO ({tensors})"))
     return problems
 
 
@@ -360,6 +359,7 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
     FLA's exactly when the routing is tile-shared: checked for an fla-topk routing too)."""
     problems: Problems = []
     argv = [str(a) for a in doc["metadata"].get("argv", [])]
+    from_cli = any(a.endswith("__main__.py") for a in argv[:1])   # argv is the CLI's: its options are the run's
     if doc["name"] != config.name:
         problems.append(("$.name", f"{doc['name']!r}, but its config is {config.name!r}"))
     if doc["label"] != LABEL:
@@ -377,7 +377,7 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
         problems.append(("$.timing.stop.max_rounds" if stop else "$.timing.repetitions", f"{planned}, but the config "
                          f"and argv ask {want_reps} timed rounds"))
     from_flag = stop is not None and stop.get("source") == "--stop-rule"
-    if from_flag and "--stop-rule" not in argv and any(a.endswith("__main__.py") for a in argv[:1]):
+    if from_flag and from_cli and "--stop-rule" not in argv:
         problems.append(("$.timing.stop.source", "--stop-rule, but the recorded argv has no --stop-rule"))
     if from_flag and stop.get("rule") != DEFAULT_RULE.to_dict():
         problems.append(("$.timing.stop.rule", f"{stop.get('rule')}: peer-bench --stop-rule (a config without "
@@ -389,7 +389,7 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
                              "GPU's peer stages (it has none of them: compare's fallback)"))
     peers_arg = argv_option(argv, "--peers")
     want_peers = [p.strip() for p in peers_arg.split(",")] if peers_arg else list(PEER_NAMES)
-    if any(a.endswith("__main__.py") for a in argv[:1]) and list(doc["peers"]) != want_peers:
+    if from_cli and list(doc["peers"]) != want_peers:
         problems.append(("$.peers", f"{list(doc['peers'])}, but the recorded argv asks {want_peers}"))
     tuned = doc.get("autotune", {}).get("tuned_on")
     if tuned is not None and tuned != TUNE_PATTERN:

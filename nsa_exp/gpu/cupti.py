@@ -110,7 +110,6 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
                        event_ms=event_ms_of(records))
 
 
-
 def cupti_pass(run: Any, stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]], measured: Any,
                stages: Iterable[str], rounds: int | None, before_pattern: Callable[[str], None] | None = None,
                marked: bool = False, device: Any = None) -> Any:
