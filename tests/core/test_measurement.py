@@ -63,7 +63,7 @@ def test_a_bench_result_s_measurement_read_back_rebuilds_it_byte_for_byte(name):
         per_pattern={n: {k: p[k] for k in keep if k in p} for n, p in doc["patterns"].items()},
         autotune=doc["autotune"], telemetry={"available": doc["telemetry"]["available"]}, metadata=doc["metadata"],
         wall_seconds=doc["wall_seconds"], throttled=throttled, routing_files=doc.get("routing_files"),
-        packing=doc.get("packing"), cupti=doc.get("cupti")).to_json()
+        packing=doc.get("packing"), cupti=doc.get("cupti"), phases=doc.get("phases")).to_json()
     assert json.dumps(rebuilt) == json.dumps(doc)
 
 
