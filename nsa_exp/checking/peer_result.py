@@ -30,6 +30,7 @@ from ..analysis.reproduction import judge_naive
 from ..analysis.stop_rule import DEFAULT_RULE, run_floors
 from ..core.config import Config, Pattern, Shape
 from ..core.families import TUNE_PATTERN, family
+from ..core.gpus import gpu_spec
 from ..core.kinds import schema_version
 from ..core.measurement import Measurement
 from ..core.peers import (
@@ -407,11 +408,59 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
     return problems
 
 
+#: Matmul FLOPs per score pair and query head, at least, of each peer stage, in units of ``K + V``: a forward
+#: computes ``S = Q K^T`` (2K) and ``P V`` (2V); a backward at least ``dV = P^T dO`` (2V), ``dP = dO V^T`` (2V),
+#: ``dQ = dS K`` (2K) and ``dK = dS^T Q`` (2K), whether or not it recomputes ``S`` (FlashAttention-2, Dao 2023, §3.1).
+MIN_FLOPS_PER_PAIR = {"fwd": 2, "bwd": 4, "fwd_bwd": 6}
+#: The datasheet's dense BF16 peak is at the boost clock (1,830 MHz on H100/H200 SXM); the SM clock may run up to
+#: 1,980 MHz there, so a median may imply up to 1980/1830 = 1.08 x the datasheet's peak: 1.1 x is allowed.
+PEAK_ALLOWANCE = 1.1
+
+
+def min_flops(doc: dict[str, Any], cell: Mapping[str, Any], stage: str) -> float:
+    """The fewest matmul FLOPs one call of ``stage`` in ``cell`` can do (:data:`MIN_FLOPS_PER_PAIR` x (K + V) x the
+    score pairs x G query heads per KV head): dense SDPA the causal pairs ``B * H * T (T + 1) / 2`` (its tiles hold at
+    least those), a sparse peer the routing's ``edges * BS`` (FLA's pairs, which a block mask's contain).
+
+    >>> doc = {"config": {"shape": {"B": 1, "T": 4, "H": 1, "HQ": 2, "K": 3, "V": 1}},
+    ...        "routings": {"r": {"work": {"fla": 5}}}}
+    >>> dense, fla = {"peer": "sdpa-dense", "routing": None}, {"peer": "fla", "routing": "r"}
+    >>> min_flops(doc, dense, "fwd"), min_flops(doc, fla, "bwd")
+    (160.0, 160.0)
+    """
+    sh = doc["config"]["shape"]
+    dense = peer(cell["peer"]).work == "dense"
+    pairs = (sh["B"] * sh["H"] * sh["T"] * (sh["T"] + 1) // 2 if dense
+             else doc["routings"][cell["routing"]]["work"]["fla"])
+    return float(MIN_FLOPS_PER_PAIR[stage] * (sh["K"] + sh["V"]) * pairs * (sh["HQ"] // sh["H"]))
+
+
+def flop_rate_problems(doc: dict[str, Any]) -> Problems:
+    """On a GPU of the GPU table with a BF16 peak: no cell's median implies more than :data:`PEAK_ALLOWANCE` x that
+    peak (:func:`min_flops` / median). The committed H200 results reach at most 0.68 x (dense SDPA's forward at
+    T=32768); a forger who scales a peer's latencies down, or swaps two cells' data, passes this bound only by less
+    than that."""
+    spec = gpu_spec((doc["metadata"].get("gpu") or {}).get("name"))
+    if spec is None or spec.peak_bf16_tflops is None:
+        return []
+    limit = PEAK_ALLOWANCE * spec.peak_bf16_tflops * 1e12
+    problems: Problems = []
+    for c, cell in doc["cells"].items():
+        for s, st in cell["stages"].items():
+            rate = min_flops(doc, cell, s) / (st["median_ms"] * 1e-3) if st["median_ms"] > 0 else float("inf")
+            if rate > limit:
+                problems.append((f"$.cells.{c}.stages.{s}.median_ms", f"{st['median_ms']} ms implies at least "
+                                 f"{rate / 1e12:.0f} TFLOP/s, past {PEAK_ALLOWANCE} x the {spec.name}'s "
+                                 f"{spec.peak_bf16_tflops} TFLOP/s BF16 peak"))
+    return problems
+
+
 def timing_plausible(doc: dict[str, Any], add: Add) -> None:
     """Every cell's fwd+bwd median at least its larger part's (a forward and its backward in one timed region cannot
     be faster than either alone; 10% allowed for the flush and round-to-round noise) and, on a GPU, at least 0.9 x
     the sum of the two timed apart; every observation positive; on a GPU, bench's ``phases_plausible`` on the
-    cells (the phases within the wall time, ``rounds`` at least the latencies it timed)."""
+    cells (the phases within the wall time, ``rounds`` at least the latencies it timed) and no median past the GPU's
+    BF16 peak (:func:`flop_rate_problems`)."""
     problems: Problems = []
     gpu = gpu_run(doc)
     for c, v in doc["cells"].items():
@@ -427,6 +476,8 @@ def timing_plausible(doc: dict[str, Any], add: Add) -> None:
                              "0.984-1.034)"))
     if gpu and "phases" in doc:
         problems += phases_problems(as_bench_view(doc))
+    if gpu:
+        problems += flop_rate_problems(doc)
     add("peer_timing_plausible", problems)
 
 

@@ -1,6 +1,7 @@
 """Forgeries of the committed H200 peer results that validate refuses (a forger's trial of 2026-12-04 passed each
 before): the stop rule's recorded rule and floors, the CUPTI pass's sizing, its profiled calls faster than the timed
-ones, a missing CUPTI block beside its phase, memory beyond the GPU, the verdict rule's method and wall clock."""
+ones, a missing CUPTI block beside its phase, memory beyond the GPU, the verdict rule's method and wall clock, and
+latencies scaled or swapped past the GPU's BF16 peak."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.helpers import REPO
 
 T32768 = REPO / "results" / "peers" / "peers_h200.json"
 T8192 = REPO / "results" / "peers" / "peers_h200_T8192.json"   # ran under peer-bench --stop-rule
+T131072 = REPO / "results" / "peers" / "peers_h200_T131072.json"
 
 
 def _failures(doc: dict, tmp_path) -> set[str]:
@@ -115,6 +117,33 @@ def _rounds_phase_past_wall(d):
     d["phases"]["rounds"] = 1500.0
 
 
+def _scale_cells(d: dict, factor: float, which=lambda cell: True) -> None:
+    """The chosen cells' observations and profiled calls scaled by ``factor``, statistics recomputed (each cell's
+    kernels and events move with its latencies, so the CUPTI and fwd+bwd checks see a consistent file)."""
+    for c, cell in d["cells"].items():
+        if which(cell):
+            for st in cell["stages"].values():
+                st["raw_ms"] = [x * factor for x in st["raw_ms"]]
+                st["warmup_ms"] = [x * factor for x in st["warmup_ms"]]
+            if "cupti" in d:
+                _scale_cupti(d, c, factor)
+    _restat(d)
+
+
+def _all_at_a_tenth(d):   # a forger's trial of 2026-12-04: every peer 10x faster, every ratio unchanged
+    _scale_cells(d, 0.1)
+
+
+def _dense_at_three_tenths(d):   # T=131072: dense SDPA 3.3x faster, FLA no longer ahead of it
+    _scale_cells(d, 0.3, lambda cell: cell["routing"] is None)  # the dense cell
+
+
+def _cells_swapped(d):   # FLA's local cell and dense's cell trade their data
+    d["cells"]["local|fla"]["stages"], d["cells"]["dense"]["stages"] = (d["cells"]["dense"]["stages"],
+                                                                        d["cells"]["local|fla"]["stages"])
+    _restat(d)
+
+
 def _not_timed(d):
     d["not_timed"]["flash-sparse-attn"] = "timed elsewhere, 2x faster than FLA"
 
@@ -135,6 +164,9 @@ def _not_timed(d):
     (T32768, _fwd_bwd_under_its_parts, "$.cells.local|fla.stages.fwd_bwd.median_ms"),
     (T32768, _rounds_phase_short, "$.phases.rounds"),
     (T32768, _rounds_phase_past_wall, "$.phases"),
+    (T32768, _all_at_a_tenth, "$.cells.dense.stages.fwd.median_ms"),
+    (T131072, _dense_at_three_tenths, "$.cells.dense.stages.fwd.median_ms"),
+    (T32768, _cells_swapped, "$.cells.dense.stages.fwd.median_ms"),
 ])
 def test_a_forged_peer_result_fails_validate_at_the_forged_field(source, forge, expected, tmp_path):
     doc = json.loads(source.read_text())
