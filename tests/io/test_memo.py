@@ -183,3 +183,12 @@ def test_processes_writing_one_entry_at_once_leave_a_whole_one(tmp_path):
     assert [w.returncode for w in writers] == [0, 0] and seen <= {"a", "b"}
     assert [p.name for p in tmp_path.iterdir()] == ["entry"]  # no temp file left
 
+
+def test_the_test_session_shares_one_memo_with_its_children():
+    """tests/conftest.py names a fresh folder before any xdist worker starts; workers and their children inherit it."""
+    folder = os.environ.get(MEMO_ENV)
+    if not folder:
+        pytest.skip(f"{MEMO_ENV} set empty for this session: no memo")
+    child = subprocess.run([sys.executable, "-c", f"import os; print(os.environ[{MEMO_ENV!r}])"],
+                           capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == folder
