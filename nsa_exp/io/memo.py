@@ -52,11 +52,15 @@ from typing import Any, ParamSpec, TypeVar, cast
 import numpy as np
 
 from ..errors import UserError
+from .reader import read_bounded
 from .store import write_bytes_atomic
 
 #: The environment variable naming the memo's folder; unset or empty: no memo.
 MEMO_ENV = "NSA_EXP_MEMO_DIR"
 PACKAGE = Path(__file__).resolve().parents[1]
+#: the largest file read: an entry (a fan-in array of 2**27 rows; a larger file is not one and is recomputed) or a
+#: source file of the package
+MAX_ENTRY_BYTES = 2**30
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -70,7 +74,8 @@ def code_digest() -> str:
     numpy's version: what a memoised result depends on besides its arguments. Once per process."""
     h = hashlib.sha256()
     for rel in sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")):
-        h.update(f"{rel}\0{hashlib.sha256((PACKAGE / rel).read_bytes()).hexdigest()}\n".encode())
+        source = read_bounded(PACKAGE / rel, f"nsa_exp/{rel}", MAX_ENTRY_BYTES)
+        h.update(f"{rel}\0{hashlib.sha256(source).hexdigest()}\n".encode())
     h.update(f"numpy {np.__version__}".encode())
     return h.hexdigest()
 
@@ -135,9 +140,11 @@ def decode(entry: bytes) -> Any:
 
 
 def _read(path: Path) -> Any:
+    """The value the entry at ``path`` holds (read through the bounded reader: a regular file, at most
+    :data:`MAX_ENTRY_BYTES`); ``_MISSING`` when there is none or it is not a whole entry."""
     try:
-        return decode(path.read_bytes())
-    except OSError:
+        return decode(read_bounded(path, str(path), MAX_ENTRY_BYTES))
+    except (UserError, OSError):
         return _MISSING
 
 
