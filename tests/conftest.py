@@ -9,6 +9,8 @@ live in the test harness only; the GPU path never sees them.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import warnings
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -20,9 +22,33 @@ os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(os.path.dirname(__file__)
 import pytest  # noqa: E402
 
 from nsa_exp.core.config import Shape  # noqa: E402
+from nsa_exp.io.memo import MEMO_ENV  # noqa: E402
 
 # The tiny shape the interpreter runs in seconds (GUIDE §4): G = 16, M = 8 blocks, S = 4 slots.
 TINY = Shape(B=1, T=256, HQ=16, H=1, K=64, V=64, S=4, block_size=32, dtype="float16")
+
+
+#: where the session's routing memo lives (set by pytest_configure, removed by pytest_unconfigure)
+_OWN_MEMO = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The routing memo (nsa_exp/io/memo.py) for this session: a fresh folder named by ``NSA_EXP_MEMO_DIR``, made
+    on the xdist controller (or the one process without xdist) before any worker starts, so the workers and every
+    child they run (documented commands, door cases, forged documents) share the routings each regenerates: each
+    is regenerated at least once per session. A variable the user set (an empty one: no memo) is kept as it is.
+    Tests that exist to recompute under other numerics unset it (tests/checking/test_perturbed_numerics.py)."""
+    if hasattr(config, "workerinput") or MEMO_ENV in os.environ:
+        return
+    folder = tempfile.mkdtemp(prefix="nsa-exp-memo-")
+    os.environ[MEMO_ENV] = config.stash[_OWN_MEMO] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_OWN_MEMO, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(MEMO_ENV, None)
 
 
 def single_config_autotuners() -> None:

@@ -31,7 +31,11 @@ from .corpus.runner import REPO, run_child
 
 KNOWN_FAILING: dict[str, str] = {}  # id -> what happens today; every case passes (issue 23)
 
-ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # a user's shell, the GPU env vars set
+
+def user_env() -> dict[str, str]:
+    """A user's shell, the GPU env vars set: this process's environment at the call (the session's routing memo,
+    tests/conftest.py, included) without the interpreter switch."""
+    return {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
 
 
 def _params():
@@ -104,7 +108,7 @@ def run_case(case: dict[str, Any], base: Path, template: Path) -> dict[str, Any]
     argv = expand(case["argv"], files, case_dir, repo)
     watched = {s: _where(s, files, case_dir, repo) for s in case.get("unchanged", [])}
     before = {s: _digest(p) for s, p in watched.items()}
-    result = run_child(argv, repo, timeout=case.get("timeout", 60), env=ENV, clear_env=True,
+    result = run_child(argv, repo, timeout=case.get("timeout", 60), env=user_env(), clear_env=True,
                        memory_cap_mb=case.get("memory_cap_mb", 4096))
     out: dict[str, Any] = {"result": result, "argv": argv,
                            "names": expand(case.get("names", []), files, case_dir, repo)}

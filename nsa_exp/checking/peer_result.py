@@ -47,6 +47,7 @@ from ..core.peers import (
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.records import StageStats
 from ..errors import UserError
+from ..io.memo import memoised
 from ..routing.block_mask import is_tile_shared, score_pairs
 from ..routing.config import config_from_dict
 from ..routing.patterns import generate_routing, routing_sha256
@@ -69,10 +70,12 @@ def routing_facts(routing: np.ndarray, block_size: int) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=256)
+@memoised
 def _regenerated_facts(pattern_json: str, shape_json: str, seed: int) -> dict[str, Any]:
     """:func:`routing_facts` of one routing regenerated from its pattern, shape and seed (cached like
     :func:`nsa_exp.checking.routing_checks._routing_stats`: the committed peer results share their routings, and a
-    report validates them all; each T=32768 routing takes ~0.5 s to regenerate and inspect)."""
+    report validates them all; each T=32768 routing takes ~0.5 s to regenerate and inspect; kept on disk too when
+    ``NSA_EXP_MEMO_DIR`` is set, :mod:`nsa_exp.io.memo`)."""
     shape = Shape(**json.loads(shape_json))
     return routing_facts(generate_routing(Pattern(**json.loads(pattern_json)), shape, seed), shape.block_size)
 

@@ -37,6 +37,7 @@ import numpy as np
 from ..core.config import Pattern, Shape
 from ..core.families import family, pattern_from_entry
 from ..errors import UserError
+from ..io.memo import memoised
 from ..io.metadata import nvidia_gpu_visible
 from ..routing.edges import closed_form_edges, effective_edges
 from ..routing.fanin import routing_statistics
@@ -51,9 +52,11 @@ COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dty
 
 
 @lru_cache(maxsize=256)
+@memoised
 def _routing_stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None = None) -> dict:
-    """Regenerate one routing, its statistics and its sha256 (cached: the corpus validates the same config often);
-    packed (``cu`` = the config's ``cu_seqlens``): per document, statistics over the varlen CSR rows."""
+    """Regenerate one routing, its statistics and its sha256 (cached: the corpus validates the same config often;
+    kept on disk too when ``NSA_EXP_MEMO_DIR`` is set, :mod:`nsa_exp.io.memo`); packed (``cu`` = the config's
+    ``cu_seqlens``): per document, statistics over the varlen CSR rows."""
 
     shape = Shape(**json.loads(shape_json))
     pattern = Pattern(**json.loads(pattern_json))

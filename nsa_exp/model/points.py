@@ -21,6 +21,7 @@ import numpy as np
 from ..core.config import Shape
 from ..core.families import FAMILIES, pattern_from_entry
 from ..errors import UserError
+from ..io.memo import memoised
 from ..io.reader import read_bounded, show_path
 from ..io.strict_json import MAX_BYTES, parse_strict
 from ..routing.fanin import csr_rows, row_fanin
@@ -161,6 +162,7 @@ def shape_at(shape: Mapping[str, Any], T: int, *, B: int | None = None, H: int |
 
 
 @cache
+@memoised
 def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int, packing_json: str | None = None) -> np.ndarray:
     shape = shape_at(dict(shape_items), T)
     pattern = pattern_from_entry(dict(pattern_items), "pattern", shape)
@@ -192,8 +194,9 @@ def pattern_split_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T:
 
 def pattern_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int,
                   packing: Mapping[str, Any] | None = None) -> np.ndarray:
-    """Per-CSR-row fan-in ``int64`` (cached) of a generated routing in FLA's program-id order: dense
-    ``[B*H*M]`` in ``(b*H + h)*M + block``; packed (``packing``, a config section), one row per (document,
-    block, head) in the varlen order ``(global_block)*H + h`` (:func:`nsa_exp.routing.fanin.csr_rows`)."""
+    """Per-CSR-row fan-in ``int64`` (cached; kept on disk too when ``NSA_EXP_MEMO_DIR`` is set,
+    :mod:`nsa_exp.io.memo`) of a generated routing in FLA's program-id order: dense ``[B*H*M]`` in
+    ``(b*H + h)*M + block``; packed (``packing``, a config section), one row per (document, block, head) in the
+    varlen order ``(global_block)*H + h`` (:func:`nsa_exp.routing.fanin.csr_rows`)."""
     packed = None if packing is None else json.dumps(packing, sort_keys=True)
     return _fanin(*_key(pattern, shape), T, seed, packed)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import scipy
 
+from nsa_exp.io.memo import MEMO_ENV
 from tests.helpers import REPO, run_cli
 
 NUMERIC = [*sorted(str(p.relative_to(REPO)) for p in (REPO / "results" / "model").glob("*.json")),
@@ -26,6 +27,13 @@ NUMERIC = [*sorted(str(p.relative_to(REPO)) for p in (REPO / "results" / "model"
 #: a second numpy<2.3 / scipy pair for the venv's Python (FLA's interpreter path needs numpy < 2.3)
 OTHER_PINS = {"numpy": "2.1.3", "scipy": "1.13.1"} if np.__version__ != "2.1.3" else {"numpy": "2.2.6",
                                                                                        "scipy": "1.14.1"}
+
+
+@pytest.fixture(autouse=True)
+def recompute_everything(monkeypatch):
+    """Without the session's routing memo (tests/conftest.py): these children must regenerate every routing under
+    their own numerics, not read what the suite's numpy computed."""
+    monkeypatch.delenv(MEMO_ENV, raising=False)
 
 
 def _threads(n: int) -> dict[str, str]:

@@ -1,0 +1,183 @@
+"""An opt-in on-disk memo of pure functions, shared by processes: :func:`memoised`.
+
+**What.** ``@memoised`` keeps a function's result in the folder that the environment variable
+``NSA_EXP_MEMO_DIR`` names, so that another process asking the same question reads the answer instead of
+computing it again. Applied to the routing regenerations that ``validate`` repeats (a routing regenerated from
+its pattern, shape and seed, with its edges, fan-in statistics and sha256; its per-CSR-row fan-in): the test
+suite runs ``report``, ``model-validate`` and ``validate`` in many child processes over the same committed files.
+
+**When on.** Only while ``NSA_EXP_MEMO_DIR`` is set and non-empty (read at each call). Unset, the wrapper calls the
+function and touches no file: a user's ``validate`` recomputes everything, every time. ``tests/conftest.py`` sets it
+to a fresh folder per test session, so every routing is still regenerated at least once per session.
+
+**Key.** The sha256 of: the code's digest (:func:`code_digest`: the sha256 of every ``nsa_exp/**/*.py`` file's
+bytes, by sorted path, and numpy's version; computed once per process), the function's module and qualified name,
+and its arguments as JSON (str, int, float, bool, None and tuples of them; tuples as lists). A call whose
+arguments are not JSON is computed and not kept.
+
+**Values.** A JSON value, kept only when it comes back from JSON exactly (equal, and of the same Python types
+at every level: no tuple, numpy scalar or NaN), or a numpy array of a non-object dtype (``np.save``, read back
+with ``np.load(allow_pickle=False)``: dtype, shape and values as computed). Anything else is returned and not kept.
+Nothing is pickled. An entry is one file ``<key>`` under the folder: a line ``<sha256 of the body> json|npy``,
+then the body.
+
+**Why it is safe.** An entry answers only the exact question, asked of the exact code: any change to any source
+file of the package, or another numpy, gives other keys. Entries are written atomically
+(:func:`nsa_exp.io.store.write_bytes_atomic`), so processes computing one entry at once each write a whole
+file and the last wins; an entry that cannot be read (truncated, corrupt, of another format) is computed again and
+rewritten, never an error (its first line holds its body's sha256, so a truncated or altered body is
+not read). A folder that cannot be made or written costs one ``warning:`` line on stderr per
+process and the function is computed as if the memo were off.
+
+>>> decode(encode({"edges": 3904, "p95": 974.4, "tile_shared": True}))
+{'edges': 3904, 'p95': 974.4, 'tile_shared': True}
+>>> decode(encode(np.arange(3, dtype=np.int64)))
+array([0, 1, 2])
+>>> encode({"heads": (1, 2)}) is None, encode({"mean": np.float64(1.5)}) is None  # would come back as another type
+(True, True)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar, cast
+
+import numpy as np
+
+from ..errors import UserError
+from .reader import read_bounded
+from .store import write_bytes_atomic
+
+#: The environment variable naming the memo's folder; unset or empty: no memo.
+MEMO_ENV = "NSA_EXP_MEMO_DIR"
+PACKAGE = Path(__file__).resolve().parents[1]
+#: the largest file read: an entry (a fan-in array of 2**27 rows; a larger file is not one and is recomputed) or a
+#: source file of the package
+MAX_ENTRY_BYTES = 2**30
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_warned: set[str] = set()
+
+
+@functools.cache
+def code_digest() -> str:
+    """sha256 hex of every ``nsa_exp/**/*.py`` file (relative path and sha256 of its bytes, by sorted path) and
+    numpy's version: what a memoised result depends on besides its arguments. Once per process."""
+    h = hashlib.sha256()
+    for rel in sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")):
+        source = read_bounded(PACKAGE / rel, f"nsa_exp/{rel}", MAX_ENTRY_BYTES)
+        h.update(f"{rel}\0{hashlib.sha256(source).hexdigest()}\n".encode())
+    h.update(f"numpy {np.__version__}".encode())
+    return h.hexdigest()
+
+
+def entry_key(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """The sha256 hex naming the entry of ``name(*args, **kwargs)`` (module docstring, Key); None when an
+    argument is not JSON."""
+    try:
+        question = json.dumps([code_digest(), name, args, sorted(kwargs.items())], allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(question.encode()).hexdigest()
+
+
+def _exact(a: Any, b: Any) -> bool:
+    """``a == b`` with the same Python type at every level (``1 == 1.0 == True`` are three answers here)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_exact(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_exact(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def encode(value: Any) -> bytes | None:
+    """The entry holding ``value`` (module docstring, Values); None when it is not kept."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return None
+        buf = io.BytesIO()
+        np.save(buf, value, allow_pickle=False)
+        kind, body = "npy", buf.getvalue()
+    else:
+        try:
+            text = json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            return None
+        if not _exact(json.loads(text), value):
+            return None
+        kind, body = "json", text.encode()
+    return f"{hashlib.sha256(body).hexdigest()} {kind}\n".encode() + body
+
+
+_MISSING = object()
+
+
+def decode(entry: bytes) -> Any:
+    """The value an entry holds; ``_MISSING`` when it is not a whole entry :func:`encode` wrote."""
+    head, _, body = entry.partition(b"\n")
+    digest, _, kind = head.decode("ascii", "replace").partition(" ")
+    if digest != hashlib.sha256(body).hexdigest():
+        return _MISSING
+    try:
+        if kind == "npy":
+            return np.load(io.BytesIO(body), allow_pickle=False)
+        if kind == "json":
+            return json.loads(body)
+    except (ValueError, EOFError, OSError):
+        pass
+    return _MISSING
+
+
+def _read(path: Path) -> Any:
+    """The value the entry at ``path`` holds (read through the bounded reader: a regular file, at most
+    :data:`MAX_ENTRY_BYTES`); ``_MISSING`` when there is none or it is not a whole entry."""
+    try:
+        return decode(read_bounded(path, str(path), MAX_ENTRY_BYTES))
+    except (UserError, OSError):
+        return _MISSING
+
+
+def _keep(folder: str, path: Path, value: Any) -> None:
+    entry = encode(value)
+    if entry is None:
+        return
+    try:
+        write_bytes_atomic(path, entry)
+    except (UserError, OSError) as exc:
+        if folder not in _warned:
+            _warned.add(folder)
+            print(f"warning: {MEMO_ENV}={folder}: {exc}; computing without the memo", file=sys.stderr)
+
+
+def memoised(fn: Callable[P, T]) -> Callable[P, T]:
+    """``fn``, its results kept in ``$NSA_EXP_MEMO_DIR`` when that is set (module docstring); ``fn`` itself
+    otherwise. ``fn`` must be pure: its result a function of its arguments and the package's code alone. Put an
+    in-process cache (``functools.lru_cache``) in front: memory first, then disk."""
+    name = f"{fn.__module__}.{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        folder = os.environ.get(MEMO_ENV)
+        key = entry_key(name, args, kwargs) if folder else None
+        if folder is None or key is None:
+            return fn(*args, **kwargs)
+        path = Path(folder) / key
+        found = _read(path)
+        if found is not _MISSING:
+            return cast(T, found)  # what fn returned for these arguments, read back
+        value = fn(*args, **kwargs)
+        _keep(folder, path, value)
+        return value
+
+    return wrapper

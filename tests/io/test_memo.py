@@ -1,0 +1,196 @@
+"""The routing memo (nsa_exp/io/memo.py): off unless NSA_EXP_MEMO_DIR is set; on, what a later call reads is what
+the function computes, of the same types and dtype; a corrupt entry is computed again; a folder that cannot be
+written costs one warning line; any change to the package's code gives other keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nsa_exp.checking.peer_result import _regenerated_facts
+from nsa_exp.checking.routing_checks import _routing_stats
+from nsa_exp.core.config import Pattern, Shape
+from nsa_exp.io import memo
+from nsa_exp.io.memo import MEMO_ENV, decode, encode, entry_key
+from nsa_exp.model.points import _fanin, _key
+from tests.helpers import REPO
+
+SHAPE = Shape(B=1, T=512, HQ=16, H=2, K=64, V=64, S=4, block_size=32, dtype="float16")
+ZIPF = Pattern("zipf", exponent=1.2)
+PATTERN_JSON = json.dumps(ZIPF.to_dict(), sort_keys=True)
+SHAPE_JSON = json.dumps(SHAPE.to_dict(), sort_keys=True)
+#: each memoised function with the arguments of one small routing (the disk layer alone: the in-process cache
+#: in front of it is skipped through ``__wrapped__``)
+CALLS = {
+    "routing_stats": (_routing_stats.__wrapped__, (PATTERN_JSON, SHAPE_JSON, 3, None)),
+    "routing_stats_packed": (_routing_stats.__wrapped__, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512))),
+    "peer_facts": (_regenerated_facts.__wrapped__, (PATTERN_JSON, SHAPE_JSON, 3)),
+    "fanin": (_fanin.__wrapped__, (*_key({"name": "zipf", "exponent": 1.2}, SHAPE.to_dict()), 512, 3)),
+    "fanin_packed": (_fanin.__wrapped__, (*_key({"name": "zipf", "exponent": 1.2}, SHAPE.to_dict()), 512, 3,
+                                          json.dumps({"lengths": [192, 320]}))),
+}
+
+
+def _same(a, b) -> bool:
+    """Equal, with the same types at every level and, for arrays, the same dtype and shape."""
+    if isinstance(a, np.ndarray):
+        return type(b) is np.ndarray and a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+@pytest.fixture
+def memo_dir(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "memo"
+    monkeypatch.setenv(MEMO_ENV, str(folder))
+    return folder
+
+
+def _uncached(fn, args):
+    """What ``fn`` (a memoised function) computes, the memo off."""
+    return fn.__wrapped__(*args)
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_a_memoised_routing_equals_a_recomputed_one(name, memo_dir):
+    fn, args = CALLS[name]
+    want = _uncached(fn, args)
+    first = fn(*args)  # computed, then kept
+    assert len(list(memo_dir.iterdir())) == 1
+    second = fn(*args)  # read back
+    assert _same(want, first) and _same(want, second)
+    assert isinstance(want, np.ndarray) == name.startswith("fanin")
+    if isinstance(want, np.ndarray):
+        assert want.dtype == np.int64
+
+
+def test_a_later_call_reads_the_entry(memo_dir):
+    fn, args = CALLS["routing_stats"]
+    fn(*args)
+    (entry,) = memo_dir.iterdir()
+    entry.write_bytes(encode({"edges": -1}))  # a whole entry of another value: read, not recomputed
+    assert fn(*args) == {"edges": -1}
+
+
+@pytest.mark.parametrize("damage", ["truncated", "altered", "empty", "garbage", "a folder", "a fifo"])
+def test_a_corrupt_entry_is_recomputed_and_rewritten(damage, memo_dir):
+    for name in ("routing_stats", "fanin"):
+        fn, args = CALLS[name]
+        want = fn(*args)
+        entry = memo_dir / entry_key(f"{fn.__module__}.{fn.__qualname__}", args, {})
+        data = entry.read_bytes()
+        entry.unlink()
+        if damage == "a folder":
+            entry.mkdir()
+        elif damage == "a fifo":
+            os.mkfifo(entry)  # never opened for reading: the bounded reader refuses it without blocking
+        else:
+            entry.write_bytes({"truncated": data[:len(data) // 2], "altered": data[:-1] + bytes([data[-1] ^ 1]),
+                               "empty": b"", "garbage": os.urandom(64)}[damage])
+        assert _same(want, fn(*args))
+        if damage != "a folder":  # a folder in the way is not replaced: the value is computed each time
+            assert entry.is_file() and _same(want, decode(entry.read_bytes()))
+
+
+def test_with_the_variable_unset_nothing_is_written(tmp_path, monkeypatch):
+    session = os.environ.get(MEMO_ENV)
+    before = sorted(os.listdir(session)) if session and os.path.isdir(session) else None
+    monkeypatch.delenv(MEMO_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    for fn, args in CALLS.values():
+        assert _same(_uncached(fn, args), fn(*args))
+    assert list(tmp_path.iterdir()) == []
+    if before is not None:
+        assert sorted(os.listdir(session)) == before
+
+
+def test_an_empty_variable_is_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(MEMO_ENV, "")
+    monkeypatch.chdir(tmp_path)
+    fn, args = CALLS["peer_facts"]
+    fn(*args)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_that_cannot_be_written_warns_once_and_computes(tmp_path, monkeypatch, capsys):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(MEMO_ENV, str(tmp_path / "file" / "memo"))  # under a regular file: cannot be made
+    for name in ("routing_stats", "fanin", "routing_stats"):
+        fn, args = CALLS[name]
+        assert _same(_uncached(fn, args), fn(*args))
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"warning: {MEMO_ENV}=") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", [{"heads": (1, 2)}, {"mean": np.float64(1.5)}, {"p95": float("nan")},
+                                   {1: "an int key"}, {"n": np.int64(3)}, np.array([{}], dtype=object)],
+                         ids=["tuple", "numpy float", "nan", "int key", "numpy int", "object array"])
+def test_a_value_that_would_come_back_changed_is_not_kept(value, memo_dir):
+    assert encode(value) is None
+    assert memo.memoised(lambda: value)() is value
+    assert not memo_dir.exists()
+
+
+def test_arguments_name_the_entry():
+    keys = {entry_key("f", (PATTERN_JSON, SHAPE_JSON, seed, cu), {}) for seed in (1, 2) for cu in (None, (0, 512))}
+    assert len(keys) == 4 and entry_key("g", (PATTERN_JSON, SHAPE_JSON, 1, None), {}) not in keys
+    assert entry_key("f", (1,), {}) != entry_key("f", (1.0,), {}) != entry_key("f", (True,), {})
+    assert entry_key("f", (object(),), {}) is None
+
+
+def test_any_source_change_gives_other_keys(tmp_path, monkeypatch):
+    copy = tmp_path / "nsa_exp"
+    shutil.copytree(REPO / "nsa_exp", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(memo, "PACKAGE", copy)
+    digest = memo.code_digest.__wrapped__()
+    assert digest == memo.code_digest()  # the package as imported
+    with (copy / "routing" / "fanin.py").open("a") as f:
+        f.write("\n")
+    assert memo.code_digest.__wrapped__() != digest
+    (copy / "routing" / "fanin.py").rename(copy / "routing" / "fanin2.py")
+    assert memo.code_digest.__wrapped__() != digest
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from nsa_exp.io.memo import _keep
+for i in range(40):
+    _keep(sys.argv[1], Path(sys.argv[1]) / "entry", {"writer": sys.argv[2], "data": list(range(2000))})
+"""
+
+
+def test_processes_writing_one_entry_at_once_leave_a_whole_one(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), w], env=env) for w in "ab"]
+    seen = set()
+    while any(w.poll() is None for w in writers):
+        if (tmp_path / "entry").exists():
+            value = decode((tmp_path / "entry").read_bytes())
+            assert value is not memo._MISSING
+            seen.add(value["writer"])
+    assert [w.returncode for w in writers] == [0, 0] and seen <= {"a", "b"}
+    assert [p.name for p in tmp_path.iterdir()] == ["entry"]  # no temp file left
+
+
+def test_the_test_session_shares_one_memo_with_its_children():
+    """tests/conftest.py names a fresh folder before any xdist worker starts; workers and their children inherit it."""
+    folder = os.environ.get(MEMO_ENV)
+    if not folder:
+        pytest.skip(f"{MEMO_ENV} set empty for this session: no memo")
+    child = subprocess.run([sys.executable, "-c", f"import os; print(os.environ[{MEMO_ENV!r}])"],
+                           capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == folder
