@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -307,6 +308,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     want_fail = {c: f for c, m in o["results"].items()
                  if (f := judge_naive(m, tol.naive_rel_l2, tol.naive_max_abs_rel, label=c))}
     deep_diff(o["failures"], want_fail, "$.oracle.failures", problems)
+    problems += oracle_metric_problems(o)
     partial = [c for c, m in o["results"].items() if gpu_run(doc) and set(m) != {"o", "dq", "dk", "dv"}]
     if partial:
         problems.append((f"$.oracle.results.{partial[0]}", "a GPU run checks O, dQ, dK and dV of every cell"))
@@ -320,6 +322,39 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems.append(("$.not_timed", "differs from the peer table's list (core.peers.NOT_TIMED, or an earlier "
                                         "version's in NOT_TIMED_EARLIER)"))
     add("peer_recompute", problems)
+
+
+def oracle_metric_problems(oracle: Mapping[str, Any]) -> Problems:
+    """Each oracle metric against the others and the oracle's shape: ``numel`` the tensor's element count (O
+    ``B*T*HQ*V``, dQ ``B*T*HQ*K``, dK ``B*T*H*K``, dV ``B*T*H*V``), ``max_abs_rel = max_abs / ref_max_abs``
+    (relative 1e-6), and ``max_abs_rel / sqrt(numel) <= rel_l2 <= sqrt(numel) * max_abs_rel`` (the L2 norm of n values
+    lies between their largest magnitude and sqrt(n) times it; 1e-6 relative room).
+
+    >>> sh = {"B": 1, "T": 2, "HQ": 2, "H": 1, "K": 3, "V": 1}
+    >>> ok = {"rel_l2": 0.1, "max_abs": 0.2, "ref_max_abs": 2.0, "max_abs_rel": 0.1, "numel": 4}
+    >>> oracle_metric_problems({"shape": sh, "results": {"c": {"o": ok}}})
+    []
+    >>> oracle_metric_problems({"shape": sh, "results": {"c": {"o": {**ok, "max_abs_rel": 0.01}}}})[0][0]
+    '$.oracle.results.c.o.max_abs_rel'
+    """
+    sh = oracle["shape"]
+    numel = {"o": sh["B"] * sh["T"] * sh["HQ"] * sh["V"], "dq": sh["B"] * sh["T"] * sh["HQ"] * sh["K"],
+             "dk": sh["B"] * sh["T"] * sh["H"] * sh["K"], "dv": sh["B"] * sh["T"] * sh["H"] * sh["V"]}
+    problems: Problems = []
+    for c, by in oracle["results"].items():
+        for t, m in by.items():
+            path = f"$.oracle.results.{c}.{t}"
+            if t in numel and m["numel"] != numel[t]:
+                problems.append((f"{path}.numel", f"{m['numel']}, but {t} has {numel[t]} elements at the oracle's "
+                                 "shape"))
+            elif m["ref_max_abs"] <= 0 or abs(m["max_abs_rel"] * m["ref_max_abs"] - m["max_abs"]) > 1e-6 * m["max_abs"]:
+                problems.append((f"{path}.max_abs_rel", f"{m['max_abs_rel']}, but max_abs / ref_max_abs = "
+                                 f"{m['max_abs']} / {m['ref_max_abs']}"))
+            elif not (m["max_abs_rel"] / math.sqrt(m["numel"]) * (1 - 1e-6) <= m["rel_l2"]
+                      <= math.sqrt(m["numel"]) * m["max_abs_rel"] * (1 + 1e-6)):
+                problems.append((f"{path}.rel_l2", f"{m['rel_l2']}: the L2 error of {m['numel']} values lies "
+                                 f"between max_abs_rel / sqrt(numel) and sqrt(numel) x max_abs_rel"))
+    return problems
 
 
 def _round_problems(doc: dict[str, Any], config: Config) -> Problems:
