@@ -258,8 +258,8 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             why = skip_reason(name, r, shared, failures)
             if why != NOT_TILE_SHARED:
                 oracle_cells.add(cell)
-            if why is None and cell not in doc["oracle"]["results"]:
-                why = "not checked against the oracle"
+            if why is None and cell not in doc["oracle"]["results"] and not gpu_run(doc):
+                why = "not checked against the oracle"   # the interpreter's small oracle; a GPU run checks every cell
             if why is None:
                 want_cells[cell] = (r, name)
             else:
@@ -309,6 +309,15 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                  if (f := judge_naive(m, tol.naive_rel_l2, tol.naive_max_abs_rel, label=c))}
     deep_diff(o["failures"], want_fail, "$.oracle.failures", problems)
     problems += oracle_metric_problems(o)
+    refs: dict[tuple[str, str], set[float]] = {}
+    for c, by in o["results"].items():
+        r = doc["cells"][c]["routing"] if c in doc["cells"] else c.split("|")[0]  # a skipped cell: by its name
+        for t, m in by.items():
+            if r:
+                refs.setdefault((r, t), set()).add(m["ref_max_abs"])
+    problems += [(f"$.oracle.results.*.{t}.ref_max_abs", f"{sorted(v)}: the peers on routing {r} are checked "
+                  "against one reference (one per routing), so one value")
+                 for (r, t), v in refs.items() if len(v) > 1][:1]
     partial = [c for c, m in o["results"].items() if gpu_run(doc) and set(m) != {"o", "dq", "dk", "dv"}]
     if partial:
         problems.append((f"$.oracle.results.{partial[0]}", "a GPU run checks O, dQ, dK and dV of every cell"))
@@ -386,8 +395,10 @@ MAX_BITMAP = 1 << 30
 
 
 def gpu_run(doc: dict[str, Any]) -> bool:
-    """A run on a GPU (not the Triton interpreter on a CPU, as the tests run)."""
-    return "TRITON_INTERPRET" not in (doc["metadata"].get("env") or {})
+    """A run on a GPU (not the Triton interpreter on a CPU, as the tests run): no ``TRITON_INTERPRET`` in its
+    environment, or a CUPTI block (CUPTI profiles CUDA kernels only: an interpreter flag beside one does not switch
+    the GPU's checks off, a forger's hole of 2026-12-04)."""
+    return "TRITON_INTERPRET" not in (doc["metadata"].get("env") or {}) or "cupti" in doc
 
 
 def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
@@ -538,6 +549,10 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its own observations", add)
     ctx.unverifiable("$.cells.*.stages.*.raw_ms, $.oracle.results", "measured on the GPU host (statistics, summary "
                      "and oracle verdicts recomputed from them)")
+    spec = gpu_spec((doc["metadata"].get("gpu") or {}).get("name"))
+    if gpu_run(doc) and (spec is None or spec.peak_bf16_tflops is None):
+        ctx.unverifiable("$.cells.*.stages.*.median_ms", "not held to a BF16 peak: the GPU table has none for "
+                         f"{(doc['metadata'].get('gpu') or {}).get('name')!r}")
     if "cupti" in doc or "memory" in doc:
         ctx.unverifiable("$.cupti.kernel_ms, $.cupti.event_ms, $.memory", "measured on the GPU host (held to the "
                          "agreement rule, the timed medians, the outputs' bytes and the GPU's memory)")

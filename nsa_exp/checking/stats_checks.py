@@ -224,6 +224,13 @@ def stop_rule_problems(doc: dict[str, Any]) -> Problems | None:
     if configured is None and stop["source"] != from_cli:
         problems.append(("$.timing.stop.source", f"{stop['source']!r}, but the config has no timing.stop"))
     rule, n, trace = StopRule(**stop["rule"]), stop["rounds"], stop["trace"]
+    # the round loop's wall clock holds the GPU time it timed (a forger's hole of 2026-12-04: elapsed halved passed)
+    problems += [(f"$.timing.stop.trace[{i}].elapsed_seconds", f"{e['elapsed_seconds']} s, less than the "
+                  f"{e['timed_seconds']} s of GPU time timed by then") for i, e in enumerate(trace)
+                 if e.get("timed_seconds") is not None and e["elapsed_seconds"] < e["timed_seconds"]][:1]
+    if trace and stop["elapsed_seconds"] != trace[-1]["elapsed_seconds"]:
+        problems.append(("$.timing.stop.elapsed_seconds", f"{stop['elapsed_seconds']} s, but the last trace entry "
+                         f"records {trace[-1]['elapsed_seconds']} s"))
     if rule.floor_fraction is not None:
         if n != timing["repetitions"] or n > stop["max_rounds"]:
             problems.append(("$.timing.stop.rounds", f"{n} rounds, timing.repetitions {timing['repetitions']}, "

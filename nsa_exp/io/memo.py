@@ -26,7 +26,9 @@ file of the package, or another numpy, gives other keys. Entries are written ato
 (:func:`nsa_exp.io.store.write_bytes_atomic`), so processes computing one entry at once each write a whole
 file and the last wins; an entry that cannot be read (truncated, corrupt, of another format) is computed again and
 rewritten, never an error (its first line holds its body's sha256, so a truncated or altered body is
-not read). A folder that cannot be made or written costs one ``warning:`` line on stderr per
+not read). The folder is trusted like the code: its sha256 detects damage, not tampering (anyone can compute a
+key), so a planted entry answers for the function; point it only at a folder of your own.
+A folder that cannot be made or written costs one ``warning:`` line on stderr per
 process and the function is computed as if the memo were off.
 
 >>> decode(encode({"edges": 3904, "p95": 974.4, "tile_shared": True}))
