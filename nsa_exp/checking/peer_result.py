@@ -136,11 +136,18 @@ def as_bench_view(doc: dict[str, Any]) -> dict[str, Any]:
     return {**doc, "patterns": doc["cells"]}
 
 
+def output_numel(shape: Any) -> dict[str, int]:
+    """Elements of O ``[B, T, HQ, V]``, dQ ``[B, T, HQ, K]``, dK ``[B, T, H, K]`` and dV ``[B, T, H, V]`` at
+    ``shape`` (a :class:`~nsa_exp.core.config.Shape`)."""
+    bt = shape.B * shape.T
+    return {"o": bt * shape.HQ * shape.V, "dq": bt * shape.HQ * shape.K, "dk": bt * shape.H * shape.K,
+            "dv": bt * shape.H * shape.V}
+
+
 def output_bytes(shape: Any) -> int:
-    """Bytes of O ``[B, T, HQ, V]``, dQ ``[B, T, HQ, K]``, dK ``[B, T, H, K]`` and dV ``[B, T, H, V]`` at ``shape``
-    (2 bytes each in bf16/fp16, 4 in fp32): alive together when ``autograd.grad`` of a forward returns."""
-    width = 4 if shape.dtype == "float32" else 2
-    return width * shape.B * shape.T * (shape.HQ * (shape.V + shape.K) + shape.H * (shape.K + shape.V))
+    """Bytes of :func:`output_numel`'s O, dQ, dK and dV at ``shape`` (2 bytes each in bf16/fp16, 4 in fp32): alive
+    together when ``autograd.grad`` of a forward returns."""
+    return (4 if shape.dtype == "float32" else 2) * sum(output_numel(shape).values())
 
 
 #: The least a profiled call's event median may be of the same cell and stage's timed median: the profiler's pass runs
@@ -225,7 +232,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     except UserError as exc:
         add("peer_recompute", [("$.config", str(exc))])
         return
-    shape = config.shape
+    shape, gpu = config.shape, gpu_run(doc)
     if doc["shape"] != shape.to_dict():
         problems.append(("$.shape", "differs from $.config.shape"))
     problems += _record_problems(doc, config)
@@ -258,7 +265,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             why = skip_reason(name, r, shared, failures)
             if why != NOT_TILE_SHARED:
                 oracle_cells.add(cell)
-            if why is None and cell not in doc["oracle"]["results"] and not gpu_run(doc):
+            if why is None and cell not in doc["oracle"]["results"] and not gpu:
                 why = "not checked against the oracle"   # the interpreter's small oracle; a GPU run checks every cell
             if why is None:
                 want_cells[cell] = (r, name)
@@ -278,7 +285,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if {k: rec[k] for k in ("title", "calls", "work")} != {"title": row.title, "calls": row.calls,
                                                                  "work": row.work}:
             problems.append((f"$.peers.{name}", "its title, calls or work differ from the peer table's"))
-        if gpu_run(doc) and rec["cells"] and rec["backend"] != ("CUDNN_ATTENTION" if row.routing_free else None):
+        if gpu and rec["cells"] and rec["backend"] != ("CUDNN_ATTENTION" if row.routing_free else None):
             problems.append((f"$.peers.{name}.backend", f"{rec['backend']!r}: on a GPU dense attention runs under "
                              "CUDNN_ATTENTION (FLASH and EFFICIENT refuse head dims 192/128), the others name none"))
     # statistics, summary, round orders
@@ -311,14 +318,13 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems += oracle_metric_problems(o)
     refs: dict[tuple[str, str], set[float]] = {}
     for c, by in o["results"].items():
-        r = doc["cells"][c]["routing"] if c in doc["cells"] else c.split("|")[0]  # a skipped cell: by its name
-        for t, m in by.items():
-            if r:
-                refs.setdefault((r, t), set()).add(m["ref_max_abs"])
+        if c != DENSE_CELL:   # cell_name's "routing|peer"
+            for t, m in by.items():
+                refs.setdefault((c.partition("|")[0], t), set()).add(m["ref_max_abs"])
     problems += [(f"$.oracle.results.*.{t}.ref_max_abs", f"{sorted(v)}: the peers on routing {r} are checked "
                   "against one reference (one per routing), so one value")
                  for (r, t), v in refs.items() if len(v) > 1][:1]
-    partial = [c for c, m in o["results"].items() if gpu_run(doc) and set(m) != {"o", "dq", "dk", "dv"}]
+    partial = [c for c, m in o["results"].items() if gpu and set(m) != {"o", "dq", "dk", "dv"}]
     if partial:
         problems.append((f"$.oracle.results.{partial[0]}", "a GPU run checks O, dQ, dK and dV of every cell"))
     stray = [c for c in o["results"] if c not in oracle_cells]
@@ -334,21 +340,19 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 
 def oracle_metric_problems(oracle: Mapping[str, Any]) -> Problems:
-    """Each oracle metric against the others and the oracle's shape: ``numel`` the tensor's element count (O
-    ``B*T*HQ*V``, dQ ``B*T*HQ*K``, dK ``B*T*H*K``, dV ``B*T*H*V``), ``max_abs_rel = max_abs / ref_max_abs``
+    """Each oracle metric against the others and the oracle's shape: ``numel`` the tensor's element count
+    (:func:`output_numel`), ``max_abs_rel = max_abs / ref_max_abs``
     (relative 1e-6), and ``max_abs_rel / sqrt(numel) <= rel_l2 <= sqrt(numel) * max_abs_rel`` (the L2 norm of n values
     lies between their largest magnitude and sqrt(n) times it; 1e-6 relative room).
 
-    >>> sh = {"B": 1, "T": 2, "HQ": 2, "H": 1, "K": 3, "V": 1}
+    >>> sh = {"B": 1, "T": 2, "HQ": 2, "H": 1, "K": 3, "V": 1, "S": 1, "block_size": 1, "dtype": "float16"}
     >>> ok = {"rel_l2": 0.1, "max_abs": 0.2, "ref_max_abs": 2.0, "max_abs_rel": 0.1, "numel": 4}
     >>> oracle_metric_problems({"shape": sh, "results": {"c": {"o": ok}}})
     []
     >>> oracle_metric_problems({"shape": sh, "results": {"c": {"o": {**ok, "max_abs_rel": 0.01}}}})[0][0]
     '$.oracle.results.c.o.max_abs_rel'
     """
-    sh = oracle["shape"]
-    numel = {"o": sh["B"] * sh["T"] * sh["HQ"] * sh["V"], "dq": sh["B"] * sh["T"] * sh["HQ"] * sh["K"],
-             "dk": sh["B"] * sh["T"] * sh["H"] * sh["K"], "dv": sh["B"] * sh["T"] * sh["H"] * sh["V"]}
+    numel = output_numel(Shape(**oracle["shape"]))
     problems: Problems = []
     for c, by in oracle["results"].items():
         for t, m in by.items():
@@ -484,23 +488,29 @@ def min_flops(doc: dict[str, Any], cell: Mapping[str, Any], stage: str) -> float
     return float(MIN_FLOPS_PER_PAIR[stage] * (sh["K"] + sh["V"]) * pairs * (sh["HQ"] // sh["H"]))
 
 
+def bf16_peak_tflops(doc: dict[str, Any]) -> float | None:
+    """The recorded GPU's dense BF16 peak from the GPU table (:mod:`nsa_exp.core.gpus`); None: unknown or no peak."""
+    spec = gpu_spec((doc["metadata"].get("gpu") or {}).get("name"))
+    return None if spec is None else spec.peak_bf16_tflops
+
+
 def flop_rate_problems(doc: dict[str, Any]) -> Problems:
     """On a GPU of the GPU table with a BF16 peak: no cell's median implies more than :data:`PEAK_ALLOWANCE` x that
     peak (:func:`min_flops` / median). The committed H200 results reach at most 0.68 x (dense SDPA's forward at
     T=32768); a forger who scales a peer's latencies down, or swaps two cells' data, passes this bound only by less
     than that."""
-    spec = gpu_spec((doc["metadata"].get("gpu") or {}).get("name"))
-    if spec is None or spec.peak_bf16_tflops is None:
+    peak = bf16_peak_tflops(doc)
+    if peak is None:
         return []
-    limit = PEAK_ALLOWANCE * spec.peak_bf16_tflops * 1e12
+    limit = PEAK_ALLOWANCE * peak * 1e12
     problems: Problems = []
     for c, cell in doc["cells"].items():
         for s, st in cell["stages"].items():
             rate = min_flops(doc, cell, s) / (st["median_ms"] * 1e-3) if st["median_ms"] > 0 else float("inf")
             if rate > limit:
                 problems.append((f"$.cells.{c}.stages.{s}.median_ms", f"{st['median_ms']} ms implies at least "
-                                 f"{rate / 1e12:.0f} TFLOP/s, past {PEAK_ALLOWANCE} x the {spec.name}'s "
-                                 f"{spec.peak_bf16_tflops} TFLOP/s BF16 peak"))
+                                 f"{rate / 1e12:.0f} TFLOP/s, past {PEAK_ALLOWANCE} x the GPU's {peak} TFLOP/s "
+                                 "BF16 peak"))
     return problems
 
 
@@ -523,10 +533,8 @@ def timing_plausible(doc: dict[str, Any], add: Add) -> None:
             problems.append((f"$.cells.{c}.stages.fwd_bwd.median_ms", f"{st['fwd_bwd']['median_ms']} ms, under 0.9 x "
                              "its forward + backward timed apart (the same kernels, one after the other; H200: "
                              "0.984-1.034)"))
-    if gpu and "phases" in doc:
-        problems += phases_problems(as_bench_view(doc))
     if gpu:
-        problems += flop_rate_problems(doc)
+        problems += (phases_problems(as_bench_view(doc)) if "phases" in doc else []) + flop_rate_problems(doc)
     add("peer_timing_plausible", problems)
 
 
@@ -549,8 +557,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its own observations", add)
     ctx.unverifiable("$.cells.*.stages.*.raw_ms, $.oracle.results", "measured on the GPU host (statistics, summary "
                      "and oracle verdicts recomputed from them)")
-    spec = gpu_spec((doc["metadata"].get("gpu") or {}).get("name"))
-    if gpu_run(doc) and (spec is None or spec.peak_bf16_tflops is None):
+    if gpu_run(doc) and bf16_peak_tflops(doc) is None:
         ctx.unverifiable("$.cells.*.stages.*.median_ms", "not held to a BF16 peak: the GPU table has none for "
                          f"{(doc['metadata'].get('gpu') or {}).get('name')!r}")
     if "cupti" in doc or "memory" in doc:
