@@ -155,8 +155,8 @@ COMMANDS: tuple[Command, ...] = (
                 "(recorded as autotune.replayed_from); without an entry tune afresh and keep it there (default: "
                 "tune afresh, the formal protocol)", metavar="DIR"),
          Option("--cupti-rounds", "rounds of the torch.profiler (CUPTI) cross-check after the timed rounds (default: "
-                "sized by need, enough that the shortest multi-launch stage is resolved, recorded as cupti.sizing; "
-                "0 skips it)", type=int),
+                "sized by need, each stage called as often as it needs, the shortest multi-launch stage setting the "
+                "rounds, recorded as cupti.sizing; 0 skips it)", type=int),
          Option("--routing-file", "also time your own block_indices (.npy/.npz/.pt, [B,T,H,S] of the config) as "
                 "pattern file:<stem>; repeatable", "append", default=[], metavar="PATH"),
          Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag"),

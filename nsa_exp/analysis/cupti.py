@@ -20,6 +20,15 @@ multi-launch stage's launches, which grow under the profiler, do not count. The 
 timed medians and recorded as ``cupti.sizing``, which ``validate`` recomputes from the document's own medians. A
 result without ``sizing`` (recorded before) is held to its recorded ``rounds``.
 
+**Calls per stage** (issue 30; bench since then, ``cupti.sizing.calls``): the rounds are what the shortest
+multi-launch stage needs, but a stage needs only its own: each multi-launch stage ``ceil(target_ms / its median)``
+calls within the bounds, every other stage ``min_rounds``, and a stage whose intermediates a later stage of the
+same round consumes (:func:`nsa_exp.core.stages.prerequisites`) at least that stage's count. Round ``r`` of the
+pass calls, per pattern, the stages with ``calls > r`` (in their order), so on the H200 rounds 5-20 call only
+the 0.24-0.48 ms CSR transpose instead of every stage (15.9 s of a warm formal bench's 126 s before). ``validate``
+recomputes the map from the timed medians and holds each stage's profiled calls to its count. A block whose
+sizing has no ``calls`` (recorded before, or the peer arm's) calls every stage in every round.
+
 **Paired events** (issue 28, :data:`METHOD_PAIRED`): the profiled calls keep the timed loop's CUDA-event pair
 around each range, so each profiled call has both its event time and its kernel time (``event_ms`` beside
 ``kernel_ms``). The cross-check then compares the **same calls**: a stage that the profiler itself slows (the
@@ -56,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.stages import LOOSE_CUPTI_STAGES
+from ..core.stages import LOOSE_CUPTI_STAGES, STAGE_NAMES, prerequisites
 
 PREFIX = "nsa_cupti"
 ROUNDS = 5
@@ -158,23 +167,62 @@ def kernel_busy_ms(events: Iterable[Any]) -> dict[str, dict[str, list[float]]]:
     return out
 
 
-def sizing(event_medians: Mapping[str, Mapping[str, float]], rule: Mapping[str, float] | None = None) -> dict[str, Any]:
+def _need(rule: Mapping[str, float], stage: str, ms: float) -> int:
+    """The calls one stage of median ``ms`` needs: a multi-launch stage enough to add up to ``target_ms`` within
+    ``[min_rounds, max_rounds]``, any other ``min_rounds``."""
+    if stage not in LOOSE_CUPTI_STAGES:
+        return int(rule["min_rounds"])
+    need = math.ceil(rule["target_ms"] / ms) if ms > 0 else rule["max_rounds"]
+    return int(min(rule["max_rounds"], max(rule["min_rounds"], need)))
+
+
+def stage_calls(event_medians: Mapping[str, Mapping[str, float]],
+                rule: Mapping[str, float] | None = None) -> dict[str, dict[str, int]]:
+    """``{pattern: {stage: profiled calls}}`` of a pass sized per stage (module docstring, "Calls per stage"): each
+    stage's own need, raised to that of any stage of the pattern that consumes its intermediates.
+
+    >>> stage_calls({"uniform": {"selection_fwd": 14.8, "csr": 0.2438, "dkv_core": 18.4, "full_bwd": 45.3}})
+    {'uniform': {'selection_fwd': 5, 'csr': 21, 'dkv_core': 5, 'full_bwd': 5}}
+    """
+    rule = dict(SIZING if rule is None else rule)
+    out: dict[str, dict[str, int]] = {}
+    for p, st in event_medians.items():
+        calls = {s: _need(rule, s, ms) for s, ms in st.items()}
+        for consumer in [s for s in STAGE_NAMES if s in calls][::-1]:  # a consumer's count reaches its producers
+            for producer in prerequisites(consumer):
+                if producer in calls:
+                    calls[producer] = max(calls[producer], calls[consumer])
+        out[p] = calls
+    return out
+
+
+def sizing(event_medians: Mapping[str, Mapping[str, float]], rule: Mapping[str, float] | None = None,
+           per_stage: bool = False) -> dict[str, Any]:
     """The ``cupti.sizing`` record of a pass sized by need from the timed ``{pattern: {stage: median ms}}``: the
-    rule (:data:`SIZING`), the shortest multi-launch stage and the rounds it needs.
+    rule (:data:`SIZING`), the shortest multi-launch stage and the rounds it needs; ``per_stage``: also each
+    stage's own count, ``calls`` (:func:`stage_calls`; the rounds are their largest).
 
     >>> sizing({"local": {"csr": 0.35, "dkv_core": 15.3}, "uniform": {"csr": 0.2438}})["rounds"]
     21
     >>> sizing({"local": {"dkv_core": 15.3}})["rounds"], sizing({"local": {"csr": 0.01}})["rounds"]
     (5, 40)
+    >>> sizing({"local": {"csr": 0.35, "dkv_core": 15.3}}, per_stage=True)["calls"]
+    {'local': {'csr': 15, 'dkv_core': 5}}
     """
     rule = dict(SIZING if rule is None else rule)
+    calls = {"calls": stage_calls(event_medians, rule)} if per_stage else {}
     loose = [(ms, p, s) for p, st in event_medians.items() for s, ms in st.items() if s in LOOSE_CUPTI_STAGES]
     if not loose:
-        return {**rule, "shortest": None, "rounds": int(rule["min_rounds"])}
+        return {**rule, "shortest": None, "rounds": int(rule["min_rounds"]), **calls}
     ms, p, s = min(loose)
-    need = math.ceil(rule["target_ms"] / ms) if ms > 0 else rule["max_rounds"]
-    return {**rule, "shortest": {"pattern": p, "stage": s, "median_ms": ms},
-            "rounds": int(min(rule["max_rounds"], max(rule["min_rounds"], need)))}
+    return {**rule, "shortest": {"pattern": p, "stage": s, "median_ms": ms}, "rounds": _need(rule, s, ms), **calls}
+
+
+def calls_of(block: Mapping[str, Any], pattern: str, stage: str) -> int | None:
+    """How many profiled calls a ``cupti`` block holds for one cell: its sizing's ``calls`` when sized per stage
+    (None where that map lacks the cell), else one per round."""
+    per_stage = (block.get("sizing") or {}).get("calls")
+    return int(block["rounds"]) if per_stage is None else per_stage.get(pattern, {}).get(stage)
 
 
 def tolerance_record() -> dict[str, Any]:
@@ -274,7 +322,7 @@ def cupti_problems(doc: dict[str, Any], paired_method: str = METHOD_PAIRED) -> l
     if "sizing" in block:  # a pass sized by need: its rounds recompute from the document's own timed medians
         medians = {p: {s: st["median_ms"] for s, st in v.get("stages", {}).items()} for p, v in doc["patterns"].items()}
         sized = block["sizing"]
-        want = sizing(medians, {**SIZING, **{k: sized[k] for k in SIZING if k in sized}})
+        want = sizing(medians, {**SIZING, **{k: sized[k] for k in SIZING if k in sized}}, "calls" in sized)
         if len(want) != len(sized) or want != sized or block["rounds"] != want["rounds"]:
             problems.append(("$.cupti.sizing", f"recorded {sized} (rounds {block['rounds']}), but the timed medians "
                              f"give {want}"))
@@ -290,9 +338,10 @@ def cupti_problems(doc: dict[str, Any], paired_method: str = METHOD_PAIRED) -> l
     for pattern, stages in block["kernel_ms"].items():
         for stage, calls in stages.items():
             path = f"$.cupti.median_kernel_ms.{pattern}.{stage}"
-            if len(calls) != block["rounds"]:  # one profiled call per stage and round
+            if len(calls) != (want_calls := calls_of(block, pattern, stage)):  # one per round (or its sizing's)
                 problems.append((f"$.cupti.kernel_ms.{pattern}.{stage}", f"{len(calls)} calls, but "
-                                 f"cupti.rounds = {block['rounds']}"))
+                                 + (f"cupti.sizing.calls.{pattern}.{stage} = {want_calls}"
+                                    if "calls" in block.get("sizing", {}) else f"cupti.rounds = {block['rounds']}")))
                 continue
             recorded = block["median_kernel_ms"].get(pattern, {}).get(stage)
             if recorded is None or abs(recorded - float(np.median(calls))) > 1e-9:

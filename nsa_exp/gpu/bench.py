@@ -184,7 +184,7 @@ class BenchArm(Arm[BenchResult]):
                               "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
 
         cupti = cupti_pass(run, self.fns, m, STAGE_NAMES, self.cupti_rounds,
-                           before_pattern=self.pins and self.pins.before)
+                           before_pattern=self.pins and self.pins.before, per_stage=True)
 
         gates = run.gates
         per_pattern: dict[str, Any] = {}

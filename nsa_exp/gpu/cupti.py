@@ -10,8 +10,9 @@ profiled call has its event time beside its kernel time (``event_ms``) and the c
 calls (:data:`nsa_exp.analysis.cupti.METHOD_PAIRED`). The aggregation of the profiler's events into per-stage
 kernel times is pure (:mod:`nsa_exp.analysis.cupti`, tested on the CPU with fake events): since issue 27 each
 call's summed device activity (:func:`nsa_exp.analysis.cupti.kernel_busy_ms`) over a pass sized by need
-(:func:`nsa_exp.analysis.cupti.sizing`); another arm may pass its own ``aggregate`` (e.g. each launched kernel
-by name; that pass records no events, as before).
+(:func:`nsa_exp.analysis.cupti.sizing`), bench's per stage since issue 30 (round ``r`` calls only the stages
+that need more than ``r`` calls, :func:`_segments`); another arm may pass its own ``aggregate`` (e.g. each launched
+kernel by name; that pass records no events, as before).
 """
 
 from __future__ import annotations
@@ -76,6 +77,28 @@ def _in_marked_range(dev: Any) -> Callable[[str, str, int], Any]:
     return around
 
 
+def _segments(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]], rounds: int,
+              calls: Mapping[str, Mapping[str, int]] | None) -> list[tuple[int, int, dict[str, dict[str, Any]]]]:
+    """The pass's rounds as ``(first, end, {pattern: {stage: call}})`` runs of rounds calling the same stages:
+    round ``r`` calls the stages with ``calls[pattern][stage] > r`` (in their order; a pattern with none is left
+    out), or every stage when ``calls`` is None (:func:`nsa_exp.analysis.cupti.stage_calls`).
+
+    >>> [(a, b, {p: list(st) for p, st in f.items()}) for a, b, f in
+    ...  _segments({"x": {"csr": 0, "dkv": 0}}, 4, {"x": {"csr": 4, "dkv": 2}})]
+    [(0, 2, {'x': ['csr', 'dkv']}), (2, 4, {'x': ['csr']})]
+    """
+    if calls is None:
+        return [(0, rounds, {p: dict(st) for p, st in stage_fns.items()})]
+    ends = sorted({min(rounds, calls[p][s]) for p, st in stage_fns.items() for s in st} | {rounds})
+    out, first = [], 0
+    for end in ends:
+        if end > first:
+            fns = {p: {s: fn for s, fn in st.items() if calls[p][s] > first} for p, st in stage_fns.items()}
+            out.append((first, end, {p: st for p, st in fns.items() if st}))
+            first = end
+    return out
+
+
 def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]], l2_flush_bytes: int,
                          flush_policy: str, rounds: int = ROUNDS,
                          before_pattern: Callable[[str], None] | None = None, device: Any = None,
@@ -96,12 +119,15 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
     base = CudaDevice() if device is None else device
     dev = base if aggregate is None else Unevented(base)  # bench's pass pairs each call's events with its kernels
     flush = dev.flush_buffer(l2_flush_bytes)
+    orders = round_orders(list(stage_fns), rounds, "fixed-rounds", 0)
     dev.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        records = run_rounds(stage_fns, round_orders(list(stage_fns), rounds, "fixed-rounds", 0), 0, l2_flush_bytes,
-                             device=dev, before_pattern=before_pattern, flush_policy=flush_policy,
-                             around=_in_marked_range(dev) if marked else _in_range,
-                             flush_buffer=flush)
+        records = []
+        for first, last, fns in _segments(stage_fns, rounds, (sized or {}).get("calls")):
+            records += run_rounds(fns, [[p for p in o if p in fns] for o in orders], 0, l2_flush_bytes,
+                                  device=dev, before_pattern=before_pattern, flush_policy=flush_policy,
+                                  around=_in_marked_range(dev) if marked else _in_range,
+                                  flush_buffer=flush, rounds=range(first, last))
     del flush
     events = prof.events()
     if aggregate is not None:
@@ -112,16 +138,18 @@ def profile_kernel_times(stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]
 
 def cupti_pass(run: Any, stage_fns: Mapping[str, Mapping[str, Callable[[], Any]]], measured: Any,
                stages: Iterable[str], rounds: int | None, before_pattern: Callable[[str], None] | None = None,
-               marked: bool = False, device: Any = None) -> Any:
+               marked: bool = False, device: Any = None, per_stage: bool = False) -> Any:
     """An arm's CUPTI pass after its timed rounds, as bench and peer-bench run it: ``rounds`` profiled rounds over
     ``stage_fns`` (None: sized by need from ``measured``'s medians of ``stages``, ms,
-    :func:`nsa_exp.analysis.cupti.sizing`, recorded; 0: no pass) of :func:`profile_kernel_times` on ``device``
-    (None: CUDA), timed as the run's ``cupti`` phase. Returns the result's ``cupti`` block, or None where the host
-    has no CUPTI (a cross-check only: the run keeps its timed rounds and says so on stderr)."""
+    :func:`nsa_exp.analysis.cupti.sizing`, recorded; ``per_stage``: each stage called only as often as it needs,
+    bench's since issue 30; 0: no pass) of :func:`profile_kernel_times` on ``device`` (None: CUDA), timed as the
+    run's ``cupti`` phase. Returns the result's ``cupti`` block, or None where the host has no CUPTI (a
+    cross-check only: the run keeps its timed rounds and says so on stderr)."""
     sized = None
     if rounds is None:
         sized = sizing({c: {s: st.median_ms for s, st in by.items()}
-                        for c, by in measured.stage_stats(list(stage_fns), list(stages)).items()})
+                        for c, by in measured.stage_stats(list(stage_fns), list(stages)).items()},
+                       per_stage=per_stage)
     n = sized["rounds"] if sized is not None else rounds
     try:
         if n:

@@ -143,6 +143,41 @@ def test_a_pass_sized_by_need_records_its_rounds_and_validate_recomputes_them():
     assert "$.cupti.sizing" in [f["path"] for f in _check(forged)["failures"]]
 
 
+def _per_stage(scale: float = 0.99) -> dict:
+    """The committed stop run with a paired pass sized per stage (issue 30): each cell profiled its own count."""
+    from nsa_exp.analysis.cupti import METHOD_PAIRED, sizing  # noqa: PLC0415
+
+    doc = json.loads(STOP.read_text())
+    medians = {p: {s: st["median_ms"] for s, st in v["stages"].items()} for p, v in doc["patterns"].items()}
+    sized = sizing(medians, per_stage=True)
+    calls = sized["calls"]
+    kernels = {p: {s: [m * scale] * calls[p][s] for s, m in st.items()} for p, st in medians.items()}
+    events = {p: {s: [m] * calls[p][s] for s, m in st.items()} for p, st in medians.items()}
+    doc["cupti"] = cupti_block(kernels, sized["rounds"], sized, METHOD_PAIRED, event_ms=events)
+    return doc
+
+
+def test_a_pass_sized_per_stage_holds_each_cell_to_its_own_count_and_validate_recomputes_the_counts():
+    doc = _per_stage()
+    calls = doc["cupti"]["sizing"]["calls"]
+    # only the CSR transpose (0.24-0.48 ms) needs more than min_rounds; everything else is called 5 times
+    assert {p: st["csr"] for p, st in calls.items()} == {"local": 15, "uniform": 21, "sink-heavy": 11, "zipf": 11}
+    assert {n for st in calls.values() for s, n in st.items() if s != "csr"} == {5}
+    assert not schema_errors(doc, "result", "result")
+    assert _check(doc)["passed"]
+    fewer = _per_stage()  # the calls map says 5 for uniform CSR, the rounds still 21: the map does not recompute
+    fewer["cupti"]["sizing"]["calls"]["uniform"]["csr"] = 5
+    for key in ("kernel_ms", "event_ms"):
+        del fewer["cupti"][key]["uniform"]["csr"][5:]
+    assert "$.cupti.sizing" in [f["path"] for f in _check(fewer)["failures"]]
+    dropped = _per_stage()  # a cell whose profiled calls are fewer than its count
+    dropped["cupti"]["kernel_ms"]["zipf"]["csr"].pop()
+    assert "$.cupti.kernel_ms.zipf.csr" in [f["path"] for f in _check(dropped)["failures"]]
+    stripped = _per_stage()  # without its calls map the pass is held to one call per stage and round
+    del stripped["cupti"]["sizing"]["calls"]
+    assert "$.cupti.kernel_ms.local.dkv_core" in [f["path"] for f in _check(stripped)["failures"]]
+
+
 def _paired(event_scale: float, kernel_scale: float) -> dict:
     """The stop run with a paired pass: every profiled call's events at ``event_scale`` x the timed median and
     its kernels at ``kernel_scale`` x it."""

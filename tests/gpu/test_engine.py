@@ -260,6 +260,28 @@ def test_bench_cupti_pass_keeps_each_calls_event_pair_so_events_and_kernels_are_
     assert "event_ms" in block["method"] and block["rounds"] == 3
 
 
+def test_a_pass_sized_per_stage_calls_each_stage_only_as_often_as_it_needs_and_its_producers_with_it():
+    """Issue 30: round r of bench's pass calls the stages needing more than r calls; a stage another consumes
+    (csr for dkv_core, the Stage table's consumes/produces) is called with it, in the same round, before it."""
+    from nsa_exp.analysis.cupti import sizing  # noqa: PLC0415
+    from nsa_exp.gpu.cupti import profile_kernel_times  # noqa: PLC0415 - torch.profiler
+
+    dev = FakeDevice()
+    stages = ("selection_fwd", "csr", "dkv_core", "full_bwd")
+    fns = {p: {s: (lambda p=p, s=s: dev.log.append(f"call {p}.{s}")) for s in stages} for p in ("x", "y")}
+    # x's CSR needs ceil(5 / 0.7) = 8 calls, y's ceil(5 / 1.0) = 5, every other stage min_rounds = 5
+    sized = sizing({p: {s: (0.7 if p == "x" else 1.0) if s == "csr" else 20.0 for s in stages} for p in ("x", "y")},
+                   per_stage=True)
+    assert sized["rounds"] == 8 and sized["calls"]["x"] == {"selection_fwd": 5, "csr": 8, "dkv_core": 5,
+                                                             "full_bwd": 5}
+    block = profile_kernel_times(fns, FLUSH, "read", rounds=sized["rounds"], device=dev, sized=sized)
+    calls = [line for line in dev.log if line.startswith("call")]
+    full = [f"call {p}.{s}" for p in "xy" for s in stages]
+    assert calls == full * 5 + ["call x.csr"] * 3  # rounds 5-7: x's CSR alone
+    assert {p: {s: len(v) for s, v in st.items()} for p, st in block["event_ms"].items()} == sized["calls"]
+    assert block["sizing"] == sized
+
+
 # --- turning the rule on: config, CLI, sweep -------------------------------------------------------------------
 
 
