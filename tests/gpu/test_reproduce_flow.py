@@ -20,6 +20,7 @@ from nsa_exp.core.stages import STAGE_NAMES
 from nsa_exp.routing.config import config_from_dict
 from tests.gpu.test_engine import Ticks
 from tests.gpu.test_engine_arms import GPU, H200_MS, FakeGpu, tiny_config
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.interpreter
 
@@ -38,15 +39,19 @@ def submission(fla_interpreter, tmp_path_factory):
            "name": f"tiny_reproduce_{os.getpid()}"}  # the bench journal's name: unique, as a crashed run leaves one
     (tmp / "tiny.json").write_text(json.dumps(raw))
     config = config_from_dict(raw, source=str(tmp / "tiny.json"))
-    argv = [sys.argv[0], "reproduce", "--config", str(tmp / "tiny.json")]
+    # argv as the CLI records it (python -m nsa_exp ...), whatever runs pytest: validate reads the run's name and
+    # config from it (config_provenance), so each file records the command that wrote it
+    cli = str(REPO / "nsa_exp" / "__main__.py")
+    argv = [cli, "reproduce", "--config", str(tmp / "tiny.json")]
     costs = [H200_MS[s] for s in STAGE_NAMES]
     published, out = tmp / "published.json", tmp / "runs" / "reproduce_h200"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
                                                                "allow_gpu": allow, "matches_required": True})
         mp.setattr(torch.version, "cuda", "13.0")  # the fake host's CUDA (CPU torch records none)
-        mp.setattr(sys, "argv", argv)
+        mp.setattr(sys, "argv", [cli, "bench", "--config", str(tmp / "tiny.json"), "--output", str(published)])
         run_bench(config, True, published, None, cupti_rounds=0, device=FakeGpu(costs), clock=Ticks(0.25))
+        mp.setattr(sys, "argv", argv)
         code, text = run_reproduce(config, True, out, None, str(published), floor=0.02,
                                    device=FakeGpu(costs), clock=Ticks(0.25), argv=argv, cupti_rounds=0)
     return {"code": code, "text": text, "out": out, "published": published, "tmp": tmp, "name": config.name}
@@ -108,7 +113,6 @@ def test_a_forged_noise_table_stops_reproduce_before_any_gpu_work(fla_interprete
     from nsa_exp.errors import UserError  # noqa: PLC0415
     from nsa_exp.gpu import gates  # noqa: PLC0415 - FLA after the interpreter setup
     from nsa_exp.gpu.reproduce import run_reproduce  # noqa: PLC0415
-    from tests.helpers import REPO  # noqa: PLC0415
 
     table = json.loads((REPO / "results" / "noise" / "floors.json").read_text())
     for row in table["floors"]:
