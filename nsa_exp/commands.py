@@ -112,6 +112,7 @@ PUBLISH = Option("--publish", "write the published results (results/, docs/, REA
                  "flag")
 #: Every writing command's output options: --publish, then --overwrite.
 WRITES = (PUBLISH, OVERWRITE)
+#: The figures' published folder: the default of every command that draws one (its --out-dir, --figures).
 FIGURES_DIR = "docs/figures"
 ROUTING_FILE_HELP = ("also validate and summarise your own block_indices (.npy/.npz/.pt, int32/int64 [B,T,H,S], -1 "
                      "padding); repeatable")

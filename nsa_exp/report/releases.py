@@ -29,7 +29,7 @@ import numpy as np
 from packaging.version import InvalidVersion, Version
 from tabulate import tabulate
 
-from ..analysis.bootstrap import bootstrap_median_ci, bootstrap_ratio_ci
+from ..analysis.bootstrap import RESAMPLES, bootstrap_median_ci, bootstrap_ratio_ci
 from ..analysis.compare import ratio_ci
 from ..analysis.noise import judge
 from ..core.families import BASELINE_PATTERN
@@ -44,7 +44,6 @@ NOT_MEASURED = ("not yet measured: no `release_result` is committed under `resul
                 "arm times FLA releases on the GPU; this section fills from its files)")
 #: The command a maintainer runs on a working tree (README's release-arm row, nsa_exp/gpu/release.py).
 SOURCE_COMMAND = "python -m nsa_exp release-bench --config configs/release_h200.json --fla-source PATH"
-RESAMPLES = 10_000
 
 
 def _stats(x: Sequence[float] | None, base: Sequence[float] | None, resamples: int) -> dict[str, Any] | None:
