@@ -80,10 +80,9 @@ def gate(doc: dict[str, Any], name: str) -> tuple[int, dict[str, Any]] | None:
 
 
 def recorded_gpu(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(JSON path, facts) of the GPU a document records (what the GPU tier's ``gpu_identity`` wrote, or a method
-    study's equivalent): ``metadata.gpu`` (name, sm_count,
-    total_memory_bytes, l2_cache_bytes, compute_capability, max clocks ...), or a method study's
-    ``metadata.gpu_name`` + ``kernels.device`` under the same keys."""
+    """(JSON path, facts) of the GPU a document records: ``metadata.gpu`` (as the GPU tier's ``gpu_identity`` wrote
+    it: name, sm_count, total_memory_bytes, l2_cache_bytes, compute_capability, max clocks ...), or a method
+    study's ``metadata.gpu_name`` + ``kernels.device`` under the same keys."""
     meta = doc.get("metadata", {})
     if isinstance(meta.get("gpu"), dict):
         return "$.metadata.gpu", meta["gpu"]
