@@ -125,8 +125,8 @@ def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> N
             if "G" in r:
                 shape["HQ"] = shape["H"] * r["G"]
             point = MeasuredPoint(r["name"], r["pattern"], r["T"], r["measured_ms"], r["source"], r["sha256"],
-                          cal["gpu"]["name"], cal["gpu"]["sm_count"], shape, cal["seed"],
-                          cal["autotune_config"], None)
+                                  cal["gpu"]["name"], cal["gpu"]["sm_count"], shape, cal["seed"],
+                                  cal["autotune_config"], None)
         want = {**validation_row(cal, point, doc["split_max_fanin"], cache), "source": r["source"]}  # as recorded
         deep_diff(r, want, where, problems)
     if unseen:

@@ -42,6 +42,7 @@ from ..routing.config import config_from_dict
 from .checks import Add, Context, Problems, guarded
 
 SM_RANGE = (1, 1024)
+#: A package version as ``metadata.versions`` records it (``2.11.0+cu130``): any release, pre or local build.
 VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
 DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{1,3})?$")
 CC_RE = re.compile(r"^\d{1,2}\.\d$")

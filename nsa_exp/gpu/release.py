@@ -77,8 +77,8 @@ from ..io.store import OutputPolicy, read_strict
 from ..io.strict_json import dumps_strict
 from ..releases.config import ReleaseConfig, load_release_config
 from ..releases.environments import (
+    RELEASE_VERSION_RE,
     RELEASES_DIR,
-    VERSION_RE,
     Target,
     child_sys_path,
     find_wheel,
@@ -451,7 +451,7 @@ def release_versions(args: argparse.Namespace, cfg: ReleaseConfig) -> list[str]:
     if not versions and not args.fla_source:
         raise UserError(f"{cfg.source}: names no releases; pass --release VERSION or --fla-source PATH")
     for v in versions:
-        if not VERSION_RE.match(v):
+        if not RELEASE_VERSION_RE.match(v):
             raise UserError(f"--release: {v!r} is not a release version (e.g. --release 0.6.0)")
         if not cfg.points_for("release", v):
             raise UserError(f"{cfg.source}: no point runs for fla-core-{v} (every point names other releases)")
