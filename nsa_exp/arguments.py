@@ -227,10 +227,10 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def _reproduce(args: argparse.Namespace) -> None:
-    """:func:`nsa_exp.report.reproduce.check_arguments`, imported when ``reproduce`` runs (it imports validate's
-    checkers, :func:`_validated`)."""
-    from .report.reproduce import check_arguments  # noqa: PLC0415 - deferred: see _validated
-    check_arguments(args)
+    """:func:`nsa_exp.report.reproduce.check_reproduce_arguments`, imported when ``reproduce`` runs (it imports
+    validate's checkers, :func:`_validated`)."""
+    from .report.reproduce import check_reproduce_arguments  # noqa: PLC0415 - deferred: see _validated
+    check_reproduce_arguments(args)
 
 
 def _validated(path: str | Path, kinds: tuple[str, ...], label: str, hint: str = "") -> dict[str, Any]:

@@ -168,7 +168,8 @@ def table_source(table: str | Path | None, stages: list[str], gpus: list[str | N
     return floors, {**source, **({"lacking": lacking} if lacking else {})}
 
 
-def check_arguments(noise_from: list[str] | None, floor: float | None, fail_on: str | None, resamples: int) -> None:
+def check_compare_arguments(noise_from: list[str] | None, floor: float | None, fail_on: str | None,
+                            resamples: int) -> None:
     """Refuse (one :class:`UserError` line naming the option) a floor outside [0, 1), an unknown ``fail_on``,
     a resample count outside 1..:data:`MAX_RESAMPLES`, a ``noise_from`` pair that is one file twice."""
     if floor is not None and not 0 <= floor < 1:
