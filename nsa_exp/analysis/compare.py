@@ -67,8 +67,9 @@ VERDICTS = ("same", "faster", "slower", "unclear")
 #: ``--fail-on`` choices and the verdicts each one fails on (exit 1).
 FAIL_ON = {"slower": {"slower"}, "faster": {"faster"}, "unclear": {"unclear"},
            "any-change": {"slower", "faster", "unclear"}}
-RULE = ("CI of median(B)/median(A) entirely above 1+floor: slower; entirely below 1-floor: faster; "
-        "inside [1-floor, 1+floor]: same; otherwise unclear")
+#: The verdict rule a comparison document records (its ``rule``); the floors' own rule is noise_table.FLOOR_RULE.
+VERDICT_RULE = ("CI of median(B)/median(A) entirely above 1+floor: slower; entirely below 1-floor: faster; "
+                "inside [1-floor, 1+floor]: same; otherwise unclear")
 
 
 def _ratio_of_medians(b: np.ndarray, a: np.ndarray, axis: int = -1) -> np.ndarray:

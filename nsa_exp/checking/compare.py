@@ -18,7 +18,7 @@ from typing import Any
 
 from ..analysis.bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 from ..analysis.compare import (
-    RULE,
+    VERDICT_RULE,
     bench_comparison,
     check_compare_arguments,
     peer_comparison,
@@ -90,7 +90,7 @@ def build(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None =
     doc = {"schema_version": schema_version("compare"), "kind": "compare", "a": _side(path_a, a),
            "b": _side(path_b, b), "space": "cycles" if cycles else "time", "unit": "kcycles" if cycles else "ms",
            "bootstrap": {"resamples": resamples, "seed": SEED, "level": CI_LEVEL, "method": METHOD, "paired": False},
-           "rule": RULE, "noise_floor": {**source, "per_stage": floors}, "rows": rows,
+           "rule": VERDICT_RULE, "noise_floor": {**source, "per_stage": floors}, "rows": rows,
            "counts": counts, "fail_on": fail_on, "failed": failed}
     return {**doc, **extra}
 
