@@ -33,7 +33,7 @@ from .io.reader import file_size, same_file, show_path
 from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
-from .routing.config import load_config, shape_at
+from .routing.config import checked_shape_at, load_config
 from .routing.files import max_file_bytes, pattern_names
 from .routing.patterns import generate_routing
 
@@ -42,10 +42,10 @@ Check = Callable[[argparse.Namespace], None]
 
 def check_length(shape: Shape, T: int, option: str) -> Shape:
     """``shape`` at sequence length ``T`` (a positive multiple of block_size up to :data:`MAX_T`, with every
-    shape rule of a config: :func:`nsa_exp.routing.config.shape_at`); one line naming ``option`` otherwise."""
+    shape rule of a config: :func:`nsa_exp.routing.config.checked_shape_at`); one line naming ``option`` otherwise."""
     if not 0 < T <= MAX_T or T % shape.block_size:
         raise UserError(f"{option}: {T} is not a positive multiple of block_size {shape.block_size} up to {MAX_T}")
-    return shape_at(shape, T, f"{option} {T}")
+    return checked_shape_at(shape, T, f"{option} {T}")
 
 
 def _routing_time(args: argparse.Namespace) -> None:
@@ -227,10 +227,10 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def _reproduce(args: argparse.Namespace) -> None:
-    """:func:`nsa_exp.report.reproduce.check_arguments`, imported when ``reproduce`` runs (it imports validate's
-    checkers, :func:`_validated`)."""
-    from .report.reproduce import check_arguments  # noqa: PLC0415 - deferred: see _validated
-    check_arguments(args)
+    """:func:`nsa_exp.report.reproduce.check_reproduce_arguments`, imported when ``reproduce`` runs (it imports
+    validate's checkers, :func:`_validated`)."""
+    from .report.reproduce import check_reproduce_arguments  # noqa: PLC0415 - deferred: see _validated
+    check_reproduce_arguments(args)
 
 
 def _validated(path: str | Path, kinds: tuple[str, ...], label: str, hint: str = "") -> dict[str, Any]:

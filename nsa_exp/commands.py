@@ -17,7 +17,7 @@ torch before their environment gate, and a command pays only for its own imports
 
 >>> [c.name for c in COMMANDS][:3]
 ['routing', 'routing-time', 'check']
->>> command("lock").option("--from").dest, invoke_name(command("lock").option("--from"))
+>>> command_named("lock").option("--from").dest, invoke_name(command_named("lock").option("--from"))
 ('source', 'from_')
 """
 
@@ -35,7 +35,8 @@ from .core.stages import STAGE_NAMES
 from .report import manifest
 from .routing.fanin import X_STATS
 
-KINDS = ("flag", "value", "list", "pair", "append", "positional", "positionals")
+#: The kinds of an option (the module docstring); not the document kinds (core/kinds.KINDS).
+OPTION_KINDS = ("flag", "value", "list", "pair", "append", "positional", "positionals")
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ PUBLISH = Option("--publish", "write the published results (results/, docs/, REA
                  "flag")
 #: Every writing command's output options: --publish, then --overwrite.
 WRITES = (PUBLISH, OVERWRITE)
+#: The figures' published folder: the default of every command that draws one (its --out-dir, --figures).
 FIGURES_DIR = "docs/figures"
 ROUTING_FILE_HELP = ("also validate and summarise your own block_indices (.npy/.npz/.pt, int32/int64 [B,T,H,S], -1 "
                      "padding); repeatable")
@@ -380,7 +382,8 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
-def command(name: str) -> Command:
+def command_named(name: str) -> Command:
+    """The table's row of the command ``name`` (a GPU module's ``command`` is a handler, not this lookup)."""
     return next(c for c in COMMANDS if c.name == name)
 
 
@@ -388,7 +391,7 @@ def cli_argv(cmd: Command, values: Mapping[str, Any]) -> list[str]:
     """The CLI arguments for an invoke task's values (keyed by :func:`invoke_name`; an unset option — None,
     False or [] — is left to the CLI's default; an empty string given is passed on, e.g. ``--output ''``).
 
-    >>> cli_argv(command("compare"), {"a": "A.json", "b": "B.json", "noise_from": ["X", "Y"], "cycles": True})
+    >>> cli_argv(command_named("compare"), {"a": "A.json", "b": "B.json", "noise_from": ["X", "Y"], "cycles": True})
     ['A.json', 'B.json', '--noise-from', 'X', 'Y', '--cycles']
     """
     argv: list[str] = []

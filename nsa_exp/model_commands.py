@@ -16,6 +16,7 @@ import scipy
 
 from .checking import model_calibration, model_validation
 from .checking.validate import load_validated
+from .commands import FIGURES_DIR
 from .core.config import MAX_T, Shape
 from .core.families import pattern_from_entry
 from .errors import UserError
@@ -70,9 +71,6 @@ def _all_points(paths: list[str]) -> list:
         load_validated(f, POINT_KINDS, f"--points {f}",
                        hint="the model reads only points that validate; fix or remove that file")
     return [p for f in files for p in read_points(f)]
-
-
-FIGURES_DIR = "docs/figures"  # model-validate's default figure folder (as the command table says)
 
 
 def calibrate(args: argparse.Namespace) -> int:

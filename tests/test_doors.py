@@ -16,7 +16,7 @@ import pytest
 from invoke import Program
 
 from nsa_exp.cli import build_parser
-from nsa_exp.commands import COMMANDS, KINDS, cli_argv, cli_flags, command, invoke_flag, invoke_name
+from nsa_exp.commands import COMMANDS, OPTION_KINDS, cli_argv, cli_flags, command_named, invoke_flag, invoke_name
 from nsa_exp.io.progress import is_progress_line
 from tests.helpers import REPO, run_cli
 
@@ -41,7 +41,7 @@ def _tasks():
 def test_every_cli_option_is_an_invoke_option():
     tasks = _tasks()
     for name, sub in _subcommands().items():
-        task, cmd = tasks.ns.tasks[name], command(name)
+        task, cmd = tasks.ns.tasks[name], command_named(name)
         dests = {a.dest for a in sub._actions if not isinstance(a, argparse._HelpAction)}
         assert dests == {o.name for o in cmd.options}, name  # the parser is the table
         params = set(task.argspec(task.body).parameters) - {tasks.MORE}
@@ -78,7 +78,7 @@ def test_invoke_help_names_what_each_option_kind_takes():
                 assert f"{o.flag}X{o.flag}Y" in packed or f"{o.flag}A{o.flag}B" in packed, (cmd.name, flag)
             else:
                 assert "(positional" in help_, (cmd.name, flag)
-    assert seen == set(KINDS)
+    assert seen == set(OPTION_KINDS)
 
 
 def _help_lines(text: str) -> list[tuple[str, str]]:
@@ -114,7 +114,7 @@ def test_repeatable_and_two_value_options_reach_the_cli_through_invoke(tmp_path)
     """An ``append`` option (``--routing-file``, ``--param``) unset must not reach the CLI as the text '[]';
     set, it is one CLI flag per value; ``--noise-from X Y`` (nargs=2) is the invoke flag given twice."""
     invoke = [sys.executable, "-m", "invoke"]
-    cmd = command("compare")
+    cmd = command_named("compare")
     argv = cli_argv(cmd, {invoke_name(o): [] if o.kind in ("list", "pair", "append") else None for o in cmd.options}
                     | {"a": "A.json", "b": "B.json", "noise_from": ["X.json", "Y.json"]})
     assert argv[:2] == ["A.json", "B.json"] and argv[argv.index("--noise-from"):][:3] == ["--noise-from", "X.json",

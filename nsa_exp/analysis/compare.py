@@ -67,8 +67,9 @@ VERDICTS = ("same", "faster", "slower", "unclear")
 #: ``--fail-on`` choices and the verdicts each one fails on (exit 1).
 FAIL_ON = {"slower": {"slower"}, "faster": {"faster"}, "unclear": {"unclear"},
            "any-change": {"slower", "faster", "unclear"}}
-RULE = ("CI of median(B)/median(A) entirely above 1+floor: slower; entirely below 1-floor: faster; "
-        "inside [1-floor, 1+floor]: same; otherwise unclear")
+#: The verdict rule a comparison document records (its ``rule``); the floors' own rule is noise_table.FLOOR_RULE.
+VERDICT_RULE = ("CI of median(B)/median(A) entirely above 1+floor: slower; entirely below 1-floor: faster; "
+                "inside [1-floor, 1+floor]: same; otherwise unclear")
 
 
 def _ratio_of_medians(b: np.ndarray, a: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -168,7 +169,8 @@ def table_source(table: str | Path | None, stages: list[str], gpus: list[str | N
     return floors, {**source, **({"lacking": lacking} if lacking else {})}
 
 
-def check_arguments(noise_from: list[str] | None, floor: float | None, fail_on: str | None, resamples: int) -> None:
+def check_compare_arguments(noise_from: list[str] | None, floor: float | None, fail_on: str | None,
+                            resamples: int) -> None:
     """Refuse (one :class:`UserError` line naming the option) a floor outside [0, 1), an unknown ``fail_on``,
     a resample count outside 1..:data:`MAX_RESAMPLES`, a ``noise_from`` pair that is one file twice."""
     if floor is not None and not 0 <= floor < 1:

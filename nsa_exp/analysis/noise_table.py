@@ -37,11 +37,12 @@ NOISE_TABLE = "results/noise/floors.json"
 SOURCES = ("results/raw/*.json", "results/sweeps/*/T*.json")
 #: The floor of a stage whose GPU the table lacks (``compare``'s documented fallback).
 FALLBACK_FLOOR = 0.02
-RULE = (f"f(GPU, stage): the largest relative spread (max/min - 1 of the medians, or of their ratios to local in "
-        f"the same rounds) of one quantity (stage, routing, shape, packing, flush policy, autotune configs) that "
-        f"two or more committed files timed on that GPU over at least {MIN_ROUNDS} rounds each, at least "
-        f"{MIN_FLOOR:g}; a stage no two such files measured under one protocol borrows the largest floor of its "
-        f"GPU; a comparison across two GPUs uses the larger floor")
+#: How a floor is derived, as a noise table records it (its ``rule``); the verdicts' rule is compare.VERDICT_RULE.
+FLOOR_RULE = (f"f(GPU, stage): the largest relative spread (max/min - 1 of the medians, or of their ratios to local "
+              f"in the same rounds) of one quantity (stage, routing, shape, packing, flush policy, autotune configs) "
+              f"that two or more committed files timed on that GPU over at least {MIN_ROUNDS} rounds each, at least "
+              f"{MIN_FLOOR:g}; a stage no two such files measured under one protocol borrows the largest floor of "
+              f"its GPU; a comparison across two GPUs uses the larger floor")
 
 
 def read_floors(path: str | Path | None = None) -> dict[tuple[str, str], float]:

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..core.stages import STAGES
-from .cupti import PREFIX
+from .cupti import PREFIX, SLACK_US
 
 #: pinned backward stage -> (its kernel's name, how a call's launches of it make the stage's time, correspondence):
 #: a span stage's pinned range also holds torch ops besides its kernel, so it corresponds only partially.
@@ -50,7 +50,6 @@ STAGE_KERNELS: dict[str, tuple[str, str, str]] = {
     for s in STAGES if s.backward and s.kernel is not None}
 CSR_NOTE = ("release: span of its prepare_block_csr_kernel launches (count pass start to scatter pass end); "
             "pinned: the prepare_block_csr range, which also holds the two torch.zeros fills before the count pass")
-SLACK_US = 0.5  # profiler timestamps are whole-ns values rendered in µs; allow rounding at the range edges
 Call = list[list[Any]]  # [[name index, start ms from the range start, duration ms], ...]
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from ..analysis.bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 from ..analysis.compare import (
-    RULE,
+    VERDICT_RULE,
     bench_comparison,
-    check_arguments,
+    check_compare_arguments,
     peer_comparison,
     release_comparison,
     tally,
@@ -64,11 +64,11 @@ def build(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None =
 
     The floors: ``noise_from`` (a repeat pair), else ``floor`` (one fraction for every stage), else the noise
     table at ``noise_table`` (default: the committed one). Raises UserError (exit 2, one line) for bad arguments
-    (:func:`~nsa_exp.analysis.compare.check_arguments`), an unreadable or invalid result, and every refusal of
+    (:func:`~nsa_exp.analysis.compare.check_compare_arguments`), an unreadable or invalid result, and every refusal of
     :func:`~nsa_exp.analysis.compare.bench_comparison` / :func:`~nsa_exp.analysis.compare.release_comparison` /
     :func:`~nsa_exp.analysis.compare.peer_comparison`.
     """
-    check_arguments(noise_from, floor, fail_on, resamples)
+    check_compare_arguments(noise_from, floor, fail_on, resamples)
     da, db = load_document(path_a, SIDES, f"A {path_a}"), load_document(path_b, SIDES, f"B {path_b}")
     extra: dict[str, Any] = {}
     a: Side | dict[str, Any]
@@ -90,7 +90,7 @@ def build(path_a: str | Path, path_b: str | Path, noise_from: list[str] | None =
     doc = {"schema_version": schema_version("compare"), "kind": "compare", "a": _side(path_a, a),
            "b": _side(path_b, b), "space": "cycles" if cycles else "time", "unit": "kcycles" if cycles else "ms",
            "bootstrap": {"resamples": resamples, "seed": SEED, "level": CI_LEVEL, "method": METHOD, "paired": False},
-           "rule": RULE, "noise_floor": {**source, "per_stage": floors}, "rows": rows,
+           "rule": VERDICT_RULE, "noise_floor": {**source, "per_stage": floors}, "rows": rows,
            "counts": counts, "fail_on": fail_on, "failed": failed}
     return {**doc, **extra}
 

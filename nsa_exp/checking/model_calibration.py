@@ -30,7 +30,7 @@ from ..model.calibration import (
     params_of,
 )
 from ..model.fit import Params, predict_ms, refit_problems
-from ..model.points import Point, check_same_setup, pattern_fanin, point_name, read_points
+from ..model.points import MeasuredPoint, check_same_setup, pattern_fanin, point_name, read_points
 from ..model.whatif import validation_summary
 from .checks import Add, Context, Problems, close
 from .record_checks import host_problems
@@ -39,7 +39,7 @@ from .sources import created_after_sources, deep_diff, read_source
 MODEL_FAMILY = "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma"
 
 
-def source_point(ctx: Context, rec: dict[str, Any], label: str, where: str, problems: Problems) -> Point | None:
+def source_point(ctx: Context, rec: dict[str, Any], label: str, where: str, problems: Problems) -> MeasuredPoint | None:
     """The point ``label`` of the source file ``rec`` names (None, with a problem, when it cannot be
     trusted: another file by sha256, no such routing)."""
     found = ctx.locate(rec["source"])
@@ -167,7 +167,7 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
         problems.append(("$.points", f"{got} are not the set's routings {routings}"))
 
 
-def build(*, name: str, chosen: Sequence[tuple[str, Point]], rows: Sequence[Mapping[str, Any]], params: Params,
+def build(*, name: str, chosen: Sequence[tuple[str, MeasuredPoint]], rows: Sequence[Mapping[str, Any]], params: Params,
           bq: int, resources: dict[str, Any], occupancy: dict[str, Any], set_path: str, set_name: str, command: str,
           metadata: dict[str, Any]) -> dict[str, Any]:
     """The calibration ``name``: the model's ``params`` fitted to the ``chosen`` points (``(name in the set, point)``,

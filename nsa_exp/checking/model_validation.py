@@ -20,7 +20,7 @@ from typing import Any
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.store import file_sha256
-from ..model.points import Point, point_name, read_points, regenerable, result_files
+from ..model.points import MeasuredPoint, point_name, read_points, regenerable, result_files
 from ..model.whatif import TARGET, held_out, validation_row, validation_summary
 from .checks import Add, Context, Problems, close, first_difference
 from .model_calibration import source_point
@@ -124,9 +124,9 @@ def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> N
             shape = {**cal["shape"], **{k: r[k] for k in ("B", "H") if k in r}}
             if "G" in r:
                 shape["HQ"] = shape["H"] * r["G"]
-            point = Point(r["name"], r["pattern"], r["T"], r["measured_ms"], r["source"], r["sha256"],
-                          cal["gpu"]["name"], cal["gpu"]["sm_count"], shape, cal["seed"],
-                          cal["autotune_config"], None)
+            point = MeasuredPoint(r["name"], r["pattern"], r["T"], r["measured_ms"], r["source"], r["sha256"],
+                                  cal["gpu"]["name"], cal["gpu"]["sm_count"], shape, cal["seed"],
+                                  cal["autotune_config"], None)
         want = {**validation_row(cal, point, doc["split_max_fanin"], cache), "source": r["source"]}  # as recorded
         deep_diff(r, want, where, problems)
     if unseen:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.noise import MIN_FLOOR, MIN_ROUNDS
-from ..analysis.noise_table import RULE, committed_sources, floor_rows
+from ..analysis.noise_table import FLOOR_RULE, committed_sources, floor_rows
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, RunRecord, SweepPoint
 from .checks import Add, Context, Problems, close
@@ -27,7 +27,7 @@ def build(runs: Iterable[tuple[str, RunRecord]], excluded: Mapping[str, str] | N
     """The noise table of ``runs`` (``(repo-relative path, record)``: bench results and sweep points);
     ``excluded``: path -> why a committed source was left out (recorded as such)."""
     runs = list(runs)
-    return {"schema_version": schema_version("noise_table"), "kind": "noise_table", "rule": RULE,
+    return {"schema_version": schema_version("noise_table"), "kind": "noise_table", "rule": FLOOR_RULE,
             "min_floor": MIN_FLOOR, "min_rounds": MIN_ROUNDS, "sources": sorted(p for p, _ in runs),
             "excluded": [{"path": p, "why": w} for p, w in sorted((excluded or {}).items())],
             "floors": floor_rows(runs)}

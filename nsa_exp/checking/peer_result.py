@@ -60,8 +60,8 @@ from .sources import deep_diff
 from .stats_checks import stop_rule_problems
 
 #: Every peer result says what it is.
-LABEL = ("PEERS: FLA's parallel_nsa, FlexAttention and dense causal SDPA on the experiment's routings and inputs, "
-         "each through its public API")
+PEERS_LABEL = ("PEERS: FLA's parallel_nsa, FlexAttention and dense causal SDPA on the experiment's routings and "
+               "inputs, each through its public API")
 
 
 def routing_facts(routing: np.ndarray, block_size: int) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def build(*, config: Config, gates: list[dict[str, Any]], routings: Mapping[str,
     (:func:`nsa_exp.analysis.cupti.cupti_block`; None: no pass); ``memory``: per cell, the bytes one forward +
     backward allocates (:func:`nsa_exp.gpu.peers.peak_memory`)."""
     cells_json = _cells(measurement.stage_stats(list(cells), PEER_STAGES), cells)
-    return {"schema_version": schema_version("peer_result"), "kind": "peer_result", "label": LABEL,
+    return {"schema_version": schema_version("peer_result"), "kind": "peer_result", "label": PEERS_LABEL,
             "name": config.name, "config": config.raw, "config_path": str(config.source),
             "shape": config.shape.to_dict(), "gates": gates, "routings": dict(routings),
             "peers": _peers(peers, backends, skipped, cells), "not_timed": dict(NOT_TIMED), "oracle": oracle,
@@ -416,7 +416,7 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
     from_cli = any(a.endswith("__main__.py") for a in argv[:1])   # argv is the CLI's: its options are the run's
     if doc["name"] != config.name:
         problems.append(("$.name", f"{doc['name']!r}, but its config is {config.name!r}"))
-    if doc["label"] != LABEL:
+    if doc["label"] != PEERS_LABEL:
         problems.append(("$.label", "is not the label peer-bench writes"))
     problems += [(f"$.gates[{i}].passed", f"gate {g.get('name')} did not pass: nothing is timed after a failed gate")
                  for i, g in enumerate(doc["gates"]) if g.get("passed") is not True][:1]

@@ -3,9 +3,9 @@ point, autotune matrix, smoke and check reports, what-if, method study): its gat
 clocks, host facts, tolerances and provenance. Nothing here can be recomputed on a CPU; each is held to
 what physics, the pinned protocol or the rest of the record allows.
 
-- ``environment_gate``: the ``environment`` gate recorded the required values (:data:`REQUIRED_ENV`,
-  ``TRITON_CACHE_DIR`` set) and ``metadata.env`` agrees with it; the ``versions`` gate recorded the pinned
-  Triton (:data:`REQUIRED_TRITON`).
+- ``environment_gate`` (:func:`environment_gate_holds`; the gate itself runs in the GPU tier): the ``environment``
+  gate recorded the required values (:data:`REQUIRED_ENV`, ``TRITON_CACHE_DIR`` set) and ``metadata.env`` agrees
+  with it; the ``versions`` gate recorded the pinned Triton (:data:`REQUIRED_TRITON`).
 - ``gates_consistent``: each gate's detail agrees with the document (GPU name, required GPU and its match,
   ``--allow-gpu``, versions, FLA, edges); gate names known and unique.
 - ``fla_commit``: the pinned FLA commit, verified, in the gate and in the document.
@@ -42,6 +42,7 @@ from ..routing.config import config_from_dict
 from .checks import Add, Context, Problems, guarded
 
 SM_RANGE = (1, 1024)
+#: A package version as ``metadata.versions`` records it (``2.11.0+cu130``): any release, pre or local build.
 VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
 DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{1,3})?$")
 CC_RE = re.compile(r"^\d{1,2}\.\d$")
@@ -79,10 +80,10 @@ def gate(doc: dict[str, Any], name: str) -> tuple[int, dict[str, Any]] | None:
     return None
 
 
-def gpu_identity(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(JSON path, facts) of the GPU a document records: ``metadata.gpu`` (name, sm_count,
-    total_memory_bytes, l2_cache_bytes, compute_capability, max clocks ...), or a method study's
-    ``metadata.gpu_name`` + ``kernels.device`` under the same keys."""
+def recorded_gpu(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(JSON path, facts) of the GPU a document records: ``metadata.gpu`` (as the GPU tier's ``gpu_identity`` wrote
+    it: name, sm_count, total_memory_bytes, l2_cache_bytes, compute_capability, max clocks ...), or a method
+    study's ``metadata.gpu_name`` + ``kernels.device`` under the same keys."""
     meta = doc.get("metadata", {})
     if isinstance(meta.get("gpu"), dict):
         return "$.metadata.gpu", meta["gpu"]
@@ -94,7 +95,7 @@ def gpu_identity(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return "$.kernels.device", facts
 
 
-def environment_gate(doc: dict[str, Any], add: Add) -> None:
+def environment_gate_holds(doc: dict[str, Any], add: Add) -> None:
     problems: Problems = []
     env_gate = gate(doc, "environment")
     if env_gate is None:
@@ -135,7 +136,7 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
         if g["name"] == "fla_sources" and "fla" in doc and d != doc["fla"]:
             problems.append((path, "the fla_sources gate's detail differs from $.fla"))
         if g["name"] == "gpu":
-            where, facts = gpu_identity(doc)
+            where, facts = recorded_gpu(doc)
             if "name" in facts and d.get("name") != facts["name"]:
                 problems.append((f"{path}.name", f"{d.get('name')!r} differs from {where} name {facts['name']!r}"))
             if config is not None and d.get("required") != config.get("gpu", {}).get("required_name"):
@@ -223,7 +224,7 @@ def host_problems(meta: dict[str, Any], where: str = "$.metadata") -> Problems:
 def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     meta = doc.get("metadata", {})
     problems = host_problems(meta)
-    where, gpu = gpu_identity(doc)
+    where, gpu = recorded_gpu(doc)
     name = gpu.get("name")
     spec = gpu_spec(name)
     sm = gpu.get("sm_count")
@@ -283,7 +284,7 @@ def _against_table(where: str, gpu: dict[str, Any], spec: Any) -> Problems:
 
 def clock_limits(doc: dict[str, Any]) -> dict[str, float | None]:
     """The most an SM / memory clock sample may read: the recorded maximum, else the GPU table's."""
-    _, gpu = gpu_identity(doc)
+    _, gpu = recorded_gpu(doc)
     spec = gpu_spec(gpu.get("name"))
     out = {}
     for key, field in (("sm_clock_mhz", "max_sm_clock_mhz"), ("mem_clock_mhz", "max_mem_clock_mhz")):
@@ -298,7 +299,7 @@ def telemetry_plausible(samples: Iterable[tuple[str, dict[str, Any]]], doc: dict
     :data:`TEMPERATURE_C`, each power reading positive and at most :data:`POWER_OVER_LIMIT` x the recorded power
     limit."""
     limits = clock_limits(doc)
-    _, gpu = gpu_identity(doc)
+    _, gpu = recorded_gpu(doc)
     watts = gpu.get("power_limit_w") if _number(gpu.get("power_limit_w")) else None
     problems: Problems = []
     unknown = False
@@ -459,7 +460,7 @@ def config_semantics(doc: dict[str, Any], add: Add) -> Any:
 
 def run_record(doc: dict[str, Any], add: Add, ctx: Context, telemetry: list | None = None) -> None:
     """The run-record checks every GPU document gets (this module)."""
-    guarded("environment_gate", add, environment_gate, doc, add)
+    guarded("environment_gate", add, environment_gate_holds, doc, add)
     guarded("gates_consistent", add, gates_consistent, doc, add)
     guarded("fla_commit", add, fla_commit, doc, add)
     guarded("metadata_plausible", add, metadata_plausible, doc, add, ctx)

@@ -265,7 +265,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
     gpu_run = doc["timing"]["timer"] == "cuda-events"
     samples = [(f"$.telemetry.samples[{i}]", s) for i, s in enumerate(doc["telemetry"]["samples"])]
-    guarded("environment_gate", add, record_checks.environment_gate, doc, add)
+    guarded("environment_gate", add, record_checks.environment_gate_holds, doc, add)
     if gpu_run:
         guarded("metadata_plausible", add, record_checks.metadata_plausible, doc, add, ctx)
         guarded("telemetry_plausible", add, record_checks.telemetry_plausible, samples, doc, add, ctx)

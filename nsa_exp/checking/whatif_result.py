@@ -129,8 +129,8 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 
 #: Every what-if result says what it is not.
-LABEL = ("WHAT-IF ARMS: FLA's unmodified kernels on an emulated split/heaviest-first schedule; not the experiment's "
-         "measurement")
+WHATIF_LABEL = ("WHAT-IF ARMS: FLA's unmodified kernels on an emulated split/heaviest-first schedule; not the "
+                "experiment's measurement")
 
 
 def build(*, config: Config, benchmark_result: str, gates: list[dict[str, Any]], autotune: dict[str, Any],
@@ -138,7 +138,7 @@ def build(*, config: Config, benchmark_result: str, gates: list[dict[str, Any]],
     """The what-if arms' document: per routing its arms (``patterns.<p>.arms``, each with its stages' and total's
     observations and statistics, ``saved_ms``) and every round's records; the autotune configs pinned from
     ``benchmark_result``; ``rounds`` timed rounds after the config's warm-up."""
-    return {"schema_version": schema_version("whatif_result"), "kind": "whatif_result", "label": LABEL,
+    return {"schema_version": schema_version("whatif_result"), "kind": "whatif_result", "label": WHATIF_LABEL,
             "config": config.raw, "config_path": str(config.source), "benchmark_result": benchmark_result,
             "shape": config.shape.to_dict(), "gates": gates, "autotune": autotune,
             "timing": {"warmup_rounds": config.timing.warmup_rounds, "rounds": rounds,

@@ -193,7 +193,8 @@ class Config:
 #: block_indices [1,T,4,16], block size 64); a calibration set's routings are designed at it (T aside).
 PRIMARY_SHAPE = Shape(B=1, T=32768, HQ=64, H=4, K=192, V=128, S=16, block_size=64, dtype="bfloat16")
 
-#: A sweep point's allocator headroom over its buffers (fragmentation, FLA's transient buffers).
+#: The allocator headroom over the buffers a run of the pinned launcher allocates (fragmentation, FLA's transient
+#: buffers): a sweep point's (:func:`bytes_needed`) and a what-if's (model/split.py's ``whatif_bytes``).
 HEADROOM = 1.2
 
 

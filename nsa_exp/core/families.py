@@ -22,7 +22,7 @@ Config forms (one entry of ``config.patterns``):
 - the tile-shared variants ``tile-local``, ``tile-uniform``, ``tile-sink-heavy``, ``tile-zipf`` (issue 31), each
   with its base's parameters: every query of a ``block_size``-query tile (``t // BS``, its diagonal block) shares
   one selection, that block plus ``n - 1`` earlier blocks drawn once by the base family's rule — how block-sparse
-  attention is usually routed (:func:`tile_shared`). ``tile-local`` and ``tile-sink-heavy`` equal their bases.
+  attention is usually routed (:func:`tile_shared_family`). ``tile-local`` and ``tile-sink-heavy`` equal their bases.
 
 >>> [name for name, row in FAMILIES.items() if row.tile_base is None]
 ['local', 'uniform', 'sink-heavy', 'zipf', 'hot-block', 'fla-topk']
@@ -74,7 +74,7 @@ class Family:
     # False: the routing's edges may differ from the closed form (not generated to n(t) valid slots);
     # the equal-edge gate counts and records them instead of failing
     equal_edges: bool = True
-    # the per-token family whose selection this one draws once per query tile (tile_shared; e.g. "zipf")
+    # the per-token family whose selection this one draws once per query tile (tile_shared_family; e.g. "zipf")
     tile_base: str | None = None
 
 
@@ -133,12 +133,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
 )}
 
 
-def tile_shared(base: Family, marker: str) -> Family:
+def tile_shared_family(base: Family, marker: str) -> Family:
     """The tile-shared variant ``tile-<base>`` of a generated family: ``base``'s parameters, defaults and shape
     rules; every query of a tile shares one selection, the tile's own block plus ``n - 1`` earlier blocks drawn
     once by ``base``'s rule (the routing tier binds that generator to every row with a ``tile_base``).
 
-    >>> row = tile_shared(FAMILIES["zipf"], "d")
+    >>> row = tile_shared_family(FAMILIES["zipf"], "d")
     >>> row.name, row.tile_base, dict(row.defaults)
     ('tile-zipf', 'zipf', {'exponent': 1.0})
     """
@@ -149,7 +149,7 @@ def tile_shared(base: Family, marker: str) -> Family:
                   check_shape=base.check_shape, tile_base=base.name)
 
 
-FAMILIES.update((row.name, row) for row in (tile_shared(FAMILIES[name], marker) for name, marker in (
+FAMILIES.update((row.name, row) for row in (tile_shared_family(FAMILIES[name], marker) for name, marker in (
     ("local", "h"), ("uniform", "p"), ("sink-heavy", "v"), ("zipf", "d"))))
 
 

@@ -51,6 +51,8 @@ THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 LAUNCH_GUARD_CYCLES = 2_000_000  # ~1 ms at 1.98 GHz: longer than any stage's host-side launch work
 TIMING_METHOD = "CUDA events around each stage call; L2 flushed and a GPU spin queued before each"
 PERCENTILES = {"p10_ms": 10, "p90_ms": 90, "p95_ms": 95}
+#: numpy.percentile's method for every percentile the package computes: latencies (:func:`summarize`) and
+#: fan-in statistics (:mod:`nsa_exp.routing.fanin`).
 PERCENTILE_METHOD: Final = "linear"  # Final: a Literal, the type numpy.percentile's method takes
 
 

@@ -49,8 +49,8 @@ from fla.ops.nsa import parallel as fla_nsa
 
 from ..core import stages
 from ..core.config import Shape
+from .numerics import DTYPES
 
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 #: The stages one staged pass runs (:meth:`StagedBackward.run_staged`): every backward stage and what it
 #: consumes, in table order (the forward, then the backward's own calls; not the wrapper).
 STAGED_PASS: tuple[str, ...] = tuple(n for n in stages.STAGE_NAMES if n in stages.BACKWARD_STAGES

@@ -1,4 +1,5 @@
-"""Error metrics between two tensors: relative L2, max-abs, and scaled ULP error for 16/32-bit floats.
+"""Error metrics between two tensors: relative L2, max-abs, and scaled ULP error for 16/32-bit floats; the
+config's dtype names as torch dtypes (:data:`DTYPES`, one table for every GPU module).
 
 >>> import torch
 >>> a = torch.tensor([1.0, 2.0], dtype=torch.bfloat16)
@@ -12,6 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+#: The config's dtype names (``shape.dtype``) as torch dtypes: the launcher's inputs and fla-topk's q and k.
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
 def rel_l2(actual: torch.Tensor, reference: torch.Tensor) -> float:

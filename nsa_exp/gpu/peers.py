@@ -135,8 +135,9 @@ def dense_forward(shape: Shape, context: Callable[[], AbstractContextManager[Any
     return forward
 
 
-def stage_calls(forward: Forward, leaves: Leaves, do: torch.Tensor,
-                context: Callable[[], AbstractContextManager[Any]] = nullcontext) -> dict[str, Callable[[], None]]:
+def peer_stage_callables(forward: Forward, leaves: Leaves, do: torch.Tensor,
+                         context: Callable[[], AbstractContextManager[Any]] = nullcontext,
+                         ) -> dict[str, Callable[[], None]]:
     """The three timed stages of one cell (:data:`nsa_exp.core.peers.PEER_STAGES`, in order): ``fwd`` keeps its
     output (and autograd graph) for ``bwd``, which takes ``torch.autograd.grad`` of it with ``do``; ``fwd_bwd`` does
     both. ``context`` wraps the backward too (SDPA's backend)."""
@@ -198,7 +199,7 @@ class PeerProblem:
         self.leaves, self.do = shared.leaves[self.layout]
 
     def calls(self) -> dict[str, Callable[[], None]]:
-        return stage_calls(self.forward, self.leaves, self.do, self.context)
+        return peer_stage_callables(self.forward, self.leaves, self.do, self.context)
 
     def outputs(self, gradients: bool = True) -> dict[str, torch.Tensor]:
         """O, dQ, dK, dV of one forward + backward, in ``[B, T, H, D]`` (``gradients=False``: O of a forward alone,

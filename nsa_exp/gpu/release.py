@@ -77,8 +77,8 @@ from ..io.store import OutputPolicy, read_strict
 from ..io.strict_json import dumps_strict
 from ..releases.config import ReleaseConfig, load_release_config
 from ..releases.environments import (
+    RELEASE_VERSION_RE,
     RELEASES_DIR,
-    VERSION_RE,
     Target,
     child_sys_path,
     find_wheel,
@@ -93,7 +93,11 @@ from .fla_source import fla_distributions, fla_roots_on_path, package_dir
 from .gates import environment_gate, fla_sources_gate, gpu_gate, routings_gate, versions_gate
 from .telemetry import Telemetry, gpu_identity, throttled
 
-HEADROOM = 1.3
+#: The release arm's headroom over :func:`release_bytes_needed`, larger on purpose than a sweep point's
+#: (:data:`nsa_exp.core.config.HEADROOM`, 1.2): that one covers the pinned launcher's tensors counted one by one,
+#: this one another release's public calls, whose transient buffers are estimated, not counted (set with the
+#: release arm, a00f3af).
+RELEASE_HEADROOM = 1.3
 
 
 class ReleaseChildFailed(UserError):
@@ -247,16 +251,17 @@ def release_callables(nsa: Any, parallel: Any, shape: Shape, inputs: dict[str, t
     return {s: calls[s] for s in stages}
 
 
-def bytes_needed(shape: Shape, n_patterns: int, l2_flush_bytes: int) -> int:
+def release_bytes_needed(shape: Shape, n_patterns: int, l2_flush_bytes: int) -> int:
     """Device bytes of a point: shared q, k, v, dO and their grads (the train step's leaves), the flush
     buffer; per routing its block_indices, o, lse and the wrapper's dq, dk, dv; one call's transients
-    (delta, CSR or block mask, a second o/lse and gradient set); times :data:`HEADROOM`."""
+    (delta, CSR or block mask, a second o/lse and gradient set); times :data:`RELEASE_HEADROOM`. Not a sweep
+    point's :func:`nsa_exp.core.config.bytes_needed`: another release's public calls, not the pinned launcher."""
     e = 4 if shape.dtype == "float32" else 2
     B, T, HQ, H, K, V, S = shape.B, shape.T, shape.HQ, shape.H, shape.K, shape.V, shape.S
     qkv = B * T * (HQ * K + H * K + H * V) * e
     per = B * T * H * S * 4 + B * T * HQ * (V * e + 4) + qkv
     transient = B * T * HQ * 4 + 2 * B * T * H * S * 4 + B * T * H * (T // shape.block_size) + per
-    return int(HEADROOM * (2 * qkv + B * T * HQ * V * e + l2_flush_bytes + n_patterns * per + transient))
+    return int(RELEASE_HEADROOM * (2 * qkv + B * T * HQ * V * e + l2_flush_bytes + n_patterns * per + transient))
 
 
 class ReleaseArm(Arm[ReleaseResult]):
@@ -281,7 +286,7 @@ class ReleaseArm(Arm[ReleaseResult]):
         self.memory = None
         if self.cuda:
             free, total = run.device.mem_get_info()
-            need = bytes_needed(config.shape, len(run.names), config.timing.l2_flush_bytes)
+            need = release_bytes_needed(config.shape, len(run.names), config.timing.l2_flush_bytes)
             if need > free:
                 raise UserError(f"release point {self.point['name']}: needs ~{need / 2**30:.1f} GiB of GPU memory, "
                                 f"only {free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB are free; lower T or free "
@@ -446,7 +451,7 @@ def release_versions(args: argparse.Namespace, cfg: ReleaseConfig) -> list[str]:
     if not versions and not args.fla_source:
         raise UserError(f"{cfg.source}: names no releases; pass --release VERSION or --fla-source PATH")
     for v in versions:
-        if not VERSION_RE.match(v):
+        if not RELEASE_VERSION_RE.match(v):
             raise UserError(f"--release: {v!r} is not a release version (e.g. --release 0.6.0)")
         if not cfg.points_for("release", v):
             raise UserError(f"{cfg.source}: no point runs for fla-core-{v} (every point names other releases)")

@@ -50,7 +50,7 @@ from ..report.reproduce import (
     FREEZE,
     NOTE,
     SMOKE,
-    check_arguments,
+    check_reproduce_arguments,
     default_out_dir,
     exit_code,
     own_answer,
@@ -146,8 +146,9 @@ def _validate(out: Path, config: Config) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    """The ``reproduce`` command (arguments already checked by :func:`nsa_exp.report.reproduce.check_arguments`)."""
-    check_arguments(args)  # again when called directly, not through the CLI
+    """The ``reproduce`` command (arguments already checked by
+    :func:`nsa_exp.report.reproduce.check_reproduce_arguments`)."""
+    check_reproduce_arguments(args)  # again when called directly, not through the CLI
     config = load_config(args.config)
     out = Path(args.out_dir) if args.out_dir else default_out_dir(config.required_gpu)
     for name in (*(submission_files(config.name) if args.overwrite else ()), *FAILED):  # what an earlier run left

@@ -37,8 +37,7 @@ import torch
 from ..core.config import Pattern, Shape
 from ..errors import UserError
 from ..routing.patterns import pattern_rng, register_external
-
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+from .numerics import DTYPES
 
 
 def topk_device() -> str:

@@ -39,7 +39,7 @@ FREE_SHAPE_KEYS = ("B", "HQ", "H")
 
 
 @dataclass(frozen=True)
-class Point:
+class MeasuredPoint:
     """One measured routing. ``measured_ms`` is the dK/dV core median (ms)."""
 
     name: str
@@ -90,8 +90,8 @@ def result_files(paths: Iterable[str]) -> list[Path]:
     return out
 
 
-def read_points(path: Path) -> list[Point]:
-    """Every routing of one result file (a bench result or sweep point) as a :class:`Point`. The model's
+def read_points(path: Path) -> list[MeasuredPoint]:
+    """Every routing of one result file (a bench result or sweep point) as a :class:`MeasuredPoint`. The model's
     commands read only files that pass every check of ``validate`` first (``model_commands.py``, a door above
     ``checking/``, which itself reads the points a calibration cites through this function).
 
@@ -113,7 +113,7 @@ def read_points(path: Path) -> list[Point]:
             params = dict(pat.get("params") or {"name": name})
             params.setdefault("name", name)
             label = point_name(params, int(shape["T"])) + ("" if packing is None else f"-{packing_token(packing)}")
-            out.append(Point(label, params, int(shape["T"]),
+            out.append(MeasuredPoint(label, params, int(shape["T"]),
                              float(pat["stages"]["dkv_core"]["median_ms"]), str(path),
                              hashlib.sha256(data).hexdigest(), gpu["name"], int(gpu["sm_count"]),
                              {k: shape[k] for k in SHAPE_KEYS}, seed,
@@ -125,7 +125,7 @@ def read_points(path: Path) -> list[Point]:
             from None
 
 
-def check_same_setup(points: Sequence[Point], ref: Mapping[str, Any], free: Sequence[str] = ()) -> None:
+def check_same_setup(points: Sequence[MeasuredPoint], ref: Mapping[str, Any], free: Sequence[str] = ()) -> None:
     """Refuse a point from another GPU, SM count, shape (all but T and the ``free`` fields), routing seed or
     autotune config.
 

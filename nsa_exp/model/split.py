@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..core.config import Shape
+from ..core.config import HEADROOM, Shape
 from ..core.protocol import WHATIF_LAYOUTS
 from ..errors import UserError
 from ..routing.fanin import row_fanin
@@ -142,8 +142,6 @@ def split_batches(fanin: np.ndarray, max_fanin: int, layout: str = "split") -> i
 #: results/raw/e1_h200.json; a test holds the two together). The what-if's memory check uses it on a CPU,
 #: where no GPU can be asked; on the GPU it uses the free memory ``torch.cuda.mem_get_info`` reports.
 GPU_MEMORY_BYTES = {"H100": 85_017_493_504, "H200": 150_109_880_320}
-#: Allocator fragmentation and FLA's transient buffers, as for a sweep point (gpu/sweep_point.HEADROOM).
-HEADROOM = 1.2
 
 
 def _bytes(shape: Shape) -> tuple[int, int]:
@@ -167,7 +165,8 @@ def _bytes(shape: Shape) -> tuple[int, int]:
 
 def whatif_bytes(shape: Shape, batches: Sequence[int]) -> int:
     """Estimated peak device bytes of one pattern's what-if whose arms (all resident at once, as
-    :func:`nsa_exp.gpu.whatif_run.run_whatif` keeps them) have ``batches`` B' each, times :data:`HEADROOM`."""
+    :func:`nsa_exp.gpu.whatif_run.run_whatif` keeps them) have ``batches`` B' each, times
+    :data:`nsa_exp.core.config.HEADROOM` (a sweep point's: the same allocator, the same launcher)."""
     per_copy, once = _bytes(shape)
     return int(HEADROOM * (once + sum(batches) * per_copy))
 

@@ -71,7 +71,7 @@ def shape_fields(cal: Mapping[str, Any], shape: Mapping[str, Any]) -> dict[str, 
 
 
 def held_out(cal: Mapping[str, Any], points: Sequence[Any]) -> tuple[list[Any], list[str]]:
-    """``model-validate``'s split of ``points`` (:class:`.points.Point`) against the calibration ``cal``: (the
+    """``model-validate``'s split of ``points`` (:class:`.points.MeasuredPoint`) against the calibration ``cal``: (the
     points it validates on, in order; the names it excludes, sorted). A calibration routing is excluded at the
     calibration's shape only; at another B, H or G (:func:`shape_fields`) it is held out."""
     used = {p["label"] for p in cal["points"]}
@@ -82,7 +82,7 @@ def held_out(cal: Mapping[str, Any], points: Sequence[Any]) -> tuple[list[Any], 
 
 def validation_row(cal: Mapping[str, Any], point: Any, max_fanin: int | None,
                    cache: dict | None = None) -> dict[str, Any]:
-    """One ``model_validation`` row: the measured point (:class:`.points.Point`) against the calibration's
+    """One ``model_validation`` row: the measured point (:class:`.points.MeasuredPoint`) against the calibration's
     prediction at the point's own shape (B, H, G: :func:`.calibration.predict`), its busy fraction and lower
     bound, and the heaviest-first and split what-ifs (the split is modelled on the dense one-batch layout only; a
     packed point or one at ``B > 1`` keeps heaviest-first alone), plus :func:`shape_fields`. ``cache``: a dict

@@ -41,7 +41,9 @@ from .source import NSA_FILE, sha256_bytes
 
 RELEASES_DIR = REPO_ROOT / ".nsa-exp" / "releases"
 MARKER = "NSA_EXP_RELEASE.json"
-VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+#: A release version ``--release`` may name (``0.6.0``, ``0.5.3rc1``): stricter than a recorded package version
+#: (checking/record_checks.VERSION_RE, which allows a local ``+cu130`` build tag).
+RELEASE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
 FLA_ENTRY_RE = re.compile(r"^(fla|(fla_core|flash_linear_attention|fla)-[^/]+\.(dist-info|egg-info|egg-link))$")
 PIP_INSTALL = ("-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile", "--no-cache-dir", "--target")
 BOOT = ("import json, os, sys; sys.path[:] = json.loads(os.environ['NSA_EXP_RELEASE_SYS_PATH']); "
@@ -108,7 +110,7 @@ def prepare_release(version: str, wheel_dir: str | Path | None = None, releases_
 
     Raises :class:`UserError` for a malformed version, a missing wheel, a failed pip or a wheel that
     does not hold that version's ``fla`` package."""
-    if not VERSION_RE.match(version):
+    if not RELEASE_VERSION_RE.match(version):
         raise UserError(f"--release: {version!r} is not a release version (e.g. --release 0.6.0)")
     releases_dir = Path(releases_dir)
     wheel = find_wheel(version, wheel_dir) if wheel_dir else download_wheel(version, releases_dir, python)

@@ -47,7 +47,7 @@ from ..errors import UserError
 
 WRAPPER = "parallel_nsa_bwd"
 NSA_FILE = "fla/ops/nsa/parallel.py"
-MAX_DEPTH = 3  # re-export hops followed from an import to the defining file
+MAX_REEXPORT_HOPS = 3  # re-export hops followed from an import to the defining file
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -157,7 +157,7 @@ class _Reader:
     def definition(self, dotted: str, name: str, depth: int = 0) -> tuple[ast.FunctionDef, str] | None:
         """The ``def name`` that ``from dotted import name`` reaches (following re-exports)."""
         found = self.module(dotted)
-        if found is None or depth > MAX_DEPTH:
+        if found is None or depth > MAX_REEXPORT_HOPS:
             return None
         tree, package = found
         fn = _functions(tree).get(name)

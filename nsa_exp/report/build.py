@@ -94,7 +94,7 @@ def method_notes(data: ReportData) -> list[str]:
             "- Timing protocol, flush policy, CUPTI rule, FLOP counts: docs/METHOD.md.", ""]
 
 
-def render(data: ReportData, command: str) -> str:
+def render_results(data: ReportData, command: str) -> str:
     """The whole RESULTS.md text from the loaded data (:func:`.data.load_report_data`)."""
     i = data.inputs
     benches = [p for p in i.bench_results() if i.relative(p) not in data.failing]
@@ -167,7 +167,7 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
             raise UserError(f"--output {out}: is one of the report's inputs; give another path")
     data = load_report_data(inputs)
     is_formal(data.formal[0].run, formal)
-    text = render(data, command)
+    text = render_results(data, command)
     block = readme_block(data, "docs/RESULTS.md") if readme else ""
     data.claims.audit(text + "\n" + block, Path(output_md).name)
     analysis = {k: v for k, v in data.formal[0].analysis.items()}

@@ -61,7 +61,8 @@ COUNTED = ("committed bench results", "sweep points")
 COUNTS = re.compile(r"\b(\d[\d,]* (?:" + "|".join(COUNTED) + r"))\b")
 
 
-def guarded(text: str) -> Counter:
+def guarded_words(text: str) -> Counter:
+    """How often each guarded verdict word (:data:`GUARDED`) occurs in ``text``, lower-cased."""
     return Counter(m.group(1).lower() for m in GUARDED.finditer(text))
 
 
@@ -87,7 +88,7 @@ class Claims:
         self.numbers: Counter = Counter()
 
     def _back(self, text: str) -> str:
-        self.backed.update(guarded(text))
+        self.backed.update(guarded_words(text))
         return text
 
     def holds(self, words: str, supported: bool, why: str) -> str:
@@ -145,7 +146,7 @@ class Claims:
             if n > self.numbers[phrase]:
                 raise UserError(f"report: {name} says {phrase!r} {n} time(s), but only {self.numbers[phrase]} are "
                                 "computed by the claims guard (Claims.within / up_to / count): typed")
-        for word, n in sorted(guarded(text).items()):
+        for word, n in sorted(guarded_words(text).items()):
             if n > self.backed[word]:
                 lines = text.splitlines()
                 at = next(i for i, ln in enumerate(lines) if word in ln.lower())

@@ -21,8 +21,8 @@ from .data import ReportData, short_gpu
 from .markdown import anchor, md_table, ms, times
 
 TITLE = "Peers: which selection backward to use (FLA, FlexAttention, dense SDPA)"
-NOT_MEASURED = ("not yet measured: no `peer_result` is committed under `results/peers/` (`peer-bench` times FLA, "
-                "FlexAttention and dense SDPA on the GPU; this section fills from its files)")
+PEERS_NOT_MEASURED = ("not yet measured: no `peer_result` is committed under `results/peers/` (`peer-bench` times "
+                      "FLA, FlexAttention and dense SDPA on the GPU; this section fills from its files)")
 #: The committed compares of bench against the peer arm's FLA row on the formal config: does the peer arm reproduce
 #: bench's ``full_bwd``? The formal H200 bench against FLA through peer-bench on another day (150 rounds each), and
 #: the two one after the other on one machine (``scripts/h200_session.sh peers_formal``, PAIR_REPS=60).
@@ -209,7 +209,7 @@ def peers_section(data: ReportData) -> list[str]:
     docs = _peer_docs(data)
     head = [f"## {TITLE}", ""]
     if not docs:
-        return [*head, NOT_MEASURED, ""]
+        return [*head, PEERS_NOT_MEASURED, ""]
     first = docs[0][1]
     gpu = short_gpu(first["metadata"]["gpu"]["name"])
     out = [*head,

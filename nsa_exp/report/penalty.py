@@ -369,7 +369,7 @@ def step_lines(data: ReportData, layers: list[tuple[str, ReleaseResult]] | None)
     return out
 
 
-def advice_lines(data: ReportData, rows: list[dict[str, Any]]) -> list[str]:
+def map_advice_lines(data: ReportData, rows: list[dict[str, Any]]) -> list[str]:
     """Two lines of advice from the map: where a user can ignore the tail, where routing-aware scheduling pays."""
     if not rows:
         return []
@@ -487,7 +487,7 @@ def penalty_section(data: ReportData, layers: list[tuple[str, ReleaseResult]] | 
            map_table(data, rows), "", *_figure_lines(data), *scope_lines(data, rows),
            "**Break-even.** The model's against the data's:", "", *break_even_lines(data, rows, be)]
     scale = scaling_line(rows)
-    out += [*([scale] if scale else []), "", *step_lines(data, layers), *advice_lines(data, rows), ""]
+    out += [*([scale] if scale else []), "", *step_lines(data, layers), *map_advice_lines(data, rows), ""]
     return out
 
 

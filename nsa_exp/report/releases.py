@@ -29,7 +29,7 @@ import numpy as np
 from packaging.version import InvalidVersion, Version
 from tabulate import tabulate
 
-from ..analysis.bootstrap import bootstrap_median_ci, bootstrap_ratio_ci
+from ..analysis.bootstrap import RESAMPLES, bootstrap_median_ci, bootstrap_ratio_ci
 from ..analysis.compare import ratio_ci
 from ..analysis.noise import judge
 from ..core.families import BASELINE_PATTERN
@@ -40,11 +40,10 @@ from .benches import rejudged
 from .data import ReportData, short_gpu
 from .markdown import md_table, ms, times
 
-NOT_MEASURED = ("not yet measured: no `release_result` is committed under `results/releases/` (issue 22's release "
-                "arm times FLA releases on the GPU; this section fills from its files)")
+RELEASES_NOT_MEASURED = ("not yet measured: no `release_result` is committed under `results/releases/` (issue 22's "
+                         "release arm times FLA releases on the GPU; this section fills from its files)")
 #: The command a maintainer runs on a working tree (README's release-arm row, nsa_exp/gpu/release.py).
 SOURCE_COMMAND = "python -m nsa_exp release-bench --config configs/release_h200.json --fla-source PATH"
-RESAMPLES = 10_000
 
 
 def _stats(x: Sequence[float] | None, base: Sequence[float] | None, resamples: int) -> dict[str, Any] | None:
@@ -163,7 +162,7 @@ def verdict_line(data: ReportData) -> str:
     rewrite's gain for ``local`` and the skewed routing it helps least."""
     found = releases(data)
     if not found:
-        return NOT_MEASURED + "."
+        return RELEASES_NOT_MEASURED + "."
     T = _main_T(found)
     parts, any_differs = [], False
     for _, run, rows in _at(found, T):
@@ -251,7 +250,7 @@ def release_section(data: ReportData) -> list[str]:
     out = ["## FLA releases", ""]
     found = releases(data)
     if not found:
-        return out + [NOT_MEASURED + ".", ""]
+        return out + [RELEASES_NOT_MEASURED + ".", ""]
     table, notes = [], []
     for path, run, rows in found:
         gpu = _gpu(run)

@@ -182,7 +182,7 @@ def default_out_dir(required_gpu: str | None) -> Path:
     return Path(RUNS_DIR) / f"reproduce_{short_gpu(required_gpu or 'gpu').lower()}"
 
 
-def check_arguments(args: argparse.Namespace) -> None:
+def check_reproduce_arguments(args: argparse.Namespace) -> None:
     """``reproduce``'s arguments, before any gate and without torch (one :class:`UserError` line each): the
     config loads; ``--out-dir`` is a folder under ``runs/`` or outside the repository, holding no earlier
     submission unless ``--overwrite``; ``--floor`` is a fraction in [0, 1); ``--published`` is a bench result that

@@ -84,7 +84,7 @@ def checked_shape(shape: Shape, where: str) -> Shape:
     return shape
 
 
-def shape_at(shape: Shape, T: int, where: str) -> Shape:
+def checked_shape_at(shape: Shape, T: int, where: str) -> Shape:
     """``shape`` at sequence length ``T``, every rule of :func:`checked_shape` held (e.g. ``routing-time
     --lengths``)."""
     return checked_shape(replace(shape, T=T), where)

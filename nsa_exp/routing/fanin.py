@@ -24,11 +24,11 @@ Worked example (B=H=1, T=4, block_size=1, S=2; csr.py's docstring example)::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 import numpy as np
 
-PERCENTILE_METHOD: Final = "linear"
+from ..core.protocol import PERCENTILE_METHOD
+
 # The per-row fan-in statistics figures plot latency against (summary/sweep column -> axis label).
 X_STATS = {"fanin_cv": "fan-in CV (std / mean)", "fanin_gini": "fan-in Gini coefficient",
            "fanin_max": "max fan-in (queries per KV block)", "fanin_p99": "p99 fan-in (queries per KV block)"}

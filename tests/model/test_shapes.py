@@ -18,7 +18,7 @@ from nsa_exp.io.progress import is_progress_line
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.model.calibration import params_of, predict
 from nsa_exp.model.makespan import break_even, lower_bounds, program_work, simulate
-from nsa_exp.model.points import FREE_SHAPE_KEYS, Point, check_same_setup, pattern_fanin, shape_at
+from nsa_exp.model.points import FREE_SHAPE_KEYS, MeasuredPoint, check_same_setup, pattern_fanin, shape_at
 from nsa_exp.model.whatif import validation_row
 from nsa_exp.routing.fanin import row_fanin
 from nsa_exp.routing.patterns import generate_routing
@@ -131,9 +131,10 @@ def test_a_group_size_below_flas_minimum_is_predicted_with_a_note(capsys):
     assert "below FLA's NSA minimum group size 16" in cap.err
 
 
-def _point(**shape: int) -> Point:
-    return Point("sink-heavy(sinks=4)@T=8192", {"name": "sink-heavy", "sinks": 4}, 8192, 10.0, "p.json", "0" * 64,
-                 CAL["gpu"]["name"], CAL["gpu"]["sm_count"], {**SHAPE, **shape}, CAL["seed"], CAL["autotune_config"])
+def _point(**shape: int) -> MeasuredPoint:
+    return MeasuredPoint("sink-heavy(sinks=4)@T=8192", {"name": "sink-heavy", "sinks": 4}, 8192, 10.0, "p.json",
+                         "0" * 64, CAL["gpu"]["name"], CAL["gpu"]["sm_count"], {**SHAPE, **shape}, CAL["seed"],
+                         CAL["autotune_config"])
 
 
 def test_model_validate_takes_points_at_another_b_h_g_and_refuses_any_other_shape_change():

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from nsa_exp.commands import command
+from nsa_exp.commands import command_named
 from nsa_exp.errors import UserError
 from nsa_exp.report import manifest as manifest_module
 from nsa_exp.report.benches import engine_section
@@ -53,7 +53,7 @@ def test_the_maintainers_paragraph_answers_tail_rewrite_and_the_command(report_d
 
 
 def test_the_fla_source_command_is_a_real_option_of_release_bench():
-    cmd = command("release-bench")
+    cmd = command_named("release-bench")
     assert "--fla-source" in {o.flag for o in cmd.options} and "--config" in {o.flag for o in cmd.options}
 
 
