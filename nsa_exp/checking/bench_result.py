@@ -72,7 +72,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         add("phases_plausible", phases_problems(doc))
     ctx.unverified += unverified(doc)
     ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
-    guarded("stop_rule", add, stop_rule_check, doc, add)
+    guarded("stop_rule", add, stop_rule_check, doc, add, ctx)
 
 
 def phases_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:

@@ -28,7 +28,7 @@ import numpy as np
 from ..analysis.cupti import METHOD_MARKED, SIZING, cupti_problems, profiler_shift
 from ..analysis.peers import peer_summary
 from ..analysis.reproduction import judge_naive
-from ..analysis.stop_rule import DEFAULT_RULE, run_floors
+from ..analysis.stop_rule import DEFAULT_RULE
 from ..core.config import Config, Pattern, Shape
 from ..core.families import TUNE_PATTERN, family
 from ..core.gpus import gpu_spec
@@ -295,7 +295,7 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             deep_diff(s, want_s, f"$.cells.{cell}.stages.{stage}", problems)
     if not problems:
         deep_diff(doc["summary"], peer_summary(doc["cells"], doc["routings"]), "$.summary", problems)
-    problems += _round_problems(doc, config)
+    problems += _round_problems(doc, config, ctx)
     t = doc["timing"]
     planned: tuple[tuple[str, Any], ...] = (
         ("warmup_rounds", config.timing.warmup_rounds), ("order_mode", config.timing.order),
@@ -370,7 +370,7 @@ def oracle_metric_problems(oracle: Mapping[str, Any]) -> Problems:
     return problems
 
 
-def _round_problems(doc: dict[str, Any], config: Config) -> Problems:
+def _round_problems(doc: dict[str, Any], config: Config, ctx: Context | None = None) -> Problems:
     """Every cell's observations against the rounds that ran and the round orders against the seeded plan: all
     rounds for every cell without a stop rule; under one, each cell's timed rounds its trace's (the verdict rule
     drops converged cells) and the stop rule's trace, decisions and cut orders recomputed by the shared check
@@ -391,7 +391,7 @@ def _round_problems(doc: dict[str, Any], config: Config) -> Problems:
     if got != planned[:len(got)]:
         problems.append(("$.timing.round_orders", f"differ from the {t['order_mode']} order of seed "
                          f"{config.seeds.order} over the cells"))
-    return problems + (stop_rule_problems(as_bench_view(doc)) or [])
+    return problems + (stop_rule_problems(as_bench_view(doc), ctx) or [])
 
 
 #: The most [B, H, T, M] selection-bitmap entries validate regenerates a routing's facts with (1 GiB of bools).
@@ -436,11 +436,6 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
     if from_flag and stop.get("rule") != DEFAULT_RULE.to_dict():
         problems.append(("$.timing.stop.rule", f"{stop.get('rule')}: peer-bench --stop-rule (a config without "
                          f"timing.stop) times under the default rule {DEFAULT_RULE.to_dict()}"))
-    if stop is not None and stop.get("floors") is not None:
-        want_floors = run_floors((doc["metadata"].get("gpu") or {}).get("name"), list(PEER_STAGES))
-        if stop["floors"] != want_floors:
-            problems.append(("$.timing.stop.floors", f"{stop['floors']}: the noise table gives {want_floors} for this "
-                             "GPU's peer stages (it has none of them: compare's fallback)"))
     peers_arg = argv_option(argv, "--peers")
     want_peers = [p.strip() for p in peers_arg.split(",")] if peers_arg else list(PEER_NAMES)
     if from_cli and list(doc["peers"]) != want_peers:

@@ -29,7 +29,8 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import DEFAULT_CONFIG, PINNED_COMMIT
+from .. import DEFAULT_CONFIG, PINNED_COMMIT, REPO_ROOT
+from ..analysis.noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, floors_of
 from ..core.config import PINNED_TOLERANCES, Tolerances
 from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON
 from ..core.gpus import gpu_spec
@@ -404,6 +405,29 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
     if path is not None:
         problems += _config_against_file(doc, ctx, path, config)
     add("config_provenance", problems)
+
+
+def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, float] | str:
+    """The verdict stop rule's floors as the run read them at its start: ``compare``'s floors of the document's GPU
+    for ``stages`` (:func:`nsa_exp.analysis.noise_table.compare_floors`) from the noise table the repository held at
+    the recorded commit of a clean tree (``git show <sha>:results/noise/floors.json``). Where that table is not at
+    hand (no clean commit recorded, git or the commit absent: a copied tree, another repository), the reason, so
+    the caller lists the floors as unverified. Today's table is not the one to judge by: later runs change it."""
+    git = doc.get("metadata", {}).get("git") or {}
+    sha = str(git.get("sha") or "")
+    if not SHA_RE.match(sha) or git.get("dirty") is not False:
+        return (f"the run's tree is not a recorded clean commit (metadata.git {git}), so the noise table it read "
+                "is unknown")
+    then = file_at_commit(sha, NOISE_TABLE, REPO_ROOT)
+    try:
+        table = parse_strict(then) if then is not None else None
+        rows = floors_of(table) if isinstance(table, dict) else None
+    except (_Rejected, UserError, KeyError, TypeError, ValueError):
+        rows = None
+    if rows is None:
+        return f"{NOISE_TABLE} at the recorded commit {sha[:12]} is not readable in this repository"
+    gpu = (doc.get("metadata", {}).get("gpu") or {}).get("name")
+    return compare_floors(rows, stages, [gpu], FALLBACK_FLOOR)[0]
 
 
 def _config_against_file(doc: dict[str, Any], ctx: Context, path: str, config: dict[str, Any] | None) -> Problems:

@@ -27,7 +27,8 @@ from ..core.config import StopRule
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, round_orders, summarize
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
-from .checks import Add, Problems, close, first_difference, same
+from .checks import Add, Context, Problems, close, first_difference, same
+from .record_checks import floors_at_commit
 
 STAGE_SUM_BOUNDS = (0.75, 1.25)
 
@@ -204,13 +205,31 @@ def verdict_rule_problems(doc: dict[str, Any]) -> Problems:
     return problems
 
 
-def stop_rule_problems(doc: dict[str, Any]) -> Problems | None:
+def stop_floors_problems(doc: dict[str, Any], ctx: Context | None) -> Problems:
+    """The verdict rule's recorded floors against the noise table the run read
+    (:func:`.record_checks.floors_at_commit`: the repository's at the recorded commit); listed on ``ctx`` as
+    unverified where that table is not at hand. A forger's hole of 2026-12-04: floors edited together with a
+    re-cut trace passed, since the trace is recomputed from the recorded floors."""
+    stop = doc["timing"]["stop"]
+    stages = sorted({s for p in doc["patterns"].values() for s in p["stages"]})
+    want = floors_at_commit(doc, stages)
+    if isinstance(want, str):
+        if ctx is not None:
+            ctx.unverifiable("$.timing.stop.floors", want)
+        return []
+    return [] if stop["floors"] == want else [("$.timing.stop.floors", f"{stop['floors']}: the noise table at the "
+                                                f"recorded commit gives {want} for this GPU's timed stages")]
+
+
+def stop_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Problems | None:
     """``validate``'s ``stop_rule`` check of a bench result or sweep point (None: the run has no ``timing.stop``
     and its config asks for none, so there is nothing to check): the recorded rule is the config's
     (source ``config``) or was asked on the command line (``--stop-rule``, the config has none); the round
     count agrees with the observations; every trace entry recomputes from the raw observations of its first
     ``rounds`` timed rounds; the run went on at every earlier entry and stopped at the last, for the recorded
-    reason. Returns ``(json path, message)`` pairs (none = passed)."""
+    reason; under the verdict rule, the floors are the noise table's at the recorded commit
+    (:func:`stop_floors_problems`, unverified on ``ctx`` where it is not at hand). Returns ``(json path, message)``
+    pairs (none = passed)."""
     stop, timing = doc["timing"].get("stop"), doc["timing"]
     configured = (doc["config"].get("timing") or {}).get("stop")
     if stop is None:
@@ -235,7 +254,9 @@ def stop_rule_problems(doc: dict[str, Any]) -> Problems | None:
         if n != timing["repetitions"] or n > stop["max_rounds"]:
             problems.append(("$.timing.stop.rounds", f"{n} rounds, timing.repetitions {timing['repetitions']}, "
                                                      f"max_rounds {stop['max_rounds']}: must agree"))
-        return problems + verdict_rule_problems(doc)
+        problems += verdict_rule_problems(doc)
+        return problems + (stop_floors_problems(doc, ctx) if not any(p == "$.timing.stop.floors"
+                                                                     for p, _ in problems) else [])
     if n != timing["repetitions"] or len(trace) != n or n > stop["max_rounds"]:
         problems.append(("$.timing.stop.rounds", f"{n} rounds, {len(trace)} trace entries, timing.repetitions "
                                                  f"{timing['repetitions']}, max_rounds {stop['max_rounds']}: "
@@ -265,9 +286,9 @@ def stop_rule_problems(doc: dict[str, Any]) -> Problems | None:
     return problems
 
 
-def stop_rule_check(doc: dict[str, Any], add: Add) -> None:
+def stop_rule_check(doc: dict[str, Any], add: Add, ctx: Context | None = None) -> None:
     """``stop_rule``, only for a run under the stop rule or whose config asks for one."""
-    problems = stop_rule_problems(doc)
+    problems = stop_rule_problems(doc, ctx)
     if problems is not None:
         add("stop_rule", problems)
 

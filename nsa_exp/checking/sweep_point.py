@@ -170,7 +170,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                      "$.wall_seconds, $.metadata", "measured on the GPU host; statistics recomputed from the "
                      "observations, the rest bounded only")
     ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
-    guarded("stop_rule", add, stop_rule_check, doc, add)
+    guarded("stop_rule", add, stop_rule_check, doc, add, ctx)
 
 
 def build(*, config: Config, sweep: str, point_id: str, point: Mapping[str, Any], stages: Sequence[str],

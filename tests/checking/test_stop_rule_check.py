@@ -122,3 +122,24 @@ def test_the_formal_configs_and_committed_results_time_every_round():
     assert not stopped & formal and stopped == {"e1_h200_stop"}, stopped
     for name in ("e1_h100", "e1_h200"):
         assert "stop" not in json.loads((REPO / "configs" / f"{name}.json").read_text())["timing"]
+
+
+def test_the_verdict_rules_floors_are_the_noise_table_the_run_read_at_its_commit():
+    """A forger's hole of 2026-12-04: the trace recomputes from the recorded floors, so floors edited with a re-cut
+    trace passed. The floors are now held to results/noise/floors.json as the repository held it at the recorded
+    commit (the committed stop run: 532868e); where that table is not at hand they are listed as unverified."""
+    from nsa_exp.checking.checks import Context  # noqa: PLC0415
+    from nsa_exp.checking.stats_checks import stop_floors_problems  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    ctx = Context("e1_h200_stop.json")
+    assert stop_floors_problems(doc, ctx) == [] and ctx.unverified == []
+    loosened = copy.deepcopy(doc)
+    loosened["timing"]["stop"]["floors"]["dkv_core"] *= 3  # sink-heavy's dK/dV would have converged far sooner
+    assert [p for p, _ in stop_floors_problems(loosened, Context("x"))] == ["$.timing.stop.floors"]
+    assert "$.timing.stop.floors" in [p for p, _ in stop_rule_problems(loosened, Context("x"))]  # with the trace's
+    elsewhere = copy.deepcopy(loosened)  # a commit this repository does not have: not judged, listed
+    elsewhere["metadata"]["git"]["sha"] = "0" * 40
+    ctx = Context("x")
+    assert stop_floors_problems(elsewhere, ctx) == []
+    assert [u["path"] for u in ctx.unverified] == ["$.timing.stop.floors"]
