@@ -45,6 +45,8 @@ from .stats_checks import (
     timing_recompute,
 )
 
+KIND = "bench_result"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     """Every check of a schema-valid bench result, in the order the report lists them."""
