@@ -19,8 +19,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "nsa_exp"
 PROTOCOLS: dict[str, tuple[tuple[str, ...], str]] = {
     "build": (("checking/*.py",), "a document kind's builder, one per kind module (docs/ARCHITECTURE.md, "
                                   "'A document kind')"),
-    "checks": (("checking/*.py",), "a document kind's checks, named by its row of checking/kinds.KIND_CHECKS"),
-    "recompute": (("checking/*.py",), "a derived kind's rebuild-and-diff check, named by its KIND_CHECKS row"),
+    "KIND": (("checking/*.py",), "the document kind a kind module declares (its row of core/kinds.DOCUMENT_KINDS); "
+                                 "checking/kinds.KIND_CHECKS is built from each module's KIND and checks"),
+    "checks": (("checking/*.py",), "a document kind's checks, one per kind module, collected into "
+                                   "checking/kinds.KIND_CHECKS under the module's KIND"),
+    "recompute": (("checking/*.py",), "a derived kind's rebuild-and-diff check, its module's checks "
+                                      "(checks.one_check) or one of them"),
     "TITLE": (("report/*.py",), "the heading of the report section the module renders (build.py: the document's)"),
     "answer_line": (("report/*.py",), "a report section's line in the answer block; report/summary.py reads "
                                       "each section's"),

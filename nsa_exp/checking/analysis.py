@@ -16,8 +16,11 @@ from typing import Any
 from ..analysis.bootstrap import CI_LEVEL, METHOD, METHOD_NOTE, RESAMPLES, SEED, analysis_rows
 from ..core.kinds import schema_version
 from ..core.records import BenchLike, BenchResult
-from .checks import Add, Context, Problems, close
+from .checks import Add, Context, Problems, close, one_check
+from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source
+
+KIND = "analysis"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def build(result: BenchLike, repeat: BenchLike | None = None) -> dict[str, Any]:
@@ -69,3 +72,6 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     deep_diff({k: v for k, v in doc.items() if k != "metadata"}, want, "$", problems)
     add("analysis_recompute", problems)
     created_after_sources(doc, [d for d in (result, repeat) if d], add)
+
+
+checks = one_check("analysis_recompute", recompute, host=host_problems)

@@ -24,6 +24,8 @@ from .checks import Add, Context, close, guarded
 from .record_checks import config_semantics, run_record
 from .run_checks import shape_problems
 
+KIND = "autotune_matrix"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 
 def matrix_checks(doc: dict[str, Any], add: Add) -> None:
     """Recompute and cross-check an ``autotune_matrix`` document; each check through ``add``."""

@@ -3,10 +3,10 @@ every observation of every pattern x stage (results/raw). Its builder and its ch
 
 - :func:`build`: the record from the engine's measurement (``gpu/bench.BenchArm.record`` calls it; tests rebuild
   every committed result with it from :meth:`nsa_exp.core.measurement.Measurement.from_document`, byte for byte).
-- :func:`checks`: its row of :data:`nsa_exp.checking.kinds.KIND_CHECKS`, run once the schema has passed: the
-  shared checks (statistics, timing, routing, autotune, run record: :mod:`.stats_checks`, :mod:`.run_checks`,
-  :mod:`.routing_checks`, :mod:`.autotune_checks`, :mod:`.record_checks`), then what stays unverified
-  (:func:`unverified`).
+- :func:`checks`: its row (:data:`KIND`) of :data:`nsa_exp.checking.kinds.KIND_CHECKS`, run once the schema has
+  passed: the shared checks (statistics, timing, routing, autotune, run record: :mod:`.stats_checks`,
+  :mod:`.run_checks`, :mod:`.routing_checks`, :mod:`.autotune_checks`, :mod:`.record_checks`), then what stays
+  unverified (:func:`unverified`).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from .stats_checks import (
     stop_rule_check,
     timing_recompute,
 )
+
+KIND = "bench_result"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:

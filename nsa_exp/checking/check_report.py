@@ -19,6 +19,8 @@ from . import record_checks
 from .checks import Add, Context, Problems, guarded
 from .record_checks import config_of, run_record
 
+KIND = "check_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 
 def check_report_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []

@@ -127,3 +127,28 @@ class Context:
         None."""
         here = Path(self.path).resolve().parent if self.path != "<bytes>" else None
         return locate_recorded(recorded, [*([] if here is None else [here, *here.parents]), Path.cwd()], folder)
+
+
+#: A kind module's ``checks(doc, add, ctx)`` (:mod:`.kinds`): records its checks through ``add``, unverified
+#: figures and warnings on ``ctx``.
+KindChecks = Callable[[dict[str, Any], Add, Context], None]
+
+
+def one_check(name: str, check: KindChecks,
+              host: Callable[[dict[str, Any]], Problems] | None = None) -> KindChecks:
+    """The ``checks`` of a kind whose checks are one function recording check ``name`` (guarded: a document
+    the schema let through but the check cannot read fails that check); ``host``: plus ``metadata_plausible``,
+    the problems ``host`` finds in the document's ``metadata`` (:func:`.record_checks.host_problems`).
+
+    >>> c = Checks(); one_check("x_recompute", lambda doc, add, ctx: add("x_recompute", []))({}, c.add, Context())
+    >>> run = one_check("x_recompute", lambda doc, add, ctx: doc["y"], host=lambda meta: [])
+    >>> run({"metadata": {}}, c.add, Context())
+    >>> [(i["name"], i["passed"]) for i in c.items]
+    [('x_recompute', True), ('x_recompute', False), ('metadata_plausible', True)]
+    """
+    def run(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+        guarded(name, add, check, doc, add, ctx)
+        if host is not None and "metadata" in doc:
+            add("metadata_plausible", host(doc["metadata"]))
+    run.__doc__ = check.__doc__
+    return run

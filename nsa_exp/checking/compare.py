@@ -33,8 +33,10 @@ from ..core.records import BenchResult, ReleaseResult
 from ..errors import UserError
 from ..io.paths import recorded_path
 from ..io.store import load_document
-from .checks import Add, Context, Problems, close
+from .checks import Add, Context, Problems, close, one_check
 from .sources import deep_diff, read_source
+
+KIND = "compare"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def _side(path: str | Path, doc: Side | dict[str, Any]) -> dict[str, Any]:
@@ -158,3 +160,6 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                 if table is not None else want["noise_floor"]["rule"]
         deep_diff(doc, want, "$", problems)
     add("compare_recompute", problems)
+
+
+checks = one_check("compare_recompute", recompute)

@@ -17,8 +17,11 @@ from ..analysis.flush_study import REFERENCE, choose_policy, load_flush_records,
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.paths import recorded_path
-from .checks import Add, Context, Problems, close
+from .checks import Add, Context, Problems, close, one_check
+from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source
+
+KIND = "flush_study"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def build(raw_path: str | Path) -> dict[str, Any]:
@@ -73,3 +76,6 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         deep_diff({k: v for k, v in doc.items() if k != "metadata"}, want, "$", problems)
     add("flush_study_recompute", problems)
     created_after_sources(doc, [raw], add)
+
+
+checks = one_check("flush_study_recompute", recompute, host=host_problems)

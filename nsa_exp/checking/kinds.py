@@ -1,27 +1,29 @@
-"""The document-kind table: one row per kind, the checks that run once its schema has passed.
+"""The document kinds' checks: each kind's module declares its row, this module collects them.
 
 ``validate`` (:mod:`.validate`) detects a document's kind (a JSON document's ``kind`` field, one of
 :data:`nsa_exp.core.kinds.KINDS`; a CSV table by its header, :data:`nsa_exp.core.kinds.CSV_KINDS`), checks its
-schema, then runs the row of :data:`KIND_CHECKS` (or :data:`CSV_CHECKS`). Every kind the bundle writes has a
-row: each derived number is recomputed from its source or listed under ``unverified`` (never passed), and
-what cannot be recomputed is held to what physics and the record allow (:mod:`.record_checks`). What each
-row recomputes, and what it cannot, is listed per kind in docs/SCHEMAS.md.
+schema, then runs the kind's checks, :data:`KIND_CHECKS` (a CSV's: :func:`.validate.csv_kind` picks
+:mod:`.csv_checks`, :mod:`.sweep_checks` or :func:`.ncu_summary.ncu_raw_csv_checks`). Every kind the bundle
+writes has its checks: each derived number is recomputed from its source or listed under ``unverified`` (never
+passed), and what cannot be recomputed is held to what physics and the record allow (:mod:`.record_checks`).
+What each kind's checks recompute, and what they cannot, is listed per kind in docs/SCHEMAS.md.
 
-Rows: a kind that has its own module (``checking/<kind>.py``: its builder and its checks, issue 29) names that
-module's ``checks`` (``bench_result``, ``sweep_point``, ``release_result``, ``smoke_report``, ``check_report``,
-``whatif_result``, ``autotune_matrix``, ``sweep_autotune``, ``method_study``, ``routing_report``,
-``peer_result``: each composes
-the shared checks, :mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`, :mod:`.autotune_checks`,
-:mod:`.record_checks`, :mod:`.sources`, with its own) or, for a kind rebuilt from its sources, its one recompute
-check (:func:`_row`): ``compare``, ``noise_table``, ``analysis``, ``flush_study``, ``validation_report``,
-``model_calibration``, ``model_calibration_set``, ``model_validation``, ``ncu_summary``. CSVs: ``summary_csv``
-[:mod:`.csv_checks`], ``sweep_csv`` [:mod:`.sweep_checks`], ``ncu_raw_csv`` [:mod:`.ncu_summary`].
+A kind's row lives in its own module, ``checking/<kind>.py`` (its builder and its checks, issue 29), which
+declares ``KIND`` (its name in :data:`nsa_exp.core.kinds.DOCUMENT_KINDS`) and ``checks(doc, add, ctx)``: a
+function composing the shared checks (:mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`,
+:mod:`.autotune_checks`, :mod:`.record_checks`, :mod:`.sources`) with its own, or, for a kind rebuilt from its
+sources, its one recompute check, ``checks = one_check("<check>", recompute)`` (:func:`.checks.one_check`).
+:data:`KIND_MODULES` lists the modules (imported here, so the tier and loop tests see the edges);
+tests/checking/test_kind_table.py holds it, the modules declaring ``KIND`` and the core table to one another.
+
+>>> from nsa_exp.core.kinds import KINDS
+>>> sorted(KIND_CHECKS) == sorted(KINDS)
+True
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from types import ModuleType
 
 from . import (
     analysis,
@@ -37,7 +39,6 @@ from . import (
     ncu_summary,
     noise_table,
     peer_result,
-    record_checks,
     release_result,
     routing_report,
     smoke_report,
@@ -46,46 +47,13 @@ from . import (
     validation_report,
     whatif_result,
 )
-from .checks import Add, Context, guarded
+from .checks import KindChecks
 
-#: ``checks(doc, add, ctx)``: records its checks through ``add``, unverified figures and warnings on ``ctx``.
-KindChecks = Callable[[dict[str, Any], Add, Context], None]
-
-
-def _row(name: str, check: KindChecks, host: bool = False) -> KindChecks:
-    """A kind whose checks are one function recording check ``name`` (guarded: a document the schema let
-    through but the check cannot read fails that check); ``host``: plus ``metadata_plausible`` of its
-    host facts (:func:`.record_checks.host_problems`)."""
-    def run(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-        guarded(name, add, check, doc, add, ctx)
-        if host and "metadata" in doc:
-            add("metadata_plausible", record_checks.host_problems(doc["metadata"]))
-    run.__doc__ = check.__doc__
-    return run
-
-
-#: kind -> the checks run once its schema passed.
-KIND_CHECKS: dict[str, KindChecks] = {
-    "analysis": _row("analysis_recompute", analysis.recompute, host=True),
-    "autotune_matrix": autotune_matrix.checks,
-    "bench_result": bench_result.checks,
-    "check_report": check_report.checks,
-    "compare": _row("compare_recompute", compare.recompute),
-    "flush_study": _row("flush_study_recompute", flush_study.recompute, host=True),
-    "method_study": method_study.checks,
-    "model_calibration": _row("calibration_recompute", model_calibration.calibration_recompute),
-    "model_calibration_set": _row("calibration_set_semantics", model_calibration_set.calibration_set_semantics),
-    "model_validation": _row("model_validation_recompute", model_validation.model_validation_recompute),
-    "ncu_summary": _row("ncu_recompute", ncu_summary.ncu_recompute),
-    "noise_table": _row("noise_table_recompute", noise_table.recompute),
-    "peer_result": peer_result.checks,
-    "release_result": release_result.checks,
-    "routing_report": routing_report.checks,
-    "smoke_report": smoke_report.checks,
-    "sweep_autotune": sweep_autotune.checks,
-    "sweep_point": sweep_point.checks,
-    "validation_report": _row("validation_report_consistent", validation_report.recompute),
-    "whatif_result": whatif_result.checks,
-}
-
-
+#: The module of each document kind, by kind name.
+KIND_MODULES: tuple[ModuleType, ...] = (
+    analysis, autotune_matrix, bench_result, check_report, compare, flush_study, method_study, model_calibration,
+    model_calibration_set, model_validation, ncu_summary, noise_table, peer_result, release_result, routing_report,
+    smoke_report, sweep_autotune, sweep_point, validation_report, whatif_result,
+)
+#: kind -> the checks run once its schema passed (each module's ``checks``).
+KIND_CHECKS: dict[str, KindChecks] = {m.KIND: m.checks for m in KIND_MODULES}

@@ -22,6 +22,8 @@ from .checks import Add, Context, Problems, close, guarded
 from .record_checks import config_semantics, pinned, run_record
 from .run_checks import comparison_problems, gradient_numel
 
+KIND = "method_study"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 
 def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []

@@ -32,9 +32,11 @@ from ..model.calibration import (
 from ..model.fit import Params, predict_ms, refit_problems
 from ..model.points import MeasuredPoint, check_same_setup, pattern_fanin, point_name, read_points
 from ..model.whatif import validation_summary
-from .checks import Add, Context, Problems, close
+from .checks import Add, Context, Problems, close, one_check
 from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source
+
+KIND = "model_calibration"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 MODEL_FAMILY = "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma"
 
@@ -118,6 +120,9 @@ def calibration_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     _calibration_inputs(doc, ctx, problems)
     add("calibration_recompute", problems)
     created_after_sources(doc, sources, add)
+
+
+checks = one_check("calibration_recompute", calibration_recompute)
 
 
 def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -> None:

@@ -16,7 +16,9 @@ from ..core.config import PRIMARY_SHAPE, Shape
 from ..core.families import pattern_from_entry
 from ..errors import UserError
 from ..model.points import point_name
-from .checks import Add, Context, Problems
+from .checks import Add, Context, Problems, one_check
+
+KIND = "model_calibration_set"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def calibration_set_semantics(doc: dict[str, Any], add: Add, ctx: Context) -> None:
@@ -42,3 +44,6 @@ def calibration_set_semantics(doc: dict[str, Any], add: Add, ctx: Context) -> No
             problems.append((f"{where}.name", f"{r['name']!r} names two routings"))
         names.append(r["name"])
     add("calibration_set_semantics", problems)
+
+
+checks = one_check("calibration_set_semantics", calibration_set_semantics)

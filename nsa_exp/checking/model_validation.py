@@ -22,10 +22,12 @@ from ..errors import UserError
 from ..io.store import file_sha256
 from ..model.points import MeasuredPoint, point_name, read_points, regenerable, result_files
 from ..model.whatif import TARGET, held_out, validation_row, validation_summary
-from .checks import Add, Context, Problems, close, first_difference
+from .checks import Add, Context, Problems, close, first_difference, one_check
 from .model_calibration import source_point
 from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source
+
+KIND = "model_validation"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def _other_shape(row: dict[str, Any]) -> bool:
@@ -133,6 +135,9 @@ def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> N
         ctx.unverifiable("$.rows[*].measured_ms", f"unverified (source not found): {', '.join(sorted(set(unseen)))}")
     add("model_validation_recompute", problems)
     created_after_sources(doc, [cal], add)
+
+
+checks = one_check("model_validation_recompute", model_validation_recompute)
 
 
 def build(*, name: str, calibration_path: str, calibration_name: str, rows: Sequence[dict[str, Any]],

@@ -34,9 +34,11 @@ from ..io.ncu_csv import assign_patterns, parse_raw_csv
 from ..io.reader import read_bounded
 from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES
-from .checks import Add, Context, Problems
+from .checks import Add, Context, Problems, one_check
 from .record_checks import host_problems, parse_utc
 from .sources import created_after_sources, deep_diff, read_source
+
+KIND = "ncu_summary"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def build(text: str, context: dict[str, Any], metadata: dict[str, Any], raw_csv_name: str | None) -> dict[str, Any]:
@@ -118,6 +120,9 @@ def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     add("ncu_recompute", problems)
     if bench is not None:
         created_after_sources(doc, [bench], add)
+
+
+checks = one_check("ncu_recompute", ncu_recompute)
 
 
 def ncu_raw_csv_checks(rows: list[list[str]], add: Add, ctx: Context) -> None:

@@ -19,8 +19,10 @@ from ..analysis.noise import MIN_FLOOR, MIN_ROUNDS
 from ..analysis.noise_table import FLOOR_RULE, committed_sources, floor_rows
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, RunRecord, SweepPoint
-from .checks import Add, Context, Problems, close
+from .checks import Add, Context, Problems, close, one_check
 from .sources import deep_diff, read_source
+
+KIND = "noise_table"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def build(runs: Iterable[tuple[str, RunRecord]], excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -75,3 +77,6 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             for p, (_, d) in zip(doc["sources"], located, strict=True)]
     deep_diff(doc, build(runs, excluded), "$", problems)
     add("noise_table_recompute", problems)
+
+
+checks = one_check("noise_table_recompute", recompute)

@@ -59,6 +59,8 @@ from .record_checks import argv_option, config_provenance, config_semantics, run
 from .sources import deep_diff
 from .stats_checks import stop_rule_problems
 
+KIND = "peer_result"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 #: Every peer result says what it is.
 PEERS_LABEL = ("PEERS: FLA's parallel_nsa, FlexAttention and dense causal SDPA on the experiment's routings and "
                "inputs, each through its public API")

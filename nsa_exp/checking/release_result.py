@@ -52,6 +52,8 @@ from .routing_checks import edge_problems, pattern_set, regenerated, routing_fil
 from .run_checks import telemetry_recompute
 from .stats_checks import stats_checks
 
+KIND = "release_result"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 
 def _routing_sha(doc: dict[str, Any], config: Config, add: Add, unverified: list) -> None:
     problems = []

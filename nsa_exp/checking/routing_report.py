@@ -30,6 +30,8 @@ from .record_checks import config_semantics, host_problems
 from .routing_checks import _routing_stats
 from .sources import deep_diff
 
+KIND = "routing_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 
 def build(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The routing report of ``config`` and its routings (pattern -> block_indices int32 ``[B,T,H,S]``).

@@ -24,6 +24,8 @@ from .checks import Add, Context, Problems, guarded
 from .record_checks import config_of, pinned, run_record
 from .run_checks import comparison_problems, gradient_numel
 
+KIND = "smoke_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 
 def smoke_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []

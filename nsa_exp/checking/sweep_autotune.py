@@ -12,6 +12,8 @@ from ..core.kinds import schema_version
 from .autotune_checks import autotune_configs
 from .checks import Add, Context
 
+KIND = "sweep_autotune"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 
 def build(best_config: dict[str, Any]) -> dict[str, Any]:
     """The document of ``best_config`` (``{autotuned kernel's stage: FLA's chosen config}``)."""

@@ -49,6 +49,8 @@ from .routing_checks import (
 from .run_checks import shape_problems
 from .stats_checks import stats_checks, stop_rule_check
 
+KIND = "sweep_point"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 
 def _pattern(entry: dict[str, Any], shape: Shape | None) -> dict[str, Any] | None:
     try:

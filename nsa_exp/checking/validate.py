@@ -6,9 +6,9 @@ Each check has a name and, when it fails, a message with the JSON path it concer
    NaN/Infinity tokens, no non-finite or over-long numbers, nesting <= 64).
 2. ``kind`` (a known document kind, :data:`nsa_exp.core.kinds.KINDS`), ``schema_version`` (one we can
    read) and ``schema``.
-3. Then the row of the kind's checks (:data:`.kinds.KIND_CHECKS`: a bench result's, a sweep point's, an
-   autotune matrix's, a release result's): every derived number recomputed from its source, or listed under
-   ``unverified``.
+3. Then the kind's checks (:data:`.kinds.KIND_CHECKS`: the ``checks`` of the module declaring the kind, a bench
+   result's, a sweep point's, an autotune matrix's, a release result's): every derived number recomputed from
+   its source, or listed under ``unverified``.
 
 A CSV summary is validated row by row against ``summary_row``, then as a table and, given with its
 JSON, cell by cell (:mod:`.csv_checks`).

@@ -16,8 +16,10 @@ from typing import Any
 
 from ..core.kinds import schema_version
 from ..errors import UserError
-from .checks import Add, Checks, Context, Problems
+from .checks import Add, Checks, Context, Problems, one_check
 from .sources import deep_diff
+
+KIND = "validation_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def build(path: str, checks: Checks, document_kind: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
@@ -58,3 +60,6 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         want["path"] = doc["path"]
         deep_diff(doc, want, "$", problems)
     add("validation_report_consistent", problems)
+
+
+checks = one_check("validation_report_consistent", recompute)

@@ -29,6 +29,8 @@ from .run_checks import comparison_problems, gradient_numel
 from .sources import read_source
 from .stats_checks import stats_problems
 
+KIND = "whatif_result"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
 ARM_RE = re.compile(r"^what-if:(?P<layout>[\w-]+):F=(?P<F>\d+)$")
 
 
