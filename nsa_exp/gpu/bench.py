@@ -25,10 +25,10 @@ import torch
 from .. import REPO_ROOT
 from ..analysis.summary import summary_frame
 from ..checking import bench_result
-from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..core.measurement import RoundPlan
 from ..core.records import BenchResult, recorded_stages
+from ..core.requests import BenchRequest
 from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure
 from ..io.store import write_frame, write_record
@@ -226,14 +226,11 @@ class BenchArm(Arm[BenchResult]):
         self.journal.discard()
 
 
-def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str | Path | None,
-              resume: bool = False, discard_journal: bool = False, tune_on: str = TUNE_PATTERN,
-              per_pattern: bool = False, autotune_from: str | None = None, cupti_rounds: int | None = None,
-              routing_files: tuple[dict, dict] | None = None, device: Any = None,
-              clock: Any = time.monotonic, tuning_cache: Path | None = None) -> dict[str, Any]:
-    """The whole benchmark; returns the result document (already written).
+def run_bench(request: BenchRequest, device: Any = None, clock: Any = time.monotonic) -> dict[str, Any]:
+    """The whole benchmark of ``request`` (:class:`nsa_exp.core.requests.BenchRequest`: every setting, built once
+    at the entry point); returns the result document (already written to ``request.output``).
 
-    ``config`` holds the command line's overrides already (:meth:`nsa_exp.core.config.Config.overridden`:
+    ``request.config`` holds the command line's overrides already (:meth:`nsa_exp.core.config.Config.overridden`:
     ``--repetitions``; the stop rule of ``bench --stop-rule`` as ``timing.stop`` from ``--stop-rule`` when the
     config has none; recorded as ``timing.stop``, :mod:`nsa_exp.analysis.stop_rule`).
     Tuning arm (issue 11; recorded under ``autotune``): ``tune_on`` (default ``local``, the seed's
@@ -247,9 +244,12 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     (:func:`nsa_exp.analysis.cupti.sizing`, recorded as ``cupti.sizing``), 0 skips it.
     ``routing_files``: ``(routings, reports)`` of :func:`nsa_exp.routing.files.file_routings`, validated
     before this is called; each is timed as one more pattern ``file:<stem>``, interleaved with the rest.
-    ``device`` (default CUDA) and ``clock`` (host seconds) are injectable (:mod:`.engine`).
+    ``device`` (default CUDA) and ``clock`` (host seconds) are injectable (:mod:`.engine`): not settings of the
+    run, so not in the request.
     """
-    files, file_reports = routing_files or ({}, {})
-    arm = BenchArm(summary, resume, discard_journal, tune_on, per_pattern, autotune_from, cupti_rounds, tuning_cache)
-    return measure(arm, Run(config, allow_gpu, Path(output), device=device, clock=clock, files=files,
+    r = request
+    files, file_reports = r.routing_files or ({}, {})
+    arm = BenchArm(r.summary, r.resume, r.discard_journal, r.tune_on, r.per_pattern, r.autotune_from, r.cupti_rounds,
+                   r.tuning_cache)
+    return measure(arm, Run(r.config, r.allow_gpu, r.output, device=device, clock=clock, files=files,
                             file_reports=file_reports))
