@@ -6,6 +6,10 @@ contradictory argument of a GPU command is one line, exit 2, on any machine: nev
 gate first, never an out-of-memory after minutes. argparse has already checked types and choices; the
 checks here are the rules between values (and against the config) that argparse cannot state.
 
+A check that reads a command's settings once folds them for its handler: ``bench``'s builds its one frozen
+:class:`nsa_exp.core.requests.BenchRequest` (``args.bench_request``: the config with its overrides, the outputs
+claimed under the output policy, the routing files read), so the handler and everything below it read that value.
+
 ``CHECKS`` holds one function per command that needs more than argparse (a command without an entry
 has none); each raises :class:`nsa_exp.errors.UserError` naming the option.
 
@@ -21,20 +25,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import PINNED_COMMIT, REPO_ROOT
+from . import PINNED_COMMIT, REPO_ROOT, RESULTS_DIR
 from .analysis.noise_table import table_path
 from .analysis.stop_rule import with_default_rule
 from .core.config import MAX_T, Config, Shape
 from .core.families import TUNE_PATTERN
 from .core.peers import peer
+from .core.requests import BenchRequest
 from .errors import UserError
 from .io.config_files import read_config_file
 from .io.reader import file_size, same_file, show_path
+from .io.store import OutputPolicy
 from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
+from .io.tuning_cache import check_directory
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .routing.config import checked_shape_at, load_config
-from .routing.files import max_file_bytes, pattern_names
+from .routing.files import file_routings, max_file_bytes, pattern_names
 from .routing.patterns import generate_routing
 
 Check = Callable[[argparse.Namespace], None]
@@ -71,9 +78,32 @@ def _bench(args: argparse.Namespace) -> None:
     check_bench_arm(config, args)
     _bench_result(args, "autotune_from", "--autotune-from", config)
     # the command line's overrides, folded into the config once (the config's own timing.stop wins); the handler
-    # (gpu/commands.bench) reads this config, never the file again
+    # (gpu/commands.bench) reads this request, never the file or the options again
     config = config.overridden(repetitions=args.repetitions)
-    args.bench_config = with_default_rule(config, "bench --stop-rule") if args.stop_rule else config
+    args.bench_request = _bench_request(args, with_default_rule(config, "bench --stop-rule") if args.stop_rule
+                                        else config)
+
+
+def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
+    """bench's settings as one frozen :class:`~nsa_exp.core.requests.BenchRequest`, built once: the outputs
+    (``--output`` or ``results/raw/<name>.json``, the summary beside it under ``summaries/``) claimed under the
+    output policy (``runs/<name>/`` unless ``--publish``; the config, ``--autotune-from`` and each
+    ``--routing-file`` are inputs), the ``--tuning-cache`` folder made, every ``--routing-file`` read and
+    validated at the config's shape: all before any GPU work, in this order."""
+    name = args.name or config.name
+    out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
+    summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
+    cache = None if args.tuning_cache is None else check_directory(args.tuning_cache)
+    policy = OutputPolicy.of(args, ("--config", args.config), ("--autotune-from", args.autotune_from),
+                             *(("--routing-file", f) for f in args.routing_file), run=name)
+    out = policy.claim(out, named=args.output is not None)
+    # the summary takes a named --output's stem; it is a default output (runs/<name>/summaries/ unless --publish)
+    summary = policy.claim(summary, named=args.summary is not None, option="--summary")
+    files = file_routings(args.routing_file, config.shape, args.require_equal_edges)
+    return BenchRequest(config, args.allow_gpu, out, summary, resume=args.resume,
+                        discard_journal=args.discard_journal, tune_on=args.tune_on,
+                        per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
+                        cupti_rounds=args.cupti_rounds, routing_files=files, tuning_cache=cache)
 
 
 def _peer_bench(args: argparse.Namespace) -> None:

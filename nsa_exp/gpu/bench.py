@@ -15,20 +15,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .. import REPO_ROOT
 from ..analysis.summary import summary_frame
 from ..checking import bench_result
-from ..core.config import Config
 from ..core.families import TUNE_PATTERN
-from ..core.measurement import RoundPlan
+from ..core.measurement import Measurement, RoundPlan
 from ..core.records import BenchResult, recorded_stages
+from ..core.requests import BenchRequest
 from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure
 from ..io.store import write_frame, write_record
@@ -41,6 +41,9 @@ from .gates import gate_detail
 from .journal import Journal, check_resumable
 from .telemetry import throttled
 from .timing import next_round
+
+if TYPE_CHECKING:  # FLA and triton only after the env gate (tune imports the module)
+    from .tuning import PerPatternPins
 
 
 def memory_accounting(staged: Any, state_o: Any, state_lse: Any, cuda: Any = torch.cuda) -> dict[str, int]:
@@ -87,28 +90,59 @@ def reproduction_gate(pattern: str, repro: dict[str, Any], dkv_rel_l2: float) ->
                               f"{dkv_rel_l2} vs parallel_nsa_bwd; the staged launch is wrong, timings void")
 
 
+@dataclass(frozen=True)
+class TuneOutcome:
+    """What bench's tune hook produced (run state, not a setting; set once, by :meth:`BenchArm.tune`):
+
+    - ``autotune``: the ``autotune`` fields :func:`.tuning.tuning_arm` returned, its ``pins`` taken out
+      (``tuned_on``, ``mode``, ``per_pattern``, ``replayed_from``),
+    - ``kernels``: :func:`.launcher.autotune_record` right after tuning (each autotuned kernel's cache and best
+      config), the record's ``autotune.kernels`` and the reference of the autotune-unchanged assertion,
+    - ``pins``: the per-pattern pins re-applied before each routing's calls (None: one config serves all),
+    - ``seconds``: host seconds the tuning took (``autotune.tune_seconds``),
+    - ``cache_entry``: the ``--tuning-cache`` file this run's fresh tune fills once written (None: no cache, or
+      the run replays its entry).
+    """
+
+    autotune: dict[str, Any]
+    kernels: dict[str, Any]
+    pins: PerPatternPins | None
+    seconds: float
+    cache_entry: Path | None
+
+
 class BenchArm(Arm[BenchResult]):
     """bench's hooks: the journal and the tuning arm (:func:`.tuning.tuning_arm`) around the one loop, the
     autotune-unchanged assertion after it, then the CUPTI pass, reproduction and memory blocks; the record is a
-    :class:`nsa_exp.core.records.BenchResult`, written with its summary CSV."""
+    :class:`nsa_exp.core.records.BenchResult`, written with its summary CSV.
 
-    def __init__(self, summary: str | Path | None, resume: bool, discard_journal: bool, tune_on: str,
-                 per_pattern: bool, autotune_from: str | None, cupti_rounds: int | None,
-                 tuning_cache: Path | None = None):
-        self.summary, self.resume, self.discard_journal = summary, resume, discard_journal
-        self.tune_on, self.per_pattern, self.autotune_from = tune_on, per_pattern, autotune_from
-        self.cupti_rounds, self.tuning_cache = cupti_rounds, tuning_cache
-        self.cache_entry: Path | None = None   # the tuning-cache file this run's fresh tune fills (none: it replays)
-        self.records: list[dict[str, Any]] = []
+    Its settings are the frozen ``request`` (:class:`nsa_exp.core.requests.BenchRequest`) it is constructed from,
+    and the journal that request names; the hooks never set one. What the run produces is kept in the attributes
+    annotated below, each set by the hook that produces it."""
+
+    #: inputs: each routing's stage calls, ``{routing: {stage: call}}``
+    fns: dict[str, Any]
+    #: tune: the tuning's outcome
+    tuned: TuneOutcome
+    #: timed: the measurement of every round (a resumed run's journalled rounds, then this process's)
+    measurement: Measurement
+
+    def __init__(self, request: BenchRequest):
+        self.request = request
+        self.journal = Journal(REPO_ROOT, request.output.stem)  # the run's name: its output's stem
+        self.records: list[dict[str, Any]] = []   # run state: every round's records so far (tune loads a journal's)
+
+    def round_plan(self, run: Run) -> RoundPlan:
+        """The round plan of the routings timed (the config's, then the routing files'; known after the gates)."""
+        return RoundPlan.of(run.names, self.request.config)
 
     def gates(self, run: Run) -> None:
-        self.journal = Journal(REPO_ROOT, run.output_path().stem)
-        self.journal.refuse_unless_told(self.resume, self.discard_journal)
+        self.journal.refuse_unless_told(self.request.resume, self.request.discard_journal)
         super().gates(run)  # env first, before FLA is imported
         run.nvml()
-        if self.tune_on not in run.names:
-            raise GateFailure(f"--tune-on: bench autotunes on {self.tune_on!r}; it is not among config.patterns "
-                              f"{run.names}")
+        if self.request.tune_on not in run.names:
+            raise GateFailure(f"--tune-on: bench autotunes on {self.request.tune_on!r}; it is not among "
+                              f"config.patterns {run.names}")
 
     def inputs(self, run: Run) -> None:
         super().inputs(run)
@@ -126,43 +160,48 @@ class BenchArm(Arm[BenchResult]):
         from .launcher import autotune_record, pin_autotune_configs  # noqa: PLC0415
         from .tuning import reset_autotuners, tuning_arm  # noqa: PLC0415
 
-        config = run.config
+        request, config = self.request, run.config
         reset_autotuners()
-        old_meta, self.records = self.journal.load() if self.resume else ({}, [])
-        if self.resume:
+        old_meta, self.records = self.journal.load() if request.resume else ({}, [])
+        if request.resume:
             pin_autotune_configs(old_meta["autotune_best"])
-        if self.tuning_cache is not None:  # io/tuning_cache.py: replay a kept fresh tune, or keep this one
-            entry = entry_path(self.tuning_cache, run.device.name(), gate_detail(run.gates, "fla_sources")["commit"],
-                               config.shape.to_dict(), config.cu_seqlens)
-            if entry.is_file() and self.autotune_from is None:
-                self.autotune_from = str(entry)
-            elif self.autotune_from is None and not self.per_pattern and self.tune_on == TUNE_PATTERN:
-                self.cache_entry = entry
+        # the bench result whose configs are replayed: --autotune-from's, else the tuning cache's entry when it holds
+        # one for this GPU, FLA commit and shape (the request is never changed)
+        replay_from, cache_entry = request.autotune_from, None
+        if request.tuning_cache is not None:  # io/tuning_cache.py: replay a kept fresh tune, or keep this one
+            entry = entry_path(request.tuning_cache, run.device.name(),
+                               gate_detail(run.gates, "fla_sources")["commit"], config.shape.to_dict(),
+                               config.cu_seqlens)
+            if entry.is_file() and replay_from is None:
+                replay_from = str(entry)
+            elif replay_from is None and not request.per_pattern and request.tune_on == TUNE_PATTERN:
+                cache_entry = entry
         t_tune = run.clock()
-        self.arm = tuning_arm(config, self.fns, self.tune_on, self.per_pattern, self.autotune_from, run.device.name(),
+        autotune = tuning_arm(config, self.fns, request.tune_on, request.per_pattern, replay_from, run.device.name(),
                               synchronize=run.device.synchronize)
-        self.tuned = autotune_record()
-        self.tune_seconds = run.clock() - t_tune
-        self.pins = self.arm.pop("pins")
-        self.plan = RoundPlan.of(run.names, config)
-        meta = {"config": config.raw, "gpu_name": run.device.name(), "repetitions": self.plan.repetitions,
-                "fla_commit": gate_detail(run.gates, "fla_sources")["commit"], "warmup_rounds": self.plan.warmup,
-                "autotune_best": {k: v["best_config"] for k, v in self.tuned.items()},
-                "round_orders": self.plan.orders(),
-                "autotune_arm": self.arm,
+        kernels = autotune_record()
+        seconds = run.clock() - t_tune
+        pins = autotune.pop("pins")  # the record's autotune fields are the rest
+        self.tuned = TuneOutcome(autotune, kernels, pins, seconds, cache_entry)
+        plan = self.round_plan(run)
+        meta = {"config": config.raw, "gpu_name": run.device.name(), "repetitions": plan.repetitions,
+                "fla_commit": gate_detail(run.gates, "fla_sources")["commit"], "warmup_rounds": plan.warmup,
+                "autotune_best": {k: v["best_config"] for k, v in kernels.items()},
+                "round_orders": plan.orders(),
+                "autotune_arm": autotune,
                 **({"routing_files": {n: r["sha256"] for n, r in run.file_reports.items()}} if run.files else {})}
-        if self.resume:
+        if request.resume:
             check_resumable(old_meta, meta)
         else:
             self.journal.start(meta)
 
     def cells(self, run: Run) -> Iterator[Cells]:
-        plan, pins = self.plan, self.pins
+        plan, pins = self.round_plan(run), self.tuned.pins
         group = partial(Cells, fns=self.fns, plan=plan, telemetry=True)
-        if self.resume:  # the interrupted run's warm-up, re-run before continuing
+        if self.request.resume:  # the interrupted run's warm-up, re-run before continuing
             yield group(plan=replace(plan, stop=None), rounds=range(plan.warmup), rewarm=True)
-        yield group(rounds=range(next_round(self.records), plan.rounds), before_cell=pins and pins.before,
-                    after_cell=pins and pins.after, on_round_done=self.journal.append,
+        yield group(rounds=range(next_round(self.records), plan.rounds), before_cell=pins.before if pins else None,
+                    after_cell=pins.after if pins else None, on_round_done=self.journal.append,
                     label=f"bench {run.config.name}")
 
     def timed(self, run: Run, cells: Cells) -> None:
@@ -174,17 +213,18 @@ class BenchArm(Arm[BenchResult]):
         from .launcher import autotune_record  # noqa: PLC0415 - FLA after the env gate
         from .numerics import compare  # noqa: PLC0415
 
-        config, names, arm, tuned, m = run.config, run.names, self.arm, self.tuned, self.measurement
+        config, names, m = run.config, run.names, self.measurement
+        arm, tuned, pins = self.tuned.autotune, self.tuned.kernels, self.tuned.pins
         after = autotune_record()
-        unchanged = self.pins is not None or all(after[k]["cache"] == tuned[k]["cache"] and len(after[k]["cache"]) <= 1
-                                                 for k in tuned)
+        unchanged = pins is not None or all(after[k]["cache"] == tuned[k]["cache"] and len(after[k]["cache"]) <= 1
+                                            for k in tuned)
         same_config = unchanged and len({json.dumps(c, sort_keys=True) for c in arm["per_pattern"].values()}) <= 1
         if not unchanged:
             raise GateFailure("autotune: a kernel re-tuned during timing (cache changed); results would mix "
                               "configs. Check FLA_CACHE_RESULTS=0 and that all patterns share one shape")
 
-        cupti = cupti_pass(run, self.fns, m, STAGE_NAMES, self.cupti_rounds,
-                           before_pattern=self.pins and self.pins.before, per_stage=True)
+        cupti = cupti_pass(run, self.fns, m, STAGE_NAMES, self.request.cupti_rounds,
+                           before_pattern=pins.before if pins else None, per_stage=True)
 
         gates = run.gates
         per_pattern: dict[str, Any] = {}
@@ -210,8 +250,8 @@ class BenchArm(Arm[BenchResult]):
             packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
         return bench_result.build(
             name=run.output_path().stem, config=config, gates=gates, gate_detail=gate_detail, records=m.records,
-            timing=m.timing(recorded_stages(m.records), resumed=self.resume), per_pattern=per_pattern,
-            autotune={"tuned_on": arm["tuned_on"], "tune_seconds": self.tune_seconds, "kernels": tuned,
+            timing=m.timing(recorded_stages(m.records), resumed=self.request.resume), per_pattern=per_pattern,
+            autotune={"tuned_on": arm["tuned_on"], "tune_seconds": self.tuned.seconds, "kernels": tuned,
                       "same_config_all_patterns": same_config, **{k: v for k, v in arm.items() if k != "tuned_on"}},
             telemetry={"available": run.nvml().handle is not None},
             metadata=metadata, phases=run.phases.seconds(), wall_seconds=run.elapsed(), throttled=throttled,
@@ -219,21 +259,18 @@ class BenchArm(Arm[BenchResult]):
 
     def write(self, run: Run, doc: BenchResult) -> None:
         write_record(run.output_path(), doc)
-        if self.cache_entry is not None:
-            store(self.cache_entry, doc)
-        if self.summary is not None:
-            write_frame(self.summary, summary_frame(doc), "summary_row")
+        if self.tuned.cache_entry is not None:
+            store(self.tuned.cache_entry, doc)
+        if self.request.summary is not None:
+            write_frame(self.request.summary, summary_frame(doc), "summary_row")
         self.journal.discard()
 
 
-def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str | Path | None,
-              resume: bool = False, discard_journal: bool = False, tune_on: str = TUNE_PATTERN,
-              per_pattern: bool = False, autotune_from: str | None = None, cupti_rounds: int | None = None,
-              routing_files: tuple[dict, dict] | None = None, device: Any = None,
-              clock: Any = time.monotonic, tuning_cache: Path | None = None) -> dict[str, Any]:
-    """The whole benchmark; returns the result document (already written).
+def run_bench(request: BenchRequest, device: Any = None, clock: Any = time.monotonic) -> dict[str, Any]:
+    """The whole benchmark of ``request`` (:class:`nsa_exp.core.requests.BenchRequest`: every setting, built once
+    at the entry point); returns the result document (already written to ``request.output``).
 
-    ``config`` holds the command line's overrides already (:meth:`nsa_exp.core.config.Config.overridden`:
+    ``request.config`` holds the command line's overrides already (:meth:`nsa_exp.core.config.Config.overridden`:
     ``--repetitions``; the stop rule of ``bench --stop-rule`` as ``timing.stop`` from ``--stop-rule`` when the
     config has none; recorded as ``timing.stop``, :mod:`nsa_exp.analysis.stop_rule`).
     Tuning arm (issue 11; recorded under ``autotune``): ``tune_on`` (default ``local``, the seed's
@@ -247,9 +284,9 @@ def run_bench(config: Config, allow_gpu: bool, output: str | Path, summary: str 
     (:func:`nsa_exp.analysis.cupti.sizing`, recorded as ``cupti.sizing``), 0 skips it.
     ``routing_files``: ``(routings, reports)`` of :func:`nsa_exp.routing.files.file_routings`, validated
     before this is called; each is timed as one more pattern ``file:<stem>``, interleaved with the rest.
-    ``device`` (default CUDA) and ``clock`` (host seconds) are injectable (:mod:`.engine`).
+    ``device`` (default CUDA) and ``clock`` (host seconds) are injectable (:mod:`.engine`): not settings of the
+    run, so not in the request.
     """
-    files, file_reports = routing_files or ({}, {})
-    arm = BenchArm(summary, resume, discard_journal, tune_on, per_pattern, autotune_from, cupti_rounds, tuning_cache)
-    return measure(arm, Run(config, allow_gpu, Path(output), device=device, clock=clock, files=files,
-                            file_reports=file_reports))
+    files, file_reports = request.routing_files or ({}, {})
+    return measure(BenchArm(request), Run(request.config, request.allow_gpu, request.output, device=device,
+                                          clock=clock, files=files, file_reports=file_reports))

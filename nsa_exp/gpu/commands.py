@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from .. import REPO_ROOT, RESULTS_DIR
 from ..analysis.peers import format_peers
@@ -17,9 +16,7 @@ from ..core.config import Config
 from ..errors import UserError
 from ..io.store import OutputPolicy
 from ..io.strict_csv import parse_positive_ints
-from ..io.tuning_cache import check_directory
 from ..routing.config import load_config
-from ..routing.files import file_routings
 from .bench import run_bench
 from .check import run_check
 from .ncu import run_ncu
@@ -61,23 +58,12 @@ def smoke(args: argparse.Namespace) -> int:
 
 
 def bench(args: argparse.Namespace) -> int:
-    config = args.bench_config  # read, checked and with the command line's overrides folded in once (arguments.py)
-    name = args.name or config.name
-    out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
-    summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
-    cache = None if args.tuning_cache is None else check_directory(args.tuning_cache)
-    policy = _policy(args, config, ("--autotune-from", args.autotune_from),
-                     *(("--routing-file", f) for f in args.routing_file), run=name)
-    out = policy.claim(out, named=args.output is not None)
-    # the summary takes a named --output's stem; it is a default output (runs/<name>/summaries/ unless --publish)
-    summary = policy.claim(summary, named=args.summary is not None, option="--summary")
-    files = file_routings(args.routing_file, config.shape, args.require_equal_edges)  # before any GPU work
-    result = run_bench(config, args.allow_gpu, out, summary, args.resume, args.discard_journal,
-                       tune_on=args.tune_on, per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
-                       cupti_rounds=args.cupti_rounds, routing_files=files,
-                       tuning_cache=cache)
+    # one frozen request: the config with the command line's overrides folded in, the outputs claimed, the routing
+    # files read, built once by the argument checks (arguments._bench) before this handler runs
+    request = args.bench_request
+    result = run_bench(request)
     print(format_summary(result))
-    print(f"wrote {out} and {summary}")
+    print(f"wrote {request.output} and {request.summary}")
     return 0
 
 

@@ -39,6 +39,7 @@ from ..checking import compare
 from ..checking.validate import load_validated, validate_paths
 from ..core.config import Config
 from ..core.records import BenchResult
+from ..core.requests import BenchRequest
 from ..errors import GateFailure, UserError
 from ..io.metadata import git_state
 from ..io.reader import show_path
@@ -111,8 +112,8 @@ def run_reproduce(config: Config, allow_gpu: bool, out_dir: str | Path, noise_ta
                        missing_hint="generate it with `python -m nsa_exp noise-table`")
     steps.run("smoke", lambda: run_smoke(config, allow_gpu, out / SMOKE, device=device))
     timed = with_default_rule(config, "reproduce")
-    steps.run("bench", lambda: run_bench(timed, allow_gpu, result_path, summary_path, cupti_rounds=cupti_rounds,
-                                         device=device, clock=clock))
+    request = BenchRequest(timed, allow_gpu, result_path, summary_path, cupti_rounds=cupti_rounds)
+    steps.run("bench", lambda: run_bench(request, device=device, clock=clock))
     run = load_record(result_path, BenchResult)
     chosen = published_for(run.gpu_name or "", published)
 

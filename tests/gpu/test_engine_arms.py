@@ -21,6 +21,7 @@ from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import StopRule
 from nsa_exp.core.measurement import PHASES
 from nsa_exp.core.records import stage_summaries
+from nsa_exp.core.requests import BenchRequest
 from nsa_exp.core.stages import STAGE_NAMES
 from nsa_exp.routing.config import config_from_dict
 from tests.gpu.test_engine import Ticks
@@ -166,8 +167,8 @@ def test_bench_under_the_stop_rule_writes_todays_keys_and_validates(fake_gpu, tm
     from nsa_exp.gpu.launcher import _autotuner, autotuned_kernels  # noqa: PLC0415
     dkv = _autotuner(autotuned_kernels()["dkv_core"])
     dkv.cache[("another shape's key",)] = dkv.configs[0]  # what an earlier call in this process (smoke) leaves
-    doc = run_bench(config.overridden(stop=rule), True, out, tmp_path / "tiny.csv", cupti_rounds=0, device=dev,
-                    clock=Ticks(0.25))
+    doc = run_bench(BenchRequest(config.overridden(stop=rule), True, out, tmp_path / "tiny.csv", cupti_rounds=0),
+                    device=dev, clock=Ticks(0.25))
     assert ("another shape's key",) not in dkv.cache  # the bench tuned from scratch (FLA's key holds no T)
     stop = doc["timing"].pop("stop")
     assert (stop["stopped_by"], stop["rounds"], stop["source"]) == ("ci", 6, "--stop-rule")
@@ -205,13 +206,13 @@ def test_the_tuning_cache_keeps_a_fresh_tune_and_the_next_bench_replays_it(fake_
     config = config_from_dict(tiny_config(patterns=[{"name": "local"}], repetitions=5), source="tiny.json")
     costs, cache = [H200_MS[s] for s in STAGE_NAMES], tmp_path / "cache"
     cache.mkdir()
-    first = run_bench(config, True, tmp_path / "first.json", None, cupti_rounds=0, device=FakeGpu(costs),
-                      clock=Ticks(), tuning_cache=cache)
+    first = run_bench(BenchRequest(config, True, tmp_path / "first.json", None, cupti_rounds=0, tuning_cache=cache),
+                      device=FakeGpu(costs), clock=Ticks())
     entry = entry_path(cache, first["metadata"]["gpu"]["name"], first["fla"]["commit"], first["shape"], None)
     assert first["autotune"]["mode"] == "tune-on" and [p.name for p in cache.iterdir()] == [entry.name]
     assert entry.read_bytes() == (tmp_path / "first.json").read_bytes()
-    second = run_bench(config, True, tmp_path / "second.json", None, cupti_rounds=0, device=FakeGpu(costs),
-                       clock=Ticks(), tuning_cache=cache)
+    second = run_bench(BenchRequest(config, True, tmp_path / "second.json", None, cupti_rounds=0, tuning_cache=cache),
+                       device=FakeGpu(costs), clock=Ticks())
     assert second["autotune"]["mode"] == "replay" and second["autotune"]["replayed_from"]["path"] == str(entry)
     assert second["autotune"]["kernels"].keys() == first["autotune"]["kernels"].keys()
     assert {k: v["best_config"] for k, v in second["autotune"]["kernels"].items()} == \
@@ -248,9 +249,10 @@ def test_a_bench_killed_mid_run_resumes_from_its_journal_and_validates(fake_gpu,
     journal = Journal(REPO, out.stem)
     try:  # sync 1 ends the tuning pass, syncs 2.. the rounds: killed in round 3, rounds 0-2 journalled
         with pytest.raises(Killed):
-            run_bench(config, True, out, None, cupti_rounds=0, device=DyingGpu(costs, 5), clock=Ticks())
+            run_bench(BenchRequest(config, True, out, None, cupti_rounds=0), device=DyingGpu(costs, 5), clock=Ticks())
         assert journal.rounds_done() == 3 and not out.exists()
-        doc = run_bench(config, True, out, None, resume=True, cupti_rounds=0, device=FakeGpu(costs), clock=Ticks())
+        doc = run_bench(BenchRequest(config, True, out, None, resume=True, cupti_rounds=0), device=FakeGpu(costs),
+                        clock=Ticks())
     finally:
         journal.discard()
     assert doc["timing"]["resumed"] is True and doc["timing"]["repetitions"] == 5

@@ -16,6 +16,7 @@ import torch
 from nsa_exp.analysis.stop_rule import DEFAULT_RULE
 from nsa_exp.checking.compare import build as compare_results
 from nsa_exp.checking.validate import validate_paths
+from nsa_exp.core.requests import BenchRequest
 from nsa_exp.core.stages import STAGE_NAMES
 from nsa_exp.routing.config import config_from_dict
 from tests.gpu.test_engine import Ticks
@@ -50,7 +51,7 @@ def submission(fla_interpreter, tmp_path_factory):
                                                                "allow_gpu": allow, "matches_required": True})
         mp.setattr(torch.version, "cuda", "13.0")  # the fake host's CUDA (CPU torch records none)
         mp.setattr(sys, "argv", [cli, "bench", "--config", str(tmp / "tiny.json"), "--output", str(published)])
-        run_bench(config, True, published, None, cupti_rounds=0, device=FakeGpu(costs), clock=Ticks(0.25))
+        run_bench(BenchRequest(config, True, published, None, cupti_rounds=0), device=FakeGpu(costs), clock=Ticks(0.25))
         mp.setattr(sys, "argv", argv)
         code, text = run_reproduce(config, True, out, None, str(published), floor=0.02,
                                    device=FakeGpu(costs), clock=Ticks(0.25), argv=argv, cupti_rounds=0)

@@ -1,0 +1,65 @@
+"""What a command asks its arm to do, as one typed, frozen record (issue 29): the command line's settings folded
+in once, at the entry point, and passed down as one value; an arm reads them and never sets one.
+
+:class:`BenchRequest` is ``bench``'s: :mod:`nsa_exp.arguments` builds it once its checks pass (the config read
+and its overrides folded in, every output claimed under the output policy, the routing files read and
+validated), the bench door hands it to ``gpu/bench.run_bench``, and ``gpu/bench.BenchArm`` is constructed from
+it. ``reproduce`` builds its own (the flow's paths, the stop rule's default, no journal, no tuning options).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Config
+from .families import TUNE_PATTERN
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """One ``bench`` run's settings, built once at the entry point (``arguments._bench`` for the command, the flow
+    for ``reproduce``, a test for itself) and read, never changed, below it. Frozen: a field is never assigned
+    after construction (the routing files' dictionaries are handed on as they were read, not copied).
+
+    - ``config``: the experiment config (:class:`~nsa_exp.core.config.Config`) read from ``--config`` with the
+      command line's overrides folded in once (:meth:`~nsa_exp.core.config.Config.overridden`: ``--repetitions``;
+      ``--stop-rule`` as ``timing.stop`` when the config has no rule of its own). ``config.raw`` stays the file's.
+    - ``allow_gpu``: ``--allow-gpu``: run on a GPU other than the config's ``required_gpu`` (the GPU gate's
+      override, recorded in its gate).
+    - ``output``: the result JSON (schema ``result``) to write: ``--output``, else ``results/raw/<name>.json``
+      (``<name>``: ``--name``, else the config's name) moved to ``runs/<name>/`` unless ``--publish``; claimed
+      under :class:`nsa_exp.io.store.OutputPolicy` before any GPU work. Its stem names the run (the record's
+      ``name``, the journal's folder).
+    - ``summary``: the tidy summary CSV (schema ``summary_row``): ``--summary``, else
+      ``results/summaries/<output stem>.csv`` under the same policy; None writes none (tests, never the command).
+    - ``resume``: ``--resume``: continue the interrupted run's journal (its configs pinned, its warm-up re-run).
+    - ``discard_journal``: ``--discard-journal``: delete an interrupted run's journal and start over.
+    - ``tune_on``: ``--tune-on``: the routing the default arm autotunes on, once (default
+      :data:`~nsa_exp.core.families.TUNE_PATTERN`, ``local``).
+    - ``per_pattern``: ``--tune per-pattern``: tune each routing on itself and re-pin its configs before its calls.
+    - ``autotune_from``: ``--autotune-from``: a bench result whose configs are replayed (nothing tuned), as given
+      on the command line (validated by the argument checks); None: tune.
+    - ``cupti_rounds``: ``--cupti-rounds``: profiled rounds of the CUPTI pass after the timed ones; None sizes the
+      pass by need from the timed medians, 0 skips it.
+    - ``routing_files``: ``(routings, reports)`` of :func:`nsa_exp.routing.files.file_routings` for
+      ``--routing-file`` (``--require-equal-edges`` applied), both keyed ``file:<stem>``: each routing an int
+      ``[B, T, H, S]`` array of block indices, timed as one more pattern; None (or two empty dicts): none.
+    - ``tuning_cache``: ``--tuning-cache``: the folder (made when missing, :func:`nsa_exp.io.tuning_cache.
+      check_directory`) whose entry for this GPU, FLA commit and shape is replayed, or filled by a fresh tune;
+      None: no cache.
+    """
+
+    config: Config
+    allow_gpu: bool
+    output: Path
+    summary: Path | None
+    resume: bool = False
+    discard_journal: bool = False
+    tune_on: str = TUNE_PATTERN
+    per_pattern: bool = False
+    autotune_from: str | None = None
+    cupti_rounds: int | None = None
+    routing_files: tuple[dict[str, Any], dict[str, dict[str, Any]]] | None = None
+    tuning_cache: Path | None = None
