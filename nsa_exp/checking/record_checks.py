@@ -36,7 +36,7 @@ from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRI
 from ..core.gpus import gpu_spec
 from ..core.protocol import GATE_NAMES
 from ..errors import UserError
-from ..io.metadata import file_at_commit
+from ..io.metadata import commit_time, file_at_commit
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from ..routing.config import config_from_dict
@@ -196,7 +196,9 @@ def parse_utc(text: Any) -> datetime | None:
 
 def host_problems(meta: dict[str, Any], where: str = "$.metadata") -> Problems:
     """The host facts every document's ``metadata`` carries: versions parse, CUDA = torch's build, git sha
-    hex of a git length, ``created_utc`` a real instant."""
+    hex of a git length, ``created_utc`` a real instant, not in the future and not more than
+    :data:`FUTURE_SLACK_S` before its recorded commit was made (where this repository has that commit; the two
+    clocks are different hosts')."""
     problems: Problems = []
     versions = meta.get("versions", {})
     for key in ("python", "numpy", "torch", "triton", "cuda", "fla_core", "scipy"):
@@ -219,6 +221,11 @@ def host_problems(meta: dict[str, Any], where: str = "$.metadata") -> Problems:
         elif (made - (now := datetime.now(timezone.utc).replace(tzinfo=None))).total_seconds() > FUTURE_SLACK_S:
             problems.append((f"{where}.created_utc", f"{meta['created_utc']} is in the future (this host's clock "
                              f"reads {now.strftime(UTC_FORMAT)})"))
+        elif SHA_RE.match(sha := str(git.get("sha") or "")) and (then := commit_time(sha, REPO_ROOT)) is not None \
+                and made.replace(tzinfo=timezone.utc).timestamp() < then - FUTURE_SLACK_S:
+            problems.append((f"{where}.created_utc", f"{meta['created_utc']}, before its recorded commit {sha[:12]} "
+                             f"was made ({datetime.fromtimestamp(then, timezone.utc).strftime(UTC_FORMAT)}): a run "
+                             "records the commit it ran, which exists before it"))
     return problems
 
 

@@ -47,6 +47,24 @@ def file_at_commit(sha: str, path: str, repo: str | Path = ".") -> bytes | None:
     return _AT_COMMIT[key]
 
 
+_COMMIT_TIMES: dict[tuple[str, str], int | None] = {}
+
+
+def commit_time(sha: str, repo: str | Path = ".") -> int | None:
+    """The committer time (Unix seconds) of commit ``sha`` in the git repository at ``repo``
+    (``git show -s --format=%ct``), or None when git or the commit is not there."""
+    key = (str(Path(repo).resolve()), sha)
+    if key not in _COMMIT_TIMES:
+        try:
+            out = subprocess.run(["git", "-C", key[0], "show", "-s", "--format=%ct", f"{sha}^{{commit}}"],
+                                 capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            out = None
+        text = out.stdout.strip() if out is not None and out.returncode == 0 else ""
+        _COMMIT_TIMES[key] = int(text) if text.isdigit() else None
+    return _COMMIT_TIMES[key]
+
+
 def git_state() -> dict[str, Any]:
     """This repo's commit and whether the tree has uncommitted changes (``sha`` None outside git)."""
     def git(*args: str) -> str | None:

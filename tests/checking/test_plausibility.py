@@ -57,3 +57,16 @@ def test_deleting_the_power_limit_leaves_a_ceiling_not_an_open_bound():
     doc["telemetry"]["samples"][0]["power_w"] = 99999.0
     failed = _failures(doc)
     assert "$.telemetry.samples[0].power_w" in failed.get("telemetry_plausible", []), failed
+
+
+def test_a_run_dated_before_the_commit_it_records_fails_and_an_unknown_commit_is_not_judged():
+    """A result records the commit it ran (metadata.git.sha), which existed before it: the committed stop run ran
+    532868e at 2026-12-04 19:45 UTC; dated a month earlier it fails (a forger's leftover of 2026-12-04). A commit
+    this repository does not have is not judged by its time."""
+    from nsa_exp.checking.record_checks import host_problems  # noqa: PLC0415
+
+    meta = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())["metadata"]
+    assert host_problems(meta) == []
+    early = {**meta, "created_utc": "2026-11-04T19:45:00Z"}
+    assert [p for p, _ in host_problems(early)] == ["$.metadata.created_utc"]
+    assert host_problems({**early, "git": {**meta["git"], "sha": "f" * 40}}) == []
