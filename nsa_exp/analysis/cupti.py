@@ -322,10 +322,14 @@ def cupti_problems(doc: dict[str, Any], paired_method: str = METHOD_PAIRED) -> l
     if "sizing" in block:  # a pass sized by need: its rounds recompute from the document's own timed medians
         medians = {p: {s: st["median_ms"] for s, st in v.get("stages", {}).items()} for p, v in doc["patterns"].items()}
         sized = block["sizing"]
-        want = sizing(medians, {**SIZING, **{k: sized[k] for k in SIZING if k in sized}}, "calls" in sized)
+        want = sizing(medians, SIZING, "calls" in sized)  # the code's rule, never the document's (a forger's trial
+        # of 2026-12-04 set min_rounds = max_rounds = 1 and kept the one call per stage that agreed)
         if len(want) != len(sized) or want != sized or block["rounds"] != want["rounds"]:
             problems.append(("$.cupti.sizing", f"recorded {sized} (rounds {block['rounds']}), but the timed medians "
-                             f"give {want}"))
+                             f"give {want} under the code's rule {SIZING}"))
+        if "calls" in sized and not paired:
+            problems.append(("$.cupti.sizing.calls", "a pass sized per stage (issue 30) pairs each call's events "
+                             "(event_ms); this block has none"))
     before = len(problems)
     for key in ("median_kernel_ms", *(("event_ms", "median_event_ms") if paired else ())):
         if cells(key) != profiled:  # every map of the block covers the same pattern x stage cells

@@ -22,8 +22,8 @@ from ..core.kinds import schema_version
 from ..core.records import BenchResult, PatternRun, StageSum, Timing, stage_records
 from . import record_checks
 from .autotune_checks import autotune_arm_problems, autotune_configs
-from .checks import Add, Context, guarded
-from .record_checks import run_record
+from .checks import Add, Context, Problems, guarded
+from .record_checks import argv_option, run_record
 from .routing_checks import (
     config_rule_checks,
     edge_problems,
@@ -58,7 +58,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     add("autotune_arm", autotune_arm_problems(doc))
     autotune_configs(doc, add)
     if "cupti" in doc:  # issue 14: CUDA-event vs kernel-time medians (nsa_exp.analysis.cupti states the rule)
-        add("cupti_agreement", cupti_problems(doc))
+        guarded("cupti_agreement", add, cupti_check, doc, add)
     config_rule_checks(doc, add, ctx, timing=timing_recompute)
     guarded("reproduction_flags", add, reproduction_flags, doc, add)
     guarded("telemetry_recompute", add, telemetry_recompute, doc, add, ctx.warnings, ctx.unverified)
@@ -75,6 +75,28 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     ctx.unverified += unverified(doc)
     ctx.unverified += routing_file_recompute(doc, ctx.routing_files, add)
     guarded("stop_rule", add, stop_rule_check, doc, add, ctx)
+
+
+def cupti_check(doc: dict[str, Any], add: Add) -> None:
+    """``cupti_agreement``: the agreement rule on the pass (:func:`nsa_exp.analysis.cupti.cupti_problems`) and its
+    rounds against the recorded argv (:func:`cupti_size_problems`)."""
+    add("cupti_agreement", cupti_problems(doc) + cupti_size_problems(doc))
+
+
+def cupti_size_problems(doc: dict[str, Any]) -> Problems:
+    """How many rounds bench's pass ran, against the recorded argv: ``--cupti-rounds N`` gives N rounds; without it
+    a pass that pairs its events (issue 28, after issue 27's sizing) was sized by need and records ``sizing``
+    (a forger's trial of 2026-12-04: a paired block stripped of its sizing, cut to one call per stage, passed)."""
+    block, argv = doc["cupti"], [str(a) for a in doc.get("metadata", {}).get("argv", [])]
+    given, paired = argv_option(argv, "--cupti-rounds"), "event_ms" in block or "median_event_ms" in block
+    if given is not None:
+        return [] if given.isdigit() and int(given) == block.get("rounds") and "sizing" not in block else \
+            [("$.cupti.rounds", f"{block.get('rounds')} rounds (sizing {'recorded' if 'sizing' in block else 'none'}), "
+                                f"but the recorded argv gives --cupti-rounds {given}")]
+    if paired and "sizing" not in block:
+        return [("$.cupti.sizing", "missing: without --cupti-rounds in the recorded argv a pass with paired events "
+                                   "is sized by need and records its sizing")]
+    return []
 
 
 def phases_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.cupti import METHOD_MARKED, SIZING, cupti_problems, profiler_shift
+from ..analysis.cupti import METHOD_MARKED, cupti_problems, profiler_shift
 from ..analysis.peers import peer_summary
 from ..analysis.reproduction import judge_naive
 from ..analysis.stop_rule import DEFAULT_RULE
@@ -163,14 +163,10 @@ MAX_PROFILER_SHIFT = 1.5
 def marked_cupti_problems(doc: dict[str, Any]) -> Problems:
     """Bench's CUPTI agreement on the cells, for the peer arm's marked pass
     (:data:`~nsa_exp.analysis.cupti.METHOD_MARKED`: each range bounded by empty spins, so a backward that autograd's
-    device thread launches is inside it); the sizing rule the code's (:data:`~nsa_exp.analysis.cupti.SIZING`), no
+    device thread launches is inside it; its sizing rule the code's, as bench's), no
     profiled call of a GPU run without kernel time, and each profiled event median within
     [:data:`MIN_PROFILER_SHIFT`, :data:`MAX_PROFILER_SHIFT`] of its timed median."""
     problems = cupti_problems(doc, METHOD_MARKED)
-    sized = doc["cupti"].get("sizing")
-    if sized is not None and any(sized.get(k) != v for k, v in SIZING.items()):
-        problems.append(("$.cupti.sizing", f"{ {k: sized.get(k) for k in SIZING} }: peer-bench sizes its pass by "
-                         f"{SIZING}"))
     zero = [(cell, stage) for cell, by in doc["cupti"].get("kernel_ms", {}).items() for stage, calls in by.items()
             if any(not x > 0 for x in calls)]
     if zero and gpu_run(doc):

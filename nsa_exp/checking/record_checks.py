@@ -47,11 +47,15 @@ SM_RANGE = (1, 1024)
 VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
 DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{1,3})?$")
 CC_RE = re.compile(r"^\d{1,2}\.\d$")
-SHA_RE = re.compile(r"^(?:[0-9a-f]{7,40}|[0-9a-f]{64})$")  # git's abbreviations (>= 7), SHA-1, SHA-256
+SHA_RE = re.compile(r"\A(?:[0-9a-f]{7,40}|[0-9a-f]{64})\Z")  # git's abbreviations (>= 7), SHA-1, SHA-256 (\Z: no "\n")
 TORCH_CUDA_RE = re.compile(r"\+cu(\d+)(\d)$")  # 2.11.0+cu130 -> CUDA 13.0
 UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 #: A document cannot be created after it is read: the slack for a clock that runs ahead of the reader's.
 FUTURE_SLACK_S = 3600
+#: how far a document may be dated before the commit it records (the GPU host's clock against the committer's):
+#: a run reads the noise table and configs of that commit, so it cannot predate it (a forger's trial of 2026-12-04
+#: pinned a run's floors to the later commit that added the run to the table, 44 min after the run)
+COMMIT_SLACK_S = 300
 #: The oldest Linux driver (major version) each CUDA major runs on, with minor-version compatibility: NVIDIA's
 #: CUDA Toolkit release notes, "CUDA Toolkit and Minimum Required Driver Version for CUDA Minor Version
 #: Compatibility" (CUDA 12.x: >= 525.60.13; CUDA 13.x: >= 580).
@@ -197,7 +201,7 @@ def parse_utc(text: Any) -> datetime | None:
 def host_problems(meta: dict[str, Any], where: str = "$.metadata") -> Problems:
     """The host facts every document's ``metadata`` carries: versions parse, CUDA = torch's build, git sha
     hex of a git length, ``created_utc`` a real instant, not in the future and not more than
-    :data:`FUTURE_SLACK_S` before its recorded commit was made (where this repository has that commit; the two
+    :data:`COMMIT_SLACK_S` before its recorded commit was made (where this repository has that commit; the two
     clocks are different hosts')."""
     problems: Problems = []
     versions = meta.get("versions", {})
@@ -222,7 +226,7 @@ def host_problems(meta: dict[str, Any], where: str = "$.metadata") -> Problems:
             problems.append((f"{where}.created_utc", f"{meta['created_utc']} is in the future (this host's clock "
                              f"reads {now.strftime(UTC_FORMAT)})"))
         elif SHA_RE.match(sha := str(git.get("sha") or "")) and (then := commit_time(sha, REPO_ROOT)) is not None \
-                and made.replace(tzinfo=timezone.utc).timestamp() < then - FUTURE_SLACK_S:
+                and made.replace(tzinfo=timezone.utc).timestamp() < then - COMMIT_SLACK_S:
             problems.append((f"{where}.created_utc", f"{meta['created_utc']}, before its recorded commit {sha[:12]} "
                              f"was made ({datetime.fromtimestamp(then, timezone.utc).strftime(UTC_FORMAT)}): a run "
                              "records the commit it ran, which exists before it"))
@@ -419,20 +423,24 @@ def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, fl
     for ``stages`` (:func:`nsa_exp.analysis.noise_table.compare_floors`) from the noise table the repository held at
     the recorded commit of a clean tree (``git show <sha>:results/noise/floors.json``). Where that table is not at
     hand (no clean commit recorded, git or the commit absent: a copied tree, another repository), the reason, so
-    the caller lists the floors as unverified. Today's table is not the one to judge by: later runs change it."""
+    the caller lists the floors as unverified; an empty dict where the commit is here but holds no readable table
+    (no run under the verdict rule could have read floors there). Today's table is not the one to judge by: later
+    runs change it."""
     git = doc.get("metadata", {}).get("git") or {}
     sha = str(git.get("sha") or "")
     if not SHA_RE.match(sha) or git.get("dirty") is not False:
         return (f"the run's tree is not a recorded clean commit (metadata.git {git}), so the noise table it read "
                 "is unknown")
+    if commit_time(sha, REPO_ROOT) is None:
+        return f"the recorded commit {sha[:12]} is not a commit of this repository (or git is not at hand)"
     then = file_at_commit(sha, NOISE_TABLE, REPO_ROOT)
     try:
         table = parse_strict(then) if then is not None else None
         rows = floors_of(table) if isinstance(table, dict) else None
     except (_Rejected, UserError, KeyError, TypeError, ValueError):
         rows = None
-    if rows is None:
-        return f"{NOISE_TABLE} at the recorded commit {sha[:12]} is not readable in this repository"
+    if rows is None:  # the commit is here: the run's verdict rule read a table it did not have
+        return {}
     gpu = (doc.get("metadata", {}).get("gpu") or {}).get("name")
     return compare_floors(rows, stages, [gpu], FALLBACK_FLOOR)[0]
 

@@ -217,6 +217,9 @@ def stop_floors_problems(doc: dict[str, Any], ctx: Context | None) -> Problems:
         if ctx is not None:
             ctx.unverifiable("$.timing.stop.floors", want)
         return []
+    if not want:
+        return [("$.timing.stop.floors", "the recorded commit holds no readable results/noise/floors.json, so a run "
+                                         "of it under the verdict rule had no floors to read")]
     return [] if stop["floors"] == want else [("$.timing.stop.floors", f"{stop['floors']}: the noise table at the "
                                                 f"recorded commit gives {want} for this GPU's timed stages")]
 

@@ -37,7 +37,7 @@ _AT_COMMIT: dict[tuple[str, str], bytes | None] = {}
 def file_at_commit(sha: str, path: str, repo: str | Path = ".") -> bytes | None:
     """``path`` as the git repository at ``repo`` held it at commit ``sha`` (``git show sha:path``), or None
     when git, the commit or the file is not there (a shallow clone, another repository, a copied tree)."""
-    key = (str(Path(repo).resolve()), f"{sha}:{path}")
+    key = (str(Path(repo).resolve()), f"{sha}^{{commit}}:{path}")  # a commit's tree, never a tree object's
     if key not in _AT_COMMIT:
         try:
             out = subprocess.run(["git", "-C", key[0], "show", key[1]], capture_output=True, timeout=10)

@@ -3,6 +3,7 @@ fed fake FunctionEvent-like events here), and validate holds them against the CU
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 
@@ -259,3 +260,31 @@ def test_a_cupti_block_that_hides_a_cell_or_loosens_its_rule_fails_validate(forg
     doc = json.loads(STOP.read_text())
     forge(doc["cupti"])
     assert path in [f["path"] for f in _check(doc)["failures"]]
+
+
+def test_a_forged_sizing_rule_a_stripped_sizing_or_a_per_stage_map_without_events_fails():
+    """A forger's trial of 2026-12-04: a rule of one call per stage (keeping the call that agreed), a paired
+    block stripped of its sizing and cut to one round, and a per-stage map without paired events all passed."""
+    from nsa_exp.analysis.cupti import METHOD_BUSY, sizing  # noqa: PLC0415
+
+    one_call = _per_stage()
+    c = one_call["cupti"]
+    rule = {"target_ms": 5.0, "min_rounds": 1, "max_rounds": 1}
+    for key in ("kernel_ms", "event_ms"):
+        c[key] = {p: {s: v[:1] for s, v in st.items()} for p, st in c[key].items()}
+    c["median_kernel_ms"] = {p: {s: v[0] for s, v in st.items()} for p, st in c["kernel_ms"].items()}
+    c["median_event_ms"] = {p: {s: v[0] for s, v in st.items()} for p, st in c["event_ms"].items()}
+    medians = {p: {s: st["median_ms"] for s, st in v["stages"].items()} for p, v in one_call["patterns"].items()}
+    c["sizing"], c["rounds"] = sizing(medians, rule, per_stage=True), 1
+    assert "$.cupti.sizing" in [f["path"] for f in _check(one_call)["failures"]]
+    stripped = copy.deepcopy(one_call)  # no sizing at all, one round: the argv asked for no --cupti-rounds
+    del stripped["cupti"]["sizing"]
+    assert "$.cupti.sizing" in [f["path"] for f in _check(stripped)["failures"]]
+    asked = copy.deepcopy(stripped)  # ... unless the argv gave --cupti-rounds 1
+    asked["metadata"]["argv"] += ["--cupti-rounds", "1"]
+    assert "$.cupti.sizing" not in [f["path"] for f in _check(asked).get("failures", [])]
+    unpaired = _per_stage()
+    for key in ("event_ms", "median_event_ms"):
+        del unpaired["cupti"][key]
+    unpaired["cupti"]["method"] = METHOD_BUSY
+    assert "$.cupti.sizing.calls" in [f["path"] for f in _check(unpaired)["failures"]]

@@ -143,3 +143,28 @@ def test_the_verdict_rules_floors_are_the_noise_table_the_run_read_at_its_commit
     ctx = Context("x")
     assert stop_floors_problems(elsewhere, ctx) == []
     assert [u["path"] for u in ctx.unverified] == ["$.timing.stop.floors"]
+
+
+def test_floors_cannot_be_pinned_to_a_later_commit_a_tree_object_or_a_sha_with_a_newline():
+    """A forger's trial of 2026-12-04: the floors of 4d939b8 (the commit that added this run to the table, 44 min
+    after the run) passed; so did a tree object's sha, and a sha ending in a newline (listed as unverified)."""
+    from nsa_exp.checking.checks import Context  # noqa: PLC0415
+    from nsa_exp.checking.record_checks import floors_at_commit, host_problems  # noqa: PLC0415
+    from nsa_exp.io.metadata import file_at_commit  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    later = copy.deepcopy(doc)
+    later["metadata"]["git"]["sha"] = "4d939b867c4cb1e3f016d21f86295ad1caf4db9d"
+    assert "$.metadata.created_utc" in [p for p, _ in host_problems(later["metadata"])]
+    tree = file_at_commit("532868e2114830434b6aa4a5ecbeb1a2e07a543c", "results/noise/floors.json", REPO)
+    assert tree is not None  # a commit reads; a tree object's sha does not
+    import subprocess  # noqa: PLC0415
+    tree_sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "532868e2114830434b6aa4a5ecbeb1a2e07a543c^{tree}"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert file_at_commit(tree_sha, "results/noise/floors.json", REPO) is None
+    newline = copy.deepcopy(doc)
+    newline["metadata"]["git"]["sha"] += "\n"
+    assert "$.metadata.git.sha" in [p for p, _ in host_problems(newline["metadata"])]
+    assert isinstance(floors_at_commit(newline, ["csr"]), str)
+    ctx = Context("x")
+    assert stop_rule_problems(doc, ctx) == [] and ctx.unverified == []
