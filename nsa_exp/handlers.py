@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import REPO_ROOT
-from .analysis.compare import DEFAULT_FLOOR, check_resamples
+from .analysis.compare import DEFAULT_FLOOR, check_compare_arguments, check_resamples
 from .analysis.compare import format_table as format_compare_table
 from .analysis.flush_study import format_table as format_flush_table
 from .analysis.noise_table import NOISE_TABLE
@@ -144,7 +144,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    check_resamples(args.resamples)
+    check_compare_arguments(args.noise_from, args.floor, args.fail_on, args.resamples)  # the options before any file
     output = (f"results/compare/{Path(args.a).stem}_vs_{Path(args.b).stem}{'_cycles' if args.cycles else ''}.json"
               if args.output is None else args.output)
     if Path(args.a).resolve() == Path(args.b).resolve():
