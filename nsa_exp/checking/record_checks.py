@@ -418,6 +418,14 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
     add("config_provenance", problems)
 
 
+def recorded_clean_commit(doc: dict[str, Any]) -> str | None:
+    """The commit a document records when its tree was clean (``metadata.git``: a sha of git's forms, ``dirty``
+    false), else None: only then do the repository's files at that commit show what the run read."""
+    git = doc.get("metadata", {}).get("git") or {}
+    sha = str(git.get("sha") or "")
+    return sha if SHA_RE.match(sha) and git.get("dirty") is False else None
+
+
 def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, float] | str:
     """The verdict stop rule's floors as the run read them at its start: ``compare``'s floors of the document's GPU
     for ``stages`` (:func:`nsa_exp.analysis.noise_table.compare_floors`) from the noise table the repository held at
@@ -426,11 +434,10 @@ def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, fl
     the caller lists the floors as unverified; an empty dict where the commit is here but holds no readable table
     (no run under the verdict rule could have read floors there). Today's table is not the one to judge by: later
     runs change it."""
-    git = doc.get("metadata", {}).get("git") or {}
-    sha = str(git.get("sha") or "")
-    if not SHA_RE.match(sha) or git.get("dirty") is not False:
-        return (f"the run's tree is not a recorded clean commit (metadata.git {git}), so the noise table it read "
-                "is unknown")
+    sha = recorded_clean_commit(doc)
+    if sha is None:
+        return (f"the run's tree is not a recorded clean commit (metadata.git {doc.get('metadata', {}).get('git')}), "
+                "so the noise table it read is unknown")
     if commit_time(sha, REPO_ROOT) is None:
         return f"the recorded commit {sha[:12]} is not a commit of this repository (or git is not at hand)"
     then = file_at_commit(sha, NOISE_TABLE, REPO_ROOT)
@@ -448,9 +455,8 @@ def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, fl
 def _config_against_file(doc: dict[str, Any], ctx: Context, path: str, config: dict[str, Any] | None) -> Problems:
     """The embedded config against its file: exactly the file as the repository held it at the recorded
     commit (a clean tree), else the experiment fields of the file at hand today, else unverified."""
-    git = doc.get("metadata", {}).get("git") or {}
-    sha = git.get("sha")
-    then = file_at_commit(sha, path) if sha and SHA_RE.match(str(sha)) and git.get("dirty") is False else None
+    sha = recorded_clean_commit(doc)
+    then = file_at_commit(sha, path) if sha is not None else None
     try:
         then_doc = parse_strict(then) if then is not None else None
     except _Rejected:

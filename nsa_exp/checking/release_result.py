@@ -47,7 +47,7 @@ from ..routing.fanin import routing_statistics
 from ..routing.patterns import routing_sha256
 from . import record_checks
 from .checks import Add, Context, guarded
-from .record_checks import SHA_RE
+from .record_checks import recorded_clean_commit
 from .routing_checks import edge_problems, pattern_set, regenerated, routing_file_recompute, routing_recompute
 from .run_checks import telemetry_recompute
 from .stats_checks import stats_checks
@@ -171,11 +171,10 @@ def _release_config(doc: dict[str, Any], add: Add, unverified: list) -> None:
     ``<release name>-T<T>[-B<B>-H<H>-HQ<HQ>]``, that point's T, and B, H, HQ = its ``shape`` (else the base
     config's, read at the same commit); the result's name ``<label>-T<T>[-B<B>-H<H>-G<G>]``."""
     problems = []
-    raw, cfg, git = doc["release_config"], doc["config"], doc["metadata"].get("git") or {}
-    sha, path = str(git.get("sha") or ""), doc.get("config_path")
-    clean = bool(SHA_RE.match(sha)) and git.get("dirty") is False
-    then = file_at_commit(sha, path, REPO_ROOT) if clean and path else None
-    base_then = file_at_commit(sha, str(raw.get("base_config")), REPO_ROOT) if clean else None
+    raw, cfg = doc["release_config"], doc["config"]
+    commit, path = recorded_clean_commit(doc), doc.get("config_path")
+    then = file_at_commit(commit, path, REPO_ROOT) if commit is not None and path else None
+    base_then = file_at_commit(commit, str(raw.get("base_config")), REPO_ROOT) if commit is not None else None
     try:
         then_doc = parse_strict(then) if then is not None else None
         base_doc = parse_strict(base_then) if base_then is not None else None
@@ -183,7 +182,7 @@ def _release_config(doc: dict[str, Any], add: Add, unverified: list) -> None:
         then_doc = base_doc = None
     if isinstance(then_doc, dict):
         if then_doc != raw:
-            problems.append(("$.release_config", f"differs from {path} at the recorded commit {sha[:12]}"))
+            problems.append(("$.release_config", f"differs from {path} at the recorded commit {str(commit)[:12]}"))
     else:
         unverified.append({"path": "$.release_config", "why": f"{path} at the recorded commit is not at hand (another "
                            "repository, a shallow clone or a dirty tree): the embedded release config is taken as is"})

@@ -161,13 +161,14 @@ def timed_rounds(doc: dict[str, Any]) -> dict[str, int] | None:
     return dict(Counter(p for order in t["round_orders"][t["warmup_rounds"]:] for p in order))
 
 
-def verdict_rule_problems(doc: dict[str, Any]) -> Problems:
+def verdict_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Problems:
     """The verdict rule's trace rebuilt: :func:`nsa_exp.analysis.stop_rule.rerun` feeds the document's own
     observations, in its recorded orders and wall clock, to the tracker that ran it, and each field it records
     (every trace entry with the routings it dropped, the reason, the rounds, each routing's timed rounds, what
     held the run, the rounds saved, the timed orders) is diffed with the recorded one. The floors are read from
-    the noise table at the run's start: checked to be fractions covering every timed stage, not against today's
-    table (which later runs change)."""
+    the noise table at the run's start: fractions covering every timed stage, and the table's at the recorded
+    commit (:func:`stop_floors_problems`; unverified on ``ctx`` where it is not at hand), not today's table (which
+    later runs change)."""
     stop, problems = doc["timing"]["stop"], []
     stages = {s for p in doc["patterns"].values() for s in p["stages"]}
     floors = stop.get("floors")
@@ -175,6 +176,7 @@ def verdict_rule_problems(doc: dict[str, Any]) -> Problems:
             not all(isinstance(v, (int, float)) and 0 < v < 1 for v in floors.values()):
         return [("$.timing.stop.floors", f"the verdict rule needs a floor in (0, 1) for every timed stage "
                                          f"{sorted(stages)}; recorded {floors!r}")]
+    problems += stop_floors_problems(doc, sorted(stages), ctx)
     tracker, orders = rerun(doc)
     got_trace, want_trace = stop["trace"], tracker.trace
     for i, (got, want) in enumerate(zip(got_trace, want_trace, strict=False)):
@@ -205,13 +207,12 @@ def verdict_rule_problems(doc: dict[str, Any]) -> Problems:
     return problems
 
 
-def stop_floors_problems(doc: dict[str, Any], ctx: Context | None) -> Problems:
-    """The verdict rule's recorded floors against the noise table the run read
+def stop_floors_problems(doc: dict[str, Any], stages: list[str], ctx: Context | None) -> Problems:
+    """The verdict rule's recorded floors of the timed ``stages`` against the noise table the run read
     (:func:`.record_checks.floors_at_commit`: the repository's at the recorded commit); listed on ``ctx`` as
     unverified where that table is not at hand. A forger's hole of 2026-12-04: floors edited together with a
     re-cut trace passed, since the trace is recomputed from the recorded floors."""
     stop = doc["timing"]["stop"]
-    stages = sorted({s for p in doc["patterns"].values() for s in p["stages"]})
     want = floors_at_commit(doc, stages)
     if isinstance(want, str):
         if ctx is not None:
@@ -257,9 +258,7 @@ def stop_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Probl
         if n != timing["repetitions"] or n > stop["max_rounds"]:
             problems.append(("$.timing.stop.rounds", f"{n} rounds, timing.repetitions {timing['repetitions']}, "
                                                      f"max_rounds {stop['max_rounds']}: must agree"))
-        problems += verdict_rule_problems(doc)
-        return problems + (stop_floors_problems(doc, ctx) if not any(p == "$.timing.stop.floors"
-                                                                     for p, _ in problems) else [])
+        return problems + verdict_rule_problems(doc, ctx)
     if n != timing["repetitions"] or len(trace) != n or n > stop["max_rounds"]:
         problems.append(("$.timing.stop.rounds", f"{n} rounds, {len(trace)} trace entries, timing.repetitions "
                                                  f"{timing['repetitions']}, max_rounds {stop['max_rounds']}: "

@@ -12,6 +12,7 @@ import os
 import platform
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -31,38 +32,29 @@ def nvidia_gpu_visible() -> bool:
     return os.path.exists("/dev/nvidiactl") and os.path.exists("/dev/nvidia0")
 
 
-_AT_COMMIT: dict[tuple[str, str], bytes | None] = {}
+@cache
+def _git_output(repo: str, *args: str) -> bytes | None:
+    """``git -C repo ARGS``'s stdout, or None when git fails or is not there (cached: a commit's contents never
+    change)."""
+    try:
+        out = subprocess.run(["git", "-C", repo, *args], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
 
 
 def file_at_commit(sha: str, path: str, repo: str | Path = ".") -> bytes | None:
     """``path`` as the git repository at ``repo`` held it at commit ``sha`` (``git show sha:path``), or None
     when git, the commit or the file is not there (a shallow clone, another repository, a copied tree)."""
-    key = (str(Path(repo).resolve()), f"{sha}^{{commit}}:{path}")  # a commit's tree, never a tree object's
-    if key not in _AT_COMMIT:
-        try:
-            out = subprocess.run(["git", "-C", key[0], "show", key[1]], capture_output=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            out = None
-        _AT_COMMIT[key] = out.stdout if out is not None and out.returncode == 0 else None
-    return _AT_COMMIT[key]
-
-
-_COMMIT_TIMES: dict[tuple[str, str], int | None] = {}
+    return _git_output(str(Path(repo).resolve()), "show", f"{sha}^{{commit}}:{path}")  # a commit's, never a tree's
 
 
 def commit_time(sha: str, repo: str | Path = ".") -> int | None:
     """The committer time (Unix seconds) of commit ``sha`` in the git repository at ``repo``
     (``git show -s --format=%ct``), or None when git or the commit is not there."""
-    key = (str(Path(repo).resolve()), sha)
-    if key not in _COMMIT_TIMES:
-        try:
-            out = subprocess.run(["git", "-C", key[0], "show", "-s", "--format=%ct", f"{sha}^{{commit}}"],
-                                 capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            out = None
-        text = out.stdout.strip() if out is not None and out.returncode == 0 else ""
-        _COMMIT_TIMES[key] = int(text) if text.isdigit() else None
-    return _COMMIT_TIMES[key]
+    out = _git_output(str(Path(repo).resolve()), "show", "-s", "--format=%ct", f"{sha}^{{commit}}")
+    text = out.decode(errors="replace").strip() if out is not None else ""
+    return int(text) if text.isdigit() else None
 
 
 def git_state() -> dict[str, Any]:

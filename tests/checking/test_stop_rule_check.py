@@ -133,15 +133,16 @@ def test_the_verdict_rules_floors_are_the_noise_table_the_run_read_at_its_commit
 
     doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
     ctx = Context("e1_h200_stop.json")
-    assert stop_floors_problems(doc, ctx) == [] and ctx.unverified == []
+    stages = sorted(doc["timing"]["stop"]["floors"])  # every timed stage
+    assert stop_floors_problems(doc, stages, ctx) == [] and ctx.unverified == []
     loosened = copy.deepcopy(doc)
     loosened["timing"]["stop"]["floors"]["dkv_core"] *= 3  # sink-heavy's dK/dV would have converged far sooner
-    assert [p for p, _ in stop_floors_problems(loosened, Context("x"))] == ["$.timing.stop.floors"]
+    assert [p for p, _ in stop_floors_problems(loosened, stages, Context("x"))] == ["$.timing.stop.floors"]
     assert "$.timing.stop.floors" in [p for p, _ in stop_rule_problems(loosened, Context("x"))]  # with the trace's
     elsewhere = copy.deepcopy(loosened)  # a commit this repository does not have: not judged, listed
     elsewhere["metadata"]["git"]["sha"] = "0" * 40
     ctx = Context("x")
-    assert stop_floors_problems(elsewhere, ctx) == []
+    assert stop_floors_problems(elsewhere, stages, ctx) == []
     assert [u["path"] for u in ctx.unverified] == ["$.timing.stop.floors"]
 
 
