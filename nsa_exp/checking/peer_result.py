@@ -53,7 +53,7 @@ from ..routing.block_mask import is_tile_shared, score_pairs
 from ..routing.config import config_from_dict
 from ..routing.patterns import generate_routing, routing_sha256
 from .autotune_checks import autotune_configs
-from .bench_result import phases_problems
+from .bench_result import cupti_size_problems, phases_problems
 from .checks import Add, Context, Problems, guarded
 from .record_checks import argv_option, config_provenance, config_semantics, run_record, wall_plausible
 from .sources import deep_diff
@@ -163,10 +163,10 @@ MAX_PROFILER_SHIFT = 1.5
 def marked_cupti_problems(doc: dict[str, Any]) -> Problems:
     """Bench's CUPTI agreement on the cells, for the peer arm's marked pass
     (:data:`~nsa_exp.analysis.cupti.METHOD_MARKED`: each range bounded by empty spins, so a backward that autograd's
-    device thread launches is inside it; its sizing rule the code's, as bench's), no
+    device thread launches is inside it; its sizing rule the code's and its rounds the recorded argv's, as bench's), no
     profiled call of a GPU run without kernel time, and each profiled event median within
     [:data:`MIN_PROFILER_SHIFT`, :data:`MAX_PROFILER_SHIFT`] of its timed median."""
-    problems = cupti_problems(doc, METHOD_MARKED)
+    problems = cupti_problems(doc, METHOD_MARKED) + cupti_size_problems(doc)
     zero = [(cell, stage) for cell, by in doc["cupti"].get("kernel_ms", {}).items() for stage, calls in by.items()
             if any(not x > 0 for x in calls)]
     if zero and gpu_run(doc):

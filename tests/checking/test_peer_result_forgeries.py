@@ -229,3 +229,14 @@ def test_a_peer_result_carries_the_current_or_an_earlier_not_timed_list_and_noth
         assert "$.not_timed" not in _failures(copy.deepcopy(doc), tmp_path)
     doc["not_timed"] = {**NOT_TIMED, "Liger-Kernel NSA": NOT_TIMED_EARLIER[0]["flash-sparse-attn"]}  # a mix of both
     assert "$.not_timed" in _failures(doc, tmp_path)
+
+
+def test_a_peer_pass_stripped_of_its_sizing_fails_as_benchs_does():
+    """Bench's twin (a forger's trial of 2026-12-04): without --cupti-rounds in the recorded argv a pass with paired
+    events was sized by need and records its sizing; peer-bench's pass is sized the same way."""
+    from nsa_exp.checking.peer_result import as_bench_view, marked_cupti_problems  # noqa: PLC0415
+
+    doc = as_bench_view(json.loads((REPO / "results" / "peers" / "peers_h200_T8192.json").read_text()))
+    assert marked_cupti_problems(doc) == []
+    del doc["cupti"]["sizing"]
+    assert "$.cupti.sizing" in [p for p, _ in marked_cupti_problems(doc)]
