@@ -37,7 +37,8 @@ def pytest_configure(config: pytest.Config) -> None:
     on the xdist controller (or the one process without xdist) before any worker starts, so the workers and every
     child they run (documented commands, door cases, forged documents) share the routings each regenerates: each
     is regenerated at least once per session. A variable the user set (an empty one: no memo) is kept as it is.
-    Tests that exist to recompute under other numerics unset it (tests/checking/test_perturbed_numerics.py)."""
+    The memo keys hold numpy's and scipy's versions, so a child under another pin set recomputes
+    (tests/checking/test_perturbed_numerics.py)."""
     if hasattr(config, "workerinput") or MEMO_ENV in os.environ:
         return
     folder = tempfile.mkdtemp(prefix="nsa-exp-memo-")

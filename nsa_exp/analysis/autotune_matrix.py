@@ -10,10 +10,9 @@ import json
 from typing import Any
 
 import numpy as np
-from scipy.stats import bootstrap
 
 from ..core.families import BASELINE_PATTERN
-from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED, bootstrap_ratio_ci
+from .bootstrap import bootstrap_ratio_ci, percentile_ci
 
 
 def config_text(cfg: dict[str, Any]) -> str:
@@ -34,10 +33,7 @@ def paired_cells(a: dict[str, Any], b: dict[str, Any]) -> tuple[np.ndarray, np.n
 
 def diff_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """95% CI of median(a) − median(b), rounds resampled as pairs (scipy.stats.bootstrap, paired)."""
-    res = bootstrap((a, b), lambda x, y, axis=-1: np.median(x, axis=axis) - np.median(y, axis=axis), paired=True,
-                    n_resamples=RESAMPLES, confidence_level=CI_LEVEL, method=METHOD,
-                    random_state=np.random.default_rng(SEED))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return percentile_ci("median_difference", a, b, paired=True)
 
 
 class StageMatrix:

@@ -18,6 +18,7 @@ from scipy.stats import bootstrap
 
 from ..core.families import BASELINE_PATTERN
 from ..core.records import BenchLike, BenchResult
+from ..io.memo import memoised
 
 RESAMPLES = 10_000
 SEED = 20260726
@@ -32,11 +33,42 @@ def _median_ratio(num: np.ndarray, den: np.ndarray, axis: int = -1) -> np.ndarra
     return np.median(num, axis=axis) / np.median(den, axis=axis)
 
 
+def _median_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(a, axis=axis) - np.median(b, axis=axis)
+
+
+#: The statistics the percentile bootstrap is taken of, by name (a name, not a function, is what the memo keys):
+#: each vectorised along ``axis`` as ``scipy.stats.bootstrap`` calls it.
+STATISTICS = {"median": np.median, "median_ratio": _median_ratio, "median_difference": _median_difference}
+
+
+@memoised  # the suite's report/validate children repeat the same CIs of the committed raw data (io/memo.py)
+def _percentile_ci(statistic: str, samples: list[list[float]], paired: bool, resamples: int,
+                   seed: int) -> list[float]:
+    res = bootstrap(tuple(np.asarray(x, dtype=np.float64) for x in samples), STATISTICS[statistic], paired=paired,
+                    n_resamples=resamples, confidence_level=CI_LEVEL, method=METHOD,
+                    random_state=np.random.default_rng(seed))
+    return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+
+
+def percentile_ci(statistic: str, *samples: Any, paired: bool = False, resamples: int = RESAMPLES,
+                  seed: int = SEED) -> tuple[float, float]:
+    """The 95% CI of ``STATISTICS[statistic](*samples)``: ``scipy.stats.bootstrap``, percentile method, seeded
+    with ``seed`` (``paired``: observation i of every sample resampled together). The one bootstrap of this
+    package; each sample is read as float64. Its result is kept in the opt-in memo (``NSA_EXP_MEMO_DIR``).
+
+    >>> lo, hi = percentile_ci("median_difference", [3.0, 4.0, 5.0], [1.0, 2.0, 3.0], paired=True, resamples=999)
+    >>> lo <= 2.0 <= hi
+    True
+    """
+    data = [np.asarray(x, dtype=np.float64).tolist() for x in samples]
+    lo, hi = _percentile_ci(statistic, data, paired, int(resamples), int(seed))
+    return lo, hi
+
+
 def bootstrap_median_ci(samples, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
     """95% CI of the median: ``scipy.stats.bootstrap``, percentile method, fixed seed."""
-    res = bootstrap((np.asarray(samples, dtype=np.float64),), np.median, n_resamples=resamples,
-                    confidence_level=CI_LEVEL, method=METHOD, random_state=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return percentile_ci("median", samples, resamples=resamples, seed=seed)
 
 
 def bootstrap_ratio_ci(num, den, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
@@ -45,9 +77,7 @@ def bootstrap_ratio_ci(num, den, resamples: int = RESAMPLES, seed: int = SEED) -
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
     if num.shape != den.shape:
         raise ValueError(f"paired bootstrap needs one observation per round of each: {num.size} vs {den.size}")
-    res = bootstrap((num, den), _median_ratio, paired=True, n_resamples=resamples, confidence_level=CI_LEVEL,
-                    method=METHOD, random_state=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return percentile_ci("median_ratio", num, den, paired=True, resamples=resamples, seed=seed)
 
 
 def stage_frame(result: BenchLike) -> pd.DataFrame:

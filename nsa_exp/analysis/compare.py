@@ -44,14 +44,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import bootstrap
 from tabulate import tabulate
 
 from ..core.records import BenchLike, BenchResult
 from ..errors import UserError
 from ..io.reader import same_file
 from ..io.store import load_record
-from .bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
+from .bootstrap import RESAMPLES, SEED, percentile_ci
 from .noise import MIN_FLOOR, verdict
 from .noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, read_floors
 from .peer_compare import format_peer_table, gpu_of, peer_block, peer_cells, peer_same_experiment
@@ -72,17 +71,10 @@ VERDICT_RULE = ("CI of median(B)/median(A) entirely above 1+floor: slower; entir
                 "inside [1-floor, 1+floor]: same; otherwise unclear")
 
 
-def _ratio_of_medians(b: np.ndarray, a: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(b, axis=axis) / np.median(a, axis=axis)
-
-
 def ratio_ci(a: Any, b: Any, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
     """95% CI of ``median(b) / median(a)`` for two independent samples (``scipy.stats.bootstrap``,
     percentile method, ``paired=False``: each sample is resampled on its own)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    res = bootstrap((b, a), _ratio_of_medians, paired=False, n_resamples=resamples, confidence_level=CI_LEVEL,
-                    method=METHOD, random_state=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return percentile_ci("median_ratio", b, a, paired=False, resamples=resamples, seed=seed)
 
 
 def routing_differences(a: BenchLike, b: BenchLike) -> list[str]:

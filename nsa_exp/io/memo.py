@@ -3,17 +3,18 @@
 **What.** ``@memoised`` keeps a function's result in the folder that the environment variable
 ``NSA_EXP_MEMO_DIR`` names, so that another process asking the same question reads the answer instead of
 computing it again. Applied to the routing regenerations that ``validate`` repeats (a routing regenerated from
-its pattern, shape and seed, with its edges, fan-in statistics and sha256; its per-CSR-row fan-in): the test
-suite runs ``report``, ``model-validate`` and ``validate`` in many child processes over the same committed files.
+its pattern, shape and seed, with its edges, fan-in statistics and sha256; its per-CSR-row fan-in) and to the
+bootstrap CIs of raw observations (:func:`nsa_exp.analysis.bootstrap.percentile_ci`): the test suite runs
+``report``, ``model-validate`` and ``validate`` in many child processes over the same committed files.
 
 **When on.** Only while ``NSA_EXP_MEMO_DIR`` is set and non-empty (read at each call). Unset, the wrapper calls the
 function and touches no file: a user's ``validate`` recomputes everything, every time. ``tests/conftest.py`` sets it
 to a fresh folder per test session, so every routing is still regenerated at least once per session.
 
 **Key.** The sha256 of: the code's digest (:func:`code_digest`: the sha256 of every ``nsa_exp/**/*.py`` file's
-bytes, by sorted path, and numpy's version; computed once per process), the function's module and qualified name,
-and its arguments as JSON (str, int, float, bool, None and tuples of them; tuples as lists). A call whose
-arguments are not JSON is computed and not kept.
+bytes, by sorted path, and numpy's and scipy's versions; computed once per process), the function's module and
+qualified name, and its arguments as JSON (str, int, float, bool, None and lists or tuples of them; tuples as
+lists). A call whose arguments are not JSON is computed and not kept.
 
 **Values.** A JSON value, kept only when it comes back from JSON exactly (equal, and of the same Python types
 at every level: no tuple, numpy scalar or NaN), or a numpy array of a non-object dtype (``np.save``, read back
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
@@ -73,13 +75,22 @@ _warned: set[str] = set()
 @functools.cache
 def code_digest() -> str:
     """sha256 hex of every ``nsa_exp/**/*.py`` file (relative path and sha256 of its bytes, by sorted path) and
-    numpy's version: what a memoised result depends on besides its arguments. Once per process."""
+    numpy's and scipy's versions: what a memoised result depends on besides its arguments. Once per process."""
     h = hashlib.sha256()
     for rel in sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")):
         source = read_bounded(PACKAGE / rel, f"nsa_exp/{rel}", MAX_ENTRY_BYTES)
         h.update(f"{rel}\0{hashlib.sha256(source).hexdigest()}\n".encode())
-    h.update(f"numpy {np.__version__}".encode())
+    h.update(f"numpy {np.__version__} scipy {_version('scipy')}".encode())
     return h.hexdigest()
+
+
+def _version(dist: str) -> str:
+    """The installed version of ``dist`` as the import system finds it first ("absent" when it is not installed),
+    without importing it."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
 
 
 def entry_key(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -164,7 +175,8 @@ def _keep(folder: str, path: Path, value: Any) -> None:
 
 def memoised(fn: Callable[P, T]) -> Callable[P, T]:
     """``fn``, its results kept in ``$NSA_EXP_MEMO_DIR`` when that is set (module docstring); ``fn`` itself
-    otherwise. ``fn`` must be pure: its result a function of its arguments and the package's code alone. Put an
+    otherwise. ``fn`` must be pure: its result a function of its arguments, the package's code and numpy's and
+    scipy's versions alone (not of a BLAS thread count: tests/checking/test_perturbed_numerics.py keeps it). Put an
     in-process cache (``functools.lru_cache``) in front: memory first, then disk."""
     name = f"{fn.__module__}.{fn.__qualname__}"
 

@@ -2,9 +2,14 @@
 one BLAS/OpenMP thread, many threads, and a second numpy/scipy pin set (installed for the test into a
 throwaway folder put first on PYTHONPATH), as on a reader's other CPU (docs/SCHEMAS.md, Tolerances).
 
-Only those files, to keep it cheap (about 15 s of CPU per run): the calibrations (least_squares refit) and
-the model validations recomputed from them, the analysis (bootstrap CIs), a repeat compare (bootstrap of
-ratios) and the flush policy (paired bootstrap). The rest compare integers, hashes and order statistics.
+Only those files, to keep it cheap: the calibrations (least_squares refit) and the model validations recomputed
+from them, the analysis (bootstrap CIs), a repeat compare (bootstrap of ratios) and the flush policy (paired
+bootstrap). The rest compare integers, hashes and order statistics.
+
+The children keep the session's memo (tests/conftest.py, nsa_exp/io/memo.py): its keys hold numpy's and scipy's
+versions, so the second pin set regenerates every routing and bootstrap under its own numerics, and what it keeps
+(routings, fan-in, bootstrap CIs) uses no BLAS, so a thread count cannot change it; the least-squares refits and
+the model's predictions, which do, are never kept.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import numpy as np
 import pytest
 import scipy
 
-from nsa_exp.io.memo import MEMO_ENV
 from tests.helpers import REPO, run_cli
 
 NUMERIC = [*sorted(str(p.relative_to(REPO)) for p in (REPO / "results" / "model").glob("*.json")),
@@ -27,13 +31,6 @@ NUMERIC = [*sorted(str(p.relative_to(REPO)) for p in (REPO / "results" / "model"
 #: a second numpy<2.3 / scipy pair for the venv's Python (FLA's interpreter path needs numpy < 2.3)
 OTHER_PINS = {"numpy": "2.1.3", "scipy": "1.13.1"} if np.__version__ != "2.1.3" else {"numpy": "2.2.6",
                                                                                        "scipy": "1.14.1"}
-
-
-@pytest.fixture(autouse=True)
-def recompute_everything(monkeypatch):
-    """Without the session's routing memo (tests/conftest.py): these children must regenerate every routing under
-    their own numerics, not read what the suite's numpy computed."""
-    monkeypatch.delenv(MEMO_ENV, raising=False)
 
 
 def _threads(n: int) -> dict[str, str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nsa_exp.analysis.bootstrap import _percentile_ci, percentile_ci
 from nsa_exp.checking.peer_result import _regenerated_facts
 from nsa_exp.checking.routing_checks import _routing_stats
 from nsa_exp.core.config import Pattern, Shape
@@ -149,6 +150,35 @@ def test_arguments_name_the_entry():
     assert len(keys) == 4 and entry_key("g", (PATTERN_JSON, SHAPE_JSON, 1, None), {}) not in keys
     assert entry_key("f", (1,), {}) != entry_key("f", (1.0,), {}) != entry_key("f", (True,), {})
     assert entry_key("f", (object(),), {}) is None
+
+
+def test_a_memoised_bootstrap_ci_equals_scipys_and_is_read_back(memo_dir):
+    """The one bootstrap (analysis/bootstrap.percentile_ci) kept and read back: exactly scipy's interval."""
+    from scipy.stats import bootstrap  # noqa: PLC0415
+
+    rng = np.random.default_rng(4)
+    a, b = rng.lognormal(size=40), rng.lognormal(size=40)
+    res = bootstrap((a, b), lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis), paired=True,
+                    n_resamples=999, confidence_level=0.95, method="percentile",
+                    random_state=np.random.default_rng(7))
+    want = (float(res.confidence_interval.low), float(res.confidence_interval.high))
+    assert percentile_ci("median_ratio", a, b, paired=True, resamples=999, seed=7) == want  # computed, kept
+    assert len(list(memo_dir.iterdir())) == 1
+    (entry,) = memo_dir.iterdir()
+    assert decode(entry.read_bytes()) == list(want)
+    assert percentile_ci("median_ratio", a, b, paired=True, resamples=999, seed=7) == want  # read back
+    assert _percentile_ci.__wrapped__("median_ratio", [a.tolist(), b.tolist()], True, 999, 7) == list(want)
+
+
+def test_another_numpy_or_scipy_gives_other_keys(monkeypatch):
+    """The memo's keys hold both versions: a child under another pin set (tests/checking/test_perturbed_numerics.py)
+    recomputes every routing and bootstrap."""
+    digest = memo.code_digest.__wrapped__()
+    monkeypatch.setattr(memo, "_version", lambda dist: "0.0" if dist == "scipy" else "x")
+    assert memo.code_digest.__wrapped__() != digest
+    monkeypatch.undo()
+    monkeypatch.setattr(np, "__version__", "0.0")
+    assert memo.code_digest.__wrapped__() != digest
 
 
 def test_any_source_change_gives_other_keys(tmp_path, monkeypatch):
