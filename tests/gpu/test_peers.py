@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -59,16 +60,34 @@ def test_a_block_mask_of_another_routing_fails_the_oracle():
     assert compare(wrong["o"].float(), ref["o"])["rel_l2"] > 0.1
 
 
-def test_peer_bench_writes_a_result_that_validate_recomputes(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def stop_run(fla_interpreter, tmp_path_factory) -> tuple[dict, Path]:
+    """One peer-bench through the engine (fake device and clock), FLA and dense attention (FlexAttention has no CPU
+    backward: the oracle test above checks it), under the config's own stop rule (``timing.stop``; ``--stop-rule``
+    would record the default rule, which validate holds it to): with every observation equal each cell converges at
+    ``min_rounds`` 6 of 8. Both tests below read it (one interpreter run of ~60 s instead of two)."""
+    from nsa_exp.analysis.stop_rule import DEFAULT_RULE  # noqa: PLC0415
+    from nsa_exp.core.config import StopRule  # noqa: PLC0415
+    from nsa_exp.gpu import gates  # noqa: PLC0415 - FLA after the interpreter setup
     from nsa_exp.gpu.peers import run_peers  # noqa: PLC0415 - FLA after the interpreter setup
+    from tests.gpu.test_engine_arms import GPU  # noqa: PLC0415
 
-    out = tmp_path / "peers.json"
-    # the argv the CLI would record for this run (validate reads its --config and --peers)
-    monkeypatch.setattr(sys, "argv", [str(REPO / "nsa_exp" / "__main__.py"), "peer-bench", "--config", "tiny.json",
-                                      "--peers", "fla,sdpa-dense", "--output", str(out)])
-    # FlexAttention has no CPU backward: the arm times FLA and dense attention here (flex: the oracle test above)
-    doc = run_peers(config(), True, ["fla", "sdpa-dense"], out, device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25),
-                    cupti_rounds=0)
+    out = tmp_path_factory.mktemp("peers") / "peers_stop.json"
+    rule = StopRule(**{**DEFAULT_RULE.to_dict(), "min_rounds": 6, "min_seconds": 0.0})   # n <= 5: no interval
+    eight = config_from_dict(tiny_config(patterns=PATTERNS, repetitions=8, stop=rule.to_dict()), source="tiny.json")
+    with pytest.MonkeyPatch.context() as mp:
+        # the argv the CLI would record for this run (validate reads its --config and --peers)
+        mp.setattr(sys, "argv", [str(REPO / "nsa_exp" / "__main__.py"), "peer-bench", "--config", "tiny.json",
+                                 "--peers", "fla,sdpa-dense", "--output", str(out)])
+        mp.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
+                                                               "allow_gpu": allow, "matches_required": True})
+        doc = run_peers(eight, True, ["fla", "sdpa-dense"], out, device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25),
+                        cupti_rounds=0)
+    return doc, out
+
+
+def test_peer_bench_writes_a_result_that_validate_recomputes(stop_run, tmp_path):
+    doc, out = stop_run
     assert list(doc["cells"]) == ["local|fla", "uniform|fla", "sink-heavy|fla", "dense"]
     assert doc["peers"]["sdpa-dense"]["backend"] == "MATH"
     s = doc["summary"]
@@ -135,22 +154,11 @@ def test_peer_bench_writes_a_result_that_validate_recomputes(tmp_path, monkeypat
     assert "cupti_agreement" not in fails(cupti(1.0)) and "cupti_agreement" in fails(cupti(0.5))
 
 
-def test_peer_bench_under_the_stop_rule_drops_converged_cells_and_validates(tmp_path, monkeypatch):
+def test_peer_bench_under_the_stop_rule_drops_converged_cells_and_validates(stop_run, tmp_path):
     """peer-bench under the stop rule (here the config's ``timing.stop``): each cell a "routing" of the verdict
     rule; with every observation equal each cell converges at ``min_rounds``, the run stops on ``ci`` there, and
     validate recomputes the trace (a forged one fails)."""
-    from nsa_exp.analysis.stop_rule import DEFAULT_RULE  # noqa: PLC0415
-    from nsa_exp.core.config import StopRule  # noqa: PLC0415
-    from nsa_exp.gpu.peers import run_peers  # noqa: PLC0415 - FLA after the interpreter setup
-
-    out = tmp_path / "peers_stop.json"
-    monkeypatch.setattr(sys, "argv", [str(REPO / "nsa_exp" / "__main__.py"), "peer-bench", "--config", "tiny.json",
-                                      "--peers", "fla,sdpa-dense", "--output", str(out)])
-    # the config's own timing.stop (--stop-rule would record the default rule, which validate holds it to)
-    rule = StopRule(**{**DEFAULT_RULE.to_dict(), "min_rounds": 6, "min_seconds": 0.0})   # n <= 5: no interval
-    eight = config_from_dict(tiny_config(patterns=PATTERNS, repetitions=8, stop=rule.to_dict()), source="tiny.json")
-    doc = run_peers(eight, True, ["fla", "sdpa-dense"], out,
-                    device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25), cupti_rounds=0)
+    doc, out = stop_run
     stop = doc["timing"]["stop"]
     assert (stop["stopped_by"], stop["rounds"], stop["source"]) == ("ci", 6, "config")
     assert stop["cell_rounds"] == dict.fromkeys(doc["cells"], 6) and stop["saved_cell_rounds"] == 4 * (8 - 6)
