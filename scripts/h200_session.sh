@@ -33,7 +33,8 @@
 #                                          # selection branches), T = 8192, 32768, 131072 (configs/release_layer_h200.json)
 #   scripts/h200_session.sh layer_shapes OUTDIR  # the same at T=32768 for B2 H4, B8 H4, B1 H16 (..._shapes_h200.json)
 # Results land under results/ and docs/figures/ of this tree (--publish: the published results, on purpose;
-# --overwrite: a re-run replaces them); OUTDIR gets one tarball of them after each step,
+# --overwrite: a re-run replaces them); OUTDIR gets one tarball of them (and of OUTDIR's own logs, JSON and CSV
+# files) after each step,
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
 # Every step runs; the script exits with the first failed step's exit code (0 only when every step passed).
 set -uo pipefail
@@ -54,7 +55,8 @@ step() {  # step NAME CMD...: run, log, pack
   tail -n 25 "$out/$part.$name.log"
   echo "=== $name rc=$rc in $((SECONDS - t0)) s"
   if [ "$rc" -ne 0 ] && [ "$failed_rc" -eq 0 ]; then failed_rc=$rc failed_step=$name; fi
-  tar czf "$out/$part.tgz" results docs/figures "$out"/*.log 2>/dev/null
+  # the device tool returns a handful of files from OUTDIR: everything a step wrote there travels in this one tarball
+  tar czf "$out/$part.tgz" results docs/figures "$out"/*.log "$out"/*.json "$out"/*.csv 2>/dev/null
 }
 case "$part" in
   part1)
@@ -186,12 +188,13 @@ case "$part" in
   cost_stop)  # issue 30: the formal config under --stop-rule with the warm tuning cache (TUNING_CACHE), its phases;
               # validated and compared with the formal run. NAME: the result's name (default e1_h200_cost_stop)
     name="${NAME:-e1_h200_cost_stop}"
-    step bench_stop "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name "$name" \
+    # each step's log is named after the result too, so that two runs into one OUTDIR keep both
+    step "bench_$name" "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name "$name" \
       --tuning-cache "${TUNING_CACHE:-$out/tuning}" --output "$out/$name.json" --summary "$out/$name.csv"
-    step validate_stop "$py" -m nsa_exp validate "$out/$name.json" "$out/$name.csv"
-    step compare_stop "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/$name.json" \
+    step "validate_$name" "$py" -m nsa_exp validate "$out/$name.json" "$out/$name.csv"
+    step "compare_$name" "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/$name.json" \
       --output "$out/e1_h200_vs_$name.json"
-    step cost "$py" -m nsa_exp cost "$out/$name.json"
+    step "cost_$name" "$py" -m nsa_exp cost "$out/$name.json"
     ;;
   cost_pair)  # issue 30: on one machine, the formal bench replaying the tuning cache (TUNING_CACHE), then the same
               # config under --stop-rule; the stop run compared with this machine's formal run and with the published one
