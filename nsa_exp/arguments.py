@@ -31,7 +31,7 @@ from .analysis.stop_rule import with_default_rule
 from .core.config import MAX_T, Config, Shape
 from .core.families import TUNE_PATTERN
 from .core.peers import peer
-from .core.requests import BenchRequest
+from .core.requests import BenchRequest, PeerRequest
 from .errors import UserError
 from .io.config_files import read_config_file
 from .io.reader import file_size, same_file, show_path
@@ -108,7 +108,8 @@ def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
 
 def _peer_bench(args: argparse.Namespace) -> None:
     """The peers (each a row of :data:`nsa_exp.core.peers.PEERS`, listed once), the rounds; the config read once,
-    ``--repetitions`` and ``--stop-rule`` folded in (``args.peer_config``, ``args.peer_names``)."""
+    ``--repetitions`` and ``--stop-rule`` folded in, the output claimed: one frozen
+    :class:`~nsa_exp.core.requests.PeerRequest` (``args.peer_request``), which the handler reads."""
     names = [n.strip() for n in args.peers.split(",")]
     for name in names:
         peer(name)
@@ -119,8 +120,12 @@ def _peer_bench(args: argparse.Namespace) -> None:
     if args.cupti_rounds is not None and args.cupti_rounds < 0:
         raise UserError("--cupti-rounds: must be 0 (skip the CUPTI pass) or a positive integer")
     config = load_config(args.config).overridden(repetitions=args.repetitions)
-    args.peer_names = names
-    args.peer_config = with_default_rule(config, "peer-bench --stop-rule") if args.stop_rule else config
+    if args.stop_rule:
+        config = with_default_rule(config, "peer-bench --stop-rule")
+    out = OutputPolicy.of(args, ("--config", args.config), run=config.name).claim(
+        Path(args.output) if args.output else RESULTS_DIR / "peers" / f"{config.name}.json",
+        named=args.output is not None)
+    args.peer_request = PeerRequest(config, args.allow_gpu, tuple(names), out, args.cupti_rounds)
 
 
 def check_bench_arm(config: Config, args: argparse.Namespace) -> None:

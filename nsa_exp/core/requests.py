@@ -5,6 +5,8 @@ in once, at the entry point, and passed down as one value; an arm reads them and
 and its overrides folded in, every output claimed under the output policy, the routing files read and
 validated), the bench door hands it to ``gpu/bench.run_bench``, and ``gpu/bench.BenchArm`` is constructed from
 it. ``reproduce`` builds its own (the flow's paths, the stop rule's default, no journal, no tuning options).
+:class:`PeerRequest` is ``peer-bench``'s, built the same way (``arguments._peer_bench``) and read by
+``gpu/peers.run_peers`` and its arm.
 """
 
 from __future__ import annotations
@@ -63,3 +65,26 @@ class BenchRequest:
     cupti_rounds: int | None = None
     routing_files: tuple[dict[str, Any], dict[str, dict[str, Any]]] | None = None
     tuning_cache: Path | None = None
+
+
+@dataclass(frozen=True)
+class PeerRequest:
+    """One ``peer-bench`` run's settings, built once at the entry point (``arguments._peer_bench`` for the command,
+    a test for itself) and read, never changed, below it (``gpu/peers.run_peers``, ``gpu/peers.PeerArm``).
+
+    - ``config``: the experiment config with ``--repetitions`` folded in and ``--stop-rule``'s default rule as
+      ``timing.stop`` when the config has none (:meth:`~nsa_exp.core.config.Config.overridden`).
+    - ``allow_gpu``: ``--allow-gpu`` (the GPU gate's override, recorded in its gate).
+    - ``peers``: ``--peers``, each a row name of :data:`nsa_exp.core.peers.PEERS`, in the order given, none twice.
+    - ``output``: the peer result JSON (schema ``peer_result``): ``--output``, else ``results/peers/<config
+      name>.json`` moved to ``runs/<name>/`` unless ``--publish``; claimed under
+      :class:`nsa_exp.io.store.OutputPolicy` before any GPU work.
+    - ``cupti_rounds``: ``--cupti-rounds``: profiled rounds after the timed ones; None sizes the pass by need, 0
+      skips it.
+    """
+
+    config: Config
+    allow_gpu: bool
+    peers: tuple[str, ...]
+    output: Path
+    cupti_rounds: int | None = None

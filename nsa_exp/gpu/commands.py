@@ -95,13 +95,12 @@ def ncu(args: argparse.Namespace) -> int:
 
 
 def peer_bench(args: argparse.Namespace) -> int:
-    """PEERS: see :mod:`nsa_exp.gpu.peers` (arguments checked and the config read by ``arguments._peer_bench``)."""
-    config = args.peer_config
-    out = _policy(args, config).claim(args.output or RESULTS_DIR / "peers" / f"{config.name}.json",
-                                      named=args.output is not None)
-    doc = run_peers(config, args.allow_gpu, args.peer_names, out, cupti_rounds=args.cupti_rounds)
+    """PEERS: see :mod:`nsa_exp.gpu.peers` (arguments checked, the config read and the output claimed by
+    ``arguments._peer_bench``: ``args.peer_request``)."""
+    request = args.peer_request
+    doc = run_peers(request)
     print(format_peers(doc))
-    print(f"wrote {out}")
+    print(f"wrote {request.output}")
     return 0
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,7 @@ from ..core.config import Config, Shape
 from ..core.families import TUNE_PATTERN
 from ..core.measurement import RoundPlan
 from ..core.peers import DENSE_CELL, PEER_STAGES, cell_name, peer, skip_reason
+from ..core.requests import PeerRequest
 from ..errors import UserError
 from ..routing.block_mask import block_mask_layout, is_tile_shared, selection_bitmap
 from ..routing.patterns import generate_routing
@@ -367,19 +367,20 @@ class PeerArm(Arm[dict[str, Any]]):
             phases=run.phases.seconds(), cupti=cupti, memory=memory)
 
 
-def run_peers(config: Config, allow_gpu: bool, peers: list[str], output: str | Path, device: Any = None,
-              clock: Any = None, cupti_rounds: int | None = None) -> dict[str, Any]:
-    """Time ``peers`` on ``config``'s routings (module docstring) and write the peer result to ``output``.
-
-    ``config`` holds the command line's overrides (``--repetitions``; ``--stop-rule``'s rule as ``timing.stop``
-    when the config has none: :mod:`nsa_exp.analysis.stop_rule`, each cell a "routing" of the verdict rule, dropped
-    once its three stages' CIs are tight). ``cupti_rounds``: profiled rounds after the timed ones (None: sized by
-    need, :func:`nsa_exp.analysis.cupti.sizing`; 0: no pass). ``device``/``clock``: injectable (:mod:`.engine`)."""
+def run_peers(request: PeerRequest, device: Any = None, clock: Any = None) -> dict[str, Any]:
+    """Time ``request.peers`` on ``request.config``'s routings (module docstring) and write the peer result to
+    ``request.output`` (:class:`~nsa_exp.core.requests.PeerRequest`: the config holds the command line's overrides,
+    ``--repetitions`` and ``--stop-rule``'s rule as ``timing.stop`` when the config has none,
+    :mod:`nsa_exp.analysis.stop_rule`, each cell a "routing" of the verdict rule, dropped once its three stages'
+    CIs are tight; ``cupti_rounds``: profiled rounds after the timed ones, None: sized by need,
+    :func:`nsa_exp.analysis.cupti.sizing`, 0: no pass). ``device``/``clock``: injectable (:mod:`.engine`).
+    UserError for a config without routings."""
+    config = request.config
     if not config.patterns:
         raise UserError("config.patterns: peer-bench needs at least one routing")
-    run = Run(config, allow_gpu, Path(output), device=device, **({} if clock is None else {"clock": clock}))
+    run = Run(config, request.allow_gpu, request.output, device=device, **({} if clock is None else {"clock": clock}))
     compiled = device is None
-    doc = measure(PeerArm(peers, compiled, cupti_rounds), run)
+    doc = measure(PeerArm(list(request.peers), compiled, request.cupti_rounds), run)
     print(f"peer-bench: {len(doc['cells'])} cells, {doc['timing']['repetitions']} timed rounds, "
           f"{doc['wall_seconds']:.0f} s", file=sys.stderr)
     return doc

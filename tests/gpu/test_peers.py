@@ -17,6 +17,7 @@ import torch
 from nsa_exp.analysis.cupti import METHOD_MARKED, cupti_block, sizing
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import Pattern
+from nsa_exp.core.requests import PeerRequest
 from nsa_exp.routing.config import config_from_dict
 from nsa_exp.routing.patterns import generate_routing
 from tests.gpu.test_engine import Ticks
@@ -81,8 +82,8 @@ def stop_run(fla_interpreter, tmp_path_factory) -> tuple[dict, Path]:
                                  "--peers", "fla,sdpa-dense", "--output", str(out)])
         mp.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
                                                                "allow_gpu": allow, "matches_required": True})
-        doc = run_peers(eight, True, ["fla", "sdpa-dense"], out, device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25),
-                        cupti_rounds=0)
+        doc = run_peers(PeerRequest(eight, True, ("fla", "sdpa-dense"), out, cupti_rounds=0),
+                        device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25))
     return doc, out
 
 
