@@ -81,7 +81,8 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         f"the top level is a JSON {JSON_TYPES.get(type(doc), type(doc).__name__)}, not a document object"
         + (" (validate --json prints a list of validation reports: give one of them)" if isinstance(doc, list) else ""))
     if not checks.add("kind", [] if kind in KINDS else [("$" if not_object else "$.kind", not_object or (
-            f"unknown document kind {raw_kind!r}; expected one of {', '.join(KINDS)}"))]) or kind is None:
+            f"unknown document kind {raw_kind!r}; expected one of {', '.join(KINDS)}" + _input_hint(doc)))]) \
+            or kind is None:
         return validation_report.build(name, checks)
     version = doc.get("schema_version", None if document_kind(kind).versioned else document_kind(kind).version)
     if not checks.add("schema_version", [] if isinstance(version, str) and version in SUPPORTED_VERSIONS else
@@ -95,6 +96,22 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
         except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as exc:
             checks.add(f"{kind}_checks", [("$", f"cannot be checked: {type(exc).__name__}: {exc}")])
     return validation_report.build(name, checks, kind, ctx)
+
+
+#: The input files a command reads with ``--config`` (schemas/<name>.schema.json), which validate does not judge.
+INPUT_SCHEMAS = ("config", "sweep_config", "release_config")
+
+
+def _input_hint(doc: Any) -> str:
+    """What a file without a document kind is when it is an input config (a new user's ``validate
+    configs/e1_h200.json``): the schema it satisfies and who checks it; '' otherwise.
+
+    >>> _input_hint({"kind": "nothing"})
+    ''
+    """
+    found = next((name for name in INPUT_SCHEMAS if not schema_errors(doc, name, "$")), None)
+    return "" if found is None else (f" (it is an input config, schemas/{found}.schema.json: validate judges what "
+                                     "the commands write; the command that reads it with --config checks it)")
 
 
 def csv_kind(rows: list[list[str]], name: str) -> str:
