@@ -15,7 +15,8 @@ what must hold after the run:
   modified and no untracked file (a documented command writes only the ignored ``runs/`` by default, issue 27);
 - ``max_rss_mb``: the child's peak resident memory (``wait4``) must stay below this;
 - ``timeout`` (s, default 60) and ``memory_cap_mb`` (``RLIMIT_AS``, default 4096: a runaway read fails
-  instead of taking the machine).
+  instead of taking the machine);
+- ``last``: run after every other case (the one full ``report``: the session's routing memo fills meanwhile).
 
 ``cwd`` is the session's copy of the repository (read by every case, written by none) unless ``git_clean``
 or ``fresh`` asks for a clone of its own.
@@ -352,8 +353,9 @@ CASES: list[dict[str, Any]] = [
      "argv": ["autotune-heatmap", "--input", "results/autotune/e1_h200.json"], "git_clean": True, "exit": 0,
      "why": "once rewrote docs/figures/e1_h200_autotune_heatmap.*"},
     {"id": "documented.report_default_outputs", "argv": ["report", *REPORT_LIGHT], "git_clean": True,
-     "exit": 0, "timeout": 360, "why": "README's invoke report (here without its slow optional sections) once rewrote "
-                            "docs/RESULTS.md and results/analysis/e1_h100.json"},
+     "exit": 0, "timeout": 360, "last": True,
+     "why": "README's invoke report (here without its slow optional sections) once rewrote docs/RESULTS.md and "
+            "results/analysis/e1_h100.json"},
     {"id": "documented.noise_table_publish_without_overwrite", "argv": ["noise-table", "--publish"], "git_clean": True,
      "exit": 2, "names": ["results/noise/floors.json", "--overwrite"],
      "why": "the committed noise table exists: refused in one line before any file is read"},
@@ -474,5 +476,5 @@ def check_table() -> None:
     assert len(ids) == len(set(ids)), "duplicate case ids"
     for case in CASES:
         assert set(case) <= {"id", "argv", "files", "exit", "names", "not_names", "unchanged", "absent", "git_clean",
-                             "fresh", "max_rss_mb", "memory_cap_mb", "timeout", "why"}, case["id"]
+                             "fresh", "max_rss_mb", "memory_cap_mb", "timeout", "last", "why"}, case["id"]
         json.dumps(case)  # data only
