@@ -30,6 +30,7 @@ from .analysis.noise_table import table_path
 from .analysis.stop_rule import with_default_rule
 from .core.config import MAX_T, Config, Shape
 from .core.families import TUNE_PATTERN
+from .core.nvtx import parse_patterns
 from .core.peers import peer
 from .core.requests import BenchRequest, PeerRequest
 from .errors import UserError
@@ -169,6 +170,9 @@ def _bench_result(args: argparse.Namespace, dest: str, option: str, config: Conf
 
 
 def _profile(args: argparse.Namespace) -> None:
+    """``--pattern`` (one family or A-vs-B) before anything is read (the handler imports torch: a typo is refused
+    in a fraction of a second), then ``--benchmark-result`` against the config."""
+    parse_patterns(args.pattern)
     _bench_result(args, "benchmark_result", "--benchmark-result", load_config(args.config))
 
 

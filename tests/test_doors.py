@@ -222,3 +222,16 @@ def test_long_commands_show_a_sign_of_life_on_stderr(tmp_path, argv, line):
     assert proc.returncode == 0, proc.stderr
     assert line in proc.stderr.splitlines() and is_progress_line(line), proc.stderr
     assert line not in proc.stdout
+
+
+@pytest.mark.parametrize("command", ["ncu", "profile-stage"])
+def test_a_pattern_typo_is_refused_before_torch_is_imported(command):
+    """The profiled pattern is an argument check (arguments._profile), not the handler's: one line, exit 2, and no
+    torch, scipy or FLA import (2 s -> 0.2 s on a CPU box)."""
+    code = ("import sys\nfrom nsa_exp.cli import main\ntry:\n"
+            f"    rc = main([{command!r}, '--pattern', 'banana', '--stage', 'dq_core'])\n"
+            "except SystemExit as e:\n    rc = e.code\nprint(rc, 'torch' in sys.modules, 'scipy.stats' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.split() == ["2", "False", "False"], (proc.stdout, proc.stderr)
+    assert proc.stderr.strip().startswith("error: --pattern 'banana'") and len(proc.stderr.strip().splitlines()) == 1
