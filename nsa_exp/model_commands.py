@@ -245,8 +245,9 @@ def model_validate(args: argparse.Namespace) -> int:
         print(f"{r['name']:<40} measured {r['measured_ms']:8.3f}  predicted {r['predicted_ms']:8.3f}  "
               f"{r['error_pct']:+6.1f}%")
     summary = doc["summary"]
+    verdict = "meets the target" if doc["meets_target"] else "MISSES the target (recorded: meets_target false)"
     print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
-          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%)")
+          f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%): {verdict}")
     for path in [out, *figures]:
         print(f"wrote {path}")
     return 0

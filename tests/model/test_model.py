@@ -109,6 +109,9 @@ def test_validation_predicts_only_the_held_out_routing(seed_calibration, capsys)
     assert schema_errors(val, "model_validation", "val") == []
     assert [r["name"] for r in val["rows"]] == ["zipf(exponent=1.0)@T=32768"]
     assert abs(val["rows"][0]["error_pct"]) < 5.0  # a held-out prediction, measured 58.228 ms
+    # the console says whether the target was met, as the file records it
+    said = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("1 points: |error|")]
+    assert val["meets_target"] and len(said) == 1 and said[0].endswith(": meets the target"), said
     assert model_section(ReportData(committed_inputs(root=seed_calibration))) == []  # no results/model there
     (seed_calibration / "results" / "model").mkdir(parents=True)
     out.rename(seed_calibration / "results" / "model" / "seed_validation.json")
