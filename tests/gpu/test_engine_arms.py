@@ -108,13 +108,17 @@ class FakeGpu(FakeDevice):
         return {"device_index": 0}
 
 
+def fake_gpu_gate(required: str | None, allow: bool) -> dict:
+    """``nsa_exp.gpu.gates.gpu_gate`` answered by the fake's identity (:data:`GPU`): the required GPU is there."""
+    return {"name": GPU["name"], "required": required, "allow_gpu": allow, "matches_required": True}
+
+
 @pytest.fixture
 def fake_gpu(fla_interpreter, monkeypatch):
     """FLA under the interpreter, and the GPU gate answered by the fake's identity (every other gate is real)."""
     from nsa_exp.gpu import gates  # noqa: PLC0415 - FLA after the interpreter setup
 
-    monkeypatch.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
-                                                                   "allow_gpu": allow, "matches_required": True})
+    monkeypatch.setattr(gates, "gpu_gate", fake_gpu_gate)
     return fla_interpreter
 
 

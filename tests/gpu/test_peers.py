@@ -21,7 +21,7 @@ from nsa_exp.core.requests import PeerRequest
 from nsa_exp.routing.config import config_from_dict
 from nsa_exp.routing.patterns import generate_routing
 from tests.gpu.test_engine import Ticks
-from tests.gpu.test_engine_arms import ORACLE, FakeGpu, fake_gpu, tiny_config  # noqa: F401 - fixtures
+from tests.gpu.test_engine_arms import ORACLE, FakeGpu, fake_gpu, fake_gpu_gate, tiny_config  # noqa: F401 - fixtures
 from tests.helpers import REPO
 
 pytestmark = [pytest.mark.interpreter, pytest.mark.usefixtures("fake_gpu")]
@@ -71,7 +71,6 @@ def stop_run(fla_interpreter, tmp_path_factory) -> tuple[dict, Path]:
     from nsa_exp.core.config import StopRule  # noqa: PLC0415
     from nsa_exp.gpu import gates  # noqa: PLC0415 - FLA after the interpreter setup
     from nsa_exp.gpu.peers import run_peers  # noqa: PLC0415 - FLA after the interpreter setup
-    from tests.gpu.test_engine_arms import GPU  # noqa: PLC0415
 
     out = tmp_path_factory.mktemp("peers") / "peers_stop.json"
     rule = StopRule(**{**DEFAULT_RULE.to_dict(), "min_rounds": 6, "min_seconds": 0.0})   # n <= 5: no interval
@@ -80,8 +79,7 @@ def stop_run(fla_interpreter, tmp_path_factory) -> tuple[dict, Path]:
         # the argv the CLI would record for this run (validate reads its --config and --peers)
         mp.setattr(sys, "argv", [str(REPO / "nsa_exp" / "__main__.py"), "peer-bench", "--config", "tiny.json",
                                  "--peers", "fla,sdpa-dense", "--output", str(out)])
-        mp.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
-                                                               "allow_gpu": allow, "matches_required": True})
+        mp.setattr(gates, "gpu_gate", fake_gpu_gate)
         doc = run_peers(PeerRequest(eight, True, ("fla", "sdpa-dense"), out, cupti_rounds=0),
                         device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25))
     return doc, out

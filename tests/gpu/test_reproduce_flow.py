@@ -20,7 +20,7 @@ from nsa_exp.core.requests import BenchRequest
 from nsa_exp.core.stages import STAGE_NAMES
 from nsa_exp.routing.config import config_from_dict
 from tests.gpu.test_engine import Ticks
-from tests.gpu.test_engine_arms import GPU, H200_MS, FakeGpu, tiny_config
+from tests.gpu.test_engine_arms import H200_MS, FakeGpu, fake_gpu_gate, tiny_config
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.interpreter
@@ -47,8 +47,7 @@ def submission(fla_interpreter, tmp_path_factory):
     costs = [H200_MS[s] for s in STAGE_NAMES]
     published, out = tmp / "published.json", tmp / "runs" / "reproduce_h200"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
-                                                               "allow_gpu": allow, "matches_required": True})
+        mp.setattr(gates, "gpu_gate", fake_gpu_gate)
         mp.setattr(torch.version, "cuda", "13.0")  # the fake host's CUDA (CPU torch records none)
         mp.setattr(sys, "argv", [cli, "bench", "--config", str(tmp / "tiny.json"), "--output", str(published)])
         run_bench(BenchRequest(config, True, published, None, cupti_rounds=0), device=FakeGpu(costs), clock=Ticks(0.25))
@@ -124,8 +123,7 @@ def test_a_forged_noise_table_stops_reproduce_before_any_gpu_work(fla_interprete
     raw = {**tiny_config(repetitions=30), "name": f"tiny_forged_table_{os.getpid()}"}
     (tmp_path / "tiny.json").write_text(json.dumps(raw))
     config = config_from_dict(raw, source=str(tmp_path / "tiny.json"))
-    monkeypatch.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
-                                                                    "allow_gpu": allow, "matches_required": True})
+    monkeypatch.setattr(gates, "gpu_gate", fake_gpu_gate)
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     costs = [H200_MS[s] for s in STAGE_NAMES]
     out = tmp_path / "runs" / "reproduce_h200"

@@ -25,7 +25,7 @@ from nsa_exp.routing.patterns import generate_routing
 from nsa_exp.sweeps.plan import AUTOTUNE_FILE, load_sweep, point_done, point_path
 from nsa_exp.sweeps.run import run_sweep
 from nsa_exp.sweeps.table import sweep_table
-from tests.gpu.test_engine_arms import GPU, FakeGpu
+from tests.gpu.test_engine_arms import FakeGpu, fake_gpu_gate
 from tests.gpu.test_measurement_path import FakeDevice
 from tests.helpers import REPO, assert_one_line_error, run_cli
 
@@ -97,8 +97,7 @@ def fake_measure(point, allow_gpu, out_dir):
     measured_ids.append(point.point_id)
     config = config_from_dict(point.config, source=f"sweep {point.sweep}")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gates, "gpu_gate", lambda required, allow: {"name": GPU["name"], "required": required,
-                                                               "allow_gpu": allow, "matches_required": True})
+        mp.setattr(gates, "gpu_gate", fake_gpu_gate)
         dev = FakeTimedGpu([0.0])  # the host clock is the device's: the wall time covers the latencies it timed
         return measure(_no_fla_arm()(point, Path(out_dir)),
                        Run(config, allow_gpu, device=dev, clock=lambda: dev.clock / 1000))
