@@ -302,25 +302,34 @@ def require_valid(option: str, path: str | None, kinds: tuple[str, ...] = (), al
 
 
 BENCH, RELEASE = ("bench_result",), ("release_result",)
+Input = tuple[str, str | None, tuple[str, ...]]  #: (option, path, kinds), as :func:`require_valid` takes them
+
+
+def require_all_valid(*inputs: Input, also: list[str] | None = None) -> None:
+    """:func:`require_valid` for each of a command's inputs, after every one of them is found to be a regular
+    file (``stat`` only): a missing second file is refused at once, not after the first is validated (seconds)."""
+    for option, path, _ in inputs:
+        if path:
+            file_size(path, f"{option} {show_path(path)}", 1 << 62)  # the readers hold each kind to its size limit
+    for option, path, kinds in inputs:
+        require_valid(option, path, kinds, also=also)
 
 
 def _plot(args: argparse.Namespace) -> None:
-    require_valid("--result", args.result, BENCH)
-    require_valid("--input", args.input, also=[args.result])
+    require_all_valid(("--result", args.result, BENCH), ("--input", args.input, ()), also=[args.result])
 
 
 def _compare(args: argparse.Namespace) -> None:
-    for option, path in (("A", args.a), ("B", args.b)):
-        require_valid(option, path, BENCH + RELEASE + ("peer_result",))
-    for path in args.noise_from or ():
-        require_valid("--noise-from", path, BENCH)
+    results = BENCH + RELEASE + ("peer_result",)
+    inputs: list[Input] = [("A", args.a, results), ("B", args.b, results),
+                           *(("--noise-from", path, BENCH) for path in args.noise_from or ())]
     if not args.noise_from and args.floor is None:  # the floors come from the committed noise table: it must hold
-        require_valid("noise table", str(table_path()), ("noise_table",))
+        inputs.append(("noise table", str(table_path()), ("noise_table",)))
+    require_all_valid(*inputs)
 
 
 def _release_table(args: argparse.Namespace) -> None:
-    for path in args.paths:
-        require_valid("RESULT", path, RELEASE)
+    require_all_valid(*(("RESULT", path, RELEASE) for path in args.paths))
 
 
 def _model(args: argparse.Namespace) -> None:
@@ -328,9 +337,8 @@ def _model(args: argparse.Namespace) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> None:
-    require_valid("--set", args.set, ("model_calibration_set",))
-    require_valid("--kernels", args.kernels, ("method_study",))
-    require_valid("--ncu", args.ncu, ("ncu_summary",))
+    require_all_valid(("--set", args.set, ("model_calibration_set",)), ("--kernels", args.kernels, ("method_study",)),
+                      ("--ncu", args.ncu, ("ncu_summary",)))
 
 
 #: What each command reads that ``validate`` cannot check, named here so the gap is stated: ``predict
