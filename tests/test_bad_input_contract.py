@@ -229,3 +229,18 @@ def test_a_schema_version_that_is_no_string_is_a_fail_naming_it_never_an_interna
     assert main(["validate", str(path)]) == 1
     out, err = capsys.readouterr()
     assert "internal error" not in err and "[schema_version] $.schema_version:" in out
+
+
+def test_a_result_whose_commit_is_not_here_passes_but_strict_fails_naming_its_config(tmp_path, capsys):
+    """A recorded commit this repository does not hold (a fork's, or forged) leaves the embedded config compared
+    with today's file on the experiment's fields only: listed as a source not found, so ``--strict`` exits 1."""
+    doc = json.loads(H200.read_text())
+    doc["metadata"]["git"]["sha"] = "1" * 40
+    doc["config"]["description"] += " (edited after the run)"
+    path = tmp_path / "e1_h200.json"
+    path.write_text(json.dumps(doc))
+    assert main(["validate", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--strict", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "--strict: 1 check group(s) unverifiable" in err

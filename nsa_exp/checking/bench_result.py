@@ -99,10 +99,16 @@ def cupti_size_problems(doc: dict[str, Any]) -> Problems:
     return []
 
 
+#: The most of a run's wall time no phase may hold: the engine's glue between its hooks (the committed runs: at most
+#: 0.3 ms; core/measurement.py PhaseClock, gpu/engine.py measure).
+OTHER_SECONDS = 1.0
+
+
 def phases_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """``phases_plausible``: what physics allows of the host seconds per phase (each measured on the GPU host,
     so only bounded): they sum to at most ``wall_seconds`` (the phases are disjoint spans inside the run's wall
-    time, read before it); ``rounds`` is at least the GPU time of the observations the rounds timed (each stage's
+    time, read before it) and to at least ``wall_seconds`` less :data:`OTHER_SECONDS`; ``rounds`` is at least the
+    GPU time of the observations the rounds timed (each stage's
     event pair lies inside the loop, which synchronises after every cell; not checked for a resumed run, whose
     journal holds another process's rounds); ``tune`` is at least ``autotune.tune_seconds`` (timed inside it);
     a run with a ``cupti`` block spent time in its pass."""
@@ -110,6 +116,10 @@ def phases_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     total, wall = math.fsum(phases.values()), doc["wall_seconds"]
     if total > wall * (1 + 1e-9) + 1e-6:
         problems.append(("$.phases", f"the phases sum to {total:.6g} s, more than wall_seconds {wall:.6g} s"))
+    elif wall - total > OTHER_SECONDS:
+        problems.append(("$.wall_seconds", f"{wall:.6g} s, but its phases account for {total:.6g} s: the engine "
+                                           f"times every step of a run into a phase (at most {OTHER_SECONDS:g} s "
+                                           "outside them)"))
     timed = timed_ms(doc) / 1000
     if not doc["timing"].get("resumed") and phases["rounds"] < timed * (1 - 1e-9) - 1e-6:
         problems.append(("$.phases.rounds", f"{phases['rounds']:.6g} s, but the rounds' own latencies sum to "
