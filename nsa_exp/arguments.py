@@ -320,6 +320,20 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _compare(args: argparse.Namespace) -> None:
+    """The options, A against B and the output (``args.compare_output``: the claimed path, '' for none) before any
+    file is read; then every input found and validated (:func:`require_all_valid`)."""
+    from .analysis.compare import check_compare_arguments  # noqa: PLC0415 - deferred: it imports scipy (0.6 s)
+    check_compare_arguments(args.noise_from, args.floor, args.fail_on, args.resamples)
+    if Path(args.a).resolve() == Path(args.b).resolve():
+        raise UserError(f"compare: A and B are the same file ({args.a}); compare two runs (e.g. a result and "
+                        "its independent repeat)")
+    output = (f"results/compare/{Path(args.a).stem}_vs_{Path(args.b).stem}{'_cycles' if args.cycles else ''}.json"
+              if args.output is None else args.output)
+    if output:
+        noise = (("--noise-from", p) for p in args.noise_from or [])
+        output = str(OutputPolicy.of(args, ("A", args.a), ("B", args.b), *noise).claim(
+            output, named=args.output is not None))
+    args.compare_output = output
     results = BENCH + RELEASE + ("peer_result",)
     inputs: list[Input] = [("A", args.a, results), ("B", args.b, results),
                            *(("--noise-from", path, BENCH) for path in args.noise_from or ())]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import REPO_ROOT
-from .analysis.compare import DEFAULT_FLOOR, check_compare_arguments, check_resamples
+from .analysis.compare import DEFAULT_FLOOR, check_resamples
 from .analysis.compare import format_table as format_compare_table
 from .analysis.flush_study import format_table as format_flush_table
 from .analysis.noise_table import NOISE_TABLE
@@ -144,16 +144,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    check_compare_arguments(args.noise_from, args.floor, args.fail_on, args.resamples)  # the options before any file
-    output = (f"results/compare/{Path(args.a).stem}_vs_{Path(args.b).stem}{'_cycles' if args.cycles else ''}.json"
-              if args.output is None else args.output)
-    if Path(args.a).resolve() == Path(args.b).resolve():
-        raise UserError(f"compare: A and B are the same file ({args.a}); compare two runs (e.g. a result and "
-                        "its independent repeat)")
-    if output:
-        noise = (("--noise-from", p) for p in args.noise_from or [])
-        output = str(OutputPolicy.of(args, ("A", args.a), ("B", args.b), *noise).claim(
-            output, named=args.output is not None))
+    output = args.compare_output  # the options checked and the output claimed before any file was read (arguments)
     doc = compare.build(args.a, args.b, noise_from=args.noise_from, floor=args.floor, cycles=args.cycles,
                         fail_on=args.fail_on, resamples=args.resamples)
     if output:

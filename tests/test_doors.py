@@ -238,8 +238,8 @@ def test_a_pattern_typo_is_refused_before_torch_is_imported(command):
 
 
 @pytest.mark.parametrize("argv", [["compare", "results/raw/e1_h200.json", "no/such/b.json"],
-                                  ["compare", "results/raw/e1_h200.json", "results/raw/e1_h200.json",
-                                   "--noise-from", "results/raw/e1_h200_repeat.json", "no/such/y.json"],
+                                  ["compare", "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json",
+                                   "--noise-from", "results/raw/e1_h200.json", "no/such/y.json"],
                                   ["calibrate", "--points", "results/sweeps/sweep_skew_h200",
                                    "--set", "configs/model_calibration_h200.json", "--ncu", "no/such/n.json"]],
                          ids=["compare-B", "compare-noise-from", "calibrate-ncu"])

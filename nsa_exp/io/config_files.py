@@ -19,11 +19,16 @@ MAX_CONFIG_BYTES = 1024 * 1024
 def read_config_file(path: str | Path, what: str = "config file", missing_hint: str = "") -> dict[str, Any]:
     """The JSON object in ``path`` (:func:`parse_config_bytes`), read by the one bounded reader
     (:func:`nsa_exp.io.reader.read_bounded`: a regular file of at most :data:`MAX_CONFIG_BYTES`); a missing or
-    unreadable file is one line naming it (``<what> <path> does not exist; <missing_hint>``)."""
+    unreadable file is one line naming it (``<what> <path> does not exist; <missing_hint>``), and so is a document
+    the bundle wrote (a result, a report: it has a ``kind``) given where a config belongs."""
     shown = show_path(path)
     data = read_bounded(path, f"{what} {shown}", MAX_CONFIG_BYTES,
                         not_found=f"{what} {shown} does not exist" + (f"; {missing_hint}" if missing_hint else ""))
-    return parse_config_bytes(data, shown)
+    raw = parse_config_bytes(data, shown)
+    if isinstance(raw.get("kind"), str):  # every document the bundle writes names its kind; no config has one
+        raise UserError(f"{what} {shown}: a {raw['kind']} document (its \"kind\"), not a {what}"
+                        + (f"; {missing_hint}" if missing_hint else ""))
+    return raw
 
 
 def parse_config_bytes(data: bytes, where: str) -> dict[str, Any]:
