@@ -55,7 +55,7 @@ from ..routing.patterns import generate_routing, routing_sha256
 from .autotune_checks import autotune_configs
 from .bench_result import cupti_size_problems, phases_problems
 from .checks import Add, Context, Problems, guarded
-from .record_checks import argv_option, config_provenance, config_semantics, run_record, wall_plausible
+from .record_checks import argv_option, config_provenance, config_semantics, gpu_run, run_record, wall_plausible
 from .sources import deep_diff
 from .stats_checks import stop_rule_problems
 
@@ -395,12 +395,6 @@ def _round_problems(doc: dict[str, Any], config: Config, ctx: Context | None = N
 #: The most [B, H, T, M] selection-bitmap entries validate regenerates a routing's facts with (1 GiB of bools).
 MAX_BITMAP = 1 << 30
 
-
-def gpu_run(doc: dict[str, Any]) -> bool:
-    """A run on a GPU (not the Triton interpreter on a CPU, as the tests run): no ``TRITON_INTERPRET`` in its
-    environment, or a CUPTI block (CUPTI profiles CUDA kernels only: an interpreter flag beside one does not switch
-    the GPU's checks off, a forger's hole of 2026-12-04)."""
-    return "TRITON_INTERPRET" not in (doc["metadata"].get("env") or {}) or "cupti" in doc
 
 
 def _record_problems(doc: dict[str, Any], config: Config) -> Problems:

@@ -295,6 +295,13 @@ def _against_table(where: str, gpu: dict[str, Any], spec: Any) -> Problems:
     return problems
 
 
+def gpu_run(doc: dict[str, Any]) -> bool:
+    """A run on a GPU (not the Triton interpreter on a CPU, as the tests run): no ``TRITON_INTERPRET`` in its
+    environment, or a CUPTI block (CUPTI profiles CUDA kernels only: an interpreter flag beside one does not switch
+    the GPU's checks off, a forger's hole of 2026-12-04)."""
+    return "TRITON_INTERPRET" not in (doc["metadata"].get("env") or {}) or "cupti" in doc
+
+
 def clock_limits(doc: dict[str, Any]) -> dict[str, float | None]:
     """The most an SM / memory clock sample may read: the recorded maximum, else the GPU table's."""
     _, gpu = recorded_gpu(doc)
