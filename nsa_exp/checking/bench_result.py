@@ -108,11 +108,10 @@ def phases_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """``phases_plausible``: what physics allows of the host seconds per phase (each measured on the GPU host,
     so only bounded): they sum to at most ``wall_seconds`` (the phases are disjoint spans inside the run's wall
     time, read before it) and, on a GPU (:func:`~nsa_exp.checking.record_checks.gpu_run`), to at least
-    ``wall_seconds`` less :data:`OTHER_SECONDS`; ``rounds`` is at least the
-    GPU time of the observations the rounds timed (each stage's
-    event pair lies inside the loop, which synchronises after every cell; not checked for a resumed run, whose
-    journal holds another process's rounds); ``tune`` is at least ``autotune.tune_seconds`` (timed inside it);
-    a run with a ``cupti`` block spent time in its pass."""
+    ``wall_seconds`` less :data:`OTHER_SECONDS`; ``rounds`` is at least the GPU time of the observations the
+    rounds timed (each stage's event pair lies inside the loop, which synchronises after every cell; not checked
+    for a resumed run, whose journal holds another process's rounds); ``tune`` is at least
+    ``autotune.tune_seconds`` (timed inside it); a run with a ``cupti`` block spent time in its pass."""
     phases, problems = doc["phases"], []
     total, wall = math.fsum(phases.values()), doc["wall_seconds"]
     if total > wall * (1 + 1e-9) + 1e-6:

@@ -34,7 +34,7 @@ from .. import DEFAULT_CONFIG, PINNED_COMMIT, REPO_ROOT
 from ..analysis.noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, floors_of
 from ..core.config import PINNED_TOLERANCES, Tolerances
 from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON
-from ..core.gpus import gpu_spec
+from ..core.gpus import GpuSpec, gpu_spec
 from ..core.protocol import GATE_NAMES
 from ..errors import UserError
 from ..io.metadata import commit_time, file_at_commit
@@ -271,9 +271,14 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     add("metadata_plausible", problems)
 
 
+def _label(spec: GpuSpec) -> str:
+    """``"an H200 SXM 141GB"``, ``"a B200 ..."``: the table GPU as a message names it."""
+    return f"an {spec.name}" if spec.name[0] in "AH" else f"a {spec.name}"
+
+
 def _against_table(where: str, gpu: dict[str, Any], spec: Any) -> Problems:
     problems: Problems = []
-    label = f"an {spec.name}" if spec.name[0] in "AH" else f"a {spec.name}"
+    label = _label(spec)
     if isinstance(gpu.get("sm_count"), int) and gpu["sm_count"] not in spec.sm_counts:
         problems.append((f"{where}.sm_count", f"{gpu['sm_count']} SMs: {label} has {list(spec.sm_counts)} "
                          f"({spec.source})"))
@@ -324,11 +329,10 @@ def telemetry_plausible(samples: Iterable[tuple[str, dict[str, Any]]], doc: dict
     problems: Problems = []
     unknown = False
     samples_mem: list[float] = []
-    where = "$.telemetry.samples[]"
+    path = "$.telemetry.samples[0]"
     for path, s in samples:
         if _number(s.get("mem_clock_mhz")) and s["mem_clock_mhz"] > 0:
             samples_mem.append(s["mem_clock_mhz"])
-            where = re.sub(r"\[\d+\]$", "[]", path)
         t = s.get("temperature_c")
         if t is not None and (not _number(t) or not TEMPERATURE_C[0] <= t <= TEMPERATURE_C[1]):
             problems.append((f"{path}.temperature_c", f"{t!r} °C: a running GPU reads {TEMPERATURE_C[0]}-"
@@ -352,23 +356,23 @@ def telemetry_plausible(samples: Iterable[tuple[str, dict[str, Any]]], doc: dict
     if unknown:
         ctx.unverifiable("clock samples (upper bound)", "the GPU's maximum clocks are neither recorded nor in the "
                          "GPU table")
-    problems += _hbm_clock_problems(samples_mem, gpu_spec(gpu.get("name")), where)
+    problems += _hbm_clock_problems(samples_mem, gpu_spec(gpu.get("name")), re.sub(r"\[\d+\]$", "[]", path))
     add("telemetry_plausible", problems)
 
 
-def _hbm_clock_problems(mem_mhz: list[float], spec: Any, where: str) -> Problems:
+def _hbm_clock_problems(mem_mhz: list[float], spec: GpuSpec | None, where: str) -> Problems:
     """The memory clock of a table GPU whose HBM clock the table holds (H100 SXM5 2619 MHz, H200 3201 MHz, read by
     NVML on the hosts of e1_h100/e1_h200) does not scale with load: every committed sample reads exactly that clock
     (11,043 samples on 2026-12-05). A median of the samples off it by more than 1% is another GPU's telemetry
     under this name (an H100's 2619 MHz under an H200's label)."""
-    top = getattr(spec, "max_mem_clock_mhz", None)
-    if top is None or not mem_mhz:
+    top = spec.max_mem_clock_mhz if spec is not None else None
+    if spec is None or top is None or not mem_mhz:
         return []
     median = sorted(mem_mhz)[len(mem_mhz) // 2]
     if abs(median - top) <= 0.01 * top:
         return []
     return [(f"{where}.mem_clock_mhz", f"median {median:g} MHz over {len(mem_mhz)} samples: the HBM of "
-             f"{'an' if spec.name[0] in 'AH' else 'a'} {spec.name} runs at {top} MHz, whatever the load")]
+             f"{_label(spec)} runs at {top} MHz, whatever the load")]
 
 
 def tolerances_pinned(tolerances: dict[str, Any] | None, where: str, add: Add) -> None:

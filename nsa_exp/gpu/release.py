@@ -80,6 +80,7 @@ from ..releases.environments import (
     RELEASE_VERSION_RE,
     RELEASES_DIR,
     Target,
+    check_source_tree,
     child_sys_path,
     find_wheel,
     prepare_release,
@@ -533,9 +534,8 @@ def command(args: argparse.Namespace) -> int:
     out_dir = policy.target(args.output_dir or RESULTS_DIR / "releases" / cfg.name, named=bool(args.output_dir))
     if args.wheel_dir and not Path(args.wheel_dir).is_dir():
         raise UserError(f"--wheel-dir {args.wheel_dir}: no such folder")
-    for tree in args.fla_source:  # before the gates: a missing tree needs no GPU to be refused (its contents: below)
-        if not Path(tree).is_dir():
-            raise UserError(f"--fla-source {tree}: no such folder; pass your FLA checkout (the folder holding fla/)")
+    for tree in args.fla_source:  # before the gates: a tree that is not an FLA checkout needs no GPU to be refused
+        check_source_tree(tree)
     files = cfg.routing_files(args.routing_file, args.require_equal_edges)  # read and checked before any GPU work
     versions = release_versions(args, cfg)
     # every argument, output and gate that needs no release installed is checked before one is installed

@@ -171,14 +171,24 @@ def git_facts(path: Path) -> dict[str, Any] | None:
             "dirty": bool(status) if status is not None else None}
 
 
-def source_tree(path: str | Path, releases_dir: Path = RELEASES_DIR) -> Target:
-    """A maintainer's working tree (the folder holding ``fla/``), seen through a view folder that holds
-    only a symlink to its ``fla`` (in ``<releases_dir>/source-<name>-<hash>/``). UserError when it holds none."""
+def check_source_tree(path: str | Path) -> Path:
+    """The resolved ``--fla-source`` folder, nothing read or made: UserError (one line naming the option) when it
+    is no folder or holds no FLA with NSA (``release-bench`` asks before its gates, :func:`source_tree` again)."""
     tree = Path(path).expanduser().resolve()
+    if not tree.is_dir():
+        raise UserError(f"--fla-source {path}: no such folder; pass your FLA checkout (the folder holding fla/)")
     if not (tree / NSA_FILE).is_file():
         hint = f"; give its parent {tree.parent}" if (tree / "ops" / "nsa" / "parallel.py").is_file() else ""
         raise UserError(f"--fla-source {path}: no {NSA_FILE} under it (give the folder that holds the fla/ "
                         f"package, e.g. a flash-linear-attention checkout){hint}")
+    return tree
+
+
+def source_tree(path: str | Path, releases_dir: Path = RELEASES_DIR) -> Target:
+    """A maintainer's working tree (the folder holding ``fla/``), seen through a view folder that holds
+    only a symlink to its ``fla`` (in ``<releases_dir>/source-<name>-<hash>/``). UserError when it holds none
+    (:func:`check_source_tree`)."""
+    tree = check_source_tree(path)
     git = git_facts(tree)
     slug = re.sub(r"[^A-Za-z0-9_.-]", "-", tree.name)[:40] or "tree"
     view = Path(releases_dir) / f"source-{slug}-{hashlib.sha1(str(tree).encode()).hexdigest()[:8]}"
