@@ -27,7 +27,7 @@ from typing import Any
 
 from . import PINNED_COMMIT, REPO_ROOT, RESULTS_DIR
 from .analysis.noise_table import table_path
-from .analysis.stop_rule import with_default_rule
+from .analysis.stop_rule import STAGE_RULE, with_default_rule
 from .core.config import MAX_T, Config, Shape
 from .core.families import TUNE_PATTERN
 from .core.nvtx import parse_patterns
@@ -81,8 +81,9 @@ def _bench(args: argparse.Namespace) -> None:
     # the command line's overrides, folded into the config once (the config's own timing.stop wins); the handler
     # (gpu/commands.bench) reads this request, never the file or the options again
     config = config.overridden(repetitions=args.repetitions)
-    args.bench_request = _bench_request(args, with_default_rule(config, "bench --stop-rule") if args.stop_rule
-                                        else config)
+    if args.stop_rule:
+        config = with_default_rule(config, "bench --stop-rule", STAGE_RULE)
+    args.bench_request = _bench_request(args, config)
 
 
 def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:

@@ -289,6 +289,12 @@ COMMANDS: tuple[Command, ...] = (
     _cmd("cost", f"{CPU}:cmd_cost", "CPU only: what a bench run cost: its wall time against the latencies it timed, "
          "phase by phase (tune, rounds, CUPTI pass, reproduction, ...), one column per result (Markdown)", COMMON,
          Option("paths", "bench results (results/raw/*.json)", "positionals", metavar="RESULT")),
+    _cmd("stop-replay", f"{CPU}:cmd_stop_replay", "CPU only: where bench's stop rule would have stopped bench "
+         "results that timed every round (dropping converged routings, or each converged stage), the GPU time it "
+         "keeps, and compare's verdicts of each run cut there against every other run whole (Markdown)", COMMON,
+         Option("paths", "bench results of one GPU and shape that timed every round (at least two)", "positionals",
+                metavar="RESULT"),
+         Option("--resamples", "bootstrap resamples of each verdict (default 10000)", type=int, default=10_000)),
     _cmd("plot", f"{CPU}:cmd_plot", "figure: latency vs a fan-in statistic, one panel per backward stage", COMMON,
          Option("--input", "summary CSV (results/summaries/<name>.csv)", required=True),
          Option("--x", "fan-in statistic on the x axis", default="fanin_cv", choices=tuple(sorted(X_STATS))),

@@ -22,6 +22,7 @@ from .analysis.flush_study import format_table as format_flush_table
 from .analysis.noise_table import NOISE_TABLE
 from .analysis.noise_table import format_table as format_noise_table
 from .analysis.run_cost import cost_of_files
+from .analysis.stop_replay import stop_replay_of_files
 from .arguments import parse_slurm
 from .checking import compare, flush_study, noise_table, routing_report
 from .checking.validate import format_report, source_missing, validate_paths
@@ -170,6 +171,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_cost(args: argparse.Namespace) -> int:
     print(cost_of_files(args.paths))
+    return 0
+
+
+def cmd_stop_replay(args: argparse.Namespace) -> int:
+    check_resamples(args.resamples)
+    print(stop_replay_of_files(args.paths, args.resamples))
     return 0
 
 

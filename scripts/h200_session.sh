@@ -186,7 +186,8 @@ case "$part" in
     step cost "$py" -m nsa_exp cost "$out"/e1_h200_cost_cold.json "$out"/e1_h200_cost_warm.json
     ;;
   cost_stop)  # issue 30: the formal config under --stop-rule with the warm tuning cache (TUNING_CACHE), its phases;
-              # validated and compared with the formal run. NAME: the result's name (default e1_h200_cost_stop)
+              # validated and compared with the formal run (and with FORMAL, a formal run's JSON, when set).
+              # NAME: the result's name (default e1_h200_cost_stop)
     name="${NAME:-e1_h200_cost_stop}"
     # each step's log is named after the result too, so that two runs into one OUTDIR keep both
     step "bench_$name" "$py" -m nsa_exp bench --config configs/e1_h200.json --stop-rule --name "$name" \
@@ -194,6 +195,10 @@ case "$part" in
     step "validate_$name" "$py" -m nsa_exp validate "$out/$name.json" "$out/$name.csv"
     step "compare_$name" "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/$name.json" \
       --output "$out/e1_h200_vs_$name.json"
+    if [ -n "${FORMAL:-}" ]; then  # also against a formal run of this GPU model replaying the same tuning cache
+      step "compare_formal_$name" "$py" -m nsa_exp compare "$FORMAL" "$out/$name.json" \
+        --output "$out/$(basename "$FORMAL" .json)_vs_$name.json"
+    fi
     step "cost_$name" "$py" -m nsa_exp cost "$out/$name.json"
     ;;
   cost_pair)  # issue 30: on one machine, the formal bench replaying the tuning cache (TUNING_CACHE), then the same

@@ -43,7 +43,7 @@ COMMANDS_FOUND = documented_commands()
 #: A third party's files the docs name, made in the clone from committed files before the commands run.
 USER_FILES = {"their_result.json": "results/raw/e1_h200.json", "their_summary.csv": "results/summaries/e1_h200.csv"}
 #: Documented commands that take more than ~15 s on 2 cores (marked ``slow``; ``invoke test --fast`` skips them).
-SLOW = re.compile(r"validate results/raw/\*\.json|model-validate|nsa_exp report|calibrate")
+SLOW = re.compile(r"validate results/raw/\*\.json|model-validate|nsa_exp report|calibrate|stop-replay")
 #: What a GPU command ends in on a CPU box: the GPU gate, after every argument and output check.
 NO_GPU = "no CUDA GPU"
 #: GPU commands that need more than CUDA (Nsight Compute's binary, a report it wrote): parsed only.

@@ -97,13 +97,14 @@ def routing_differences(a: BenchLike, b: BenchLike) -> list[str]:
 
 
 def clock_series(result: BenchLike, pattern: str, label: str) -> np.ndarray:
-    """The SM clock (MHz) sampled after each timed round of ``pattern``, in the order of its ``raw_ms``.
+    """The SM clock (MHz) sampled after each timed round of ``pattern``, in round order: a stage's ``raw_ms``
+    are the first of them (all of them, unless the stop rule stopped timing that stage before the routing).
 
     Raises UserError when the result recorded no clocks for those rounds (telemetry unavailable)."""
     result = BenchResult.coerce(result)
     mhz = [s.get("sm_clock_mhz") for s in result.telemetry["samples"]
            if s["pattern"] == pattern and not s["warmup"] and not s.get("rewarm")]
-    n = result.patterns[pattern].stages["full_bwd"].n_obs
+    n = max(s.n_obs for s in result.patterns[pattern].stages.values())
     if len(mhz) != n or any(m is None for m in mhz):
         raise UserError(f"--cycles: {label} has no recorded SM clock for every timed round of {pattern} "
                         f"(telemetry.available {result.telemetry['available']}); compare it in time")
@@ -117,7 +118,7 @@ def samples(result: BenchLike, pattern: str, stage: str, cycles: bool, label: st
     """A stage's timed observations: ms, or kcycles (ms x MHz) when ``cycles``."""
     result = BenchResult.coerce(result)
     raw = np.asarray(result.patterns[pattern].stages[stage].raw_ms, dtype=np.float64)
-    return raw * clock_series(result, pattern, label) if cycles else raw
+    return raw * clock_series(result, pattern, label)[:raw.size] if cycles else raw
 
 
 def noise_floors(x: BenchLike, y: BenchLike, stages: list[str]) -> dict[str, float]:

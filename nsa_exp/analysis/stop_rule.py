@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
@@ -62,6 +63,13 @@ CI, TIMEOUT, MAX_ROUNDS = STOP_REASONS
 #: skewed routings' dK/dV (round-to-round spread a few times the floor) run to the 150-round ceiling alone.
 DEFAULT_RULE = StopRule(min_rounds=20, min_seconds=0.5, ci_rel=0.01, ci_abs_ms=0.02, timeout_seconds=300.0,
                         confidence=0.95, floor_fraction=0.5)
+#: ``bench --stop-rule`` and ``reproduce`` since 2026-12-05 (issue 30): the verdict rule of :data:`DEFAULT_RULE`, each
+#: converged stage of a routing leaving later rounds on its own (``drop`` ``stage``; the routing once all have), so
+#: the skewed routings' late rounds time only their dK/dV and full backward. Replayed on the seven committed
+#: 150-round H200 formal runs (``python scripts/stop_rule_replay.py``, docs/METHOD.md), it keeps 34 s of each run's
+#: ~88 s of timed GPU time where dropping whole routings keeps 58 s; ``peer-bench --stop-rule`` keeps
+#: :data:`DEFAULT_RULE` (a peer cell's stages are not yet followed one by one).
+STAGE_RULE = replace(DEFAULT_RULE, drop="stage")
 #: ``sweep --stop-rule`` when the sweep names no ``timing.stop``: the ``ci_rel`` rule (every routing in every
 #: round: a sweep point's checks do not yet follow a routing that drops out), chosen on the committed H200 formal
 #: run's observations; also the rule ``bench --stop-rule`` applied before issue 30.
@@ -87,13 +95,14 @@ def default_rule(repetitions: int, where: str, rule: StopRule = DEFAULT_RULE) ->
     return rule
 
 
-def with_default_rule(config: Config, where: str) -> Config:
+def with_default_rule(config: Config, where: str, rule: StopRule = DEFAULT_RULE) -> Config:
     """``config`` as a stop-rule run times it: its own ``timing.stop`` when it has one, else :func:`default_rule`
-    for its ``timing.repetitions`` folded in (:meth:`~nsa_exp.core.config.Config.overridden`; the config's ``raw``
-    stays the file's). UserError naming ``where`` when the run is too short for the default rule."""
+    (``rule``: :data:`DEFAULT_RULE`, or bench's :data:`STAGE_RULE`) for its ``timing.repetitions`` folded in
+    (:meth:`~nsa_exp.core.config.Config.overridden`; the config's ``raw`` stays the file's). UserError naming
+    ``where`` when the run is too short for the rule."""
     if config.timing.stop is not None:
         return config
-    return config.overridden(stop=default_rule(config.timing.repetitions, where))
+    return config.overridden(stop=default_rule(config.timing.repetitions, where, rule))
 
 
 METHOD = ("after each timed round: stop on ci (rounds >= min_rounds, accumulated timed GPU seconds >= "
@@ -104,6 +113,17 @@ METHOD_VERDICT = ("after each timed round: a routing whose every stage's distrib
                   "rounds >= min_rounds and accumulated timed GPU seconds >= min_seconds, is not timed in later "
                   "rounds (dropped); stop on ci when every routing has converged, else on timeout (round-loop wall "
                   "seconds >= timeout_seconds), else at max_rounds; floors from the noise table at the run's start")
+METHOD_STAGES = ("after each timed round: each stage of a routing whose distribution-free order-statistic CI "
+                 "half-width of the median is <= max(floor_fraction x floor(GPU, stage) x median, ci_abs_ms), once "
+                 "rounds >= min_rounds and accumulated timed GPU seconds >= min_seconds, is not timed in later "
+                 "rounds (dropped), and a routing once none of its stages is left; stop on ci when every routing "
+                 "has converged, else on timeout (round-loop wall seconds >= timeout_seconds), else at max_rounds; "
+                 "floors from the noise table at the run's start")
+
+
+def method_of(rule: StopRule) -> str:
+    """The ``timing.stop.method`` a run under ``rule`` records."""
+    return METHOD if rule.floor_fraction is None else METHOD_STAGES if rule.drop == "stage" else METHOD_VERDICT
 
 
 def run_floors(gpu_name: str | None, stages: Sequence[str], table: str | Path | None = None) -> dict[str, float]:
@@ -192,9 +212,11 @@ class StopTracker:
     ``time.monotonic``) is read when the tracker is made (the loop's start) and after each round.
 
     Under the verdict rule (``rule.floor_fraction``; ``floors`` per stage, :func:`run_floors`) ``active`` is the
-    routings of ``cells`` still timed: a routing whose every cell has converged (once ``min_rounds`` and
-    ``min_seconds`` are reached) leaves it after the round, named in that trace entry's ``dropped``; the round
-    loop times only ``active`` in later rounds (:meth:`later_order`)."""
+    routings of ``cells`` still timed: once ``min_rounds`` and ``min_seconds`` are reached, a routing whose every
+    stage has converged leaves it after the round, named in that trace entry's ``dropped``; the round loop times
+    only ``active`` in later rounds (:meth:`later_order`). With ``rule.drop == "stage"`` each converged stage of a
+    routing leaves on its own (the entry's ``dropped_stages``, ``"routing/stage"``), the loop times only
+    :meth:`stages_of` the routing, and the routing leaves once it has none left."""
 
     def __init__(self, rule: StopRule, max_rounds: int, source: str, clock: Callable[[], float],
                  cells: Sequence[str] = (), floors: Mapping[str, float] | None = None):
@@ -202,33 +224,61 @@ class StopTracker:
         self.verdict = rule.floor_fraction is not None
         if self.verdict and floors is None:
             raise ValueError("the verdict rule (floor_fraction) needs the floors of the run's GPU")
+        self.by_stage = self.verdict and rule.drop == "stage"
         self.floors = None if floors is None else dict(floors)
         self.cells = list(cells)
         self.active = list(cells)
         self.cell_rounds = dict.fromkeys(cells, 0)
+        self.stages: dict[str, list[str]] = {}              # drop "stage": routing -> its stages still timed
+        self.stage_rounds: dict[str, dict[str, int]] = {}   # drop "stage": routing -> stage -> rounds timed
         self.last: list[str] = []
         self.t0 = clock()
         self.samples: dict[str, list[float]] = {}
         self.trace: list[dict[str, Any]] = []
         self.stopped_by: str | None = None
 
+    def stages_of(self, cell: str) -> list[str] | None:
+        """The stages of ``cell`` the next round times (drop ``stage``), None for every stage it has."""
+        return list(self.stages[cell]) if self.by_stage and cell in self.stages else None
+
     def update(self, round_records: Sequence[Mapping[str, Any]]) -> bool:
         timed = [r for r in round_records if not r["warmup"]]
         if not timed:
             return False
         for rec in timed:
-            self.cell_rounds[rec["pattern"]] = self.cell_rounds.get(rec["pattern"], 0) + 1
-            for stage, ms in rec["ms"].items():
-                self.samples.setdefault(f"{rec['pattern']}/{stage}", []).append(ms)
+            cell = rec["pattern"]
+            self.cell_rounds[cell] = self.cell_rounds.get(cell, 0) + 1
+            ms = rec["ms"]
+            if self.by_stage:  # the stages this round was to time (a rerun's missing one counts, and shows later)
+                wanted = self.stages.setdefault(cell, list(ms))
+                counts = self.stage_rounds.setdefault(cell, {})
+                for stage in wanted:
+                    counts[stage] = counts.get(stage, 0) + 1
+                ms = {s: ms[s] for s in wanted if s in ms}
+            for stage, x in ms.items():
+                self.samples.setdefault(f"{cell}/{stage}", []).append(x)
         self.last = [rec["pattern"] for rec in timed]
         floors = self.floors if self.verdict else None
         entry = round_entry(len(self.trace) + 1, self.clock() - self.t0, self.samples, self.rule, floors)
         if self.verdict:
             rule, ratios = self.rule, cell_ratios(self.samples, self.rule, floors)
             ready = entry["rounds"] >= rule.min_rounds and entry["timed_seconds"] >= rule.min_seconds
-            dropped = [p for p in self.active if ready and all(
-                r is not None and r <= 1 for k, r in ratios.items() if k.rsplit("/", 1)[0] == p)]
-            self.active = [p for p in self.active if p not in dropped]
+
+            def converged(key: str) -> bool:
+                r = ratios.get(key)
+                return ready and r is not None and r <= 1
+
+            if self.by_stage:
+                done = [f"{c}/{s}" for c in self.active for s in self.stages.get(c, []) if converged(f"{c}/{s}")]
+                for key in done:
+                    cell, stage = key.rsplit("/", 1)
+                    self.stages[cell].remove(stage)
+                entry["dropped_stages"] = done
+                dropped = [c for c in self.active if c in self.stages and not self.stages[c]]
+            else:
+                dropped = [c for c in self.active if ready and all(
+                    converged(k) for k in ratios if k.rsplit("/", 1)[0] == c)]
+            self.active = [c for c in self.active if c not in dropped]
             entry["dropped"] = dropped
         self.trace.append(entry)
         self.stopped_by = decision(entry, self.rule, self.max_rounds)
@@ -241,12 +291,17 @@ class StopTracker:
     def record(self) -> dict[str, Any]:
         last = self.trace[-1] if self.trace else {"rounds": 0, "elapsed_seconds": self.clock() - self.t0}
         out = {"rule": self.rule.to_dict(), "source": self.source,
-               "method": METHOD_VERDICT if self.verdict else METHOD, "max_rounds": self.max_rounds,
+               "method": method_of(self.rule), "max_rounds": self.max_rounds,
                "stopped_by": self.stopped_by or MAX_ROUNDS, "rounds": last["rounds"],
                "elapsed_seconds": last["elapsed_seconds"], "trace": self.trace}
         if self.verdict:
             out |= {"floors": self.floors, "cell_rounds": self.cell_rounds, "held_by": self.last,
                     "saved_cell_rounds": len(self.cells) * self.max_rounds - sum(self.cell_rounds.values())}
+        if self.by_stage:
+            n_stages = sum(len(by) for by in self.stage_rounds.values())
+            out |= {"stage_rounds": self.stage_rounds,
+                    "saved_stage_rounds": n_stages * self.max_rounds - sum(
+                        n for by in self.stage_rounds.values() for n in by.values())}
         return out
 
 
@@ -273,9 +328,10 @@ def rerun(doc: Mapping[str, Any]) -> tuple[StopTracker, list[list[str]]]:
         for p in recorded if sorted(recorded) == sorted(order) else order:
             i = cursor[p]
             cursor[p] += 1
+            wanted = tracker.stages_of(p)
             records.append({"pattern": p, "warmup": False,
                             "ms": {s: st["raw_ms"][i] for s, st in doc["patterns"][p]["stages"].items()
-                                   if i < len(st["raw_ms"])}})
+                                   if i < len(st["raw_ms"]) and (wanted is None or s in wanted)}})
         if tracker.update(records):
             break
     return tracker, orders
@@ -288,20 +344,28 @@ def observations(doc: Mapping[str, Any]) -> dict[str, list[float]]:
 
 def replay(doc: Mapping[str, Any], rule: StopRule, floors: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Where ``rule`` would have stopped a run that timed every round (a committed result): the tracker fed its
-    rounds in order (only the routings still timed, under the verdict rule with ``floors``; the wall clock is not
-    replayed: no timeout). Returns ``{"stopped_by", "rounds", "of", "last_to_settle", "cell_rounds"}``
-    (``last_to_settle``: the worst cell one round before the stop; ``cell_rounds``: rounds each routing was
-    timed)."""
-    raw, reps = observations(doc), doc["timing"]["repetitions"]
-    names = list(doc["patterns"])
+    rounds in order (only the routings, and under drop ``stage`` the stages, still timed, under the verdict rule
+    with ``floors``; the wall clock is not replayed: no timeout). Returns ``{"stopped_by", "rounds", "of",
+    "last_to_settle", "cell_rounds", "stage_rounds", "timed_seconds"}`` (``last_to_settle``: the worst cell one
+    round before the stop; ``cell_rounds``: rounds each routing was timed; ``stage_rounds``: each stage of it,
+    ``{routing: {stage: rounds}}``; ``timed_seconds``: the GPU seconds of the observations the rule kept)."""
+    reps = doc["timing"]["repetitions"]
+    raw = {p: {s: st["raw_ms"] for s, st in v["stages"].items()} for p, v in doc["patterns"].items()}
+    names = list(raw)
     tracker = StopTracker(rule, reps, "config", lambda: 0.0, names, floors)
+    stopped, rounds = None, 0
     for n in range(reps):
-        records = [{"pattern": p, "warmup": False,
-                    "ms": {k.rsplit("/", 1)[1]: x[n] for k, x in raw.items() if k.rsplit("/", 1)[0] == p}}
-                   for p in tracker.later_order(names)]
+        records = []
+        for p in tracker.later_order(names):
+            wanted = tracker.stages_of(p)
+            records.append({"pattern": p, "warmup": False,
+                            "ms": {s: x[n] for s, x in raw[p].items() if wanted is None or s in wanted}})
         if tracker.update(records):
-            before = tracker.trace[-2]["worst"] if len(tracker.trace) > 1 else None
-            return {"stopped_by": tracker.stopped_by, "rounds": n + 1, "of": reps, "last_to_settle": before,
-                    "cell_rounds": tracker.cell_rounds}
-    return {"stopped_by": None, "rounds": 0, "of": reps, "last_to_settle": None,
-            "cell_rounds": tracker.cell_rounds}  # a run of no timed round
+            stopped, rounds = tracker.stopped_by, n + 1
+            break
+    before = tracker.trace[-2]["worst"] if stopped is not None and len(tracker.trace) > 1 else None
+    stage_rounds = tracker.stage_rounds if tracker.by_stage else \
+        {p: dict.fromkeys(raw[p], tracker.cell_rounds[p]) for p in names}
+    return {"stopped_by": stopped, "rounds": rounds, "of": reps, "last_to_settle": before,
+            "cell_rounds": tracker.cell_rounds, "stage_rounds": stage_rounds,
+            "timed_seconds": tracker.trace[-1]["timed_seconds"] if tracker.trace else 0.0}

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.stop_rule import METHOD_VERDICT, decision, observations, rerun, round_entry
+from ..analysis.stop_rule import decision, method_of, observations, rerun, round_entry
 from ..core.config import StopRule
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, round_orders, summarize
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
@@ -55,7 +55,7 @@ def stats_checks(doc: dict[str, Any], add: Add) -> None:
                     stats_p.append((f"{path}.{key}", f"recorded {s[key]} but the raw observations give {value}"))
             if s["n_obs"] != raw.size:
                 stats_p.append((f"{path}.n_obs", f"recorded {s['n_obs']} but raw_ms has {raw.size}"))
-            want = want_n if timed is None else timed.get(name, 0)
+            want = want_n if timed is None else timed.get(name, {}).get(stage, 0)
             if raw.size < want:
                 obs_p.append((f"{path}.raw_ms", f"{raw.size} observations < the run's {want} rounds of {name}"))
     add("stats_recompute", stats_p)
@@ -142,7 +142,7 @@ def timing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
         rewarm = sum(1 for x in doc["telemetry"]["samples"] if x["pattern"] == name and x.get("rewarm"))
         for stage, s in p["stages"].items():
             path = f"$.patterns.{name}.stages.{stage}"
-            want = reps if timed is None else timed.get(name, 0)
+            want = reps if timed is None else timed.get(name, {}).get(stage, 0)
             if len(s["raw_ms"]) != want:
                 problems.append((f"{path}.raw_ms", f"{len(s['raw_ms'])} observations != the {want} timed rounds "
                                  + ("(timing.repetitions)" if timed is None else "of its round orders")))
@@ -152,13 +152,22 @@ def timing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
     add("timing_recompute", problems)
 
 
-def timed_rounds(doc: dict[str, Any]) -> dict[str, int] | None:
-    """Under the verdict rule (``timing.stop.rule.floor_fraction``), the timed rounds of each routing as its
-    recorded round orders say; None for every other run (each routing timed ``timing.repetitions`` times)."""
+def timed_rounds(doc: dict[str, Any]) -> dict[str, dict[str, int]] | None:
+    """Under the verdict rule (``timing.stop.rule.floor_fraction``), the timed rounds of each routing's stages,
+    ``{routing: {stage: rounds}}``: a routing's rounds as its recorded round orders say, or under drop ``stage`` each
+    stage's as the rule decides on the document's own observations (:func:`~nsa_exp.analysis.stop_rule.rerun`); None
+    for every other run (each stage timed ``timing.repetitions`` times)."""
     t = doc["timing"]
-    if "floor_fraction" not in ((t.get("stop") or {}).get("rule") or {}):
+    rule = (t.get("stop") or {}).get("rule") or {}
+    if "floor_fraction" not in rule:
         return None
-    return dict(Counter(p for order in t["round_orders"][t["warmup_rounds"]:] for p in order))
+    if rule.get("drop") == "stage":
+        try:
+            return rerun(doc)[0].stage_rounds
+        except (KeyError, TypeError, ValueError, IndexError):  # a block the stop_rule check refuses, naming why
+            return None
+    rounds = Counter(p for order in t["round_orders"][t["warmup_rounds"]:] for p in order)
+    return {name: dict.fromkeys(p["stages"], rounds.get(name, 0)) for name, p in doc["patterns"].items()}
 
 
 def verdict_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Problems:
@@ -180,8 +189,9 @@ def verdict_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Pr
     tracker, orders = rerun(doc)
     got_trace, want_trace = stop["trace"], tracker.trace
     for i, (got, want) in enumerate(zip(got_trace, want_trace, strict=False)):
-        bad = [k for k in ("rounds", "timed_seconds", "unconverged", "worst", "worst_ratio", "dropped")
-               if not (got.get(k) == want[k] if k == "dropped" or None in (got.get(k), want[k])
+        bad = [k for k in ("rounds", "timed_seconds", "unconverged", "worst", "worst_ratio", "dropped",
+                           "dropped_stages") if k in want or k in got
+               if not (got.get(k) == want.get(k) if k.startswith("dropped") or None in (got.get(k), want[k])
                        else same(got[k], want[k]))]
         if bad:
             problems.append((f"$.timing.stop.trace[{i}]", "; ".join(
@@ -189,18 +199,19 @@ def verdict_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Pr
     if len(got_trace) != len(want_trace):
         problems.append(("$.timing.stop.trace", f"{len(got_trace)} entries; the rule on the raw observations "
                                                 f"stops after {len(want_trace)} rounds"))
-    if stop.get("method") != METHOD_VERDICT:
+    if stop.get("method") != method_of(tracker.rule):
         problems.append(("$.timing.stop.method", f"{stop.get('method')!r}: the verdict rule records "
-                                                 f"{METHOD_VERDICT!r}"))
+                                                 f"{method_of(tracker.rule)!r}"))
     elapsed = [e.get("elapsed_seconds", 0.0) for e in got_trace]
     if any(b < a for a, b in zip(elapsed, elapsed[1:], strict=False)):
         problems.append(("$.timing.stop.trace", "the wall clock goes backwards between entries"))
     if got_trace and not close(stop.get("elapsed_seconds", float("nan")), elapsed[-1]):
         problems.append(("$.timing.stop.elapsed_seconds", "differs from the last trace entry's"))
     want = tracker.record()
-    for key in ("stopped_by", "rounds", "cell_rounds", "held_by", "saved_cell_rounds"):
-        if stop.get(key) != want[key]:
-            problems.append((f"$.timing.stop.{key}", f"recorded {stop.get(key)!r}, the rule gives {want[key]!r}"))
+    for key in ("stopped_by", "rounds", "cell_rounds", "held_by", "saved_cell_rounds", "stage_rounds",
+                "saved_stage_rounds"):
+        if (key in stop or key in want) and stop.get(key) != want.get(key):
+            problems.append((f"$.timing.stop.{key}", f"recorded {stop.get(key)!r}, the rule gives {want.get(key)!r}"))
     if doc["timing"]["round_orders"][doc["timing"]["warmup_rounds"]:] != orders:
         problems.append(("$.timing.round_orders", "the timed rounds' orders are not the planned ones cut to the "
                                                   "routings the rule still timed"))

@@ -103,12 +103,19 @@ class StopRule:
     #: and a routing whose stages have all converged stops being timed; None: the ci_rel rule, every routing timed
     #: in every round (every result recorded before issue 30)
     floor_fraction: float | None = None
+    #: under the verdict rule, what converges and leaves later rounds (:data:`nsa_exp.core.protocol.STOP_DROPS`):
+    #: a ``routing`` once all its stages have (absent: every run recorded before 2026-12-05), or each ``stage`` of a
+    #: routing on its own, the routing once all have
+    drop: str = "routing"
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``timing.stop`` block: the six fields, and ``floor_fraction`` when set."""
+        """The ``timing.stop`` block: the six fields, ``floor_fraction`` when set and ``drop`` when not
+        ``routing`` (so every block recorded before the field reads back unchanged)."""
         out = asdict(self)
         if self.floor_fraction is None:
             out.pop("floor_fraction")
+        if self.drop == "routing":
+            out.pop("drop")
         return out
 
 

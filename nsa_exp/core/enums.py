@@ -34,6 +34,7 @@ VOCABULARY: dict[str, Callable[[], list[Any]]] = {
     "flush_policies": lambda: list(protocol.FLUSH_POLICIES),
     "stop_reasons": lambda: list(protocol.STOP_REASONS),
     "stop_sources": lambda: list(protocol.STOP_SOURCES),
+    "stop_drops": lambda: list(protocol.STOP_DROPS),
     "autotune_modes": lambda: list(protocol.AUTOTUNE_MODES),
     "gates": lambda: list(protocol.GATE_NAMES),
     "gates.release": lambda: list(protocol.RELEASE_GATE_NAMES),

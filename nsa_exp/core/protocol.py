@@ -44,6 +44,10 @@ WHATIF_LAYOUTS = ("split", "split-heavy-first")
 STOP_REASONS = ("ci", "timeout", "max_rounds")
 #: Where a run's stop rule came from: its config's ``timing.stop`` block, or ``bench/sweep --stop-rule``.
 STOP_SOURCES = ("config", "--stop-rule")
+#: what the verdict stop rule takes out of later rounds once it has converged (``timing.stop.drop``): a
+#: ``routing`` once every stage of it has (every run recorded before 2026-12-05), or each ``stage`` of a routing on
+#: its own (the routing once all have)
+STOP_DROPS = ("routing", "stage")
 #: NVML clocks-event reasons counted as throttling (gpu/telemetry.py flags samples with this mask).
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 

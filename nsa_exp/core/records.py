@@ -317,9 +317,11 @@ def record_schema(record: RunRecord) -> str:
 def stage_records(records: Sequence[Mapping[str, Any]], patterns: Sequence[str],
                   stages: Sequence[str] = STAGE_NAMES) -> dict[str, dict[str, StageStats]]:
     """Per pattern and stage, the :class:`StageStats` of the round loop's records (``{"pattern", "warmup",
-    "ms": {stage: ms}}`` each)."""
-    return {p: {stage: StageStats.of([r["ms"][stage] for r in records if r["pattern"] == p and not r["warmup"]],
-                                     [r["ms"][stage] for r in records if r["pattern"] == p and r["warmup"]])
+    "ms": {stage: ms}}`` each; a record lacks the stages the stop rule no longer timed in that round)."""
+    return {p: {stage: StageStats.of([r["ms"][stage] for r in records
+                                      if r["pattern"] == p and not r["warmup"] and stage in r["ms"]],
+                                     [r["ms"][stage] for r in records
+                                      if r["pattern"] == p and r["warmup"] and stage in r["ms"]])
                 for stage in stages} for p in patterns}
 
 

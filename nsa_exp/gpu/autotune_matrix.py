@@ -132,6 +132,7 @@ class MatrixArm(Arm[dict[str, Any]]):
     """The matrix's hooks: every routing's intermediates once, FLA's own choice per routing (autotuners reset
     in between), then one group of cells per stage."""
 
+    prefetch_inputs = True
     schema = "autotune_matrix"
     packed = False  # as before packing existed: the matrix times the dense launch
 

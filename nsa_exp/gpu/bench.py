@@ -127,6 +127,8 @@ class BenchArm(Arm[BenchResult]):
     #: timed: the measurement of every round (a resumed run's journalled rounds, then this process's)
     measurement: Measurement
 
+    prefetch_inputs = True  # the inputs are drawn while the FLA-sources and routing gates run (issue 30)
+
     def __init__(self, request: BenchRequest):
         self.request = request
         self.journal = Journal(REPO_ROOT, request.output.stem)  # the run's name: its output's stem

@@ -46,7 +46,10 @@ Stop rule (:mod:`nsa_exp.analysis.stop_rule`): a group whose plan has ``stop`` s
 round at which the rule says so; its measurement's ``orders`` are cut to the rounds that ran and its ``stop``
 holds the result's ``timing.stop`` block (rule, source, which criterion stopped it, one trace entry per timed
 round). Under the verdict rule (``floor_fraction``) the floors are the noise table's for the device's GPU, and a
-routing that has converged is left out of the later rounds' orders (the measurement records the orders as run).
+routing that has converged is left out of the later rounds' orders (the measurement records the orders as run);
+with ``drop`` ``stage`` each converged stage of a routing is skipped in the later rounds on its own
+(:meth:`~nsa_exp.analysis.stop_rule.StopTracker.stages_of`, handed to the loop), its records holding only the stages
+timed.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ from ..core.records import Record, RunRecord
 from ..io.metadata import base_metadata
 from ..io.store import write_json, write_record
 from .gates import run_gates
+from .inputs import Prefetch
 from .telemetry import Telemetry
 from .timing import CudaDevice, run_rounds
 
@@ -161,7 +165,8 @@ def time_cells(cells: Cells, device: Any = None, telemetry: Any = None,
     records = run_rounds(cells.fns, orders, plan.warmup, plan.l2_flush_bytes, on_pattern_done=on_cell_done,
                          progress=progress, rounds=todo, on_round_done=cells.on_round_done, rewarm=cells.rewarm,
                          device=device, before_pattern=cells.before_cell, flush_policy=plan.flush_policy,
-                         should_stop=should_stop)
+                         should_stop=should_stop,
+                         stages_of=tracker.stages_of if tracker is not None and tracker.by_stage else None)
     if progress is not None:
         progress.close()
     stop = None if tracker is None else tracker.record()
@@ -183,6 +188,7 @@ class Run:
     files: dict[str, Any] = field(default_factory=dict)         # routing files: {"file:<stem>": block_indices}
     file_reports: dict[str, Any] = field(default_factory=dict)  # ... and their reports (routing.files)
     telemetry: Any = None                    # NVML sampler (default telemetry.Telemetry(), made when first used)
+    prefetch: Prefetch | None = None         # the inputs being drawn during the gates (Arm.prefetch_inputs)
     # filled by the steps
     gates: list[dict[str, Any]] = field(default_factory=list)
     routings: dict[str, Any] = field(default_factory=dict)
@@ -236,8 +242,22 @@ class Arm(Generic[DocT]):
     #: False: build the launchers dense even for a packed config (the arms written before packing existed)
     packed: bool = True
 
+    #: True: the default :meth:`inputs` reads inputs drawn in the background from the moment the ``gpu`` gate
+    #: passes (:class:`.inputs.Prefetch`; the same values, drawn while the later gates run)
+    prefetch_inputs: bool = False
+
     def gates(self, run: Run) -> None:
-        run.gates, run.routings = run_gates(run.config, allow_gpu=run.allow_gpu, strict=True, files=run.files)
+        def passed(name: str) -> None:
+            if name == "gpu" and self.prefetch_inputs:
+                run.prefetch = Prefetch(run.config.shape, run.config.seeds.inputs)
+
+        try:
+            run.gates, run.routings = run_gates(run.config, allow_gpu=run.allow_gpu, strict=True, files=run.files,
+                                                passed=passed)
+        except BaseException:
+            if run.prefetch is not None:  # a later gate refused: stop the draw, do not hold the refusal up
+                run.prefetch.cancel()
+            raise
         run.names = [p.name for p in run.config.patterns] + list(run.files)
 
     def inputs(self, run: Run) -> None:
@@ -246,7 +266,8 @@ class Arm(Generic[DocT]):
 
         config = run.config
         cu = config.cu_seqlens if self.packed else None
-        run.inputs = make_inputs(config.shape, config.seeds.inputs, run.device.tensor_device)
+        run.inputs = make_inputs(config.shape, config.seeds.inputs, run.device.tensor_device, run.prefetch)
+        run.prefetch = None
         run.staged = {n: StagedBackward(make_problem(config.shape, run.routings[n], run.inputs, cu))
                       for n in run.names}
 

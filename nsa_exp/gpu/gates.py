@@ -95,10 +95,12 @@ def routings_gate(config: Config, files: Mapping[str, np.ndarray] | None = None,
 
 
 def run_gates(config: Config, allow_gpu: bool, strict: bool = True,
-              files: Mapping[str, np.ndarray] | None = None) -> tuple[list[dict[str, Any]], dict]:
+              files: Mapping[str, np.ndarray] | None = None,
+              passed: Callable[[str], None] | None = None) -> tuple[list[dict[str, Any]], dict]:
     """Run every gate in order. ``strict`` raises at the first failure; otherwise each failure is
     recorded and the rest still run. ``files``: validated routing files timed beside the patterns
-    (:func:`routings_gate`). Returns (gate records, routings)."""
+    (:func:`routings_gate`). ``passed(name)`` is called after each gate that passed (the engine starts drawing
+    the inputs once ``gpu`` has). Returns (gate records, routings)."""
     records: list[dict[str, Any]] = []
     routings: dict[str, np.ndarray] = {}
 
@@ -117,6 +119,8 @@ def run_gates(config: Config, allow_gpu: bool, strict: bool = True,
     for name, step in steps if strict else progress(steps, "check: running the gates", unit="gate"):
         try:
             records.append({"name": name, "passed": True, "detail": step()})
+            if passed is not None:
+                passed(name)
         except GateFailure as exc:
             if strict:
                 raise

@@ -49,6 +49,7 @@ from fla.ops.nsa import parallel as fla_nsa
 
 from ..core import stages
 from ..core.config import Shape
+from .inputs import Prefetch, random_inputs, to_device
 from .numerics import DTYPES
 
 #: The stages one staged pass runs (:meth:`StagedBackward.run_staged`): every backward stage and what it
@@ -91,13 +92,13 @@ class Problem:
         return self.shape.S
 
 
-def make_inputs(shape: Shape, seed: int, device: str | torch.device) -> dict[str, torch.Tensor]:
-    """Random-normal q, k, v, dO (never zeros) from a seeded generator, created on ``device``."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    dtype = DTYPES[shape.dtype]
-    dims = {"q": (shape.HQ, shape.K), "k": (shape.H, shape.K), "v": (shape.H, shape.V), "do": (shape.HQ, shape.V)}
-    return {name: torch.randn(shape.B, shape.T, *d, generator=gen, dtype=torch.float32).to(device, dtype)
-            for name, d in dims.items()}
+def make_inputs(shape: Shape, seed: int, device: str | torch.device,
+                prefetch: Prefetch | None = None) -> dict[str, torch.Tensor]:
+    """Random-normal q, k, v, dO (never zeros; :func:`.inputs.random_inputs`, a seeded CPU generator) on ``device``
+    in the shape's dtype; ``prefetch``: the same values already being drawn in the background (the engine starts
+    one during the gates), used when it holds this shape and seed."""
+    cpu = prefetch.result(shape, seed) if prefetch is not None else None
+    return to_device(random_inputs(shape, seed) if cpu is None else cpu, DTYPES[shape.dtype], device)
 
 
 def make_problem(shape: Shape, block_indices: np.ndarray, inputs: dict[str, torch.Tensor],

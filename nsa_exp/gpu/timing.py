@@ -24,7 +24,7 @@ and spin per cell).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -122,6 +122,7 @@ def run_rounds(
     around: Callable[[str, str, int], AbstractContextManager[Any]] | None = None,
     flush_buffer: Any = None,
     should_stop: Callable[[int, list[dict[str, Any]]], bool] | None = None,
+    stages_of: Callable[[str], Collection[str] | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the rounds ``rounds`` (default: all); return one record per (round, pattern) with each
     stage's elapsed ms.
@@ -137,7 +138,9 @@ def run_rounds(
     the method itself); ``around(pattern, stage, round)`` is a context entered around each call, inside its
     event pair (the CUPTI pass's profiler range); ``flush_buffer`` is a buffer from
     ``device.flush_buffer`` to sweep instead of allocating one; ``should_stop(round, round_records)``,
-    asked after each round's ``on_round_done``, ends the loop early when it returns True (the stop rule).
+    asked after each round's ``on_round_done``, ends the loop early when it returns True (the stop rule);
+    ``stages_of(pattern)``, asked when the pattern's turn comes, names the stages to time (None: all; the stop
+    rule's drop ``stage``): the others are skipped, not called, and its record holds only those.
     Raises ValueError for another policy.
     """
     if flush_policy not in FLUSH_POLICIES:
@@ -155,7 +158,10 @@ def run_rounds(
             if policy not in FLUSH_POLICIES:
                 raise ValueError(f"flush_policy {policy!r} of {pattern!r} is not one of {FLUSH_POLICIES}")
             events = []
+            timed = None if stages_of is None else stages_of(pattern)
             for stage, fn in stage_fns[pattern].items():
+                if timed is not None and stage not in timed:
+                    continue
                 start, end = dev.event(), dev.event()
                 if l2_flush_bytes and policy == "write":
                     dev.flush(flush, r)

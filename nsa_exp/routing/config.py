@@ -107,6 +107,9 @@ def _timing(raw: dict[str, Any]) -> TimingConfig:
     if stop is not None and stop["min_rounds"] > raw["repetitions"]:
         raise UserError(f"config.timing.stop.min_rounds: {stop['min_rounds']} exceeds timing.repetitions "
                         f"{raw['repetitions']} (the most rounds a run times); lower it")
+    if stop is not None and stop.get("drop", "routing") != "routing" and stop.get("floor_fraction") is None:
+        raise UserError(f"config.timing.stop.drop: {stop['drop']!r} is the verdict rule's; give floor_fraction too "
+                        "(or leave drop out)")
     return TimingConfig(**{**raw, "stop": None if stop is None else StopRule(**stop)})
 
 

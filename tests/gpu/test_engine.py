@@ -102,15 +102,16 @@ def test_the_stop_rule_refuses_to_time_part_of_a_run():
         time_cells(_cells(FakeDevice(), lambda i: 1.0, rounds=range(3, 10), stop=rule()), FakeDevice())
 
 
-def _verdict_run(y_noisy_calls: int = 16):
+def _verdict_run(y_noisy_calls: int = 16, drop: str = "routing"):
     """Routings x (every call 3 ms) and y (1 or 9 ms alternately for its first ``y_noisy_calls`` calls, then
-    5 ms) under the verdict rule, min_rounds 8, over 30 planned rounds; returns (cells, device)."""
+    5 ms; under drop ``stage`` only its stage ``a`` is noisy, its ``b`` takes 3 ms) under the verdict rule,
+    min_rounds 8, over 30 planned rounds; returns (cells, device)."""
     dev, calls = FakeDevice(), {"y": 0}
 
     def call(p, s):
         def fn():
             dev.log.append(f"call {p}.{s}")
-            if p == "x":
+            if p == "x" or (drop == "stage" and s == "b"):
                 dev.clock += 3.0
             else:
                 n = calls["y"]
@@ -119,7 +120,7 @@ def _verdict_run(y_noisy_calls: int = 16):
         return fn
 
     fns = {p: {s: call(p, s) for s in ("a", "b")} for p in ("x", "y")}
-    plan = RoundPlan(("x", "y"), 1, 30, "shuffled-rounds", 3, "write", FLUSH, stop=rule(min_rounds=8))
+    plan = RoundPlan(("x", "y"), 1, 30, "shuffled-rounds", 3, "write", FLUSH, stop=rule(min_rounds=8, drop=drop))
     cells = Cells(fns, plan)
     time_cells(cells, dev, clock=Ticks(0.5))
     return cells, dev
@@ -127,7 +128,8 @@ def _verdict_run(y_noisy_calls: int = 16):
 
 def _document(m) -> dict:
     """The parts of a bench-shaped document the stop rule's check reads, from a measurement."""
-    patterns = {p: {"stages": {s: {"raw_ms": [r["ms"][s] for r in m.records if r["pattern"] == p and not r["warmup"]]}
+    patterns = {p: {"stages": {s: {"raw_ms": [r["ms"][s] for r in m.records
+                                              if r["pattern"] == p and not r["warmup"] and s in r["ms"]]}
                                for s in ("a", "b")}} for p in m.plan.cells}
     timing = m.timing(["a", "b"]).to_json()
     return {"patterns": patterns, "timing": timing, "config": {"timing": {"stop": m.stop["rule"]}}}
@@ -164,6 +166,43 @@ def test_validate_reruns_the_verdict_rule_and_finds_a_forged_drop_or_a_missing_o
     forged = json.loads(json.dumps(doc))
     forged["timing"]["round_orders"][-1] = ["x", "y"]  # a round the rule had cut to y
     assert "$.timing.round_orders" in [p for p, _ in stop_rule_problems(forged)]
+
+
+def test_drop_stage_stops_timing_a_converged_stage_while_the_rest_of_its_routing_goes_on():
+    cells, dev = _verdict_run(drop="stage")
+    m = cells.measured
+    stop = m.stop
+    assert stop["rule"]["drop"] == "stage" and stop["trace"][7]["dropped_stages"] == ["x/a", "x/b", "y/b"]
+    assert stop["trace"][7]["dropped"] == ["x"] and stop["held_by"] == ["y"] and stop["stopped_by"] == "ci"
+    n = stop["rounds"]
+    assert n > 8 and stop["stage_rounds"] == {"x": {"a": 8, "b": 8}, "y": {"a": n, "b": 8}}
+    assert stop["saved_stage_rounds"] == 4 * 30 - (8 + 8 + n + 8)
+    assert dev.log.count("call y.b") == 1 + 8 and dev.log.count("call y.a") == 1 + n  # warm-up + timed
+    later = [r for r in m.records if r["pattern"] == "y" and not r["warmup"]][8:]
+    assert later and all(list(r["ms"]) == ["a"] for r in later)  # the record holds only what was timed
+    # the stage still timed is flushed, spun and bracketed by its own event pair, exactly as before
+    assert dev.log[-6:] == ["flush", "spin", "start", "call y.a", "end", "sync"], dev.log[-6:]
+
+
+def test_validate_reruns_drop_stage_and_finds_a_forged_stage_drop_or_count():
+    from nsa_exp.checking.stats_checks import stop_rule_problems  # noqa: PLC0415
+
+    doc = _document(_verdict_run(drop="stage")[0].measured)
+    assert stop_rule_problems(doc) == []
+    forged = json.loads(json.dumps(doc))
+    forged["timing"]["stop"]["trace"][7]["dropped_stages"] = ["x/a", "x/b"]  # "y's b went on" -- it did not
+    assert any("dropped_stages" in msg for _, msg in stop_rule_problems(forged))
+    forged = json.loads(json.dumps(doc))
+    forged["timing"]["stop"]["stage_rounds"]["y"]["b"] = 5
+    assert [p for p, _ in stop_rule_problems(forged)] == ["$.timing.stop.stage_rounds"]
+    forged = json.loads(json.dumps(doc))  # y's b cut three rounds before the rule dropped it
+    del forged["patterns"]["y"]["stages"]["b"]["raw_ms"][5:]
+    assert stop_rule_problems(forged)
+    forged = json.loads(json.dumps(doc))  # y's b timed on after the rule dropped it
+    forged["patterns"]["y"]["stages"]["b"]["raw_ms"] += [3.0, 3.0]
+    assert stop_rule_problems(forged) == []  # the trace never reads them ...
+    from nsa_exp.checking.stats_checks import timed_rounds  # noqa: PLC0415
+    assert timed_rounds(forged)["y"]["b"] == 8  # ... but timing_recompute holds raw_ms to these counts
 
 
 class LoggingArm(Arm):
@@ -302,6 +341,8 @@ def test_a_stop_rule_bench_that_cannot_run_is_refused_in_one_line(args, start, t
     ({**DEFAULT_RULE.to_dict(), "min_rounds": 151}, "config.timing.stop.min_rounds: 151 exceeds timing.repetitions"),
     ({k: v for k, v in DEFAULT_RULE.to_dict().items() if k != "ci_rel"}, "'ci_rel' is a required property"),
     ({**DEFAULT_RULE.to_dict(), "confidence": 1.0}, "config.timing.stop.confidence"),
+    ({**CI_REL_RULE.to_dict(), "drop": "stage"}, "config.timing.stop.drop: 'stage' is the verdict rule's"),
+    ({**DEFAULT_RULE.to_dict(), "drop": "cell"}, "config.timing.stop.drop"),
 ])
 def test_a_bad_stop_block_is_one_line_naming_the_field(stop, fragment, tmp_path):
 

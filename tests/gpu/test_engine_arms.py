@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nsa_exp.analysis.stop_rule import DEFAULT_RULE
+from nsa_exp.analysis.stop_rule import DEFAULT_RULE, STAGE_RULE
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import StopRule
 from nsa_exp.core.measurement import PHASES
@@ -167,7 +167,7 @@ def test_bench_under_the_stop_rule_writes_todays_keys_and_validates(fake_gpu, tm
     config = config_from_dict(tiny_config(), source="tiny.json")
     out = tmp_path / f"tiny_engine_{os.getpid()}.json"
     dev = FakeGpu([H200_MS[s] for s in STAGE_NAMES])
-    rule = StopRule(**{**DEFAULT_RULE.to_dict(), "min_rounds": 6})
+    rule = StopRule(**{**STAGE_RULE.to_dict(), "min_rounds": 6})  # bench --stop-rule's: converged stages drop
     from nsa_exp.gpu.launcher import _autotuner, autotuned_kernels  # noqa: PLC0415
     dkv = _autotuner(autotuned_kernels()["dkv_core"])
     dkv.cache[("another shape's key",)] = dkv.configs[0]  # what an earlier call in this process (smoke) leaves
