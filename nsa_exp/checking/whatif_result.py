@@ -19,7 +19,8 @@ from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
 from ..core.protocol import round_orders
 from ..errors import UserError
-from ..model.split import split_routing
+from ..model.split import split_batches
+from ..routing.fanin import row_fanin
 from ..routing.patterns import generate_routing
 from . import record_checks
 from .autotune_checks import autotune_configs
@@ -59,11 +60,11 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems += [(f"{path}.records[{i}].warmup", "does not match round < warmup_rounds")
                      for i, r in enumerate(p["records"]) if r["warmup"] != (r["round"] < t["warmup_rounds"])][:1]
         base = arms.get("baseline", {}).get("total", {}).get("median_ms")
-        try:
-            routing = generate_routing(pattern_from_entry(_entry(config, pname), f"{path}", shape), shape,
-                                       config["seeds"]["routing"])
+        try:  # the routing's CSR-row fan-in: B' of every split follows from it (model.split.split_batches)
+            fanin = row_fanin(generate_routing(pattern_from_entry(_entry(config, pname), f"{path}", shape), shape,
+                                               config["seeds"]["routing"]), shape.block_size)
         except (UserError, KeyError) as exc:
-            routing = None
+            fanin = None
             problems.append((path, f"the routing cannot be regenerated: {exc}"))
         for name, arm in arms.items():
             apath = f"{path}.arms.{name}"
@@ -88,8 +89,8 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             if m is None or arm.get("layout") != m["layout"] or arm.get("max_fanin") != int(m["F"]):
                 problems.append((apath, f"layout {arm.get('layout')!r} / max_fanin {arm.get('max_fanin')} do not match "
                                  f"the arm's name"))
-            elif routing is not None:
-                batches = int(split_routing(routing, shape.block_size, int(m["F"]), m["layout"]).shape[0])
+            elif fanin is not None:
+                batches = split_batches(fanin, int(m["F"]), m["layout"])
                 if arm.get("batches") != batches:
                     problems.append((f"{apath}.batches", f"{arm.get('batches')}, the routing split at F={m['F']} "
                                      f"({m['layout']}) gives {batches} batches"))
