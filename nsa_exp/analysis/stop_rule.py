@@ -63,16 +63,16 @@ CI, TIMEOUT, MAX_ROUNDS = STOP_REASONS
 #: skewed routings' dK/dV (round-to-round spread a few times the floor) run to the 150-round ceiling alone.
 DEFAULT_RULE = StopRule(min_rounds=20, min_seconds=0.5, ci_rel=0.01, ci_abs_ms=0.02, timeout_seconds=300.0,
                         confidence=0.95, floor_fraction=0.5)
-#: ``bench --stop-rule`` and ``reproduce`` since 2026-12-05 (issue 30): the verdict rule of :data:`DEFAULT_RULE`, each
-#: converged stage of a routing leaving later rounds on its own (``drop`` ``stage``; the routing once all have), so
-#: the skewed routings' late rounds time only their dK/dV and full backward. Replayed on the seven committed
-#: 150-round H200 formal runs (``python scripts/stop_rule_replay.py``, docs/METHOD.md), it keeps 34 s of each run's
-#: ~88 s of timed GPU time where dropping whole routings keeps 58 s; ``peer-bench --stop-rule`` keeps
-#: :data:`DEFAULT_RULE` (a peer cell's stages are not yet followed one by one).
+#: ``bench --stop-rule``, ``sweep --stop-rule`` and ``reproduce`` since 2026-12-05 (issue 30): the verdict rule of
+#: :data:`DEFAULT_RULE`, each converged stage of a routing leaving later rounds on its own (``drop`` ``stage``; the
+#: routing once all have), so the skewed routings' late rounds time only their dK/dV. Replayed on the seven committed
+#: 150-round H200 formal runs (``python -m nsa_exp stop-replay``, docs/METHOD.md), it keeps 34 s of each run's ~88 s
+#: of timed GPU time where dropping whole routings keeps 58 s; ``peer-bench --stop-rule`` keeps :data:`DEFAULT_RULE`
+#: (a peer cell's stages are not yet followed one by one).
 STAGE_RULE = replace(DEFAULT_RULE, drop="stage")
-#: ``sweep --stop-rule`` when the sweep names no ``timing.stop``: the ``ci_rel`` rule (every routing in every
-#: round: a sweep point's checks do not yet follow a routing that drops out), chosen on the committed H200 formal
-#: run's observations; also the rule ``bench --stop-rule`` applied before issue 30.
+#: the ``ci_rel`` rule (every routing in every round): ``sweep --stop-rule``'s default before 2026-12-05 and
+#: ``bench --stop-rule``'s before issue 30, chosen on the committed H200 formal run's observations; a config may
+#: still name it in its ``timing.stop`` block.
 CI_REL_RULE = StopRule(min_rounds=20, min_seconds=0.5, ci_rel=0.01, ci_abs_ms=0.02, timeout_seconds=300.0,
                        confidence=0.95)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.run_cost import timed_ms
+from ..analysis.stop_rule import rerun
 from ..core.config import Config, Shape, bytes_needed
 from ..core.families import BASELINE_PATTERN, pattern_from_entry, point_id, shape_label
 from ..core.kinds import schema_version
@@ -47,7 +48,7 @@ from .routing_checks import (
     routing_files_consistent,
 )
 from .run_checks import shape_problems
-from .stats_checks import stats_checks, stop_rule_check
+from .stats_checks import stats_checks, stop_rule_check, timed_rounds
 
 KIND = "sweep_point"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -123,17 +124,22 @@ def point_timing_recompute(doc: dict[str, Any], add: Add) -> None:
         problems.append(("$.timing.repetitions", f"{t['repetitions']} rounds > the config's {ct['repetitions']}"))
     rounds = t["warmup_rounds"] + t["repetitions"]
     orders = round_orders(names, rounds, t["order_mode"], t["order_seed"])
+    timed = timed_rounds(doc)  # the verdict rule: converged routings (or stages) leave later rounds; its rerun says
+    if timed is not None:     # which, on the point's own observations (stop_rule recomputes the trace)
+        orders = orders[:t["warmup_rounds"]] + rerun(doc)[1]
     if t["round_orders"] != orders:
         first = first_difference(t["round_orders"], orders)
         problems.append((f"$.timing.round_orders[{first}]", f"differs from the {t['order_mode']} order of seed "
-                         f"{t['order_seed']} over {rounds} rounds"))
+                         f"{t['order_seed']} over {rounds} rounds"
+                         + ("" if timed is None else ", cut to the routings the stop rule still timed")))
     for name, p in doc["patterns"].items():
         if list(p["stages"]) != stages:
             problems.append((f"$.patterns.{name}.stages", f"{list(p['stages'])} != the timed stages {stages}"))
         for stage, s in p["stages"].items():
-            if len(s["raw_ms"]) != t["repetitions"]:
+            n = t["repetitions"] if timed is None else timed.get(name, {}).get(stage, 0)
+            if len(s["raw_ms"]) != n:
                 problems.append((f"$.patterns.{name}.stages.{stage}.raw_ms", f"{len(s['raw_ms'])} observations != "
-                                 f"{t['repetitions']} repetitions"))
+                                 + (f"{n} repetitions" if timed is None else f"the {n} rounds the stop rule timed it")))
     add("timing_recompute", problems)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nsa_exp.analysis.stop_rule import DEFAULT_RULE, STAGE_RULE
+from nsa_exp.analysis.stop_rule import STAGE_RULE
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import StopRule
 from nsa_exp.core.measurement import PHASES
@@ -273,7 +273,7 @@ def test_a_sweep_point_under_its_configs_stop_rule_validates(fake_gpu, tmp_path)
     from nsa_exp.sweeps.plan import Point  # noqa: PLC0415
     from nsa_exp.sweeps.run import run_point  # noqa: PLC0415
 
-    raw = tiny_config(stop={**DEFAULT_RULE.to_dict(), "min_rounds": 6, "min_seconds": 0.0})
+    raw = tiny_config(stop={**STAGE_RULE.to_dict(), "min_rounds": 6, "min_seconds": 0.0})  # sweep --stop-rule's
     point = Point("tiny", "T32-sink-heavy-sinks1", 32, {"name": "sink-heavy", "sinks": 1}, ("csr", "dkv_core"),
                   {**raw, "name": "T32-sink-heavy-sinks1"}, None)
     dev = FakeGpu([H200_MS["csr"], H200_MS["dkv_core"]])

@@ -10,8 +10,8 @@ import pytest
 
 from nsa_exp.cli import main
 from nsa_exp.core.config import Shape
-from nsa_exp.core.protocol import WHATIF_LAYOUTS
 from nsa_exp.core.families import pattern_from_entry
+from nsa_exp.core.protocol import WHATIF_LAYOUTS
 from nsa_exp.io.progress import is_progress_line
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.model.fit import fit_params
