@@ -7,6 +7,7 @@ small class on the same engine."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -63,7 +64,8 @@ class _Event:
     def record(self) -> None:
         d = self.dev
         d.log.append("end" if self.end else "start")
-        d.clock = d.started + d.costs[self.stage % len(d.costs)] if self.end else d.clock + 1.0
+        cost = d.costs[self.stage % len(d.costs)]
+        d.clock = d.started + (cost() if callable(cost) else cost) if self.end else d.clock + 1.0
         d.started = d.clock if not self.end else d.started
         self.t = d.clock
 
@@ -73,7 +75,7 @@ class _Event:
 
 class FakeGpu(FakeDevice):
     """The round loop's fake device plus the host facts the engine reads; the k-th stage of a cell (the k-th
-    event pair after a synchronise) measures ``costs[k]`` ms."""
+    event pair after a synchronise) measures ``costs[k]`` ms (a callable: what it returns, call by call)."""
 
     tensor_device = "cpu"
 
@@ -284,6 +286,34 @@ def test_a_sweep_point_under_its_configs_stop_rule_validates(fake_gpu, tmp_path)
     report = validate_path(path)
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]
     assert "stop_rule" in {c["name"] for c in report["checks"]}
+
+
+def test_a_sweep_point_whose_converged_stage_drops_out_validates_and_a_forged_count_does_not(fake_gpu, tmp_path):
+    """Under sweep --stop-rule's rule a converged stage stops being timed while a noisy one goes on: dK/dV (steady)
+    drops out at min_rounds, the CSR (0.30 / 0.42 ms alternately, never within its 0.02 ms target) runs to the
+    ceiling; the point validates, and one observation too few for the rule's count fails timing_recompute."""
+    from nsa_exp.gpu.sweep_point import measure_point  # noqa: PLC0415 - FLA after the interpreter setup
+    from nsa_exp.sweeps.plan import Point  # noqa: PLC0415
+    from nsa_exp.sweeps.run import run_point  # noqa: PLC0415
+
+    raw = tiny_config(stop={**STAGE_RULE.to_dict(), "min_rounds": 6, "min_seconds": 0.0})
+    point = Point("tiny", "T32-sink-heavy-sinks1", 32, {"name": "sink-heavy", "sinks": 1}, ("csr", "dkv_core"),
+                  {**raw, "name": "T32-sink-heavy-sinks1"}, None)
+    csr = itertools.cycle([0.30, 0.42]).__next__
+    dev = FakeGpu([csr, H200_MS["dkv_core"]])
+    path = run_point(point, str(tmp_path), True, measure=lambda p, a, o: measure_point(p, a, o, device=dev))
+    doc = json.loads(Path(path).read_text())
+    stop = doc["timing"]["stop"]
+    assert stop["stopped_by"] == "max_rounds" and stop["rounds"] == 8
+    assert stop["stage_rounds"] == {p: {"csr": 8, "dkv_core": 6} for p in ("local", "sink-heavy")}
+    assert len(doc["patterns"]["local"]["stages"]["dkv_core"]["raw_ms"]) == 6
+    report = validate_path(path)
+    assert report["passed"], [c for c in report["checks"] if not c["passed"]]
+    doc["patterns"]["local"]["stages"]["csr"]["raw_ms"].pop()
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(doc))
+    failed = {c["name"] for c in validate_path(forged)["checks"] if not c["passed"]}
+    assert "timing_recompute" in failed, failed
 
 
 def test_a_sweep_point_that_tunes_starts_from_scratch_whatever_its_process_pinned_before(fake_gpu, tmp_path,
