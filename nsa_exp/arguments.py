@@ -32,7 +32,7 @@ from .core.config import MAX_T, Config, Shape
 from .core.families import TUNE_PATTERN
 from .core.nvtx import parse_patterns
 from .core.peers import peer
-from .core.requests import BenchRequest, PeerRequest
+from .core.requests import BenchRequest, CompareRequest, PeerRequest
 from .errors import UserError
 from .io.config_files import read_config_file
 from .io.reader import file_size, same_file, show_path
@@ -321,8 +321,9 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _compare(args: argparse.Namespace) -> None:
-    """The options, A against B and the output (``args.compare_output``: the claimed path, '' for none) before any
-    file is read; then every input found and validated (:func:`require_all_valid`)."""
+    """The options, A against B and the output before any file is read, as one
+    :class:`~nsa_exp.core.requests.CompareRequest` (``args.compare_request``; its ``output``: the claimed path, ''
+    for none); then every input found and validated (:func:`require_all_valid`)."""
     from .analysis.compare import check_compare_arguments  # noqa: PLC0415 - deferred: it imports scipy (0.6 s)
     check_compare_arguments(args.noise_from, args.floor, args.fail_on, args.resamples)
     if Path(args.a).resolve() == Path(args.b).resolve():
@@ -334,7 +335,8 @@ def _compare(args: argparse.Namespace) -> None:
         noise = (("--noise-from", p) for p in args.noise_from or [])
         output = str(OutputPolicy.of(args, ("A", args.a), ("B", args.b), *noise).claim(
             output, named=args.output is not None))
-    args.compare_output = output
+    args.compare_request = CompareRequest(args.a, args.b, output, tuple(args.noise_from or ()), args.floor,
+                                          args.cycles, args.fail_on, args.resamples)
     results = BENCH + RELEASE + ("peer_result",)
     inputs: list[Input] = [("A", args.a, results), ("B", args.b, results),
                            *(("--noise-from", path, BENCH) for path in args.noise_from or ())]

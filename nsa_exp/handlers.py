@@ -145,9 +145,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    output = args.compare_output  # the options checked and the output claimed before any file was read (arguments)
-    doc = compare.build(args.a, args.b, noise_from=args.noise_from, floor=args.floor, cycles=args.cycles,
-                        fail_on=args.fail_on, resamples=args.resamples)
+    request = args.compare_request  # the options checked and the output claimed before any file was read (arguments)
+    output = request.output
+    doc = compare.build(request.a, request.b, noise_from=list(request.noise_from) or None, floor=request.floor,
+                        cycles=request.cycles, fail_on=request.fail_on, resamples=request.resamples)
     if output:
         write_json(output, doc, "compare")
     print(format_compare_table(doc))
@@ -162,10 +163,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if output:
         print(f"wrote {output}")
     if doc["failed"]:
-        hits = (sum(n for v, n in doc["counts"].items() if v != "same") if args.fail_on == "any-change"
-                else doc["counts"].get(args.fail_on, 0))
-        what = "other than same" if args.fail_on == "any-change" else args.fail_on
-        print(f"--fail-on {args.fail_on}: {hits} verdict(s) {what}; exit 1", file=sys.stderr)
+        hits = (sum(n for v, n in doc["counts"].items() if v != "same") if request.fail_on == "any-change"
+                else doc["counts"].get(request.fail_on, 0))
+        what = "other than same" if request.fail_on == "any-change" else request.fail_on
+        print(f"--fail-on {request.fail_on}: {hits} verdict(s) {what}; exit 1", file=sys.stderr)
     return 1 if doc["failed"] else 0
 
 

@@ -6,7 +6,8 @@ and its overrides folded in, every output claimed under the output policy, the r
 validated), the bench door hands it to ``gpu/bench.run_bench``, and ``gpu/bench.BenchArm`` is constructed from
 it. ``reproduce`` builds its own (the flow's paths, the stop rule's default, no journal, no tuning options).
 :class:`PeerRequest` is ``peer-bench``'s, built the same way (``arguments._peer_bench``) and read by
-``gpu/peers.run_peers`` and its arm.
+``gpu/peers.run_peers`` and its arm. :class:`CompareRequest` is ``compare``'s (``arguments._compare``, read by
+``handlers.cmd_compare``): the options checked and the output claimed before any file is read.
 """
 
 from __future__ import annotations
@@ -88,3 +89,28 @@ class PeerRequest:
     peers: tuple[str, ...]
     output: Path
     cupti_rounds: int | None = None
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """One ``compare``'s settings, built once by ``arguments._compare`` after its checks (the options, A against
+    B, the output claimed under the output policy) and before any input is read; ``handlers.cmd_compare`` reads it.
+
+    - ``a``, ``b``: the two results (paths as given; B is judged against A).
+    - ``output``: the comparison JSON (schema ``compare``) to write, claimed: ``--output``, else
+      ``results/compare/<A>_vs_<B>[_cycles].json`` under the output policy; ``""``: write none (``--output ''``).
+    - ``noise_from``: ``--noise-from X Y`` (a result and its independent repeat), () for none.
+    - ``floor``: ``--floor`` (a fraction), None for the noise table's or ``noise_from``'s floors.
+    - ``cycles``: ``--cycles``: compare in SM-cycle space.
+    - ``fail_on``: ``--fail-on``'s verdict set name, None for none.
+    - ``resamples``: bootstrap resamples per row.
+    """
+
+    a: str
+    b: str
+    output: str
+    noise_from: tuple[str, ...] = ()
+    floor: float | None = None
+    cycles: bool = False
+    fail_on: str | None = None
+    resamples: int = 10_000
