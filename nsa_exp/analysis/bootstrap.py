@@ -74,11 +74,16 @@ def bootstrap_median_ci(samples, resamples: int = RESAMPLES, seed: int = SEED) -
 
 def bootstrap_ratio_ci(num, den, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
     """95% CI of median(num) / median(den), resampling the *rounds*: observation i of both comes from
-    round i (each round runs every pattern), so the pairs are resampled together (``paired=True``)."""
+    round i (each round runs every pattern), so the pairs are resampled together (``paired=True``).
+
+    A stop-rule run (the verdict rule) stops timing a routing, or a stage of it, once it has converged, so its two
+    samples may differ in length: observation i of both is still from round i, but the longer one's later rounds
+    have no partner, and each sample is then resampled on its own (``paired=False``, as ``compare`` does for two
+    runs) rather than dropping those rounds. ValueError for samples that are not 1-D."""
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
-    if num.shape != den.shape:
-        raise ValueError(f"paired bootstrap needs one observation per round of each: {num.size} vs {den.size}")
-    return percentile_ci("median_ratio", num, den, paired=True, resamples=resamples, seed=seed)
+    if num.ndim != 1 or den.ndim != 1:
+        raise ValueError(f"a ratio CI takes two 1-D samples: shapes {num.shape} and {den.shape}")
+    return percentile_ci("median_ratio", num, den, paired=num.size == den.size, resamples=resamples, seed=seed)
 
 
 def stage_frame(result: BenchLike) -> pd.DataFrame:

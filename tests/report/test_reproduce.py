@@ -98,3 +98,22 @@ def test_on_a_box_without_a_gpu_it_could_not_run_exit_2(tmp_path):
     status = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "results"], capture_output=True,
                             text=True)
     assert status.stdout == ""
+
+
+def test_the_answer_of_a_stop_rule_run_whose_routings_stopped_at_different_rounds_has_a_ci_for_every_cell():
+    """reproduce times under the verdict rule, which stops timing a converged routing (or stage) early; its answer
+    screen crashed on such a run (a paired ratio CI of 20 local rounds against 35 uniform ones: ValueError, found
+    2026-12-05 on the committed stop run). Unequal samples are now resampled each on its own."""
+    import numpy as np  # noqa: PLC0415
+
+    from nsa_exp.analysis.bootstrap import bootstrap_ratio_ci  # noqa: PLC0415
+
+    run = load_record(REPO / "results" / "raw" / "e1_h200_stop.json", BenchResult, "stop run")
+    counts = {p: run.patterns[p].stages["dkv_core"].n_obs for p in run.patterns}
+    assert len(set(counts.values())) > 1, counts  # the routings were timed for different numbers of rounds
+    rows = own_answer(run)
+    assert {(r["pattern"], r["stage"]) for r in rows} == {(p, s) for p in run.patterns if p != "local"
+                                                          for s in ("dkv_core", "csr", "dq_core")}
+    assert all(r["ci95"][0] <= r["ratio"] <= r["ci95"][1] for r in rows), rows
+    equal = bootstrap_ratio_ci(np.arange(1.0, 21.0), np.arange(2.0, 22.0))  # one per round each: still paired
+    assert equal != bootstrap_ratio_ci(np.arange(1.0, 21.0), np.arange(2.0, 22.0)[::-1])  # ... so order matters
