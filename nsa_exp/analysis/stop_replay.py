@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import permutations
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -74,10 +75,18 @@ def verdicts(a: Mapping[str, Mapping[str, np.ndarray]], b: Mapping[str, Mapping[
 
 
 def whole_run(doc: Mapping[str, Any], path: str) -> None:
-    """UserError (one line naming ``path``) unless ``doc`` timed every configured round: a stop-rule run has
-    nothing left to cut."""
+    """UserError (one line naming ``path`` and the field) unless ``doc`` timed every configured round, each stage of
+    each routing once per round: a stop-rule run has nothing left to cut, and a stage with fewer observations than
+    rounds is not one run's whole record (``validate`` says what else is wrong with it)."""
     if doc["timing"].get("stop") is not None:
         raise UserError(f"{path}: a stop-rule run (timing.stop); stop-replay cuts runs that timed every round")
+    reps = doc["timing"]["repetitions"]
+    for p, v in doc["patterns"].items():
+        for s, st in v["stages"].items():
+            if len(st["raw_ms"]) != reps:
+                raise UserError(f"{path}: patterns.{p}.stages.{s}.raw_ms holds {len(st['raw_ms'])} observations, "
+                                f"timing.repetitions {reps}; stop-replay cuts runs with one per round (run validate "
+                                "on it)")
 
 
 def replay_study(docs: Mapping[str, Mapping[str, Any]], resamples: int,
@@ -88,13 +97,14 @@ def replay_study(docs: Mapping[str, Mapping[str, Any]], resamples: int,
     judged}]}``. UserError for fewer than two runs, or runs of different GPUs, shapes or patterns."""
     if len(docs) < 2:
         raise UserError("stop-replay: give at least two bench results (each run is judged against the others)")
-    gpus = {d["metadata"]["gpu"]["name"] for d in docs.values()}
-    shapes = {repr(d["shape"]) for d in docs.values()}
-    patterns = {tuple(d["patterns"]) for d in docs.values()}
-    if len(gpus) > 1 or len(shapes) > 1 or len(patterns) > 1:
-        raise UserError(f"stop-replay: the runs differ in GPU ({sorted(gpus)}), shape or routings; replay runs of "
-                        "one GPU, shape and routing set")
-    gpu = gpus.pop()
+    kinds = {"GPU": {d["metadata"]["gpu"]["name"] for d in docs.values()},
+             "shape": {repr(d["shape"]) for d in docs.values()},
+             "routings": {repr(list(d["patterns"])) for d in docs.values()}}
+    differ = [f"{what} ({' vs '.join(sorted(v))})" for what, v in kinds.items() if len(v) > 1]
+    if differ:
+        raise UserError(f"stop-replay: the runs differ in {'; '.join(differ)}; replay runs of one GPU, shape and "
+                        "routing set")
+    gpu = kinds["GPU"].pop()
     whole = {k: {p: {s: np.asarray(st["raw_ms"], dtype=np.float64) for s, st in v["stages"].items()}
                  for p, v in d["patterns"].items()} for k, d in docs.items()}
     stages = list(dict.fromkeys(s for d in whole.values() for by in d.values() for s in by))
@@ -137,8 +147,13 @@ def format_study(study: Mapping[str, Any]) -> str:
 def stop_replay_of_files(paths: Sequence[str], resamples: int) -> str:
     """``stop-replay``'s tables for the bench results at ``paths`` (the strict loader; UserError naming a file
     that is not a bench result, or one that stopped early), each labelled by its path."""
-    docs = {}
+    docs: dict[str, Any] = {}
+    seen: dict[Path, str] = {}
     for p in paths:
+        same = seen.setdefault(Path(p).resolve(), str(p))
+        if same != str(p) or str(p) in docs:
+            raise UserError(f"stop-replay: {p} is {same} again; each run is judged against the others, so give "
+                            "each file once")
         doc = load_document(p, ("bench_result",), str(p))
         whole_run(doc, str(p))
         docs[str(p)] = doc

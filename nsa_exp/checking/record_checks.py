@@ -459,6 +459,21 @@ def recorded_clean_commit(doc: dict[str, Any]) -> str | None:
     return sha if SHA_RE.match(sha) and git.get("dirty") is False else None
 
 
+def commit_defines(doc: dict[str, Any], path: str, name: str) -> bool | str:
+    """Whether ``path`` at the document's recorded clean commit defines ``name`` (a module-level ``name =``): what a
+    run of that commit could have recorded (e.g. the stop rule's ``drop`` arrived with ``STOP_DROPS`` in
+    ``nsa_exp/core/protocol.py``); where that commit is not at hand, the reason (the caller lists it as
+    unverified)."""
+    sha = recorded_clean_commit(doc)
+    if sha is None:
+        return f"the run's tree is not a recorded clean commit (metadata.git {doc.get('metadata', {}).get('git')})"
+    if commit_time(sha, REPO_ROOT) is None:
+        return (f"unverified (source not found): the recorded commit {sha[:12]} is not a commit of this repository "
+                "(or git is not at hand)")
+    then = file_at_commit(sha, path, REPO_ROOT)
+    return then is not None and re.search(rb"^" + re.escape(name.encode()) + rb"\s*[:=]", then, re.M) is not None
+
+
 def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, float] | str:
     """The verdict stop rule's floors as the run read them at its start: ``compare``'s floors of the document's GPU
     for ``stages`` (:func:`nsa_exp.analysis.noise_table.compare_floors`) from the noise table the repository held at
@@ -472,7 +487,8 @@ def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, fl
         return (f"the run's tree is not a recorded clean commit (metadata.git {doc.get('metadata', {}).get('git')}), "
                 "so the noise table it read is unknown")
     if commit_time(sha, REPO_ROOT) is None:
-        return f"the recorded commit {sha[:12]} is not a commit of this repository (or git is not at hand)"
+        return (f"unverified (source not found): the recorded commit {sha[:12]} is not a commit of this repository "
+                "(or git is not at hand)")
     then = file_at_commit(sha, NOISE_TABLE, REPO_ROOT)
     try:
         table = parse_strict(then) if then is not None else None

@@ -22,13 +22,22 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.stop_rule import decision, method_of, observations, rerun, round_entry
+from ..analysis.stop_rule import (
+    CI_REL_RULE,
+    DEFAULT_RULE,
+    STAGE_RULE,
+    decision,
+    method_of,
+    observations,
+    rerun,
+    round_entry,
+)
 from ..core.config import StopRule
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, round_orders, summarize
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
 from .checks import Add, Context, Problems, close, first_difference, same
-from .record_checks import floors_at_commit
+from .record_checks import argv_option, commit_defines, floors_at_commit, gpu_run
 
 STAGE_SUM_BOUNDS = (0.75, 1.25)
 
@@ -191,11 +200,11 @@ def verdict_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Pr
     for i, (got, want) in enumerate(zip(got_trace, want_trace, strict=False)):
         bad = [k for k in ("rounds", "timed_seconds", "unconverged", "worst", "worst_ratio", "dropped",
                            "dropped_stages") if k in want or k in got
-               if not (got.get(k) == want.get(k) if k.startswith("dropped") or None in (got.get(k), want[k])
+               if not (got.get(k) == want.get(k) if k.startswith("dropped") or None in (got.get(k), want.get(k))
                        else same(got[k], want[k]))]
         if bad:
             problems.append((f"$.timing.stop.trace[{i}]", "; ".join(
-                f"{k} recorded {got.get(k)!r}, the rule on the raw observations gives {want[k]!r}" for k in bad)))
+                f"{k} recorded {got.get(k)!r}, the rule on the raw observations gives {want.get(k)!r}" for k in bad)))
     if len(got_trace) != len(want_trace):
         problems.append(("$.timing.stop.trace", f"{len(got_trace)} entries; the rule on the raw observations "
                                                 f"stops after {len(want_trace)} rounds"))
@@ -236,6 +245,72 @@ def stop_floors_problems(doc: dict[str, Any], stages: list[str], ctx: Context | 
                                                 f"recorded commit gives {want} for this GPU's timed stages")]
 
 
+#: Every rule ``bench --stop-rule`` (and ``reproduce``) has recorded for a config without ``timing.stop``: the
+#: ``ci_rel`` rule before issue 30, the verdict rule dropping routings (2026-12-03), dropping stages (2026-12-05).
+CLI_RULES = (CI_REL_RULE, DEFAULT_RULE, STAGE_RULE)
+
+
+def cli_stop_problems(doc: dict[str, Any]) -> Problems:
+    """A bench result whose rule came from the command line (source ``--stop-rule``): the rule is one bench has
+    ever folded in (:data:`CLI_RULES`: the flag takes no parameters), and, where the recorded argv is the CLI's, a
+    ``bench`` argv holds ``--stop-rule`` and ``max_rounds`` is the rounds it asked (``--repetitions``, else the
+    config's). A forger's trial of 2026-12-05: a loosened rule, a timeout of 20 s or a ceiling of 100 rounds under
+    source ``--stop-rule`` passed (peer-bench results were already held to theirs)."""
+    stop = doc["timing"].get("stop")
+    if doc.get("kind") != "bench_result" or not isinstance(stop, dict) or stop.get("source") != STOP_SOURCES[1]:
+        return []
+    problems: Problems = []
+    if stop.get("rule") not in [r.to_dict() for r in CLI_RULES]:
+        problems.append(("$.timing.stop.rule", f"{stop.get('rule')}: bench --stop-rule (a config without "
+                         f"timing.stop) times under bench's default rule, one of {[r.to_dict() for r in CLI_RULES]}"))
+    argv = [str(a) for a in (doc.get("metadata") or {}).get("argv", [])]
+    if argv[:1] and argv[0].endswith("__main__.py"):  # the CLI's argv: its options are the run's
+        if argv[1:2] == ["bench"] and "--stop-rule" not in argv:
+            problems.append(("$.timing.stop.source", "--stop-rule, but the recorded argv has no --stop-rule"))
+        given = argv_option(argv, "--repetitions")
+        want = int(given) if given is not None and given.isdigit() else doc["config"]["timing"]["repetitions"]
+        if stop.get("max_rounds") != want:
+            problems.append(("$.timing.stop.max_rounds", f"{stop.get('max_rounds')}, but the config and argv ask "
+                                                         f"{want} timed rounds"))
+    return problems
+
+
+def stop_clock_problems(doc: dict[str, Any], ctx: Context | None) -> Problems:
+    """The stop rule's host clock: the round loop's seconds lie inside the run's (``wall_seconds``, and its
+    ``rounds`` phase where recorded) on a GPU run; a ``timeout`` decision reads only that clock, which no file can
+    recompute, so it is listed as unverified on ``ctx``. A forger's trial of 2026-12-05: a clock jumping to 301 s at
+    round 60 cut a run there by "timeout" and passed."""
+    stop, problems = doc["timing"]["stop"], []
+    elapsed = stop.get("elapsed_seconds")
+    phases: dict[str, Any] = doc["phases"] if isinstance(doc.get("phases"), dict) else {}
+    if gpu_run(doc) and isinstance(elapsed, (int, float)):
+        for label, bound in (("wall_seconds", doc.get("wall_seconds")), ("phases.rounds", phases.get("rounds"))):
+            if isinstance(bound, (int, float)) and elapsed > bound + 1e-6:
+                problems.append(("$.timing.stop.elapsed_seconds", f"{elapsed} s of round loop, more than the run's "
+                                                                  f"{label} {bound} s"))
+    if stop.get("stopped_by") == "timeout" and ctx is not None:
+        ctx.unverifiable("$.timing.stop.stopped_by", "timeout: the decision reads the host's wall clock, which no file "
+                         "can recompute (only held inside the run's wall time)")
+    return problems
+
+
+def stop_drop_problems(doc: dict[str, Any], rule: StopRule, ctx: Context | None) -> Problems:
+    """A rule that drops stages (``drop: "stage"``) exists only from the commit that defines ``STOP_DROPS``
+    (``nsa_exp/core/protocol.py``, 40cee48): a run of an earlier recorded commit could not have used it (a forger's
+    trial of 2026-12-05 attributed one to an older commit, whose noise table is looser). Unverified on ``ctx`` where
+    the commit is not at hand."""
+    if rule.drop == "routing":
+        return []
+    known = commit_defines(doc, "nsa_exp/core/protocol.py", "STOP_DROPS")
+    if isinstance(known, str):
+        if ctx is not None:
+            ctx.unverifiable("$.timing.stop.rule.drop", known)
+        return []
+    sha = str(((doc.get("metadata") or {}).get("git") or {}).get("sha", ""))[:12]
+    return [] if known else [("$.timing.stop.rule.drop", f"{rule.drop!r}, but the recorded commit {sha} has no such "
+                                                         "rule (drop arrived with STOP_DROPS, commit 40cee48)")]
+
+
 def stop_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Problems | None:
     """``validate``'s ``stop_rule`` check of a bench result or sweep point (None: the run has no ``timing.stop``
     and its config asks for none, so there is nothing to check): the recorded rule is the config's
@@ -258,6 +333,7 @@ def stop_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Probl
     if configured is None and stop["source"] != from_cli:
         problems.append(("$.timing.stop.source", f"{stop['source']!r}, but the config has no timing.stop"))
     rule, n, trace = StopRule(**stop["rule"]), stop["rounds"], stop["trace"]
+    problems += cli_stop_problems(doc) + stop_clock_problems(doc, ctx) + stop_drop_problems(doc, rule, ctx)
     # the round loop's wall clock holds the GPU time it timed (a forger's hole of 2026-12-04: elapsed halved passed)
     problems += [(f"$.timing.stop.trace[{i}].elapsed_seconds", f"{e['elapsed_seconds']} s, less than the "
                   f"{e['timed_seconds']} s of GPU time timed by then") for i, e in enumerate(trace)

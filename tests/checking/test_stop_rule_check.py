@@ -44,7 +44,9 @@ def _stopped_h200(stop_rule: StopRule = CI_REL_RULE, source: str = "--stop-rule"
         name=doc["name"], config=config, gates=doc["gates"], gate_detail=gate_detail, records=cut.records,
         timing=cut.timing(recorded_stages(cut.records), resumed=False),
         per_pattern={n: {k: p[k] for k in keep} for n, p in doc["patterns"].items()}, autotune=doc["autotune"],
-        telemetry={"available": True}, metadata=doc["metadata"], wall_seconds=doc["wall_seconds"],
+        telemetry={"available": True}, wall_seconds=doc["wall_seconds"],
+        metadata={**doc["metadata"], "argv": [*doc["metadata"]["argv"], "--stop-rule"]} if source == "--stop-rule"
+        else doc["metadata"],
         throttled=throttled)
     return result.to_json()
 
@@ -169,3 +171,72 @@ def test_floors_cannot_be_pinned_to_a_later_commit_a_tree_object_or_a_sha_with_a
     assert isinstance(floors_at_commit(newline, ["csr"]), str)
     ctx = Context("x")
     assert stop_rule_problems(doc, ctx) == [] and ctx.unverified == []
+
+
+def test_a_stop_rule_from_the_flag_is_one_bench_ever_folded_in_with_the_rounds_its_argv_asked():
+    """A forger's trial of 2026-12-05: under source --stop-rule a loosened rule, a 20 s timeout or a 100-round
+    ceiling passed (the flag takes no parameters); each is now named, and so is an argv without the flag."""
+    from nsa_exp.checking.stats_checks import cli_stop_problems  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    assert cli_stop_problems(doc) == []
+    for edit, path in ((lambda d: d["timing"]["stop"]["rule"].update(floor_fraction=1.0), "$.timing.stop.rule"),
+                       (lambda d: d["timing"]["stop"]["rule"].update(timeout_seconds=20.0), "$.timing.stop.rule"),
+                       (lambda d: d["timing"]["stop"].update(max_rounds=100), "$.timing.stop.max_rounds"),
+                       (lambda d: d["metadata"]["argv"].remove("--stop-rule"), "$.timing.stop.source")):
+        forged = copy.deepcopy(doc)
+        edit(forged)
+        assert [p for p, _ in cli_stop_problems(forged)] == [path]
+    asked = copy.deepcopy(doc)  # --repetitions 100 on the command line: a ceiling of 100 is the one asked
+    asked["metadata"]["argv"] += ["--repetitions", "100"]
+    asked["timing"]["stop"]["max_rounds"] = 100
+    assert cli_stop_problems(asked) == []
+
+
+def test_the_round_loops_clock_lies_inside_the_runs_and_a_timeout_is_listed_as_unverified():
+    """A forger's trial of 2026-12-05: a clock jumping to 301 s at round 60 cut a run there "by timeout"."""
+    from nsa_exp.checking.checks import Context  # noqa: PLC0415
+    from nsa_exp.checking.stats_checks import stop_clock_problems  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    ctx = Context("x")
+    assert stop_clock_problems(doc, ctx) == [] and ctx.unverified == []
+    late = copy.deepcopy(doc)
+    late["timing"]["stop"]["elapsed_seconds"] = doc["wall_seconds"] + 1
+    assert [p for p, _ in stop_clock_problems(late, Context("x"))] == ["$.timing.stop.elapsed_seconds"] * 2
+    timeout = copy.deepcopy(doc)
+    timeout["timing"]["stop"]["stopped_by"] = "timeout"
+    ctx = Context("x")
+    assert stop_clock_problems(timeout, ctx) == [] and [u["path"] for u in ctx.unverified] == \
+        ["$.timing.stop.stopped_by"]
+
+
+def test_a_stage_dropping_rule_needs_a_recorded_commit_that_has_it():
+    """A forger's trial of 2026-12-05: a drop-stage run attributed to an older commit (a looser noise table) passed.
+    The committed stop run's commit (532868e) predates STOP_DROPS; HEAD has it; an unknown commit is unverified."""
+    import subprocess  # noqa: PLC0415
+
+    from nsa_exp.checking.checks import Context  # noqa: PLC0415
+    from nsa_exp.checking.stats_checks import stop_drop_problems  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    stage = StopRule(**{**doc["timing"]["stop"]["rule"], "drop": "stage"})
+    assert stop_drop_problems(doc, StopRule(**doc["timing"]["stop"]["rule"]), Context("x")) == []  # routing: none
+    assert [p for p, _ in stop_drop_problems(doc, stage, Context("x"))] == ["$.timing.stop.rule.drop"]
+    head = copy.deepcopy(doc)
+    head["metadata"]["git"]["sha"] = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                                                    text=True, check=True).stdout.strip()
+    assert stop_drop_problems(head, stage, Context("x")) == []
+    elsewhere, ctx = copy.deepcopy(doc), Context("x")
+    elsewhere["metadata"]["git"]["sha"] = "0" * 40
+    assert stop_drop_problems(elsewhere, stage, ctx) == [] and [u["path"] for u in ctx.unverified] == \
+        ["$.timing.stop.rule.drop"]
+
+
+def test_a_trace_entry_with_a_field_the_rule_does_not_record_is_named_by_its_path():
+    """A forger's trial of 2026-12-05: ``dropped_stages`` in a routing-dropping run gave "$: cannot be recomputed:
+    KeyError" instead of naming the entry."""
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    doc["timing"]["stop"]["trace"][5]["dropped_stages"] = []
+    problems = stop_rule_problems(doc)
+    assert [p for p, _ in problems] == ["$.timing.stop.trace[5]"] and "dropped_stages" in problems[0][1]
