@@ -283,7 +283,7 @@ def stop_clock_problems(doc: dict[str, Any], ctx: Context | None) -> Problems:
     stop, problems = doc["timing"]["stop"], []
     elapsed = stop.get("elapsed_seconds")
     phases: dict[str, Any] = doc["phases"] if isinstance(doc.get("phases"), dict) else {}
-    if gpu_run(doc) and isinstance(elapsed, (int, float)):
+    if isinstance(doc.get("metadata"), dict) and gpu_run(doc) and isinstance(elapsed, (int, float)):
         for label, bound in (("wall_seconds", doc.get("wall_seconds")), ("phases.rounds", phases.get("rounds"))):
             if isinstance(bound, (int, float)) and elapsed > bound + 1e-6:
                 problems.append(("$.timing.stop.elapsed_seconds", f"{elapsed} s of round loop, more than the run's "
