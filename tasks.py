@@ -105,6 +105,14 @@ IMAGE_TESTS = ("tests/test_tiers.py", "tests/test_environment_and_cli.py",
                "tests/checking/test_plausibility.py")
 
 
+#: glibc's allocator told to keep freed memory for reuse instead of unmapping it (arrays up to 32 MiB from its heap,
+#: the heap not trimmed below 4 GiB, grown 256 MiB at a time): the suite's routing regeneration and validation
+#: allocate and free large arrays by the thousand, and on a VM every fresh page is a fault. Allocator tuning only
+#: (the same numbers; more memory stays resident; another libc ignores it); figures: docs/METHOD.md, What a run costs.
+ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(4 * 2**30),
+                 "MALLOC_TOP_PAD_": str(256 * 2**20)}
+
+
 def cpus() -> int:
     """The CPUs this process may run on (its affinity mask where the OS has one; CI's machine: 2)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -117,12 +125,13 @@ def test(c, fast=False, image=False, workers=None):
     """The CPU test suite with doctests (what CI runs), on every CPU: ``pytest -n N --dist loadgroup``, each worker
     group (tests/conftest.py) on one worker so that a shared fixture is built once."""
     if image:
-        c.run(f"{PY} -m pytest -q " + " ".join(IMAGE_TESTS), pty=False)
+        c.run(f"{PY} -m pytest -q " + " ".join(IMAGE_TESTS), pty=False, env=ALLOCATOR_ENV)
         return
     n = int(workers) if workers is not None else cpus()
     spread = f" -n {n} --dist loadgroup" if n > 1 else ""
     # the 25 slowest tests, printed after the run: where CI's minutes go (issue 30)
-    c.run(f"{PY} -m pytest -q --durations=25{spread}" + (" -m 'not interpreter'" if fast else ""), pty=False)
+    c.run(f"{PY} -m pytest -q --durations=25{spread}" + (" -m 'not interpreter'" if fast else ""), pty=False,
+          env=ALLOCATOR_ENV)
 
 
 @task
