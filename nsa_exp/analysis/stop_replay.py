@@ -38,23 +38,21 @@ RULES: dict[str, StopRule] = {"routing": DEFAULT_RULE, "stage": STAGE_RULE}
 @dataclass(frozen=True)
 class Cut:
     """One run cut by one rule: the round the rule stopped at, each routing x stage's kept observations (ms) and
-    their GPU seconds, against the whole run's."""
+    their GPU seconds (the replay's own sum)."""
 
     rounds: int
     stopped_by: str | None
     kept: dict[str, dict[str, np.ndarray]]
     kept_seconds: float
-    whole_seconds: float
 
 
-def cut(doc: Mapping[str, Any], rule: StopRule, floors: Mapping[str, float]) -> Cut:
-    """``doc`` (a bench result that timed every round) cut where ``rule`` with ``floors`` stops each stage."""
+def cut(doc: Mapping[str, Any], whole: Mapping[str, Mapping[str, np.ndarray]], rule: StopRule,
+        floors: Mapping[str, float]) -> Cut:
+    """``doc`` (a bench result that timed every round; ``whole``: its observations as arrays) cut where ``rule``
+    with ``floors`` stops each stage."""
     r = replay(doc, rule, floors)
-    raw = {p: {s: np.asarray(st["raw_ms"], dtype=np.float64) for s, st in v["stages"].items()}
-           for p, v in doc["patterns"].items()}
-    kept = {p: {s: x[:r["stage_rounds"][p][s]] for s, x in by.items()} for p, by in raw.items()}
-    return Cut(r["rounds"], r["stopped_by"], kept, sum(float(x.sum()) for by in kept.values() for x in by.values())
-               / 1000.0, sum(float(x.sum()) for by in raw.values() for x in by.values()) / 1000.0)
+    kept = {p: {s: x[:r["stage_rounds"][p][s]] for s, x in by.items()} for p, by in whole.items()}
+    return Cut(r["rounds"], r["stopped_by"], kept, r["timed_seconds"])
 
 
 def verdicts(a: Mapping[str, Mapping[str, np.ndarray]], b: Mapping[str, Mapping[str, np.ndarray]],
@@ -109,10 +107,12 @@ def replay_study(docs: Mapping[str, Mapping[str, Any]], resamples: int,
                  for p, v in d["patterns"].items()} for k, d in docs.items()}
     stages = list(dict.fromkeys(s for d in whole.values() for by in d.values() for s in by))
     floors = run_floors(gpu, stages)
+    whole_seconds = {k: sum(float(x.sum()) for by in w.values() for x in by.values()) / 1000.0
+                     for k, w in whole.items()}
     base = {(a, b): verdicts(whole[a], whole[b], floors, resamples) for a, b in permutations(docs, 2)}
     runs, summary = [], []
     for name, rule in rules.items():
-        cuts = {k: cut(d, rule, floors) for k, d in docs.items()}
+        cuts = {k: cut(d, whole[k], rule, floors) for k, d in docs.items()}
         unclear_whole = unclear_cut = lost = changed = judged = 0
         for (a, b), was in base.items():
             now = verdicts(cuts[a].kept, whole[b], floors, resamples, was, whole[a])
@@ -123,9 +123,9 @@ def replay_study(docs: Mapping[str, Mapping[str, Any]], resamples: int,
                 lost += was[cell] != "unclear" and v == "unclear"
                 changed += v not in ("unclear", was[cell])
         runs += [{"run": k, "rule": name, "rounds": c.rounds, "stopped_by": c.stopped_by,
-                  "kept_seconds": c.kept_seconds, "whole_seconds": c.whole_seconds} for k, c in cuts.items()]
+                  "kept_seconds": c.kept_seconds, "whole_seconds": whole_seconds[k]} for k, c in cuts.items()]
         summary.append({"rule": name, "kept_seconds": float(np.mean([c.kept_seconds for c in cuts.values()])),
-                        "whole_seconds": float(np.mean([c.whole_seconds for c in cuts.values()])),
+                        "whole_seconds": float(np.mean(list(whole_seconds.values()))),
                         "unclear_whole": unclear_whole, "unclear_cut": unclear_cut, "lost": lost,
                         "changed": changed, "judged": judged})
     return {"gpu": gpu, "floors": floors, "runs": runs, "rules": summary}

@@ -37,7 +37,7 @@ from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, roun
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
 from .checks import Add, Context, Problems, close, first_difference, same
-from .record_checks import argv_option, commit_defines, floors_at_commit, gpu_run
+from .record_checks import argv_option, commit_defines, floors_at_commit, gpu_run, recorded_clean_commit
 
 STAGE_SUM_BOUNDS = (0.75, 1.25)
 
@@ -306,9 +306,9 @@ def stop_drop_problems(doc: dict[str, Any], rule: StopRule, ctx: Context | None)
         if ctx is not None:
             ctx.unverifiable("$.timing.stop.rule.drop", known)
         return []
-    sha = str(((doc.get("metadata") or {}).get("git") or {}).get("sha", ""))[:12]
-    return [] if known else [("$.timing.stop.rule.drop", f"{rule.drop!r}, but the recorded commit {sha} has no such "
-                                                         "rule (drop arrived with STOP_DROPS, commit 40cee48)")]
+    return [] if known else [("$.timing.stop.rule.drop", f"{rule.drop!r}, but the recorded commit "
+                              f"{str(recorded_clean_commit(doc))[:12]} has no such rule (drop arrived with STOP_DROPS, "
+                              "commit 40cee48)")]
 
 
 def stop_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Problems | None:
