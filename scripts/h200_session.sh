@@ -203,18 +203,19 @@ case "$part" in
     ;;
   cost_pair)  # issue 30: on one machine, the formal bench replaying the tuning cache (TUNING_CACHE), then the same
               # config under --stop-rule; the stop run compared with this machine's formal run and with the published one.
-              # GPU: h200 (default) or h100 -- configs/e1_$GPU.json and results/raw/e1_$GPU.json, result names e1_$GPU_pair_*
-    cache="${TUNING_CACHE:-$out/tuning}" g="${GPU:-h200}"
-    step bench_formal "$py" -m nsa_exp bench --config "configs/e1_$g.json" --name "e1_${g}_pair_formal" \
-      --tuning-cache "$cache" --output "$out/e1_${g}_pair_formal.json" --summary "$out/e1_${g}_pair_formal.csv"
-    step bench_stop "$py" -m nsa_exp bench --config "configs/e1_$g.json" --stop-rule --name "e1_${g}_pair_stop" \
-      --tuning-cache "$cache" --output "$out/e1_${g}_pair_stop.json" --summary "$out/e1_${g}_pair_stop.csv"
-    step validate_pair "$py" -m nsa_exp validate "$out/e1_${g}"_pair_*.json "$out/e1_${g}"_pair_*.csv
-    step compare_same_machine "$py" -m nsa_exp compare "$out/e1_${g}_pair_formal.json" "$out/e1_${g}_pair_stop.json" \
-      --output "$out/e1_${g}_pair_formal_vs_stop.json"
-    step compare_published "$py" -m nsa_exp compare "results/raw/e1_$g.json" "$out/e1_${g}_pair_stop.json" \
-      --output "$out/e1_${g}_vs_e1_${g}_pair_stop.json"
-    step cost "$py" -m nsa_exp cost "$out/e1_${g}_pair_formal.json" "$out/e1_${g}_pair_stop.json"
+              # GPU: h200 (default) or h100 -- configs/e1_$GPU.json and results/raw/e1_$GPU.json, result names e1_$GPU_$PAIR_*
+    # PAIR: the result names' middle part (default pair; e.g. pair_b for a second pair into the same folder)
+    cache="${TUNING_CACHE:-$out/tuning}" g="${GPU:-h200}" pair="${PAIR:-pair}"
+    step bench_formal "$py" -m nsa_exp bench --config "configs/e1_$g.json" --name "e1_${g}_${pair}_formal" \
+      --tuning-cache "$cache" --output "$out/e1_${g}_${pair}_formal.json" --summary "$out/e1_${g}_${pair}_formal.csv"
+    step bench_stop "$py" -m nsa_exp bench --config "configs/e1_$g.json" --stop-rule --name "e1_${g}_${pair}_stop" \
+      --tuning-cache "$cache" --output "$out/e1_${g}_${pair}_stop.json" --summary "$out/e1_${g}_${pair}_stop.csv"
+    step validate_pair "$py" -m nsa_exp validate "$out/e1_${g}"_${pair}_*.json "$out/e1_${g}"_${pair}_*.csv
+    step compare_same_machine "$py" -m nsa_exp compare "$out/e1_${g}_${pair}_formal.json" "$out/e1_${g}_${pair}_stop.json" \
+      --output "$out/e1_${g}_${pair}_formal_vs_stop.json"
+    step compare_published "$py" -m nsa_exp compare "results/raw/e1_$g.json" "$out/e1_${g}_${pair}_stop.json" \
+      --output "$out/e1_${g}_vs_e1_${g}_${pair}_stop.json"
+    step cost "$py" -m nsa_exp cost "$out/e1_${g}_${pair}_formal.json" "$out/e1_${g}_${pair}_stop.json"
     ;;
   penalty)  # issue 32: the two penalty-map sweeps; a sweep stopped by its timeout keeps its finished points (resume)
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv > "$out/penalty.gpu.log" 2>&1
