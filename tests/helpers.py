@@ -15,6 +15,10 @@ from nsa_exp.routing.patterns import generate_routing
 
 REPO = Path(__file__).resolve().parent.parent
 PRIMARY_CONFIG = REPO / "configs" / "e1_h100.json"
+#: The verdict rule's stop run of 2026-12-04 (commit 532868e, routings dropped whole, a CUPTI pass of 21 rounds):
+#: results/raw/e1_h200_stop.json until the stage-dropping re-run of 2026-12-05 replaced it; kept with its device logs
+#: (docs/PROVENANCE.md). The tests that pin that run's facts read it here.
+ROUTING_STOP_RUN = REPO / "docs" / "logs" / "h200_2026-12-04" / "stop30_532868e" / "e1_h200_stop.json"
 
 
 def primary_config_dict() -> dict:

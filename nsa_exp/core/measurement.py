@@ -153,8 +153,10 @@ class Measurement:
         """The measurement a bench result (its JSON, ``config`` read from its ``config``) was built from: one record
         per (round, pattern) in the order they were taken (its telemetry samples name each one's round, pattern,
         warm-up and re-warm flags; the observations are its stages' ``warmup_ms`` / ``raw_ms`` in that order), its
-        round orders and stop record. ``checking/bench_result.build`` of it gives the document back, byte for byte
-        (``tests/gpu/test_measurement_path.py``)."""
+        round orders and stop record. A stop rule that drops converged stages (``drop: "stage"``) times a stage in a
+        pattern's first ``len(raw_ms)`` timed rounds only (dropping is for good), so a later record holds the stages
+        still timed. ``checking/bench_result.build`` of it gives the document back, byte for byte
+        (``tests/gpu/test_measurement_path.py``, ``tests/core/test_measurement.py``)."""
         patterns = doc["patterns"]
         cursor = {(p, w): 0 for p in patterns for w in (True, False)}
         records = []
@@ -164,7 +166,8 @@ class Measurement:
             cursor[(p, w)] += 1
             telemetry = {k: v for k, v in s.items() if k not in ("round", "pattern", "warmup", "rewarm")}
             record = {"round": s["round"], "pattern": p, "warmup": w,
-                      "ms": {st: v[key][i] for st, v in patterns[p]["stages"].items()}, "telemetry": telemetry or None}
+                      "ms": {st: v[key][i] for st, v in patterns[p]["stages"].items() if i < len(v[key])},
+                      "telemetry": telemetry or None}
             if s.get("rewarm"):
                 record["rewarm"] = True
             records.append(record)

@@ -12,7 +12,7 @@ import pytest
 from nsa_exp.analysis.cupti import cupti_block, disagreement, kernel_ms, range_label
 from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.io.schemas import schema_errors
-from tests.helpers import REPO
+from tests.helpers import REPO, ROUTING_STOP_RUN
 
 H100 = REPO / "results" / "raw" / "e1_h100.json"
 
@@ -78,7 +78,7 @@ def test_results_without_a_cupti_block_have_no_such_check():
 
 # --- issue 27: each call's summed device activity, over a pass sized by need -------------------------------------
 
-STOP = REPO / "results" / "raw" / "e1_h200_stop.json"
+STOP = ROUTING_STOP_RUN  # the runs these tests pin: the 2026-12-04 stop run, its pass of 21 rounds
 
 
 @dataclass

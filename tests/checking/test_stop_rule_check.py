@@ -21,7 +21,7 @@ from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
 from nsa_exp.routing.config import config_from_dict
 from tests.gpu.test_engine import Ticks, rule
-from tests.helpers import REPO
+from tests.helpers import REPO, ROUTING_STOP_RUN
 
 H200 = REPO / "results" / "raw" / "e1_h200.json"
 
@@ -155,7 +155,7 @@ def test_floors_cannot_be_pinned_to_a_later_commit_a_tree_object_or_a_sha_with_a
     from nsa_exp.checking.record_checks import floors_at_commit, host_problems  # noqa: PLC0415
     from nsa_exp.io.metadata import file_at_commit  # noqa: PLC0415
 
-    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    doc = json.loads(ROUTING_STOP_RUN.read_text())
     later = copy.deepcopy(doc)
     later["metadata"]["git"]["sha"] = "4d939b867c4cb1e3f016d21f86295ad1caf4db9d"
     assert "$.metadata.created_utc" in [p for p, _ in host_problems(later["metadata"])]
@@ -219,7 +219,7 @@ def test_a_stage_dropping_rule_needs_a_recorded_commit_that_has_it():
     from nsa_exp.checking.checks import Context  # noqa: PLC0415
     from nsa_exp.checking.stats_checks import stop_drop_problems  # noqa: PLC0415
 
-    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    doc = json.loads(ROUTING_STOP_RUN.read_text())
     stage = StopRule(**{**doc["timing"]["stop"]["rule"], "drop": "stage"})
     assert stop_drop_problems(doc, StopRule(**doc["timing"]["stop"]["rule"]), Context("x")) == []  # routing: none
     assert [p for p, _ in stop_drop_problems(doc, stage, Context("x"))] == ["$.timing.stop.rule.drop"]
@@ -236,7 +236,29 @@ def test_a_stage_dropping_rule_needs_a_recorded_commit_that_has_it():
 def test_a_trace_entry_with_a_field_the_rule_does_not_record_is_named_by_its_path():
     """A forger's trial of 2026-12-05: ``dropped_stages`` in a routing-dropping run gave "$: cannot be recomputed:
     KeyError" instead of naming the entry."""
-    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    doc = json.loads(ROUTING_STOP_RUN.read_text())
     doc["timing"]["stop"]["trace"][5]["dropped_stages"] = []
     problems = stop_rule_problems(doc)
     assert [p for p, _ in problems] == ["$.timing.stop.trace[5]"] and "dropped_stages" in problems[0][1]
+
+
+def test_the_committed_stop_run_drops_stages_and_its_trace_recomputes_with_nothing_unverified():
+    """The stage-dropping re-run of 2026-12-05 (commit 45c4a0c, docs/PROVENANCE.md): each routing's converged stages
+    left the loop while sink-heavy's dK/dV held it to the 150-round ceiling; validate recomputes the trace, the drops
+    and the stage counts from the observations, and a count one round off is named."""
+    from nsa_exp.checking.checks import Context  # noqa: PLC0415
+    from nsa_exp.checking.stats_checks import stop_drop_problems  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    stop = doc["timing"]["stop"]
+    assert stop["rule"]["drop"] == "stage" and stop["stopped_by"] == "max_rounds"
+    counts = {p: set(st.values()) for p, st in stop["stage_rounds"].items()}
+    assert all(len(v) > 1 or v == {20} for v in counts.values()) and max(map(max, counts.values())) == 150
+    assert [len(st["raw_ms"]) for st in doc["patterns"]["sink-heavy"]["stages"].values()] == \
+        list(stop["stage_rounds"]["sink-heavy"].values())
+    ctx = Context("x")
+    assert stop_rule_problems(doc, ctx) == [] and ctx.unverified == []
+    assert stop_drop_problems(doc, StopRule(**stop["rule"]), Context("x")) == []
+    forged = copy.deepcopy(doc)
+    forged["timing"]["stop"]["stage_rounds"]["zipf"]["full_bwd"] += 1
+    assert "$.timing.stop.stage_rounds" in [p for p, _ in stop_rule_problems(forged)]

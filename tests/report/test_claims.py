@@ -68,8 +68,10 @@ def test_a_run_of_few_rounds_is_listed_but_sets_no_floor(report_data):
     assert len(sink.short) == 8 and all(m.n_obs < MIN_ROUNDS for m in sink.short)
     assert round(min(m.median_ms for m in sink.short), 2) == 62.05
     assert round(max(m.median_ms for m in sink.short), 2) == 65.50  # e1_h200_engine20 (2026-12-01), 20 rounds
-    # the short runs span 5.6%; the four long ones 0.8% (63.29-63.77 ms), and the floor stays under 1%
-    assert sink.spread < 0.01 and report_data.floors[h200, "dkv_core"] < 0.01
+    # the short runs span 5.6%; the four long ones 2.6% (63.41-65.08 ms, the top one the stage-dropping stop run of
+    # 2026-12-05, 150 rounds), which is the floor: the short runs' wider spread does not set it
+    short_span = max(m.median_ms for m in sink.short) / min(m.median_ms for m in sink.short) - 1
+    assert sink.spread < 0.03 < short_span and report_data.floors[h200, "dkv_core"] == sink.spread
     assert report_data.floors[h200, "csr"] > 0.0889  # the H200 repeat moved local CSR by 9.8%, the stop run 10.3%
     assert ("NVIDIA H100 80GB HBM3", "selection_fwd") in borrowed(report_data.quantities)  # its repeat re-tuned
 
@@ -98,11 +100,11 @@ def test_dq_does_differ_from_local_under_the_num_warps_1_configs(report_data):
 def test_fla_topk_is_a_point_estimate_not_the_worst_routing(report_data):
     text = largest(report_data)
     assert text.startswith("`fla-topk(") and "not resolved" in text and "worst" not in text
-    # under the noise table's H200 dK/dV floor (0.85% since the 150-round pair bench replaced the 60-round one) it
-    # is unresolved against the other fla-topk saliences, hot-block(block=0) and sink-heavy(sinks=1)
+    # under the noise table's H200 dK/dV floor (2.6% since the stage-dropping stop run of 2026-12-05 joined it; 0.85%
+    # before) it is unresolved against the other fla-topk saliences, hot-block(block=0) and sink-heavy(sinks=1)
     f = report_data.floors["NVIDIA H200", "dkv_core"]
     assert "fla-topk(salience=2.0)" in text and "fla-topk(salience=8.0)" in text and "hot-block(block=0)" in text
-    assert "sink-heavy(sinks=1)" in text and f"(the rule, f = {100 * f:.1f}%)" in text and 0.008 < f < 0.009
+    assert "sink-heavy(sinks=1)" in text and f"(the rule, f = {100 * f:.1f}%)" in text and 0.02 < f < 0.03
 
 
 def test_worst_is_written_only_when_resolved_against_every_other_routing(report_data):

@@ -66,7 +66,7 @@ def test_provenance_table_regenerates_byte_for_byte_and_has_a_row_for_every_comm
     row = next(ln for ln in block.splitlines() if ln.startswith("| `results/raw/e1_h200_file.json`"))
     assert "rests on a discarded run" not in row and "2026-12-01" in row  # re-run on the formal run's configs
     stop = next(ln for ln in block.splitlines() if ln.startswith("| `results/raw/e1_h200_stop.json`"))
-    assert "`532868e`" in stop and "FAILs" not in stop  # re-run under the verdict stop rule (2026-12-04): it validates
+    assert "`45c4a0c`" in stop and "FAILs" not in stop  # the stage-rule re-run of 2026-12-05 validates
     assert "FAILs" not in block  # every committed file passes validate
 
 
