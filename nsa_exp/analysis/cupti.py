@@ -263,8 +263,8 @@ def event_ms_of(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, lis
 
 def profiler_shift(doc: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """``{pattern: {stage: profiled-call event median / timed-round event median}}`` of a result whose ``cupti``
-    block pairs events (empty otherwise): how much the profiler itself slows each stage, kept as data and never
-    judged (> 1: the profiled calls ran longer)."""
+    block pairs events (empty otherwise): how much the profiler itself slows each stage, kept as data (> 1: the
+    profiled calls ran longer) and judged only against wide physical bounds (:func:`shift_problems`)."""
     block = doc.get("cupti") or {}
     out: dict[str, dict[str, float]] = {}
     for p, stages in block.get("median_event_ms", {}).items():
@@ -273,6 +273,27 @@ def profiler_shift(doc: Mapping[str, Any]) -> dict[str, dict[str, float]]:
             if timed:
                 out.setdefault(p, {})[s] = e / timed
     return out
+
+
+def shift_problems(doc: Mapping[str, Any], bounds: tuple[float, float], timed_path: str) -> list[tuple[str, str]]:
+    """Each paired cell's :func:`profiler_shift` within ``bounds`` (least, most): the profiled calls rerun the timed
+    loop (flush, guard, events) on the same GPU in the same process, so their event median can exceed the timed
+    median by the profiler's own overhead but cannot fall far below it, nor exceed it by more than that overhead;
+    outside, the timed median is not the one this stage's calls ran at (a forger's trial of 2026-12-05: zipf's
+    selection-fwd and dQ observations swapped passed, 0.61x). ``timed_path``: the timed median's JSON path with
+    ``{cell}`` and ``{stage}`` to fill."""
+    lo, hi = bounds
+    problems: list[tuple[str, str]] = []
+    for cell, by in profiler_shift(doc).items():
+        for stage, shift in by.items():
+            if shift < lo:
+                problems.append((f"$.cupti.median_event_ms.{cell}.{stage}", f"{shift:.3f} of the timed median: the "
+                                 f"profiled calls ran faster than the timed ones (at least {lo})"))
+            elif shift > hi:
+                problems.append((timed_path.format(cell=cell, stage=stage), f"the profiled calls' event median is "
+                                 f"{shift:.3f} x this timed median (at most {hi}: the profiler's overhead): timed "
+                                 "faster than its own kernels ran"))
+    return problems
 
 
 def disagreement(stage: str, event_ms: float, kernel_median_ms: float) -> str | None:

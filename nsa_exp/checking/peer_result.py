@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.cupti import METHOD_MARKED, cupti_problems, profiler_shift
+from ..analysis.cupti import METHOD_MARKED, cupti_problems, shift_problems
 from ..analysis.peers import peer_summary
 from ..analysis.reproduction import judge_naive
 from ..analysis.stop_rule import DEFAULT_RULE
@@ -172,15 +172,7 @@ def marked_cupti_problems(doc: dict[str, Any]) -> Problems:
     if zero and gpu_run(doc):
         problems.append((f"$.cupti.kernel_ms.{zero[0][0]}.{zero[0][1]}", "a profiled call with no kernel time: every "
                          "peer stage launches kernels, so each call's device activity is positive"))
-    for cell, by in profiler_shift(doc).items():
-        for stage, shift in by.items():
-            if shift < MIN_PROFILER_SHIFT:
-                problems.append((f"$.cupti.median_event_ms.{cell}.{stage}", f"{shift:.3f} of the timed median: the "
-                                 f"profiled calls ran faster than the timed ones (at least {MIN_PROFILER_SHIFT})"))
-            elif shift > MAX_PROFILER_SHIFT:
-                problems.append((f"$.cells.{cell}.stages.{stage}.median_ms", f"the profiled calls' event median is "
-                                 f"{shift:.3f} x this timed median (at most {MAX_PROFILER_SHIFT}: the profiler's "
-                                 "overhead): timed faster than its own kernels ran"))
+    problems += shift_problems(doc, (MIN_PROFILER_SHIFT, MAX_PROFILER_SHIFT), "$.cells.{cell}.stages.{stage}.median_ms")
     return problems
 
 

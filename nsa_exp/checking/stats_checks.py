@@ -196,6 +196,11 @@ def verdict_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Pr
                                          f"{sorted(stages)}; recorded {floors!r}")]
     problems += stop_floors_problems(doc, sorted(stages), ctx)
     tracker, orders = rerun(doc)
+    if tracker.stopped_by is None:  # a forger's trial of 2026-12-05: a run cut at any round passed as max_rounds
+        problems.append(("$.timing.stop.stopped_by", f"recorded {stop.get('stopped_by')!r} at round "
+                         f"{stop.get('rounds')}, but the rule on the raw observations does not stop there (no CI "
+                         f"target met by every cell, no timeout, {stop.get('max_rounds')} rounds not reached): "
+                         "a run cut short"))
     got_trace, want_trace = stop["trace"], tracker.trace
     for i, (got, want) in enumerate(zip(got_trace, want_trace, strict=False)):
         bad = [k for k in ("rounds", "timed_seconds", "unconverged", "worst", "worst_ratio", "dropped",

@@ -288,3 +288,27 @@ def test_a_forged_sizing_rule_a_stripped_sizing_or_a_per_stage_map_without_event
         del unpaired["cupti"][key]
     unpaired["cupti"]["method"] = METHOD_BUSY
     assert "$.cupti.sizing.calls" in [f["path"] for f in _check(unpaired)["failures"]]
+
+
+def test_a_timed_median_its_own_profiled_calls_contradict_fails_validate():
+    """A forger's trial of 2026-12-05: zipf's selection-fwd and dQ observations swapped in the committed stage-rule
+    run (both dropped at round 20 under one floor, so the trace still recomputed) passed: dQ claimed 14.7 ms while the
+    same file's profiled dQ calls ran 24.2 ms. Each cell's profiled event median must lie within
+    PROFILER_SHIFT_BOUNDS of its timed median (0.947-1.306 over every committed and logged bench)."""
+    from nsa_exp.analysis.cupti import profiler_shift  # noqa: PLC0415
+    from nsa_exp.checking.bench_result import PROFILER_SHIFT_BOUNDS  # noqa: PLC0415
+    from nsa_exp.core.protocol import summarize  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    lo, hi = PROFILER_SHIFT_BOUNDS
+    assert all(lo <= v <= hi for by in profiler_shift(doc).values() for v in by.values())
+    assert _check(doc)["passed"]
+    stages = doc["patterns"]["zipf"]["stages"]
+    a, b = stages["selection_fwd"], stages["dq_core"]
+    for key in ("raw_ms", "warmup_ms"):
+        a[key], b[key] = b[key], a[key]
+    for st in (a, b):
+        st.update(summarize(st["raw_ms"]))
+    paths = [f["path"] for f in _check(doc)["failures"]]
+    # selection fwd now times 24.2 ms against its calls' 14.7 (0.61x), dQ 14.7 against 24.2 (1.65x)
+    assert paths == ["$.cupti.median_event_ms.zipf.selection_fwd", "$.patterns.zipf.stages.dq_core.median_ms"], paths

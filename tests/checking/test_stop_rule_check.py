@@ -262,3 +262,61 @@ def test_the_committed_stop_run_drops_stages_and_its_trace_recomputes_with_nothi
     forged = copy.deepcopy(doc)
     forged["timing"]["stop"]["stage_rounds"]["zipf"]["full_bwd"] += 1
     assert "$.timing.stop.stage_rounds" in [p for p, _ in stop_rule_problems(forged)]
+
+
+def _cut(doc: dict, n: int) -> dict:
+    """The committed stage-rule run as if it had ended after ``n`` timed rounds, every field the rule records rebuilt
+    consistently: the tracker fed the run's own observations in its planned orders, stopped by hand."""
+    from nsa_exp.analysis.stop_rule import rerun  # noqa: PLC0415
+    from nsa_exp.core.protocol import round_orders  # noqa: PLC0415
+
+    cut = copy.deepcopy(doc)
+    t, stop = cut["timing"], cut["timing"]["stop"]
+    names, warm = list(cut["patterns"]), t["warmup_rounds"]
+    elapsed = iter([0.0, *[e["elapsed_seconds"] for e in stop["trace"]]])
+    tracker = StopTracker(StopRule(**stop["rule"]), stop["max_rounds"], stop["source"], lambda: next(elapsed),
+                          names, stop["floors"])
+    planned = round_orders(names, warm + stop["max_rounds"], t["order_mode"], t["order_seed"])[warm:]
+    seen, orders = dict.fromkeys(names, 0), []
+    for r in range(n):
+        orders.append(tracker.later_order(planned[r]))
+        records = []
+        for p in orders[-1]:
+            i, wanted = seen[p], tracker.stages_of(p)
+            seen[p] += 1
+            records.append({"pattern": p, "warmup": False, "ms": {s: st["raw_ms"][i] for s, st in
+                                                                  cut["patterns"][p]["stages"].items()
+                                                                  if wanted is None or s in wanted}})
+        assert tracker.update(records) == (r == stop["max_rounds"] - 1)  # it stops only at the ceiling
+    stop.update({k: v for k, v in tracker.record().items() if k in ("stopped_by", "rounds", "elapsed_seconds", "trace",
+                                                                   "cell_rounds", "held_by", "saved_cell_rounds",
+                                                                   "stage_rounds", "saved_stage_rounds")})
+    t["repetitions"], t["round_orders"] = n, t["round_orders"][:warm] + orders
+    for p, v in cut["patterns"].items():
+        for s, st in v["stages"].items():
+            st["raw_ms"] = st["raw_ms"][:stop["stage_rounds"][p][s]]
+    assert rerun(cut)[1] == orders
+    return cut
+
+
+def test_a_stage_rule_run_cut_short_of_its_stop_is_refused_at_stopped_by():
+    """A forger's trial of 2026-12-05: the committed run cut at round 20 or 100, every recorded field rebuilt by the
+    tracker, still said ``max_rounds`` and passed (sink-heavy dK/dV 65.08 -> 63.64 ms at round 20)."""
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    for n in (20, 100):
+        cut = _cut(doc, n)
+        assert cut["timing"]["stop"]["stopped_by"] == "max_rounds" and cut["timing"]["stop"]["rounds"] == n
+        paths = [p for p, _ in stop_rule_problems(cut)]
+        assert paths == ["$.timing.stop.stopped_by"], paths
+    assert stop_rule_problems(_cut(doc, 150)) == []  # cut where it stopped: the run itself
+
+
+def test_a_warmup_count_beyond_the_configs_cap_is_refused_by_the_schema_before_any_round_order_is_built():
+    """A forger's trial of 2026-12-05: ``timing.warmup_rounds`` 10**9 made validate (and compare) build 10**9 round
+    orders: a hang with memory growing. The result schemas cap it at the config schema's 1000."""
+    for source in ("e1_h200.json", "e1_h200_stop.json"):
+        doc = json.loads((REPO / "results" / "raw" / source).read_text())
+        doc["timing"]["warmup_rounds"] = 10**9
+        report = validate_bytes(json.dumps(doc).encode(), source)
+        assert not report["passed"] and [f["path"] for c in report["checks"] for f in c.get("failures", [])] == \
+            ["$.timing.warmup_rounds"]
