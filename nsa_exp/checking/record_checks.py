@@ -459,18 +459,29 @@ def recorded_clean_commit(doc: dict[str, Any]) -> str | None:
     return sha if SHA_RE.match(sha) and git.get("dirty") is False else None
 
 
+def committed_source(doc: dict[str, Any], path: str, unknown: str = "") -> tuple[bytes | None, str | None]:
+    """``(path``'s bytes at the document's recorded clean commit, or None where that commit has no such file``,
+    None)``; ``(None, why)`` where the commit is not at hand: no clean commit recorded (``unknown`` appended to that
+    reason), or git or the commit absent (a copied tree, another repository; an ``unverified (source not found)``
+    reason, which ``validate --strict`` counts)."""
+    sha = recorded_clean_commit(doc)
+    if sha is None:
+        git = doc.get("metadata", {}).get("git")
+        return None, f"the run's tree is not a recorded clean commit (metadata.git {git}){unknown}"
+    if commit_time(sha, REPO_ROOT) is None:
+        return None, (f"unverified (source not found): the recorded commit {sha[:12]} is not a commit of this "
+                      "repository (or git is not at hand)")
+    return file_at_commit(sha, path, REPO_ROOT), None
+
+
 def commit_defines(doc: dict[str, Any], path: str, name: str) -> bool | str:
     """Whether ``path`` at the document's recorded clean commit defines ``name`` (a module-level ``name =``): what a
     run of that commit could have recorded (e.g. the stop rule's ``drop`` arrived with ``STOP_DROPS`` in
-    ``nsa_exp/core/protocol.py``); where that commit is not at hand, the reason (the caller lists it as
-    unverified)."""
-    sha = recorded_clean_commit(doc)
-    if sha is None:
-        return f"the run's tree is not a recorded clean commit (metadata.git {doc.get('metadata', {}).get('git')})"
-    if commit_time(sha, REPO_ROOT) is None:
-        return (f"unverified (source not found): the recorded commit {sha[:12]} is not a commit of this repository "
-                "(or git is not at hand)")
-    then = file_at_commit(sha, path, REPO_ROOT)
+    ``nsa_exp/core/protocol.py``); where that commit is not at hand, the reason (:func:`committed_source`; the caller
+    lists it as unverified)."""
+    then, why = committed_source(doc, path)
+    if why is not None:
+        return why
     return then is not None and re.search(rb"^" + re.escape(name.encode()) + rb"\s*[:=]", then, re.M) is not None
 
 
@@ -482,14 +493,9 @@ def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, fl
     the caller lists the floors as unverified; an empty dict where the commit is here but holds no readable table
     (no run under the verdict rule could have read floors there). Today's table is not the one to judge by: later
     runs change it."""
-    sha = recorded_clean_commit(doc)
-    if sha is None:
-        return (f"the run's tree is not a recorded clean commit (metadata.git {doc.get('metadata', {}).get('git')}), "
-                "so the noise table it read is unknown")
-    if commit_time(sha, REPO_ROOT) is None:
-        return (f"unverified (source not found): the recorded commit {sha[:12]} is not a commit of this repository "
-                "(or git is not at hand)")
-    then = file_at_commit(sha, NOISE_TABLE, REPO_ROOT)
+    then, why = committed_source(doc, NOISE_TABLE, ", so the noise table it read is unknown")
+    if why is not None:
+        return why
     try:
         table = parse_strict(then) if then is not None else None
         rows = floors_of(table) if isinstance(table, dict) else None

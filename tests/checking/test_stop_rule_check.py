@@ -266,36 +266,21 @@ def test_the_committed_stop_run_drops_stages_and_its_trace_recomputes_with_nothi
 
 def _cut(doc: dict, n: int) -> dict:
     """The committed stage-rule run as if it had ended after ``n`` timed rounds, every field the rule records rebuilt
-    consistently: the tracker fed the run's own observations in its planned orders, stopped by hand."""
+    consistently: the rule's own rerun over the run's first ``n`` timed rounds (not stopped before the ceiling)."""
     from nsa_exp.analysis.stop_rule import rerun  # noqa: PLC0415
-    from nsa_exp.core.protocol import round_orders  # noqa: PLC0415
 
     cut = copy.deepcopy(doc)
     t, stop = cut["timing"], cut["timing"]["stop"]
-    names, warm = list(cut["patterns"]), t["warmup_rounds"]
-    elapsed = iter([0.0, *[e["elapsed_seconds"] for e in stop["trace"]]])
-    tracker = StopTracker(StopRule(**stop["rule"]), stop["max_rounds"], stop["source"], lambda: next(elapsed),
-                          names, stop["floors"])
-    planned = round_orders(names, warm + stop["max_rounds"], t["order_mode"], t["order_seed"])[warm:]
-    seen, orders = dict.fromkeys(names, 0), []
-    for r in range(n):
-        orders.append(tracker.later_order(planned[r]))
-        records = []
-        for p in orders[-1]:
-            i, wanted = seen[p], tracker.stages_of(p)
-            seen[p] += 1
-            records.append({"pattern": p, "warmup": False, "ms": {s: st["raw_ms"][i] for s, st in
-                                                                  cut["patterns"][p]["stages"].items()
-                                                                  if wanted is None or s in wanted}})
-        assert tracker.update(records) == (r == stop["max_rounds"] - 1)  # it stops only at the ceiling
+    t["round_orders"] = t["round_orders"][:t["warmup_rounds"] + n]
+    tracker, orders = rerun(cut)
+    assert len(orders) == n and (tracker.stopped_by is not None) == (n == stop["max_rounds"])
     stop.update({k: v for k, v in tracker.record().items() if k in ("stopped_by", "rounds", "elapsed_seconds", "trace",
                                                                    "cell_rounds", "held_by", "saved_cell_rounds",
                                                                    "stage_rounds", "saved_stage_rounds")})
-    t["repetitions"], t["round_orders"] = n, t["round_orders"][:warm] + orders
+    t["repetitions"] = n
     for p, v in cut["patterns"].items():
         for s, st in v["stages"].items():
             st["raw_ms"] = st["raw_ms"][:stop["stage_rounds"][p][s]]
-    assert rerun(cut)[1] == orders
     return cut
 
 
