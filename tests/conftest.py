@@ -24,7 +24,7 @@ import pytest  # noqa: E402
 from nsa_exp.core.config import Shape  # noqa: E402
 from nsa_exp.io.memo import MEMO_ENV  # noqa: E402
 
-from .interpreter import skip_repatching_inside_a_launch  # noqa: E402
+from .interpreter import replay_identical_launches, skip_repatching_inside_a_launch  # noqa: E402
 
 # The tiny shape the interpreter runs in seconds (GUIDE §4): G = 16, M = 8 blocks, S = 4 slots.
 TINY = Shape(B=1, T=256, HQ=16, H=1, K=64, V=64, S=4, block_size=32, dtype="float16")
@@ -74,6 +74,7 @@ def fla_interpreter():
         from nsa_exp.gpu import launcher  # noqa: PLC0415 - FLA after the interpreter setup
     single_config_autotuners()
     skip_repatching_inside_a_launch()
+    replay_identical_launches()
     return launcher
 
 

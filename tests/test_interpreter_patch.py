@@ -1,7 +1,8 @@
-"""The harness's interpreter shortcut (tests/interpreter.py) changes no bit of what a kernel computes: the same
+"""The harness's interpreter shortcuts (tests/interpreter.py) change no bit of what a kernel computes: the same
 staged backward and official wrapper, run with Triton's own device-function calls and with the shortcut, give
 identical tensors, and the shortcut really skips the second patch (it is not a no-op that the test could not
-tell from Triton's own path)."""
+tell from Triton's own path); a replayed launch gives the real launch's bits without running it, and a launch
+on other bytes (an output's prior contents included) runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.routing.patterns import generate_routing
 
-from .interpreter import restore_repatching, skip_repatching_inside_a_launch
+from .interpreter import REPLAY, restore_repatching, skip_repatching_inside_a_launch
 
 #: small enough to run twice in seconds (every stage, every device function FLA calls: tl.sum, tl.max, exp, ...)
 SHAPE = Shape(B=1, T=32, HQ=16, H=1, K=16, V=16, S=2, block_size=8, dtype="float16")
@@ -42,7 +43,8 @@ def test_a_launch_gives_identical_bits_with_and_without_the_shortcut(fla_interpr
     finally:
         assert skip_repatching_inside_a_launch()
     calls["patch"] = 0
-    fast = _every_output(fla_interpreter)
+    with REPLAY.state(enabled=False):  # every launch through the interpreter, as the first pass ran them
+        fast = _every_output(fla_interpreter)
     assert calls["patch"] < own_patches / 2, (calls["patch"], own_patches)  # the shortcut skipped the repatching
     assert len(own) == len(fast)
     for a, b in zip(own, fast, strict=True):
@@ -67,3 +69,61 @@ def test_another_triton_gets_no_shortcut(monkeypatch):
         if was:
             assert skip_repatching_inside_a_launch()
 
+
+
+def _bits(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.view(torch.uint8) if t.dtype.is_floating_point else t for t in tensors]
+
+
+def test_a_replayed_launch_gives_the_bits_of_a_real_one_and_runs_no_kernel(fla_interpreter, monkeypatch):
+    """Every stage and the official wrapper: run for real (replay off), then twice with the replay on: the first pass
+    runs each distinct launch (the tiny problem repeats none but FLA's own repeated calls), the second runs none,
+    and both give the real run's bits."""
+    from triton.runtime import interpreter  # noqa: PLC0415 - after the harness set TRITON_INTERPRET
+
+    with REPLAY.state(enabled=False):
+        real = _every_output(fla_interpreter)
+    with REPLAY.state(enabled=True) as replay:
+        first = _every_output(fla_interpreter)
+        ran = replay.misses
+        assert ran > 5, ran  # every stage's kernels, each once
+        programs = {"n": 0}
+        builder = interpreter.interpreter_builder
+        real_index = builder.set_grid_idx
+
+        def counting(*idx):
+            programs["n"] += 1
+            return real_index(*idx)
+
+        monkeypatch.setattr(builder, "set_grid_idx", counting)  # the interpreter calls it once per program it runs
+        second = _every_output(fla_interpreter)
+        assert programs["n"] == 0, programs  # not one program of any kernel ran
+        assert replay.misses == ran and replay.hits >= ran  # nothing new ran: every launch of the pass replayed
+    for a, b, c in zip(_bits(real), _bits(first), _bits(second), strict=True):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_a_launch_on_other_bytes_or_into_another_output_runs_the_kernel(fla_interpreter):
+    """The key holds every storage's bytes before the launch, outputs included: a kernel that accumulates into its
+    output (``out += x``) is replayed only onto the same prior contents, and each result is the kernel's own."""
+    import triton  # noqa: PLC0415
+    import triton.language as tl  # noqa: PLC0415
+
+    @triton.jit
+    def accumulate(out_ptr, x_ptr, n: tl.constexpr):
+        i = tl.arange(0, n)
+        tl.store(out_ptr + i, tl.load(out_ptr + i) + tl.load(x_ptr + i))
+
+    x = torch.arange(8, dtype=torch.float32)
+    with REPLAY.state(enabled=True) as replay:
+        outs = []
+        for start in (1.0, 1.0, 2.0):
+            out = torch.full((8,), start)
+            accumulate[(1,)](out, x, 8)
+            outs.append(out)
+        y = x + 1
+        again = torch.full((8,), 1.0)
+        accumulate[(1,)](again, y, 8)
+        assert (replay.misses, replay.hits) == (3, 1)
+    assert torch.equal(outs[0], x + 1) and torch.equal(outs[1], x + 1) and torch.equal(outs[2], x + 2)
+    assert torch.equal(again, y + 1)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,10 @@ class _Event:
         d = self.dev
         d.log.append("end" if self.end else "start")
         cost = d.costs[self.stage % len(d.costs)]
-        d.clock = d.started + (cost() if callable(cost) else cost) if self.end else d.clock + 1.0
+        if self.end:  # the kernels between the pair run from now (or when the GPU is free) for ms
+            ms = cost() if callable(cost) else cost
+            d.free_at = max(d.free_at, time.perf_counter()) + ms / 1e3
+        d.clock = d.started + ms if self.end else d.clock + 1.0
         d.started = d.clock if not self.end else d.started
         self.t = d.clock
 
@@ -75,13 +79,18 @@ class _Event:
 
 class FakeGpu(FakeDevice):
     """The round loop's fake device plus the host facts the engine reads; the k-th stage of a cell (the k-th
-    event pair after a synchronise) measures ``costs[k]`` ms (a callable: what it returns, call by call)."""
+    event pair after a synchronise) measures ``costs[k]`` ms (a callable: what it returns, call by call). Like a
+    GPU, it cannot have been busy longer than the host has waited: each event pair queues its milliseconds from the
+    host's now, and a synchronise returns when they are done (the harness replays repeated interpreter launches,
+    tests/interpreter.py, so the host side of a round can take less than the fake's kernels; validate holds
+    elapsed seconds >= GPU time)."""
 
     tensor_device = "cpu"
 
     def __init__(self, costs):
         super().__init__()
         self.costs, self.pairs, self.started, self.memory = list(costs), 0, 0.0, FakeMemory()
+        self.free_at = 0.0  # host clock (perf_counter) when the fake's queued kernels are done
 
     def event(self) -> _Event:
         self.created += 1
@@ -93,6 +102,7 @@ class FakeGpu(FakeDevice):
     def synchronize(self) -> None:
         super().synchronize()
         self.pairs = 0
+        time.sleep(max(0.0, self.free_at - time.perf_counter()))
 
     def name(self) -> str:
         return GPU["name"]
