@@ -128,7 +128,7 @@ def test(c, fast=False, image=False, workers=None):
         c.run(f"{PY} -m pytest -q " + " ".join(IMAGE_TESTS), pty=False, env=ALLOCATOR_ENV)
         return
     n = int(workers) if workers is not None else cpus()
-    spread = f" -n {n} --dist loadgroup" if n > 1 else ""
+    spread = f" -n {n} --dist loadgroup --no-loadscope-reorder" if n > 1 else ""  # groups in conftest's order
     # the 25 slowest tests, printed after the run: where CI's minutes go (issue 30)
     c.run(f"{PY} -m pytest -q --durations=25{spread}" + (" -m 'not interpreter'" if fast else ""), pty=False,
           env=ALLOCATOR_ENV)

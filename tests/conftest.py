@@ -94,13 +94,16 @@ def xdist_group_of(item: pytest.Item) -> str:
     return group or item.nodeid.split("::")[0]
 
 
-#: Under ``pytest -n`` the groups that take longest go out first (largest first, so the last minutes are short
-#: groups on both workers, not one long group on one): the documented commands, the bad-input doors, the report's
-#: load, the forged documents and the Triton-interpreter arms (the slowest in ``invoke test``'s ``--durations`` list).
-LONGEST_FIRST = ("tests/test_doors_contract.py", "tests/test_documented_commands.py", "report-data",
-                 "tests/gpu/test_reproduce_flow.py", "tests/gpu/test_release_arm.py", "tests/gpu/test_engine_arms.py",
-                 "tests/test_forged_documents.py", "tests/gpu/test_launcher_matches_official.py",
-                 "tests/checking/test_perturbed_numerics.py")
+#: Under ``pytest -n`` (``invoke test`` passes ``--no-loadscope-reorder``, so xdist hands the groups out in this
+#: order instead of by test count) the groups that take longest go out first, so the last minutes are short groups on
+#: both workers: the forged documents first, whose children validate every committed file from the session's first
+#: seconds and so fill the routing memo that the documented commands, the bad-input doors' ``report`` and the
+#: report's load then read (nsa_exp/io/memo.py: a process asking for an entry another is computing waits for it);
+#: then those, and the Triton-interpreter arms (the slowest in ``invoke test``'s ``--durations`` list).
+LONGEST_FIRST = ("tests/test_forged_documents.py", "tests/test_documented_commands.py", "tests/test_doors_contract.py",
+                 "report-data", "tests/gpu/test_release_arm.py", "tests/gpu/test_launcher_matches_official.py",
+                 "tests/checking/test_perturbed_numerics.py", "tests/gpu/test_reproduce_flow.py",
+                 "tests/gpu/test_engine_arms.py")
 
 
 def _rank(group: str) -> int:

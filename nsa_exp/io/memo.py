@@ -22,13 +22,16 @@ with ``np.load(allow_pickle=False)``: dtype, shape and values as computed). Anyt
 Nothing is pickled. An entry is one file ``<key>`` under the folder: a line ``<sha256 of the body> json|npy``,
 then the body.
 
-**Why it is safe.** An entry answers only the exact question, asked of the exact code: any change to any source
-file of the package, or another numpy, gives other keys. Entries are written atomically
-(:func:`nsa_exp.io.store.write_bytes_atomic`), so processes computing one entry at once each write a whole
-file and the last wins; an entry that cannot be read (truncated, corrupt, of another format) is computed again and
-rewritten, never an error (its first line holds its body's sha256, so a truncated or altered body is
-not read). The folder is trusted like the code: its sha256 detects damage, not tampering (anyone can compute a
-key), so a planted entry answers for the function; point it only at a folder of your own.
+**Why it is safe.** An entry answers only the exact question, asked of the exact code: any change to any source file
+of the package, or another numpy, gives other keys. Entries are written atomically
+(:func:`nsa_exp.io.store.write_bytes_atomic`), and a process that finds no entry computes it holding the entry's
+lock (``flock`` on ``<key>.lock`` beside it): another process asking the same question meanwhile waits and reads
+what the first wrote instead of computing it again (the test suite's workers and children validate the same
+committed files at once); without a lock the processes would each write a whole file and the last would win; an
+entry that cannot be read (truncated, corrupt, of another format) is computed again and rewritten, never an error
+(its first line holds its body's sha256, so a truncated or altered body is not read). The folder is trusted like the
+code: its sha256 detects damage, not tampering (anyone can compute a key), so a planted entry answers for the
+function; point it only at a folder of your own.
 A folder that cannot be made or written costs one ``warning:`` line on stderr per
 process and the function is computed as if the memo were off.
 
@@ -42,6 +45,8 @@ array([0, 1, 2])
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import importlib.metadata
@@ -49,7 +54,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -173,6 +178,28 @@ def _keep(folder: str, path: Path, value: Any) -> None:
             print(f"warning: {MEMO_ENV}={folder}: {exc}; computing without the memo", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _computing(path: Path) -> Iterator[None]:
+    """Hold the entry's lock (an exclusive ``flock`` on ``<key>.lock`` beside it) for the block, then remove the lock
+    file: the entry is written by then, so a process that locks the removed file (it was waiting) or a new one
+    finds the entry when it reads again. Without a lock (a folder not made yet or that cannot be written, a file
+    system without locks) the block runs unlocked: at worst two processes compute one entry, as without the lock."""
+    lock_path = path.with_name(path.name + ".lock")
+    try:  # in the folder as it is (the first entry's write makes a missing folder): a lock makes no folder
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock_path.unlink()
+        os.close(lock)  # closing the descriptor releases the lock
+
+
 def memoised(fn: Callable[P, T]) -> Callable[P, T]:
     """``fn``, its results kept in ``$NSA_EXP_MEMO_DIR`` when that is set (module docstring); ``fn`` itself
     otherwise. ``fn`` must be pure: its result a function of its arguments, the package's code and numpy's and
@@ -190,8 +217,12 @@ def memoised(fn: Callable[P, T]) -> Callable[P, T]:
         found = _read(path)
         if found is not _MISSING:
             return cast(T, found)  # what fn returned for these arguments, read back
-        value = fn(*args, **kwargs)
-        _keep(folder, path, value)
+        with _computing(path):  # one process computes an entry; another asking meanwhile waits, then reads it
+            found = _read(path)
+            if found is not _MISSING:
+                return cast(T, found)
+            value = fn(*args, **kwargs)
+            _keep(folder, path, value)
         return value
 
     return wrapper

@@ -224,3 +224,30 @@ def test_the_test_session_shares_one_memo_with_its_children():
     child = subprocess.run([sys.executable, "-c", f"import os; print(os.environ[{MEMO_ENV!r}])"],
                            capture_output=True, text=True, check=True)
     assert child.stdout.strip() == folder
+
+
+ASKER = """
+import sys, time
+from nsa_exp.io.memo import memoised
+
+@memoised
+def slow(x):
+    with open(sys.argv[1], "a") as log:
+        log.write("computed\\n")
+    time.sleep(1.0)
+    return {"x": x}
+
+print(slow(3)["x"])
+"""
+
+
+def test_processes_asking_one_entry_at_once_compute_it_once(memo_dir, tmp_path):
+    """The second process waits on the entry's lock while the first computes, then reads the first's answer."""
+    log = tmp_path / "computed.log"
+    memo_dir.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), MEMO_ENV: str(memo_dir)}
+    askers = [subprocess.Popen([sys.executable, "-c", ASKER, str(log)], env=env, stdout=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    outs = [a.communicate(timeout=60)[0] for a in askers]
+    assert [a.returncode for a in askers] == [0, 0] and outs == ["3\n", "3\n"]
+    assert log.read_text() == "computed\n"
