@@ -178,6 +178,11 @@ def _keep(folder: str, path: Path, value: Any) -> None:
             print(f"warning: {MEMO_ENV}={folder}: {exc}; computing without the memo", file=sys.stderr)
 
 
+#: the entry locks this process holds now (its threads share the set: a thread asking for an entry another
+#: thread of it is computing computes it too, as without the lock)
+_held: set[Path] = set()
+
+
 @contextlib.contextmanager
 def _computing(path: Path) -> Iterator[None]:
     """Hold the entry's lock (an exclusive ``flock`` on ``<key>.lock`` beside it) for the block, then remove the lock
@@ -185,16 +190,21 @@ def _computing(path: Path) -> Iterator[None]:
     finds the entry when it reads again. Without a lock (a folder not made yet or that cannot be written, a file
     system without locks) the block runs unlocked: at worst two processes compute one entry, as without the lock."""
     lock_path = path.with_name(path.name + ".lock")
+    if lock_path in _held:  # asked again inside its own computation (a function memoised twice): a second flock on
+        yield               # another descriptor of the same file would wait for this process forever
+        return
     try:  # in the folder as it is (the first entry's write makes a missing folder): a lock makes no folder
-        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a planted link: no lock
     except OSError:
         yield
         return
+    _held.add(lock_path)
     try:
         with contextlib.suppress(OSError):
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield
     finally:
+        _held.discard(lock_path)
         with contextlib.suppress(OSError):
             lock_path.unlink()
         os.close(lock)  # closing the descriptor releases the lock

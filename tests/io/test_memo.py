@@ -251,3 +251,34 @@ def test_processes_asking_one_entry_at_once_compute_it_once(memo_dir, tmp_path):
     outs = [a.communicate(timeout=60)[0] for a in askers]
     assert [a.returncode for a in askers] == [0, 0] and outs == ["3\n", "3\n"]
     assert log.read_text() == "computed\n"
+
+
+def test_a_link_planted_as_an_entrys_lock_is_not_followed(memo_dir, tmp_path):
+    """The lock is opened without following links: a link in its place pointing nowhere makes no file there (opening
+    it with O_CREAT would create its target), and unlocked, the value is still computed and kept."""
+    memo_dir.mkdir()
+    target = tmp_path / "made_through_a_link.txt"
+    fn, args = CALLS["routing_stats"]  # the memoised function (the disk layer)
+    key = entry_key(f"{fn.__module__}.{fn.__qualname__}", args, {})
+    (memo_dir / f"{key}.lock").symlink_to(target)
+    assert _same(fn(*args), _uncached(fn, args))
+    assert not target.exists() and (memo_dir / key).is_file()
+
+
+TWICE = """
+from nsa_exp.io.memo import memoised
+
+def f(x):
+    return {"x": x}
+
+print(memoised(memoised(f))(2)["x"])
+"""
+
+
+def test_an_entry_asked_again_inside_its_own_computation_does_not_wait_on_itself(memo_dir):
+    """A function memoised twice asks for the same entry inside its own computation: the inner call does not wait
+    for the lock the outer one holds (a child, so that a regression fails on its timeout instead of hanging)."""
+    memo_dir.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), MEMO_ENV: str(memo_dir)}
+    child = subprocess.run([sys.executable, "-c", TWICE], env=env, capture_output=True, text=True, timeout=60)
+    assert (child.returncode, child.stdout) == (0, "2\n"), child.stderr
