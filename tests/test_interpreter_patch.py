@@ -25,6 +25,11 @@ def _every_output(launcher) -> list[torch.Tensor]:
     return [state["o"], state["lse"], state["delta"], *staged.gradients(), *official]
 
 
+def _bits(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each tensor as what it holds bit for bit (floating point viewed as bytes: NaN == NaN, -0.0 != 0.0)."""
+    return [t.view(torch.uint8) if t.dtype.is_floating_point else t for t in tensors]
+
+
 def test_a_launch_gives_identical_bits_with_and_without_the_shortcut(fla_interpreter, monkeypatch):
     from triton.runtime import interpreter  # noqa: PLC0415 - after the harness set TRITON_INTERPRET
 
@@ -49,8 +54,8 @@ def test_a_launch_gives_identical_bits_with_and_without_the_shortcut(fla_interpr
     assert len(own) == len(fast)
     for a, b in zip(own, fast, strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape
-        assert torch.equal(a.view(torch.uint8) if a.dtype.is_floating_point else a,
-                           b.view(torch.uint8) if b.dtype.is_floating_point else b)
+    for a, b in zip(_bits(own), _bits(fast), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_another_triton_gets_no_shortcut(monkeypatch):
@@ -68,11 +73,6 @@ def test_another_triton_gets_no_shortcut(monkeypatch):
         monkeypatch.undo()
         if was:
             assert skip_repatching_inside_a_launch()
-
-
-
-def _bits(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    return [t.view(torch.uint8) if t.dtype.is_floating_point else t for t in tensors]
 
 
 def test_a_replayed_launch_gives_the_bits_of_a_real_one_and_runs_no_kernel(fla_interpreter, monkeypatch):

@@ -65,12 +65,13 @@ class _Event:
     def record(self) -> None:
         d = self.dev
         d.log.append("end" if self.end else "start")
-        cost = d.costs[self.stage % len(d.costs)]
         if self.end:  # the kernels between the pair run from now (or when the GPU is free) for ms
+            cost = d.costs[self.stage % len(d.costs)]
             ms = cost() if callable(cost) else cost
             d.free_at = max(d.free_at, time.perf_counter()) + ms / 1e3
-        d.clock = d.started + ms if self.end else d.clock + 1.0
-        d.started = d.clock if not self.end else d.started
+            d.clock = d.started + ms
+        else:
+            d.clock = d.started = d.clock + 1.0
         self.t = d.clock
 
     def elapsed_time(self, end: _Event) -> float:
