@@ -32,6 +32,12 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
                           env=full_env, cwd=cwd or REPO, timeout=600)
 
 
+def harness_env() -> dict[str, str]:
+    """The environment that gives a child process the suite's interpreter shortcuts (tests/child_site), passed on to
+    any interpreter that child starts through its ``sys.path`` (the release arm's child): for :func:`run_cli`."""
+    return {"PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "child_site")]), "NSA_EXP_TEST_HARNESS": "1"}
+
+
 def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
     """Exit code 2, exactly one line on stderr starting with 'error:', no traceback, each fragment in it."""
     assert proc.returncode == 2, (proc.returncode, proc.stderr)

@@ -127,3 +127,28 @@ def test_a_launch_on_other_bytes_or_into_another_output_runs_the_kernel(fla_inte
         assert (replay.misses, replay.hits) == (3, 1)
     assert torch.equal(outs[0], x + 1) and torch.equal(outs[1], x + 1) and torch.equal(outs[2], x + 2)
     assert torch.equal(again, y + 1)
+
+
+def test_a_child_started_with_the_harness_env_has_the_shortcuts_and_no_other_child_does():
+    """tests/child_site: a child the suite starts with :func:`harness_env` (the release arm's, through its parent's
+    ``sys.path``) replays and skips re-patching; one without it, or without the interpreter, runs Triton as it is."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from .helpers import REPO, harness_env  # noqa: PLC0415
+
+    probe = ("import sys, tests.interpreter as i, triton.runtime.interpreter as t; "
+             "print(i.REPLAY.enabled, getattr(t, '_nsa_exp_skip_repatch', False), 'sitecustomize' in sys.modules)")
+    base = {k: v for k, v in os.environ.items() if k not in ("NSA_EXP_TEST_HARNESS", "PYTHONPATH")}
+
+    def run(env: dict[str, str]) -> str:
+        return subprocess.run([sys.executable, "-c", probe], env=env, cwd=REPO, capture_output=True, text=True,
+                              timeout=120, check=True).stdout.split()
+
+    assert run({**base, **harness_env(), "TRITON_INTERPRET": "1"}) == ["True", "True", "True"]
+    without = {**base, **harness_env(), "TRITON_INTERPRET": "1"}
+    without.pop("NSA_EXP_TEST_HARNESS")
+    assert run(without)[:2] == ["False", "False"]
+    assert run({**{k: v for k, v in base.items() if k != "TRITON_INTERPRET"}, **harness_env()})[:2] == ["False",
+                                                                                                   "False"]

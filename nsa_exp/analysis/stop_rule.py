@@ -166,12 +166,21 @@ def half_width(samples_ms: Sequence[float], confidence: float = 0.95) -> float |
 
 def cell_ratios(samples: Mapping[str, Sequence[float]], rule: StopRule,
                 floors: Mapping[str, float] | None = None) -> dict[str, float | None]:
-    """``{"pattern/stage": half-width / target}`` (None: no interval yet) of every cell's samples so far."""
+    """``{"pattern/stage": half-width / target}`` (None: no interval yet) of every cell's samples so far.
+
+    One sort per cell gives both the CI's order statistics (:func:`half_width`) and the median, with
+    ``np.median``'s arithmetic (the middle value, or the mean ``(a + b) / 2`` of the two middle ones): the
+    same bits, without a second pass over the samples (``validate`` replays this after every round of a run)."""
     out: dict[str, float | None] = {}
     for key, x in samples.items():
-        hw = half_width(x, rule.confidence)
-        median = float(np.median(np.asarray(x, dtype=np.float64)))
-        out[key] = None if hw is None else hw / target_ms(rule, floors, key.rsplit("/", 1)[1], median)
+        ranks = median_ci_ranks(len(x), rule.confidence)
+        if ranks is None:
+            out[key] = None
+            continue
+        xs = sorted(float(v) for v in x)
+        n = len(xs)
+        median = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+        out[key] = (xs[ranks[1]] - xs[ranks[0]]) / 2 / target_ms(rule, floors, key.rsplit("/", 1)[1], median)
     return out
 
 

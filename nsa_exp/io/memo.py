@@ -3,9 +3,11 @@
 **What.** ``@memoised`` keeps a function's result in the folder that the environment variable
 ``NSA_EXP_MEMO_DIR`` names, so that another process asking the same question reads the answer instead of
 computing it again. Applied to the routing regenerations that ``validate`` repeats (a routing regenerated from
-its pattern, shape and seed, with its edges, fan-in statistics and sha256; its per-CSR-row fan-in) and to the
-bootstrap CIs of raw observations (:func:`nsa_exp.analysis.bootstrap.percentile_ci`): the test suite runs
-``report``, ``model-validate`` and ``validate`` in many child processes over the same committed files.
+its pattern, shape and seed, with its edges, fan-in statistics and sha256; its per-CSR-row fan-in), to the
+bootstrap CIs of raw observations (:func:`nsa_exp.analysis.bootstrap.percentile_ci`) and to the makespan model's
+least-squares fit (:func:`nsa_exp.model.fit.fit_params`, keyed also by the BLAS thread settings it runs under): the
+test suite runs ``report``, ``predict``, ``model-validate`` and ``validate`` in many child processes over the same
+committed files.
 
 **When on.** Only while ``NSA_EXP_MEMO_DIR`` is set and non-empty (read at each call). Unset, the wrapper calls the
 function and touches no file: a user's ``validate`` recomputes everything, every time. ``tests/conftest.py`` sets it
@@ -213,7 +215,8 @@ def _computing(path: Path) -> Iterator[None]:
 def memoised(fn: Callable[P, T]) -> Callable[P, T]:
     """``fn``, its results kept in ``$NSA_EXP_MEMO_DIR`` when that is set (module docstring); ``fn`` itself
     otherwise. ``fn`` must be pure: its result a function of its arguments, the package's code and numpy's and
-    scipy's versions alone (not of a BLAS thread count: tests/checking/test_perturbed_numerics.py keeps it). Put an
+    scipy's versions alone (a result a BLAS thread count can change takes the thread settings as an argument, as
+    :func:`nsa_exp.model.fit.fit_params` does: tests/checking/test_perturbed_numerics.py relies on it). Put an
     in-process cache (``functools.lru_cache``) in front: memory first, then disk."""
     name = f"{fn.__module__}.{fn.__qualname__}"
 

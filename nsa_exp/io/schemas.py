@@ -47,9 +47,11 @@ def _strict_integer(checker: Any, instance: Any) -> bool:
 
 @cache
 def _validator(kind: str) -> jsonschema.protocols.Validator:
+    """The validator of ``schemas/<kind>.schema.json`` (cached). The schema itself is not checked against its
+    metaschema here (a third of a small ``validate``'s time, in every process): the committed schemas are, by
+    tests/io/test_schema_vocabulary.py."""
     schema = load_schema(kind)
     base = jsonschema.validators.validator_for(schema)
-    base.check_schema(schema)
     cls = jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine("integer", _strict_integer))
     return cls(schema, registry=_registry(), format_checker=base.FORMAT_CHECKER)
 

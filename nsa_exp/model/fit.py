@@ -12,6 +12,7 @@ is never reported as a prediction (docs/MODEL.md).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from ..io.memo import memoised
 from .makespan import program_work, simulate
 
 #: ``least_squares``' termination tolerances (scipy's defaults, passed explicitly so the checks can derive
@@ -56,13 +58,33 @@ def fit_params(points: Sequence[tuple[np.ndarray, float]], n_sm: int, slots: int
     """Least-squares ``(a, c, gamma)`` over ``points`` = ``[(fanin per row, measured ms), ...]``.
 
     Returns the best parameters and the fitted ms per point. Needs at least 3 points whose fan-in
-    distributions differ (else the parameters are not identifiable: ``ValueError``).
+    distributions differ (else the parameters are not identifiable: ``ValueError``). Kept in the opt-in memo
+    (nsa_exp/io/memo.py) under its inputs and this process's BLAS thread settings (:func:`blas_threads`): a
+    least-squares solve may round differently at another thread count, so each count refits for itself.
     """
     if len(points) < 3:
         raise ValueError(f"calibration needs at least 3 routings (got {len(points)})")
     measured = np.array([m for _, m in points], dtype=np.float64)
     if (measured <= 0).any():
         raise ValueError("calibration medians must be > 0 ms")
+    fit = _fit([np.asarray(f).tolist() for f, _ in points], measured.tolist(), n_sm, slots, bq,
+               [float(g) for g in gammas], blas_threads())
+    return Params(**fit["params"]), np.array(fit["fitted_ms"], dtype=np.float64)
+
+
+def blas_threads() -> list[str | int | None]:
+    """What sets this process's BLAS/OpenMP thread count: the three variables (None when unset) and the CPU count."""
+    return [*(os.environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")),
+            os.cpu_count()]
+
+
+@memoised
+def _fit(fanins: list[list[float]], measured_ms: list[float], n_sm: int, slots: int, bq: int,
+         gammas: list[float], threads: list[str | int | None]) -> dict[str, Any]:
+    """:func:`fit_params`' solve: ``{"params": {a_ms, c_ms, gamma}, "fitted_ms": [...]}`` (JSON, for the memo;
+    ``threads`` only keys it)."""
+    measured = np.asarray(measured_ms, dtype=np.float64)
+    points = [np.asarray(f) for f in fanins]
 
     def clipped(x: np.ndarray) -> Params:
         # the optimiser's bound leaves 1e-9 of room; gamma is meaningless (and refused) past slots (1 slot: 1)
@@ -70,10 +92,10 @@ def fit_params(points: Sequence[tuple[np.ndarray, float]], n_sm: int, slots: int
 
     def residual(x: np.ndarray) -> np.ndarray:
         p = clipped(x)
-        return np.array([predict_ms(f, p, n_sm, slots, bq) for f, _ in points]) / measured - 1.0
+        return np.array([predict_ms(f, p, n_sm, slots, bq) for f in points]) / measured - 1.0
 
-    mean_f = float(np.mean([np.mean(f) for f, _ in points]))
-    c0 = float(np.min(measured)) * n_sm * slots / max(1.0, sum(np.sum(f) for f, _ in points) / len(points))
+    mean_f = float(np.mean([np.mean(f) for f in points]))
+    c0 = float(np.min(measured)) * n_sm * slots / max(1.0, sum(np.sum(f) for f in points) / len(points))
     best = None
     for g0 in gammas:
         g0 = min(max(g0, 1.0), float(slots))
@@ -84,8 +106,8 @@ def fit_params(points: Sequence[tuple[np.ndarray, float]], n_sm: int, slots: int
             best = fit
     if best is None:
         raise ValueError("calibration needs at least one starting gamma")
-    params = clipped(best.x)
-    return params, measured * (1.0 + residual(best.x))
+    fitted = measured * (1.0 + residual(best.x))
+    return {"params": clipped(best.x).as_dict(), "fitted_ms": [float(v) for v in fitted]}
 
 
 def objective(measured: Sequence[float] | np.ndarray, predicted: Sequence[float] | np.ndarray) -> float:

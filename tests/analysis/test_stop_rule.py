@@ -28,3 +28,23 @@ def test_the_median_ci_covers_the_true_median_at_least_95_percent_of_the_time():
         exact = 1 - 2 * binom.cdf(lo, n, 0.5)  # the interval's guaranteed coverage
         assert covered >= 0.95 - 3 * np.sqrt(0.05 * 0.95 / 4000) and exact >= 0.95
     assert half_width([1.0] * 5) is None and half_width([2.0] * 6) == 0.0
+
+
+def test_each_cells_ratio_is_the_half_width_over_the_target_at_numpys_median_bit_for_bit():
+    """cell_ratios sorts once per cell: its ratio must be the one half_width and np.median give (even and odd n,
+    ties, sub-ms and ms cells, the absolute target), since validate replays it against committed traces."""
+    from nsa_exp.analysis.stop_rule import DEFAULT_RULE, cell_ratios, target_ms  # noqa: PLC0415
+
+    rng = np.random.default_rng(7)
+    floors = {"csr": 0.012, "dkv_core": 0.005}
+    for n in (1, 5, 6, 7, 20, 21, 150):
+        samples = {"zipf/csr": rng.lognormal(-1.2, 0.05, n).tolist(),
+                   "local/dkv_core": np.round(rng.lognormal(1.0, 0.02, n), 3).tolist(),  # ties
+                   "uniform/dkv_core": [0.25] * n}
+        for rule_floors in (None, floors):
+            got = cell_ratios(samples, DEFAULT_RULE, rule_floors)
+            for key, x in samples.items():
+                hw = half_width(x, DEFAULT_RULE.confidence)
+                median = float(np.median(np.asarray(x, dtype=np.float64)))
+                want = None if hw is None else hw / target_ms(DEFAULT_RULE, rule_floors, key.split("/")[1], median)
+                assert got[key] == want, (n, key, got[key], want)

@@ -7,9 +7,9 @@ from them, the analysis (bootstrap CIs), a repeat compare (bootstrap of ratios) 
 bootstrap). The rest compare integers, hashes and order statistics.
 
 The children keep the session's memo (tests/conftest.py, nsa_exp/io/memo.py): its keys hold numpy's and scipy's
-versions, so the second pin set regenerates every routing and bootstrap under its own numerics, and what it keeps
-(routings, fan-in, bootstrap CIs) uses no BLAS, so a thread count cannot change it; the least-squares refits and
-the model's predictions, which do, are never kept.
+versions, so the second pin set regenerates every routing and bootstrap under its own numerics; routings, fan-in and
+bootstrap CIs use no BLAS, so a thread count cannot change them, and the least-squares refit, which may, is kept
+under the thread settings it ran with (nsa_exp/model/fit.py ``blas_threads``): each thread count here refits.
 """
 
 from __future__ import annotations

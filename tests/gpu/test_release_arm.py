@@ -18,7 +18,7 @@ import pytest
 from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.routing.patterns import generate_routing
-from tests.helpers import REPO, assert_one_line_error, run_cli
+from tests.helpers import REPO, assert_one_line_error, harness_env, run_cli
 
 pytestmark = pytest.mark.interpreter
 
@@ -63,7 +63,7 @@ def timed(tmp_path_factory):
     args = ["release-bench", "--config", str(config), "--fla-source", str(tree), "--repetitions", "2",
             "--routing-file", str(folder / "mine.npy"),
             "--output-dir", str(folder / "out"), "--releases-dir", str(folder / "rel")]
-    proc = run_cli(*args)
+    proc = run_cli(*args, env=harness_env())  # the child replays a launch it already ran (tests/child_site)
     assert proc.returncode == 0, proc.stderr
     (path,) = sorted((folder / "out").glob("*.json"))
     return {"folder": folder, "tree": tree, "path": path, "doc": json.loads(path.read_text()), "args": args,

@@ -170,6 +170,27 @@ def test_a_memoised_bootstrap_ci_equals_scipys_and_is_read_back(memo_dir):
     assert _percentile_ci.__wrapped__("median_ratio", [a.tolist(), b.tolist()], True, 999, 7) == list(want)
 
 
+def test_a_kept_model_fit_is_the_fit_and_each_blas_thread_setting_fits_for_itself(memo_dir, monkeypatch):
+    """The least-squares fit (model/fit.py) is kept under its inputs and the BLAS thread settings: read back it
+    is what the solver returns with the memo off; another thread count is another entry (a refit of its own)."""
+    from nsa_exp.model.fit import fit_params  # noqa: PLC0415
+
+    rng = np.random.default_rng(3)
+    points = [(rng.integers(0, 400, size=96), m) for m in (2.0, 2.6, 3.1, 4.4)]
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    params, fitted = fit_params(points, n_sm=8, slots=2)  # computed, kept
+    assert len([e for e in memo_dir.iterdir() if not e.name.endswith(".lock")]) == 1
+    again = fit_params(points, n_sm=8, slots=2)  # read back
+    with monkeypatch.context() as m:
+        m.delenv(MEMO_ENV)
+        fresh = fit_params(points, n_sm=8, slots=2)
+    for p, f in (again, fresh):
+        assert p == params and f.dtype == np.float64 and f.tolist() == fitted.tolist()
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "8")
+    assert fit_params(points, n_sm=8, slots=2)[0] == params
+    assert len(list(memo_dir.iterdir())) == 2
+
+
 def test_another_numpy_or_scipy_gives_other_keys(monkeypatch):
     """The memo's keys hold both versions: a child under another pin set (tests/checking/test_perturbed_numerics.py)
     recomputes every routing and bootstrap."""

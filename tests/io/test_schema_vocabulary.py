@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 
+import jsonschema
+import pytest
+
 from nsa_exp import SCHEMA_DIR
 from nsa_exp.core import stages
 from nsa_exp.core.enums import VOCABULARY
@@ -86,3 +89,16 @@ def test_a_new_optional_stage_keeps_every_committed_result_valid_under_the_regen
     enum = schema["properties"]["timing"]["properties"]["stages"]["enum"]
     for path in sorted((REPO / "results" / "raw").glob("*.json")):
         assert json.loads(path.read_text())["timing"]["stages"] in enum, path.name
+
+
+def test_every_committed_schema_is_valid_under_its_metaschema():
+    """What nsa_exp/io/schemas.py no longer checks at run time: every schema under schemas/ is a valid JSON Schema
+    of the draft it declares (and an invalid one is caught: a negative minItems)."""
+    kinds = sorted(p.name.removesuffix(".schema.json") for p in SCHEMA_DIR.glob("*.schema.json"))
+    assert len(kinds) >= 18
+    for kind in kinds:
+        schema = load_schema(kind)
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    bad = {**load_schema(kinds[0]), "minItems": -1}
+    with pytest.raises(jsonschema.exceptions.SchemaError):
+        jsonschema.validators.validator_for(bad).check_schema(bad)
