@@ -177,7 +177,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 def cmd_stop_replay(args: argparse.Namespace) -> int:
     check_resamples(args.resamples)
-    print(stop_replay_of_files(args.paths, args.resamples))
+    print(stop_replay_of_files(args.paths, args.resamples, args.ci_abs_ms))
     return 0
 
 

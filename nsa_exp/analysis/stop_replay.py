@@ -15,8 +15,9 @@ resolved verdict is **changed**. Every number is a function of the files (a fixe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import permutations
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,8 @@ def replay_study(docs: Mapping[str, Mapping[str, Any]], resamples: int,
     """The study of the module docstring over ``docs`` (label -> bench result, all of one GPU and shape, at least
     two). Returns ``{"gpu", "floors", "runs": [{run, rule, rounds, stopped_by, kept_seconds, whole_seconds}],
     "rules": [{rule, kept_seconds (mean per run), whole_seconds, unclear_whole, unclear_cut, lost, changed,
-    judged}]}``. UserError for fewer than two runs, or runs of different GPUs, shapes or patterns."""
+    judged}], "ci_abs_ms": [the rules' absolute CI targets]}``. UserError for fewer than two runs, or runs of
+    different GPUs, shapes or patterns."""
     if len(docs) < 2:
         raise UserError("stop-replay: give at least two bench results (each run is judged against the others)")
     kinds = {"GPU": {d["metadata"]["gpu"]["name"] for d in docs.values()},
@@ -128,7 +130,8 @@ def replay_study(docs: Mapping[str, Mapping[str, Any]], resamples: int,
                         "whole_seconds": float(np.mean(list(whole_seconds.values()))),
                         "unclear_whole": unclear_whole, "unclear_cut": unclear_cut, "lost": lost,
                         "changed": changed, "judged": judged})
-    return {"gpu": gpu, "floors": floors, "runs": runs, "rules": summary}
+    return {"gpu": gpu, "floors": floors, "runs": runs, "rules": summary,
+            "ci_abs_ms": sorted({rule.ci_abs_ms for rule in rules.values()})}
 
 
 def format_study(study: Mapping[str, Any]) -> str:
@@ -141,12 +144,30 @@ def format_study(study: Mapping[str, Any]) -> str:
     runs = tabulate([[r["run"], r["rule"], r["rounds"], r["stopped_by"], f"{r['kept_seconds']:.1f} s",
                       f"{r['whole_seconds']:.1f} s"] for r in study["runs"]],
                     headers=["run", "drop", "stopped at round", "by", "kept GPU time", "whole"], tablefmt="github")
-    return f"{study['gpu']}, floors of the noise table\n\n{rules}\n\n{runs}"
+    targets = " / ".join(f"{t:g}" for t in study.get("ci_abs_ms", []))
+    return f"{study['gpu']}, floors of the noise table, absolute CI target {targets} ms\n\n{rules}\n\n{runs}"
 
 
-def stop_replay_of_files(paths: Sequence[str], resamples: int) -> str:
+def rules_with_ci_abs(ci_abs_ms: float | None) -> dict[str, StopRule]:
+    """:data:`RULES`, each with the absolute CI target ``ci_abs_ms`` (ms) instead of its own when given.
+    UserError (naming ``--ci-abs-ms``) for a value that is negative or not finite.
+
+    >>> rules_with_ci_abs(0.002)["stage"].ci_abs_ms, rules_with_ci_abs(None)["stage"].ci_abs_ms
+    (0.002, 0.02)
+    """
+    if ci_abs_ms is None:
+        return dict(RULES)
+    if not math.isfinite(ci_abs_ms) or ci_abs_ms < 0:
+        raise UserError(f"--ci-abs-ms: {ci_abs_ms} is not a finite target >= 0 ms (the rules' own is "
+                        f"{RULES['stage'].ci_abs_ms} ms)")
+    return {name: replace(rule, ci_abs_ms=ci_abs_ms) for name, rule in RULES.items()}
+
+
+def stop_replay_of_files(paths: Sequence[str], resamples: int, ci_abs_ms: float | None = None) -> str:
     """``stop-replay``'s tables for the bench results at ``paths`` (the strict loader; UserError naming a file
-    that is not a bench result, or one that stopped early), each labelled by its path."""
+    that is not a bench result, or one that stopped early), each labelled by its path; ``ci_abs_ms``: the
+    rules' absolute CI target replaced (:func:`rules_with_ci_abs`)."""
+    rules = rules_with_ci_abs(ci_abs_ms)
     docs: dict[str, Any] = {}
     seen: dict[Path, str] = {}
     for p in paths:
@@ -157,4 +178,4 @@ def stop_replay_of_files(paths: Sequence[str], resamples: int) -> str:
         doc = load_document(p, ("bench_result",), str(p))
         whole_run(doc, str(p))
         docs[str(p)] = doc
-    return format_study(replay_study(docs, resamples))
+    return format_study(replay_study(docs, resamples, rules))

@@ -66,8 +66,9 @@ DEFAULT_RULE = StopRule(min_rounds=20, min_seconds=0.5, ci_rel=0.01, ci_abs_ms=0
 #: ``bench --stop-rule``, ``sweep --stop-rule`` and ``reproduce`` since 2026-12-05 (issue 30): the verdict rule of
 #: :data:`DEFAULT_RULE`, each converged stage of a routing leaving later rounds on its own (``drop`` ``stage``; the
 #: routing once all have), so the skewed routings' late rounds time only their dK/dV. Replayed on the seven committed
-#: 150-round H200 formal runs (``python -m nsa_exp stop-replay``, docs/METHOD.md), it keeps 34 s of each run's ~88 s
-#: of timed GPU time where dropping whole routings keeps 58 s; ``peer-bench --stop-rule`` keeps :data:`DEFAULT_RULE`
+#: 150-round H200 formal runs (``python -m nsa_exp stop-replay``, docs/METHOD.md), it keeps 22 s of each run's ~88 s
+#: of timed GPU time where dropping whole routings keeps 32 s (the noise table since 2026-12-05 11:22 UTC; 34 and 58 s
+#: under the floors before it); ``peer-bench --stop-rule`` keeps :data:`DEFAULT_RULE`
 #: (a peer cell's stages are not yet followed one by one).
 STAGE_RULE = replace(DEFAULT_RULE, drop="stage")
 #: the ``ci_rel`` rule (every routing in every round): ``sweep --stop-rule``'s default before 2026-12-05 and
