@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +17,7 @@ from nsa_exp.io import metadata
 from nsa_exp.io.metadata import git_state
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.io.store import write_json
-from tests.helpers import assert_one_line_error, run_cli
+from tests.helpers import REPO, assert_one_line_error, run_cli
 
 GOOD_ENV = {"TRITON_F32_DEFAULT": "ieee", "FLA_CACHE_RESULTS": "0", "FLA_DISABLE_BACKEND_DISPATCH": "1",
             "TRITON_CACHE_DIR": "/tmp/t"}
@@ -110,3 +113,20 @@ def test_a_stated_commit_wins_over_the_copy_s_git_and_what_git_said_is_kept(monk
     state = git_state()
     assert state["sha"] == "0" * 40 and state["source"] == "env NSA_EXP_GIT_SHA" and state["dirty"] is False
     assert state["git_head_seen"] == git("rev-parse", "HEAD") != "0" * 40
+
+
+def test_a_validate_whose_reader_goes_away_never_exits_0(tmp_path):
+    """A reader that leaves before the output (``validate FILE | true``, or ``| head -1`` on a long report) must not
+    turn a failing verdict into success under ``set -o pipefail``: the CLI exits 141 (128 + SIGPIPE) without a
+    traceback, as a shell writer would. An attacker's trial of 2026-12-05: a forged file piped so passed with 0."""
+    forged = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    forged["timing"]["stop"]["stopped_by"] = "ci"
+    bad = tmp_path / "forged.json"
+    bad.write_text(json.dumps(forged))
+    for flag in ("", "--json"):
+        validate = f"{shlex.quote(sys.executable)} -m nsa_exp validate {flag} {shlex.quote(str(bad))}"
+        cmd = f"set -o pipefail; {validate} | true"
+        proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=REPO, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert proc.returncode == 141, (flag, proc.returncode, proc.stderr[-500:])
+        assert "Traceback" not in proc.stderr
