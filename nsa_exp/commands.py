@@ -297,7 +297,8 @@ COMMANDS: tuple[Command, ...] = (
          Option("--resamples", "bootstrap resamples of each verdict (default 10000, compare's; the seven runs of "
                 "docs/METHOD.md take ~2 min at it on one CPU, ~40 s at 2000)", type=int, default=10_000),
          Option("--ci-abs-ms", "replay both rules with this absolute CI half-width target (ms) instead of their "
-                "own 0.02 ms: what another absolute floor would keep and lose", type=float, metavar="MS")),
+                "own (routing 0.02 ms, stage 0.002 ms): what another absolute floor would keep and lose",
+                type=float, metavar="MS")),
     _cmd("plot", f"{CPU}:cmd_plot", "figure: latency vs a fan-in statistic, one panel per backward stage", COMMON,
          Option("--input", "summary CSV (results/summaries/<name>.csv)", required=True),
          Option("--x", "fan-in statistic on the x axis", default="fanin_cv", choices=tuple(sorted(X_STATS))),

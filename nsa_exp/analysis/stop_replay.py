@@ -152,14 +152,14 @@ def rules_with_ci_abs(ci_abs_ms: float | None) -> dict[str, StopRule]:
     """:data:`RULES`, each with the absolute CI target ``ci_abs_ms`` (ms) instead of its own when given.
     UserError (naming ``--ci-abs-ms``) for a value that is negative or not finite.
 
-    >>> rules_with_ci_abs(0.002)["stage"].ci_abs_ms, rules_with_ci_abs(None)["stage"].ci_abs_ms
-    (0.002, 0.02)
+    >>> rules_with_ci_abs(0.005)["routing"].ci_abs_ms, rules_with_ci_abs(None)["routing"].ci_abs_ms
+    (0.005, 0.02)
     """
     if ci_abs_ms is None:
         return dict(RULES)
     if not math.isfinite(ci_abs_ms) or ci_abs_ms < 0:
-        raise UserError(f"--ci-abs-ms: {ci_abs_ms} is not a finite target >= 0 ms (the rules' own is "
-                        f"{RULES['stage'].ci_abs_ms} ms)")
+        own = ", ".join(f"{name} {rule.ci_abs_ms:g}" for name, rule in RULES.items())
+        raise UserError(f"--ci-abs-ms: {ci_abs_ms} is not a finite target >= 0 ms (the rules' own: {own} ms)")
     return {name: replace(rule, ci_abs_ms=ci_abs_ms) for name, rule in RULES.items()}
 
 

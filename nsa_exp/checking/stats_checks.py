@@ -26,6 +26,7 @@ from ..analysis.stop_rule import (
     CI_REL_RULE,
     DEFAULT_RULE,
     STAGE_RULE,
+    STAGE_RULE_20US,
     decision,
     method_of,
     observations,
@@ -251,8 +252,9 @@ def stop_floors_problems(doc: dict[str, Any], stages: list[str], ctx: Context | 
 
 
 #: Every rule ``bench --stop-rule`` (and ``reproduce``) has recorded for a config without ``timing.stop``: the
-#: ``ci_rel`` rule before issue 30, the verdict rule dropping routings (2026-12-03), dropping stages (2026-12-05).
-CLI_RULES = (CI_REL_RULE, DEFAULT_RULE, STAGE_RULE)
+#: ``ci_rel`` rule before issue 30, the verdict rule dropping routings (2026-12-03), dropping stages (2026-12-05),
+#: with a 2 us absolute CI target instead of 20 us (the evening of 2026-12-05).
+CLI_RULES = (CI_REL_RULE, DEFAULT_RULE, STAGE_RULE_20US, STAGE_RULE)
 
 
 def cli_stop_problems(doc: dict[str, Any]) -> Problems:
