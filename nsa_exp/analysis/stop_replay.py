@@ -93,7 +93,7 @@ def replay_study(docs: Mapping[str, Mapping[str, Any]], resamples: int,
     """The study of the module docstring over ``docs`` (label -> bench result, all of one GPU and shape, at least
     two). Returns ``{"gpu", "floors", "runs": [{run, rule, rounds, stopped_by, kept_seconds, whole_seconds}],
     "rules": [{rule, kept_seconds (mean per run), whole_seconds, unclear_whole, unclear_cut, lost, changed,
-    judged}], "ci_abs_ms": [the rules' absolute CI targets]}``. UserError for fewer than two runs, or runs of
+    judged}], "ci_abs_ms": {rule: its absolute CI target (ms)}}``. UserError for fewer than two runs, or runs of
     different GPUs, shapes or patterns."""
     if len(docs) < 2:
         raise UserError("stop-replay: give at least two bench results (each run is judged against the others)")
@@ -131,7 +131,7 @@ def replay_study(docs: Mapping[str, Mapping[str, Any]], resamples: int,
                         "unclear_whole": unclear_whole, "unclear_cut": unclear_cut, "lost": lost,
                         "changed": changed, "judged": judged})
     return {"gpu": gpu, "floors": floors, "runs": runs, "rules": summary,
-            "ci_abs_ms": sorted({rule.ci_abs_ms for rule in rules.values()})}
+            "ci_abs_ms": {name: rule.ci_abs_ms for name, rule in rules.items()}}
 
 
 def format_study(study: Mapping[str, Any]) -> str:
@@ -144,8 +144,8 @@ def format_study(study: Mapping[str, Any]) -> str:
     runs = tabulate([[r["run"], r["rule"], r["rounds"], r["stopped_by"], f"{r['kept_seconds']:.1f} s",
                       f"{r['whole_seconds']:.1f} s"] for r in study["runs"]],
                     headers=["run", "drop", "stopped at round", "by", "kept GPU time", "whole"], tablefmt="github")
-    targets = " / ".join(f"{t:g}" for t in study.get("ci_abs_ms", []))
-    return f"{study['gpu']}, floors of the noise table, absolute CI target {targets} ms\n\n{rules}\n\n{runs}"
+    targets = ", ".join(f"{name} {t:g} ms" for name, t in study["ci_abs_ms"].items())
+    return f"{study['gpu']}, floors of the noise table, absolute CI targets: {targets}\n\n{rules}\n\n{runs}"
 
 
 def rules_with_ci_abs(ci_abs_ms: float | None) -> dict[str, StopRule]:
