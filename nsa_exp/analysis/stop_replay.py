@@ -160,7 +160,7 @@ def rules_with_ci_abs(ci_abs_ms: float | None) -> dict[str, StopRule]:
     if not math.isfinite(ci_abs_ms) or ci_abs_ms < 0:
         own = ", ".join(f"{name} {rule.ci_abs_ms:g}" for name, rule in RULES.items())
         raise UserError(f"--ci-abs-ms: {ci_abs_ms} is not a finite target >= 0 ms (the rules' own: {own} ms)")
-    return {name: replace(rule, ci_abs_ms=ci_abs_ms) for name, rule in RULES.items()}
+    return {name: replace(rule, ci_abs_ms=ci_abs_ms + 0.0) for name, rule in RULES.items()}  # -0.0 as 0.0
 
 
 def stop_replay_of_files(paths: Sequence[str], resamples: int, ci_abs_ms: float | None = None) -> str:
