@@ -6,11 +6,16 @@ on other bytes (an output's prior contents included) runs."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import torch
 
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.routing.patterns import generate_routing
 
+from .helpers import REPO, harness_env
 from .interpreter import REPLAY, restore_repatching, skip_repatching_inside_a_launch
 
 #: small enough to run twice in seconds (every stage, every device function FLA calls: tl.sum, tl.max, exp, ...)
@@ -132,17 +137,12 @@ def test_a_launch_on_other_bytes_or_into_another_output_runs_the_kernel(fla_inte
 def test_a_child_started_with_the_harness_env_has_the_shortcuts_and_no_other_child_does():
     """tests/child_site: a child the suite starts with :func:`harness_env` (the release arm's, through its parent's
     ``sys.path``) replays and skips re-patching; one without it, or without the interpreter, runs Triton as it is."""
-    import os  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    from .helpers import REPO, harness_env  # noqa: PLC0415
 
     probe = ("import sys, tests.interpreter as i, triton.runtime.interpreter as t; "
              "print(i.REPLAY.enabled, getattr(t, '_nsa_exp_skip_repatch', False), 'sitecustomize' in sys.modules)")
     base = {k: v for k, v in os.environ.items() if k not in ("NSA_EXP_TEST_HARNESS", "PYTHONPATH")}
 
-    def run(env: dict[str, str]) -> str:
+    def run(env: dict[str, str]) -> list[str]:
         return subprocess.run([sys.executable, "-c", probe], env=env, cwd=REPO, capture_output=True, text=True,
                               timeout=120, check=True).stdout.split()
 

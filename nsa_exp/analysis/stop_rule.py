@@ -45,8 +45,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..core.config import Config, StopRule
 from ..core.protocol import STOP_REASONS, round_orders
 from ..errors import UserError
@@ -165,32 +163,33 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
     return None if j == 0 else (j - 1, n - j)
 
 
-def half_width(samples_ms: Sequence[float], confidence: float = 0.95) -> float | None:
-    """The CI half-width (ms) of the median of ``samples_ms``, None without an interval."""
+def half_width_and_median(samples_ms: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """``(CI half-width, median)`` (ms) of ``samples_ms`` from one sort, None without an interval. The median has
+    ``np.median``'s arithmetic (the middle value, or the mean ``(a + b) / 2`` of the two middle ones): the same bits."""
     ranks = median_ci_ranks(len(samples_ms), confidence)
     if ranks is None:
         return None
-    x = np.sort(np.asarray(samples_ms, dtype=np.float64))
-    return float((x[ranks[1]] - x[ranks[0]]) / 2)
+    xs = sorted(float(v) for v in samples_ms)
+    n = len(xs)
+    median = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    return (xs[ranks[1]] - xs[ranks[0]]) / 2, median
+
+
+def half_width(samples_ms: Sequence[float], confidence: float = 0.95) -> float | None:
+    """The CI half-width (ms) of the median of ``samples_ms``, None without an interval."""
+    stats = half_width_and_median(samples_ms, confidence)
+    return None if stats is None else stats[0]
 
 
 def cell_ratios(samples: Mapping[str, Sequence[float]], rule: StopRule,
                 floors: Mapping[str, float] | None = None) -> dict[str, float | None]:
-    """``{"pattern/stage": half-width / target}`` (None: no interval yet) of every cell's samples so far.
-
-    One sort per cell gives both the CI's order statistics (:func:`half_width`) and the median, with
-    ``np.median``'s arithmetic (the middle value, or the mean ``(a + b) / 2`` of the two middle ones): the
-    same bits, without a second pass over the samples (``validate`` replays this after every round of a run)."""
+    """``{"pattern/stage": half-width / target}`` (None: no interval yet) of every cell's samples so far (one sort
+    per cell: :func:`half_width_and_median`; ``validate`` replays this after every round of a run)."""
     out: dict[str, float | None] = {}
     for key, x in samples.items():
-        ranks = median_ci_ranks(len(x), rule.confidence)
-        if ranks is None:
-            out[key] = None
-            continue
-        xs = sorted(float(v) for v in x)
-        n = len(xs)
-        median = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-        out[key] = (xs[ranks[1]] - xs[ranks[0]]) / 2 / target_ms(rule, floors, key.rsplit("/", 1)[1], median)
+        stats = half_width_and_median(x, rule.confidence)
+        out[key] = None if stats is None else \
+            stats[0] / target_ms(rule, floors, key.rsplit("/", 1)[1], stats[1])
     return out
 
 

@@ -33,8 +33,9 @@ def test_the_median_ci_covers_the_true_median_at_least_95_percent_of_the_time():
 
 
 def test_each_cells_ratio_is_the_half_width_over_the_target_at_numpys_median_bit_for_bit():
-    """cell_ratios sorts once per cell: its ratio must be the one half_width and np.median give (even and odd n,
-    ties, sub-ms and ms cells, the absolute target), since validate replays it against committed traces."""
+    """cell_ratios sorts once per cell: its ratio must be the one numpy's sorted order statistics and np.median give
+    (even and odd n, ties, sub-ms and ms cells, the absolute target), since validate replays it against committed
+    traces; half_width gives the same half-width."""
     from nsa_exp.analysis.stop_rule import DEFAULT_RULE, cell_ratios, target_ms  # noqa: PLC0415
 
     rng = np.random.default_rng(7)
@@ -46,10 +47,12 @@ def test_each_cells_ratio_is_the_half_width_over_the_target_at_numpys_median_bit
         for rule_floors in (None, floors):
             got = cell_ratios(samples, DEFAULT_RULE, rule_floors)
             for key, x in samples.items():
-                hw = half_width(x, DEFAULT_RULE.confidence)
+                ranks, s = median_ci_ranks(n, DEFAULT_RULE.confidence), np.sort(np.asarray(x, dtype=np.float64))
+                hw = None if ranks is None else float((s[ranks[1]] - s[ranks[0]]) / 2)  # numpy, not the helper
                 median = float(np.median(np.asarray(x, dtype=np.float64)))
                 want = None if hw is None else hw / target_ms(DEFAULT_RULE, rule_floors, key.split("/")[1], median)
                 assert got[key] == want, (n, key, got[key], want)
+                assert half_width(x, DEFAULT_RULE.confidence) == hw
 
 
 def test_on_the_h100_pair_benchs_2_us_absolute_target_loses_fewer_verdicts_than_20_us_for_the_same_gpu_time():
