@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from invoke import Collection, Context, Task, task
+from invoke import Collection, Context, Exit, ParseError, Task, task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nsa_exp.commands import COMMANDS, Command, Option, cli_argv, invoke_name  # noqa: E402
@@ -146,3 +146,29 @@ def lint(c):
 
 
 ns = Collection(*[command_task(cmd) for cmd in COMMANDS], test, lint)
+
+
+def _parse_errors_exit_2() -> None:
+    """Give ``invoke`` this project's answer to a bad argument: one ``error:`` line and exit 2 (README), not invoke's
+    own message with exit 1. invoke parses a task's flags after loading this file, so the running program
+    (``invoke.main.program``, what the ``invoke`` command runs) can be told here: its task parse turns a
+    :class:`invoke.exceptions.ParseError` (an unknown task or flag, a flag without its value) into invoke's
+    :class:`invoke.exceptions.Exit`, which it prints as one line and exits with. Nothing else changes (a flag invoke
+    knows, ``--help``, ``--list``, a task's own exit code); a program of its own (the tests'
+    ``Program(namespace=...)``) is left as it is."""
+    main = sys.modules.get("invoke.main")
+    program = getattr(main, "program", None)
+    if program is None or getattr(program, "_nsa_exit_2", False):
+        return
+    parse_tasks = program.parse_tasks
+
+    def parse_tasks_exit_2() -> None:
+        try:
+            parse_tasks()
+        except ParseError as exc:
+            raise Exit(f"error: invoke: {exc} (see invoke --list, invoke --help TASK)", code=2) from None
+
+    program.parse_tasks, program._nsa_exit_2 = parse_tasks_exit_2, True
+
+
+_parse_errors_exit_2()

@@ -44,11 +44,10 @@ from .model.points import (
     read_points,
     regenerable,
     result_files,
-    row_fanin,
 )
 from .model.whatif import TARGET, held_out, validation_row
 from .routing.edges import closed_form_edges, effective_edges
-from .routing.fanin import csr_rows
+from .routing.fanin import csr_rows, row_fanin
 from .routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
 from .routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
 from .routing.patterns import generate_routing

@@ -18,7 +18,7 @@ from invoke import Program
 from nsa_exp.cli import build_parser
 from nsa_exp.commands import COMMANDS, OPTION_KINDS, cli_argv, cli_flags, command_named, invoke_flag, invoke_name
 from nsa_exp.io.progress import is_progress_line
-from tests.helpers import REPO, run_cli
+from tests.helpers import REPO, assert_one_line_error, run_cli
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -256,3 +256,15 @@ def test_a_missing_later_input_is_refused_before_any_input_is_validated(argv):
     assert proc.stdout.split() == ["2", "False", "False"], (proc.stdout, proc.stderr)
     missing = next(a for a in argv if a.startswith("no/such/"))
     assert proc.stderr.strip().endswith(f"{missing}: no such file") and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, named", [(["bench", "--jsn", "x"], "'--jsn'"), (["bnech"], "'bnech'"),
+                                         (["bench", "--config"], "config"),
+                                         (["routing", "--json", "--typo"], "--typo")])
+def test_invoke_refuses_an_unknown_task_or_flag_in_one_line_with_exit_2(argv, named):
+    """The ``invoke`` command itself (tasks.py turns invoke's parse error, exit 1, into the project's one line and
+    exit 2); no task runs."""
+    proc = subprocess.run([sys.executable, "-m", "invoke", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert_one_line_error(proc, "invoke", named)
+    assert proc.stdout == ""

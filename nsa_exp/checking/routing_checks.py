@@ -23,6 +23,7 @@ statistics, the packing record, the equal-edge check, and the routing files it t
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import json
@@ -39,11 +40,11 @@ from ..core.families import family, pattern_from_entry
 from ..errors import UserError
 from ..io.memo import memoised
 from ..io.metadata import nvidia_gpu_visible
-from ..routing.edges import closed_form_edges, effective_edges
-from ..routing.fanin import routing_statistics
+from ..routing.edges import closed_form_edges
+from ..routing.facts import regenerate
 from ..routing.files import file_pattern_name, routing_file_report
-from ..routing.packing import cu_seqlens, generate_packed_routing, packed_closed_form_edges, packing_record
-from ..routing.patterns import generate_routing, routing_sha256
+from ..routing.packing import cu_seqlens, packed_closed_form_edges, packing_record
+from ..routing.patterns import generate_routing
 from .checks import Add, Context, Problems, guarded, same
 from .record_checks import config_semantics
 
@@ -54,20 +55,12 @@ COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dty
 @lru_cache(maxsize=256)
 @memoised
 def _routing_stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None = None) -> dict:
-    """Regenerate one routing, its statistics and its sha256 (cached: the corpus validates the same config often;
-    kept on disk too when ``NSA_EXP_MEMO_DIR`` is set, :mod:`nsa_exp.io.memo`); packed (``cu`` = the config's
-    ``cu_seqlens``): per document, statistics over the varlen CSR rows."""
-
-    shape = Shape(**json.loads(shape_json))
-    pattern = Pattern(**json.loads(pattern_json))
-    if cu is None:
-        bi = generate_routing(pattern, shape, seed)
-        return {"edges": effective_edges(bi, shape.block_size), **routing_statistics(bi, shape.block_size),
-                "routing_sha256": routing_sha256(bi)}
-    cu_arr = np.asarray(cu, dtype=np.int32)
-    bi = generate_packed_routing(pattern, shape, seed, cu_arr)
-    return {"edges": effective_edges(bi, shape.block_size, cu_arr),
-            **routing_statistics(bi, shape.block_size, cu_arr), "routing_sha256": routing_sha256(bi)}
+    """Regenerate one routing, its statistics and its sha256 (:func:`nsa_exp.routing.facts.regenerate`, which the
+    model's fan-in shares; cached: the corpus validates the same config often; kept on disk too when
+    ``NSA_EXP_MEMO_DIR`` is set, :mod:`nsa_exp.io.memo`); packed (``cu`` = the config's ``cu_seqlens``): per
+    document, statistics over the varlen CSR rows."""
+    return copy.deepcopy(regenerate(Pattern(**json.loads(pattern_json)), Shape(**json.loads(shape_json)), seed,
+                                    cu).stats)
 
 
 def regenerated(doc: dict[str, Any], config: Any, unverified: list, fields: str) -> Iterator[tuple[Any, dict, dict]]:

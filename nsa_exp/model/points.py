@@ -24,9 +24,8 @@ from ..errors import UserError
 from ..io.memo import memoised
 from ..io.reader import read_bounded, show_path
 from ..io.strict_json import MAX_BYTES, parse_strict
-from ..routing.fanin import csr_rows, row_fanin
-from ..routing.packing import cu_seqlens, generate_packed_routing, packing_token
-from ..routing.patterns import generate_routing
+from ..routing.facts import regenerate
+from ..routing.packing import cu_seqlens, packing_token
 from .split import split_fanin
 
 #: The documents that hold measured points.
@@ -166,10 +165,9 @@ def shape_at(shape: Mapping[str, Any], T: int, *, B: int | None = None, H: int |
 def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int, packing_json: str | None = None) -> np.ndarray:
     shape = shape_at(dict(shape_items), T)
     pattern = pattern_from_entry(dict(pattern_items), "pattern", shape)
-    if packing_json is None:
-        return row_fanin(generate_routing(pattern, shape, seed), shape.block_size)
-    cu = cu_seqlens(json.loads(packing_json), T, shape.block_size, "config.packing")
-    return csr_rows(generate_packed_routing(pattern, shape, seed, cu), shape.block_size, cu).fanin
+    cu = None if packing_json is None else cu_seqlens(json.loads(packing_json), T, shape.block_size, "config.packing")
+    return regenerate(pattern, shape, seed, None if cu is None else tuple(cu)).row_fanin.copy()  # drawn once for
+    # the model and the routing checks (nsa_exp/routing/facts.py)
 
 
 def regenerable(pattern: Mapping[str, Any]) -> bool:

@@ -132,7 +132,11 @@ def distribution_summary(values: np.ndarray) -> dict[str, float]:
 def routing_statistics(block_indices: np.ndarray, block_size: int,
                        cu_seqlens: np.ndarray | None = None) -> dict[str, dict[str, float]]:
     """``{"fanin": ..., "query_span": ..., "adjacent_gap": ...}`` for one routing (packed: ``cu_seqlens``)."""
-    rows = csr_rows(block_indices, block_size, cu_seqlens)
+    return rows_statistics(csr_rows(block_indices, block_size, cu_seqlens))
+
+
+def rows_statistics(rows: CsrRows) -> dict[str, dict[str, float]]:
+    """:func:`routing_statistics` of CSR rows already inverted (:func:`csr_rows`)."""
     return {
         "fanin": fanin_summary(rows.fanin),
         "query_span": distribution_summary(rows.span),
