@@ -23,6 +23,9 @@ from nsa_exp.routing.config import config_from_dict
 from tests.gpu.test_engine import Ticks, rule
 from tests.helpers import REPO, ROUTING_STOP_RUN
 
+#: the 20 us stage-rule run of 2026-12-05 10:56 (commit 45c4a0c), stopped at the 150-round ceiling
+STAGE_20US_RUN = REPO / "results" / "raw" / "e1_h200_stop_45c4a0c.json"
+
 H200 = REPO / "results" / "raw" / "e1_h200.json"
 
 
@@ -107,8 +110,8 @@ def test_a_config_asking_for_the_stop_rule_needs_its_block_and_the_same_rule():
 
 
 def test_the_formal_configs_and_committed_results_time_every_round():
-    """The formal runs and their repeats time every round; the one committed stop-rule run (the formal config
-    under ``bench --stop-rule``, docs/PROVENANCE.md) says so in its record and which criterion stopped it, and no
+    """The formal runs and their repeats time every round; the two committed stop-rule runs (the formal config
+    under ``bench --stop-rule``, docs/PROVENANCE.md) say so in their records and which criterion stopped them, and no
     config carries the rule."""
     formal = {"e1_h100", "e1_h100_repeat", "e1_h200", "e1_h200_repeat"}
     stopped = set()
@@ -121,7 +124,7 @@ def test_the_formal_configs_and_committed_results_time_every_round():
             stopped.add(path.stem)
         else:
             assert doc["timing"]["repetitions"] == doc["config"]["timing"]["repetitions"] or path.stem not in formal
-    assert not stopped & formal and stopped == {"e1_h200_stop"}, stopped
+    assert not stopped & formal and stopped == {"e1_h200_stop", "e1_h200_stop_45c4a0c"}, stopped
     for name in ("e1_h100", "e1_h200"):
         assert "stop" not in json.loads((REPO / "configs" / f"{name}.json").read_text())["timing"]
 
@@ -249,7 +252,7 @@ def test_the_committed_stop_run_drops_stages_and_its_trace_recomputes_with_nothi
     from nsa_exp.checking.checks import Context  # noqa: PLC0415
     from nsa_exp.checking.stats_checks import stop_drop_problems  # noqa: PLC0415
 
-    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    doc = json.loads(STAGE_20US_RUN.read_text())
     stop = doc["timing"]["stop"]
     assert stop["rule"]["drop"] == "stage" and stop["stopped_by"] == "max_rounds"
     counts = {p: set(st.values()) for p, st in stop["stage_rounds"].items()}
@@ -262,6 +265,22 @@ def test_the_committed_stop_run_drops_stages_and_its_trace_recomputes_with_nothi
     forged = copy.deepcopy(doc)
     forged["timing"]["stop"]["stage_rounds"]["zipf"]["full_bwd"] += 1
     assert "$.timing.stop.stage_rounds" in [p for p, _ in stop_rule_problems(forged)]
+
+
+def test_the_committed_2us_stop_run_stopped_by_its_ci_rule_and_its_trace_recomputes():
+    """The 2 us stage-rule re-run of 2026-12-05 19:09 (commit a608545, docs/PROVENANCE.md): every cell reached its CI
+    target before the ceiling (round 92, zipf last); validate recomputes the trace with nothing unverified, and the
+    same run claimed to have stopped at the ceiling is named."""
+    from nsa_exp.checking.checks import Context  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    stop = doc["timing"]["stop"]
+    assert stop["rule"]["ci_abs_ms"] == 0.002 and stop["stopped_by"] == "ci" and stop["rounds"] < stop["max_rounds"]
+    ctx = Context("x")
+    assert stop_rule_problems(doc, ctx) == [] and ctx.unverified == []
+    forged = copy.deepcopy(doc)
+    forged["timing"]["stop"]["stopped_by"] = "max_rounds"
+    assert "$.timing.stop.stopped_by" in [p for p, _ in stop_rule_problems(forged)]
 
 
 def _cut(doc: dict, n: int) -> dict:
@@ -287,7 +306,7 @@ def _cut(doc: dict, n: int) -> dict:
 def test_a_stage_rule_run_cut_short_of_its_stop_is_refused_at_stopped_by():
     """A forger's trial of 2026-12-05: the committed run cut at round 20 or 100, every recorded field rebuilt by the
     tracker, still said ``max_rounds`` and passed (sink-heavy dK/dV 65.08 -> 63.64 ms at round 20)."""
-    doc = json.loads((REPO / "results" / "raw" / "e1_h200_stop.json").read_text())
+    doc = json.loads(STAGE_20US_RUN.read_text())
     for n in (20, 100):
         cut = _cut(doc, n)
         assert cut["timing"]["stop"]["stopped_by"] == "max_rounds" and cut["timing"]["stop"]["rounds"] == n

@@ -64,7 +64,8 @@ def test_a_run_of_few_rounds_is_listed_but_sets_no_floor(report_data):
                 and q.label == "sink-heavy(sinks=4)" and any(m.path == "results/raw/e1_h200.json" for m in q.members))
     # 150 rounds each over two sessions, and the 60-round bench of 2026-12-04 beside FLA's peer row
     assert {m.path for m in sink.members} == {"results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json",
-                                              "results/raw/e1_h200_stop.json", "results/raw/e1_h200_pair.json"}
+                                              "results/raw/e1_h200_stop.json", "results/raw/e1_h200_pair.json",
+                                              "results/raw/e1_h200_stop_45c4a0c.json"}  # 37-150 rounds each
     assert len(sink.short) == 8 and all(m.n_obs < MIN_ROUNDS for m in sink.short)
     assert round(min(m.median_ms for m in sink.short), 2) == 62.05
     assert round(max(m.median_ms for m in sink.short), 2) == 65.50  # e1_h200_engine20 (2026-12-01), 20 rounds

@@ -99,8 +99,10 @@ def test_every_committed_bench_result_validates_so_the_report_lists_no_failing_f
     assert manifest_module.KNOWN_FAILING == {} and report_data.failing == {}
     with as_a_user():
         row = next(ln for ln in "\n".join(engine_section(report_data)).splitlines() if ln.startswith(f"| `{STOP}`"))
-    wall = json.loads((REPO / STOP).read_text())["wall_seconds"]  # 166.9 s: the re-run of 2026-12-04 (verdict rule)
-    assert "stopped by max_rounds after 150 rounds" in row and f"{wall:.1f} s" in row and row.endswith("| passes |")
+    doc = json.loads((REPO / STOP).read_text())  # 108.0 s: the 2 us-rule re-run of 2026-12-05, stopped by its CI rule
+    wall, stop = doc["wall_seconds"], doc["timing"]["stop"]
+    assert f"stopped by {stop['stopped_by']} after {stop['rounds']} rounds" in row and stop["stopped_by"] == "ci"
+    assert f"{wall:.1f} s" in row and row.endswith("| passes |")
 
 
 def test_a_listed_failing_file_is_reported_with_its_failure_and_out_of_every_floor(tmp_path, monkeypatch):
