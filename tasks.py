@@ -165,10 +165,32 @@ def _parse_errors_exit_2() -> None:
     def parse_tasks_exit_2() -> None:
         try:
             parse_tasks()
-        except ParseError as exc:
+        except (ParseError, ValueError) as exc:  # ValueError: invoke's int() of an INT flag's value ("abc")
             raise Exit(f"error: invoke: {exc} (see invoke --list, invoke --help TASK)", code=2) from None
+        empty = flag_without_value(program.core.unparsed, program.tasks)
+        if empty:
+            raise Exit(f"error: invoke: flag {empty} needs a value (give it once per value: {empty} A {empty} B)",
+                       code=2)
 
     program.parse_tasks, program._nsa_exit_2 = parse_tasks_exit_2, True
+
+
+def flag_without_value(tokens: list[str], contexts: Any) -> str | None:
+    """The first repeatable flag of the parsed tasks (``--lengths``, ``--more``) that ``tokens`` give without a value
+    (last, or followed by another flag), which invoke's parser takes as not given; None when there is none.
+
+    >>> from invoke.parser import Argument, ParserContext
+    >>> ctx = ParserContext("routing-time", args=[Argument(names=("lengths",), kind=list)])
+    >>> flag_without_value(["routing-time", "--lengths"], [ctx]), flag_without_value(["--lengths", "8"], [ctx])
+    ('--lengths', None)
+    """
+    repeatable = {n for ctx in contexts for arg in ctx.args.values() if arg.kind is list for n in ctx.flags
+                  if ctx.flags[n] is arg}
+    flags = {n for ctx in contexts for n in ctx.flags}
+    for i, token in enumerate(tokens):
+        if token in repeatable and (i + 1 == len(tokens) or tokens[i + 1] in flags):
+            return token
+    return None
 
 
 _parse_errors_exit_2()

@@ -367,6 +367,9 @@ CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "pee
                             "profile-stage": _profile, "ncu": _profile, "plot": _plot,
                             "sweep-plot": lambda a: require_valid("--table", a.table), "compare": _compare,
                             "release-table": _release_table,
+                            # their figures are read off the files: a forged one is refused, as compare's inputs
+                            "cost": lambda a: require_all_valid(*(("RESULT", p, BENCH) for p in a.paths)),
+                            "stop-replay": lambda a: require_all_valid(*(("RESULT", p, BENCH) for p in a.paths)),
                             "flush-study": lambda a: require_valid("RAW", a.raw, ("method_study",)),
                             "predict": _model, "model-validate": _model, "calibrate": _calibrate,
                             "validate": _validate, "reproduce": _reproduce}

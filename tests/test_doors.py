@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -260,11 +261,27 @@ def test_a_missing_later_input_is_refused_before_any_input_is_validated(argv):
 
 @pytest.mark.parametrize("argv, named", [(["bench", "--jsn", "x"], "'--jsn'"), (["bnech"], "'bnech'"),
                                          (["bench", "--config"], "config"),
-                                         (["routing", "--json", "--typo"], "--typo")])
+                                         (["routing", "--json", "--typo"], "--typo"),
+                                         (["routing-time", "--lengths"], "--lengths"),
+                                         (["validate", "results/raw/e1_h200.json", "--more"], "--more"),
+                                         (["bench", "--repetitions", "abc"], "'abc'")])
 def test_invoke_refuses_an_unknown_task_or_flag_in_one_line_with_exit_2(argv, named):
     """The ``invoke`` command itself (tasks.py turns invoke's parse error, exit 1, into the project's one line and
-    exit 2); no task runs."""
+    exit 2; a repeatable flag without its value, which invoke takes as not given, and an INT flag's bad value, which
+    gave a traceback, the same); no task runs."""
     proc = subprocess.run([sys.executable, "-m", "invoke", *argv], cwd=REPO, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
     assert_one_line_error(proc, "invoke", named)
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["cost", "stop-replay"])
+def test_cost_and_stop_replay_refuse_a_forged_result_before_reading_its_figures(command, tmp_path):
+    """An attacker's trial of 2026-12-05: ``cost`` printed a forged file's phases and ``stop-replay`` replayed forged
+    observations (exit 0), where ``compare`` refuses inputs that do not validate; now all three do."""
+    doc = json.loads((REPO / "results" / "raw" / "e1_h200_repeat.json").read_text())
+    doc["patterns"]["zipf"]["stages"]["dkv_core"]["raw_ms"][0] *= 2  # its statistics not updated
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(doc))
+    proc = run_cli(command, "results/raw/e1_h200.json", str(forged))
+    assert_one_line_error(proc, "does not validate", "stats_recompute")

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.config import Config, Pattern, Shape
-from ..core.families import family
+from ..core.config import Config, Shape
+from ..core.families import family, pattern_from_entry
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.metadata import base_metadata, nvidia_gpu_visible
@@ -83,9 +83,9 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             ctx.unverifiable(f"{path}.edges|fanin|query_span|adjacent_gap", f"{name} is computed by FLA's kernels: "
                              "regenerated only where a CUDA GPU is visible")
             continue
-        params = {k: v for k, v in entry.items() if k != "name"}
         try:
-            stats = _routing_stats(json.dumps(Pattern(row.name, **params).to_dict(), sort_keys=True),
+            pattern = pattern_from_entry({**entry, "name": row.name}, f"{path}.params", shape)  # the config's rules
+            stats = _routing_stats(json.dumps(pattern.to_dict(), sort_keys=True),
                                    json.dumps(shape.to_dict(), sort_keys=True), doc["routing_seed"], cu)
         except (UserError, ValueError, TypeError) as exc:
             problems.append((path, f"cannot be regenerated: {exc}"))
@@ -128,7 +128,10 @@ def config_matches(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     got = {"config_name": doc["config_name"], "shape": doc["shape"], "routing_seed": doc["routing_seed"],
            "patterns": [p["params"] for p in doc["patterns"].values()],
            "cu_seqlens": tuple(doc["packing"]["cu_seqlens"]) if doc.get("packing") else None}
+    # compared as JSON text: a tuple (the config's heads) equals the report's list, and 1, 1.0 and true differ
+    # (Python's == has 1 == 1.0 == True, which let a report's sinks: true pass; an attacker's trial of 2026-12-05)
+    text = {side: {k: json.dumps(v[k], sort_keys=True, default=list) for k in want} for side, v in
+            (("got", got), ("want", want))}
     add("routing_report_config", [(f"$.{k}" if k != "cu_seqlens" else "$.packing.cu_seqlens",
-                                   f"{json.dumps(got[k], default=list)[:80]}, its config gives "
-                                   f"{json.dumps(want[k], default=list)[:80]}")
-                                  for k in want if got[k] != want[k]])
+                                   f"{text['got'][k][:200]}, its config gives {text['want'][k][:200]}")
+                                  for k in want if text["got"][k] != text["want"][k]])

@@ -50,11 +50,20 @@ def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> 
     for path in map(Path, paths):
         if path.is_dir():
             raise UserError(f"{path}: is a folder; give a file path")
+        refuse_special(path)
         if path.exists() and not os.access(path, os.W_OK):
             raise UserError(f"{path}: exists and is not writable")
         base = nearest_existing(path.parent)
         if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
             raise UserError(f"{path}: cannot be written ({base} is not a writable folder)")
+
+
+def refuse_special(path: Path) -> None:
+    """Refuse (one line) an output path that exists as something other than a file or a folder: a device, a FIFO,
+    a socket. The atomic write renames over its target, so it would replace ``/dev/null`` (as root) or a pipe
+    with a plain file, even without ``--overwrite`` (an attacker's trial of 2026-12-05)."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise UserError(f"{path}: exists and is not a regular file (a device, FIFO or socket); give a file path")
 
 
 OVERWRITE_FLAG = "--overwrite"
@@ -290,6 +299,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{path}: is a folder; give a file path")
+    refuse_special(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -162,9 +162,9 @@ def shape_at(shape: Mapping[str, Any], T: int, *, B: int | None = None, H: int |
 
 @cache
 @memoised
-def _fanin(pattern_items: tuple, shape_items: tuple, T: int, seed: int, packing_json: str | None = None) -> np.ndarray:
-    shape = shape_at(dict(shape_items), T)
-    pattern = pattern_from_entry(dict(pattern_items), "pattern", shape)
+def _fanin(pattern_json: str, shape_json: str, T: int, seed: int, packing_json: str | None = None) -> np.ndarray:
+    shape = shape_at(json.loads(shape_json), T)
+    pattern = pattern_from_entry(json.loads(pattern_json), "pattern", shape)
     cu = None if packing_json is None else cu_seqlens(json.loads(packing_json), T, shape.block_size, "config.packing")
     return regenerate(pattern, shape, seed, None if cu is None else tuple(cu)).row_fanin.copy()  # drawn once for
     # the model and the routing checks (nsa_exp/routing/facts.py)
@@ -177,10 +177,11 @@ def regenerable(pattern: Mapping[str, Any]) -> bool:
     return spec is not None and spec.external is None
 
 
-def _key(pattern: Mapping[str, Any], shape: Mapping[str, Any]) -> tuple[tuple, tuple]:
-    # lists (a placement's ``heads``) become tuples so the cache key hashes; the registry takes either
-    return (tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pattern.items())),
-            tuple(sorted(shape.items())))
+def _key(pattern: Mapping[str, Any], shape: Mapping[str, Any]) -> tuple[str, str]:
+    """The cache key of a pattern and a shape as JSON text (a placement's ``heads`` tuple as a list): exact, where a
+    tuple key is not (``15 == 15.0 == True`` hash alike, so a forged ``sinks: 15.0`` was answered with ``sinks: 15``'s
+    fan-in and never checked; an attacker's trial of 2026-12-05)."""
+    return json.dumps(dict(pattern), sort_keys=True), json.dumps(dict(shape), sort_keys=True)
 
 
 def pattern_split_fanin(pattern: Mapping[str, Any], shape: Mapping[str, Any], T: int, seed: int, max_fanin: int,

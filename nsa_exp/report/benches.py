@@ -126,7 +126,9 @@ def engine_section(data: ReportData) -> list[str]:
             continue
         counts = rejudged(data, cmp_path, formal.gpu)
         stop = run.timing.stop or {}
+        timed = [n for stages in (stop.get("stage_rounds") or {}).values() for n in stages.values()]
         how = (f"stop rule: stopped by {stop.get('stopped_by')} after {stop.get('rounds')} rounds"
+               + (f" (each pattern × stage timed {min(timed)}–{max(timed)} rounds)" if timed else "")
                if stop else f"{run.timing.repetitions} fixed rounds")
         failed = data.failing.get(path, (None, []))[1]
         sha = (run.metadata.get("git") or {}).get("sha", "")[:7]
@@ -139,5 +141,7 @@ def engine_section(data: ReportData) -> list[str]:
             f"Each run repeats the formal H200 config (`{formal.path}`: {formal.run.timing.repetitions} rounds, "
             f"{formal.run.wall_seconds:.1f} s wall); its `compare` file against the formal run, every pattern × stage "
             "ratio's CI judged by the rule with this report's floors. A file `validate` fails is reported as measured "
-            "and kept out of every floor.", "",
+            "and kept out of every floor. Wall time includes each run's own autotuning. Each ran on the machine lent "
+            "that day, so its ratios to the formal run carry both machines' offsets; the stop rule against formal "
+            "runs of its own machine: docs/METHOD.md (What a run costs).", "",
             md_table(["result", "rounds", "wall", "commit", "vs the formal run", "validate"], rows), ""]

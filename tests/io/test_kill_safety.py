@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import pytest
 
 from nsa_exp.errors import UserError
 from nsa_exp.gpu.journal import Journal, check_resumable
-from nsa_exp.io.store import sweep_stale_temps, write_text_atomic
+from nsa_exp.io.store import sweep_stale_temps, write_bytes_atomic, write_text_atomic
 from tests.helpers import REPO, assert_one_line_error, run_cli
 
 WRITER = """
@@ -129,3 +130,16 @@ def test_journal_files_are_strict_json(tmp_path):
     Path(journal.dir / "round-00002.json").write_text("[]")
     with pytest.raises(UserError, match="not consecutive"):
         journal.load()
+
+
+def test_an_output_that_is_a_fifo_or_device_is_refused_and_left_as_it_was(tmp_path):
+    """An attacker's trial of 2026-12-05: ``--output`` naming a FIFO (or, as root, ``/dev/full``) was renamed over
+    with a plain file, even without ``--overwrite``; now one line, exit 2, the node untouched."""
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    proc = run_cli("compare", "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json", "--output", str(fifo))
+    assert_one_line_error(proc, str(fifo), "not a regular file")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    with pytest.raises(UserError, match="not a regular file"):
+        write_bytes_atomic(fifo, b"{}")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)

@@ -4,6 +4,7 @@ kernel, the calibration file's validation and refusals, and predict's errors."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -280,3 +281,37 @@ def test_the_split_fanin_from_row_fanins_equals_the_fanin_of_the_built_split_rou
     for max_fanin in (64, 300, 4096, 10**6):  # B' = 64 at most (a row of 4096 queries cut every 64)
         built = row_fanin(split_routing(bi, 64, max_fanin, layout), 64)
         assert split_fanin(rows, max_fanin, layout).tolist() == built.tolist(), max_fanin
+
+
+def test_a_row_whose_parameter_equals_a_valid_one_only_as_a_number_fails_in_any_batch_order(tmp_path):
+    """An attacker's trial of 2026-12-05: the fan-in cache keyed a pattern by a tuple, where ``15 == 15.0`` and
+    ``0 == False`` hash alike, so a validation row with ``sinks: 15.0`` (the calibration's own routing written as a
+    float) validated after the calibration got ``sinks: 15``'s fan-in and passed; validated first it stopped the whole
+    batch with exit 2. Now it fails its own check whatever came before."""
+    from nsa_exp.checking.validate import validate_paths  # noqa: PLC0415
+    from nsa_exp.model.points import MeasuredPoint, point_name  # noqa: PLC0415
+    from nsa_exp.model.whatif import validation_row, validation_summary  # noqa: PLC0415
+
+    cal_path = REPO / "results" / "model" / "h200_BQ1_w4_s2.json"
+    base = json.loads((REPO / "results" / "model" / "h200_BQ1_w4_s2_validation.json").read_text())
+    cal = json.loads(cal_path.read_text())
+    forged = []
+    for real, fake in (({"name": "sink-heavy", "sinks": 15}, {"name": "sink-heavy", "sinks": 15.0}),
+                       ({"name": "hot-block", "block": 0}, {"name": "hot-block", "block": False})):
+        point = MeasuredPoint(point_name(real, 32768), real, 32768, 60.0, "results/sweeps/gone/x.json", "0" * 64,
+                              cal["gpu"]["name"], cal["gpu"]["sm_count"], dict(cal["shape"]), cal["seed"],
+                              cal["autotune_config"], None)
+        row = {**validation_row(cal, point, base["split_max_fanin"]), "pattern": fake, "name": point_name(fake, 32768)}
+        summary, meets = validation_summary([row])
+        doc = {**base, "rows": [row], "excluded": [], "summary": summary, "meets_target": meets,
+               "command": f"python -m nsa_exp model-validate --calibration {cal_path.relative_to(REPO)} --points "
+                          "results/sweeps/gone --output x.json"}
+        forged.append(tmp_path / f"{fake['name']}.json")
+        forged[-1].write_text(json.dumps(doc))
+    for order in ([str(cal_path), *map(str, forged)], [*map(str, forged), str(cal_path)]):
+        reports = {Path(r["path"]).name: r for r in validate_paths(order)}
+        assert reports[cal_path.name]["passed"]
+        for f in forged:
+            failed = [c for c in reports[f.name]["checks"] if not c["passed"]]
+            assert [c["name"] for c in failed] == ["model_validation_recompute"], failed
+            assert "is not an integer" in str(failed[0]), failed
