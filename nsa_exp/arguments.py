@@ -14,7 +14,7 @@ claimed under the output policy, the routing files read), so the handler and eve
 has none); each raises :class:`nsa_exp.errors.UserError` naming the option.
 
 >>> sorted(CHECKS)[:6]
-['bench', 'calibrate', 'compare', 'flush-study', 'model-validate', 'ncu']
+['bench', 'calibrate', 'compare', 'cost', 'flush-study', 'model-validate']
 """
 
 from __future__ import annotations

@@ -173,6 +173,8 @@ def _keep(folder: str, path: Path, value: Any) -> None:
     if entry is None:
         return
     try:
+        if path.exists() and not path.is_file():  # a FIFO or device where an entry belongs: not ours to keep
+            path.unlink()
         write_bytes_atomic(path, entry)
     except (UserError, OSError) as exc:
         if folder not in _warned:
