@@ -184,9 +184,8 @@ def flag_without_value(tokens: list[str], contexts: Any) -> str | None:
     >>> flag_without_value(["routing-time", "--lengths"], [ctx]), flag_without_value(["--lengths", "8"], [ctx])
     ('--lengths', None)
     """
-    repeatable = {n for ctx in contexts for arg in ctx.args.values() if arg.kind is list for n in ctx.flags
-                  if ctx.flags[n] is arg}
-    flags = {n for ctx in contexts for n in ctx.flags}
+    flags = {n: arg for ctx in contexts for n, arg in ctx.flags.items()}
+    repeatable = {n for n, arg in flags.items() if arg.kind is list}
     for i, token in enumerate(tokens):
         if token in repeatable and (i + 1 == len(tokens) or tokens[i + 1] in flags):
             return token

@@ -349,6 +349,12 @@ def _release_table(args: argparse.Namespace) -> None:
     require_all_valid(*(("RESULT", path, RELEASE) for path in args.paths))
 
 
+def _results(args: argparse.Namespace) -> None:
+    """``cost`` and ``stop-replay`` read their figures off the bench results they are given: a forged one is refused,
+    as compare's inputs are."""
+    require_all_valid(*(("RESULT", path, BENCH) for path in args.paths))
+
+
 def _model(args: argparse.Namespace) -> None:
     require_valid("--calibration", args.calibration, ("model_calibration",))
 
@@ -367,9 +373,7 @@ CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "pee
                             "profile-stage": _profile, "ncu": _profile, "plot": _plot,
                             "sweep-plot": lambda a: require_valid("--table", a.table), "compare": _compare,
                             "release-table": _release_table,
-                            # their figures are read off the files: a forged one is refused, as compare's inputs
-                            "cost": lambda a: require_all_valid(*(("RESULT", p, BENCH) for p in a.paths)),
-                            "stop-replay": lambda a: require_all_valid(*(("RESULT", p, BENCH) for p in a.paths)),
+                            "cost": _results, "stop-replay": _results,
                             "flush-study": lambda a: require_valid("RAW", a.raw, ("method_study",)),
                             "predict": _model, "model-validate": _model, "calibrate": _calibrate,
                             "validate": _validate, "reproduce": _reproduce}

@@ -130,8 +130,7 @@ def config_matches(doc: dict[str, Any], add: Add, ctx: Context) -> None:
            "cu_seqlens": tuple(doc["packing"]["cu_seqlens"]) if doc.get("packing") else None}
     # compared as JSON text: a tuple (the config's heads) equals the report's list, and 1, 1.0 and true differ
     # (Python's == has 1 == 1.0 == True, which let a report's sinks: true pass; an attacker's trial of 2026-12-05)
-    text = {side: {k: json.dumps(v[k], sort_keys=True, default=list) for k in want} for side, v in
-            (("got", got), ("want", want))}
+    text = {k: (json.dumps(got[k], sort_keys=True, default=list), json.dumps(want[k], sort_keys=True, default=list))
+            for k in want}
     add("routing_report_config", [(f"$.{k}" if k != "cu_seqlens" else "$.packing.cu_seqlens",
-                                   f"{text['got'][k][:200]}, its config gives {text['want'][k][:200]}")
-                                  for k in want if text["got"][k] != text["want"][k]])
+                                   f"{g[:200]}, its config gives {w[:200]}") for k, (g, w) in text.items() if g != w])
