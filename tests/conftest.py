@@ -24,6 +24,7 @@ import pytest  # noqa: E402
 from nsa_exp.core.config import Shape  # noqa: E402
 from nsa_exp.io.memo import MEMO_ENV  # noqa: E402
 
+from .corpus.runner import REPO, precompile  # noqa: E402
 from .interpreter import replay_identical_launches, skip_repatching_inside_a_launch  # noqa: E402
 
 # The tiny shape the interpreter runs in seconds (GUIDE §4): G = 16, M = 8 blocks, S = 4 slots.
@@ -35,13 +36,17 @@ _OWN_MEMO = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The routing memo (nsa_exp/io/memo.py) for this session: a fresh folder named by ``NSA_EXP_MEMO_DIR``, made
-    on the xdist controller (or the one process without xdist) before any worker starts, so the workers and every
+    """On the xdist controller (or the one process without xdist), before any worker starts: the project's modules
+    byte-compiled (:func:`tests.corpus.runner.precompile`), and the routing memo (nsa_exp/io/memo.py) for this
+    session, a fresh folder named by ``NSA_EXP_MEMO_DIR``, so that the workers and every
     child they run (documented commands, door cases, forged documents) share the routings each regenerates: each
     is regenerated at least once per session. A variable the user set (an empty one: no memo) is kept as it is.
     The memo keys hold numpy's and scipy's versions, so a child under another pin set recomputes
     (tests/checking/test_perturbed_numerics.py)."""
-    if hasattr(config, "workerinput") or MEMO_ENV in os.environ:
+    if hasattr(config, "workerinput"):
+        return
+    precompile(REPO)  # before any worker or child imports it (tests/corpus/runner.py)
+    if MEMO_ENV in os.environ:
         return
     folder = tempfile.mkdtemp(prefix="nsa-exp-memo-")
     os.environ[MEMO_ENV] = config.stash[_OWN_MEMO] = folder

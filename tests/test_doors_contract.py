@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,7 +29,7 @@ from nsa_exp.cli import build_parser
 from nsa_exp.io.progress import is_progress_line
 
 from .corpus.doors import CASES, case_files, check_table, expand, zip_bomb
-from .corpus.runner import REPO, run_child
+from .corpus.runner import REPO, precompile, run_child
 
 KNOWN_FAILING: dict[str, str] = {}  # id -> what happens today; every case passes (issue 23)
 
@@ -78,6 +80,7 @@ def _copy_repository(dst: Path) -> Path:
     _git(dst, "init", "-q")
     _git(dst, "add", "-A")
     _git(dst, "commit", "-q", "-m", "corpus base")
+    precompile(dst)  # its children import the copy's nsa_exp
     return dst
 
 
@@ -201,3 +204,15 @@ def test_the_shared_repository_copy_is_left_as_it_was(door_results, repo_copy):
     """No case without a clone of its own may write into the repository it runs in."""
     status = _git(repo_copy, "status", "--porcelain", "--untracked-files=all").stdout.splitlines()
     assert status == [], status
+
+
+def test_a_child_in_the_repository_copy_reads_the_project_from_bytecode(repo_copy):
+    """The copy's own modules are byte-compiled when it is made (tests/corpus/runner.py ``precompile``), so a child
+    there imports them from ``__pycache__`` even under ``PYTHONDONTWRITEBYTECODE=1`` (Python's ``-v`` names each
+    code object it loads from bytecode) instead of compiling ~27k lines per child."""
+    proc = subprocess.run([sys.executable, "-v", "-c", "import nsa_exp.cli"], cwd=repo_copy, capture_output=True,
+                          text=True, env={**user_env(), "PYTHONPATH": str(repo_copy), "PYTHONDONTWRITEBYTECODE": "1"},
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cli = repo_copy / "nsa_exp" / "cli.py"
+    assert f"code object from '{importlib.util.cache_from_source(str(cli))}'" in proc.stderr, proc.stderr[-2000:]
