@@ -47,10 +47,10 @@ from .model.points import (
 )
 from .model.whatif import TARGET, held_out, validation_row
 from .routing.edges import closed_form_edges, effective_edges
+from .routing.facts import regenerate
 from .routing.fanin import csr_rows, row_fanin
 from .routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
-from .routing.packing import cu_seqlens, generate_packed_routing, packed_routing_violations, packing_token
-from .routing.patterns import generate_routing
+from .routing.packing import cu_seqlens, packed_routing_violations, packing_token
 
 
 def _metadata() -> dict[str, Any]:
@@ -150,11 +150,10 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
         pattern = pattern_from_entry({"name": args.pattern, **parse_params(args.param)}, "--pattern", shape)
         entry = {"name": pattern.name, **dict(pattern.params)}
         if packing is not None:  # varlen program order (global_block)*H + h
-            packed = cu_seqlens(packing, T, shape.block_size, "--packing")
-            bi = generate_packed_routing(pattern, shape, cal["seed"], packed)
-            return (csr_rows(bi, shape.block_size, packed).fanin, f"{point_name(entry, T)}-{packing_token(packing)}",
-                    shape)
-        return row_fanin(generate_routing(pattern, shape, cal["seed"]), shape.block_size), point_name(entry, T), shape
+            packed = tuple(cu_seqlens(packing, T, shape.block_size, "--packing"))
+            return (regenerate(pattern, shape, cal["seed"], packed).row_fanin,
+                    f"{point_name(entry, T)}-{packing_token(packing)}", shape)
+        return regenerate(pattern, shape, cal["seed"]).row_fanin, point_name(entry, T), shape
     want = model_shape(base, base["T"], args.B, args.H, args.G)
     raw, key, _ = read_routing_file(args.routing_file, (want.B, None, want.H, want.S))
     label = f"routing file {args.routing_file}" + (f" [{key}]" if key else "")

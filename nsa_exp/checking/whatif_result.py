@@ -20,8 +20,7 @@ from ..core.kinds import schema_version
 from ..core.protocol import round_orders
 from ..errors import UserError
 from ..model.split import split_batches
-from ..routing.fanin import row_fanin
-from ..routing.patterns import generate_routing
+from ..routing.facts import regenerate
 from . import record_checks
 from .autotune_checks import autotune_configs
 from .checks import Add, Context, Problems, close, first_difference, guarded
@@ -61,8 +60,8 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                      for i, r in enumerate(p["records"]) if r["warmup"] != (r["round"] < t["warmup_rounds"])][:1]
         base = arms.get("baseline", {}).get("total", {}).get("median_ms")
         try:  # the routing's CSR-row fan-in: B' of every split follows from it (model.split.split_batches)
-            fanin = row_fanin(generate_routing(pattern_from_entry(_entry(config, pname), f"{path}", shape), shape,
-                                               config["seeds"]["routing"]), shape.block_size)
+            fanin = regenerate(pattern_from_entry(_entry(config, pname), f"{path}", shape), shape,
+                               config["seeds"]["routing"]).row_fanin
         except (UserError, KeyError) as exc:
             fanin = None
             problems.append((path, f"the routing cannot be regenerated: {exc}"))
