@@ -26,23 +26,39 @@ from .sweeps import point_of
 TITLE = "Mechanism: dK/dV follows its long CSR rows and when they start"
 
 
-def _busy(data: ReportData) -> dict[str, float]:
-    """Busy fraction of the SM slots per routing name at T=32768, from the first dense validation on file."""
+def _formal_calibration(data: ReportData) -> tuple[str, dict[str, Any]] | None:
+    """``(path, document)`` of the calibration whose autotune config is the formal runs' dK/dV config, or None."""
+    for p in data.inputs.model_calibrations():
+        cal = load_document(p, ("model_calibration",))
+        if cal["autotune_config"] == data.formal[-1].run.best_configs().get("dkv_core"):
+            return data.inputs.relative(p), cal
+    return None
+
+
+def busy_fractions(data: ReportData) -> dict[tuple[str, str], float]:
+    """The makespan model's busy fraction of the SM slots per measured routing: ``(point file, routing label) ->
+    fraction``, from the validations of the formal runs' calibration (:func:`_formal_calibration`). Keyed by the
+    point's file, not its routing's name: the penalty validation holds ``sink-heavy(sinks=4)@T=32768`` at eight
+    (B, H, G) shapes, and a name alone took the last of them (0.72 at B=8 where the primary shape gives 0.23; a new
+    user's finding of 2026-12-05)."""
+    formal = _formal_calibration(data)
+    out: dict[tuple[str, str], float] = {}
+    if formal is None:
+        return out
     for p in data.inputs.model_validations():
         doc = load_document(p, ("model_validation",))
-        if "packing" in doc["name"]:
-            continue
-        return {r["name"]: r["busy_fraction"] for r in doc["rows"]}
-    return {}
+        if doc["calibration"]["path"] == formal[0]:
+            for r in doc["rows"]:
+                out.setdefault((r["source"], r["name"]), r["busy_fraction"])
+    return out
 
 
 def slots(data: ReportData) -> tuple[int, int] | None:
     """``(slots per SM, registers)`` of the formal runs' dK/dV config, from the matching calibration."""
-    for p in data.inputs.model_calibrations():
-        cal = load_document(p, ("model_calibration",))
-        if cal["autotune_config"] == data.formal[-1].run.best_configs().get("dkv_core"):
-            return cal["occupancy"]["slots_per_sm"], cal["kernel_resources"]["n_regs"]
-    return None
+    formal = _formal_calibration(data)
+    if formal is None:
+        return None
+    return formal[1]["occupancy"]["slots_per_sm"], formal[1]["kernel_resources"]["n_regs"]
 
 
 def _points(data: ReportData, sweep: str) -> list[tuple[str, SweepPoint]]:
@@ -84,7 +100,7 @@ def mechanism_section(data: ReportData) -> list[str]:
                 f"— and each loops over its row's queries; the formal runs' config compiles to {s[1]} registers, so "
                 f"{s[0]} programs fit on an SM at a time (docs/MODEL.md). Equal edges mean equal total work; the "
                 "launch lasts until its last row is done.", ""]
-    busy = _busy(data)
+    busy = busy_fractions(data)
     rows = []
     for family, params in (("local", {}), ("hot-block", {"block": 511}), ("hot-block", {"block": 256}),
                            ("hot-block", {"block": 128}), ("hot-block", {"block": 0}),
@@ -97,7 +113,7 @@ def mechanism_section(data: ReportData) -> list[str]:
         run = data.point(f"results/sweeps/{SKEW_SWEEP}/{pid}.json")
         d = st["dkv"]
         name = routing_label(run.point["pattern"])
-        key = f"{name}@T={run.shape['T']}"
+        key = (f"results/sweeps/{SKEW_SWEEP}/{pid}.json", f"{name}@T={run.shape['T']}")
         floor = data.floor("dkv_core", st["gpu"])
         ratio = (f"{times(d['ratio'], d['ratio_ci'])}: {data.claims.judged(d['ratio_ci'], floor)}"
                  if "ratio" in d else "1 (the baseline)")

@@ -21,9 +21,10 @@ from ..core.stages import PANEL_ORDER, TITLES
 from ..io.store import load_document
 from .autotune import Gain, gain
 from .data import Formal, ReportData
+from .manifest import SKEW_SWEEP
 from .markdown import anchor, md_table, ms, times
 from .mechanism import TITLE as MECHANISM
-from .mechanism import slots, start_order
+from .mechanism import busy_fractions, slots, start_order
 from .model import whatif_rows
 from .peers import answer_line as peers_answer_line
 from .penalty import answer_line
@@ -160,18 +161,17 @@ def rule_line(data: ReportData) -> str:
 
 def mechanism_line(data: ReportData) -> str:
     s = slots(data)
-    hot = point_of(data, "sweep_skew_h200", "hot-block", {"block": 0})
-    busy = {}
-    for p in data.inputs.model_validations():
-        doc = load_document(p, ("model_validation",))
-        if "packing" not in doc["name"]:
-            busy = {r["name"]: r["busy_fraction"] for r in doc["rows"]}
-            break
+    hot = point_of(data, SKEW_SWEEP, "hot-block", {"block": 0})
+    busy = busy_fractions(data)
+    primary = {name: point_of(data, SKEW_SWEEP, name, params) for name, params in (("sink-heavy", {"sinks": 4}),
+                                                                                   ("local", {}))}
     longest = data.claims.up_to([p.fanin["max"] for p in data.formal[0].run.patterns.values()], " queries")
     line = ("- **Mechanism**: dK/dV runs one program per (KV head, KV block) CSR row"
             + (f", {s[0]} resident per SM" if s else "") + f"; a skewed routing gives a few rows {longest}, which "
             "a few SM slots work through while the others idle")
-    sk, lo = busy.get("sink-heavy(sinks=4)@T=32768"), busy.get("local@T=32768")
+    sk, lo = ((busy.get((f"results/sweeps/{SKEW_SWEEP}/{got[0]}.json", label)) if got else None)
+              for got, label in ((primary["sink-heavy"], "sink-heavy(sinks=4)@T=32768"),
+                                 (primary["local"], "local@T=32768")))
     if sk is not None and lo is not None:
         line += f" (model: SM slots busy {sk:.2f} of the time for sink-heavy, {lo:.2f} for local)"
     o = start_order(data)
