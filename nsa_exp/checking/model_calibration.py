@@ -73,10 +73,19 @@ def calibration_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems.append(("$.model.family", f"{model['family']!r} is not the model ({MODEL_FAMILY!r})"))
     if occ["sm_count"] != gpu["sm_count"]:
         problems.append(("$.occupancy.sm_count", f"{occ['sm_count']} != $.gpu.sm_count {gpu['sm_count']}"))
+    if doc["points"] and shape.get("T") != doc["points"][0]["T"]:  # build: the first point's shape at its T
+        problems.append(("$.shape.T", f"{shape.get('T')}, the calibration's shape is its first point's, at T="
+                         f"{doc['points'][0]['T']}"))
     points, fanins, sources, unseen = [], [], [], []
+    broken = False
     for i, rec in enumerate(doc["points"]):
         where = f"$.points[{i}]"
-        fanin = pattern_fanin(rec["pattern"], shape, rec["T"], seed)
+        try:
+            fanin = pattern_fanin(rec["pattern"], shape, rec["T"], seed)
+        except UserError as exc:  # a pattern or T a config refuses: this point cannot be recomputed, nor the refit
+            problems.append((f"{where}.pattern", str(exc)))
+            broken = True
+            continue
         fitted = predict_ms(fanin, params, occ["sm_count"], occ["slots_per_sm"], bq)
         if not close(rec["fitted_ms"], fitted):
             problems.append((f"{where}.fitted_ms", f"{rec['fitted_ms']}, the parameters predict {fitted}"))
@@ -109,7 +118,7 @@ def calibration_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if unseen:
         ctx.unverifiable("$.points[*].measured_ms, $.model.parameters (refit)",
                          f"unverified (source not found): {', '.join(sorted(set(unseen)))}")
-    else:
+    elif not broken:
         fit, rows = fit_calibration(points, fanins, occ["sm_count"], occ["slots_per_sm"], bq)
         # the refit lands within the solver's tolerance, not bit for bit (model.fit.refit_problems)
         problems += [("$.model.parameters", f"{msg}: the recorded parameters {doc['model']['parameters']} are not "
