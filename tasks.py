@@ -92,8 +92,10 @@ def command_task(cmd: Command) -> Task:
     body.__name__ = cmd.name.replace("-", "_")
     shown = [o.metavar if isinstance(o.metavar, str) and o.metavar else o.name for o in cmd.options if o.positional]
     body.__doc__ = cmd.help.replace("%%", "%") + (f"\n\nPositional: {' '.join(shown)}" if shown else "")
+    # no auto short flags: invoke would make them from first letters (``-h`` for ``report --h200``, which reads as
+    # help; ``-b`` for ``--publish``); every option has its one long name, as in ``python -m nsa_exp``
     return CommandTask(body, name=cmd.name.replace("-", "_"), positional=positional, iterable=iterable, help=helps,
-                       options={n: o for n, o in options.items()})
+                       options={n: o for n, o in options.items()}, auto_shortflags=False)
 
 
 #: ``invoke test --image``: the in-image suite (the compose ``test`` service, run by ``scripts/container.sh check``).
