@@ -7,7 +7,7 @@ what physics, the pinned protocol or the rest of the record allows.
   gate recorded the required values (:data:`REQUIRED_ENV`, ``TRITON_CACHE_DIR`` set) and ``metadata.env`` agrees
   with it; the ``versions`` gate recorded the pinned Triton (:data:`REQUIRED_TRITON`).
 - ``gates_consistent``: each gate's detail agrees with the document (GPU name, required GPU and its match,
-  ``--allow-gpu``, versions, FLA, edges); gate names known and unique.
+  ``--allow-gpu``, also against the recorded argv, versions, FLA, edges); gate names known and unique.
 - ``fla_commit``: the pinned FLA commit, verified, in the gate and in the document.
 - ``metadata_plausible``: the GPU against the GPU table (:mod:`nsa_exp.core.gpus`: SM count, memory, L2,
   compute capability, maximum clocks; an unknown GPU is listed unverifiable), NVML name = CUDA name, the
@@ -17,7 +17,8 @@ what physics, the pinned protocol or the rest of the record allows.
   table GPU with a known HBM clock equal to it (within 1%).
 - ``tolerances_pinned``: no tolerance looser than :data:`nsa_exp.core.config.PINNED_TOLERANCES`.
 - ``wall_plausible``: the recorded wall time is at least the GPU time it timed.
-- ``config_provenance``: ``name`` and ``config_path`` as the recorded argv gives them, and the embedded
+- ``config_provenance``: ``name``, ``config_path`` and ``timing.resumed`` (``--resume``) as the recorded argv gives
+  them, and the embedded
   config the file at ``config_path`` exactly as the repository held it at the recorded commit (``git show``);
   when that commit is not here (or the tree was dirty), its experiment fields against the file today;
   without the file, unverified.
@@ -155,6 +156,11 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
                 problems.append((f"{path}.allow_gpu", "a GPU other than the required one without --allow-gpu"))
             if "allow_gpu" in doc and d.get("allow_gpu") != doc["allow_gpu"]:
                 problems.append((f"{path}.allow_gpu", f"{d.get('allow_gpu')} differs from $.allow_gpu"))
+            argv = [str(a) for a in meta.get("argv") or []]
+            if argv[:1] and argv[0].endswith(("__main__.py", "bench_backward.py")) and \
+                    isinstance(d.get("allow_gpu"), bool) and d["allow_gpu"] != ("--allow-gpu" in argv):
+                problems.append((f"{path}.allow_gpu", f"{d['allow_gpu']}, but the recorded argv "
+                                 f"{'gives' if '--allow-gpu' in argv else 'has no'} --allow-gpu"))
         if g["name"] == "versions":
             for k, v in d.items():
                 if meta.get("versions", {}).get(k) != v:
@@ -446,9 +452,20 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
         want = output.rsplit("/", 1)[-1].removesuffix(".json") if output else given or (config or {}).get("name")
         if want is not None and doc["name"] != want:
             problems.append(("$.name", f"{doc['name']!r}, but the recorded argv names the run {want!r}"))
+    if ours:
+        problems += _resumed_against_argv(doc, argv)
     if path is not None:
         problems += _config_against_file(doc, ctx, path, config)
     add("config_provenance", problems)
+
+
+def _resumed_against_argv(doc: dict[str, Any], argv: list[str]) -> Problems:
+    """``timing.resumed`` is the recorded argv's ``--resume`` (an attacker flipped it and passed)."""
+    resumed = (doc.get("timing") or {}).get("resumed") if isinstance(doc.get("timing"), dict) else None
+    if isinstance(resumed, bool) and resumed != ("--resume" in argv):
+        return [("$.timing.resumed", f"{resumed}, but the recorded argv {'gives' if '--resume' in argv else 'has no'} "
+                 "--resume")]
+    return []
 
 
 def recorded_clean_commit(doc: dict[str, Any]) -> str | None:
