@@ -78,7 +78,7 @@ def stop_run(fla_interpreter, tmp_path_factory) -> tuple[dict, Path]:
     with pytest.MonkeyPatch.context() as mp:
         # the argv the CLI would record for this run (validate reads its --config and --peers)
         mp.setattr(sys, "argv", [str(REPO / "nsa_exp" / "__main__.py"), "peer-bench", "--config", "tiny.json",
-                                 "--peers", "fla,sdpa-dense", "--output", str(out)])
+                                 "--peers", "fla,sdpa-dense", "--output", str(out), "--allow-gpu"])
         mp.setattr(gates, "gpu_gate", fake_gpu_gate)
         doc = run_peers(PeerRequest(eight, True, ("fla", "sdpa-dense"), out, cupti_rounds=0),
                         device=FakeGpu([5.0, 9.0, 14.0]), clock=Ticks(0.25))

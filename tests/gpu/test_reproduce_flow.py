@@ -43,13 +43,14 @@ def submission(fla_interpreter, tmp_path_factory):
     # argv as the CLI records it (python -m nsa_exp ...), whatever runs pytest: validate reads the run's name and
     # config from it (config_provenance), so each file records the command that wrote it
     cli = str(REPO / "nsa_exp" / "__main__.py")
-    argv = [cli, "reproduce", "--config", str(tmp / "tiny.json")]
+    argv = [cli, "reproduce", "--config", str(tmp / "tiny.json"), "--allow-gpu"]  # the fake GPU is not an H200
     costs = [H200_MS[s] for s in STAGE_NAMES]
     published, out = tmp / "published.json", tmp / "runs" / "reproduce_h200"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(gates, "gpu_gate", fake_gpu_gate)
         mp.setattr(torch.version, "cuda", "13.0")  # the fake host's CUDA (CPU torch records none)
-        mp.setattr(sys, "argv", [cli, "bench", "--config", str(tmp / "tiny.json"), "--output", str(published)])
+        mp.setattr(sys, "argv", [cli, "bench", "--config", str(tmp / "tiny.json"), "--output", str(published),
+                                 "--allow-gpu"])
         run_bench(BenchRequest(config, True, published, None, cupti_rounds=0), device=FakeGpu(costs), clock=Ticks(0.25))
         mp.setattr(sys, "argv", argv)
         code, text = run_reproduce(config, True, out, None, str(published), floor=0.02,
