@@ -156,11 +156,7 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
                 problems.append((f"{path}.allow_gpu", "a GPU other than the required one without --allow-gpu"))
             if "allow_gpu" in doc and d.get("allow_gpu") != doc["allow_gpu"]:
                 problems.append((f"{path}.allow_gpu", f"{d.get('allow_gpu')} differs from $.allow_gpu"))
-            argv = [str(a) for a in meta.get("argv") or []]
-            if argv[:1] and argv[0].endswith(("__main__.py", "bench_backward.py")) and \
-                    isinstance(d.get("allow_gpu"), bool) and d["allow_gpu"] != ("--allow-gpu" in argv):
-                problems.append((f"{path}.allow_gpu", f"{d['allow_gpu']}, but the recorded argv "
-                                 f"{'gives' if '--allow-gpu' in argv else 'has no'} --allow-gpu"))
+            problems += _switch_against_argv(doc, f"{path}.allow_gpu", d.get("allow_gpu"), "--allow-gpu")
         if g["name"] == "versions":
             for k, v in d.items():
                 if meta.get("versions", {}).get(k) != v:
@@ -435,8 +431,8 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
     (bench: the ``--output`` stem, else ``--name``, else the config's name); the embedded config's
     experiment fields (:data:`EXPERIMENT_FIELDS`) = the file's at ``config_path`` (or its ``config_name``)."""
     problems: Problems = []
-    argv = [str(a) for a in doc.get("metadata", {}).get("argv", [])]
-    ours = any(a.endswith(("__main__.py", "bench_backward.py")) for a in argv[:1])
+    argv = _argv(doc)
+    ours = _cli_argv(doc) is not None
     path = doc.get("config_path")
     from_argv = argv_option(argv, "--config") or DEFAULT_CONFIG if ours else None
     if path is not None and ours and path != from_argv:
@@ -452,20 +448,34 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
         want = output.rsplit("/", 1)[-1].removesuffix(".json") if output else given or (config or {}).get("name")
         if want is not None and doc["name"] != want:
             problems.append(("$.name", f"{doc['name']!r}, but the recorded argv names the run {want!r}"))
-    if ours:
-        problems += _resumed_against_argv(doc, argv)
+    timing = doc.get("timing")
+    problems += _switch_against_argv(doc, "$.timing.resumed", timing.get("resumed") if isinstance(timing, dict)
+                                     else None, "--resume")
     if path is not None:
         problems += _config_against_file(doc, ctx, path, config)
     add("config_provenance", problems)
 
 
-def _resumed_against_argv(doc: dict[str, Any], argv: list[str]) -> Problems:
-    """``timing.resumed`` is the recorded argv's ``--resume`` (an attacker flipped it and passed)."""
-    resumed = (doc.get("timing") or {}).get("resumed") if isinstance(doc.get("timing"), dict) else None
-    if isinstance(resumed, bool) and resumed != ("--resume" in argv):
-        return [("$.timing.resumed", f"{resumed}, but the recorded argv {'gives' if '--resume' in argv else 'has no'} "
-                 "--resume")]
-    return []
+def _argv(doc: dict[str, Any]) -> list[str]:
+    """The document's recorded ``metadata.argv`` as strings (empty when none)."""
+    return [str(a) for a in (doc.get("metadata") or {}).get("argv") or []]
+
+
+def _cli_argv(doc: dict[str, Any]) -> list[str] | None:
+    """The recorded argv when it is this CLI's (``python -m nsa_exp ...`` or the seed script), whose options can be
+    read from it; else None."""
+    argv = _argv(doc)
+    return argv if argv[:1] and argv[0].endswith(("__main__.py", "bench_backward.py")) else None
+
+
+def _switch_against_argv(doc: dict[str, Any], path: str, value: Any, flag: str) -> Problems:
+    """A recorded switch (``value`` at ``path``, a bool) is the recorded CLI argv's ``flag``: ``allow_gpu`` is
+    ``--allow-gpu``, ``timing.resumed`` is ``--resume`` (an attacker flipped both and passed). Nothing to compare
+    without a bool or without the CLI's argv."""
+    argv = _cli_argv(doc)
+    if argv is None or not isinstance(value, bool) or value == (flag in argv):
+        return []
+    return [(path, f"{value}, but the recorded argv {'gives' if flag in argv else 'has no'} {flag}")]
 
 
 def recorded_clean_commit(doc: dict[str, Any]) -> str | None:

@@ -21,7 +21,7 @@ from ..core.kinds import schema_version
 from ..core.protocol import round_orders
 from ..errors import UserError
 from ..model.split import split_batches
-from ..routing.edges import closed_form_edges
+from ..routing.edges import closed_form_edges, edge_gate_record
 from ..routing.facts import regenerate
 from . import record_checks
 from .autotune_checks import autotune_configs
@@ -129,8 +129,7 @@ def _edge_gate_problems(doc: dict[str, Any], config: dict[str, Any], shape: Shap
                                               config["seeds"]["routing"]).stats["edges"]
         except UserError as exc:
             return [(f"$.gates[{i}].detail", f"routing {entry['name']!r} cannot be regenerated: {exc}")]
-    closed = closed_form_edges(shape)
-    want = {"closed_form": closed, "per_pattern": edges, "equal": all(c == closed for c in edges.values())}
+    want = edge_gate_record(edges, closed_form_edges(shape))
     if json.dumps(detail, sort_keys=True) != json.dumps(want, sort_keys=True):
         return [(f"$.gates[{i}].detail", f"{detail} but the regenerated routings give {want}")]
     if not want["equal"]:

@@ -53,6 +53,22 @@ def busy_fractions(data: ReportData) -> dict[tuple[str, str], float]:
     return out
 
 
+def _busy_key(pid: str, run: SweepPoint) -> tuple[str, str]:
+    """The :func:`busy_fractions` key of the skew sweep's point ``pid``: its file and its routing's label."""
+    return f"results/sweeps/{SKEW_SWEEP}/{pid}.json", f"{routing_label(run.point['pattern'])}@T={run.shape['T']}"
+
+
+def skew_busy(data: ReportData, busy: dict[tuple[str, str], float], family: str,
+              params: dict[str, Any]) -> float | None:
+    """The busy fraction (of ``busy``, :func:`busy_fractions`) of the skew sweep's point whose routing is
+    ``family`` with ``params``; None without that point or its validation row."""
+    got = point_of(data, SKEW_SWEEP, family, params)
+    if got is None:
+        return None
+    key = _busy_key(got[0], data.point(f"results/sweeps/{SKEW_SWEEP}/{got[0]}.json"))
+    return busy.get(key)
+
+
 def slots(data: ReportData) -> tuple[int, int] | None:
     """``(slots per SM, registers)`` of the formal runs' dK/dV config, from the matching calibration."""
     formal = _formal_calibration(data)
@@ -113,7 +129,7 @@ def mechanism_section(data: ReportData) -> list[str]:
         run = data.point(f"results/sweeps/{SKEW_SWEEP}/{pid}.json")
         d = st["dkv"]
         name = routing_label(run.point["pattern"])
-        key = (f"results/sweeps/{SKEW_SWEEP}/{pid}.json", f"{name}@T={run.shape['T']}")
+        key = _busy_key(pid, run)
         floor = data.floor("dkv_core", st["gpu"])
         ratio = (f"{times(d['ratio'], d['ratio_ci'])}: {data.claims.judged(d['ratio_ci'], floor)}"
                  if "ratio" in d else "1 (the baseline)")

@@ -24,7 +24,7 @@ from .data import Formal, ReportData
 from .manifest import SKEW_SWEEP
 from .markdown import anchor, md_table, ms, times
 from .mechanism import TITLE as MECHANISM
-from .mechanism import busy_fractions, slots, start_order
+from .mechanism import busy_fractions, skew_busy, slots, start_order
 from .model import whatif_rows
 from .peers import answer_line as peers_answer_line
 from .penalty import answer_line
@@ -163,15 +163,11 @@ def mechanism_line(data: ReportData) -> str:
     s = slots(data)
     hot = point_of(data, SKEW_SWEEP, "hot-block", {"block": 0})
     busy = busy_fractions(data)
-    primary = {name: point_of(data, SKEW_SWEEP, name, params) for name, params in (("sink-heavy", {"sinks": 4}),
-                                                                                   ("local", {}))}
     longest = data.claims.up_to([p.fanin["max"] for p in data.formal[0].run.patterns.values()], " queries")
     line = ("- **Mechanism**: dK/dV runs one program per (KV head, KV block) CSR row"
             + (f", {s[0]} resident per SM" if s else "") + f"; a skewed routing gives a few rows {longest}, which "
             "a few SM slots work through while the others idle")
-    sk, lo = ((busy.get((f"results/sweeps/{SKEW_SWEEP}/{got[0]}.json", label)) if got else None)
-              for got, label in ((primary["sink-heavy"], "sink-heavy(sinks=4)@T=32768"),
-                                 (primary["local"], "local@T=32768")))
+    sk, lo = skew_busy(data, busy, "sink-heavy", {"sinks": 4}), skew_busy(data, busy, "local", {})
     if sk is not None and lo is not None:
         line += f" (model: SM slots busy {sk:.2f} of the time for sink-heavy, {lo:.2f} for local)"
     o = start_order(data)

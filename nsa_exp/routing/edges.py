@@ -65,5 +65,17 @@ def equal_edge_gate(routings: Mapping[str, np.ndarray], shape: Shape, cu_seqlens
         detail = ", ".join(f"{n}={c}" for n, c in counts.items())
         raise GateFailure(f"equal-edge gate failed: closed form {expected} edges, got {detail}; "
                           f"the routing generator broke the equal-edge guarantee (do not time this)")
-    record = {"closed_form": expected, "per_pattern": counts, "equal": all(c == expected for c in counts.values())}
+    record = edge_gate_record(counts, expected)
     return {**record, "exempt": [n for n in counts if n in exempt]} if exempt else record
+
+
+def edge_gate_record(counts: Mapping[str, int], closed_form: int) -> dict:
+    """The equal-edge gate's record of per-pattern edge ``counts`` against the ``closed_form``: ``{"closed_form",
+    "per_pattern", "equal"}`` (``equal``: every count is the closed form); what :func:`equal_edge_gate` records and
+    what a check recomputes from regenerated routings.
+
+    >>> edge_gate_record({"local": 7, "zipf": 7}, 7)
+    {'closed_form': 7, 'per_pattern': {'local': 7, 'zipf': 7}, 'equal': True}
+    """
+    return {"closed_form": closed_form, "per_pattern": dict(counts),
+            "equal": all(c == closed_form for c in counts.values())}
