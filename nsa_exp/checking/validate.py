@@ -29,7 +29,7 @@ from ..core.kinds import KINDS, document_kind
 from ..errors import UserError
 from ..io.progress import progress
 from ..io.reader import file_size, read_bounded, show_path
-from ..io.schemas import SUMMARY_COLUMNS, schema_errors
+from ..io.schemas import SUMMARY_COLUMNS, file_schema_errors, schema_errors
 from ..io.store import read_document
 from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
@@ -89,7 +89,7 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
                       [("$.schema_version", f"{version!r} is not a supported schema version "
                                             f"({', '.join(sorted(SUPPORTED_VERSIONS))})")]):
         return validation_report.build(name, checks)
-    errors = schema_errors(doc, KINDS[kind], "$")
+    errors = file_schema_errors(data, doc, KINDS[kind], "$")
     if checks.add("schema", schema_problems(errors)):
         try:
             KIND_CHECKS[kind](doc, checks.add, ctx)
@@ -174,10 +174,11 @@ _SERVED: dict[tuple, dict[str, Any]] = {}
 def bench_document(path: str | Path) -> dict[str, Any] | None:
     """The parsed bench result at ``path`` when it is one that passes its schema (for CSV cross-checks)."""
     try:
-        doc = parse_strict(read_bounded(path, show_path(path), MAX_BYTES))
+        data = read_bounded(path, show_path(path), MAX_BYTES)
+        doc = parse_strict(data)
     except (UserError, _Rejected):
         return None
-    if isinstance(doc, dict) and doc.get("kind") == "bench_result" and not schema_errors(doc, "result", "$"):
+    if isinstance(doc, dict) and doc.get("kind") == "bench_result" and not file_schema_errors(data, doc, "result", "$"):
         return doc
     return None
 

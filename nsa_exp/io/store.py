@@ -23,7 +23,7 @@ from ..core.kinds import KINDS
 from ..core.records import RunRecord, record_schema
 from ..errors import UserError
 from .reader import read_bounded, same_file, show_path
-from .schemas import schema_errors
+from .schemas import file_schema_errors, schema_errors
 from .strict_json import MAX_BYTES, dumps_strict, parse_strict
 
 if TYPE_CHECKING:  # a frame is only handed in: the writer does not import pandas
@@ -465,8 +465,8 @@ def load_document(path: str | Path, kinds: tuple[str, ...], label: str | None = 
     Every failure is one :class:`UserError` line starting with ``label`` (default: the path).
     """
     label = show_path(path) if label is None else label
-    _, doc = read_document(path, kinds, label, missing_hint)
-    errors = schema_errors(doc, KINDS[doc["kind"]], label)
+    data, doc = read_document(path, kinds, label, missing_hint)
+    errors = file_schema_errors(data, doc, KINDS[doc["kind"]], label)
     if errors:
         raise UserError(errors[0])
     return doc
