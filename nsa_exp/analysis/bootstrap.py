@@ -10,14 +10,16 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..core.families import BASELINE_PATTERN
 from ..core.records import BenchLike, BenchResult
 from ..io.memo import memoised
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RESAMPLES = 10_000
 SEED = 20260726
@@ -89,6 +91,8 @@ def bootstrap_ratio_ci(num, den, resamples: int = RESAMPLES, seed: int = SEED) -
 def stage_frame(result: BenchLike) -> pd.DataFrame:
     """The tidy table analysis reads: one row per pattern x stage, recorded summary + raw observations."""
     run = BenchResult.coerce(result)
+    import pandas as pd  # noqa: PLC0415 - pandas (0.2 s) when a frame is built, not in every command that imports this module
+
     return pd.DataFrame([{"pattern": name, "stage": stage, "median_ms": s.median_ms, "p10_ms": s.p10_ms,
                           "p90_ms": s.p90_ms, "n_obs": s.n_obs, "raw_ms": list(s.raw_ms)}
                          for name, p in run.patterns.items() for stage, s in p.stages.items()])

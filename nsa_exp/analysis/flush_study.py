@@ -20,14 +20,16 @@ a warm L2, which the method excludes (docs/METHOD.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from tabulate import tabulate
 
 from ..errors import UserError
 from ..io.store import read_strict
 from .bootstrap import CI_LEVEL, bootstrap_ratio_ci
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REFERENCE = "none"
 CONFIG_POLICIES = ("write", "read", "none")
@@ -46,6 +48,8 @@ def load_flush_records(path: str | Path) -> tuple[dict[str, Any], pd.DataFrame]:
     except (KeyError, TypeError, AttributeError) as exc:
         raise UserError(f"{path}: flush.records: each record needs round, policy, pattern, warmup, ms "
                         f"({exc})") from None
+    import pandas as pd  # noqa: PLC0415 - pandas (0.2 s) for a flush study only, not in validate's every start
+
     frame = pd.DataFrame(rows, columns=["round", "policy", "pattern", "stage", "ms"])
     if REFERENCE not in set(frame["policy"]):
         raise UserError(f"{path}: flush.records: no timed record of the reference policy {REFERENCE!r}")
@@ -55,6 +59,8 @@ def load_flush_records(path: str | Path) -> tuple[dict[str, Any], pd.DataFrame]:
 def ratio_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """One row per (policy != none, pattern, stage): medians, ratio to none, its paired 95% CI."""
     wide = frame.pivot_table(index=["pattern", "stage", "round"], columns="policy", values="ms", aggfunc="first")
+    import pandas as pd  # noqa: PLC0415 - pandas (0.2 s) for a flush study only, not in validate's every start
+
     rows = []
     for (pattern, stage), cell in wide.groupby(level=["pattern", "stage"], sort=False):
         for policy in [p for p in wide.columns if p != REFERENCE]:

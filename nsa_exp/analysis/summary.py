@@ -5,14 +5,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from tabulate import tabulate
 
 from ..core.records import STAT_FIELDS, BenchLike, BenchResult
 from ..io.schemas import SUMMARY_COLUMNS
 from .run_cost import cost
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def summary_rows(result: BenchLike) -> list[dict[str, Any]]:
@@ -33,6 +35,8 @@ def summary_rows(result: BenchLike) -> list[dict[str, Any]]:
 
 def summary_frame(result: BenchLike) -> pd.DataFrame:
     """:func:`summary_rows` as a DataFrame with the schema's column order."""
+    import pandas as pd  # noqa: PLC0415 - pandas (0.2 s) when a frame is built, not in every command that imports this module
+
     return pd.DataFrame(summary_rows(result), columns=list(SUMMARY_COLUMNS))
 
 

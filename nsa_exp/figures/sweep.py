@@ -8,6 +8,7 @@ atomically.
 
 >>> params_label('{"sinks": 4, "heads": [0, 1]}'), params_label("{}")
 ('sinks=4, heads=0,1', '')
+>>> import pandas as pd
 >>> edges_note(pd.DataFrame({"T": [8, 8], "edges": [5, 5]}))
 'equal edges per T'
 >>> edges_note(pd.DataFrame({"T": [8, 8], "edges": [1605632, 2066432]}))
@@ -19,9 +20,9 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..core.families import BASELINE_PATTERN
 from ..errors import UserError
@@ -29,6 +30,9 @@ from ..io.reader import read_csv_table, show_path
 from ..io.store import read_strict
 from ..routing.fanin import X_STATS
 from .canvas import Claim, pyplot, save_figure
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MARKERS = "osD^v<>Pp*hX"
 
@@ -63,6 +67,8 @@ def plot_sweep(table: str | Path, out_dir: str | Path, claim: Claim | None = Non
     text = read_csv_table(table, label, "sweep_row", "a sweep table",
                           hint="a bench summary is drawn by plot --input",
                           not_found=f"{label}: no such file; run `python -m nsa_exp sweep` first")
+    import pandas as pd  # noqa: PLC0415 - pandas (0.2 s) where a table is built, not in every CPU command's start
+
     frame = pd.read_csv(io.StringIO(text)).dropna(subset=["dkv_median_ms"])
     if frame.empty:
         raise UserError(f"--table {table}: no point with a dkv_core median")

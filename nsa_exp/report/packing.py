@@ -16,7 +16,7 @@ row's edges are printed. Nothing is added when the table is absent.
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..analysis.compare import ratio_ci
 from ..core.families import BASELINE_PATTERN
@@ -25,6 +25,9 @@ from .data import ReportData
 from .manifest import PACKING_SWEEP
 from .markdown import md_table, ms, times
 from .sweeps import point_stats
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def packing_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -6,14 +6,15 @@ routing interleaved with ``local``, so the ratio's CI is paired) and the rule's 
 from __future__ import annotations
 
 import json
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..core.records import SweepPoint
 from ..sweeps.table import read_sweep_table
 from .data import ReportData
 from .markdown import md_table, ms, pct, times
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def point_stats(data: ReportData, sweep: str, point_id: str) -> dict[str, Any] | None:
