@@ -51,36 +51,40 @@ def csr_rows(block_indices: np.ndarray, block_size: int, cu_seqlens: np.ndarray 
     chunk_offsets[doc] + block`` and ``M = ceil(max document length / BS)`` (``prepare_block_csr``).
     """
     B, T, H, S = block_indices.shape
-    b = block_indices.astype(np.int64)
-    t = np.broadcast_to(np.arange(T, dtype=np.int64)[None, :, None, None], b.shape)
-    head = np.broadcast_to(np.arange(H, dtype=np.int64)[None, None, :, None], b.shape)
+    b = block_indices
+    t = np.arange(T, dtype=np.int64)[None, :, None, None]
+    head = np.arange(H, dtype=np.int64)[None, None, :, None]
+    keep = (b >= 0) & (b.astype(np.int64) * block_size <= t)  # with b < M below: FLA's validity rule
     if cu_seqlens is None:
         M = -(-T // block_size)
-        batch = np.broadcast_to(np.arange(B, dtype=np.int64)[:, None, None, None], b.shape)
-        keep = (b >= 0) & (b < M) & (b * block_size <= t)
-        row = ((batch * H + head) * M + b)[keep]  # FLA's program id: (b*H + h)*M + block
+        batch = np.arange(B, dtype=np.int64)[:, None, None, None]
+        row = (batch * H + head) * M + b  # FLA's program id: (b*H + h)*M + block
         n_rows = B * H * M
     else:
         lengths = np.diff(np.asarray(cu_seqlens, dtype=np.int64))
         M = -(-int(lengths.max()) // block_size)
         chunk_offsets = np.concatenate([[0], np.cumsum(-(-lengths // block_size))])
         doc = np.repeat(np.arange(lengths.size), lengths)[None, :, None, None]
-        keep = (b >= 0) & (b < M) & (b * block_size <= t)  # prepare_block_csr_kernel's varlen mask
-        row = ((chunk_offsets[doc] + b) * H + head)[keep]  # FLA's varlen program id: (global_block)*H + h
+        row = (chunk_offsets[doc] + b) * H + head  # FLA's varlen program id: (global_block)*H + h
         n_rows = int(chunk_offsets[-1]) * H
-    query = t[keep]
-    # Sorted by (row, query): the entries come in C order, t ascending within every row, so a *stable* sort by
-    # row alone is that order (= np.lexsort((query, row))); a launchable shape has at most 65535 rows
-    # (CUDA's grid-y limit), whose uint16 keys numpy sorts by radix: ~4x faster than the lexsort at T=131072.
-    key = row.astype(np.uint16) if n_rows <= 1 << 16 else row
-    order = np.argsort(key, kind="stable")
-    row, query = row[order], query[order]
+    keep &= b < M  # prepare_block_csr_kernel's mask (dense and varlen)
+    # A launchable shape has at most 65535 rows (CUDA's grid-y limit): uint16 row ids, which numpy's stable sort
+    # orders by radix (~4x faster than a lexsort at T=131072). The entries come in C order, t ascending within
+    # every row, so a *stable* sort by row alone is the (row, query) order. Only the queries are gathered in that
+    # order (int32): the sorted row ids are each row's id repeated fan-in times (2-3x faster at B=8 than gathering
+    # both as int64; the same arrays, docs/METHOD.md's CI time, eighth session).
+    row = row[keep].astype(np.uint16 if n_rows <= 1 << 16 else np.int64)
+    query = np.broadcast_to(t, b.shape)[keep].astype(np.int32 if T < 2**31 else np.int64)
+    query = query[np.argsort(row, kind="stable")]
     fanin = np.bincount(row, minlength=n_rows)
-    same_row = row[1:] == row[:-1]
-    gaps = (query[1:] - query[:-1])[same_row]
-    starts = np.flatnonzero(np.r_[True, ~same_row]) if row.size else np.array([], dtype=np.int64)
-    ends = np.r_[starts[1:], row.size] - 1 if row.size else starts
-    span = query[ends] - query[starts] if row.size else np.array([], dtype=np.int64)
+    if not query.size:
+        return CsrRows(fanin=fanin, span=np.array([], dtype=np.int64), gaps=np.array([], dtype=np.int64))
+    row_sorted = np.repeat(np.arange(n_rows, dtype=np.int64), fanin)
+    same_row = row_sorted[1:] == row_sorted[:-1]
+    gaps = (query[1:] - query[:-1])[same_row].astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, ~same_row])
+    ends = np.r_[starts[1:], query.size] - 1
+    span = (query[ends] - query[starts]).astype(np.int64)
     return CsrRows(fanin=fanin, span=span, gaps=gaps)
 
 
