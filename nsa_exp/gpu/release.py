@@ -463,11 +463,12 @@ def release_versions(args: argparse.Namespace, cfg: ReleaseConfig) -> list[str]:
     return versions
 
 
-def targets_from(args: argparse.Namespace, cfg: ReleaseConfig, releases_dir: Path) -> list[Target]:
-    """Prepare every target (installs/reuses release folders, makes source views) before any GPU work."""
+def targets_from(args: argparse.Namespace, cfg: ReleaseConfig, releases_dir: Path,
+                 sources: list[Target]) -> list[Target]:
+    """Prepare every release target (installs/reuses release folders) before any GPU work; ``sources``: the
+    ``--fla-source`` trees' targets (:func:`nsa_exp.releases.environments.source_tree`), made before the gates."""
     versions = release_versions(args, cfg)
-    targets = [prepare_release(v, args.wheel_dir, releases_dir) for v in versions]
-    targets += [source_tree(p, releases_dir) for p in args.fla_source]
+    targets = [prepare_release(v, args.wheel_dir, releases_dir) for v in versions] + sources
     labels = [t.label for t in targets]
     if len(set(labels)) != len(labels):
         raise UserError(f"--release/--fla-source: a target is named twice ({', '.join(labels)})")
@@ -541,16 +542,23 @@ def command(args: argparse.Namespace) -> int:
     # every argument, output and gate that needs no release installed is checked before one is installed
     policy.claim_all([out_dir / f"fla-core-{v}-{p.key}.json" for v in versions
                       for p in cfg.points_for("release", v)], named=bool(args.output_dir), option="--output-dir")
+    def claim(targets: list[Target]) -> None:
+        # The output policy (io.store.OutputPolicy): no output is an input (inside a --fla-source or --wheel-dir
+        # folder included); an existing output, in the default folder or a named one, is replaced only with
+        # --overwrite.
+        outputs = [out_dir / f"{t.label}-{p.key}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
+        policy.claim_all(outputs, named=bool(args.output_dir), option="--output-dir")
+        if args.output_dir and not policy.overwrite and (existing := [o for o in outputs if o.exists()]):
+            raise UserError(f"{existing[0]}: exists (an earlier run's output); --overwrite replaces it, --output-dir "
+                            "DIR writes elsewhere")
+
+    # a source tree needs no install: its view and label (its git sha) now, so that a rerun without --overwrite or
+    # an output inside the tree is refused before the gates import FLA (~4 s)
+    claim(trees := [source_tree(p, releases_dir) for p in args.fla_source])
     gates, interpreter = parent_gates(cfg, args.allow_gpu)
-    targets = targets_from(args, cfg, releases_dir)
+    targets = targets_from(args, cfg, releases_dir, trees)
     sources = {t.label: read_launches(t.root) for t in targets}  # a tree without NSA is refused here, untimed
-    outputs = [out_dir / f"{t.label}-{p.key}.json" for t in targets for p in cfg.points_for(t.kind, t.version)]
-    # The output policy (io.store.OutputPolicy): no output is an input (inside a --fla-source or --wheel-dir
-    # folder included); an existing output, in the default folder or a named one, is replaced only with --overwrite.
-    policy.claim_all(outputs, named=bool(args.output_dir), option="--output-dir")
-    if args.output_dir and not policy.overwrite and (existing := [o for o in outputs if o.exists()]):
-        raise UserError(f"{existing[0]}: exists (an earlier run's output); --overwrite replaces it, --output-dir DIR "
-                        "writes elsewhere")
+    claim(targets)
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate
         if any(p in cfg.points_for(t.kind, t.version) for t in targets):

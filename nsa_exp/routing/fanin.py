@@ -74,8 +74,8 @@ def csr_rows(block_indices: np.ndarray, block_size: int, cu_seqlens: np.ndarray 
     # order (int32): the sorted row ids are each row's id repeated fan-in times (2-3x faster at B=8 than gathering
     # both as int64; the same arrays, docs/METHOD.md's CI time, eighth session).
     row = row[keep].astype(np.uint16 if n_rows <= 1 << 16 else np.int64)
-    query = np.broadcast_to(t, b.shape)[keep].astype(np.int32 if T < 2**31 else np.int64)
-    query = query[np.argsort(row, kind="stable")]
+    query_dtype = np.int32 if T < 2**31 else np.int64
+    query: np.ndarray = np.broadcast_to(t, b.shape)[keep].astype(query_dtype)[np.argsort(row, kind="stable")]
     fanin = np.bincount(row, minlength=n_rows)
     if not query.size:
         return CsrRows(fanin=fanin, span=np.array([], dtype=np.int64), gaps=np.array([], dtype=np.int64))

@@ -156,11 +156,14 @@ def test_compare_reads_two_release_results_and_a_rerun_is_refused_unless_overwri
     assert doc["release"]["not_compared"] == [] and doc["release"]["patterns"] == ["local", "sink-heavy",
                                                                                    "file:mine"]
     assert doc["release"]["a_label"] == doc["release"]["b_label"] == timed["doc"]["release"]["label"]
-    again = run_cli(*timed["args"])
+    # a source tree's outputs are refused before the gates (which import FLA, ~4 s): with an environment the first
+    # gate refuses, the refusal is still the output's
+    gate_fails = {"TRITON_F32_DEFAULT": "tf32"}
+    again = run_cli(*timed["args"], env=gate_fails)
     assert_one_line_error(again, "exists", "--overwrite")
     args = list(timed["args"])
     args[args.index("--output-dir") + 1] = str(timed["tree"] / "fla")  # the outputs would land in an input
-    inside = run_cli(*args, "--overwrite")
+    inside = run_cli(*args, "--overwrite", env=gate_fails)
     assert_one_line_error(inside, "--output-dir", "lies inside an input folder", "--fla-source")
 
 
