@@ -245,8 +245,10 @@ COMMANDS: tuple[Command, ...] = (
          Option("--result", "the formal raw result", default=manifest.RESULT),
          Option("--repeat", "an independent repeat ('' for none)", default=manifest.REPEAT),
          Option("--ncu", "ncu summaries to cite (default results/ncu/e1_h100_*.json)", "list", empty_ok=True),
-         Option("--output", f"RESULTS.md path (default {manifest.OUTPUT})", metavar="PATH"),
-         Option("--analysis", "analysis JSON path (default results/analysis/<result stem>.json)"),
+         Option("--output", "RESULTS.md path (default runs/<result stem>/RESULTS.md; with --publish "
+                f"{manifest.OUTPUT})", metavar="PATH"),
+         Option("--analysis", "analysis JSON path (default runs/<result stem>/analysis/<result stem>.json; with "
+                "--publish results/analysis/<result stem>.json)"),
          Option("--update-readme", "also rewrite README's results block", "flag"),
          Option("--no-readme", "accepted and ignored: README is rewritten only with --update-readme (kept for old "
                 "scripts)", "flag", hidden=True),
@@ -261,7 +263,8 @@ COMMANDS: tuple[Command, ...] = (
          Option("--h200-repeat", "the H200 formal result's independent repeat ('' for none)",
                 default=manifest.H200_REPEAT),
          Option("--provenance", "the file whose generated provenance table is rewritten (default "
-                "docs/PROVENANCE.md; '' for none)", default=manifest.PROVENANCE), *WRITES),
+                "runs/<result stem>/PROVENANCE.md, a copy of docs/PROVENANCE.md; with --publish docs/PROVENANCE.md; "
+                "'' for none)", default=manifest.PROVENANCE), *WRITES),
     _cmd("compare", f"{CPU}:cmd_compare", "CPU only: bench result B vs A per pattern x stage: ratio of medians, "
          "bootstrap CI, verdict same/faster/slower/unclear; exit 0 ok, 1 --fail-on hit, 2 bad input", COMMON,
          Option("a", "reference bench result (results/raw/<name>.json)", "positional", metavar="A"),
@@ -280,7 +283,7 @@ COMMANDS: tuple[Command, ...] = (
     _cmd("noise-table", f"{CPU}:cmd_noise_table", "CPU only: the noise table, f(GPU, stage) of the rule from every "
          "repeated measurement of the committed results (bench results, sweep points), each floor with its rule and "
          "the files that set it", COMMON,
-         Option("--output", "noise table JSON path (default runs/noise/noise/floors.json; with --publish "
+         Option("--output", "noise table JSON path (default runs/noise-table/noise/floors.json; with --publish "
                 "results/noise/floors.json, the table compare, report and validate read)", metavar="PATH"), *WRITES),
     _cmd("release-table", f"{CPU}:cmd_release_table", "CPU only: per release result, the wrapper and the dK/dV "
          "kernel of each routing with 95%% CIs and the skew penalty (Markdown)", COMMON,

@@ -200,7 +200,7 @@ def cmd_flush_study(args: argparse.Namespace) -> int:
 
 
 def cmd_noise_table(args: argparse.Namespace) -> int:
-    output = OutputPolicy.of(args, run="noise").claim(args.output or NOISE_TABLE, named=args.output is not None)
+    output = OutputPolicy.of(args, run="noise-table").claim(args.output or NOISE_TABLE, named=args.output is not None)
     runs, excluded = noise_sources(committed_inputs())
     doc = noise_table.build(runs, excluded)
     write_json(output, doc, "noise_table")
