@@ -98,3 +98,18 @@ def test_a_compare_judged_under_a_forged_noise_table_fails_validate(tmp_path):
     failed = {c["name"]: c["failures"] for c in report["checks"] if not c["passed"]}
     assert list(failed) == ["compare_recompute"]
     assert "does not validate (noise_table_recompute)" in failed["compare_recompute"][0]["message"]
+
+
+def test_a_forged_floor_is_reported_once_at_its_path(tmp_path):
+    """One edited floor is one failure line (its derivation), not a second one from the rebuilt table's diff."""
+    from nsa_exp.checking.validate import validate_path  # noqa: PLC0415
+
+    doc = json.loads((REPO / NOISE_TABLE).read_text())
+    i = next(i for i, r in enumerate(doc["floors"]) if "H200" in r["gpu"] and r["stage"] == "dkv_core")
+    doc["floors"][i]["floor"] = 0.0556
+    path = tmp_path / "floors.json"
+    path.write_text(json.dumps(doc, indent=1))
+    report = validate_path(str(path))
+    (check,) = [c for c in report["checks"] if not c["passed"]]
+    assert check["name"] == "noise_table_recompute"
+    assert [f["path"] for f in check["failures"]] == [f"$.floors[{i}].floor"], check["failures"]
