@@ -554,7 +554,8 @@ def command(args: argparse.Namespace) -> int:
 
     # a source tree needs no install: its view and label (its git sha) now, so that a rerun without --overwrite or
     # an output inside the tree is refused before the gates import FLA (~4 s)
-    claim(trees := [source_tree(p, releases_dir) for p in args.fla_source])
+    trees = [source_tree(p, releases_dir) for p in args.fla_source]
+    claim(trees)
     gates, interpreter = parent_gates(cfg, args.allow_gpu)
     targets = targets_from(args, cfg, releases_dir, trees)
     sources = {t.label: read_launches(t.root) for t in targets}  # a tree without NSA is refused here, untimed
