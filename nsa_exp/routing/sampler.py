@@ -170,34 +170,55 @@ def sample_distinct(rng: np.random.Generator, cur: np.ndarray, n: np.ndarray, S:
     positive = bool(np.all(weights > 0))
     log_w = None
     drawn = np.flatnonzero(~takes_all)  # these rows have n == S < cur + 1
+    cur_d = cur[drawn]
+    # The drawn rows' slots, slot-major and as narrow as the blocks allow (block ids < M): a slot of every row is one
+    # contiguous array, so a round over all rows tests its draws against the earlier slots without gathering them,
+    # and a partial round gathers a quarter of the bytes. Rows are positions in ``drawn`` here; the random numbers
+    # and every draw are those of the row-major int64 loop this replaces (docs/METHOD.md, CI's own time).
+    taken = np.full((S, drawn.size), -1, dtype=np.int16 if cdf.size <= np.iinfo(np.int16).max else np.int32)
+    live = np.arange(drawn.size)  # the positions still drawn slot by slot (the others were raced to the end)
+
+    def prior(pos: np.ndarray, upto: int) -> np.ndarray:
+        """int64 ``[len(pos), upto]``: the first ``upto`` slots of the rows at ``pos``."""
+        return np.ascontiguousarray(taken[:upto, pos].T, dtype=np.int64)
+
     for slot in range(S):
-        pending, before, stalled = drawn, drawn.size, False
+        pending, before, stalled = live, live.size, False
         for round_ in range(MAX_REJECTION_ROUNDS):
-            c = cur[pending]
+            c = cur_d[pending]
             u = rng.random(pending.shape[0]) * cdf[c]
             b = np.minimum(np.searchsorted(cdf, u, side="right"), c)
-            clash = (out[pending, :slot] == b[:, None]).any(axis=1)
-            out[pending[~clash], slot] = b[~clash]
+            narrow = b.astype(taken.dtype)
+            if pending.size == taken.shape[1]:  # every row, in order: slot j of them is taken[j] itself
+                clash = np.zeros(pending.size, dtype=bool)
+                for j in range(slot):
+                    clash |= taken[j] == narrow
+            else:
+                clash = (taken[:slot, pending] == narrow).any(axis=0)
+            taken[slot, pending[~clash]] = narrow[~clash]
             pending = pending[clash]
             if pending.size == 0:
                 break
             if pending.size > STALL_FRACTION * before and (
-                    pending.size * (int(cur[pending].max()) + 1) > (FIRST_ROUND_STALL_BUDGET if round_ == 0
-                                                                    else STALL_BUDGET)):
+                    pending.size * (int(cur_d[pending].max()) + 1) > (FIRST_ROUND_STALL_BUDGET if round_ == 0
+                                                                      else STALL_BUDGET)):
                 stalled = True
                 break  # rejection has stalled on a large pending set: finish these rows with the race
             before = pending.size
         if pending.size == 0:
             continue
-        if not stalled and positive and pending.size * (int(cur[pending].max()) + 1) <= LEGACY_FALLBACK_BUDGET:
+        if not stalled and positive and pending.size * (int(cur_d[pending].max()) + 1) <= LEGACY_FALLBACK_BUDGET:
             if log_w is None:
                 log_w = np.log(weights)
-            out[pending, slot] = _legacy_gumbel(rng, out[pending, :slot], cur[pending], log_w)
+            taken[slot, pending] = _legacy_gumbel(rng, prior(pending, slot), cur_d[pending], log_w)
         else:  # too many pending rows for the Gumbel-max matrix: finish these rows in one exact race
-            out[pending, slot:] = finish_rows(rng, out[pending, :slot], cur[pending], S - slot, weights, rcum)
-            drawn = drawn[~np.isin(drawn, pending, assume_unique=True)]
-            if stalled and slot + 1 < S and drawn.size:  # the rows that got this slot would stall next: race too
-                out[drawn, slot + 1:] = finish_rows(rng, out[drawn, :slot + 1], cur[drawn], S - slot - 1, weights,
-                                                    rcum)
-                drawn = drawn[:0]
+            taken[slot:, pending] = finish_rows(rng, prior(pending, slot), cur_d[pending], S - slot, weights, rcum).T
+            live = live[~np.isin(live, pending, assume_unique=True)]
+            if stalled and slot + 1 < S and live.size:  # the rows that got this slot would stall next: race too
+                taken[slot + 1:, live] = finish_rows(rng, prior(live, slot + 1), cur_d[live], S - slot - 1, weights,
+                                                     rcum).T
+                live = live[:0]
+    out[drawn] = taken.T
     return out
+
+
