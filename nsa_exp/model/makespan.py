@@ -106,7 +106,7 @@ def simulate(work, n_sm: int, slots: int, gamma: float = 1.0) -> Schedule:
     # (one heapreplace: the same heap contents as a pop then a push, and every entry is unique, so the same order of
     # events) and the SM's next event replaces this one (its one entry in ``events``). 6.9 M heap operations of a
     # cold validate of the committed model files took 7.9 s as pops and pushes (docs/METHOD.md, CI's own time).
-    heappop, heapreplace, heappush = heapq.heappop, heapq.heapreplace, heapq.heappush
+    heappop, heapreplace = heapq.heappop, heapq.heapreplace
     nxt, now = first, 0.0
     while events:
         now, m = events[0]

@@ -176,7 +176,7 @@ def sample_distinct(rng: np.random.Generator, cur: np.ndarray, n: np.ndarray, S:
     # and a partial round gathers a quarter of the bytes. Rows are positions in ``drawn`` here; the random numbers
     # and every draw are those of the row-major int64 loop this replaces (docs/METHOD.md, CI's own time).
     taken = np.full((S, drawn.size), -1, dtype=np.int16 if cdf.size <= np.iinfo(np.int16).max else np.int32)
-    live = np.arange(drawn.size)  # the positions still drawn slot by slot (the others were raced to the end)
+    live: np.ndarray = np.arange(drawn.size)  # positions still drawn slot by slot (the others were raced to the end)
 
     def prior(pos: np.ndarray, upto: int) -> np.ndarray:
         """int64 ``[len(pos), upto]``: the first ``upto`` slots of the rows at ``pos``."""
