@@ -190,7 +190,7 @@ def cmd_release_table(args: argparse.Namespace) -> int:
 def cmd_flush_study(args: argparse.Namespace) -> int:
     if args.output:
         OutputPolicy.of(args, ("RAW", args.raw)).claim(args.output, named=True)  # a named path: never moved
-    study = {**flush_study.build(args.raw), "metadata": base_metadata()}
+    study = {**flush_study.build(args.raw), "metadata": base_metadata(import_gpu=False)}  # a CPU command: no torch
     if args.output:
         write_json(args.output, study, "flush_study")
     print(format_flush_table(study))

@@ -238,6 +238,20 @@ def test_a_pattern_typo_is_refused_before_torch_is_imported(command):
     assert proc.stderr.strip().startswith("error: --pattern 'banana'") and len(proc.stderr.strip().splitlines()) == 1
 
 
+
+def test_flush_study_writes_its_document_without_importing_torch_or_triton(tmp_path):
+    """A CPU command's metadata reads torch's and triton's versions from their installed distributions
+    (io/metadata.software_versions, ``import_gpu=False``): flush-study imported both (1.2 s of a 2 s run)."""
+    out = tmp_path / "study.json"
+    raw = "results/studies/h200_method_study_flush.raw.json"
+    code = ("import sys\nfrom nsa_exp.cli import main\n"
+            f"rc = main(['flush-study', {raw!r}, '--output', {str(out)!r}])\n"
+            "print(rc, 'torch' in sys.modules, 'triton' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.split()[-3:] == ["0", "False", "False"], (proc.stdout[-500:], proc.stderr[-2000:])
+    assert json.loads(out.read_text())["metadata"]["versions"]["torch"]  # still recorded, from the distribution
+
 @pytest.mark.parametrize("argv", [["compare", "results/raw/e1_h200.json", "no/such/b.json"],
                                   ["compare", "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json",
                                    "--noise-from", "results/raw/e1_h200.json", "no/such/y.json"],
