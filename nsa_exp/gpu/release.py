@@ -75,14 +75,11 @@ from ..errors import GateFailure, UserError
 from ..io.metadata import base_metadata
 from ..io.store import OutputPolicy, read_strict
 from ..io.strict_json import dumps_strict
-from ..releases.config import ReleaseConfig, load_release_config
+from ..releases.config import ReleaseConfig
 from ..releases.environments import (
-    RELEASE_VERSION_RE,
     RELEASES_DIR,
     Target,
-    check_source_tree,
     child_sys_path,
-    find_wheel,
     prepare_release,
     run_child,
     source_tree,
@@ -445,30 +442,11 @@ def parent_gates(cfg: ReleaseConfig, allow_gpu: bool) -> tuple[list[dict[str, An
     return records, interpreter
 
 
-def release_versions(args: argparse.Namespace, cfg: ReleaseConfig) -> list[str]:
-    """The releases asked for (``--release``, else the config's unless ``--fla-source``), each checked with
-    what needs no install: a release version, named once, run by some point (UserError naming the option)."""
-    versions = list(args.release) or ([] if args.fla_source else list(cfg.releases))
-    if not versions and not args.fla_source:
-        raise UserError(f"{cfg.source}: names no releases; pass --release VERSION or --fla-source PATH")
-    for v in versions:
-        if not RELEASE_VERSION_RE.match(v):
-            raise UserError(f"--release: {v!r} is not a release version (e.g. --release 0.6.0)")
-        if not cfg.points_for("release", v):
-            raise UserError(f"{cfg.source}: no point runs for fla-core-{v} (every point names other releases)")
-    if len(set(versions)) != len(versions):
-        raise UserError(f"--release: a release is named twice ({', '.join(versions)})")
-    for v in versions if args.wheel_dir else ():
-        find_wheel(v, args.wheel_dir)  # the wheel is there (UserError naming it otherwise)
-    return versions
-
-
 def targets_from(args: argparse.Namespace, cfg: ReleaseConfig, releases_dir: Path,
                  sources: list[Target]) -> list[Target]:
     """Prepare every release target (installs/reuses release folders) before any GPU work; ``sources``: the
     ``--fla-source`` trees' targets (:func:`nsa_exp.releases.environments.source_tree`), made before the gates."""
-    versions = release_versions(args, cfg)
-    targets = [prepare_release(v, args.wheel_dir, releases_dir) for v in versions] + sources
+    targets = [prepare_release(v, args.wheel_dir, releases_dir) for v in args.releases] + sources
     labels = [t.label for t in targets]
     if len(set(labels)) != len(labels):
         raise UserError(f"--release/--fla-source: a target is named twice ({', '.join(labels)})")
@@ -521,26 +499,19 @@ def run_target(target: Target, source: dict[str, Any], cfg: ReleaseConfig, out_d
 
 
 def command(args: argparse.Namespace) -> int:
-    """The ``release-bench`` door (argparse namespace in; results written; exit code out)."""
-    if args.repetitions is not None and args.repetitions < 1:
-        raise UserError("--repetitions: must be a positive integer")
-    if args.cupti_rounds is not None and args.cupti_rounds < 0:
-        raise UserError("--cupti-rounds: must be 0 (skip the per-kernel pass) or a positive integer")
-    cfg = load_release_config(args.config)
+    """The ``release-bench`` door (argparse namespace in, its arguments checked by :mod:`nsa_exp.arguments`, which
+    read the release config, ``args.release_config``, and the releases it times, ``args.releases``; results
+    written; exit code out)."""
+    cfg: ReleaseConfig = args.release_config
     releases_dir = Path(args.releases_dir) if args.releases_dir else RELEASES_DIR
     policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
                              *(("--fla-source", f) for f in args.fla_source), ("--wheel-dir", args.wheel_dir),
                              run=cfg.name)
     # runs/<config>/releases/<config>/ unless --publish (then results/releases/<config>/) or --output-dir DIR
     out_dir = policy.target(args.output_dir or RESULTS_DIR / "releases" / cfg.name, named=bool(args.output_dir))
-    if args.wheel_dir and not Path(args.wheel_dir).is_dir():
-        raise UserError(f"--wheel-dir {args.wheel_dir}: no such folder")
-    for tree in args.fla_source:  # before the gates: a tree that is not an FLA checkout needs no GPU to be refused
-        check_source_tree(tree)
     files = cfg.routing_files(args.routing_file, args.require_equal_edges)  # read and checked before any GPU work
-    versions = release_versions(args, cfg)
     # every argument, output and gate that needs no release installed is checked before one is installed
-    policy.claim_all([out_dir / f"fla-core-{v}-{p.key}.json" for v in versions
+    policy.claim_all([out_dir / f"fla-core-{v}-{p.key}.json" for v in args.releases
                       for p in cfg.points_for("release", v)], named=bool(args.output_dir), option="--output-dir")
     def claim(targets: list[Target]) -> None:
         # The output policy (io.store.OutputPolicy): no output is an input (inside a --fla-source or --wheel-dir

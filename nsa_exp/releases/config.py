@@ -30,6 +30,7 @@ from ..io.schemas import validate_or_raise
 from ..routing.config import config_from_dict, load_config
 from ..routing.files import file_routings
 from ..sweeps.files import file_points
+from .environments import RELEASE_VERSION_RE, find_wheel
 
 DEFAULT_CUPTI_ROUNDS = 5
 
@@ -67,6 +68,25 @@ class ReleaseConfig:
     def points_for(self, kind: str, version: str | None) -> list[ReleasePoint]:
         """The points a target runs: unfiltered ones, plus (a release) those naming its version."""
         return [p for p in self.points if p.releases is None or (kind == "release" and version in p.releases)]
+
+    def versions(self, asked: list[str], sources: bool, wheel_dir: str | None) -> list[str]:
+        """The releases a run times: ``asked`` (``--release``), else this config's unless there are ``sources``
+        (``--fla-source`` trees), each checked with what needs no install: a release version, named once, run by
+        some point, its wheel in ``wheel_dir`` when one is given (UserError naming the option)."""
+        versions = list(asked) or ([] if sources else list(self.releases))
+        if not versions and not sources:
+            raise UserError(f"{self.source}: names no releases; pass --release VERSION or --fla-source PATH")
+        for v in versions:
+            if not RELEASE_VERSION_RE.match(v):
+                raise UserError(f"--release: {v!r} is not a release version (e.g. --release 0.6.0)")
+            if not self.points_for("release", v):
+                raise UserError(f"{self.source}: no point runs for fla-core-{v} (every point names other releases)")
+        if len(set(versions)) != len(versions):
+            raise UserError(f"--release: a release is named twice ({', '.join(versions)})")
+        if wheel_dir:
+            for v in versions:
+                find_wheel(v, wheel_dir)  # the wheel is there (UserError naming it otherwise)
+        return versions
 
     def routing_files(self, paths: list[str], require_equal: bool = False) -> dict[str, tuple[dict, dict]]:
         """``--routing-file`` s (``[B,T,H,S]`` routings of your own), each timed as ``file:<stem>`` at the point of
