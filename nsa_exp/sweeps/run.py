@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..core.protocol import SWEEP_EXECUTORS as EXECUTORS
-from ..errors import UserError
+from ..errors import GateFailure, UserError
 from ..io.store import write_json
 from .plan import AUTOTUNE_FILE, Point, point_done, point_path
 
@@ -38,9 +39,26 @@ def run_point(point: Point, out_dir: str, allow_gpu: bool, measure: Measure) -> 
     return str(path)
 
 
-def run_points(points: Sequence[Point], out_dir: str, allow_gpu: bool, measure: Measure) -> list[str]:
-    """Several points in one process, in order (one submitit job of ``--points-per-job`` points)."""
-    return [run_point(p, out_dir, allow_gpu, measure) for p in points]
+@dataclass(frozen=True)
+class JobRefusal:
+    """A submitit job's one-line refusal (a gate or a bad input met inside the job: ``error`` is the class name in
+    :mod:`nsa_exp.errors`), carried back to the sweep as the job's value: raised inside the job, submitit hands the
+    parent its own ``FailedJobError`` with a page of the job's traceback instead of the one line."""
+
+    error: str
+    message: str
+
+    def raise_(self) -> NoReturn:
+        raise (GateFailure if self.error == GateFailure.__name__ else UserError)(self.message)
+
+
+def run_points(points: Sequence[Point], out_dir: str, allow_gpu: bool, measure: Measure) -> list[str] | JobRefusal:
+    """Several points in one process, in order (one submitit job of ``--points-per-job`` points): their paths, or
+    the :class:`JobRefusal` of the first point refused (the points before it are written)."""
+    try:
+        return [run_point(p, out_dir, allow_gpu, measure) for p in points]
+    except UserError as exc:  # GateFailure included
+        return JobRefusal(type(exc).__name__, str(exc))
 
 
 def make_executor(kind: str, log_dir: Path, slurm: dict[str, Any] | None = None) -> submitit.Executor:
@@ -143,5 +161,6 @@ def run_sweep(points: Sequence[Point], out_dir: str | Path, allow_gpu: bool, exe
                 jobs = make_executor(executor, log_dir, slurm).map_array(
                     run_points, chunks, [str(out)] * len(chunks), [allow_gpu] * len(chunks), [measure] * len(chunks))
             for job in jobs:
-                job.result()
+                if isinstance(outcome := job.result(), JobRefusal):
+                    outcome.raise_()
     return {"skipped": skipped, "ran": [p.point_id for p in todo], "refused": refused}

@@ -15,7 +15,7 @@ from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.core.kinds import schema_version
 from nsa_exp.core.measurement import RoundPlan
 from nsa_exp.core.stages import PREPARING_STAGES
-from nsa_exp.errors import UserError
+from nsa_exp.errors import GateFailure, UserError
 from nsa_exp.figures.sweep import _point_cis
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.io.store import write_json, write_text_atomic
@@ -180,6 +180,25 @@ def test_the_submitit_local_executor_places_one_job_per_visible_gpu(tmp_path, mo
     # each point records the GPU its job was pinned to and the submitit job (one job per GPU: two ids)
     assert [w["cuda_visible_devices"] for w in where] == ["2" if i % 2 == 0 else "5" for i in range(len(points))]
     assert len({w["submitit_job_id"] for w in where}) == 2 and None not in {w["submitit_job_id"] for w in where}
+
+
+NO_GPU = "gpu: no CUDA GPU is visible to torch; run on an H200 host (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
+
+
+def refusing_measure(point, allow_gpu, out_dir):
+    """The GPU gate's refusal, as a job on a box without a GPU meets it."""
+    raise GateFailure(NO_GPU)
+
+
+def test_a_gate_refused_inside_a_local_job_is_the_sweeps_one_line_refusal(tmp_path, monkeypatch):
+    """``sweep --executor local`` on a box without a GPU ended in "internal error FailedJobError" and a page of the
+    job's traceback, exit 1 (a new user's finding, 2026-12-06): the job's refusal comes back as its value and the
+    sweep raises it, as ``--executor inline`` does."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    points = load_sweep(_sweep_config(tmp_path, autotune_from="results/raw/e1_h200_pre.json"))[:2]
+    with pytest.raises(GateFailure) as refused:
+        run_sweep(points, tmp_path / "out", allow_gpu=True, executor="local", measure=refusing_measure)
+    assert str(refused.value) == NO_GPU
 
 
 def test_the_committed_h200_sweep_configs_load():
