@@ -8,7 +8,6 @@ guard (:mod:`.claims`): a claim the data do not support stops the report with on
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from .benches import docs8192_section, engine_section, routing_file_section
 from .data import ReportData, load_report_data
 from .gpus import cross_gpu_section, instrument_sections
 from .manifest import Inputs
-from .markdown import anchor
+from .markdown import anchor, rebased_links
 from .mechanism import mechanism_section
 from .model import model_section, whatif_section
 from .ncu import ncu_section
@@ -153,18 +152,6 @@ def _write_analysis(path: str, analysis: dict[str, Any]) -> None:
     write_json(path, doc, "analysis")
 
 
-#: The figures RESULTS.md shows, committed beside docs/RESULTS.md (its links say ``figures/<name>``).
-FIGURES = REPO_ROOT / "docs" / "figures"
-
-
-def figure_links(text: str, output_md: Path) -> str:
-    """RESULTS.md's text with its figure links (``](figures/<name>)``, relative to docs/) pointing at the same files
-    from ``output_md``'s folder: unchanged for docs/RESULTS.md, ``../../docs/figures/<name>`` for a run folder's
-    ``runs/<name>/RESULTS.md`` (whose images were broken links: a new user's finding, 2026-12-06)."""
-    rel = Path(os.path.relpath(FIGURES, output_md.resolve().parent)).as_posix()
-    return text if rel == "figures" else text.replace("](figures/", f"]({rel}/")
-
-
 def build_report(inputs: Inputs, output_md: str, output_json: str, command: str, readme: str | None = None,
                  formal: bool = False, provenance: str | None = None, readme_from: str | Path | None = None,
                  provenance_from: str | Path | None = None) -> dict[str, Any]:
@@ -186,7 +173,7 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
     data.claims.audit(text + "\n" + block, Path(output_md).name)
     analysis = {k: v for k, v in data.formal[0].analysis.items()}
     _write_analysis(output_json, analysis)
-    write_text_atomic(output_md, figure_links(text, Path(output_md)))
+    write_text_atomic(output_md, rebased_links(text, REPO_ROOT / "docs", Path(output_md)))
     if readme:
         update_readme(Path(readme), block, readme_from)
     if provenance:

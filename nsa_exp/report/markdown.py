@@ -6,7 +6,34 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
+from pathlib import Path
+
+#: a markdown link's or image's target that is a relative path (not a URL, an anchor or an absolute path), and its
+#: anchor: ``[text](docs/METHOD.md#the-rule)``
+_RELATIVE_TARGET = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s#]+)(#[^)\s]*)?\)")
+
+
+def rebased_links(text: str, source_dir: Path, output_md: Path) -> str:
+    """``text``, written in ``source_dir``, with every relative link target rewritten to reach the same file from
+    ``output_md``'s folder: unchanged where the two folders are one (docs/RESULTS.md, README.md), ``../../docs/…``
+    for a run folder's copy ``runs/<name>/RESULTS.md`` or ``README.md`` (whose links were broken: a new user's
+    findings, 2026-12-06).
+
+    >>> rebased_links("![f](figures/a.png) [m](METHOD.md#x) [w](https://x.org) [s](#here)", Path("/r/docs"),
+    ...               Path("/r/runs/e1/RESULTS.md"))
+    '![f](../../docs/figures/a.png) [m](../../docs/METHOD.md#x) [w](https://x.org) [s](#here)'
+    """
+    source, out = Path(os.path.abspath(source_dir)), Path(os.path.abspath(output_md)).parent
+    if source == out:
+        return text
+
+    def moved(m: re.Match[str]) -> str:
+        return f"]({Path(os.path.relpath(source / m.group(1), out)).as_posix()}{m.group(2) or ''})"
+
+    return _RELATIVE_TARGET.sub(moved, text)
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:

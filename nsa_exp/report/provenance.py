@@ -28,7 +28,7 @@ from ..io.reader import read_bounded
 from ..io.store import read_strict, write_text_atomic
 from ..io.strict_json import MAX_BYTES
 from .manifest import KNOWN_FAILING, SESSION_SCRIPT, Inputs
-from .markdown import md_table
+from .markdown import md_table, rebased_links
 
 START, END = "<!-- provenance:start -->", "<!-- provenance:end -->"
 
@@ -206,13 +206,14 @@ def provenance_block(inputs: Inputs, docs: dict[str, dict[str, Any]] | None = No
 
 def update_provenance(path: Path, block: str, source: str | Path | None = None) -> None:
     """Write ``path``: ``source``'s text (default ``path`` itself; its markers must be there) with the generated
-    block replaced by ``block``."""
+    block replaced by ``block`` and its relative links reaching their files from ``path``'s folder
+    (:func:`.markdown.rebased_links`)."""
     source = Path(source or path)
     text = read_bounded(source, str(source), MAX_BYTES).decode("utf-8")
     if START not in text or END not in text:
         raise UserError(f"{source}: no {START} ... {END} markers for the provenance table")
     head, rest = text.split(START, 1)
-    write_text_atomic(path, f"{head}{START}\n{block}\n{END}{rest.split(END, 1)[1]}")
+    write_text_atomic(path, rebased_links(f"{head}{START}\n{block}\n{END}{rest.split(END, 1)[1]}", source.parent, path))
 
 
 def missing_from(block: str, files: Iterable[str]) -> list[str]:

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +23,8 @@ from nsa_exp.errors import UserError
 from nsa_exp.report.build import build_report
 from nsa_exp.report.lock import write_lock
 from nsa_exp.report.manifest import committed_inputs
-from nsa_exp.report.provenance import END, START, missing_from
-from nsa_exp.report.readme import README_END, README_START
+from nsa_exp.report.provenance import END, START, missing_from, update_provenance
+from nsa_exp.report.readme import README_END, README_START, update_readme
 from nsa_exp.report.summary import ANSWER, MAX_LINES
 from tests.helpers import REPO
 from tests.report.conftest import as_a_user, from_loaded
@@ -47,14 +48,41 @@ def regenerated(tmp_path_factory, report_data) -> dict[str, str]:
             "provenance": provenance.read_text(), "analysis": (tmp / "a.json").read_text()}
 
 
+#: a markdown link's relative target (not a URL, an anchor or an absolute path) and its anchor
+LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s#]+)(#[^)\s]*)?\)")
+
+
+def resolved(text: str, folder: Path) -> str:
+    """``text`` with each relative link target replaced by the absolute path it reaches from ``folder``; every one
+    must exist (a broken link fails here)."""
+    def absolute(m: re.Match[str]) -> str:
+        target = Path(os.path.normpath(folder / m.group(1)))
+        assert target.exists(), f"broken link {m.group(0)} from {folder}"
+        return f"]({target}{m.group(2) or ''})"
+    return LINK.sub(absolute, text)
+
+
 def test_committed_results_md_regenerates_byte_for_byte(regenerated, tmp_path):
-    """Written elsewhere, RESULTS.md links the committed figures from its own folder (every image resolves); with
-    those links read as docs/RESULTS.md's own, it is the committed file byte for byte."""
+    """Written elsewhere, RESULTS.md links the committed figures and pages from its own folder (every relative link
+    resolves); with its links resolved, it is the committed file with its links resolved from docs/."""
     text = regenerated["results"]
-    rel = os.path.relpath(REPO / "docs" / "figures", regenerated["folder"])
-    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
-    assert images and all(link.startswith(f"{rel}/") and (regenerated["folder"] / link).is_file() for link in images)
-    assert text.replace(f"]({rel}/", "](figures/") == (REPO / "docs" / "RESULTS.md").read_text()
+    assert re.search(r"!\[[^]]*\]\(\.\./", text)  # the images, reached from the copy's folder
+    assert resolved(text, regenerated["folder"]) == resolved((REPO / "docs" / "RESULTS.md").read_text(),
+                                                             REPO / "docs")
+
+
+def test_a_run_folders_readme_and_provenance_copies_link_what_the_published_ones_link(tmp_path):
+    """``report --update-readme`` without ``--publish`` writes ``runs/<name>/README.md`` from README.md (and
+    PROVENANCE.md likewise): their ``docs/…`` links were broken there (a new user's finding, 2026-12-06)."""
+    for published, write in ((REPO / "README.md", update_readme), (REPO / "docs" / "PROVENANCE.md", update_provenance)):
+        dest = tmp_path / "runs" / "e1" / published.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        text = published.read_text()
+        marks = (README_START, README_END) if write is update_readme else (START, END)
+        block = text.split(marks[0], 1)[1].split(marks[1], 1)[0].strip("\n")
+        write(dest, block, published)
+        assert dest.read_text() != text  # its links moved
+        assert resolved(dest.read_text(), dest.parent) == resolved(text, published.parent)
 
 
 def test_readme_results_block_regenerates_byte_for_byte(regenerated):
