@@ -260,6 +260,26 @@ def test_release_bench_refuses_bad_arguments_before_torch_is_imported(tmp_path):
         assert option in line, line
 
 
+def test_check_and_smoke_refuse_a_bad_config_or_output_before_torch_is_imported(tmp_path):
+    """Their config and report path are arguments (arguments._gpu_report), read and claimed before the handler
+    imports torch: one line each, exit 2 (1.2-1.5 s -> 0.3 s on a CPU box)."""
+    bad = [["check", "--config", str(tmp_path / "none.json")],
+           ["smoke", "--config", "configs/e1_h100.json", "--output", "configs/e1_h100.json"],
+           ["check", "--output", "results/reports/e1_h100_check.json"]]  # a published path without --publish
+    code = ("import sys\nfrom nsa_exp.cli import main\ncodes = []\n"
+            f"for argv in {bad!r}:\n"
+            "    try:\n        codes.append(main(argv))\n"
+            "    except SystemExit as e:\n        codes.append(e.code)\n"
+            "print(*codes, 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.split() == ["2"] * len(bad) + ["False"], (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == len(bad) and all(ln.startswith("error: ") for ln in lines), lines
+    for named, line in zip(("none.json", "--output configs/e1_h100.json", "--output"), lines, strict=True):
+        assert named in line, line
+
+
 def test_flush_study_writes_its_document_without_importing_torch_or_triton(tmp_path):
     """A CPU command's metadata reads torch's and triton's versions from their installed distributions
     (io/metadata.software_versions, ``import_gpu=False``): flush-study imported both (1.2 s of a 2 s run)."""

@@ -34,18 +34,15 @@ def _policy(args: argparse.Namespace, config: Config, *inputs: tuple[str, str | 
 
 
 def check(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    out = _policy(args, config).claim(args.output or RESULTS_DIR / "reports" / f"{config.name}_check.json",
-                                      named=args.output is not None)
+    # the config read and the report's path claimed by the argument checks (arguments._gpu_report), before torch
+    config, out = args.run_config, args.run_output
     run_check(config, args.allow_gpu, out)
     print(f"check passed; report {out}")
     return 0
 
 
 def smoke(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    out = _policy(args, config).claim(args.output or RESULTS_DIR / "reports" / f"{config.name}_smoke.json",
-                                      named=args.output is not None)
+    config, out = args.run_config, args.run_output  # as check's (arguments._gpu_report)
     report = run_smoke(config, args.allow_gpu, out)
     for name, m in report["naive"]["metrics"].items():
         print(f"naive  {name}: rel_l2 {m['rel_l2']:.2e} max_abs/max|ref| {m['max_abs_rel']:.2e}")
