@@ -66,6 +66,22 @@ def _routing_time(args: argparse.Namespace) -> None:
         check_length(config.shape, T, "--lengths")
 
 
+def _check_counts(args: argparse.Namespace, cupti_pass: str = "the CUPTI pass") -> None:
+    """``--repetitions`` (a positive integer when given) and ``--cupti-rounds`` (0 skips ``cupti_pass``), the
+    counts bench, peer-bench and release-bench share."""
+    if args.repetitions is not None and args.repetitions < 1:
+        raise UserError("--repetitions: must be a positive integer")
+    if args.cupti_rounds is not None and args.cupti_rounds < 0:
+        raise UserError(f"--cupti-rounds: must be 0 (skip {cupti_pass}) or a positive integer")
+
+
+def _claimed_output(args: argparse.Namespace, config: Config, default: Path) -> Path:
+    """``--output`` (else ``default``) claimed under the output policy with the config as an input and the config's
+    name as the run folder's (:class:`nsa_exp.io.store.OutputPolicy`)."""
+    return OutputPolicy.of(args, ("--config", args.config), run=config.name).claim(
+        Path(args.output) if args.output else default, named=args.output is not None)
+
+
 def _bench(args: argparse.Namespace) -> None:
     if args.resume and args.discard_journal:
         raise UserError("--discard-journal: contradicts --resume (--resume continues the interrupted bench's journal, "
@@ -73,10 +89,7 @@ def _bench(args: argparse.Namespace) -> None:
     if args.output and args.summary and same_file(args.output, args.summary):
         raise UserError(f"--summary {args.summary}: the same file as --output; the raw JSON and the summary CSV need "
                         "two paths")
-    if args.repetitions is not None and args.repetitions < 1:
-        raise UserError("--repetitions: must be a positive integer")
-    if args.cupti_rounds is not None and args.cupti_rounds < 0:
-        raise UserError("--cupti-rounds: must be 0 (skip the CUPTI pass) or a positive integer")
+    _check_counts(args)
     config = load_config(args.config)
     check_bench_arm(config, args)
     _bench_result(args, "autotune_from", "--autotune-from", config)
@@ -119,16 +132,11 @@ def _peer_bench(args: argparse.Namespace) -> None:
         peer(name)
     if len(set(names)) != len(names):
         raise UserError(f"--peers: {args.peers!r} lists a peer twice")
-    if args.repetitions is not None and args.repetitions < 1:
-        raise UserError("--repetitions: must be a positive integer")
-    if args.cupti_rounds is not None and args.cupti_rounds < 0:
-        raise UserError("--cupti-rounds: must be 0 (skip the CUPTI pass) or a positive integer")
+    _check_counts(args)
     config = load_config(args.config).overridden(repetitions=args.repetitions)
     if args.stop_rule:
         config = with_default_rule(config, "peer-bench --stop-rule")
-    out = OutputPolicy.of(args, ("--config", args.config), run=config.name).claim(
-        Path(args.output) if args.output else RESULTS_DIR / "peers" / f"{config.name}.json",
-        named=args.output is not None)
+    out = _claimed_output(args, config, RESULTS_DIR / "peers" / f"{config.name}.json")
     args.peer_request = PeerRequest(config, args.allow_gpu, tuple(names), out, args.cupti_rounds)
 
 
@@ -352,10 +360,8 @@ def _gpu_report(args: argparse.Namespace) -> None:
     policy (``args.run_output``: ``--output``, else ``results/reports/<config>_<command>.json`` in the run folder):
     a bad config or output is refused before the handler imports torch (1.2-1.5 s -> 0.3 s on a CPU box)."""
     config = load_config(args.config)
-    default = RESULTS_DIR / "reports" / f"{config.name}_{args.command}.json"
     args.run_config = config
-    args.run_output = OutputPolicy.of(args, ("--config", args.config), run=config.name).claim(
-        args.output or default, named=args.output is not None)
+    args.run_output = _claimed_output(args, config, RESULTS_DIR / "reports" / f"{config.name}_{args.command}.json")
 
 
 def _release_bench(args: argparse.Namespace) -> None:
@@ -363,10 +369,7 @@ def _release_bench(args: argparse.Namespace) -> None:
     ``--fla-source`` tree and the releases it times (``args.releases``,
     :meth:`nsa_exp.releases.config.ReleaseConfig.versions`): refused before the handler imports torch (1.5 s ->
     0.3 s on a CPU box)."""
-    if args.repetitions is not None and args.repetitions < 1:
-        raise UserError("--repetitions: must be a positive integer")
-    if args.cupti_rounds is not None and args.cupti_rounds < 0:
-        raise UserError("--cupti-rounds: must be 0 (skip the per-kernel pass) or a positive integer")
+    _check_counts(args, "the per-kernel pass")
     cfg = load_release_config(args.config)
     if args.wheel_dir and not Path(args.wheel_dir).is_dir():
         raise UserError(f"--wheel-dir {args.wheel_dir}: no such folder")

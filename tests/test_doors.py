@@ -239,45 +239,43 @@ def test_a_pattern_typo_is_refused_before_torch_is_imported(command):
 
 
 
-def test_release_bench_refuses_bad_arguments_before_torch_is_imported(tmp_path):
-    """release-bench's numbers, release config, trees and releases are arguments (arguments._release_bench), not the
-    handler's: each one line, exit 2, with no torch import (1.5 s -> 0.25 s on a CPU box)."""
-    bad = [["--repetitions", "0", "--release", "0.6.0"], ["--cupti-rounds", "-1"], ["--release", "latest"],
-           ["--release", "0.6.0", "--release", "0.6.0"], ["--config", str(tmp_path / "none.json")],
-           ["--fla-source", str(tmp_path / "no-tree")], ["--wheel-dir", str(tmp_path / "no-wheels")]]
+def assert_refused_before_torch(cases: list[tuple[list[str], str]]) -> None:
+    """Each ``(argv, named)`` run through ``cli.main`` in one fresh process: exit 2, one ``error:`` line naming
+    ``named``, and torch never imported."""
     code = ("import sys\nfrom nsa_exp.cli import main\ncodes = []\n"
-            f"for argv in {bad!r}:\n"
-            "    try:\n        codes.append(main(['release-bench', *argv]))\n"
-            "    except SystemExit as e:\n        codes.append(e.code)\n"
-            "print(*codes, 'torch' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.stdout.split() == ["2"] * len(bad) + ["False"], (proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == len(bad) and all(ln.startswith("error: ") for ln in lines), lines
-    for option, line in zip(("--repetitions", "--cupti-rounds", "--release", "--release", "release config",
-                             "--fla-source", "--wheel-dir"), lines, strict=True):
-        assert option in line, line
-
-
-def test_check_and_smoke_refuse_a_bad_config_or_output_before_torch_is_imported(tmp_path):
-    """Their config and report path are arguments (arguments._gpu_report), read and claimed before the handler
-    imports torch: one line each, exit 2 (1.2-1.5 s -> 0.3 s on a CPU box)."""
-    bad = [["check", "--config", str(tmp_path / "none.json")],
-           ["smoke", "--config", "configs/e1_h100.json", "--output", "configs/e1_h100.json"],
-           ["check", "--output", "results/reports/e1_h100_check.json"]]  # a published path without --publish
-    code = ("import sys\nfrom nsa_exp.cli import main\ncodes = []\n"
-            f"for argv in {bad!r}:\n"
+            f"for argv in {[argv for argv, _ in cases]!r}:\n"
             "    try:\n        codes.append(main(argv))\n"
             "    except SystemExit as e:\n        codes.append(e.code)\n"
             "print(*codes, 'torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.stdout.split() == ["2"] * len(bad) + ["False"], (proc.stdout, proc.stderr)
+    assert proc.stdout.split() == ["2"] * len(cases) + ["False"], (proc.stdout, proc.stderr)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == len(bad) and all(ln.startswith("error: ") for ln in lines), lines
-    for named, line in zip(("none.json", "--output configs/e1_h100.json", "--output"), lines, strict=True):
+    assert len(lines) == len(cases) and all(ln.startswith("error: ") for ln in lines), lines
+    for (_, named), line in zip(cases, lines, strict=True):
         assert named in line, line
+
+
+def test_release_bench_refuses_bad_arguments_before_torch_is_imported(tmp_path):
+    """release-bench's numbers, release config, trees and releases are arguments (arguments._release_bench), not the
+    handler's: each one line, exit 2, with no torch import (1.5 s -> 0.25 s on a CPU box)."""
+    bad = [(["--repetitions", "0", "--release", "0.6.0"], "--repetitions"),
+           (["--cupti-rounds", "-1"], "--cupti-rounds"),
+           (["--release", "latest"], "--release"), (["--release", "0.6.0", "--release", "0.6.0"], "--release"),
+           (["--config", str(tmp_path / "none.json")], "release config"),
+           (["--fla-source", str(tmp_path / "no-tree")], "--fla-source"),
+           (["--wheel-dir", str(tmp_path / "no-wheels")], "--wheel-dir")]
+    assert_refused_before_torch([(["release-bench", *argv], named) for argv, named in bad])
+
+
+def test_check_and_smoke_refuse_a_bad_config_or_output_before_torch_is_imported(tmp_path):
+    """Their config and report path are arguments (arguments._gpu_report), read and claimed before the handler
+    imports torch: one line each, exit 2 (1.2-1.5 s -> 0.3 s on a CPU box)."""
+    assert_refused_before_torch([
+        (["check", "--config", str(tmp_path / "none.json")], "none.json"),
+        (["smoke", "--config", "configs/e1_h100.json", "--output", "configs/e1_h100.json"],
+         "--output configs/e1_h100.json"),
+        (["check", "--output", "results/reports/e1_h100_check.json"], "--output")])  # published, no --publish
 
 
 def test_flush_study_writes_its_document_without_importing_torch_or_triton(tmp_path):
@@ -292,6 +290,7 @@ def test_flush_study_writes_its_document_without_importing_torch_or_triton(tmp_p
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.stdout.split()[-3:] == ["0", "False", "False"], (proc.stdout[-500:], proc.stderr[-2000:])
     assert json.loads(out.read_text())["metadata"]["versions"]["torch"]  # still recorded, from the distribution
+
 
 @pytest.mark.parametrize("argv", [["compare", "results/raw/e1_h200.json", "no/such/b.json"],
                                   ["compare", "results/raw/e1_h200.json", "results/raw/e1_h200_repeat.json",
