@@ -29,12 +29,14 @@ from . import PINNED_COMMIT, REPO_ROOT, RESULTS_DIR
 from .analysis.noise_table import table_path
 from .analysis.stop_rule import STAGE_RULE, with_default_rule
 from .core.config import MAX_T, Config, Shape
+from .core.environment import require_device_node, require_env
 from .core.families import TUNE_PATTERN
 from .core.nvtx import parse_patterns
 from .core.peers import peer
-from .core.requests import BenchRequest, CompareRequest, PeerRequest
+from .core.requests import BenchRequest, CompareRequest, PeerRequest, WhatIfRequest
 from .errors import UserError
 from .io.config_files import read_config_file
+from .io.journal import Journal
 from .io.reader import file_size, same_file, show_path
 from .io.store import OutputPolicy
 from .io.strict_csv import parse_positive_ints
@@ -75,10 +77,11 @@ def _check_counts(args: argparse.Namespace, cupti_pass: str = "the CUPTI pass") 
         raise UserError(f"--cupti-rounds: must be 0 (skip {cupti_pass}) or a positive integer")
 
 
-def _claimed_output(args: argparse.Namespace, config: Config, default: Path) -> Path:
-    """``--output`` (else ``default``) claimed under the output policy with the config as an input and the config's
-    name as the run folder's (:class:`nsa_exp.io.store.OutputPolicy`)."""
-    return OutputPolicy.of(args, ("--config", args.config), run=config.name).claim(
+def _claimed_output(args: argparse.Namespace, config: Config, default: Path,
+                    *inputs: tuple[str, str | None]) -> Path:
+    """``--output`` (else ``default``) claimed under the output policy with the config and ``inputs`` (option, path)
+    as inputs and the config's name as the run folder's (:class:`nsa_exp.io.store.OutputPolicy`)."""
+    return OutputPolicy.of(args, ("--config", args.config), *inputs, run=config.name).claim(
         Path(args.output) if args.output else default, named=args.output is not None)
 
 
@@ -106,7 +109,7 @@ def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
     (``--output`` or ``results/raw/<name>.json``, the summary beside it under ``summaries/``) claimed under the
     output policy (``runs/<name>/`` unless ``--publish``; the config, ``--autotune-from`` and each
     ``--routing-file`` are inputs), the ``--tuning-cache`` folder made, every ``--routing-file`` read and
-    validated at the config's shape: all before any GPU work, in this order."""
+    validated at the config's shape, a leftover journal refused: all before any GPU work, in this order."""
     name = args.name or config.name
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
@@ -117,6 +120,9 @@ def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
     # the summary takes a named --output's stem; it is a default output (runs/<name>/summaries/ unless --publish)
     summary = policy.claim(summary, named=args.summary is not None, option="--summary")
     files = file_routings(args.routing_file, config.shape, args.require_equal_edges)
+    # a leftover journal (or --resume without one): refused here too, before the door's gates (bench's own gates
+    # refuse it first for a caller that is not the command line: reproduce, a test)
+    Journal(REPO_ROOT, out.stem).refuse_unless_told(args.resume, args.discard_journal)
     return BenchRequest(config, args.allow_gpu, out, summary, resume=args.resume,
                         discard_journal=args.discard_journal, tune_on=args.tune_on,
                         per_pattern=args.tune == "per-pattern", autotune_from=args.autotune_from,
@@ -134,6 +140,8 @@ def _peer_bench(args: argparse.Namespace) -> None:
         raise UserError(f"--peers: {args.peers!r} lists a peer twice")
     _check_counts(args)
     config = load_config(args.config).overridden(repetitions=args.repetitions)
+    if not config.patterns:
+        raise UserError("config.patterns: peer-bench needs at least one routing")
     if args.stop_rule:
         config = with_default_rule(config, "peer-bench --stop-rule")
     out = _claimed_output(args, config, RESULTS_DIR / "peers" / f"{config.name}.json")
@@ -182,9 +190,13 @@ def _bench_result(args: argparse.Namespace, dest: str, option: str, config: Conf
 
 def _profile(args: argparse.Namespace) -> None:
     """``--pattern`` (one family or A-vs-B) before anything is read (the handler imports torch: a typo is refused
-    in a fraction of a second), then ``--benchmark-result`` against the config."""
-    parse_patterns(args.pattern)
-    _bench_result(args, "benchmark_result", "--benchmark-result", load_config(args.config))
+    in a fraction of a second), then against the config (read once: ``args.run_config``), then
+    ``--benchmark-result`` against it."""
+    names = parse_patterns(args.pattern)
+    args.run_config = config = load_config(args.config)
+    for name in names:
+        config.pattern(name)
+    _bench_result(args, "benchmark_result", "--benchmark-result", config)
 
 
 def parse_max_fanins(text: str) -> list[int]:
@@ -200,7 +212,8 @@ def parse_max_fanins(text: str) -> list[int]:
 def _whatif(args: argparse.Namespace) -> None:
     """Patterns of the config, F values, layouts, rounds; then the arms' memory from the shape alone
     (:func:`nsa_exp.model.split.check_whatif_memory`, B' copies of the inputs per arm) against the memory of
-    the config's GPU (on the GPU itself the free memory is checked again before anything is allocated)."""
+    the config's GPU (on the GPU itself the free memory is checked again before anything is allocated); then the
+    output claimed: one frozen :class:`~nsa_exp.core.requests.WhatIfRequest` (``args.whatif_request``)."""
     config = load_config(args.config)
     patterns = args.patterns.split(",")
     names = [p.name for p in config.patterns]
@@ -214,11 +227,15 @@ def _whatif(args: argparse.Namespace) -> None:
         raise UserError("--rounds: must be a positive integer")
     _bench_result(args, "benchmark_result", "--benchmark-result", config)
     memory = GPU_MEMORY_BYTES.get(config.required_gpu)
-    if memory is None or config.cu_seqlens is not None:
-        return  # a GPU we hold no figure for (checked on it, against its free memory), or packed (not split)
-    routings = {p: generate_routing(config.pattern(p), config.shape, config.seeds.routing) for p in patterns}
-    check_whatif_memory(config.shape, routings, max_fanins, layouts, memory,
-                        f"the {config.required_gpu}'s {memory / 2**30:.1f} GiB")
+    if memory is not None and config.cu_seqlens is None:  # else a GPU we hold no figure for (checked on it, against
+        # its free memory), or packed (not split)
+        routings = {p: generate_routing(config.pattern(p), config.shape, config.seeds.routing) for p in patterns}
+        check_whatif_memory(config.shape, routings, max_fanins, layouts, memory,
+                            f"the {config.required_gpu}'s {memory / 2**30:.1f} GiB")
+    out = _claimed_output(args, config, RESULTS_DIR / "whatif" / f"{config.name}_whatif.json",
+                          ("--benchmark-result", args.benchmark_result))
+    args.whatif_request = WhatIfRequest(config, args.allow_gpu, tuple(patterns), tuple(max_fanins), tuple(layouts),
+                                        args.rounds, args.benchmark_result, out)
 
 
 def parse_slurm(text: str | None) -> dict[str, Any] | None:
@@ -413,8 +430,26 @@ CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "pee
                             "validate": _validate, "reproduce": _reproduce}
 
 
+#: The GPU commands whose handler meets the strict gates first once their checks here have passed, each with the
+#: config its check read (its ``required_gpu`` names the GPU in the refusal): the door runs the first two gates
+#: here, torch-free (:func:`nsa_exp.core.environment.require_env`, then the ``gpu`` gate's device-node half
+#: :func:`nsa_exp.core.environment.require_device_node`), so a CPU box or a container started without its GPU
+#: refuses them in ~0.3 s, not after torch's import (~1.5 s); the handler's gates run both again. Not here:
+#: ``check`` (lists every gate's verdict), ``reproduce`` (its first step is check), ``release-bench``, ``ncu``,
+#: ``autotune-matrix`` and ``sweep`` (work or checks of their own between their arguments and their gates).
+GATED: dict[str, Callable[[argparse.Namespace], Config]] = {
+    "bench": lambda a: a.bench_request.config, "smoke": lambda a: a.run_config,
+    "peer-bench": lambda a: a.peer_request.config, "whatif": lambda a: a.whatif_request.config,
+    "profile-stage": lambda a: a.run_config}
+
+
 def check_arguments(args: argparse.Namespace) -> None:
-    """Run the check of ``args.command`` (if it has one): one :class:`UserError` line naming the option."""
-    check = CHECKS.get(getattr(args, "command", ""))
+    """Run the check of ``args.command`` (if it has one): one :class:`UserError` line naming the option; then, for a
+    :data:`GATED` command, the environment and device-node gates (one :class:`~nsa_exp.errors.GateFailure` line)."""
+    command = getattr(args, "command", "")
+    check = CHECKS.get(command)
     if check is not None:
         check(args)
+    if command in GATED:
+        require_env()
+        require_device_node(GATED[command](args).required_gpu)

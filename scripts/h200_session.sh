@@ -12,6 +12,8 @@
 #   scripts/h200_session.sh x2 OUTDIR      # issue 10: a small sweep over two GPUs (submitit local executor)
 #   scripts/h200_session.sh engine OUTDIR  # issue 21: check, smoke, 20-round bench + validate + compare to the formal
 #   scripts/h200_session.sh engine_stop OUTDIR  # issue 21: the formal bench under --stop-rule + validate + compare
+#   scripts/h200_session.sh doors30 OUTDIR # issue 30: the GATED commands' doors (environment and device-node gates
+#                                          # at the door) on a GPU: smoke, a 3-round bench, profile-stage, a what-if
 #   scripts/h200_session.sh kinds29 OUTDIR # issue 29: check, smoke, bench --stop-rule, compare, ncu dK/dV, validate
 #   scripts/h200_session.sh peers OUTDIR   # issue 31: peer-bench --stop-rule at T=8192 (at most 100 rounds), then
 #                                          # T=32768 (configs/peers_h200*.json) if it validates; validate
@@ -126,6 +128,19 @@ case "$part" in
     step validate20 "$py" -m nsa_exp validate "$out/e1_h200_engine20.json" "$out/e1_h200_engine20.csv"
     step compare20 "$py" -m nsa_exp compare results/raw/e1_h200.json "$out/e1_h200_engine20.json" \
       --output "$out/e1_h200_vs_engine20.json"
+    ;;
+  doors30)  # issue 30: arguments.GATED's commands pass their door's environment and device-node gates on a GPU and
+    # run; every file in OUTDIR (nothing published)
+    ls -l /dev/nvidiactl /dev/dxg > "$out/device_nodes.log" 2>&1
+    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output "$out/e1_h200_smoke.json"
+    step bench3 "$py" -m nsa_exp bench --config configs/e1_h200.json --repetitions 3 --cupti-rounds 0 \
+      --name e1_h200_doors30 --output "$out/e1_h200_doors30.json" --summary "$out/e1_h200_doors30.csv"
+    step profile "$py" -m nsa_exp profile-stage --config configs/e1_h200.json --pattern local --stage dq_core \
+      --benchmark-result results/raw/e1_h200.json
+    step whatif "$py" -m nsa_exp whatif --config configs/e1_h200.json --patterns sink-heavy --max-fanin 8192 \
+      --layouts split --rounds 3 --output "$out/e1_h200_whatif_doors30.json"
+    step validate "$py" -m nsa_exp validate "$out/e1_h200_smoke.json" "$out/e1_h200_doors30.json" \
+      "$out/e1_h200_doors30.csv" "$out/e1_h200_whatif_doors30.json"
     ;;
   kinds29)  # issue 29: the kind modules on the GPU (check, smoke, bench --stop-rule, validate, compare, ncu dK/dV)
     step check "$py" -m nsa_exp check --config configs/e1_h200.json --output "$out/e1_h200_check.json"
@@ -242,7 +257,7 @@ case "$part" in
     step validate_layer_shapes "$py" -m nsa_exp validate results/releases/release_layer_shapes_h200/*.json \
       --release-dir .nsa-exp/releases/fla-core-0.5.2
     ;;
-  *) echo "usage: scripts/h200_session.sh part1|part2|formal|formal_bench|formal2|files|x2|engine|engine_stop|release|layer|layer_shapes OUTDIR" >&2; exit 2 ;;
+  *) echo "usage: scripts/h200_session.sh PART OUTDIR (PART: one of the parts listed at the top of this script)" >&2; exit 2 ;;
 esac
 if [ "$failed_rc" -ne 0 ]; then
   echo "error: h200_session $part: step $failed_step failed (rc=$failed_rc; log $out/$part.$failed_step.log)" >&2

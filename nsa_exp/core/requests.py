@@ -8,6 +8,7 @@ it. ``reproduce`` builds its own (the flow's paths, the stop rule's default, no 
 :class:`PeerRequest` is ``peer-bench``'s, built the same way (``arguments._peer_bench``) and read by
 ``gpu/peers.run_peers`` and its arm. :class:`CompareRequest` is ``compare``'s (``arguments._compare``, read by
 ``handlers.cmd_compare``): the options checked and the output claimed before any file is read.
+:class:`WhatIfRequest` is ``whatif``'s (``arguments._whatif``, read by ``gpu/whatif_run.run_whatif``).
 """
 
 from __future__ import annotations
@@ -114,3 +115,30 @@ class CompareRequest:
     cycles: bool = False
     fail_on: str | None = None
     resamples: int = 10_000
+
+
+@dataclass(frozen=True)
+class WhatIfRequest:
+    """One ``whatif`` run's settings (WHAT-IF ARMS, not the experiment's measurement), built once by
+    ``arguments._whatif`` after its checks and read by ``gpu/whatif_run.run_whatif`` and its arm.
+
+    - ``config``: the experiment config (``--config``).
+    - ``allow_gpu``: ``--allow-gpu`` (the GPU gate's override, recorded in its gate).
+    - ``patterns``: ``--patterns``, each a routing of the config.
+    - ``max_fanins``: ``--max-fanin``: the F values (positive; a CSR row longer than F is split).
+    - ``layouts``: ``--layouts``, each ``split`` or ``split-heavy-first``.
+    - ``rounds``: ``--rounds``: timed rounds after the config's warm-up (positive).
+    - ``benchmark_result``: ``--benchmark-result``: the bench result (validated) whose autotune configs are pinned.
+    - ``output``: the what-if result JSON (schema ``whatif_result``): ``--output``, else
+      ``results/whatif/<config>_whatif.json`` moved to ``runs/<name>/`` unless ``--publish``; claimed under
+      :class:`nsa_exp.io.store.OutputPolicy` before any GPU work.
+    """
+
+    config: Config
+    allow_gpu: bool
+    patterns: tuple[str, ...]
+    max_fanins: tuple[int, ...]
+    layouts: tuple[str, ...]
+    rounds: int
+    benchmark_result: str
+    output: Path

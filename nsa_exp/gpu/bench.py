@@ -31,6 +31,7 @@ from ..core.records import BenchResult, recorded_stages
 from ..core.requests import BenchRequest
 from ..core.stages import STAGE_NAMES
 from ..errors import GateFailure
+from ..io.journal import Journal, check_resumable
 from ..io.store import write_frame, write_record
 from ..io.tuning_cache import entry_path, store
 from ..routing.fanin import routing_statistics
@@ -38,7 +39,6 @@ from ..routing.packing import packing_record
 from .cupti import cupti_pass
 from .engine import Arm, Cells, Run, measure
 from .gates import gate_detail
-from .journal import Journal, check_resumable
 from .telemetry import throttled
 from .timing import next_round
 

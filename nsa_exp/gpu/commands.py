@@ -13,9 +13,7 @@ from .. import REPO_ROOT, RESULTS_DIR
 from ..analysis.peers import format_peers
 from ..analysis.summary import format_summary
 from ..core.config import Config
-from ..errors import UserError
 from ..io.store import OutputPolicy
-from ..io.strict_csv import parse_positive_ints
 from ..routing.config import load_config
 from .bench import run_bench
 from .check import run_check
@@ -65,8 +63,8 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def profile(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    info = profile_stage(config, args.pattern, args.stage, args.benchmark_result, args.allow_gpu)
+    # the config read and the patterns checked against it by the argument checks (arguments._profile)
+    info = profile_stage(args.run_config, args.pattern, args.stage, args.benchmark_result, args.allow_gpu)
     print(json.dumps(info))
     return 0
 
@@ -102,21 +100,13 @@ def peer_bench(args: argparse.Namespace) -> int:
 
 
 def whatif(args: argparse.Namespace) -> int:
-    """WHAT-IF ARMS (not the experiment's measurement): see :mod:`nsa_exp.gpu.whatif_run`."""
-    config = load_config(args.config)
-    ints = parse_positive_ints(args.max_fanin, "--max-fanin", "4096,8192")
-    layouts = args.layouts.split(",")
-    if bad := [x for x in layouts if x not in ("split", "split-heavy-first")]:
-        raise UserError(f"--layouts: {bad} not in split, split-heavy-first")
-    if args.rounds < 1:
-        raise UserError("--rounds: must be a positive integer")
-    out = _policy(args, config, ("--benchmark-result", args.benchmark_result)).claim(
-        args.output or RESULTS_DIR / "whatif" / f"{config.name}_whatif.json", named=args.output is not None)
-    doc = run_whatif(config, args.allow_gpu, args.patterns.split(","), ints, layouts, args.rounds,
-                     args.benchmark_result, out)
+    """WHAT-IF ARMS (not the experiment's measurement): see :mod:`nsa_exp.gpu.whatif_run` (arguments checked, the
+    config read and the output claimed by ``arguments._whatif``: ``args.whatif_request``)."""
+    request = args.whatif_request
+    doc = run_whatif(request)
     for pattern, entry in doc["patterns"].items():
         for name, arm in entry["arms"].items():
             print(f"{pattern:<12} {name:<32} B'={arm['batches']:<3} median {arm['total']['median_ms']:8.3f} ms  "
                   f"saved {arm['saved_ms']:+8.3f} ms")
-    print(f"wrote {out} (WHAT-IF ARMS, not the experiment's measurement)")
+    print(f"wrote {request.output} (WHAT-IF ARMS, not the experiment's measurement)")
     return 0

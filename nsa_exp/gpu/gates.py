@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..core.config import Config
-from ..core.environment import REQUIRED_TRITON, require_env
+from ..core.environment import REQUIRED_TRITON, no_gpu, require_device_node, require_env
 from ..core.families import family
 from ..errors import GateFailure, UserError
 from ..io.progress import progress
@@ -33,10 +33,11 @@ def environment_gate() -> dict[str, Any]:
 
 
 def gpu_gate(required_name: str, allow_gpu: bool) -> dict[str, Any]:
-    """A CUDA GPU is visible and its name contains ``required_name`` (unless ``allow_gpu``)."""
+    """A CUDA GPU is visible (an NVIDIA device node, :func:`~nsa_exp.core.environment.require_device_node`, then
+    torch) and its name contains ``required_name`` (unless ``allow_gpu``)."""
+    require_device_node(required_name)
     if not torch.cuda.is_available():
-        raise GateFailure(f"gpu: no CUDA GPU is visible to torch; run on an {required_name} host (check nvidia-smi and "
-                          "CUDA_VISIBLE_DEVICES) or, in the container, pass --gpus / the compose GPU reservation")
+        raise no_gpu(required_name, "to torch")
     name = torch.cuda.get_device_name(0)
     if required_name not in name and not allow_gpu:
         raise GateFailure(f"gpu: found {name!r}, the experiment is defined on an {required_name}; "

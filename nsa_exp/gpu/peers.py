@@ -42,7 +42,6 @@ from ..core.families import TUNE_PATTERN
 from ..core.measurement import RoundPlan
 from ..core.peers import DENSE_CELL, PEER_STAGES, cell_name, peer, skip_reason
 from ..core.requests import PeerRequest
-from ..errors import UserError
 from ..routing.block_mask import block_mask_layout, is_tile_shared, selection_bitmap
 from ..routing.patterns import generate_routing
 from .cupti import cupti_pass
@@ -374,10 +373,8 @@ def run_peers(request: PeerRequest, device: Any = None, clock: Any = None) -> di
     :mod:`nsa_exp.analysis.stop_rule`, each cell a "routing" of the verdict rule, dropped once its three stages'
     CIs are tight; ``cupti_rounds``: profiled rounds after the timed ones, None: sized by need,
     :func:`nsa_exp.analysis.cupti.sizing`, 0: no pass). ``device``/``clock``: injectable (:mod:`.engine`).
-    UserError for a config without routings."""
+    A config without routings is refused by ``arguments._peer_bench``."""
     config = request.config
-    if not config.patterns:
-        raise UserError("config.patterns: peer-bench needs at least one routing")
     run = Run(config, request.allow_gpu, request.output, device=device, **({} if clock is None else {"clock": clock}))
     compiled = device is None
     doc = measure(PeerArm(list(request.peers), compiled, request.cupti_rounds), run)

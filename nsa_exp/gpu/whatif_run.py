@@ -14,13 +14,12 @@ T=32768). Autotune configs are pinned to the benchmark result's, so the arms run
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from ..checking import whatif_result
-from ..core.config import Config
 from ..core.measurement import RoundPlan
 from ..core.protocol import summarize
+from ..core.requests import WhatIfRequest
 from ..errors import UserError
 from ..io.store import load_document
 from ..model.split import check_whatif_memory
@@ -118,8 +117,9 @@ class WhatIfArm(Arm[dict[str, Any]]):
                                    wall_seconds=run.elapsed(), metadata=run.metadata())
 
 
-def run_whatif(config: Config, allow_gpu: bool, patterns: list[str], max_fanins: list[int], layouts: list[str],
-               rounds: int, benchmark_result: str, output: str | Path, device: Any = None) -> dict[str, Any]:
-    """Measure the arms; write and return the ``whatif_result`` document."""
-    return measure(WhatIfArm(patterns, max_fanins, layouts, rounds, benchmark_result),
-                   Run(config, allow_gpu, Path(output), device=device))
+def run_whatif(request: WhatIfRequest, device: Any = None) -> dict[str, Any]:
+    """Measure the arms of ``request`` (:class:`~nsa_exp.core.requests.WhatIfRequest`); write the ``whatif_result``
+    document to ``request.output`` and return it. ``device`` (default CUDA) is injectable (:mod:`.engine`)."""
+    arm = WhatIfArm(list(request.patterns), list(request.max_fanins), list(request.layouts), request.rounds,
+                    request.benchmark_result)
+    return measure(arm, Run(request.config, request.allow_gpu, request.output, device=device))

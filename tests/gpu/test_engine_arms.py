@@ -261,7 +261,7 @@ class DyingGpu(FakeGpu):
 
 def test_a_bench_killed_mid_run_resumes_from_its_journal_and_validates(fake_gpu, tmp_path, pytest_argv):
     from nsa_exp.gpu.bench import run_bench  # noqa: PLC0415 - FLA after the interpreter setup
-    from nsa_exp.gpu.journal import Journal  # noqa: PLC0415
+    from nsa_exp.io.journal import Journal  # noqa: PLC0415
 
     config = config_from_dict(tiny_config(patterns=[{"name": "local"}], repetitions=5), source="tiny.json")
     out, costs = tmp_path / f"tiny_resume_{os.getpid()}.json", [H200_MS[s] for s in STAGE_NAMES]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nsa_exp.errors import UserError
-from nsa_exp.gpu.journal import Journal, check_resumable
+from nsa_exp.io.journal import Journal, check_resumable
 from nsa_exp.io.store import sweep_stale_temps, write_bytes_atomic, write_text_atomic
 from tests.helpers import REPO, assert_one_line_error, run_cli
 
@@ -31,7 +31,7 @@ for i in itertools.count():
 JOURNAL = """
 import sys, itertools, time
 sys.path.insert(0, {repo!r})
-from nsa_exp.gpu.journal import Journal
+from nsa_exp.io.journal import Journal
 j = Journal({root!r}, "killed")
 j.start({{"config": {{"name": "x"}}, "round_orders": [["local"]]}})
 print("ready", flush=True)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..io.store import read_strict, sweep_stale_temps, write_text_atomic
-from ..io.strict_json import dumps_strict
+from .store import read_strict, sweep_stale_temps, write_text_atomic
+from .strict_json import dumps_strict
 
 
 class Journal:
