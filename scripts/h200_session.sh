@@ -130,14 +130,14 @@ case "$part" in
       --output "$out/e1_h200_vs_engine20.json"
     ;;
   doors30)  # issue 30: arguments.GATED's commands pass their door's environment and device-node gates on a GPU and
-    # run; every file in OUTDIR (nothing published)
+    # run (--allow-gpu: on an H100 too); every file in OUTDIR (nothing published)
     ls -l /dev/nvidiactl /dev/dxg > "$out/device_nodes.log" 2>&1
-    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --output "$out/e1_h200_smoke.json"
-    step bench3 "$py" -m nsa_exp bench --config configs/e1_h200.json --repetitions 3 --cupti-rounds 0 \
+    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --allow-gpu --output "$out/e1_h200_smoke.json"
+    step bench3 "$py" -m nsa_exp bench --config configs/e1_h200.json --allow-gpu --repetitions 3 --cupti-rounds 0 \
       --name e1_h200_doors30 --output "$out/e1_h200_doors30.json" --summary "$out/e1_h200_doors30.csv"
-    step profile "$py" -m nsa_exp profile-stage --config configs/e1_h200.json --pattern local --stage dq_core \
+    step profile "$py" -m nsa_exp profile-stage --config configs/e1_h200.json --allow-gpu --pattern local --stage dq_core \
       --benchmark-result results/raw/e1_h200.json
-    step whatif "$py" -m nsa_exp whatif --config configs/e1_h200.json --patterns sink-heavy --max-fanin 8192 \
+    step whatif "$py" -m nsa_exp whatif --config configs/e1_h200.json --allow-gpu --patterns sink-heavy --max-fanin 8192 \
       --layouts split --rounds 3 --output "$out/e1_h200_whatif_doors30.json"
     step validate "$py" -m nsa_exp validate "$out/e1_h200_smoke.json" "$out/e1_h200_doors30.json" \
       "$out/e1_h200_doors30.csv" "$out/e1_h200_whatif_doors30.json"
