@@ -130,17 +130,18 @@ case "$part" in
       --output "$out/e1_h200_vs_engine20.json"
     ;;
   doors30)  # issue 30: arguments.GATED's commands pass their door's environment and device-node gates on a GPU and
-    # run (--allow-gpu: on an H100 too); every file in OUTDIR (nothing published)
+    # run; the config of the GPU found (an H100 gets e1_h100, its bench result replayed); every file in OUTDIR
     ls -l /dev/nvidiactl /dev/dxg > "$out/device_nodes.log" 2>&1
-    step smoke "$py" -m nsa_exp smoke --config configs/e1_h200.json --allow-gpu --output "$out/e1_h200_smoke.json"
-    step bench3 "$py" -m nsa_exp bench --config configs/e1_h200.json --allow-gpu --repetitions 3 --cupti-rounds 0 \
-      --name e1_h200_doors30 --output "$out/e1_h200_doors30.json" --summary "$out/e1_h200_doors30.csv"
-    step profile "$py" -m nsa_exp profile-stage --config configs/e1_h200.json --allow-gpu --pattern local --stage dq_core \
-      --benchmark-result results/raw/e1_h200.json
-    step whatif "$py" -m nsa_exp whatif --config configs/e1_h200.json --allow-gpu --patterns sink-heavy --max-fanin 8192 \
-      --layouts split --rounds 3 --output "$out/e1_h200_whatif_doors30.json"
-    step validate "$py" -m nsa_exp validate "$out/e1_h200_smoke.json" "$out/e1_h200_doors30.json" \
-      "$out/e1_h200_doors30.csv" "$out/e1_h200_whatif_doors30.json"
+    name=e1_h200; nvidia-smi -L 2>/dev/null | grep -q H100 && name=e1_h100
+    step smoke "$py" -m nsa_exp smoke --config "configs/$name.json" --output "$out/${name}_smoke.json"
+    step bench3 "$py" -m nsa_exp bench --config "configs/$name.json" --repetitions 3 --cupti-rounds 0 \
+      --name "${name}_doors30" --output "$out/${name}_doors30.json" --summary "$out/${name}_doors30.csv"
+    step profile "$py" -m nsa_exp profile-stage --config "configs/$name.json" --pattern local --stage dq_core \
+      --benchmark-result "results/raw/$name.json"
+    step whatif "$py" -m nsa_exp whatif --config "configs/$name.json" --patterns sink-heavy --max-fanin 8192 \
+      --layouts split --rounds 3 --benchmark-result "results/raw/$name.json" --output "$out/${name}_whatif_doors30.json"
+    step validate "$py" -m nsa_exp validate "$out/${name}_smoke.json" "$out/${name}_doors30.json" \
+      "$out/${name}_doors30.csv" "$out/${name}_whatif_doors30.json"
     ;;
   kinds29)  # issue 29: the kind modules on the GPU (check, smoke, bench --stop-rule, validate, compare, ncu dK/dV)
     step check "$py" -m nsa_exp check --config configs/e1_h200.json --output "$out/e1_h200_check.json"
