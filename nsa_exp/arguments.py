@@ -140,8 +140,6 @@ def _peer_bench(args: argparse.Namespace) -> None:
         raise UserError(f"--peers: {args.peers!r} lists a peer twice")
     _check_counts(args)
     config = load_config(args.config).overridden(repetitions=args.repetitions)
-    if not config.patterns:
-        raise UserError("config.patterns: peer-bench needs at least one routing")
     if args.stop_rule:
         config = with_default_rule(config, "peer-bench --stop-rule")
     out = _claimed_output(args, config, RESULTS_DIR / "peers" / f"{config.name}.json")
@@ -190,13 +188,13 @@ def _bench_result(args: argparse.Namespace, dest: str, option: str, config: Conf
 
 def _profile(args: argparse.Namespace) -> None:
     """``--pattern`` (one family or A-vs-B) before anything is read (the handler imports torch: a typo is refused
-    in a fraction of a second), then against the config (read once: ``args.run_config``), then
-    ``--benchmark-result`` against it."""
+    in a fraction of a second), then ``--benchmark-result`` against the config (read once: ``args.run_config``), then
+    the patterns against it (the order the handler checked them in before the door's gates)."""
     names = parse_patterns(args.pattern)
     args.run_config = config = load_config(args.config)
+    _bench_result(args, "benchmark_result", "--benchmark-result", config)
     for name in names:
         config.pattern(name)
-    _bench_result(args, "benchmark_result", "--benchmark-result", config)
 
 
 def parse_max_fanins(text: str) -> list[int]:

@@ -296,6 +296,8 @@ def test_gated_gpu_commands_refuse_a_box_without_a_gpu_before_torch_is_imported(
           "--output", str(tmp_path / "w.json")], no_gpu),
         (["profile-stage", "--pattern", "local", "--stage", "dkv_core"], no_gpu),
         (["profile-stage", "--pattern", "hot-block", "--stage", "dkv_core"], "pattern 'hot-block' is not in config"),
+        (["profile-stage", "--pattern", "hot-block", "--stage", "dkv_core", "--benchmark-result",
+          str(tmp_path / "none.json")], "--benchmark-result"),  # first, as the handler had it (a helper's finding)
         (["bench", "--resume", "--output", str(tmp_path / "b.json")], "--resume but there is no journal"),
     ], env=gpu_env)
     assert_refused_before_torch([(["smoke", "--output", str(tmp_path / "s.json")], "environment: TRITON_F32_DEFAULT")],

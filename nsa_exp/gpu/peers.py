@@ -373,7 +373,7 @@ def run_peers(request: PeerRequest, device: Any = None, clock: Any = None) -> di
     :mod:`nsa_exp.analysis.stop_rule`, each cell a "routing" of the verdict rule, dropped once its three stages'
     CIs are tight; ``cupti_rounds``: profiled rounds after the timed ones, None: sized by need,
     :func:`nsa_exp.analysis.cupti.sizing`, 0: no pass). ``device``/``clock``: injectable (:mod:`.engine`).
-    A config without routings is refused by ``arguments._peer_bench``."""
+    A config without routings never reaches it (the config schema requires one)."""
     config = request.config
     run = Run(config, request.allow_gpu, request.output, device=device, **({} if clock is None else {"clock": clock}))
     compiled = device is None
