@@ -197,6 +197,24 @@ def _profile(args: argparse.Namespace) -> None:
         config.pattern(name)
 
 
+def _ncu(args: argparse.Namespace) -> None:
+    """profile-stage's checks (:func:`_profile`), then the bench result whose configs the profiled child replays
+    (``--benchmark-result``, else ``results/raw/<config>.json`` when it exists: ``args.ncu_benchmark_result``) and the
+    two outputs claimed (``--name`` names a report, not a path: ``results/ncu/<name>.json`` and
+    ``profiles/<name>.ncu-rep``, in ``runs/<config>/`` unless ``--publish``: ``args.ncu_outputs``), before the handler
+    imports torch."""
+    _profile(args)
+    config: Config = args.run_config
+    bench_result = args.benchmark_result
+    if bench_result is None and (RESULTS_DIR / "raw" / f"{config.name}.json").is_file():
+        bench_result = str((RESULTS_DIR / "raw" / f"{config.name}.json").relative_to(REPO_ROOT))
+    name = args.name or f"{config.name}_{args.pattern}_{args.stage}"
+    policy = OutputPolicy.of(args, ("--config", args.config), ("--benchmark-result", bench_result), run=config.name)
+    args.ncu_benchmark_result = bench_result
+    args.ncu_outputs = (policy.claim(RESULTS_DIR / "ncu" / f"{name}.json", option="--name"),
+                        policy.claim(REPO_ROOT / "profiles" / f"{name}.ncu-rep", option="--name"))
+
+
 def parse_max_fanins(text: str) -> list[int]:
     """``--max-fanin 4096,8192`` as positive integers (one line naming the option otherwise; ASCII digits
     only, by the one number rule :func:`nsa_exp.io.strict_csv.parse_int`).
@@ -419,7 +437,7 @@ def _calibrate(args: argparse.Namespace) -> None:
 CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "peer-bench": _peer_bench,
                             "check": _gpu_report, "smoke": _gpu_report,
                             "whatif": _whatif, "sweep": _sweep,
-                            "profile-stage": _profile, "ncu": _profile, "plot": _plot,
+                            "profile-stage": _profile, "ncu": _ncu, "plot": _plot,
                             "sweep-plot": lambda a: require_valid("--table", a.table), "compare": _compare,
                             "release-bench": _release_bench, "release-table": _release_table,
                             "cost": _results, "stop-replay": _results,

@@ -269,14 +269,17 @@ def test_release_bench_refuses_bad_arguments_before_torch_is_imported(tmp_path):
     assert_refused_before_torch([(["release-bench", *argv], named) for argv, named in bad])
 
 
-def test_check_and_smoke_refuse_a_bad_config_or_output_before_torch_is_imported(tmp_path):
-    """Their config and report path are arguments (arguments._gpu_report), read and claimed before the handler
-    imports torch: one line each, exit 2 (1.2-1.5 s -> 0.3 s on a CPU box)."""
+def test_check_smoke_and_ncu_refuse_a_bad_config_or_output_before_torch_is_imported(tmp_path):
+    """Their config and report paths are arguments (arguments._gpu_report, arguments._ncu), read and claimed before
+    the handler imports torch: one line each, exit 2 (1.2-1.7 s -> 0.3 s on a CPU box)."""
     assert_refused_before_torch([
         (["check", "--config", str(tmp_path / "none.json")], "none.json"),
         (["smoke", "--config", "configs/e1_h100.json", "--output", "configs/e1_h100.json"],
          "--output configs/e1_h100.json"),
-        (["check", "--output", "results/reports/e1_h100_check.json"], "--output")])  # published, no --publish
+        (["check", "--output", "results/reports/e1_h100_check.json"], "--output"),  # published, no --publish
+        # ncu's two outputs are claimed by its argument check too (arguments._ncu): the published summary refused
+        (["ncu", "--config", "configs/e1_h200.json", "--stage", "dkv_core", "--publish"],
+         "results/ncu/e1_h200_local-vs-sink-heavy_dkv_core.json: exists")])
 
 
 def test_gated_gpu_commands_refuse_a_box_without_a_gpu_before_torch_is_imported(tmp_path):

@@ -9,12 +9,8 @@ import argparse
 import json
 import sys
 
-from .. import REPO_ROOT, RESULTS_DIR
 from ..analysis.peers import format_peers
 from ..analysis.summary import format_summary
-from ..core.config import Config
-from ..io.store import OutputPolicy
-from ..routing.config import load_config
 from .bench import run_bench
 from .check import run_check
 from .ncu import run_ncu
@@ -22,13 +18,6 @@ from .peers import run_peers
 from .profiler import profile_stage
 from .smoke import run_smoke
 from .whatif_run import run_whatif
-
-
-def _policy(args: argparse.Namespace, config: Config, *inputs: tuple[str, str | None],
-            run: str | None = None) -> OutputPolicy:
-    """This command's output policy: the config and ``inputs`` are never outputs; default outputs go to
-    ``runs/<run>/`` (default the config's name) unless ``--publish`` (:class:`OutputPolicy`)."""
-    return OutputPolicy.of(args, ("--config", args.config), *inputs, run=run or config.name)
 
 
 def check(args: argparse.Namespace) -> int:
@@ -70,17 +59,10 @@ def profile(args: argparse.Namespace) -> int:
 
 
 def ncu(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    bench_result = args.benchmark_result
-    if bench_result is None and (RESULTS_DIR / "raw" / f"{config.name}.json").is_file():
-        bench_result = str((RESULTS_DIR / "raw" / f"{config.name}.json").relative_to(REPO_ROOT))
-    name = args.name or f"{config.name}_{args.pattern}_{args.stage}"
-    policy = _policy(args, config, ("--benchmark-result", bench_result))
-    # --name is a report name, not a path: the files stay in runs/<config>/ (results/ncu, profiles with --publish)
-    summary = policy.claim(RESULTS_DIR / "ncu" / f"{name}.json", option="--name")
-    report = policy.claim(REPO_ROOT / "profiles" / f"{name}.ncu-rep", option="--name")
-    doc = run_ncu(args.config, args.pattern, args.stage, bench_result, name, report.parent, summary.parent,
-                  args.allow_gpu, sys.executable)
+    # the bench result replayed and the two outputs claimed by the argument checks (arguments._ncu)
+    summary, report = args.ncu_outputs
+    doc = run_ncu(args.config, args.pattern, args.stage, args.ncu_benchmark_result, summary.stem, report.parent,
+                  summary.parent, args.allow_gpu, sys.executable)
     for k in doc["kernels"]:
         m = k["metrics"]
         print(f"{k['pattern']}: {k['kernel']} {m['duration_ns']} ns, occupancy {m['achieved_occupancy_pct']}%, "
