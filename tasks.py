@@ -168,13 +168,37 @@ def _parse_errors_exit_2() -> None:
         try:
             parse_tasks()
         except (ParseError, ValueError) as exc:  # ValueError: invoke's int() of an INT flag's value ("abc")
-            raise Exit(f"error: invoke: {exc} (see invoke --list, invoke --help TASK)", code=2) from None
+            bad = flag_with_bad_int(program.core.unparsed, program.collection.to_contexts()) \
+                if isinstance(exc, ValueError) else None
+            why = f"{bad[0]}: {bad[1]!r} is not an integer" if bad else str(exc)
+            raise Exit(f"error: invoke: {why} (see invoke --list, invoke --help TASK)", code=2) from None
         empty = flag_without_value(program.core.unparsed, program.tasks)
         if empty:
             raise Exit(f"error: invoke: flag {empty} needs a value (give it once per value: {empty} A {empty} B)",
                        code=2)
 
     program.parse_tasks, program._nsa_exit_2 = parse_tasks_exit_2, True
+
+
+def flag_with_bad_int(tokens: list[str], contexts: Any) -> tuple[str, str] | None:
+    """The first integer flag of ``contexts`` in ``tokens`` whose value is not an integer, with that value (invoke's
+    parser says only Python's ``invalid literal for int()``); None when there is none.
+
+    >>> from invoke.parser import Argument, ParserContext
+    >>> ctx = ParserContext("whatif", args=[Argument(names=("rounds",), kind=int)])
+    >>> flag_with_bad_int(["whatif", "--rounds", "abc"], [ctx]), flag_with_bad_int(["--rounds", "3"], [ctx])
+    (('--rounds', 'abc'), None)
+    """
+    ints = {n for ctx in contexts for n, arg in ctx.flags.items() if arg.kind is int}
+    for i, token in enumerate(tokens):
+        flag, eq, value = token.partition("=")
+        value = value if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
+        if flag in ints:
+            try:
+                int(value)
+            except ValueError:
+                return flag, value
+    return None
 
 
 def flag_without_value(tokens: list[str], contexts: Any) -> str | None:

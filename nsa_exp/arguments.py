@@ -20,6 +20,7 @@ has none); each raises :class:`nsa_exp.errors.UserError` naming the option.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -85,7 +86,23 @@ def _claimed_output(args: argparse.Namespace, config: Config, default: Path,
         Path(args.output) if args.output else default, named=args.output is not None)
 
 
+def check_run_name(name: str | None, hint: str = "name the file with --output PATH") -> None:
+    """A run or report name (``--name``) names files inside a folder the output policy chose: letters, digits, '.',
+    '_' and '-', not '.' or '..' (a '/' would place the output outside it). One :class:`UserError` line otherwise.
+
+    >>> check_run_name("e1_h200_stop.v2")
+    >>> check_run_name("../../tmp/x")
+    Traceback (most recent call last):
+    ...
+    nsa_exp.errors.UserError: --name '../../tmp/x': a name, not a path (letters, digits, '.', '_', '-'); name the \
+file with --output PATH
+    """
+    if name is not None and (not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name in (".", "..")):
+        raise UserError(f"--name {name!r}: a name, not a path (letters, digits, '.', '_', '-'); {hint}")
+
+
 def _bench(args: argparse.Namespace) -> None:
+    check_run_name(args.name)
     if args.resume and args.discard_journal:
         raise UserError("--discard-journal: contradicts --resume (--resume continues the interrupted bench's journal, "
                         "--discard-journal deletes it); give one of them")
@@ -203,6 +220,7 @@ def _ncu(args: argparse.Namespace) -> None:
     two outputs claimed (``--name`` names a report, not a path: ``results/ncu/<name>.json`` and
     ``profiles/<name>.ncu-rep``, in ``runs/<config>/`` unless ``--publish``: ``args.ncu_outputs``), before the handler
     imports torch."""
+    check_run_name(args.name, "the report's folders are chosen for it (runs/<config>/ unless --publish)")
     _profile(args)
     config: Config = args.run_config
     bench_result = args.benchmark_result

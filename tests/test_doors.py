@@ -307,6 +307,14 @@ def test_gated_gpu_commands_refuse_a_box_without_a_gpu_before_torch_is_imported(
                                 env={name: "" for name in (*REQUIRED_ENV, "TRITON_CACHE_DIR")})
 
 
+def test_a_run_name_is_a_name_not_a_path():
+    """``bench --name ../../../tmp/x`` would have written results/raw/../../../tmp/x.json, outside the repository
+    and the run folder, on a GPU (a new user's finding, 2026-12-06): a name is letters, digits, '.', '_', '-'."""
+    assert_refused_before_torch([(["bench", "--name", name], f"--name {name!r}: a name, not a path")
+                                 for name in ("../../../tmp/x", "a/b", "..", "")]
+                                + [(["ncu", "--stage", "dq_core", "--name", "../x"], "--name '../x'")])
+
+
 def test_flush_study_writes_its_document_without_importing_torch_or_triton(tmp_path):
     """A CPU command's metadata reads torch's and triton's versions from their installed distributions
     (io/metadata.software_versions, ``import_gpu=False``): flush-study imported both (1.2 s of a 2 s run)."""
@@ -347,7 +355,8 @@ def test_a_missing_later_input_is_refused_before_any_input_is_validated(argv):
                                          (["routing", "--json", "--typo"], "--typo"),
                                          (["routing-time", "--lengths"], "--lengths"),
                                          (["validate", "results/raw/e1_h200.json", "--more"], "--more"),
-                                         (["bench", "--repetitions", "abc"], "'abc'")])
+                                         (["bench", "--repetitions", "abc"], "--repetitions: 'abc' is not an integer"),
+                                         (["whatif", "--rounds=x1"], "--rounds: 'x1' is not an integer")])
 def test_invoke_refuses_an_unknown_task_or_flag_in_one_line_with_exit_2(argv, named):
     """The ``invoke`` command itself (tasks.py turns invoke's parse error, exit 1, into the project's one line and
     exit 2; a repeatable flag without its value, which invoke takes as not given, and an INT flag's bad value, which

@@ -70,7 +70,8 @@ class Journal:
             raise UserError(f"bench {self.name}: an interrupted run left {self.rounds_done()} completed rounds in "
                             f"{self.dir}; pass --resume to continue it or --discard-journal to start over")
         if resume and not self.exists():
-            raise UserError(f"bench {self.name}: --resume but there is no journal at {self.dir}")
+            raise UserError(f"bench {self.name}: --resume but there is no journal at {self.dir} (nothing to resume; "
+                            "drop --resume to start a run)")
 
 
 def check_resumable(meta: dict[str, Any], now: dict[str, Any]) -> None:

@@ -72,7 +72,8 @@ def parse_positive_ints(text: str, option: str, example: str) -> list[int]:
         except ValueError:
             value = 0
         if value < 1:
-            raise UserError(f"{option}: {part!r} is not a positive integer ({_RULE}; e.g. {option} {example})")
+            raise UserError(f"{option}: {part!r} is not a positive integer (ASCII digits, no separators, padding or "
+                            f"'+'; e.g. {option} {example})")
         values.append(value)
     return values
 
