@@ -30,7 +30,7 @@ from . import PINNED_COMMIT, REPO_ROOT, RESULTS_DIR
 from .analysis.noise_table import table_path
 from .analysis.stop_rule import STAGE_RULE, with_default_rule
 from .core.config import MAX_T, Config, Shape
-from .core.environment import require_device_node, require_env
+from .core.environment import door_gates
 from .core.families import TUNE_PATTERN
 from .core.nvtx import parse_patterns
 from .core.peers import peer
@@ -78,12 +78,17 @@ def _check_counts(args: argparse.Namespace, cupti_pass: str = "the CUPTI pass") 
         raise UserError(f"--cupti-rounds: must be 0 (skip {cupti_pass}) or a positive integer")
 
 
+def _policy(args: argparse.Namespace, run: str, *inputs: tuple[str, str | None]) -> OutputPolicy:
+    """The command's output policy (:class:`nsa_exp.io.store.OutputPolicy`): ``--config`` and ``inputs`` (option,
+    path) are inputs, never outputs; default outputs go to ``runs/<run>/`` unless ``--publish``."""
+    return OutputPolicy.of(args, ("--config", args.config), *inputs, run=run)
+
+
 def _claimed_output(args: argparse.Namespace, config: Config, default: Path,
                     *inputs: tuple[str, str | None]) -> Path:
-    """``--output`` (else ``default``) claimed under the output policy with the config and ``inputs`` (option, path)
-    as inputs and the config's name as the run folder's (:class:`nsa_exp.io.store.OutputPolicy`)."""
-    return OutputPolicy.of(args, ("--config", args.config), *inputs, run=config.name).claim(
-        Path(args.output) if args.output else default, named=args.output is not None)
+    """``--output`` (else ``default``) claimed under :func:`_policy`, the config's name naming the run folder."""
+    return _policy(args, config.name, *inputs).claim(Path(args.output) if args.output else default,
+                                                     named=args.output is not None)
 
 
 def check_run_name(name: str | None, hint: str = "name the file with --output PATH") -> None:
@@ -131,8 +136,8 @@ def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
     cache = None if args.tuning_cache is None else check_directory(args.tuning_cache)
-    policy = OutputPolicy.of(args, ("--config", args.config), ("--autotune-from", args.autotune_from),
-                             *(("--routing-file", f) for f in args.routing_file), run=name)
+    policy = _policy(args, name, ("--autotune-from", args.autotune_from),
+                     *(("--routing-file", f) for f in args.routing_file))
     out = policy.claim(out, named=args.output is not None)
     # the summary takes a named --output's stem; it is a default output (runs/<name>/summaries/ unless --publish)
     summary = policy.claim(summary, named=args.summary is not None, option="--summary")
@@ -227,7 +232,7 @@ def _ncu(args: argparse.Namespace) -> None:
     if bench_result is None and (RESULTS_DIR / "raw" / f"{config.name}.json").is_file():
         bench_result = str((RESULTS_DIR / "raw" / f"{config.name}.json").relative_to(REPO_ROOT))
     name = args.name or f"{config.name}_{args.pattern}_{args.stage}"
-    policy = OutputPolicy.of(args, ("--config", args.config), ("--benchmark-result", bench_result), run=config.name)
+    policy = _policy(args, config.name, ("--benchmark-result", bench_result))
     args.ncu_benchmark_result = bench_result
     args.ncu_outputs = (policy.claim(RESULTS_DIR / "ncu" / f"{name}.json", option="--name"),
                         policy.claim(REPO_ROOT / "profiles" / f"{name}.ncu-rep", option="--name"))
@@ -485,5 +490,4 @@ def check_arguments(args: argparse.Namespace) -> None:
     if check is not None:
         check(args)
     if command in GATED:
-        require_env()
-        require_device_node(GATED[command](args).required_gpu)
+        door_gates(GATED[command](args).required_gpu)

@@ -27,7 +27,7 @@ from .arguments import parse_slurm
 from .checking import compare, flush_study, noise_table, routing_report
 from .checking.validate import format_report, source_missing, validate_paths
 from .commands import FIGURES_DIR
-from .core.environment import require_device_node, require_env
+from .core.environment import door_gates
 from .errors import UserError
 from .figures.autotune_heatmap import plot_autotune_heatmap
 from .figures.fanin_latency import plot_fanin_latency
@@ -261,8 +261,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                             f"to rebuild {recorded_path(csv)} from them")
         if todo and args.executor in ("inline", "local"):  # the points run on this host: its first two gates here,
             # torch-free (a point's own gates run them again), as a GATED command's door does (arguments.GATED)
-            require_env()
-            require_device_node(points[0].config["gpu"]["required_name"])
+            door_gates(points[0].config["gpu"]["required_name"])
         done = run_sweep(points, out_dir, args.allow_gpu, args.executor, measure=measure_sweep_point,
                          points_per_job=args.points_per_job, slurm=slurm)
         for p in points:

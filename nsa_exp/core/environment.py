@@ -87,3 +87,11 @@ def require_device_node(required_name: str, nodes: Sequence[str] = CUDA_DEVICE_N
     """
     if sys.platform.startswith("linux") and not any(os.path.exists(node) for node in nodes):
         raise no_gpu(required_name, f"(no {' or '.join(nodes)})")
+
+
+def door_gates(required_name: str) -> None:
+    """The first two gates, torch-free, as a GPU command's door runs them once its arguments are checked: the
+    environment (:func:`require_env`), then the device node (:func:`require_device_node`). One
+    :class:`GateFailure` line; the handler's own gates run both again."""
+    require_env()
+    require_device_node(required_name)
