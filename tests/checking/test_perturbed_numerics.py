@@ -28,6 +28,10 @@ from tests.helpers import REPO, run_cli
 NUMERIC = [*sorted(str(p.relative_to(REPO)) for p in (REPO / "results" / "model").glob("*.json")),
            "results/analysis/e1_h100.json", "results/compare/e1_h200_vs_e1_h200_repeat.json",
            "results/studies/h200_flush_policy.json"]
+#: under the second pin set, one file of each numeric kind: the penalty map's validation (a model_validation like
+#: the two kept, recomputed by the same code from 41 routings at up to 8x the primary shape: 29 of the 45 s this
+#: test took on a 2-CPU box, docs/METHOD.md) is left to the thread-count tests above, which read the session's memo
+OTHER_NUMERIC = [p for p in NUMERIC if not p.endswith("_penalty_validation.json")]
 #: a second numpy<2.3 / scipy pair for the venv's Python (FLA's interpreter path needs numpy < 2.3)
 OTHER_PINS = {"numpy": "2.1.3", "scipy": "1.13.1"} if np.__version__ != "2.1.3" else {"numpy": "2.2.6",
                                                                                        "scipy": "1.14.1"}
@@ -37,13 +41,13 @@ def _threads(n: int) -> dict[str, str]:
     return {k: str(n) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
-def _assert_all_pass(env: dict[str, str]) -> None:
-    proc = run_cli("validate", "--json", *NUMERIC, env=env)
+def _assert_all_pass(env: dict[str, str], paths: list[str] = NUMERIC) -> None:
+    proc = run_cli("validate", "--json", *paths, env=env)
     assert proc.stdout.strip(), f"validate exit {proc.returncode}: {proc.stderr.strip()}"
     reports = json.loads(proc.stdout)
     reports = reports if isinstance(reports, list) else [reports]
     failed = {r.get("path"): [c["name"] for c in r["checks"] if not c["passed"]] for r in reports if not r["passed"]}
-    assert len(reports) == len(NUMERIC) and not failed and proc.returncode == 0, (failed, proc.stderr[-2000:])
+    assert len(reports) == len(paths) and not failed and proc.returncode == 0, (failed, proc.stderr[-2000:])
 
 
 def test_the_list_names_committed_files():
@@ -76,7 +80,7 @@ def test_numeric_recomputations_pass_with_another_numpy_and_scipy(other_pins):
                            capture_output=True, text=True, env={"PYTHONPATH": env["PYTHONPATH"]}, timeout=120)
     assert probe.stdout.split() == [OTHER_PINS["numpy"], OTHER_PINS["scipy"]] != [np.__version__, scipy.__version__], \
         probe
-    _assert_all_pass(env)
+    _assert_all_pass(env, OTHER_NUMERIC)
 
 
 def xdist_group(item: pytest.Item) -> str:

@@ -131,19 +131,22 @@ def test_fla_matches_the_naive_oracle(fla_interpreter):
 
 
 # Issue 16 item 1: every routing against the naive oracle at a shape where the routings differ.
-# M = 128/16 = 8 blocks > S = 4 slots, G = 16: the routings differ; half TINY's T keeps four runs cheap.
-TINY_ORACLE = Shape(B=1, T=128, HQ=16, H=1, K=32, V=32, S=4, block_size=16, dtype="float16")
+# M = 128/16 = 8 blocks > S = 4 slots, G = 16: the routings differ; half TINY's T keeps four runs cheap. The shape,
+# routing seed and input seed are the staged tests' (_staged), so FLA's forward and official backward for the
+# patterns both tests share are the launches those tests ran, replayed bit for bit (tests/interpreter.py
+# LaunchReplay) when they ran first in this process: the naive oracle is still computed and compared every time.
+TINY_ORACLE = LAUNCH_SHAPE
 
 
 def test_every_routing_matches_the_naive_oracle_where_routings_differ(fla_interpreter):
     config = load_config("configs/e1_h100.json")
     assert TINY_ORACLE.num_blocks > TINY_ORACLE.S
     tol = config.tolerances
-    routings = {p.name: generate_routing(p, TINY_ORACLE, seed=0) for p in config.patterns}
+    routings = {p.name: generate_routing(p, TINY_ORACLE, seed=11) for p in config.patterns}
     names = list(routings)
     assert all(not np.array_equal(routings[a], routings[b]) for i, a in enumerate(names) for b in names[i + 1:])
     for name, bi in routings.items():
-        metrics = naive_comparison(TINY_ORACLE, bi, seed=1, device="cpu")
+        metrics = naive_comparison(TINY_ORACLE, bi, seed=3, device="cpu")
         assert judge_naive(metrics, tol.naive_rel_l2, tol.naive_max_abs_rel, label=f"oracle {name}") == []
         assert all(m["rel_l2"] < 2e-3 for m in metrics.values()), (name, metrics)
 
