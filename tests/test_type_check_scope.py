@@ -18,13 +18,32 @@ def _skipped() -> list[str]:
     return [m for o in config["overrides"] if o.get("follow_imports") == "skip" for m in o["module"]]
 
 
+def _dotted(node: ast.expr) -> str | None:
+    """``torch.jit.script`` for that attribute chain; None for anything not rooted at a name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
 def _imports(source: str) -> set[str]:
+    """Every module a file names: its imports (``from torch import jit`` as ``torch.jit``) and every attribute chain
+    rooted at ``torch`` or an alias of it (``torch.jit.script(...)`` after ``import torch``)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    roots = {"torch": "torch"}
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
+            roots |= {a.asname: a.name for a in node.names if a.asname and a.name.split(".")[0] == "torch"}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    for node in ast.walk(tree):
+        chain = _dotted(node) if isinstance(node, ast.Attribute) else None
+        head = chain.split(".")[0] if chain else None
+        if chain and head in roots:
+            found.add(roots[head] + chain[len(head):])
     return found
 
 
@@ -43,7 +62,9 @@ def test_no_checked_module_imports_a_torch_module_mypy_skips():
 
 def test_the_matcher_sees_a_skipped_import():
     """The check above is only a check if an import of a skipped module is found."""
-    assert any(_matches(m, p) for m in _imports("import torch.jit\nfrom torch._dynamo import config")
-               for p in _skipped())
-    assert not any(_matches(m, p) for m in _imports("import torch\nfrom torch.nn import functional")
-                   for p in _skipped())
+    for source in ("import torch.jit", "from torch._dynamo import config", "from torch import jit",
+                   "import torch\ntorch.jit.script(f)", "import torch as t\nt.optim.Adam(p)",
+                   "import torch.jit as j"):
+        assert any(_matches(m, p) for m in _imports(source) for p in _skipped()), source
+    assert not any(_matches(m, p) for m in _imports("import torch\nfrom torch.nn import functional\n"
+                                                    "torch.cuda.Event(enable_timing=True)\nx.jit") for p in _skipped())
