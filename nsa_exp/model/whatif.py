@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..io.memo import memoised
 from .calibration import group_size, predict
 from .points import pattern_fanin, pattern_split_fanin
 
@@ -90,21 +91,34 @@ def validation_row(cal: Mapping[str, Any], point: Any, max_fanin: int | None,
     p = point
     key = json.dumps([dict(p.pattern), dict(p.shape), p.T, p.seed, p.packing, max_fanin], sort_keys=True, default=str)
     if cache is None or key not in cache:
-        fanin = pattern_fanin(p.pattern, p.shape, p.T, p.seed, p.packing)
-        pred = predict(cal, fanin, shape=p.shape)
-        what = model_whatif(cal, p.pattern, p.shape, p.T, p.seed, max_fanin) \
-            if p.packing is None and p.shape["B"] == 1 else \
-            {"heaviest_first_ms": predict(cal, fanin, "heaviest-first", p.shape)["predicted_ms"], "split_ms": None}
         if cache is None:
             cache = {}
-        cache[key] = (pred, what)
-    pred, what = cache[key]
+        cache[key] = _modelled(dict(cal), dict(p.pattern), dict(p.shape), int(p.T), int(p.seed),
+                               None if p.packing is None else dict(p.packing), max_fanin)
+    m = cache[key]
     return {"name": p.name, "source": p.source, "sha256": p.sha256, "pattern": dict(p.pattern), "T": p.T,
-            "measured_ms": p.measured_ms, "predicted_ms": pred["predicted_ms"],
-            "error_pct": 100.0 * (pred["predicted_ms"] / p.measured_ms - 1.0),
-            "busy_fraction": pred["busy_fraction"], "lower_bound_ms": max(pred["lower_bounds"].values()),
-            "heaviest_first_ms": what["heaviest_first_ms"], "split_ms": what["split_ms"],
+            "measured_ms": p.measured_ms, "predicted_ms": m["predicted_ms"],
+            "error_pct": 100.0 * (m["predicted_ms"] / p.measured_ms - 1.0),
+            "busy_fraction": m["busy_fraction"], "lower_bound_ms": m["lower_bound_ms"],
+            "heaviest_first_ms": m["heaviest_first_ms"], "split_ms": m["split_ms"],
             **shape_fields(cal, p.shape)}
+
+
+@memoised  # validate, report and model-validate children model the same committed rows again (io/memo.py)
+def _modelled(cal: dict[str, Any], pattern: dict[str, Any], shape: dict[str, Any], T: int, seed: int,
+              packing: dict[str, Any] | None, max_fanin: int | None) -> dict[str, float | None]:
+    """:func:`validation_row`'s model numbers for one generated routing: ``predicted_ms``, ``busy_fraction``,
+    ``lower_bound_ms`` (the largest of :func:`.calibration.predict`'s lower bounds), ``heaviest_first_ms`` and
+    ``split_ms`` (None off the dense one-batch layout or without ``max_fanin``), as Python floats (a JSON value, so
+    the opt-in memo keeps it; ``float`` of a float64 is exact)."""
+    fanin = pattern_fanin(pattern, shape, T, seed, packing)
+    pred = predict(cal, fanin, shape=shape)
+    what = model_whatif(cal, pattern, shape, T, seed, max_fanin) if packing is None and shape["B"] == 1 else \
+        {"heaviest_first_ms": predict(cal, fanin, "heaviest-first", shape)["predicted_ms"], "split_ms": None}
+    return {"predicted_ms": float(pred["predicted_ms"]), "busy_fraction": float(pred["busy_fraction"]),
+            "lower_bound_ms": float(max(pred["lower_bounds"].values())),
+            "heaviest_first_ms": float(what["heaviest_first_ms"]),
+            "split_ms": None if what["split_ms"] is None else float(what["split_ms"])}
 
 
 def validation_summary(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], bool]:
