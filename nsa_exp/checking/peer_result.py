@@ -55,7 +55,15 @@ from ..routing.patterns import generate_routing, routing_sha256
 from .autotune_checks import autotune_configs
 from .bench_result import cupti_size_problems, phases_problems
 from .checks import Add, Context, Problems, guarded
-from .record_checks import argv_option, config_provenance, config_semantics, gpu_run, run_record, wall_plausible
+from .record_checks import (
+    argv_option,
+    cli_argv,
+    config_provenance,
+    config_semantics,
+    gpu_run,
+    run_record,
+    wall_plausible,
+)
 from .sources import deep_diff
 from .stats_checks import stop_rule_problems
 
@@ -396,8 +404,8 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
     (FLA's = edges x BS, dense's the shape's closed form, FLA's <= a block mask's <= dense's, and a block mask's =
     FLA's exactly when the routing is tile-shared: checked for an fla-topk routing too)."""
     problems: Problems = []
+    from_cli = cli_argv(doc) is not None  # argv is the CLI's: its options are the run's
     argv = [str(a) for a in doc["metadata"].get("argv", [])]
-    from_cli = any(a.endswith("__main__.py") for a in argv[:1])   # argv is the CLI's: its options are the run's
     if doc["name"] != config.name:
         problems.append(("$.name", f"{doc['name']!r}, but its config is {config.name!r}"))
     if doc["label"] != PEERS_LABEL:
