@@ -57,10 +57,10 @@ from .bench_result import cupti_size_problems, phases_problems
 from .checks import Add, Context, Problems, guarded
 from .record_checks import (
     argv_option,
-    cli_argv,
     config_provenance,
     config_semantics,
     gpu_run,
+    recorded_cli_argv,
     run_record,
     wall_plausible,
 )
@@ -404,7 +404,7 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
     (FLA's = edges x BS, dense's the shape's closed form, FLA's <= a block mask's <= dense's, and a block mask's =
     FLA's exactly when the routing is tile-shared: checked for an fla-topk routing too)."""
     problems: Problems = []
-    from_cli = cli_argv(doc) is not None  # argv is the CLI's: its options are the run's
+    from_cli = recorded_cli_argv(doc) is not None  # argv is the CLI's: its options are the run's
     argv = [str(a) for a in doc["metadata"].get("argv", [])]
     if doc["name"] != config.name:
         problems.append(("$.name", f"{doc['name']!r}, but its config is {config.name!r}"))

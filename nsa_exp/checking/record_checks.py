@@ -432,7 +432,7 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
     experiment fields (:data:`EXPERIMENT_FIELDS`) = the file's at ``config_path`` (or its ``config_name``)."""
     problems: Problems = []
     argv = _argv(doc)
-    ours = cli_argv(doc) is not None
+    ours = recorded_cli_argv(doc) is not None
     path = doc.get("config_path")
     from_argv = argv_option(argv, "--config") or DEFAULT_CONFIG if ours else None
     if path is not None and ours and path != from_argv:
@@ -461,16 +461,17 @@ def _argv(doc: dict[str, Any]) -> list[str]:
     return [str(a) for a in (doc.get("metadata") or {}).get("argv") or []]
 
 
-def cli_argv(doc: dict[str, Any]) -> list[str] | None:
+def recorded_cli_argv(doc: dict[str, Any]) -> list[str] | None:
     """The recorded argv when it is this CLI's (``python -m nsa_exp ...``: ``nsa_exp/__main__.py``; or the seed
     script ``scripts/bench_backward.py``), whose options can be read from it; else None. Another program's
     ``__main__.py`` is not ours: a document written under ``python -m pytest`` (a test calling the engine) records
     pytest's argv, whose options say nothing about the run (it once failed ``gates_consistent`` for want of
     ``--allow-gpu`` when a test file ran alone).
 
-    >>> cli_argv({"metadata": {"argv": ["/x/nsa_exp/__main__.py", "bench"]}}), cli_argv({"metadata": {"argv": [
-    ...     "/venv/site-packages/pytest/__main__.py", "tests"]}})
-    (['/x/nsa_exp/__main__.py', 'bench'], None)
+    >>> recorded_cli_argv({"metadata": {"argv": ["/x/nsa_exp/__main__.py", "bench"]}})
+    ['/x/nsa_exp/__main__.py', 'bench']
+    >>> recorded_cli_argv({"metadata": {"argv": ["/venv/site-packages/pytest/__main__.py", "tests"]}}) is None
+    True
     """
     argv = _argv(doc)
     first = argv[0].replace("\\", "/") if argv else ""
@@ -482,7 +483,7 @@ def _switch_against_argv(doc: dict[str, Any], path: str, value: Any, flag: str) 
     """A recorded switch (``value`` at ``path``, a bool) is the recorded CLI argv's ``flag``: ``allow_gpu`` is
     ``--allow-gpu``, ``timing.resumed`` is ``--resume`` (an attacker flipped both and passed). Nothing to compare
     without a bool or without the CLI's argv."""
-    argv = cli_argv(doc)
+    argv = recorded_cli_argv(doc)
     if argv is None or not isinstance(value, bool) or value == (flag in argv):
         return []
     return [(path, f"{value}, but the recorded argv {'gives' if flag in argv else 'has no'} {flag}")]

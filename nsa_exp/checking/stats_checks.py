@@ -38,7 +38,14 @@ from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, roun
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
 from .checks import Add, Context, Problems, close, first_difference, same
-from .record_checks import argv_option, cli_argv, commit_defines, floors_at_commit, gpu_run, recorded_clean_commit
+from .record_checks import (
+    argv_option,
+    commit_defines,
+    floors_at_commit,
+    gpu_run,
+    recorded_clean_commit,
+    recorded_cli_argv,
+)
 
 STAGE_SUM_BOUNDS = (0.75, 1.25)
 
@@ -270,7 +277,7 @@ def cli_stop_problems(doc: dict[str, Any]) -> Problems:
     if stop.get("rule") not in [r.to_dict() for r in CLI_RULES]:
         problems.append(("$.timing.stop.rule", f"{stop.get('rule')}: bench --stop-rule (a config without "
                          f"timing.stop) times under bench's default rule, one of {[r.to_dict() for r in CLI_RULES]}"))
-    argv = cli_argv(doc)
+    argv = recorded_cli_argv(doc)
     if argv is not None:  # the CLI's argv: its options are the run's
         if argv[1:2] == ["bench"] and "--stop-rule" not in argv:
             problems.append(("$.timing.stop.source", "--stop-rule, but the recorded argv has no --stop-rule"))

@@ -171,7 +171,7 @@ HOST_ONLY = re.compile(r"^\$\.(config\.|patterns\.<p>\.params\.|cupti|autotune\.
 def pytest_argv(monkeypatch):
     """The argv a bench run in this process records is ``python -m pytest``'s, whichever process hosts the test (an
     xdist worker's argv[0] is ``-c``): pytest's ``__main__.py``, not this CLI's, so ``validate`` reads none of its
-    options (checking/record_checks.py ``cli_argv``; the same whether one file or the suite runs)."""
+    options (checking/record_checks.py ``recorded_cli_argv``; the same whether one file or the suite runs)."""
     monkeypatch.setattr(sys, "argv", [str(Path(pytest.__file__).parent / "__main__.py"), "-q"])
 
 
