@@ -439,9 +439,10 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
         problems.append(("$.config_path", f"{path!r}, but the recorded argv reads {from_argv!r}"))
     if path is None:  # a report that records no config_path: the config its argv read
         path = from_argv
-    if not ours:
-        ctx.unverifiable("$.config_path, $.name (against argv)", f"argv {argv[:1]} is not the CLI's (python -m "
-                         "nsa_exp): the options cannot be read from it")
+    if not ours:  # every field checked against the CLI's argv (here, gates_consistent, stats_checks, peer_result)
+        ctx.unverifiable("$.config_path, $.name, $.timing.resumed, $.gates[gpu].detail.allow_gpu, $.timing.stop "
+                         "(against argv)", f"argv {argv[:1]} is not the CLI's (python -m nsa_exp): the options "
+                         "cannot be read from it")
     config = doc.get("config") if isinstance(doc.get("config"), dict) else None
     if name_from_output and ours and "name" in doc:
         output, given = argv_option(argv, "--output"), argv_option(argv, "--name")

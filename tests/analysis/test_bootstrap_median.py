@@ -39,6 +39,25 @@ def test_sorted_median_equals_numpys_bit_for_bit_along_every_axis(n):
     assert sorted_median(one) == np.median(one) and type(sorted_median(one)) is type(np.median(one))
 
 
+def test_inputs_the_sort_does_not_cover_take_numpys_path():
+    """A helper's attack, 2026-12-06: big-endian floats (odd n kept the input's byte order), ``axis=None`` or a
+    tuple, an axis out of range, a masked array and a matrix each went the sort's way and differed from np.median."""
+    rng = np.random.default_rng(5)
+    x = rng.random((3, 5))
+    assert _same_bits(sorted_median(x.astype(">f8"), axis=-1), np.median(x.astype(">f8"), axis=-1))
+    assert _same_bits(sorted_median(x, axis=None), np.median(x, axis=None))
+    assert _same_bits(sorted_median(x, axis=(0, 1)), np.median(x, axis=(0, 1)))
+    masked = np.ma.masked_array(x, mask=x > 0.5)
+    ours, theirs = sorted_median(masked, axis=-1), np.median(masked, axis=-1)
+    assert type(ours) is type(theirs) and np.ma.allequal(ours, theirs)
+    assert (np.ma.getmaskarray(ours) == np.ma.getmaskarray(theirs)).all()
+    assert _same_bits(np.asarray(sorted_median(np.matrix(x), axis=1)), np.asarray(np.median(np.matrix(x), axis=1)))
+    assert _same_bits(sorted_median(x.tolist(), axis=-1), np.median(x.tolist(), axis=-1))
+    for bad in (2, -3):
+        with pytest.raises(np.exceptions.AxisError):
+            sorted_median(x, axis=bad)
+
+
 def test_nan_and_empty_inputs_take_numpys_path():
     x = np.array([[1.0, np.nan, 3.0], [1.0, 2.0, 3.0]])
     assert np.array_equal(sorted_median(x), np.median(x, axis=-1), equal_nan=True)
