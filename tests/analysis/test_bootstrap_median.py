@@ -39,6 +39,8 @@ def test_sorted_median_equals_numpys_bit_for_bit_along_every_axis(n):
     assert sorted_median(one) == np.median(one) and type(sorted_median(one)) is type(np.median(one))
 
 
+@pytest.mark.filterwarnings("ignore:Warning. 'partition' will ignore the 'mask':UserWarning",
+                            "ignore:the matrix subclass:PendingDeprecationWarning")
 def test_inputs_the_sort_does_not_cover_take_numpys_path():
     """A helper's attack, 2026-12-06: big-endian floats (odd n kept the input's byte order), ``axis=None`` or a
     tuple, an axis out of range, a masked array and a matrix each went the sort's way and differed from np.median."""
