@@ -228,9 +228,9 @@ def _ncu(args: argparse.Namespace) -> None:
     check_run_name(args.name, "the report's folders are chosen for it (runs/<config>/ unless --publish)")
     _profile(args)
     config: Config = args.run_config
-    bench_result = args.benchmark_result
-    if bench_result is None and (RESULTS_DIR / "raw" / f"{config.name}.json").is_file():
-        bench_result = str((RESULTS_DIR / "raw" / f"{config.name}.json").relative_to(REPO_ROOT))
+    bench_result, published = args.benchmark_result, RESULTS_DIR / "raw" / f"{config.name}.json"
+    if bench_result is None and published.is_file():
+        bench_result = str(published.relative_to(REPO_ROOT))
     name = args.name or f"{config.name}_{args.pattern}_{args.stage}"
     policy = _policy(args, config.name, ("--benchmark-result", bench_result))
     args.ncu_benchmark_result = bench_result

@@ -39,6 +39,7 @@ NCU_RE = re.compile(r"-?(?:0|[1-9][0-9]{0,2}(?:,[0-9]{3})+|[1-9][0-9]*)(?:\.[0-9
 NCU_MISSING = ("", "n/a", "N/A")
 BOM = b"\xef\xbb\xbf"
 _RULE = "ASCII digits, optional '-', no separators, padding or '+'"
+_POSITIVE_RULE = "ASCII digits, no separators, padding or '+'"  # _RULE for a count: a '-' is never positive
 
 
 def parse_int(text: str) -> int:
@@ -72,8 +73,7 @@ def parse_positive_ints(text: str, option: str, example: str) -> list[int]:
         except ValueError:
             value = 0
         if value < 1:
-            raise UserError(f"{option}: {part!r} is not a positive integer (ASCII digits, no separators, padding or "
-                            f"'+'; e.g. {option} {example})")
+            raise UserError(f"{option}: {part!r} is not a positive integer ({_POSITIVE_RULE}; e.g. {option} {example})")
         values.append(value)
     return values
 
