@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import locale
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from nsa_exp.core.families import FAMILIES as TABLE
 from nsa_exp.core.families import pattern_from_entry
 from nsa_exp.io.progress import is_progress_line
 from nsa_exp.routing.patterns import generate_routing
+from tests import fork_server
 
 REPO = Path(__file__).resolve().parent.parent
 PRIMARY_CONFIG = REPO / "configs" / "e1_h100.json"
@@ -26,10 +29,24 @@ def primary_config_dict() -> dict:
 
 
 def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``python -m nsa_exp ARGS`` in a subprocess, as a user would run it."""
+    """``python -m nsa_exp ARGS`` in a child process, as a user would run it: forked by the suite's fork server
+    (:mod:`tests.fork_server`) where it can, else exec'd; past 600 s, :class:`subprocess.TimeoutExpired`."""
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "nsa_exp", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd or REPO, timeout=600)
+    argv = [sys.executable, "-m", "nsa_exp", *args]
+    with open(os.devnull, "rb") as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        served = fork_server.run(list(args), cwd or REPO, full_env, stdin.fileno(), out.fileno(), err.fileno(), 600)
+        if served is not None:
+            if served.timed_out:
+                raise subprocess.TimeoutExpired(argv, 600)
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(argv, served.returncode, _text(out.read()), _text(err.read()))
+    return subprocess.run(argv, capture_output=True, text=True, env=full_env, cwd=cwd or REPO, timeout=600)
+
+
+def _text(data: bytes) -> str:
+    """Bytes as ``subprocess.run(..., text=True)`` gives them: the locale's encoding, universal newlines."""
+    return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def harness_env() -> dict[str, str]:

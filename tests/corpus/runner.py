@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import fork_server
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -88,10 +90,19 @@ def run_child(argv: list[str], cwd: Path, timeout: float, env: dict[str, str] | 
     ``/dev/zero`` fails on this machine instead of exhausting it; its own peak RSS comes from ``wait4``
     (not ``RUSAGE_CHILDREN``, which would mix in every earlier child). Past ``timeout`` seconds the
     child's process group is killed and ``timed_out`` is set (a hang is a failure, never a stuck suite).
-    ``env`` is added to this process's environment, or replaces it with ``clear_env``."""
+    ``env`` is added to this process's environment, or replaces it with ``clear_env``. The suite's fork server
+    (:mod:`tests.fork_server`) starts it where it can, else it is exec'd."""
     full_env = {**({} if clear_env else os.environ), **(env or {}), "PYTHONPATH": str(cwd)}
     start = time.monotonic()
     with open(os.devnull, "rb") as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        served = fork_server.run(argv, cwd, full_env, stdin.fileno(), out.fileno(), err.fileno(), timeout,
+                                 memory_cap_mb * 2**20)
+        if served is not None:
+            out.seek(0)
+            err.seek(0)
+            return Result(None if served.timed_out else served.returncode, out.read().decode("utf-8", "replace"),
+                          err.read().decode("utf-8", "replace"), served.maxrss_kb / 1024, served.timed_out,
+                          time.monotonic() - start)
         proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(memory_cap_mb * 2**20), *argv], cwd=cwd,
                                 env=full_env, stdin=stdin, stdout=out, stderr=err, start_new_session=True)
         timed_out, status, usage = False, None, None
