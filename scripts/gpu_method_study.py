@@ -30,6 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nsa_exp.checking import method_study  # noqa: E402
 from nsa_exp.core.config import Pattern, Shape  # noqa: E402
 from nsa_exp.core.protocol import LAUNCH_GUARD_CYCLES, summarize  # noqa: E402
 from nsa_exp.core.stages import STAGE_NAMES as STAGES  # noqa: E402
@@ -48,6 +49,7 @@ from nsa_exp.gpu.smoke import naive_comparison  # noqa: E402
 from nsa_exp.gpu.telemetry import Telemetry  # noqa: E402
 from nsa_exp.gpu.timing import run_rounds  # noqa: E402
 from nsa_exp.io.metadata import base_metadata  # noqa: E402
+from nsa_exp.io.store import write_json  # noqa: E402
 from nsa_exp.routing.config import load_config  # noqa: E402
 from nsa_exp.routing.patterns import generate_routing  # noqa: E402
 
@@ -155,25 +157,32 @@ def study() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--parts", default="oracle,flush,kernels,grid")
+    ap.add_argument("--parts", default=",".join(method_study.PARTS))
     args = ap.parse_args()
+    wanted = args.parts.split(",")
+    unknown = [p for p in wanted if p not in method_study.PARTS]
+    if unknown:
+        raise UserError(f"--parts: {', '.join(unknown)} is not a part of the study ({', '.join(method_study.PARTS)})")
     config = load_config(args.config)
     gates, routings = run_gates(config, allow_gpu=True, strict=True)
-    doc: dict[str, Any] = {"kind": "method_study", "config": config.raw, "metadata": base_metadata(), "gates": gates}
-    doc["metadata"]["gpu_name"] = torch.cuda.get_device_name(0)
-    for part in args.parts.split(","):
+    metadata = {**base_metadata(), "gpu_name": torch.cuda.get_device_name(0)}
+    parts: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    for part in wanted:
         t0 = time.monotonic()
         if part == "flush":
-            doc["flush"] = flush_study(config, routings, args.rounds, args.warmup)
+            parts["flush"] = flush_study(config, routings, args.rounds, args.warmup)
         elif part == "oracle":
-            doc["oracle"] = oracle_study(config)
+            parts["oracle"] = oracle_study(config)
         elif part == "kernels":
-            doc["kernels"] = kernels_study()
+            parts["kernels"] = kernels_study()
         elif part == "grid":
-            doc["grid"] = grid_study(config.seeds.inputs)
-        doc.setdefault("seconds", {})[part] = time.monotonic() - t0
-        Path(args.out).write_text(json.dumps(doc, indent=1))
-        print(f"{part}: {doc['seconds'][part]:.1f}s", flush=True)
+            parts["grid"] = grid_study(config.seeds.inputs)
+        seconds[part] = time.monotonic() - t0
+        # validated against its schema and written atomically after each part: a crash keeps the parts done
+        doc = method_study.build(config=config.raw, metadata=metadata, gates=gates, parts=parts, seconds=seconds)
+        write_json(args.out, doc, "method_study")
+        print(f"{part}: {seconds[part]:.1f}s", flush=True)
     if "flush" in doc:
         s = doc["flush"]["summary"]
         for pat in s["write"]:

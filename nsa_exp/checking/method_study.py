@@ -1,5 +1,5 @@
 """The ``method_study`` kind: a GPU method study's raw record (``scripts/gpu_method_study.py``, results/studies).
-Its checks (:func:`checks`), in one module.
+Its builder (:func:`build`, which the script writes after each part) and its checks (:func:`checks`), in one module.
 
 - ``method_study_recompute``: the flush part's summary recomputed from its records, one record per round x policy
   x pattern, warm-up flags, flush bytes and launch guard; the oracle within the pinned naive tolerances and
@@ -9,10 +9,12 @@ Its checks (:func:`checks`), in one module.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..analysis.reproduction import judge_naive
 from ..core.config import Shape
+from ..core.kinds import schema_version
 from ..core.protocol import LAUNCH_GUARD_CYCLES, summarize
 from ..errors import UserError
 from ..routing.config import check_routings_differ
@@ -23,6 +25,18 @@ from .record_checks import config_semantics, pinned, run_record
 from .run_checks import comparison_problems, gradient_numel
 
 KIND = "method_study"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+#: the study's parts, in the order the script runs them unless ``--parts`` says otherwise
+PARTS = ("oracle", "flush", "kernels", "grid")
+
+
+def build(*, config: Mapping[str, Any], metadata: Mapping[str, Any], gates: list[dict[str, Any]],
+          parts: Mapping[str, Any], seconds: Mapping[str, float]) -> dict[str, Any]:
+    """The study's document: the config as read (``Config.raw``), the host's metadata (``gpu_name`` the device's),
+    the gates, the record of each part run so far (``parts``: a subset of :data:`PARTS`, in the order they ran) and
+    the host seconds each took. Documents written before 2026-12-06 carry no ``schema_version`` (the kind's row is
+    unversioned: absent reads as 1.0)."""
+    return {"schema_version": schema_version(KIND), "kind": KIND, "config": dict(config), "metadata": dict(metadata),
+            "gates": gates, **parts, "seconds": dict(seconds)}
 
 
 def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
