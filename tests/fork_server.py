@@ -7,38 +7,46 @@ that once per tree and environment and forks one child per command, as CPython's
 does for its workers (Lib/multiprocessing/forkserver.py: a server process that has imported the modules, forking
 a child per request; the idea, not its code).
 
-**What a child is.** A separate process (its own pid, session, address-space cap, exit status and ``wait4`` rusage),
-forked from a server that has run exactly what ``python -m nsa_exp`` runs before ``main()`` (the interpreter's
-start-up with the same environment, ``import nsa_exp.cli`` from the tree a real ``python -m nsa_exp`` would import
-it from) and nothing else; the child then takes the request's working folder, environment, argv and stdio and runs
-``nsa_exp`` as ``__main__`` (:func:`runpy._run_module_as_main`, what ``-m`` calls), with the interpreter's own ending:
-``SystemExit``'s code, a traceback and 1 for an uncaught exception, the non-daemon threads joined, ``atexit``
-handlers, stdout flushed.
+**What a child is.** A separate process (its own pid, session, exit status and ``wait4`` rusage), forked from a
+server that has run exactly what ``python -m nsa_exp`` runs before ``main()`` (the interpreter's start-up with the
+same environment, ``import nsa_exp.cli`` from the tree a real ``python -m nsa_exp`` would import it from) and nothing
+else. The child takes the request's working folder, environment, argv, stdio, umask, CPU affinity, open-file limit
+and address-space cap; what the server's start-up printed goes first onto its stdout and stderr (an import-time
+warning is seen as an exec'd child shows it); numpy's legacy global ``RandomState`` is re-seeded from the OS, as a
+fresh import seeds it. It runs ``nsa_exp`` as ``__main__`` (:func:`runpy._run_module_as_main`, what ``-m`` calls) and
+ends as the interpreter ends a program: ``SystemExit``'s code (its text on stderr), a traceback from ``runpy`` on
+and exit 1, an uncaught ``KeyboardInterrupt`` as SIGINT, then the interpreter's own shutdown (threads joined,
+``atexit``, objects finalised, files and stdio flushed).
 
-**When it is not used** (the child is then started by ``exec`` as before): a tree that is not a Python source tree
-of ``nsa_exp`` (an installed copy), a child with the suite's interpreter harness on (``NSA_EXP_TEST_HARNESS=1``:
-its start-up imports torch and Triton), no ``socket.send_fds`` (not Linux), or ``NSA_EXP_TEST_EXEC_CHILDREN=1``
-in the suite's environment (every child exec'd, the way to rule the server out when a child misbehaves).
+**When it is not used** (the child is exec'd as before): a tree that is not a Python source tree of ``nsa_exp`` (an
+installed copy), a tree whose start-up fails or imports torch, Triton or FLA (their variables would then be read at
+start-up), a child with the suite's interpreter harness on (``NSA_EXP_TEST_HARNESS=1``), an argv or environment no
+exec could deliver (a NUL byte; over 64 KiB: the exec'd child meets the kernel's own limits), an address-space cap
+under 1 GiB (an exec'd child pays its start-up inside the cap), no ``socket.send_fds`` (not Linux), or
+``NSA_EXP_TEST_EXEC_CHILDREN=1`` in the suite's environment (every child exec'd: the way to rule the server out).
 
-**What can differ from an exec'd child, and why it does not matter here.** A server serves only requests whose
-environment equals the one it started with, except the variables no module reads at import
-(:data:`CALL_TIME_PREFIXES`; the package reads its ``NSA_EXP_*`` variables only inside functions, which
-``tests/test_fork_server.py`` holds to), and only while no ``nsa_exp`` source file of the tree has changed since it
-started (each request compares every file's size and mtime). Children share the server's hash seed and numpy's
-legacy global ``RandomState`` (Python's ``random`` re-seeds after a fork; the package draws only from seeded
-generators). ``tests/test_fork_server.py`` runs the same commands both ways and compares exit codes and output.
+**What still differs, and why it does not matter here.** A server serves requests whose environment equals the one
+it started with, except the variables nothing it imports reads (:data:`CALL_TIME_PREFIXES`;
+``tests/test_fork_server.py`` logs every variable ``import nsa_exp.cli`` reads), and only while no ``nsa_exp/**/*.py``
+or ``schemas/**/*.json`` file of the tree has changed (a changed tree gets a new server; the old one finishes its
+children, then exits). Children share the server's hash seed. A child's peak RSS does not include the import's
+transient peak (``--help``: 28 MB served, 42 MB exec'd), which only loosens the doors' ``max_rss_mb`` bounds
+(768 MB). ``tests/test_fork_server.py`` runs the same commands both ways and compares exit codes and output.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -49,20 +57,27 @@ from pathlib import Path
 CALL_TIME_PREFIXES = ("PYTEST_CURRENT_TEST", "NSA_EXP_MEMO_DIR", "NSA_EXP_GIT_SHA", "CUDA_", "TRITON_", "FLA_",
                       "TORCH")
 _OFF = "NSA_EXP_TEST_EXEC_CHILDREN"
+_MAX_REQUEST = 64 * 1024
+_MIN_CAP = 1 << 30
+_LIVE = 6  # servers kept at once; the least recently used beyond that finishes its children and exits
 
 # The server: started as ``python -c SERVER TREE FD``; imports what ``python -m nsa_exp`` imports before main(),
 # then forks one child per request read from the control socket (fd FD). A request is one JSON message with four
 # descriptors (the reply socket, stdin, stdout, stderr); the reply is the child's pid, then its wait status and
-# rusage once it has ended. The server exits when the suite's end of the control socket closes.
+# rusage once it has ended. ``retire``: no more requests, exit once the running children have ended. End of file
+# (the suite has gone): its running children are killed, then it exits.
 SERVER = r"""
-import array, builtins, json, os, resource, runpy, selectors, socket, sys, threading, types
+import builtins, json, os, resource, runpy, selectors, signal, socket, sys, traceback, types
 tree, fd = sys.argv[1], int(sys.argv[2])
 sys.argv = ["-c"]
 sys.path[0] = tree                      # -c put the start folder ('') there; -m from TREE puts TREE
 import nsa_exp.cli                      # what nsa_exp/__main__.py imports before it calls main()
 ctl = socket.socket(fileno=fd)
-if not {"torch", "triton", "fla"} & set(sys.modules):  # else their variables would be start-up ones: no server
-    ctl.send(b"ready")
+if {"torch", "triton", "fla"} & set(sys.modules):
+    os._exit(3)                         # their variables would be start-up ones: the suite exec's these children
+sys.stdout.flush()
+sys.stderr.flush()
+ctl.send(b"ready")
 
 def exit_code(exc):                     # the interpreter's handling of an uncaught SystemExit
     code = exc.code
@@ -73,15 +88,18 @@ def exit_code(exc):                     # the interpreter's handling of an uncau
     print(code, file=sys.stderr)
     return 1
 
-def child(request, fds):
+def child(request, fds, others):
     os.setsid()
+    os.umask(request["umask"])
+    os.sched_setaffinity(0, request["cpus"])
+    resource.setrlimit(resource.RLIMIT_NOFILE, tuple(request["nofile"]))
     if request["cap"]:
         resource.setrlimit(resource.RLIMIT_AS, (request["cap"], request["cap"]))
     for target, fd in zip((0, 1, 2), fds[1:]):
         os.dup2(fd, target)
     for fd in fds:
         os.close(fd)
-    for sock in (ctl, sel, *running.values()):  # nothing of the server's or of another request's stays open
+    for sock in others:                 # nothing of the server's or of another request's stays open
         sock.close()
     os.chdir(request["cwd"])
     os.environ.clear()
@@ -92,62 +110,79 @@ def child(request, fds):
     main = types.ModuleType("__main__")  # as the interpreter makes it before -m runs the module in it
     main.__builtins__, main.__annotations__ = builtins, {}
     sys.modules["__main__"] = main
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()  # from the OS, as a fresh import seeds the legacy global state
     try:
         runpy._run_module_as_main("nsa_exp")
-        code = 0
     except SystemExit as exc:
-        code = exit_code(exc)
-    except BaseException:
-        kind, value, tb = sys.exc_info()
+        return exit_code(exc)
+    except BaseException as exc:
+        tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
             tb = tb.tb_next                 # the traceback starts where -m's does, in runpy
-        sys.excepthook(kind, value.with_traceback(tb), tb)
-        code = 1
-    threading._shutdown()
-    import atexit
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            code = 120
-    os._exit(code)
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        if isinstance(exc, KeyboardInterrupt):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        return 1
+    return 0
 
-running = {}
+def reply(sock, message):
+    try:
+        sock.sendall(json.dumps(message).encode() + b"\n")
+    except OSError:                     # the suite stopped waiting for it: nothing to tell
+        pass
+    sock.close()
+
+running, accepting = {}, True
 sel = selectors.DefaultSelector()
 sel.register(ctl, selectors.EVENT_READ)
 while True:
     for pid in list(running):
         done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
-            reply = running.pop(pid)
-            reply.sendall(json.dumps({"status": status, "maxrss_kb": usage.ru_maxrss,
-                                      "cpu": usage.ru_utime + usage.ru_stime}).encode() + b"\n")
-            reply.close()
+            reply(running.pop(pid), {"status": status, "maxrss_kb": usage.ru_maxrss})
+    if not accepting and not running:
+        os._exit(0)
     if not sel.select(0.005 if running else None):
         continue
     try:
         message, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 4)
     except OSError:
         message, fds = b"", []
-    if not message:
+    if not message:                     # the suite has gone: so do the children it no longer waits for
+        for pid in running:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
         for pid in running:
             os.wait4(pid, 0)
         os._exit(0)
+    if message == b"retire":
+        accepting = False
+        continue
     request = json.loads(message)
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         try:
-            child(request, fds)
-        finally:
+            code = child(request, fds, [ctl, sel, *running.values()])
+        except BaseException:
+            traceback.print_exc()
             os._exit(70)
-    reply = socket.socket(fileno=fds[0])
+        sys.exit(code)                  # the interpreter's own shutdown, as at the end of any program
+    answer = socket.socket(fileno=fds[0])
     for fd in fds[1:]:
         os.close(fd)
-    reply.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-    running[pid] = reply
+    try:
+        answer.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    except OSError:
+        pass
+    running[pid] = answer
 """
 
 
@@ -162,45 +197,56 @@ class Ended:
 
 
 class _Server:
-    def __init__(self, tree: Path, env: dict[str, str]) -> None:
-        self.tree = tree
-        self.stamp = _source_stamp(tree)
+    def __init__(self, tree: Path, env: dict[str, str], stamp: tuple) -> None:
+        self.tree, self.stamp = tree, stamp
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.ctl = ours
-        self.lock = threading.Lock()
-        # stdio not a terminal, as a child's own output files are not: Python buffers its streams alike
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, str(tree), str(theirs.fileno())], cwd=tree,
-                                     env=env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        theirs.close()
-        ours.settimeout(300)
-        try:
-            self.ready = ours.recv(16) == b"ready"  # nothing (EOF): its start-up failed, e.g. a tree that does
-        except TimeoutError:                          # not import; its children are then exec'd, to fail as users see
-            self.ready = False
-        ours.settimeout(None)
+        self.ctl, self.lock = ours, threading.Lock()
+        # what the start-up prints (an import-time warning) is kept for each child's stdio; files, not a terminal,
+        # as a child's own output is, so Python buffers the server's streams as it buffers the child's
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            self.proc = subprocess.Popen([sys.executable, "-c", SERVER, str(tree), str(theirs.fileno())], cwd=tree,
+                                         env=env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=err, start_new_session=True)
+            theirs.close()
+            ours.settimeout(300)
+            try:
+                self.ready = ours.recv(16) == b"ready"  # nothing (end of file): its start-up failed or refused
+            except TimeoutError:
+                self.ready = False
+            ours.settimeout(None)
+            out.seek(0)
+            err.seek(0)
+            self.startup = (out.read(), err.read())
+        if not self.ready:
+            self.close()
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            self.proc.wait()
 
     def alive(self) -> bool:
         return self.ready and self.proc.poll() is None
 
+    def retire(self) -> None:
+        """No more requests: it ends its running children's calls, then exits."""
+        with contextlib.suppress(OSError), self.lock:
+            self.ctl.send(b"retire")
+
     def close(self) -> None:
+        """The control socket closed: the server kills its running children and exits."""
         with contextlib.suppress(OSError):
             self.ctl.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
 
-    def run(self, argv: list[str], cwd: Path, env: dict[str, str], stdin: int, stdout: int, stderr: int,
-            timeout: float, cap: int) -> Ended:
+    def run(self, request: dict, stdin: int, stdout: int, stderr: int, timeout: float) -> Ended:
+        os.write(stdout, self.startup[0])  # the child's descriptors share these files' offsets: it writes after
+        os.write(stderr, self.startup[1])
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        request = json.dumps({"argv": argv, "cwd": str(cwd), "env": env, "cap": cap}).encode()
         with self.lock:
-            socket.send_fds(self.ctl, [request], [theirs.fileno(), stdin, stdout, stderr])
-            theirs.close()
+            socket.send_fds(self.ctl, [json.dumps(request).encode()], [theirs.fileno(), stdin, stdout, stderr])
+        theirs.close()
         with mine:
             lines = _Lines(mine)
             pid = json.loads(lines.next(None))["pid"]
-            end = time.monotonic() + timeout
-            line = lines.next(end)
+            line = lines.next(time.monotonic() + timeout)
             timed_out = line is None
             if timed_out:
                 with contextlib.suppress(ProcessLookupError):
@@ -231,11 +277,24 @@ class _Lines:
 
 
 def _source_stamp(tree: Path) -> tuple:
-    return tuple(sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in (tree / "nsa_exp").rglob("*.py")))
+    """Size and mtime of every file the server's import reads from the tree (its code, the schemas it caches)."""
+    files = [*(tree / "nsa_exp").rglob("*.py"), *(tree / "schemas").rglob("*.json")]
+    return tuple(sorted((str(p), (s := p.stat()).st_size, s.st_mtime_ns) for p in files))
 
 
-_SERVERS: dict[tuple, _Server] = {}
+def _umask() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise RuntimeError("no Umask line in /proc/self/status")
+
+
+_SERVERS: collections.OrderedDict[tuple, _Server] = collections.OrderedDict()
+_UNSERVABLE: set[tuple] = set()  # (key, stamp) whose server did not start: exec'd until the tree changes
+_RETIRED: list[_Server] = []
 _LOCK = threading.Lock()
+#: servers started in this process (tests count them)
+STARTS: list[tuple] = []
 
 
 def imported_tree(cwd: Path, env: dict[str, str]) -> Path | None:
@@ -247,39 +306,72 @@ def imported_tree(cwd: Path, env: dict[str, str]) -> Path | None:
     return None
 
 
-def server_for(cwd: Path, env: dict[str, str]) -> _Server | None:
-    """The fork server for a ``python -m nsa_exp`` child in ``cwd`` with ``env``; None where an exec'd child is
-    the only faithful one (see the module docstring)."""
-    if os.environ.get(_OFF) == "1" or env.get("NSA_EXP_TEST_HARNESS") == "1" or not hasattr(socket, "send_fds"):
-        return None
+def _key(cwd: Path, env: dict[str, str]) -> tuple | None:
     tree = imported_tree(cwd, env)
     if tree is None:
         return None
-    start_env = {k: v for k, v in env.items() if not k.startswith(CALL_TIME_PREFIXES)}
-    key = (str(tree), tuple(sorted(start_env.items())))
+    return str(tree), tuple(sorted((k, v) for k, v in env.items() if not k.startswith(CALL_TIME_PREFIXES)))
+
+
+def server_for(cwd: Path, env: dict[str, str]) -> _Server | None:
+    """The running fork server for a ``python -m nsa_exp`` child in ``cwd`` with ``env``, started if need be; None
+    where an exec'd child is the only faithful one (see the module docstring)."""
+    if os.environ.get(_OFF) == "1" or env.get("NSA_EXP_TEST_HARNESS") == "1" or not hasattr(socket, "send_fds"):
+        return None
+    key = _key(cwd, env)
+    if key is None:
+        return None
+    stamp = _source_stamp(Path(key[0]))
     with _LOCK:
-        server = _SERVERS.get(key)
-        if server is not None and (not server.alive() or server.stamp != _source_stamp(tree)):
-            server.close()
+        if (key, stamp) in _UNSERVABLE:
+            return None
+        server = _SERVERS.pop(key, None)
+        if server is not None and (not server.alive() or server.stamp != stamp):
+            server.retire()
+            _RETIRED.append(server)
             server = None
         if server is None:
-            server = _SERVERS[key] = _Server(tree, start_env)
+            STARTS.append(key)
+            server = _Server(Path(key[0]), dict(key[1]), stamp)
+            if not server.ready:
+                _UNSERVABLE.add((key, stamp))
+                return None
+        _SERVERS[key] = server  # the most recently used last
+        while len(_SERVERS) > _LIVE:
+            _, oldest = _SERVERS.popitem(last=False)
+            oldest.retire()
+            _RETIRED.append(oldest)
+    return server
 
-    return server if server.ready else None
+
+def running_server(cwd: Path, env: dict[str, str]) -> _Server | None:
+    """The live server that serves ``cwd`` and ``env`` now, without starting one (for the tests)."""
+    key = _key(cwd, env)
+    server = _SERVERS.get(key) if key else None
+    return server if server is not None and server.alive() else None
 
 
 def run(argv: list[str], cwd: Path, env: dict[str, str], stdin: int, stdout: int, stderr: int, timeout: float,
         memory_cap: int = 0) -> Ended | None:
-    """``python -m nsa_exp ARGV`` in ``cwd`` with exactly ``env``, its stdio on the three descriptors, its address
-    space capped at ``memory_cap`` bytes (0: not capped), killed with its session after ``timeout`` seconds; None
-    where the child must be exec'd instead (:func:`server_for`)."""
+    """``python -m nsa_exp ARGV`` in ``cwd`` with exactly ``env``, its stdio on the three descriptors (files), its
+    address space capped at ``memory_cap`` bytes (0: not capped), killed with its session after ``timeout`` seconds;
+    None where the child must be exec'd instead (:func:`server_for`)."""
+    texts = [*argv, *env, *env.values()]
+    if any("\0" in t for t in texts) or sum(len(t) + 1 for t in texts) > _MAX_REQUEST or 0 < memory_cap < _MIN_CAP:
+        return None
     server = server_for(cwd, env)
     if server is None:
         return None
-    return server.run(argv, cwd, env, stdin, stdout, stderr, timeout, memory_cap)
+    request = {"argv": argv, "cwd": str(cwd), "env": env, "cap": memory_cap, "umask": _umask(),
+               "cpus": sorted(os.sched_getaffinity(0)), "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)}
+    return server.run(request, stdin, stdout, stderr, timeout)
 
 
 @atexit.register
 def _close_all() -> None:
-    for server in _SERVERS.values():
+    servers = [*_SERVERS.values(), *_RETIRED]
+    for server in servers:
         server.close()
+    for server in servers:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.proc.wait(timeout=2)

@@ -1,14 +1,21 @@
 """The suite's fork server (tests/fork_server.py) gives a child what an exec'd ``python -m nsa_exp`` gives: the same
-exit code, stdout and stderr for the same command, argv, environment and working folder, the interpreter's own
-ending (``SystemExit`` codes and texts, a traceback, late threads, ``atexit``), a killed child on a timeout, the
-address-space cap; a changed source file or an import-time variable gets a new server; and no module of the
-package reads an environment variable at import (what lets one server serve every value of those it reads later)."""
+exit code, stdout and stderr for the same command, argv, environment and working folder (what the start-up printed
+included), the interpreter's own ending (``SystemExit`` codes and texts, a traceback, late threads, ``atexit``,
+finalisers, unclosed files, a closed stdout, ``KeyboardInterrupt``), a killed child on a timeout, the address-space
+cap; a changed source or schema, or another start-up variable, gets a new server while the old one finishes its
+children; a tree that does not start, or starts torch, is exec'd at once; a client that goes away does not take
+the server down; nothing ``import nsa_exp.cli`` reads from the environment is a variable one server serves every
+value of."""
 
 from __future__ import annotations
 
 import ast
+import json
 import os
+import socket
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,10 +25,17 @@ from tests import fork_server
 from tests.corpus.runner import REPO, run_child
 from tests.helpers import run_cli
 
-# A stand-in package named nsa_exp: it reports what a child can observe of its start and ends in each of the ways
-# the interpreter ends a program.
+# A stand-in package named nsa_exp: it warns at import, reports what a child can observe of its start and ends in
+# each of the ways the interpreter ends a program.
 _CLI = '''
-import atexit, json, os, sys, threading, time
+import atexit, json, os, sys, threading, time, warnings
+import numpy as np
+
+warnings.warn("import-time warning", UserWarning)
+
+class Loud:
+    def __del__(self):
+        print("finalised", file=sys.stderr)
 
 def main():
     what = sys.argv[1]
@@ -34,7 +48,10 @@ def main():
             "memo": os.environ.get("NSA_EXP_MEMO_DIR"), "stdout": [sys.stdout.encoding, sys.stdout.line_buffering],
             "stderr": [sys.stderr.encoding, sys.stderr.errors, sys.stderr.line_buffering],
             "stdin": os.read(0, 10).decode(), "session_leader": os.getsid(0) == os.getpid(),
-            "dont_write_bytecode": sys.dont_write_bytecode, "version": VERSION}))
+            "umask": os.umask(0o22), "dont_write_bytecode": sys.dont_write_bytecode, "version": VERSION}))
+        return 0
+    if what == "random":
+        print(np.random.randint(1 << 30))
         return 0
     if what == "raise":
         raise ValueError("boom")
@@ -48,6 +65,20 @@ def main():
         atexit.register(print, "at exit", file=sys.stderr)
         sys.stdout.write("unflushed")
         return 5
+    if what == "unclosed":
+        main_module.kept = open(os.environ["FORK_SERVER_FILE"], "w")
+        main_module.kept.write("data")
+        main_module.loud = Loud()
+        return 0
+    if what == "close-stdout":
+        sys.stdout.close()
+        return 0
+    if what == "interrupt":
+        raise KeyboardInterrupt
+    if what == "nap":
+        time.sleep(1.0)
+        print("rested")
+        return 0
     if what == "sleep":
         print("asleep", flush=True)
         time.sleep(120)
@@ -66,12 +97,17 @@ def _served(monkeypatch):
     monkeypatch.delenv("NSA_EXP_TEST_EXEC_CHILDREN", raising=False)
 
 
-def _tree(root: Path, version: int = 1) -> Path:
+def _tree(root: Path, version: int = 1, cli: str = _CLI) -> Path:
     (root / "nsa_exp").mkdir(parents=True, exist_ok=True)
     (root / "nsa_exp" / "__init__.py").write_text("")
-    (root / "nsa_exp" / "cli.py").write_text(_CLI.replace("VERSION = 1", f"VERSION = {version}"))
+    (root / "nsa_exp" / "cli.py").write_text(cli.replace("VERSION = 1", f"VERSION = {version}"))
     (root / "nsa_exp" / "__main__.py").write_text("import sys\n\nfrom .cli import main\n\nsys.exit(main())\n")
     return root
+
+
+def _env(tree: Path, **extra: str) -> dict[str, str]:
+    """The environment run_child gives a child in ``tree`` with ``extra``."""
+    return {**os.environ, **extra, "PYTHONPATH": str(tree)}
 
 
 def _both(monkeypatch, argv: list[str], cwd: Path, **kw):
@@ -83,15 +119,33 @@ def _both(monkeypatch, argv: list[str], cwd: Path, **kw):
     return served, execd
 
 
-@pytest.mark.parametrize("what", ["facts", "raise", "exit-text", "thread", "atexit", "other"])
+@pytest.mark.parametrize("what", ["facts", "raise", "exit-text", "thread", "atexit", "close-stdout", "interrupt",
+                                  "other"])
 def test_a_served_child_ends_as_an_execd_one(tmp_path, monkeypatch, what):
     tree = _tree(tmp_path / "tree")
     served, execd = _both(monkeypatch, [what], tree, env={"FORK_SERVER_PROBE": "x"})
-    assert fork_server.server_for(tree, {**os.environ, "PYTHONPATH": str(tree)}) is not None  # it was served
+    assert fork_server.running_server(tree, _env(tree, FORK_SERVER_PROBE="x")) is not None  # the first was served
     assert (served.code, served.stdout, served.stderr) == (execd.code, execd.stdout, execd.stderr)
-    assert served.code == {"facts": 0, "raise": 1, "exit-text": 1, "thread": 0, "atexit": 5, "other": 3}[what]
+    assert served.code == {"facts": 0, "raise": 1, "exit-text": 1, "thread": 0, "atexit": 5, "close-stdout": 0,
+                           "interrupt": -2, "other": 3}[what]
+    assert "UserWarning: import-time warning" in served.stderr  # what the server's start-up printed
     if what == "raise":
-        assert served.stderr.startswith("Traceback") and "<string>" not in served.stderr  # no frame of the server's
+        assert "Traceback" in served.stderr and "<string>" not in served.stderr  # no frame of the server's
+
+
+def test_a_served_child_is_finalised_as_an_execd_one(tmp_path, monkeypatch):
+    """Unclosed files flushed and finalisers run at the interpreter's shutdown; numpy's global random state drawn
+    afresh in each child."""
+    tree = _tree(tmp_path / "tree")
+    served = run_child(["unclosed"], tree, timeout=60, env={"FORK_SERVER_FILE": str(tmp_path / "served")})
+    monkeypatch.setenv("NSA_EXP_TEST_EXEC_CHILDREN", "1")
+    execd = run_child(["unclosed"], tree, timeout=60, env={"FORK_SERVER_FILE": str(tmp_path / "execd")})
+    monkeypatch.delenv("NSA_EXP_TEST_EXEC_CHILDREN")
+    assert (served.code, served.stderr) == (execd.code, execd.stderr)
+    assert served.code == 0 and "finalised" in served.stderr
+    assert (tmp_path / "served").read_text() == (tmp_path / "execd").read_text() == "data"
+    draws = {run_child(["random"], tree, timeout=60).stdout for _ in range(3)}
+    assert len(draws) == 3
 
 
 def test_a_served_child_is_killed_on_its_timeout_and_capped_in_memory(tmp_path, monkeypatch):
@@ -100,30 +154,72 @@ def test_a_served_child_is_killed_on_its_timeout_and_capped_in_memory(tmp_path, 
     slept = run_child(["sleep"], tree, timeout=2)
     assert slept.timed_out and slept.code is None and slept.stdout == "asleep\n"
     assert time.monotonic() - start < 30
-    served, execd = _both(monkeypatch, ["memory", "1024"], tree, memory_cap_mb=512)
+    served, execd = _both(monkeypatch, ["memory", "2048"], tree, memory_cap_mb=1536)
     assert served.code == execd.code == 1 and "MemoryError" in served.stderr and "MemoryError" in execd.stderr
-    assert served.peak_rss_mb < 512
+    assert served.peak_rss_mb < 1536
 
 
-def test_a_changed_source_or_start_variable_gets_a_new_server(tmp_path, monkeypatch):
+def test_a_changed_tree_or_start_variable_gets_a_new_server_and_the_old_one_ends_its_children(tmp_path):
     tree = _tree(tmp_path / "tree")
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    (tree / "schemas").mkdir()
+    (tree / "schemas" / "x.schema.json").write_text("{}")
+    env = _env(tree)
     first = fork_server.server_for(tree, env)
     assert fork_server.server_for(tree, {**env, "NSA_EXP_MEMO_DIR": str(tmp_path)}) is first  # read at call time
     assert fork_server.server_for(tree, {**env, "PYTHONWARNINGS": "error"}) is not first  # read at start-up
     assert '"version": 1' in run_child(["facts"], tree, timeout=60).stdout
-    time.sleep(0.01)
+    napping: dict = {}
+    nap = threading.Thread(target=lambda: napping.update(r=run_child(["nap"], tree, timeout=60)))
+    nap.start()
+    time.sleep(0.3)  # the nap is running on the first server when the tree changes
     _tree(tree, version=2)
-    assert fork_server.server_for(tree, env) is not first
-    assert '"version": 2' in run_child(["facts"], tree, timeout=60).stdout
+    second = fork_server.server_for(tree, env)
+    assert second is not first and '"version": 2' in run_child(["facts"], tree, timeout=60).stdout
+    nap.join()
+    assert (napping["r"].code, napping["r"].stdout) == (0, "rested\n")  # the old server finished it, then left
+    first.proc.wait(timeout=10)
+    (tree / "schemas" / "x.schema.json").write_text('{"type": "object"}')
+    assert fork_server.server_for(tree, env) is not second  # a schema the import may cache changed
 
 
-def test_a_tree_that_does_not_import_is_execd_and_fails_as_a_user_sees_it(tmp_path):
-    tree = _tree(tmp_path / "tree")
-    (tree / "nsa_exp" / "cli.py").write_text("raise ImportError('broken tree')\n")
-    assert fork_server.server_for(tree, {**os.environ, "PYTHONPATH": str(tree)}) is None
-    result = run_child(["facts"], tree, timeout=60)
+def test_a_tree_that_does_not_start_or_starts_torch_is_execd_at_once(tmp_path):
+    broken = _tree(tmp_path / "broken")
+    (broken / "nsa_exp" / "cli.py").write_text("raise ImportError('broken tree')\n")
+    torchy = _tree(tmp_path / "torchy", cli="import torch\n" + _CLI)
+    (torchy / "torch.py").write_text("")  # a stand-in torch: the server refuses on the name
+    for tree in (broken, torchy):
+        starts = len(fork_server.STARTS)
+        begin = time.monotonic()
+        assert fork_server.server_for(tree, _env(tree)) is None
+        assert fork_server.server_for(tree, _env(tree)) is None  # remembered while the tree is unchanged
+        assert len(fork_server.STARTS) == starts + 1 and time.monotonic() - begin < 30
+    result = run_child(["facts"], broken, timeout=60)
     assert result.code == 1 and "ImportError: broken tree" in result.stderr
+    assert run_child(["other"], torchy, timeout=60).code == 3
+
+
+def test_a_client_that_goes_away_does_not_take_the_server_down(tmp_path):
+    tree = _tree(tmp_path / "tree")
+    server = fork_server.server_for(tree, _env(tree))
+    request = {"argv": ["nap"], "cwd": str(tree), "env": _env(tree), "cap": 0, "umask": 0o22, "cpus": [0],
+               "nofile": [1024, 1024]}
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with open(os.devnull, "rb") as null, open(tmp_path / "out", "wb") as out:
+        socket.send_fds(server.ctl, [json.dumps(request).encode()], [theirs.fileno(), null.fileno(), out.fileno(),
+                                                                       out.fileno()])
+    theirs.close()
+    mine.close()  # gone before the child has ended
+    time.sleep(1.5)
+    assert server.alive()
+    assert run_child(["other"], tree, timeout=60).code == 3
+
+
+def test_what_no_exec_could_deliver_is_execd(tmp_path):
+    tree = _tree(tmp_path / "tree")
+    with pytest.raises(ValueError, match="null byte"):
+        run_child(["fa\0cts"], tree, timeout=60)
+    with pytest.raises(OSError):  # E2BIG: an argv past the kernel's limit for one string
+        run_child(["x" * 200_000], tree, timeout=60)
 
 
 @pytest.mark.parametrize("args", [["--help"], ["routing", "--config", "/dev/zero"], ["no-such-command"],
@@ -136,14 +232,41 @@ def test_the_cli_served_and_execd_says_the_same(monkeypatch, args):
     assert served.args == execd.args == [sys.executable, "-m", "nsa_exp", *args]
 
 
+_LOG_READS = '''
+import os, sys
+seen = []
+get = os._Environ.__getitem__
+os._Environ.__getitem__ = lambda self, key: (seen.append(key), get(self, key))[1]
+import nsa_exp.cli
+os.environ.get("FORK_SERVER_PROBE")
+print("\\n".join(sorted(set(seen))))
+'''
+
+
+def test_the_cli_import_reads_no_variable_a_server_serves_every_value_of():
+    """What the server's start-up reads from the environment (numpy's and OpenBLAS's switches: part of a server's
+    key) is none of :data:`tests.fork_server.CALL_TIME_PREFIXES`; the log sees a read made after the import."""
+    out = subprocess.run([sys.executable, "-c", _LOG_READS], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split()
+    assert "FORK_SERVER_PROBE" in out
+    assert [k for k in out if k.startswith(fork_server.CALL_TIME_PREFIXES)] == []
+
+
 def _reads_at_import(tree: ast.Module) -> list[int]:
-    """Lines outside any function body that read ``os.environ`` or call ``getenv``."""
+    """Lines that read ``os.environ`` / ``getenv`` outside a function body (decorators and defaults included), or
+    import either by name."""
     found = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for part in (*node.decorator_list, *node.args.defaults, *filter(None, node.args.kw_defaults)):
+                visit(part)
+            return
+        if isinstance(node, ast.Lambda):
             return
         if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb"):
+            found.append(node.lineno)
+        if isinstance(node, ast.ImportFrom) and any(a.name in ("environ", "getenv", "environb") for a in node.names):
             found.append(node.lineno)
         for child in ast.iter_child_nodes(node):
             visit(child)
@@ -156,8 +279,9 @@ def test_no_module_of_the_package_reads_the_environment_at_import():
     found = {str(p.relative_to(REPO)): lines for p in sorted((REPO / "nsa_exp").rglob("*.py"))
              if (lines := _reads_at_import(ast.parse(p.read_text())))}
     assert found == {}
-    probe = ast.parse("import os\nX = os.environ.get('A')\ndef f():\n    return os.getenv('B')\n")
-    assert _reads_at_import(probe) == [2]  # the scan sees a read at import, not one in a function
+    probe = ast.parse("import os\nfrom os import environ\nX = os.environ.get('A')\ndef f():\n    return os.getenv('B')"
+                      "\n@cache(os.getenv('C'))\ndef g(x=os.environ['D']):\n    pass\n")
+    assert _reads_at_import(probe) == [2, 3, 6, 7]  # reads at import, not the one in a function body
 
 
 def test_the_fork_server_is_off_when_asked(monkeypatch):

@@ -93,7 +93,7 @@ def document_bodies(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         kinds: list[str | None] = []
         if isinstance(node, ast.Dict):
-            kinds += [kind_of(v) for k, v in zip(node.keys, node.values)
+            kinds += [kind_of(v) for k, v in zip(node.keys, node.values, strict=True)
                       if isinstance(k, ast.Constant) and k.value == "kind"]
         elif isinstance(node, ast.Call):
             kinds += [kind_of(kw.value) for kw in node.keywords if kw.arg == "kind"]
