@@ -10,28 +10,33 @@ a child per request; the idea, not its code).
 **What a child is.** A separate process (its own pid, session, exit status and ``wait4`` rusage), forked from a
 server that has run exactly what ``python -m nsa_exp`` runs before ``main()`` (the interpreter's start-up with the
 same environment, ``import nsa_exp.cli`` from the tree a real ``python -m nsa_exp`` would import it from) and nothing
-else. The child takes the request's working folder, environment, argv, stdio, umask, CPU affinity, open-file limit
-and address-space cap; what the server's start-up printed goes first onto its stdout and stderr (an import-time
+else. The child takes the request's working folder, environment, argv and stdio, and the caller's process state an
+exec'd child inherits (umask, CPU affinity, nice, every resource limit, the blocked and the ignored signals); the
+address-space cap on top; what the server's start-up printed goes first onto its stdout and stderr (an import-time
 warning is seen as an exec'd child shows it); numpy's legacy global ``RandomState`` is re-seeded from the OS, as a
-fresh import seeds it. It runs ``nsa_exp`` as ``__main__`` (:func:`runpy._run_module_as_main`, what ``-m`` calls) and
-ends as the interpreter ends a program: ``SystemExit``'s code (its text on stderr), a traceback from ``runpy`` on
-and exit 1, an uncaught ``KeyboardInterrupt`` as SIGINT, then the interpreter's own shutdown (threads joined,
-``atexit``, objects finalised, files and stdio flushed).
+fresh import seeds it. It runs ``nsa_exp`` as ``__main__`` (:func:`runpy._run_module_as_main`, what ``-m`` calls)
+and ends as the interpreter ends a program, at the server script's top level: a ``SystemExit`` raised there again
+(the interpreter's own handling of its code or text), an uncaught exception's traceback from ``runpy`` on and exit 1,
+a ``KeyboardInterrupt`` as the interpreter ends one (its shutdown, then death by SIGINT); then the interpreter's own
+shutdown (threads joined, ``atexit``, objects finalised, files and stdio flushed).
 
 **When it is not used** (the child is exec'd as before): a tree that is not a Python source tree of ``nsa_exp`` (an
 installed copy), a tree whose start-up fails or imports torch, Triton or FLA (their variables would then be read at
 start-up), a child with the suite's interpreter harness on (``NSA_EXP_TEST_HARNESS=1``), an argv or environment no
-exec could deliver (a NUL byte; over 64 KiB: the exec'd child meets the kernel's own limits), an address-space cap
-under 1 GiB (an exec'd child pays its start-up inside the cap), no ``socket.send_fds`` (not Linux), or
-``NSA_EXP_TEST_EXEC_CHILDREN=1`` in the suite's environment (every child exec'd: the way to rule the server out).
+exec could deliver (a NUL byte) or a request over 128 KiB (the exec'd child meets the kernel's own limits), a working
+folder that is missing or, other than the tree, holds a module a start-up could import (``-m`` puts it first on
+``sys.path``), an address-space cap under 1 GiB (an exec'd child pays its start-up inside the cap), no
+``socket.send_fds`` (not Linux), or ``NSA_EXP_TEST_EXEC_CHILDREN=1`` in the suite's environment (every child
+exec'd: the way to rule the server out).
 
 **What still differs, and why it does not matter here.** A server serves requests whose environment equals the one
 it started with, except the variables nothing it imports reads (:data:`CALL_TIME_PREFIXES`;
 ``tests/test_fork_server.py`` logs every variable ``import nsa_exp.cli`` reads), and only while no ``nsa_exp/**/*.py``
-or ``schemas/**/*.json`` file of the tree has changed (a changed tree gets a new server; the old one finishes its
-children, then exits). Children share the server's hash seed. A child's peak RSS does not include the import's
-transient peak (``--help``: 28 MB served, 42 MB exec'd), which only loosens the doors' ``max_rss_mb`` bounds
-(768 MB). ``tests/test_fork_server.py`` runs the same commands both ways and compares exit codes and output.
+or ``schemas/**/*.json`` file of the tree has changed (a changed tree gets a new server; the old one takes no
+request after it is retired, finishes its children, then exits, and is reaped). Children share the server's hash
+seed; what the start-up printed precedes all of a child's output (the package's start-up prints nothing). A child's
+peak RSS does not include the import's transient peak (``--help``: 28-38 MB served, 41-46 MB exec'd), which only
+loosens the doors' ``max_rss_mb`` bounds (768 MB). ``tests/test_fork_server.py`` runs the same commands both ways and compares exit codes and output.
 """
 
 from __future__ import annotations
@@ -57,7 +62,8 @@ from pathlib import Path
 CALL_TIME_PREFIXES = ("PYTEST_CURRENT_TEST", "NSA_EXP_MEMO_DIR", "NSA_EXP_GIT_SHA", "CUDA_", "TRITON_", "FLA_",
                       "TORCH")
 _OFF = "NSA_EXP_TEST_EXEC_CHILDREN"
-_MAX_REQUEST = 64 * 1024
+_MAX_REQUEST = 128 * 1024  # bytes of a request (one SOCK_SEQPACKET message; the send buffer is ~208 KiB)
+_RLIMITS = [n for n in dir(resource) if n.startswith("RLIMIT_")]
 _MIN_CAP = 1 << 30
 _LIVE = 6  # servers kept at once; the least recently used beyond that finishes its children and exits
 
@@ -79,22 +85,21 @@ sys.stdout.flush()
 sys.stderr.flush()
 ctl.send(b"ready")
 
-def exit_code(exc):                     # the interpreter's handling of an uncaught SystemExit
-    code = exc.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
-
 def child(request, fds, others):
     os.setsid()
     os.umask(request["umask"])
     os.sched_setaffinity(0, request["cpus"])
-    resource.setrlimit(resource.RLIMIT_NOFILE, tuple(request["nofile"]))
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, request["nice"])
+    except PermissionError:             # a lower nice than the server's needs a privilege the caller had
+        pass
+    for name, limits in request["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), tuple(limits))
     if request["cap"]:
         resource.setrlimit(resource.RLIMIT_AS, (request["cap"], request["cap"]))
+    for number in request["ignored"]:   # what the caller ignores an exec'd child ignores too
+        signal.signal(number, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, request["blocked"])
     for target, fd in zip((0, 1, 2), fds[1:]):
         os.dup2(fd, target)
     for fd in fds:
@@ -115,19 +120,14 @@ def child(request, fds, others):
     try:
         runpy._run_module_as_main("nsa_exp")
     except SystemExit as exc:
-        return exit_code(exc)
+        return exc                      # raised again at the top: the interpreter's own handling of it
     except BaseException as exc:
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
             tb = tb.tb_next                 # the traceback starts where -m's does, in runpy
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)
-        if isinstance(exc, KeyboardInterrupt):
-            sys.stdout.flush()
-            sys.stderr.flush()
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-        return 1
-    return 0
+        return KeyboardInterrupt() if isinstance(exc, KeyboardInterrupt) else SystemExit(1)
+    return SystemExit(0)
 
 def reply(sock, message):
     try:
@@ -170,11 +170,13 @@ while True:
     pid = os.fork()
     if pid == 0:
         try:
-            code = child(request, fds, [ctl, sel, *running.values()])
+            outcome = child(request, fds, [ctl, sel, *running.values()])
         except BaseException:
             traceback.print_exc()
             os._exit(70)
-        sys.exit(code)                  # the interpreter's own shutdown, as at the end of any program
+        if isinstance(outcome, KeyboardInterrupt):
+            sys.excepthook = lambda *args: None  # its traceback is printed: the shutdown, then death by SIGINT
+        raise outcome                   # the interpreter's own ending and shutdown, as at the end of any program
     answer = socket.socket(fileno=fds[0])
     for fd in fds[1:]:
         os.close(fd)
@@ -200,7 +202,7 @@ class _Server:
     def __init__(self, tree: Path, env: dict[str, str], stamp: tuple) -> None:
         self.tree, self.stamp = tree, stamp
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.ctl, self.lock = ours, threading.Lock()
+        self.ctl, self.lock, self.retired = ours, threading.Lock(), False
         # what the start-up prints (an import-time warning) is kept for each child's stdio; files, not a terminal,
         # as a child's own output is, so Python buffers the server's streams as it buffers the child's
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -228,20 +230,27 @@ class _Server:
 
     def retire(self) -> None:
         """No more requests: it ends its running children's calls, then exits."""
-        with contextlib.suppress(OSError), self.lock:
-            self.ctl.send(b"retire")
+        with self.lock:
+            self.retired = True
+            with contextlib.suppress(OSError):
+                self.ctl.send(b"retire")
 
     def close(self) -> None:
         """The control socket closed: the server kills its running children and exits."""
         with contextlib.suppress(OSError):
             self.ctl.close()
 
-    def run(self, request: dict, stdin: int, stdout: int, stderr: int, timeout: float) -> Ended:
-        os.write(stdout, self.startup[0])  # the child's descriptors share these files' offsets: it writes after
-        os.write(stderr, self.startup[1])
+    def run(self, request: bytes, stdin: int, stdout: int, stderr: int, timeout: float) -> Ended | None:
+        """The child's end; None when the server was retired before the request reached it (nothing written)."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with self.lock:
-            socket.send_fds(self.ctl, [json.dumps(request).encode()], [theirs.fileno(), stdin, stdout, stderr])
+            if self.retired:
+                mine.close()
+                theirs.close()
+                return None
+            os.write(stdout, self.startup[0])  # the child's descriptors share these files' offsets: it writes after
+            os.write(stderr, self.startup[1])
+            socket.send_fds(self.ctl, [request], [theirs.fileno(), stdin, stdout, stderr])
         theirs.close()
         with mine:
             lines = _Lines(mine)
@@ -321,8 +330,11 @@ def server_for(cwd: Path, env: dict[str, str]) -> _Server | None:
     key = _key(cwd, env)
     if key is None:
         return None
-    stamp = _source_stamp(Path(key[0]))
     with _LOCK:
+        for old in [s for s in _RETIRED if s.proc.poll() is not None]:  # reaped: no zombie, no descriptor left
+            old.close()
+            _RETIRED.remove(old)
+        stamp = _source_stamp(Path(key[0]))
         if (key, stamp) in _UNSERVABLE:
             return None
         server = _SERVERS.pop(key, None)
@@ -356,15 +368,42 @@ def run(argv: list[str], cwd: Path, env: dict[str, str], stdin: int, stdout: int
     """``python -m nsa_exp ARGV`` in ``cwd`` with exactly ``env``, its stdio on the three descriptors (files), its
     address space capped at ``memory_cap`` bytes (0: not capped), killed with its session after ``timeout`` seconds;
     None where the child must be exec'd instead (:func:`server_for`)."""
-    texts = [*argv, *env, *env.values()]
-    if any("\0" in t for t in texts) or sum(len(t) + 1 for t in texts) > _MAX_REQUEST or 0 < memory_cap < _MIN_CAP:
+    if any("\0" in t for t in [*argv, *env, *env.values()]) or 0 < memory_cap < _MIN_CAP or _shadowed(Path(cwd), env):
         return None
-    server = server_for(cwd, env)
-    if server is None:
+    request = json.dumps({"argv": argv, "cwd": str(cwd), "env": env, "cap": memory_cap, **_process_state()}).encode()
+    if len(request) > _MAX_REQUEST:
         return None
-    request = {"argv": argv, "cwd": str(cwd), "env": env, "cap": memory_cap, "umask": _umask(),
-               "cpus": sorted(os.sched_getaffinity(0)), "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)}
-    return server.run(request, stdin, stdout, stderr, timeout)
+    for _ in range(3):  # a server retired between server_for and the request: the next one
+        server = server_for(cwd, env)
+        if server is None:
+            return None
+        ended = server.run(request, stdin, stdout, stderr, timeout)
+        if ended is not None:
+            return ended
+    return None
+
+
+def _shadowed(cwd: Path, env: dict[str, str]) -> bool:
+    """True where an exec'd child's start-up could import something else than the server's: a working folder that
+    is missing, or is not the tree and holds a module or package (``-m`` puts it first on ``sys.path``)."""
+    if not cwd.is_dir():
+        return True  # the exec raises FileNotFoundError, as it does for a user
+    if imported_tree(cwd, env) == cwd.resolve():
+        return False
+    return any(p.suffix in (".py", ".pyc", ".so", ".pth") or (p / "__init__.py").is_file() for p in cwd.iterdir())
+
+
+def _process_state() -> dict:
+    """What an exec'd child inherits from this process and a forked one must be given: umask, CPU affinity, nice,
+    resource limits, the blocked signals and the ignored ones (but those the interpreter sets itself)."""
+    managed = {signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ}
+    ignored = [int(n) for n in signal.valid_signals() if n not in managed and n not in (signal.SIGKILL, signal.SIGSTOP)
+               and signal.getsignal(n) == signal.SIG_IGN]
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        ignored.append(int(signal.SIGINT))
+    return {"umask": _umask(), "cpus": sorted(os.sched_getaffinity(0)), "nice": os.getpriority(os.PRIO_PROCESS, 0),
+            "rlimits": {n: resource.getrlimit(getattr(resource, n)) for n in _RLIMITS}, "ignored": ignored,
+            "blocked": sorted(int(n) for n in signal.pthread_sigmask(signal.SIG_BLOCK, []))}
 
 
 @atexit.register

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import json
 import os
+import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +30,7 @@ from tests.helpers import run_cli
 # A stand-in package named nsa_exp: it warns at import, reports what a child can observe of its start and ends in
 # each of the ways the interpreter ends a program.
 _CLI = '''
-import atexit, json, os, sys, threading, time, warnings
+import atexit, json, os, resource, signal, sys, threading, time, warnings
 import numpy as np
 
 warnings.warn("import-time warning", UserWarning)
@@ -74,7 +76,20 @@ def main():
         sys.stdout.close()
         return 0
     if what == "interrupt":
+        atexit.register(print, "at exit", file=sys.stderr)
+        main_module.kept = open(os.environ["FORK_SERVER_FILE"], "w")
+        main_module.kept.write("data")
         raise KeyboardInterrupt
+    if what == "exit-without-stderr":
+        sys.stderr = None
+        sys.exit("a text")
+    if what == "state":
+        print(json.dumps({"core": resource.getrlimit(resource.RLIMIT_CORE), "nice": os.getpriority(os.PRIO_PROCESS, 0),
+                          "blocked": sorted(map(int, signal.pthread_sigmask(signal.SIG_BLOCK, []))),
+                          "usr2_ignored": signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN,
+                          "int": repr(signal.getsignal(signal.SIGINT)),
+                          "pipe": repr(signal.getsignal(signal.SIGPIPE))}))
+        return 0
     if what == "nap":
         time.sleep(1.0)
         print("rested")
@@ -119,15 +134,20 @@ def _both(monkeypatch, argv: list[str], cwd: Path, **kw):
     return served, execd
 
 
-@pytest.mark.parametrize("what", ["facts", "raise", "exit-text", "thread", "atexit", "close-stdout", "interrupt",
-                                  "other"])
+@pytest.mark.parametrize("what", ["facts", "raise", "exit-text", "exit-without-stderr", "thread", "atexit",
+                                  "close-stdout", "interrupt", "other"])
 def test_a_served_child_ends_as_an_execd_one(tmp_path, monkeypatch, what):
     tree = _tree(tmp_path / "tree")
-    served, execd = _both(monkeypatch, [what], tree, env={"FORK_SERVER_PROBE": "x"})
-    assert fork_server.running_server(tree, _env(tree, FORK_SERVER_PROBE="x")) is not None  # the first was served
+    probe = {"FORK_SERVER_PROBE": "x", "FORK_SERVER_FILE": str(tmp_path / "s")}
+    served = run_child([what], tree, timeout=60, env=probe)
+    assert fork_server.running_server(tree, _env(tree, **probe)) is not None  # it was served
+    monkeypatch.setenv("NSA_EXP_TEST_EXEC_CHILDREN", "1")
+    execd = run_child([what], tree, timeout=60, env={**probe, "FORK_SERVER_FILE": str(tmp_path / "e")})
     assert (served.code, served.stdout, served.stderr) == (execd.code, execd.stdout, execd.stderr)
-    assert served.code == {"facts": 0, "raise": 1, "exit-text": 1, "thread": 0, "atexit": 5, "close-stdout": 0,
-                           "interrupt": -2, "other": 3}[what]
+    assert served.code == {"facts": 0, "raise": 1, "exit-text": 1, "exit-without-stderr": 1, "thread": 0, "atexit": 5,
+                           "close-stdout": 0, "interrupt": -2, "other": 3}[what]
+    if what == "interrupt":  # the interpreter's shutdown (atexit, files flushed), then death by SIGINT
+        assert served.stderr.endswith("at exit\n") and (tmp_path / "s").read_text() == "data"
     assert "UserWarning: import-time warning" in served.stderr  # what the server's start-up printed
     if what == "raise":
         assert "Traceback" in served.stderr and "<string>" not in served.stderr  # no frame of the server's
@@ -214,12 +234,69 @@ def test_a_client_that_goes_away_does_not_take_the_server_down(tmp_path):
     assert run_child(["other"], tree, timeout=60).code == 3
 
 
-def test_what_no_exec_could_deliver_is_execd(tmp_path):
+def test_what_no_exec_could_deliver_or_a_server_could_mistake_is_execd(tmp_path, monkeypatch):
     tree = _tree(tmp_path / "tree")
     with pytest.raises(ValueError, match="null byte"):
         run_child(["fa\0cts"], tree, timeout=60)
     with pytest.raises(OSError):  # E2BIG: an argv past the kernel's limit for one string
         run_child(["x" * 200_000], tree, timeout=60)
+    wide = ["other", "é" * 40_000]  # 80 KB on the command line, over the request's bytes once JSON-escaped
+    served, execd = _both(monkeypatch, wide, tree)
+    assert served.code == execd.code == 3
+    with pytest.raises(FileNotFoundError):  # a working folder that is not there, as the exec says it
+        run_child(["facts"], tmp_path / "missing", timeout=60, env={"PYTHONPATH": str(tree)})
+    shadow = tmp_path / "work"
+    shadow.mkdir()
+    (shadow / "numpy.py").write_text("raise ImportError('numpy shadowed by the working folder')\n")
+    result = run_child(["facts"], shadow, timeout=60, env={"PYTHONPATH": str(tree)})
+    assert result.code == 1 and "numpy shadowed" in result.stderr  # -m's first sys.path entry, as exec'd
+
+
+def test_the_callers_process_state_reaches_a_served_child(tmp_path, monkeypatch):
+    """Resource limits, blocked and ignored signals are the caller's at the call, as an exec'd child inherits them."""
+    tree = _tree(tmp_path / "tree")
+    assert fork_server.server_for(tree, _env(tree)) is not None  # started before the caller's state changes
+    core = resource.getrlimit(resource.RLIMIT_CORE)
+    usr2 = signal.getsignal(signal.SIGUSR2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, core[1]))
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+    try:
+        served, execd = _both(monkeypatch, ["state"], tree)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGUSR1])
+        signal.signal(signal.SIGUSR2, usr2)
+        resource.setrlimit(resource.RLIMIT_CORE, core)
+    assert (served.code, served.stdout) == (execd.code, execd.stdout)
+    state = json.loads(served.stdout)
+    assert state["core"][0] == 0 and int(signal.SIGUSR1) in state["blocked"] and state["usr2_ignored"]
+
+
+def test_a_server_retired_under_a_running_caller_loses_no_request(tmp_path):
+    """Two threads run children while the tree keeps changing: every child ends as asked, every retired server
+    is reaped."""
+    tree = _tree(tmp_path / "tree")
+    codes: list = []
+
+    def work() -> None:
+        for _ in range(25):
+            try:
+                codes.append(run_child(["other"], tree, timeout=60).code)
+            except Exception as exc:  # noqa: BLE001 - the failure is what the test counts
+                codes.append(repr(exc))
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for version in range(2, 8):
+        time.sleep(0.2)
+        _tree(tree, version=version)
+    for t in threads:
+        t.join()
+    assert codes == [3] * 50
+    time.sleep(0.5)
+    fork_server.server_for(tree, _env(tree))  # reaps what has exited
+    assert all(s.proc.poll() is None for s in fork_server._RETIRED)
 
 
 @pytest.mark.parametrize("args", [["--help"], ["routing", "--config", "/dev/zero"], ["no-such-command"],
