@@ -36,7 +36,8 @@ or ``schemas/**/*.json`` file of the tree has changed (a changed tree gets a new
 request after it is retired, finishes its children, then exits, and is reaped). Children share the server's hash
 seed; what the start-up printed precedes all of a child's output (the package's start-up prints nothing). A child's
 peak RSS does not include the import's transient peak (``--help``: 28-38 MB served, 41-46 MB exec'd), which only
-loosens the doors' ``max_rss_mb`` bounds (768 MB). ``tests/test_fork_server.py`` runs the same commands both ways and compares exit codes and output.
+loosens the doors' ``max_rss_mb`` bounds (768 MB). ``tests/test_fork_server.py`` runs the same commands both ways and
+compares exit codes and output.
 """
 
 from __future__ import annotations
