@@ -66,7 +66,7 @@ _OFF = "NSA_EXP_TEST_EXEC_CHILDREN"
 _MAX_REQUEST = 128 * 1024  # bytes of a request (one SOCK_SEQPACKET message; the send buffer is ~208 KiB)
 _RLIMITS = [n for n in dir(resource) if n.startswith("RLIMIT_")]
 _MIN_CAP = 1 << 30
-_LIVE = 6  # servers kept at once; the least recently used beyond that finishes its children and exits
+_LIVE = 16  # servers kept at once (~45 MB each); the least recently used beyond that finishes its children, exits
 
 # The server: started as ``python -c SERVER TREE FD``; imports what ``python -m nsa_exp`` imports before main(),
 # then forks one child per request read from the control socket (fd FD). A request is one JSON message with four
