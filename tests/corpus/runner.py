@@ -98,29 +98,36 @@ def run_child(argv: list[str], cwd: Path, timeout: float, env: dict[str, str] | 
         served = fork_server.run(argv, cwd, full_env, stdin.fileno(), out.fileno(), err.fileno(), timeout,
                                  memory_cap_mb * 2**20)
         if served is not None:
-            out.seek(0)
-            err.seek(0)
-            return Result(None if served.timed_out else served.returncode, out.read().decode("utf-8", "replace"),
-                          err.read().decode("utf-8", "replace"), served.maxrss_kb / 1024, served.timed_out,
-                          time.monotonic() - start)
-        proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(memory_cap_mb * 2**20), *argv], cwd=cwd,
-                                env=full_env, stdin=stdin, stdout=out, stderr=err, start_new_session=True)
-        timed_out, status, usage = False, None, None
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() - start > timeout:
-                timed_out = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                _, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.02)
-        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait for it again
+            code, maxrss_kb, timed_out = served.returncode, served.maxrss_kb, served.timed_out
+        else:
+            code, maxrss_kb, timed_out = _exec_child(argv, cwd, full_env, (stdin, out, err), timeout, memory_cap_mb,
+                                                     start)
         seconds = time.monotonic() - start
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
-    return Result(None if timed_out else proc.returncode, stdout, stderr, usage.ru_maxrss / 1024, timed_out, seconds)
+    return Result(None if timed_out else code, stdout, stderr, maxrss_kb / 1024, timed_out, seconds)
+
+
+def _exec_child(argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple, timeout: float, memory_cap_mb: int,
+                start: float) -> tuple[int, int, bool]:
+    """``python -m nsa_exp ARGV`` exec'd in a new session under its cap: ``(exit code, peak RSS in KiB, timed
+    out)``, its session killed once ``timeout`` seconds have passed since ``start``."""
+    stdin, out, err = stdio
+    proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(memory_cap_mb * 2**20), *argv], cwd=cwd,
+                            env=env, stdin=stdin, stdout=out, stderr=err, start_new_session=True)
+    timed_out, status, usage = False, None, None
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - start > timeout:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            _, status, usage = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.02)
+    proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait for it again
+    return proc.returncode, usage.ru_maxrss, timed_out
 
