@@ -113,10 +113,15 @@ def _served(monkeypatch):
 
 
 def _tree(root: Path, version: int = 1, cli: str = _CLI) -> Path:
+    """The stand-in package under ``root``; each file replaced whole (a child starting meanwhile reads the old file
+    or the new one, never a truncated one)."""
     (root / "nsa_exp").mkdir(parents=True, exist_ok=True)
-    (root / "nsa_exp" / "__init__.py").write_text("")
-    (root / "nsa_exp" / "cli.py").write_text(cli.replace("VERSION = 1", f"VERSION = {version}"))
-    (root / "nsa_exp" / "__main__.py").write_text("import sys\n\nfrom .cli import main\n\nsys.exit(main())\n")
+    files = {"__init__.py": "", "cli.py": cli.replace("VERSION = 1", f"VERSION = {version}"),
+             "__main__.py": "import sys\n\nfrom .cli import main\n\nsys.exit(main())\n"}
+    for name, text in files.items():
+        part = root / "nsa_exp" / f".{name}.part"
+        part.write_text(text)
+        part.replace(root / "nsa_exp" / name)
     return root
 
 
