@@ -114,9 +114,11 @@ def _served(monkeypatch):
 
 def _tree(root: Path, version: int = 1, cli: str = _CLI) -> Path:
     """The stand-in package under ``root``; each file replaced whole (a child starting meanwhile reads the old file
-    or the new one, never a truncated one)."""
+    or the new one, never a truncated one). Each version's ``cli.py`` has its own size: where bytecode is written
+    (no PYTHONDONTWRITEBYTECODE), a ``.pyc`` is trusted while the source's size and mtime in whole seconds match,
+    so a same-size rewrite within one second would run the old version's bytecode."""
     (root / "nsa_exp").mkdir(parents=True, exist_ok=True)
-    files = {"__init__.py": "", "cli.py": cli.replace("VERSION = 1", f"VERSION = {version}"),
+    files = {"__init__.py": "", "cli.py": cli.replace("VERSION = 1", f"VERSION = {version}") + "#" * version + "\n",
              "__main__.py": "import sys\n\nfrom .cli import main\n\nsys.exit(main())\n"}
     for name, text in files.items():
         part = root / "nsa_exp" / f".{name}.part"
