@@ -60,7 +60,7 @@ from .record_checks import (
     config_provenance,
     config_semantics,
     gpu_run,
-    recorded_argv,
+    document_argv,
     recorded_cli_argv,
     run_record,
     wall_plausible,
@@ -406,7 +406,7 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
     FLA's exactly when the routing is tile-shared: checked for an fla-topk routing too)."""
     problems: Problems = []
     from_cli = recorded_cli_argv(doc) is not None  # argv is the CLI's: its options are the run's
-    argv = recorded_argv(doc)
+    argv = document_argv(doc)
     if doc["name"] != config.name:
         problems.append(("$.name", f"{doc['name']!r}, but its config is {config.name!r}"))
     if doc["label"] != PEERS_LABEL:

@@ -431,7 +431,7 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
     (bench: the ``--output`` stem, else ``--name``, else the config's name); the embedded config's
     experiment fields (:data:`EXPERIMENT_FIELDS`) = the file's at ``config_path`` (or its ``config_name``)."""
     problems: Problems = []
-    argv = recorded_argv(doc)
+    argv = document_argv(doc)
     ours = recorded_cli_argv(doc) is not None
     path = doc.get("config_path")
     from_argv = argv_option(argv, "--config") or DEFAULT_CONFIG if ours else None
@@ -457,7 +457,7 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
     add("config_provenance", problems)
 
 
-def recorded_argv(doc: dict[str, Any]) -> list[str]:
+def document_argv(doc: dict[str, Any]) -> list[str]:
     """The document's recorded ``metadata.argv`` as strings (empty when none)."""
     return [str(a) for a in (doc.get("metadata") or {}).get("argv") or []]
 
@@ -474,7 +474,7 @@ def recorded_cli_argv(doc: dict[str, Any]) -> list[str] | None:
     >>> recorded_cli_argv({"metadata": {"argv": ["/venv/site-packages/pytest/__main__.py", "tests"]}}) is None
     True
     """
-    argv = recorded_argv(doc)
+    argv = document_argv(doc)
     first = argv[0].replace("\\", "/") if argv else ""
     ours = first.endswith("bench_backward.py") or f"/{first}".endswith("/nsa_exp/__main__.py")
     return argv if ours else None
