@@ -69,13 +69,27 @@ def _routing_time(args: argparse.Namespace) -> None:
         check_length(config.shape, T, "--lengths")
 
 
+#: The most rounds a run may ask for: ``timing.repetitions``' maximum in schemas/config.schema.json and the result
+#: schemas (a larger ``--repetitions`` or ``--cupti-rounds`` was refused only at the GPU gate, or by the schema once
+#: the GPU had run: an attacker's finding of 2026-12-06).
+MOST_ROUNDS = 100_000
+
+
 def _check_counts(args: argparse.Namespace, cupti_pass: str = "the CUPTI pass") -> None:
-    """``--repetitions`` (a positive integer when given) and ``--cupti-rounds`` (0 skips ``cupti_pass``), the
-    counts bench, peer-bench and release-bench share."""
-    if args.repetitions is not None and args.repetitions < 1:
-        raise UserError("--repetitions: must be a positive integer")
-    if args.cupti_rounds is not None and args.cupti_rounds < 0:
-        raise UserError(f"--cupti-rounds: must be 0 (skip {cupti_pass}) or a positive integer")
+    """``--repetitions`` (a positive integer when given) and ``--cupti-rounds`` (0 skips ``cupti_pass``), each at
+    most :data:`MOST_ROUNDS`: the counts bench, peer-bench and release-bench share."""
+    if args.repetitions is not None and not 1 <= args.repetitions <= MOST_ROUNDS:
+        raise UserError(f"--repetitions: must be a positive integer of at most {MOST_ROUNDS:,}")
+    if args.cupti_rounds is not None and not 0 <= args.cupti_rounds <= MOST_ROUNDS:
+        raise UserError(f"--cupti-rounds: must be 0 (skip {cupti_pass}) or a positive integer of at most "
+                        f"{MOST_ROUNDS:,}")
+
+
+def _check_suffix(option: str, path: str | None, suffix: str) -> None:
+    """A named output is written as ``suffix`` (``.json``, ``.csv``): its path must say so (``bench --output x.csv``
+    wrote a JSON under a CSV's name)."""
+    if path and Path(path).suffix != suffix:
+        raise UserError(f"{option} {show_path(path)}: this output is a {suffix} file; give a path ending in {suffix}")
 
 
 def _policy(args: argparse.Namespace, run: str, *inputs: tuple[str, str | None]) -> OutputPolicy:
@@ -87,6 +101,7 @@ def _policy(args: argparse.Namespace, run: str, *inputs: tuple[str, str | None])
 def _claimed_output(args: argparse.Namespace, config: Config, default: Path,
                     *inputs: tuple[str, str | None]) -> Path:
     """``--output`` (else ``default``) claimed under :func:`_policy`, the config's name naming the run folder."""
+    _check_suffix("--output", args.output, default.suffix)
     return _policy(args, config.name, *inputs).claim(Path(args.output) if args.output else default,
                                                      named=args.output is not None)
 
@@ -115,6 +130,8 @@ def _bench(args: argparse.Namespace) -> None:
         raise UserError(f"--summary {args.summary}: the same file as --output; the raw JSON and the summary CSV need "
                         "two paths")
     _check_counts(args)
+    _check_suffix("--output", args.output, ".json")
+    _check_suffix("--summary", args.summary, ".csv")
     config = load_config(args.config)
     check_bench_arm(config, args)
     _bench_result(args, "autotune_from", "--autotune-from", config)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import os
 import sys
 import traceback
@@ -130,6 +131,9 @@ BROKEN_PIPE_EXIT = 128 + 13
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a path or field holding a lone surrogate (JSON's "\ud800") prints
+        if isinstance(stream, io.TextIOWrapper):  # as "\ud800", never an internal UnicodeEncodeError mid-report
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

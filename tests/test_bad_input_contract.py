@@ -9,10 +9,12 @@ import shutil
 import numpy as np
 import pytest
 
+from nsa_exp.arguments import MOST_ROUNDS
+from nsa_exp.checking import analysis
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.cli import main
 from nsa_exp.io.progress import is_progress_line
-from tests.helpers import REPO
+from tests.helpers import REPO, run_cli
 
 CAL = "results/model/h200_BQ1_w4_s2.json"
 H200 = REPO / "results" / "raw" / "e1_h200.json"
@@ -244,3 +246,69 @@ def test_a_result_whose_commit_is_not_here_passes_but_strict_fails_naming_its_co
     assert main(["validate", "--strict", str(path)]) == 1
     err = capsys.readouterr().err
     assert "--strict: 1 check group(s) unverifiable" in err
+
+
+def test_the_largest_round_count_a_door_takes_is_the_schemas():
+    """``--repetitions`` and ``--cupti-rounds`` are refused at the door above :data:`nsa_exp.arguments.MOST_ROUNDS`:
+    the most timed rounds the config and result schemas take (a larger count reached the GPU gate)."""
+    for schema in ("config", "result"):
+        timing = json.loads((REPO / "schemas" / f"{schema}.schema.json").read_text())["properties"]["timing"]
+        assert timing["properties"]["repetitions"]["maximum"] == MOST_ROUNDS, schema
+
+
+def test_a_text_report_prints_a_path_holding_a_lone_surrogate(tmp_path, capsys):
+    """A recorded path with a lone surrogate (JSON's "\\ud800") is printed escaped: it ended validate's text report
+    in "internal error UnicodeEncodeError" (an attacker, 2026-12-06)."""
+    doc = json.loads((REPO / "results/compare/e1_h200_vs_e1_h200_repeat.json").read_text())
+    doc["a"]["path"] = "results/raw/\ud800.json"
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    proc = run_cli("validate", str(path))
+    assert proc.returncode == 0 and "internal error" not in proc.stderr, proc.stderr
+    assert "\\ud800" in proc.stdout
+
+
+def _failed(report: dict) -> dict[str, list[str]]:
+    return {c["name"]: [f["message"] for f in c["failures"]] for c in report["checks"] if not c["passed"]}
+
+
+def test_a_derived_document_fails_when_its_source_is_forged_or_of_another_kind(tmp_path):
+    """An analysis rebuilt (by its own builder) from a raw run whose sink-heavy dK/dV observations were scaled x0.3
+    PASSed: only compare re-validated its sources (an attacker, 2026-12-06). Now a source found must be of its kind
+    and pass validate, for every derived kind (checking/sources.source_problems); a compare naming a config as a
+    side FAILs instead of counting it "not found"."""
+    raw = tmp_path / "results" / "raw"
+    raw.mkdir(parents=True)
+    for name in ("e1_h100.json", "e1_h100_repeat.json"):
+        shutil.copyfile(REPO / "results/raw" / name, raw / name)
+    forged = json.loads((raw / "e1_h100.json").read_text())
+    stage = forged["patterns"]["sink-heavy"]["stages"]["dkv_core"]
+    stage["raw_ms"] = [x * 0.3 for x in stage["raw_ms"]]
+    for key in ("median_ms", "p10_ms", "p90_ms", "p95_ms", "min_ms", "mean_ms"):
+        stage[key] *= 0.3
+    (raw / "e1_h100.json").write_text(json.dumps(forged))
+    rebuilt = analysis.build(forged, json.loads((raw / "e1_h100_repeat.json").read_text()))
+    rebuilt["metadata"] = json.loads((REPO / "results/analysis/e1_h100.json").read_text())["metadata"]
+    (tmp_path / "results" / "analysis").mkdir()
+    (tmp_path / "results" / "analysis" / "e1_h100.json").write_text(json.dumps(rebuilt))
+    report = validate_path(tmp_path / "results" / "analysis" / "e1_h100.json")
+    assert not report["passed"] and "does not validate" in " ".join(_failed(report)["analysis_recompute"]), report
+    doc = json.loads((REPO / "results/compare/e1_h200_vs_e1_h200_repeat.json").read_text())
+    doc["a"]["path"] = "configs/e1_h200.json"
+    (tmp_path / "c.json").write_text(json.dumps(doc))
+    report = validate_path(tmp_path / "c.json")
+    assert "not a bench_result" in " ".join(_failed(report)["compare_recompute"]), report
+
+
+def test_strict_fails_a_run_record_whose_argv_is_not_the_clis(tmp_path):
+    """Another program's argv[0] lists the argv-read checks (config_path, name, --resume, --allow-gpu, the stop rule)
+    as unverifiable: the pre-run renamed as the formal run PASSes plain validate that way (listed, never silently),
+    and ``--strict`` FAILs it (it passed --strict too: an attacker, 2026-12-06)."""
+    doc = json.loads((REPO / "results/raw/e1_h200_pre.json").read_text())
+    doc["metadata"]["argv"] = ["/venv/lib/python3.12/site-packages/pytest/__main__.py", "tests/test_bench.py"]
+    doc["name"] = "e1_h200"
+    path = tmp_path / "e1_h200.json"
+    path.write_text(json.dumps(doc))
+    plain, strict = run_cli("validate", str(path)), run_cli("validate", "--strict", str(path))
+    assert plain.returncode == 0 and "unverified (argv not the CLI's)" in plain.stdout, plain.stdout
+    assert strict.returncode == 1 and "--strict: 1 check group(s) unverifiable" in strict.stderr, strict.stderr

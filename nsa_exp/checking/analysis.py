@@ -18,7 +18,7 @@ from ..core.kinds import schema_version
 from ..core.records import BenchLike, BenchResult
 from .checks import Add, Context, Problems, close, one_check
 from .record_checks import host_problems
-from .sources import created_after_sources, deep_diff, read_source
+from .sources import created_after_sources, deep_diff, read_source, source_problems
 
 KIND = "analysis"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -59,9 +59,12 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     flag = all(r["ci95_halfwidth_pct"] <= 1.0 for r in doc["rows"] if r["stage"] == "dkv_core")
     if doc["dkv_ci_within_1pct"] != flag:
         problems.append(("$.dkv_ci_within_1pct", f"{doc['dkv_ci_within_1pct']}, the dK/dV rows give {flag}"))
-    sources = [read_source(ctx, f"results/raw/{n}.json", ("bench_result",)) if n else (None, None)
-               for n in (doc["source"], doc.get("repeat_source"))]
-    (_, result), (_, repeat) = sources
+    named = {"source": doc["source"], "repeat_source": doc.get("repeat_source")}
+    sources = {k: read_source(ctx, f"results/raw/{n}.json", ("bench_result",)) if n else (None, None)
+               for k, n in named.items()}
+    for k, n in named.items():  # a source found must be a bench result that validates
+        problems += source_problems(ctx, f"$.{k}", f"results/raw/{n}.json", sources[k], ("bench_result",)) if n else []
+    (_, result), (_, repeat) = sources.values()
     if result is None or (doc.get("repeat_source") and repeat is None):
         ctx.unverifiable("$.rows, $.fanin, $.memory, $.stage_sum_vs_full_bwd, $.autotune",
                          f"unverified (source not found): results/raw/{doc['source']}.json"

@@ -34,7 +34,7 @@ from ..errors import UserError
 from ..io.paths import recorded_path
 from ..io.store import load_document
 from .checks import Add, Context, Problems, close, one_check
-from .sources import deep_diff, read_source
+from .sources import deep_diff, read_source, source_problems
 
 KIND = "compare"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -124,14 +124,13 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems.append(("$.noise_floor.kind", "a comparison with a peer result takes no repeat pair (compare "
                          "refuses --noise-from there)"))
     a, b = (read_source(ctx, doc[k]["path"], SIDES) for k in ("a", "b"))
-    if ctx.revalidate is not None:  # the sides must hold too: a forged source rebuilds a forged comparison
-        for side, (found, d) in (("a", a), ("b", b)):
-            if d is not None and (bad := ", ".join(c["name"] for c in ctx.revalidate(str(found))["checks"]
-                                                  if not c["passed"])):
-                problems.append((f"$.{side}.path", f"{doc[side]['path']}: does not validate ({bad}); a comparison "
-                                 "rebuilt from it proves nothing"))
+    for side, source in (("a", a), ("b", b)):  # the sides must hold too: a forged source rebuilds a forged comparison
+        problems += source_problems(ctx, f"$.{side}.path", doc[side]["path"], source, SIDES)
     kinds = ("noise_table",) if nf["kind"] == "table" else ("bench_result",)
     pair = [read_source(ctx, p, kinds) for p in nf["paths"]]
+    if nf["kind"] == "repeat":  # the repeat pair's runs are sources too (a table is revalidated below)
+        problems += [x for i, (p, source) in enumerate(zip(nf["paths"], pair, strict=True))
+                     for x in source_problems(ctx, f"$.noise_floor.paths[{i}]", p, source, kinds)]
     if a[1] is None or b[1] is None or any(d is None for _, d in pair):
         missing = [p for p, (_, d) in zip([doc["a"]["path"], doc["b"]["path"], *nf["paths"]], (a, b, *pair),
                                           strict=True) if d is None]

@@ -19,7 +19,7 @@ from ..errors import UserError
 from ..io.paths import recorded_path
 from .checks import Add, Context, Problems, close, one_check
 from .record_checks import host_problems
-from .sources import created_after_sources, deep_diff, read_source
+from .sources import created_after_sources, deep_diff, read_source, source_problems
 
 KIND = "flush_study"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -58,10 +58,9 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if (doc["chosen"], doc["reason"]) != (chosen, reason):
             problems.append(("$.chosen", f"{doc['chosen']!r}, the rows choose {chosen!r} ({reason})"))
     source = read_source(ctx, doc["source"], ("method_study",))
+    problems += source_problems(ctx, "$.source", doc["source"], source, ("method_study",))
     if source[1] is None:
-        if source[0] is not None:
-            problems.append(("$.source", f"{doc['source']} is not a method study"))
-        else:
+        if source[0] is None:
             ctx.unverifiable("$.rows (medians, CIs), $.rounds, $.gpu_name",
                              f"unverified (source not found): {doc['source']}")
         add("flush_study_recompute", problems)

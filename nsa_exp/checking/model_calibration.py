@@ -34,7 +34,7 @@ from ..model.points import MeasuredPoint, check_same_setup, pattern_fanin, point
 from ..model.whatif import validation_summary
 from .checks import Add, Context, Problems, close, one_check
 from .record_checks import host_problems
-from .sources import created_after_sources, deep_diff, read_source
+from .sources import created_after_sources, deep_diff, read_source, source_problems
 
 KIND = "model_calibration"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -109,8 +109,9 @@ def calibration_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             problems.append((f"{where}.source", str(exc)))
         points.append(point)
         fanins.append(fanin)
-        _, src = read_source(ctx, rec["source"], ("bench_result", "sweep_point"))
-        sources += [src] if src else []
+        source = read_source(ctx, rec["source"], ("bench_result", "sweep_point"))
+        problems += source_problems(ctx, f"{where}.source", rec["source"], source, ("bench_result", "sweep_point"))
+        sources += [source[1]] if source[1] else []
     errs = [abs(r["error_pct"]) for r in doc["points"]]
     for key, value in (("n", len(errs)), ("mean_abs_pct", sum(errs) / len(errs)), ("max_abs_pct", max(errs))):
         if not close(doc["residuals"][key], value):

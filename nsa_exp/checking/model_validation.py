@@ -25,7 +25,7 @@ from ..model.whatif import TARGET, held_out, validation_row, validation_summary
 from .checks import Add, Context, Problems, close, first_difference, one_check
 from .model_calibration import source_point
 from .record_checks import host_problems
-from .sources import created_after_sources, deep_diff, read_source
+from .sources import created_after_sources, deep_diff, read_source, source_problems
 
 KIND = "model_validation"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -102,6 +102,8 @@ def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> N
         add("model_validation_recompute", problems)
         return
     cal = cal_source[1]
+    problems += source_problems(ctx, "$.calibration.path", doc["calibration"]["path"], cal_source,
+                                ("model_calibration",))
     if cal["name"] != doc["calibration"]["name"]:
         problems.append(("$.calibration.name", f"{doc['calibration']['name']!r}, the calibration is {cal['name']!r}"))
     used = {p["label"] for p in cal["points"]}

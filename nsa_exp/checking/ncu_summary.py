@@ -36,7 +36,7 @@ from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems, one_check
 from .record_checks import host_problems, parse_utc
-from .sources import created_after_sources, deep_diff, read_source
+from .sources import created_after_sources, deep_diff, read_source, source_problems
 
 KIND = "ncu_summary"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -102,7 +102,10 @@ def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         sm = k.get("metrics", {}).get("sm_count")
         if spec is not None and sm is not None and int(sm) not in spec.sm_counts:
             problems.append((f"$.kernels[{i}].metrics.sm_count", f"{sm}: {k['device']} has {list(spec.sm_counts)}"))
-    _, bench = read_source(ctx, doc.get("benchmark_result"), ("bench_result",))
+    bench_source = read_source(ctx, doc.get("benchmark_result"), ("bench_result",))
+    problems += source_problems(ctx, "$.benchmark_result", doc.get("benchmark_result"), bench_source,
+                                ("bench_result",))
+    bench = bench_source[1]
     if bench is not None:
         name = bench["metadata"]["gpu"]["name"]
         problems += [(f"$.kernels[{i}].device", f"{k.get('device')!r}, but {doc['benchmark_result']} ran on "

@@ -441,8 +441,8 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
         path = from_argv
     if not ours:  # every field checked against the CLI's argv (here, gates_consistent, stats_checks, peer_result)
         ctx.unverifiable("$.config_path, $.name, $.timing.resumed, $.gates[gpu].detail.allow_gpu, $.timing.stop "
-                         "(against argv)", f"argv {argv[:1]} is not the CLI's (python -m nsa_exp): the options "
-                         "cannot be read from it")
+                         "(against argv)", f"unverified (argv not the CLI's): argv[0] {argv[:1]} is not python -m "
+                         "nsa_exp or scripts/bench_backward.py, so the run's options cannot be read from it")
     config = doc.get("config") if isinstance(doc.get("config"), dict) else None
     if name_from_output and ours and "name" in doc:
         output, given = argv_option(argv, "--output"), argv_option(argv, "--name")

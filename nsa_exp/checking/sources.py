@@ -64,6 +64,31 @@ def read_source(ctx: Context, recorded: str | None,
     return found, None
 
 
+def source_problems(ctx: Context, where: str, recorded: str | None,
+                    source: tuple[Path, dict[str, Any]] | tuple[Path | None, None],
+                    kinds: tuple[str, ...]) -> Problems:
+    """What a derived document's source (``source``: :func:`read_source` of ``recorded``) says against it: a file
+    found there that is not a document of ``kinds`` (another kind, unreadable, over the size limit), or one that
+    does not pass every check of ``validate`` (``ctx.revalidate``): a document rebuilt from a forged source proves
+    nothing, however well it matches it (an attacker's analysis rebuilt from a raw run with its dK/dV observations
+    x0.3 PASSed, 2026-12-06). None for a source not found: its figures are listed unverified by the caller.
+
+    >>> source_problems(Context(path="<bytes>"), "$.source", "x.json", (Path("x.json"), None), ("bench_result",))
+    [('$.source', 'x.json: found at x.json, but not a bench_result document (another kind, unreadable or too large)')]
+    """
+    found, doc = source
+    if found is None:
+        return []
+    if doc is None:
+        return [(where, f"{recorded}: found at {found}, but not a {' or '.join(kinds)} document (another kind, "
+                        "unreadable or too large)")]
+    if ctx.revalidate is None:
+        return []
+    bad = [c["name"] for c in ctx.revalidate(str(found))["checks"] if not c["passed"]]
+    return [(where, f"{recorded}: does not validate ({', '.join(bad)}); a document rebuilt from it proves "
+                    "nothing")] if bad else []
+
+
 def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], add: Add) -> None:
     mine = parse_utc(doc.get("metadata", {}).get("created_utc"))
     problems: Problems = []

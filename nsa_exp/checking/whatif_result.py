@@ -28,7 +28,7 @@ from .autotune_checks import autotune_configs
 from .checks import Add, Context, Problems, close, first_difference, guarded
 from .record_checks import config_semantics, pinned, run_record
 from .run_checks import comparison_problems, gradient_numel
-from .sources import read_source
+from .sources import read_source, source_problems
 from .stats_checks import stats_problems
 
 KIND = "whatif_result"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
@@ -101,7 +101,9 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                     problems.append((f"{apath}.equivalence.{g}.rel_l2", f"{cmp['rel_l2']} > full_shape_dkv_rel_l2 "
                                      f"{tol}: the equivalence gate cannot have passed"))
     problems += _edge_gate_problems(doc, config, shape)
-    _, bench = read_source(ctx, doc["benchmark_result"], ("bench_result",))
+    bench_source = read_source(ctx, doc["benchmark_result"], ("bench_result",))
+    problems += source_problems(ctx, "$.benchmark_result", doc["benchmark_result"], bench_source, ("bench_result",))
+    bench = bench_source[1]
     if bench is None:
         ctx.unverifiable("$.autotune (against the benchmark result)",
                          f"unverified (source not found): {doc['benchmark_result']}")
