@@ -42,6 +42,16 @@ def test_each_wrong_env_var_is_named_with_the_fix(name, value, fragment):
     assert fragment in str(err.value) and FIX in str(err.value)
 
 
+def test_synchronous_launches_are_refused_with_their_own_fix():
+    """CUDA_LAUNCH_BLOCKING=1 makes each launch wait for the kernel before it: a stage's events would time the
+    host's launch gaps. It was recorded, never refused (an attacker's forged result with it PASSed, 2026-12-06)."""
+    assert env_problems({**GOOD_ENV, "CUDA_LAUNCH_BLOCKING": "0"}) == []
+    with pytest.raises(GateFailure) as err:
+        require_env({**GOOD_ENV, "CUDA_LAUNCH_BLOCKING": "1"})
+    assert "CUDA_LAUNCH_BLOCKING=1 (must be unset or 0" in str(err.value)
+    assert str(err.value).endswith("Fix: unset CUDA_LAUNCH_BLOCKING") and FIX not in str(err.value)
+
+
 @pytest.mark.parametrize("command", ["smoke", "bench"])
 def test_gpu_tasks_without_a_gpu_fail_in_one_line_and_write_nothing(command, tmp_path):
     out = tmp_path / "out.json"

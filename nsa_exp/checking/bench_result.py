@@ -69,7 +69,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     run_record(doc, add, ctx, samples)
     guarded("config_provenance", add, record_checks.config_provenance, doc, add, ctx, True)
     record_checks.wall_plausible(doc["wall_seconds"], timed_ms(doc), "$.wall_seconds",
-                                 "its own raw and warm-up latencies", add)
+                                 "its own raw and warm-up latencies", add, doc)
     if "phases" in doc:
         add("phases_plausible", phases_problems(doc))
     ctx.unverified += unverified(doc)

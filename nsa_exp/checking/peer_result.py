@@ -542,7 +542,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     autotune_configs(doc, add)
     run_record(doc, add, ctx)
     work = sum(sum(s["raw_ms"]) + sum(s["warmup_ms"]) for c in doc["cells"].values() for s in c["stages"].values())
-    wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its own observations", add)
+    wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its own observations", add, doc)
     ctx.unverifiable("$.cells.*.stages.*.raw_ms, $.oracle.results", "measured on the GPU host (statistics, summary "
                      "and oracle verdicts recomputed from them)")
     if gpu_run(doc) and bf16_peak_tflops(doc) is None:

@@ -34,7 +34,7 @@ from typing import Any
 from .. import DEFAULT_CONFIG, PINNED_COMMIT, REPO_ROOT
 from ..analysis.noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, floors_of
 from ..core.config import PINNED_TOLERANCES, Tolerances
-from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON
+from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON, SYNCHRONOUS_LAUNCHES
 from ..core.gpus import GpuSpec, gpu_spec
 from ..core.protocol import GATE_NAMES
 from ..errors import UserError
@@ -119,6 +119,10 @@ def environment_gate_holds(doc: dict[str, Any], add: Add) -> None:
         recorded = doc.get("metadata", {}).get("env") or {}
         problems += [(f"$.metadata.env.{k}", f"{recorded[k]!r} differs from the environment gate's {env[k]!r}")
                      for k in env if k in recorded and recorded[k] != env[k]]
+        problems += [(f"{where}.{SYNCHRONOUS_LAUNCHES}", f"{seen[SYNCHRONOUS_LAUNCHES]!r}: launches were synchronous, "
+                      "which the environment gate refuses (the events would time the host's launch gaps)")
+                     for where, seen in ((f"$.gates[{i}].detail.env", env), ("$.metadata.env", recorded))
+                     if str(seen.get(SYNCHRONOUS_LAUNCHES, "0")) != "0"]
     versions = gate(doc, "versions")
     if versions is not None and versions[1].get("triton") != REQUIRED_TRITON:
         problems.append((f"$.gates[{versions[0]}].detail.triton", f"{versions[1].get('triton')!r}, the versions gate "
@@ -394,11 +398,17 @@ def pinned(tolerances: dict[str, Any] | None) -> Tolerances:
     return Tolerances(**{k: min(v, tol.get(k, v)) for k, v in PINNED_TOLERANCES.__dict__.items()})
 
 
-def wall_plausible(wall: Any, work_ms: float, path: str, what: str, add: Add) -> None:
-    """Wall time (s) >= the GPU time the document timed (``work_ms``, ms)."""
+def wall_plausible(wall: Any, work_ms: float, path: str, what: str, add: Add, doc: dict[str, Any] | None = None,
+                   ) -> None:
+    """Wall time (s) >= the GPU time the document timed (``work_ms``, ms), and >= the seconds ``doc`` records as
+    spent inside its run: ``autotune.tune_seconds`` (a tune of 10^7 s in a 190 s run PASSed: an attacker,
+    2026-12-06)."""
     problems: Problems = []
     if isinstance(wall, (int, float)) and wall * 1000 < work_ms:
         problems.append((path, f"{wall} s, but {what} alone sum to {work_ms / 1000:.3f} s"))
+    tune = ((doc or {}).get("autotune") or {}).get("tune_seconds")
+    if isinstance(wall, (int, float)) and isinstance(tune, (int, float)) and tune > wall * (1 + 1e-9) + 1e-6:
+        problems.append(("$.autotune.tune_seconds", f"{tune} s, more than the whole run's wall_seconds {wall} s"))
     add("wall_plausible", problems)
 
 

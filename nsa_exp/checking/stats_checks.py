@@ -34,7 +34,7 @@ from ..analysis.stop_rule import (
     round_entry,
 )
 from ..core.config import StopRule
-from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, round_orders, summarize
+from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILES, STOP_SOURCES, TIMING_METHOD, round_orders, summarize
 from ..core.stages import BACKWARD_STAGES, OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
 from .checks import Add, Context, Problems, close, first_difference, same
@@ -135,6 +135,8 @@ def timing_recompute(doc: dict[str, Any], config: Any, add: Add) -> None:
         got = t.get(key, "write") if key == "flush_policy" else t[key]  # absent = recorded before the field
         if got != want:
             problems.append((f"$.timing.{key}", f"recorded {got!r}, the config/code says {want!r}"))
+    if t.get("method", TIMING_METHOD) != TIMING_METHOD:  # the engine writes the one method (absent before it did)
+        problems.append(("$.timing.method", f"recorded {t['method']!r}, the engine times {TIMING_METHOD!r}"))
     names = list(doc["patterns"])
     orders = t["round_orders"]
     if len(orders) != warm + reps:

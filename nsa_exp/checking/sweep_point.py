@@ -173,7 +173,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     guarded("memory_recompute", add, point_memory_recompute, doc, add)
     guarded("routing_files_consistent", add, routing_files_consistent, doc, add)
     run_record(doc, add, ctx)
-    record_checks.wall_plausible(doc["wall_seconds"], timed_ms(doc), "$.wall_seconds", "its own latencies", add)
+    record_checks.wall_plausible(doc["wall_seconds"], timed_ms(doc), "$.wall_seconds", "its own latencies", add, doc)
     ctx.unverifiable("$.patterns.*.stages.*.raw_ms, $.memory.free_bytes_before, $.autotune, $.placement, "
                      "$.wall_seconds, $.metadata", "measured on the GPU host; statistics recomputed from the "
                      "observations, the rest bounded only")

@@ -27,10 +27,13 @@ REQUIRED_ENV = {
     "FLA_DISABLE_BACKEND_DISPATCH": "1",
 }
 REQUIRED_NONEMPTY_ENV = ("TRITON_CACHE_DIR",)
+#: Set to anything but 0, CUDA launches synchronously: the timed stages' events would include the host's launch
+#: gaps between a stage's kernels. The environment gate refuses it; validate holds a recorded environment to it.
+SYNCHRONOUS_LAUNCHES = "CUDA_LAUNCH_BLOCKING"
 #: The Triton FLA 0a9b9f2 is pinned with (the ``versions`` gate requires it; validate holds results to it).
 REQUIRED_TRITON = "3.6.0"
 RECORDED_ENV = (*REQUIRED_ENV, *REQUIRED_NONEMPTY_ENV, "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET",
-                "PYTORCH_CUDA_ALLOC_CONF", "CUDA_LAUNCH_BLOCKING")
+                "PYTORCH_CUDA_ALLOC_CONF", SYNCHRONOUS_LAUNCHES)
 #: The device nodes through which CUDA reaches an NVIDIA GPU on Linux: the driver's control node (a host, or a
 #: container the GPU was passed into) and WSL2's GPU node. A Linux process that sees neither has no CUDA GPU.
 CUDA_DEVICE_NODES = ("/dev/nvidiactl", "/dev/dxg")
@@ -49,6 +52,9 @@ def env_problems(environ: Mapping[str, str] | None = None) -> list[str]:
     for name in REQUIRED_NONEMPTY_ENV:
         if not environ.get(name):
             problems.append(f"{name}=<unset> (must name a directory)")
+    if environ.get(SYNCHRONOUS_LAUNCHES, "0") != "0":
+        problems.append(f"{SYNCHRONOUS_LAUNCHES}={environ[SYNCHRONOUS_LAUNCHES]} (must be unset or 0: each launch "
+                        "would wait for the kernel before it, and a stage's events would time the host's launch gaps)")
     return problems
 
 
@@ -56,7 +62,9 @@ def require_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Raise :class:`GateFailure` with the fix unless every required variable is right."""
     problems = env_problems(environ)
     if problems:
-        raise GateFailure(f"environment: {'; '.join(problems)}. Fix: {FIX}")
+        fixes = [FIX] if any(not p.startswith(SYNCHRONOUS_LAUNCHES) for p in problems) else []
+        fixes += [f"unset {SYNCHRONOUS_LAUNCHES}"] if any(p.startswith(SYNCHRONOUS_LAUNCHES) for p in problems) else []
+        raise GateFailure(f"environment: {'; '.join(problems)}. Fix: {'; '.join(fixes)}")
     return recorded_env(environ)
 
 
