@@ -28,6 +28,7 @@ from tabulate import tabulate
 from .. import REPO_ROOT
 from ..core.records import RunRecord
 from ..core.stages import STAGE_NAMES
+from ..io.paths import tracked_files
 from ..io.store import load_document
 from .noise import MIN_FLOOR, MIN_ROUNDS, Quantity, borrowed, floor_of, floors, quantities, repeated
 
@@ -127,9 +128,14 @@ def floor_rows(runs: Iterable[tuple[str, RunRecord]]) -> list[dict[str, Any]]:
 
 
 def committed_sources(root: str | Path = REPO_ROOT) -> list[str]:
-    """Every committed file a noise table is derived from (:data:`SOURCES`), repo-relative, sorted."""
+    """Every committed file a noise table is derived from (:data:`SOURCES`), repo-relative, sorted: in a git
+    checkout the files git tracks (a result a user drops into ``results/raw/`` untracked is none: it was counted
+    among the floors, and the committed table then failed validate, report with it; a new user, 2026-12-06),
+    elsewhere every file there (:func:`nsa_exp.io.paths.tracked_files`)."""
     root = Path(root)
-    return sorted({p.relative_to(root).as_posix() for g in SOURCES for p in root.glob(g) if p.is_file()})
+    tracked = tracked_files(root)
+    found = {p.relative_to(root).as_posix() for g in SOURCES for p in root.glob(g) if p.is_file()}
+    return sorted(found if tracked is None else found & tracked)
 
 
 def format_table(doc: Mapping[str, Any]) -> str:

@@ -66,7 +66,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     for p in committed_sources(root):
         if p not in excluded and p not in doc["sources"]:
             problems.append(("$.sources", f"{p} is committed under {root} but neither a source nor excluded "
-                             "(regenerate with `python -m nsa_exp noise-table --overwrite`)"))
+                             "(regenerate with `python -m nsa_exp noise-table --publish --overwrite`)"))
     for p in excluded:
         there = root / p
         if not there.is_file():

@@ -15,6 +15,7 @@ the folders the reader names, and the absolute path itself only last.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
@@ -89,3 +90,18 @@ def _is_file(p: Path, folder: bool = False) -> bool:
         return p.is_dir() if folder else p.is_file()
     except OSError:
         return False
+
+
+def tracked_files(root: Path) -> frozenset[str] | None:
+    """The files git tracks under ``root`` (``git ls-files``, relative POSIX paths); None when ``root`` is not the
+    top of a git work tree (or git is missing): then every file of the tree counts."""
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=60, check=False)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(root).resolve():
+            return None
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "results", "docs"], capture_output=True,
+                             timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return frozenset(p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p)

@@ -23,12 +23,12 @@ or PROVENANCE.md; outside a repository (an unpacked release) every file of the t
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import REPO_ROOT
+from ..io.paths import tracked_files
 
 RESULT = "results/raw/e1_h100.json"
 REPEAT = "results/raw/e1_h100_repeat.json"
@@ -190,17 +190,3 @@ def committed_inputs(root: Path = REPO_ROOT, result: str = RESULT, repeat: str |
     return Inputs(root, result, repeat or None, tuple(ncu), autotune_matrix or None, tuple(tune_arms), h200 or None,
                   h200_repeat or None, docs8192 or None, routing_file or None, tracked=tracked)
 
-
-def tracked_files(root: Path) -> frozenset[str] | None:
-    """The files git tracks under ``root`` (``git ls-files``, relative POSIX paths); None when ``root`` is not the
-    top of a git work tree (or git is missing): then every file of the tree counts."""
-    try:
-        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=60, check=False)
-        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(root).resolve():
-            return None
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "results", "docs"], capture_output=True,
-                             timeout=60, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return frozenset(p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p)

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import pytest
 
 from nsa_exp.analysis.noise import MIN_FLOOR, MIN_ROUNDS
-from nsa_exp.analysis.noise_table import NOISE_TABLE, comparison_floors, read_floors
+from nsa_exp.analysis.noise_table import NOISE_TABLE, committed_sources, comparison_floors, read_floors
 from nsa_exp.checking.noise_table import build as table_document
 from nsa_exp.core.records import BenchResult
 from nsa_exp.errors import UserError
@@ -113,3 +115,18 @@ def test_a_forged_floor_is_reported_once_at_its_path(tmp_path):
     (check,) = [c for c in report["checks"] if not c["passed"]]
     assert check["name"] == "noise_table_recompute"
     assert [f["path"] for f in check["failures"]] == [f"$.floors[{i}].floor"], check["failures"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_result_left_untracked_in_results_is_not_a_source_of_the_table(tmp_path):
+    """In a git checkout the table's sources are the files git tracks: a result dropped into results/raw/ and never
+    added was counted among the floors, and the committed table then failed validate (a new user, 2026-12-06).
+    Outside a git checkout every file there counts."""
+    raw = tmp_path / "results" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "mine.json").write_text("{}")
+    assert committed_sources(tmp_path) == ["results/raw/mine.json"]  # not a git checkout: every file
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "results/raw/mine.json"], check=True)
+    (raw / "theirs.json").write_text("{}")
+    assert committed_sources(tmp_path) == ["results/raw/mine.json"]
