@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,18 @@ MORE = "more"  # the repeatable option holding the 2nd, 3rd... value of a variad
 
 
 def _nsa(c: Context, *args: str) -> None:
-    c.run(" ".join([PY, "-m", "nsa_exp", *(shlex.quote(a) for a in args)]), pty=False)
+    """``python -m nsa_exp ARGS`` with this process's own stdin, stdout and stderr, its exit code invoke's. Not
+    ``c.run``: invoke copies a child's output through its own threads, so a reader that goes away (``invoke validate
+    ... | head -1``) ended in a 435-line BrokenPipeError traceback from invoke, exit 1 (a new user, 2026-12-06),
+    where the command itself exits 141 as a writer killed by SIGPIPE. Ctrl-C reaches the child from the terminal
+    too: it is waited for, so it ends on its own terms (a bench keeps its journal), never killed."""
+    with subprocess.Popen([sys.executable, "-m", "nsa_exp", *args]) as child:
+        try:
+            code = child.wait()
+        except KeyboardInterrupt:
+            code = child.wait()
+    if code:
+        raise Exit(code=code if code > 0 else 128 - code)  # killed by signal N: the shell's 128 + N
 
 
 def option_help(o: Option) -> str:

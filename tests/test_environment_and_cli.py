@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -140,3 +141,17 @@ def test_a_validate_whose_reader_goes_away_never_exits_0(tmp_path):
                               env={**os.environ, "PYTHONPATH": str(REPO)})
         assert proc.returncode == 141, (flag, proc.returncode, proc.stderr[-500:])
         assert "Traceback" not in proc.stderr
+
+
+def test_an_invoke_task_whose_reader_goes_away_says_so_as_the_cli_does():
+    """``invoke routing --json | true``: the task's command writes to the pipe itself, so it exits 141 and invoke with
+    it, without a traceback (invoke's own output threads ended in a 435-line BrokenPipeError traceback, exit 1: a new
+    user, 2026-12-06); a task's exit code is its command's (2 for a missing file)."""
+    invoke = shlex.quote(str(Path(sys.executable).parent / "invoke"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(["bash", "-c", f"set -o pipefail; {invoke} routing --json | true"], capture_output=True,
+                          text=True, cwd=REPO, timeout=300, env=env)
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-800:])
+    proc = subprocess.run(["bash", "-c", f"{invoke} validate no-such-file.json"], capture_output=True, text=True,
+                          cwd=REPO, timeout=300, env=env)
+    assert proc.returncode == 2 and "no-such-file.json" in proc.stderr and "Traceback" not in proc.stderr
