@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.environment import FIX, env_problems, require_env
 from nsa_exp.errors import GateFailure, UserError
 from nsa_exp.io import metadata
@@ -77,6 +78,15 @@ def test_check_without_a_gpu_writes_a_failing_report_beside_the_passing_one_and_
     assert not report["passed"]
     by_name = {g["name"]: g["passed"] for g in report["gates"]}
     assert by_name == {"environment": True, "gpu": False, "versions": True, "fla_sources": True, "equal_edges": True}
+    # the report is the tool's own faithful record of a failed check: it validates (a failed gate carries its
+    # message and no detail, which validate once held to a passed gate's: a new user, 2026-12-06); so does one
+    # whose environment gate failed too
+    assert validate_path(tmp_path / "check.failed.json")["passed"]
+    if not any(k in os.environ for k in GOOD_ENV):  # the suite's own environment lacks the GPU variables
+        assert run_cli("check", "--output", str(tmp_path / "bare.json")).returncode == 2
+        both = json.loads((tmp_path / "bare.failed.json").read_text())
+        assert [g["name"] for g in both["gates"] if not g["passed"]] == ["environment", "gpu"]
+        assert validate_path(tmp_path / "bare.failed.json")["passed"]
 
 
 def test_routing_cli_json_and_save(tmp_path):

@@ -38,7 +38,7 @@ def check_report_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if config is not None:
         for i, g in enumerate(gates):
             d = g.get("detail", {})
-            if g["name"] == "gpu" and d.get("required") != config.get("gpu", {}).get("required_name"):
+            if g["name"] == "gpu" and g["passed"] and d.get("required") != config.get("gpu", {}).get("required_name"):
                 problems.append((f"$.gates[{i}].detail.required", f"{d.get('required')!r}, the config requires "
                                  f"{config.get('gpu', {}).get('required_name')!r}"))
             if g["name"] == "equal_edges" and d:

@@ -87,6 +87,13 @@ def gate(doc: dict[str, Any], name: str) -> tuple[int, dict[str, Any]] | None:
     return None
 
 
+def failed_gate(doc: dict[str, Any], found: tuple[int, dict[str, Any]] | None) -> bool:
+    """The gate :func:`gate` found is recorded as failed: it carries its message, no detail to hold to anything
+    (check and reproduce write such reports; validate read their empty details as gates that could not have
+    passed: a new user, 2026-12-06). A run that times anything needs every gate passed, which its kind checks."""
+    return found is not None and doc["gates"][found[0]].get("passed") is False
+
+
 def recorded_gpu(doc: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(JSON path, facts) of the GPU a document records: ``metadata.gpu`` (as the GPU tier's ``gpu_identity`` wrote
     it: name, sm_count, total_memory_bytes, l2_cache_bytes, compute_capability, max clocks ...), or a method
@@ -107,7 +114,7 @@ def environment_gate_holds(doc: dict[str, Any], add: Add) -> None:
     env_gate = gate(doc, "environment")
     if env_gate is None:
         problems.append(("$.gates", "no environment gate recorded"))
-    else:
+    elif not failed_gate(doc, env_gate):
         i, detail = env_gate
         env = detail.get("env", {})
         for key, want in REQUIRED_ENV.items():
@@ -124,7 +131,7 @@ def environment_gate_holds(doc: dict[str, Any], add: Add) -> None:
                      for where, seen in ((f"$.gates[{i}].detail.env", env), ("$.metadata.env", recorded))
                      if str(seen.get(SYNCHRONOUS_LAUNCHES, "0")) != "0"]
     versions = gate(doc, "versions")
-    if versions is not None and versions[1].get("triton") != REQUIRED_TRITON:
+    if versions is not None and not failed_gate(doc, versions) and versions[1].get("triton") != REQUIRED_TRITON:
         problems.append((f"$.gates[{versions[0]}].detail.triton", f"{versions[1].get('triton')!r}, the versions gate "
                          f"requires triton {REQUIRED_TRITON}"))
     add("environment_gate", problems)
@@ -142,6 +149,8 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
     config = doc.get("config") if isinstance(doc.get("config"), dict) else None
     for i, g in enumerate(doc.get("gates", [])):
         d, path = g.get("detail", {}), f"$.gates[{i}].detail"
+        if g.get("passed") is False:  # a failed gate records its message, no detail (failed_gate)
+            continue
         if g["name"] == "equal_edges" and "edges" in doc and d != doc["edges"]:
             problems.append((path, "the equal_edges gate's detail differs from $.edges"))
         if g["name"] == "fla_sources" and "fla" in doc and d != doc["fla"]:
@@ -179,7 +188,7 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
 def fla_commit(doc: dict[str, Any], add: Add) -> None:
     problems: Problems = []
     fla = gate(doc, "fla_sources")
-    if fla is not None:
+    if fla is not None and not failed_gate(doc, fla):
         i, d = fla
         if d.get("commit") != PINNED_COMMIT:
             problems.append((f"$.gates[{i}].detail.commit", f"{d.get('commit')} is not the pinned commit "
