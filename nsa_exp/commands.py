@@ -115,6 +115,7 @@ PUBLISH = Option("--publish", "write the published results (results/, docs/, REA
 WRITES = (PUBLISH, OVERWRITE)
 #: The figures' published folder: the default of every command that draws one (its --out-dir, --figures).
 FIGURES_DIR = "docs/figures"
+OUT_DIR_HELP = f"where the PNG and SVG go (default runs/<name>/figures; {FIGURES_DIR} with --publish)"
 ROUTING_FILE_HELP = ("also validate and summarise your own block_indices (.npy/.npz/.pt, int32/int64 [B,T,H,S], -1 "
                      "padding); repeatable")
 
@@ -136,14 +137,18 @@ COMMANDS: tuple[Command, ...] = (
          Option("--repeats", "timed repeats (the median is printed)", type=int, default=3)),
     _cmd("check", f"{GPU_COMMANDS}:check",
          "gates: the config's GPU (H100 / H200), versions, FLA sources, env vars, equal edges", GPU,
-         Option("--output", "report path (default results/reports/<config>_check.json)", metavar="PATH"), *WRITES),
+         Option("--output", "report path (default runs/<name>/reports/<config>_check.json"
+                "; results/reports/<config>_check.json with --publish)", metavar="PATH"), *WRITES),
     _cmd("smoke", f"{GPU_COMMANDS}:smoke", "correctness: FLA vs naive (T=256 local; T=1024 S=8 every routing); "
          "staged vs official (T=2048)", GPU,
-         Option("--output", "report path (default results/reports/<config>_smoke.json)", metavar="PATH"), *WRITES),
+         Option("--output", "report path (default runs/<name>/reports/<config>_smoke.json"
+                "; results/reports/<config>_smoke.json with --publish)", metavar="PATH"), *WRITES),
     _cmd("bench", f"{GPU_COMMANDS}:bench", "time every stage x pattern at the primary shape", GPU,
          Option("--name", "result name (default: the config's name)"),
-         Option("--output", "raw JSON path (default results/raw/<name>.json)", metavar="PATH"),
-         Option("--summary", "CSV path (default results/summaries/<name>.csv)", metavar="PATH"),
+         Option("--output", "raw JSON path (default runs/<name>/raw/<name>.json"
+                "; results/raw/<name>.json with --publish)", metavar="PATH"),
+         Option("--summary", "CSV path (default runs/<name>/summaries/<name>.csv"
+                "; results/summaries/<name>.csv with --publish)", metavar="PATH"),
          Option("--repetitions", "override the config's timed rounds", type=int),
          Option("--resume", "continue an interrupted bench from its journal", "flag"),
          Option("--discard-journal", "delete an interrupted bench's journal first", "flag"),
@@ -198,7 +203,7 @@ COMMANDS: tuple[Command, ...] = (
                 "results (e.g. runs/<name>/autotune/<name>.json)", required=True, metavar="PATH"), *WRITES),
     _cmd("autotune-heatmap", f"{CPU}:cmd_autotune_heatmap", "CPU only: heatmap of an autotune-matrix result", COMMON,
          Option("--input", "results/autotune/<name>.json", required=True),
-         Option("--out-dir", f"where the PNG and SVG go (default {FIGURES_DIR})", metavar="DIR"), *WRITES),
+         Option("--out-dir", OUT_DIR_HELP, metavar="DIR"), *WRITES),
     _cmd("profile-stage", f"{GPU_COMMANDS}:profile",
          "launch one stage inside NVTX range nsa_<pattern>_<stage> (for ncu)", GPU,
          Option("--pattern", "a pattern, or A-vs-B (e.g. local-vs-sink-heavy)", required=True),
@@ -230,7 +235,8 @@ COMMANDS: tuple[Command, ...] = (
          Option("--stop-rule", "stop timing each cell once its three stages' 95%% CIs reach half the noise floor "
                 "(the config's timing.stop, else the verdict rule; timing.repetitions is the most rounds); recorded "
                 "as timing.stop", "flag"),
-         Option("--output", "default results/peers/<config>.json", metavar="PATH"), *WRITES),
+         Option("--output", "default runs/<name>/peers/<config>.json"
+                "; results/peers/<config>.json with --publish", metavar="PATH"), *WRITES),
     _cmd("whatif", f"{GPU_COMMANDS}:whatif",
          "WHAT-IF ARMS: split / heaviest-first dK/dV schedules on FLA's unmodified kernels, timed", GPU,
          Option("--patterns", "config patterns, comma-separated", default="sink-heavy,zipf"),
@@ -239,7 +245,8 @@ COMMANDS: tuple[Command, ...] = (
          Option("--rounds", "timed rounds (after the config's warm-up)", type=int, default=20),
          Option("--benchmark-result", "bench result whose autotune configs are pinned",
                 default="results/raw/e1_h200_pre.json"),
-         Option("--output", "default results/whatif/<config>_whatif.json", metavar="PATH"), *WRITES),
+         Option("--output", "default runs/<name>/whatif/<config>_whatif.json"
+                "; results/whatif/<config>_whatif.json with --publish", metavar="PATH"), *WRITES),
     _cmd("report", f"{CPU}:cmd_report", "docs/RESULTS.md, docs/PROVENANCE.md's table and "
          "results/analysis/<name>.json from committed results", COMMON,
          Option("--result", "the formal raw result", default=manifest.RESULT),
@@ -278,7 +285,8 @@ COMMANDS: tuple[Command, ...] = (
          Option("--fail-on", "exit 1 when any verdict is this (any-change: anything but same)",
                 choices=("slower", "faster", "unclear", "any-change")),
          Option("--resamples", "bootstrap resamples (default 10000)", type=int, default=10_000),
-         Option("--output", "compare JSON path (default results/compare/<A>_vs_<B>.json; '' for none)",
+         Option("--output", "compare JSON path (default runs/<name>/compare/<A>_vs_<B>.json"
+                "; results/compare/<A>_vs_<B>.json with --publish; '' for none)",
                 metavar="PATH"), *WRITES),
     _cmd("noise-table", f"{CPU}:cmd_noise_table", "CPU only: the noise table, f(GPU, stage) of the rule from every "
          "repeated measurement of the committed results (bench results, sweep points), each floor with its rule and "
@@ -306,7 +314,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--input", "summary CSV (results/summaries/<name>.csv)", required=True),
          Option("--x", "fan-in statistic on the x axis", default="fanin_cv", choices=tuple(sorted(X_STATS))),
          Option("--result", "bench result naming the GPU (default results/raw/<summary stem>.json)"),
-         Option("--out-dir", f"where the PNG and SVG go (default {FIGURES_DIR})", metavar="DIR"), *WRITES),
+         Option("--out-dir", OUT_DIR_HELP, metavar="DIR"), *WRITES),
     _cmd("flush-study", f"{CPU}:cmd_flush_study", "CPU only: choose the L2 flush policy from a GPU method study's "
          "flush records (paired bootstrap of median ratios vs no flush)", COMMON,
          Option("raw", "method-study raw JSON (results/studies/h200_method_study_flush.raw.json)", "positional",
@@ -321,7 +329,8 @@ COMMANDS: tuple[Command, ...] = (
          Option("--slurm", "submitit Slurm parameters, e.g. '{\"slurm_partition\": \"gpu\"}'", metavar="JSON"),
          Option("--table-only", "CPU only: rebuild the CSV from the point files (a byte-identical table is left as "
                 "it is)", "flag"),
-         Option("--output", "the tidy table (default results/sweeps/<name>.csv)", metavar="PATH"),
+         Option("--output", "the tidy table (default runs/<name>/sweeps/<name>.csv"
+                "; results/sweeps/<name>.csv with --publish)", metavar="PATH"),
          Option("--routing-file", "one more point per file (added to the config's routing_files; T from the file), "
                 "timed against local; repeatable", "append", default=[], metavar="PATH"),
          Option("--stop-rule", "each point stops timing once every median's 95%% CI is tight (the sweep's "
@@ -329,7 +338,7 @@ COMMANDS: tuple[Command, ...] = (
     _cmd("sweep-plot", f"{CPU}:cmd_sweep_plot",
          "CPU only: dK/dV median vs each fan-in statistic and vs T, from a sweep table", COMMON,
          Option("--table", "results/sweeps/<name>.csv", required=True),
-         Option("--out-dir", f"where the PNG and SVG go (default {FIGURES_DIR})", metavar="DIR"), *WRITES),
+         Option("--out-dir", OUT_DIR_HELP, metavar="DIR"), *WRITES),
     _cmd("lock", f"{CPU}:cmd_lock", "requirements-lock.txt from the versions a real bench run recorded", COMMON,
          Option("--from", "results/raw/<name>.json", required=True, metavar="RESULT", dest="source"),
          Option("--output", "the lock file (default requirements-lock.txt)", metavar="PATH"), *WRITES),
@@ -353,13 +362,14 @@ COMMANDS: tuple[Command, ...] = (
          COMMON,
          Option("--points", "result files or sweep folders (*.json)", "list", required=True),
          Option("--set", "calibration-set config naming the designed routings", required=True),
-         Option("--output", "calibration path (default results/model/<gpu>_<config>.json)"),
+         Option("--output", "calibration path (default runs/<name>/model/<gpu>_<autotune config>.json"
+                "; results/model/<gpu>_<autotune config>.json with --publish)"),
          Option("--kernels", "study JSON with kernels.dkv_core compiled metadata",
                 default="results/studies/h200_method_study_flush.raw.json"),
          Option("--ncu", "ncu summary to cross-check occupancy ('' for none)",
                 default="results/ncu/e1_h100_local-vs-sink-heavy_dkv_core.json"), *WRITES),
     _cmd("predict", f"{MODEL}:predict_command", "CPU only: predicted dK/dV ms of a routing from a calibration", COMMON,
-         Option("--calibration", "a calibration (results/model/<gpu>_<config>.json)", required=True),
+         Option("--calibration", "a calibration (results/model/<gpu>_<autotune config>.json)", required=True),
          Option("--pattern", "a registered pattern name"),
          Option("--param", "pattern parameter (repeatable)", "append", default=[], metavar="K=V"),
          Option("--T", "sequence length (default the calibration's)", type=int),
@@ -386,12 +396,13 @@ COMMANDS: tuple[Command, ...] = (
                 metavar="RESULT"), OVERWRITE),
     _cmd("model-validate", f"{MODEL}:model_validate",
          "CPU only: predicted vs measured dK/dV for non-calibration points", COMMON,
-         Option("--calibration", "a calibration (results/model/<gpu>_<config>.json)", required=True),
+         Option("--calibration", "a calibration (results/model/<gpu>_<autotune config>.json)", required=True),
          Option("--points", "result files or sweep folders (*.json)", "list", required=True),
-         Option("--output", "validation path (default results/model/<calibration>_validation.json)"),
+         Option("--output", "validation path (default runs/<name>/model/<calibration>_validation.json"
+                "; results/model/<calibration>_validation.json with --publish)"),
          Option("--max-fanin", "F of the modelled split what-if (0: none)", type=int, default=4096),
-         Option("--figures", f"folder of the predicted-vs-measured figure (default {FIGURES_DIR}; '' for none)",
-                metavar="DIR"), *WRITES),
+         Option("--figures", "folder of the predicted-vs-measured figure (default runs/<name>/figures; "
+                f"{FIGURES_DIR} with --publish; '' for none)", metavar="DIR"), *WRITES),
 )
 
 

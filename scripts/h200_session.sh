@@ -40,8 +40,11 @@
 # so a step that fails or runs out of time still leaves the earlier ones. The caller sets NSA_EXP_GIT_SHA.
 # Every step runs; the script exits with the first failed step's exit code (0 only when every step passed).
 set -uo pipefail
-part="${1:?usage: scripts/h200_session.sh PART OUTDIR (PART: one of the parts listed at the top of this script)}"
-out="${2:?OUTDIR}"
+if [ "$#" -ne 2 ]; then
+  echo "usage: scripts/h200_session.sh PART OUTDIR (PART: one of the parts listed at the top of this script)" >&2
+  exit 2
+fi
+part="$1" out="$2"
 cd "$(dirname "$0")/.."
 export TRITON_F32_DEFAULT=ieee FLA_CACHE_RESULTS=0 FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/nsa-exp-triton}"
