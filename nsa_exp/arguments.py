@@ -445,7 +445,8 @@ def _release_bench(args: argparse.Namespace) -> None:
     _check_counts(args, "the per-kernel pass")
     cfg = load_release_config(args.config)
     if args.wheel_dir and not Path(args.wheel_dir).is_dir():
-        raise UserError(f"--wheel-dir {args.wheel_dir}: no such folder")
+        why = "not a folder" if Path(args.wheel_dir).exists() else "no such folder"
+        raise UserError(f"--wheel-dir {args.wheel_dir}: {why}; pass the folder holding the fla_core wheels")
     for tree in args.fla_source:  # a tree that is not an FLA checkout needs no GPU to be refused
         check_source_tree(tree)
     args.release_config, args.releases = cfg, cfg.versions(args.release, bool(args.fla_source), args.wheel_dir)

@@ -14,6 +14,9 @@ from .reader import read_bounded, show_path
 from .strict_json import parse_strict
 
 MAX_CONFIG_BYTES = 1024 * 1024
+#: Each kind of config (``what``, as its reader names it) and a key only it has at the top level: a config of one
+#: kind given where another belongs is named as such, not refused as "Additional properties are not allowed".
+CONFIG_SIGNATURES = {"config file": "shape", "sweep config": "lengths", "release config": "points"}
 
 
 def read_config_file(path: str | Path, what: str = "config file", missing_hint: str = "") -> dict[str, Any]:
@@ -27,6 +30,14 @@ def read_config_file(path: str | Path, what: str = "config file", missing_hint: 
     raw = parse_config_bytes(data, shown)
     if isinstance(raw.get("kind"), str):  # every document the bundle writes names its kind; no config has one
         raise UserError(f"{what} {shown}: a {raw['kind']} document (its \"kind\"), not a {what}"
+                        + (f"; {missing_hint}" if missing_hint else ""))
+    own = CONFIG_SIGNATURES.get(what)
+    other = next((k for k, key in CONFIG_SIGNATURES.items() if k != what and key in raw), None)
+    if own is not None and own not in raw and other is not None:
+        def named(kind: str) -> str:
+            return "an experiment config" if kind == "config file" else f"a {kind}"
+
+        raise UserError(f"{what} {shown}: {named(other)} (its \"{CONFIG_SIGNATURES[other]}\"), not {named(what)}"
                         + (f"; {missing_hint}" if missing_hint else ""))
     return raw
 

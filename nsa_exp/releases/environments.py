@@ -83,7 +83,7 @@ def find_wheel(version: str, wheel_dir: str | Path) -> Path:
     """The one ``fla_core-<version>-*.whl`` in ``wheel_dir`` (UserError naming the fix otherwise)."""
     folder = Path(wheel_dir)
     if not folder.is_dir():
-        raise UserError(f"--wheel-dir {wheel_dir}: no such folder")
+        raise UserError(f"--wheel-dir {wheel_dir}: {'not a folder' if folder.exists() else 'no such folder'}")
     found = sorted(folder.glob(f"fla_core-{version}-*.whl"))
     if len(found) != 1:
         what = "no" if not found else f"{len(found)}"

@@ -44,7 +44,16 @@ NPZ_KEY = "block_indices"
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    """The first line of a reader's error, without terminal escapes; torch's refusal of a pickle that is not plain
+    tensors (its first line is advice to load an untrusted file, in bold) as what it means here.
+
+    >>> _one_line(ValueError("\x1b[1mbad\x1b[0m header\nmore"))
+    'ValueError: bad header'
+    """
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", str(exc)).strip().splitlines()
+    if text and text[0].startswith("Weights only load failed"):
+        return ("it holds objects other than tensors, which torch.load(weights_only=True) refuses to unpickle; save "
+                "the routing as a tensor: torch.save(block_indices, PATH)")
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
@@ -229,6 +238,8 @@ def read_routing_file(path: str | Path, dims: Dims = (None, None, None, None)) -
             arrays, a header whose dtype or shape is not the routing's.
     """
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"routing file {show_path(path)}: a folder; give a {', '.join(FORMATS)} file")
     if path.suffix.lower() not in FORMATS:
         raise UserError(f"routing file {show_path(path)}: unsupported suffix {path.suffix!r}; use one of "
                         f"{', '.join(FORMATS)}")

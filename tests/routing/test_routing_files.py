@@ -134,3 +134,14 @@ def test_cli_routing_file_reports_edges_and_broken_file_exits_2(tmp_path):
                    "--routing-file", str(tmp_path / "bad.npy"))
     assert_one_line_error(proc, "bad.npy", "(b, t, h, slot)=(0, 100, 3, 0) is not causal")
     assert proc.stdout == ""  # nothing printed before the files are validated
+
+
+def test_a_pt_holding_a_module_is_refused_in_plain_words(tmp_path):
+    """A .pt of a saved module (not plain tensors): torch's weights-only refusal was passed on with terminal escapes
+    and advice to load an untrusted pickle, cut mid-sentence (an attacker, 2026-12-06); now what it means here."""
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "m.pt")
+    with pytest.raises(UserError) as err:
+        load_routing_file(tmp_path / "m.pt", Shape(**primary_config_dict()["shape"]))
+    message = str(err.value)
+    assert "objects other than tensors" in message and "torch.save(block_indices" in message
+    assert "\x1b" not in message and "\n" not in message
