@@ -11,6 +11,7 @@ import pytest
 
 from nsa_exp.arguments import MOST_ROUNDS
 from nsa_exp.checking import analysis
+from nsa_exp.checking.record_checks import MIN_PYTHON
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.cli import main
 from nsa_exp.io.progress import is_progress_line
@@ -312,3 +313,10 @@ def test_strict_fails_a_run_record_whose_argv_is_not_the_clis(tmp_path):
     plain, strict = run_cli("validate", str(path)), run_cli("validate", "--strict", str(path))
     assert plain.returncode == 0 and "unverified (argv not the CLI's)" in plain.stdout, plain.stdout
     assert strict.returncode == 1 and "--strict: 1 check group(s) unverifiable" in strict.stderr, strict.stderr
+
+
+def test_the_oldest_python_validate_accepts_is_pyprojects():
+    """``metadata.versions.python`` below :data:`~nsa_exp.checking.record_checks.MIN_PYTHON` fails
+    ``metadata_plausible``: the floor is pyproject.toml's requires-python."""
+    text = (REPO / "pyproject.toml").read_text()
+    assert f'requires-python = ">={MIN_PYTHON[0]}.{MIN_PYTHON[1]}"' in text

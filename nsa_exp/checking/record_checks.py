@@ -58,6 +58,12 @@ FUTURE_SLACK_S = 3600
 #: a run reads the noise table and configs of that commit, so it cannot predate it (a forger's trial of 2026-12-04
 #: pinned a run's floors to the later commit that added the run to the table, 44 min after the run)
 COMMIT_SLACK_S = 300
+#: The oldest Python the package installs on (pyproject.toml's requires-python): a run recorded under an older one
+#: did not run this code.
+MIN_PYTHON = (3, 10)
+#: ``metadata.versions`` keys and the distribution each names in ``metadata.versions.packages`` (what pip installed):
+#: the two must be one version (torch's local build label, ``+cu130``, aside).
+VERSION_PACKAGES = {"numpy": "numpy", "torch": "torch", "triton": "triton", "fla_core": "fla-core"}
 #: The oldest Linux driver (major version) each CUDA major runs on, with minor-version compatibility: NVIDIA's
 #: CUDA Toolkit release notes, "CUDA Toolkit and Minimum Required Driver Version for CUDA Minor Version
 #: Compatibility" (CUDA 12.x: >= 525.60.13; CUDA 13.x: >= 580).
@@ -224,6 +230,15 @@ def host_problems(meta: dict[str, Any], where: str = "$.metadata") -> Problems:
     for key in ("python", "numpy", "torch", "triton", "cuda", "fla_core", "scipy"):
         if versions.get(key) is not None and not VERSION_RE.match(str(versions[key])):
             problems.append((f"{where}.versions.{key}", f"{versions[key]!r} does not parse as a version"))
+    python = re.match(r"(\d+)\.(\d+)", str(versions.get("python", "")))
+    if python and (int(python.group(1)), int(python.group(2))) < MIN_PYTHON:
+        problems.append((f"{where}.versions.python", f"{versions['python']!r}: the package needs Python "
+                         f">= {'.'.join(map(str, MIN_PYTHON))} (pyproject.toml): this code cannot have run there"))
+    packages = versions.get("packages") if isinstance(versions.get("packages"), dict) else {}
+    release = {key: (str(versions[key]).split("+")[0], str(packages[dist]).split("+")[0])
+               for key, dist in VERSION_PACKAGES.items() if versions.get(key) is not None and packages.get(dist)}
+    problems += [(f"{where}.versions.{key}", f"{versions[key]!r}, but pip's {VERSION_PACKAGES[key]} is "
+                  f"{packages[VERSION_PACKAGES[key]]!r}") for key, (a, b) in release.items() if a != b]
     build = TORCH_CUDA_RE.search(str(versions.get("torch", "")))
     if build and "cuda" in versions:
         want = f"{int(build.group(1))}.{build.group(2)}"
@@ -418,6 +433,13 @@ def wall_plausible(wall: Any, work_ms: float, path: str, what: str, add: Add, do
     tune = ((doc or {}).get("autotune") or {}).get("tune_seconds")
     if isinstance(wall, (int, float)) and isinstance(tune, (int, float)) and tune > wall * (1 + 1e-9) + 1e-6:
         problems.append(("$.autotune.tune_seconds", f"{tune} s, more than the whole run's wall_seconds {wall} s"))
+    meta = (doc or {}).get("metadata") or {}
+    made, sha = parse_utc(meta.get("created_utc")), str((meta.get("git") or {}).get("sha") or "")
+    then = commit_time(sha, REPO_ROOT) if made is not None and SHA_RE.match(sha) else None
+    if isinstance(wall, (int, float)) and made is not None and then is not None and \
+            made.replace(tzinfo=timezone.utc).timestamp() - wall < then - COMMIT_SLACK_S:
+        problems.append((path, f"{wall} s: the run would have started before its recorded commit {sha[:12]} was "
+                         "made"))
     add("wall_plausible", problems)
 
 
@@ -631,8 +653,7 @@ def run_record(doc: dict[str, Any], add: Add, ctx: Context, telemetry: list | No
 
 def config_of(doc: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
     """The config a report was run with, at hand: ``config_path``, else the recorded ``--config``."""
-    argv = [str(a) for a in doc.get("metadata", {}).get("argv", [])]
-    path = doc.get("config_path") or argv_option(argv, "--config")
+    path = doc.get("config_path") or argv_option(document_argv(doc), "--config")
     file = config_file(ctx, path) if path else None
     if file is None:
         ctx.unverifiable("the report against its config",
