@@ -150,7 +150,7 @@ def test_a_sweep_with_every_point_done_and_no_gpu_refuses_and_names_table_only()
 
 
 def test_sweep_without_a_sweep_config_names_config():
-    _one_line(run_cli("sweep", "--table-only"), 2, "--config configs/e1_h100.json: not a sweep config",
+    _one_line(run_cli("sweep", "--table-only"), 2, "configs/e1_h100.json: an experiment config", "not a sweep config",
               "--config configs/sweep_skew_h200.json")
 
 

@@ -44,7 +44,7 @@ NPZ_KEY = "block_indices"
 
 
 def _one_line(exc: BaseException) -> str:
-    """The first line of a reader's error, without terminal escapes; torch's refusal of a pickle that is not plain
+    r"""The first line of a reader's error, without terminal escapes; torch's refusal of a pickle that is not plain
     tensors (its first line is advice to load an untrusted file, in bold) as what it means here.
 
     >>> _one_line(ValueError("\x1b[1mbad\x1b[0m header\nmore"))
