@@ -342,7 +342,8 @@ def _validate(args: argparse.Namespace) -> None:
     pattern_names(args.routing_file or ())  # two files of one stem name one pattern: the second was never read
     for d in args.release_dir:
         if not Path(d).is_dir():
-            raise UserError(f"--release-dir {show_path(d)}: no such folder; pass the folder holding the release's "
+            raise UserError(f"--release-dir {show_path(d)}: {'not a folder' if Path(d).exists() else 'no such folder'}"
+                            "; pass the folder holding the release's "
                             "fla/ (e.g. .nsa-exp/releases/fla-core-0.6.0), or leave --release-dir out")
         if not (Path(d) / "fla" / "__init__.py").is_file():
             raise UserError(f"--release-dir {show_path(d)}: holds no fla/__init__.py; pass the folder that holds the "

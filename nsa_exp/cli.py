@@ -116,10 +116,13 @@ def add_option(parser: argparse.ArgumentParser, o: Option) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI, one subcommand per row of :data:`nsa_exp.commands.COMMANDS`."""
-    parser = OneLineParser(prog="python -m nsa_exp", description=__doc__.splitlines()[0])
+    # allow_abbrev=False: an option is its whole name. argparse took '--conf X' for '--config X', which the recorded
+    # argv's checks (validate reads --config, --resume, --allow-gpu by name) could not see: an abbreviated argv
+    # passed them while the run read another config (an attacker, 2026-12-06)
+    parser = OneLineParser(prog="python -m nsa_exp", description=__doc__.splitlines()[0], allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in COMMANDS:
-        p = sub.add_parser(cmd.name, help=cmd.help)
+        p = sub.add_parser(cmd.name, help=cmd.help, allow_abbrev=False)
         for o in cmd.options:
             add_option(p, o)
         p.set_defaults(func=_lazy(cmd.handler))

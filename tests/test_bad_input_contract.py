@@ -11,9 +11,11 @@ import pytest
 
 from nsa_exp.arguments import MOST_ROUNDS
 from nsa_exp.checking import analysis
+from nsa_exp.checking.noise_table import build as noise_table
 from nsa_exp.checking.record_checks import MIN_PYTHON
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.cli import main
+from nsa_exp.core.records import BenchResult
 from nsa_exp.io.progress import is_progress_line
 from tests.helpers import REPO, run_cli
 
@@ -320,3 +322,37 @@ def test_the_oldest_python_validate_accepts_is_pyprojects():
     ``metadata_plausible``: the floor is pyproject.toml's requires-python."""
     text = (REPO / "pyproject.toml").read_text()
     assert f'requires-python = ">={MIN_PYTHON[0]}.{MIN_PYTHON[1]}"' in text
+
+
+def test_a_noise_table_or_sweep_table_rebuilt_from_a_forged_source_fails(tmp_path):
+    """A noise table rebuilt from a repeat whose medians were x1.6 (observations untouched) matched its rebuild,
+    and a compare judged by its ~0.6 floors PASSed; a sweep table whose point's dK/dV medians were set to 20 ms
+    did too (an attacker, 2026-12-06). The table's sources must validate (every check when the table is validated
+    itself; as a compare's floors, each stage's statistics against its observations); a sweep table's points too."""
+    raw = tmp_path / "results" / "raw"
+    raw.mkdir(parents=True)
+    runs = []
+    for name in ("e1_h200.json", "e1_h200_repeat.json"):
+        doc = json.loads((REPO / "results/raw" / name).read_text())
+        if name == "e1_h200_repeat.json":
+            for cell in doc["patterns"].values():
+                for stage in cell["stages"].values():
+                    stage["median_ms"] *= 1.6
+        (raw / name).write_text(json.dumps(doc))
+        runs.append((f"results/raw/{name}", BenchResult.from_json(doc)))
+    (tmp_path / "results" / "noise").mkdir()
+    table = tmp_path / "results" / "noise" / "floors.json"
+    table.write_text(json.dumps(noise_table(runs)))
+    failed = _failed(validate_path(table))
+    assert "does not validate" in " ".join(failed["noise_table_recompute"]), failed
+    assert "stats_recompute" in " ".join(failed["noise_table_recompute"])
+    sweep = tmp_path / "results" / "sweeps"
+    shutil.copytree(REPO / "results/sweeps/sweep_x2_h200", sweep / "sweep_x2_h200")
+    shutil.copyfile(REPO / "results/sweeps/sweep_x2_h200.csv", sweep / "sweep_x2_h200.csv")
+    point = sweep / "sweep_x2_h200" / "T32768-local.json"
+    doc = json.loads(point.read_text())
+    stage = next(iter(next(iter(doc["patterns"].values()))["stages"].values()))
+    stage["median_ms"] *= 0.5
+    point.write_text(json.dumps(doc))
+    failed = _failed(validate_path(sweep / "sweep_x2_h200.csv"))
+    assert "T32768-local.json does not validate" in " ".join(failed["sweep_csv_recompute"]), failed

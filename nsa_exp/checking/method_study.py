@@ -39,6 +39,16 @@ def build(*, config: Mapping[str, Any], metadata: Mapping[str, Any], gates: list
             "gates": gates, **parts, "seconds": dict(seconds)}
 
 
+#: What a compiled kernel's Triton metadata can hold on a Hopper GPU (NVIDIA's Hopper tuning guide: at most 255
+#: registers per thread; a forged 4096 PASSed and fed the model's occupancy: an attacker, 2026-12-06). Shared
+#: memory is what the kernel asks for, which may exceed what a block can have (227 KB: such a config compiles and
+#: cannot launch; the committed study holds two): only a byte count here.
+COMPILED_BOUNDS = (("n_regs", (1, 255), "registers per thread are 1-255 on Hopper"),
+                   ("shared", (0, 1 << 40), "shared memory is a byte count, at least 0"),
+                   ("n_spills", (0, 1 << 20), "spilled registers are a count, at least 0"),
+                   ("num_warps", (1, 32), "a block has 1-32 warps"))
+
+
 def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     config = doc["config"]
@@ -94,6 +104,10 @@ def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                          if (c["num_warps"], c["num_stages"]) not in keys]
             if len(rec["compiled"]) > len(rec["configs"]):
                 problems.append((f"$.kernels.{stage}.compiled", "more compiled kernels than configs"))
+            problems += [(f"$.kernels.{stage}.compiled[{i}].{key}", f"{c[key]!r}: {why}")
+                         for i, c in enumerate(rec["compiled"]) if isinstance(c, dict)
+                         for key, (low, high), why in COMPILED_BOUNDS
+                         if c.get(key) is not None and not (isinstance(c[key], int) and low <= c[key] <= high)]
     for key, g in (doc.get("grid") or {}).items():
         path = f"$.grid.{key}"
         if str(g["dkv_grid"][-1]) != key:

@@ -12,7 +12,7 @@ rows from :func:`nsa_exp.analysis.noise_table.floor_rows`) and its check (:func:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..analysis.noise import MIN_FLOOR, MIN_ROUNDS
@@ -20,9 +20,11 @@ from ..analysis.noise_table import FLOOR_RULE, committed_sources, floor_rows
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, RunRecord, SweepPoint
 from .checks import Add, Context, Problems, close, one_check
-from .sources import deep_diff, read_source
+from .sources import deep_diff, read_source, source_problems
+from .stats_checks import stats_problems
 
 KIND = "noise_table"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+KINDS = ("bench_result", "sweep_point")  # what a source may be
 
 
 def build(runs: Iterable[tuple[str, RunRecord]], excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -51,7 +53,14 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                                  f"{'below' if q['spread'] < doc['min_floor'] else 'at least'} {doc['min_floor']}"))
         if want is None or not close(r["floor"], want):
             problems.append((f"{path}.floor", f"{r['floor']}, its {r['rule']} derivation gives {want}"))
-    found = [read_source(ctx, p, ("bench_result", "sweep_point")) for p in doc["sources"]]
+    named = [*doc["sources"], *(e["path"] for e in doc["excluded"])]
+    odd = [p for p in named if PurePosixPath(p).is_absolute() or ".." in PurePosixPath(p).parts or "\\" in p]
+    if odd:  # 'results/raw/../raw/x.json' moved the root the completeness check reads to '/' (an attacker, 2026-12-06)
+        problems.append(("$.sources", f"{odd[0]}: a source is a repository-relative path without '..' (as "
+                         "noise-table records it)"))
+        add("noise_table_recompute", problems)
+        return
+    found = [read_source(ctx, p, KINDS) for p in doc["sources"]]
     missing = [p for p, (_, d) in zip(doc["sources"], found, strict=True) if d is None]
     if missing:
         ctx.unverifiable("$.floors", f"unverified (source not found or not a result): {', '.join(missing[:5])}"
@@ -60,6 +69,18 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         add("noise_table_recompute", problems)
         return
     located = [s for s in found if s[1] is not None]  # every source (none is missing)
+    for i, (p, (where, d)) in enumerate(zip(doc["sources"], located, strict=True)):
+        # the floors are only as good as their sources (every floor of a forged table rebuilt from a repeat whose
+        # medians were x1.6 matched, and a compare judged by it PASSed: an attacker, 2026-12-06). Validated here,
+        # every check; as another document's source (a compare's floors) the statistics each floor reads, its
+        # stages' medians and percentiles against their observations (every check of ~110 files would cost each
+        # compare's validation what noise-table costs)
+        if ctx.depth == 0:
+            problems += source_problems(ctx, f"$.sources[{i}]", p, (where, d), KINDS)
+        else:
+            problems += [(f"$.sources[{i}]", f"{p}: {at} {what}") for name, cell in d["patterns"].items()
+                         for stage, s in cell["stages"].items()
+                         for at, what in stats_problems(s, f"{name}.{stage}")][:1]
     first = located[0][0]
     root = first.resolve().parents[len(Path(doc["sources"][0]).parts) - 1]
     excluded = {e["path"]: e["why"] for e in doc["excluded"]}

@@ -93,6 +93,13 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
         ids = {w["point_id"] for w in want}
         problems += [(f"$[{i}]", f"row {i + 2}: no point file {folder.name}/{r['point_id']}.json")
                      for i, r in enumerate(rows) if r["point_id"] not in ids]
+        # the rows are only as good as the points (a point whose dK/dV medians were set to 20 ms with its
+        # observations at 65-68 ms, and its row with it, PASSed: an attacker, 2026-12-06)
+        revalidate = ctx.revalidate
+        reports = {p.name: revalidate(str(p)) for p in sorted(folder.glob("*.json"))} if revalidate else {}
+        problems += [("$", f"point file {folder.name}/{name} does not validate ({', '.join(failed)}); a table rebuilt "
+                      "from it proves nothing") for name, report in reports.items()
+                     if (failed := [c["name"] for c in report["checks"] if not c["passed"]])]
         add("sweep_csv_recompute", problems)
         return
     ctx.unverifiable("$[*] (every value)", f"unverified (points folder not found): {folder}: the table is checked for "

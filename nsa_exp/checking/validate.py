@@ -214,15 +214,20 @@ def validate_path(path: str | Path, companion: tuple[str, dict[str, Any]] | None
     size checked with stat before reading (:mod:`nsa_exp.io.reader`). A validation that serves another one
     (``depth`` > 0: a companion JSON, a validation report's file) is made once per file and process."""
     path, label = Path(path), show_path(path)
-    if depth:
+    if depth:  # served at depth 1 (its checks may spare what only its own validation needs: the noise table)
         try:
             st = path.stat()
         except OSError:
             st = None
         key = (str(path.resolve()), st and st.st_size, st and st.st_mtime_ns)
         if key not in _SERVED:
-            _SERVED[key] = validate_path(path, companion, routing_files, release_dirs)
+            _SERVED[key] = _validate_file(path, label, companion, routing_files, release_dirs, 1)
         return _SERVED[key]
+    return _validate_file(path, label, companion, routing_files, release_dirs, 0)
+
+
+def _validate_file(path: Path, label: str, companion: tuple[str, dict[str, Any]] | None,
+                   routing_files: Sequence[str], release_dirs: Sequence[str], depth: int) -> dict[str, Any]:
     size = file_size(path, label, sys.maxsize)
     if size > MAX_BYTES:
         (checks := Checks()).add("file_size", [("$", f"{size} bytes > {MAX_BYTES} (refused before parsing)")])
