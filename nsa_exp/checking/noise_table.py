@@ -24,7 +24,7 @@ from .sources import deep_diff, read_source, source_problems
 from .stats_checks import stats_problems
 
 KIND = "noise_table"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
-KINDS = ("bench_result", "sweep_point")  # what a source may be
+SOURCE_KINDS = ("bench_result", "sweep_point")  # what a source may be
 
 
 def build(runs: Iterable[tuple[str, RunRecord]], excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -60,7 +60,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                          "noise-table records it)"))
         add("noise_table_recompute", problems)
         return
-    found = [read_source(ctx, p, KINDS) for p in doc["sources"]]
+    found = [read_source(ctx, p, SOURCE_KINDS) for p in doc["sources"]]
     missing = [p for p, (_, d) in zip(doc["sources"], found, strict=True) if d is None]
     if missing:
         ctx.unverifiable("$.floors", f"unverified (source not found or not a result): {', '.join(missing[:5])}"
@@ -76,7 +76,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         # stages' medians and percentiles against their observations (every check of ~110 files would cost each
         # compare's validation what noise-table costs)
         if ctx.depth == 0:
-            problems += source_problems(ctx, f"$.sources[{i}]", p, (where, d), KINDS)
+            problems += source_problems(ctx, f"$.sources[{i}]", p, (where, d), SOURCE_KINDS)
         else:
             problems += [(f"$.sources[{i}]", f"{p}: {at} {what}") for name, cell in d["patterns"].items()
                          for stage, s in cell["stages"].items()
