@@ -135,6 +135,11 @@ def calibration_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 checks = one_check("calibration_recompute", calibration_recompute)
 
 
+#: Shared memory a thread block can have on Hopper (NVIDIA's Hopper tuning guide: 227 KB): the calibrated dK/dV
+#: config ran, so its kernel fit in it.
+HOPPER_BLOCK_SHARED = 227 * 1024
+
+
 def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -> None:
     """Kernel resources and occupancy from the study and ncu summary cited; the calibration set."""
     res = doc["kernel_resources"]
@@ -144,6 +149,13 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
             problems.append(("$.kernel_resources.sha256", f"{res['source']} at hand has another sha256"))
         ctx.unverifiable("$.kernel_resources, $.occupancy", f"unverified (source not found): {res['source']}")
     else:
+        if ctx.revalidate is not None:  # the study's compiled metadata must hold too (e.g. 1-255 registers per thread)
+            failed = [c["name"] for c in ctx.revalidate(str(found))["checks"] if not c["passed"]]
+            problems += [("$.kernel_resources.source", f"{res['source']}: does not validate ({', '.join(failed)}); "
+                          "a calibration built from it proves nothing")] if failed else []
+        if isinstance(res.get("shared"), int) and res["shared"] > HOPPER_BLOCK_SHARED:
+            problems.append(("$.kernel_resources.shared", f"{res['shared']} bytes: the calibrated config ran, and a "
+                             f"Hopper block has at most {HOPPER_BLOCK_SHARED} (227 KB)"))
         try:
             want, device = kernel_resources(str(found), dict(doc["autotune_config"]))
             ncu_rec = doc["occupancy"].get("ncu_cross_check")
