@@ -45,7 +45,7 @@ from .io.strict_json import parse_strict
 from .io.tuning_cache import check_directory
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .releases.config import load_release_config
-from .releases.environments import check_source_tree
+from .releases.environments import check_source_tree, wheel_folder
 from .routing.config import checked_shape_at, load_config
 from .routing.files import file_routings, max_file_bytes, pattern_names
 from .routing.patterns import generate_routing
@@ -445,9 +445,8 @@ def _release_bench(args: argparse.Namespace) -> None:
     0.3 s on a CPU box)."""
     _check_counts(args, "the per-kernel pass")
     cfg = load_release_config(args.config)
-    if args.wheel_dir and not Path(args.wheel_dir).is_dir():
-        why = "not a folder" if Path(args.wheel_dir).exists() else "no such folder"
-        raise UserError(f"--wheel-dir {args.wheel_dir}: {why}; pass the folder holding the fla_core wheels")
+    if args.wheel_dir:
+        wheel_folder(args.wheel_dir)
     for tree in args.fla_source:  # a tree that is not an FLA checkout needs no GPU to be refused
         check_source_tree(tree)
     args.release_config, args.releases = cfg, cfg.versions(args.release, bool(args.fla_source), args.wheel_dir)

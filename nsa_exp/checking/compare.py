@@ -34,7 +34,7 @@ from ..errors import UserError
 from ..io.paths import recorded_path
 from ..io.store import load_document
 from .checks import Add, Context, Problems, close, one_check
-from .sources import deep_diff, read_source, source_problems
+from .sources import deep_diff, failed_checks, read_source, source_problems
 
 KIND = "compare"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -140,11 +140,10 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         return
     floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else None
     table = pair[0][0] if nf["kind"] == "table" else None
-    if table is not None and ctx.revalidate is not None:  # the floors' own source must hold too (a forged table)
-        report = ctx.revalidate(str(table))  # once per table file and process (validate_path's served cache)
-        if bad := ", ".join(c["name"] for c in report["checks"] if not c["passed"]):
-            problems.append(("$.noise_floor.paths[0]", f"{nf['paths'][0]}: the noise table these floors come from "
-                             f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
+    # the floors' own source must hold too (a forged table)
+    if table is not None and (bad := ", ".join(failed_checks(ctx, table))):
+        problems.append(("$.noise_floor.paths[0]", f"{nf['paths'][0]}: the noise table these floors come from "
+                         f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
     try:
         want = build(a[0], b[0], noise_from=[str(p) for p, _ in pair] if nf["kind"] == "repeat" else None,
                      floor=floor, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],

@@ -34,7 +34,7 @@ from ..model.points import MeasuredPoint, check_same_setup, pattern_fanin, point
 from ..model.whatif import validation_summary
 from .checks import Add, Context, Problems, close, one_check
 from .record_checks import host_problems
-from .sources import created_after_sources, deep_diff, read_source, source_problems
+from .sources import created_after_sources, deep_diff, read_source, rebuilt_from, source_problems
 
 KIND = "model_calibration"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -149,10 +149,8 @@ def _calibration_inputs(doc: dict[str, Any], ctx: Context, problems: Problems) -
             problems.append(("$.kernel_resources.sha256", f"{res['source']} at hand has another sha256"))
         ctx.unverifiable("$.kernel_resources, $.occupancy", f"unverified (source not found): {res['source']}")
     else:
-        if ctx.revalidate is not None:  # the study's compiled metadata must hold too (e.g. 1-255 registers per thread)
-            failed = [c["name"] for c in ctx.revalidate(str(found))["checks"] if not c["passed"]]
-            problems += [("$.kernel_resources.source", f"{res['source']}: does not validate ({', '.join(failed)}); "
-                          "a calibration built from it proves nothing")] if failed else []
+        # the study's compiled metadata must hold too (e.g. 1-255 registers per thread)
+        problems += rebuilt_from(ctx, "$.kernel_resources.source", res["source"], found)
         if isinstance(res.get("shared"), int) and res["shared"] > HOPPER_BLOCK_SHARED:
             problems.append(("$.kernel_resources.shared", f"{res['shared']} bytes: the calibrated config ran, and a "
                              f"Hopper block has at most {HOPPER_BLOCK_SHARED} (227 KB)"))

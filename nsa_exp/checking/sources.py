@@ -82,11 +82,23 @@ def source_problems(ctx: Context, where: str, recorded: str | None,
     if doc is None:
         return [(where, f"{recorded}: found at {found}, but not a {' or '.join(kinds)} document (another kind, "
                         "unreadable or too large)")]
+    return rebuilt_from(ctx, where, str(recorded), found)
+
+
+def failed_checks(ctx: Context, path: str | Path) -> list[str]:
+    """The checks ``validate`` fails the file at ``path`` on (``ctx.revalidate``: once per file and process, the
+    served cache of :func:`nsa_exp.checking.validate.validate_path`); none where nothing revalidates."""
     if ctx.revalidate is None:
         return []
-    bad = [c["name"] for c in ctx.revalidate(str(found))["checks"] if not c["passed"]]
-    return [(where, f"{recorded}: does not validate ({', '.join(bad)}); a document rebuilt from it proves "
-                    "nothing")] if bad else []
+    return [c["name"] for c in ctx.revalidate(str(path))["checks"] if not c["passed"]]
+
+
+def rebuilt_from(ctx: Context, where: str, label: str, path: str | Path) -> Problems:
+    """``(where, ...)`` when the file at ``path`` (named ``label``) that a document was rebuilt from does not pass
+    validate (:func:`failed_checks`), else nothing."""
+    failed = failed_checks(ctx, path)
+    return [(where, f"{label} does not validate ({', '.join(failed)}); a document rebuilt from it proves "
+                    "nothing")] if failed else []
 
 
 def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], add: Add) -> None:

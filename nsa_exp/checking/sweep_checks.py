@@ -36,6 +36,7 @@ from ..io.schemas import schema_errors
 from ..io.strict_csv import typed_rows
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from .checks import Add, Context, close, schema_problems
+from .sources import rebuilt_from
 
 # --- the sweep table -------------------------------------------------------------------------------
 
@@ -95,11 +96,8 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
                      for i, r in enumerate(rows) if r["point_id"] not in ids]
         # the rows are only as good as the points (a point whose dK/dV medians were set to 20 ms with its
         # observations at 65-68 ms, and its row with it, PASSed: an attacker, 2026-12-06)
-        revalidate = ctx.revalidate
-        reports = {p.name: revalidate(str(p)) for p in sorted(folder.glob("*.json"))} if revalidate else {}
-        problems += [("$", f"point file {folder.name}/{name} does not validate ({', '.join(failed)}); a table rebuilt "
-                      "from it proves nothing") for name, report in reports.items()
-                     if (failed := [c["name"] for c in report["checks"] if not c["passed"]])]
+        problems += [x for p in sorted(folder.glob("*.json"))
+                     for x in rebuilt_from(ctx, "$", f"point file {folder.name}/{p.name}", p)]
         add("sweep_csv_recompute", problems)
         return
     ctx.unverifiable("$[*] (every value)", f"unverified (points folder not found): {folder}: the table is checked for "

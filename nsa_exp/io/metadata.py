@@ -49,12 +49,22 @@ def file_at_commit(sha: str, path: str, repo: str | Path = ".") -> bytes | None:
     return _git_output(str(Path(repo).resolve()), "show", f"{sha}^{{commit}}:{path}")  # a commit's, never a tree's
 
 
+#: (repository, sha) -> committer time, for the commits found (a commit's time never changes once it exists)
+_COMMIT_TIMES: dict[tuple[str, str], int] = {}
+
+
 def commit_time(sha: str, repo: str | Path = ".") -> int | None:
     """The committer time (Unix seconds) of commit ``sha`` in the git repository at ``repo``
-    (``git show -s --format=%ct``), or None when git or the commit is not there."""
-    out = _git_output(str(Path(repo).resolve()), "show", "-s", "--format=%ct", f"{sha}^{{commit}}")
-    text = out.decode(errors="replace").strip() if out is not None else ""
-    return int(text) if text.isdigit() else None
+    (``git show -s --format=%ct``), or None when git or the commit is not there. Asked of git once per commit
+    found and process (validate asks it twice of every run record: its date and its wall time)."""
+    key = (str(Path(repo).resolve()), sha)
+    if key not in _COMMIT_TIMES:
+        out = _git_output(key[0], "show", "-s", "--format=%ct", f"{sha}^{{commit}}")
+        text = out.decode(errors="replace").strip() if out is not None else ""
+        if not text.isdigit():
+            return None
+        _COMMIT_TIMES[key] = int(text)
+    return _COMMIT_TIMES[key]
 
 
 def git_state() -> dict[str, Any]:

@@ -79,11 +79,18 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def find_wheel(version: str, wheel_dir: str | Path) -> Path:
-    """The one ``fla_core-<version>-*.whl`` in ``wheel_dir`` (UserError naming the fix otherwise)."""
+def wheel_folder(wheel_dir: str | Path) -> Path:
+    """``--wheel-dir`` as a folder (one UserError line saying whether it is missing or not a folder)."""
     folder = Path(wheel_dir)
     if not folder.is_dir():
-        raise UserError(f"--wheel-dir {wheel_dir}: {'not a folder' if folder.exists() else 'no such folder'}")
+        why = "not a folder" if folder.exists() else "no such folder"
+        raise UserError(f"--wheel-dir {wheel_dir}: {why}; pass the folder holding the fla_core wheels")
+    return folder
+
+
+def find_wheel(version: str, wheel_dir: str | Path) -> Path:
+    """The one ``fla_core-<version>-*.whl`` in ``wheel_dir`` (UserError naming the fix otherwise)."""
+    folder = wheel_folder(wheel_dir)
     found = sorted(folder.glob(f"fla_core-{version}-*.whl"))
     if len(found) != 1:
         what = "no" if not found else f"{len(found)}"
