@@ -34,7 +34,7 @@ from typing import Any
 from .. import DEFAULT_CONFIG, PINNED_COMMIT, REPO_ROOT
 from ..analysis.noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, floors_of
 from ..core.config import PINNED_TOLERANCES, Tolerances
-from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON, SYNCHRONOUS_LAUNCHES
+from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON, SYNCHRONOUS_LAUNCHES, synchronous
 from ..core.gpus import GpuSpec, gpu_spec
 from ..core.protocol import GATE_NAMES
 from ..errors import UserError
@@ -135,7 +135,7 @@ def environment_gate_holds(doc: dict[str, Any], add: Add) -> None:
         problems += [(f"{where}.{SYNCHRONOUS_LAUNCHES}", f"{seen[SYNCHRONOUS_LAUNCHES]!r}: launches were synchronous, "
                       "which the environment gate refuses (the events would time the host's launch gaps)")
                      for where, seen in ((f"$.gates[{i}].detail.env", env), ("$.metadata.env", recorded))
-                     if str(seen.get(SYNCHRONOUS_LAUNCHES, "0")) != "0"]
+                     if synchronous(seen)]
     versions = gate(doc, "versions")
     if versions is not None and not failed_gate(doc, versions) and versions[1].get("triton") != REQUIRED_TRITON:
         problems.append((f"$.gates[{versions[0]}].detail.triton", f"{versions[1].get('triton')!r}, the versions gate "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import GateFailure
 
@@ -52,18 +53,25 @@ def env_problems(environ: Mapping[str, str] | None = None) -> list[str]:
     for name in REQUIRED_NONEMPTY_ENV:
         if not environ.get(name):
             problems.append(f"{name}=<unset> (must name a directory)")
-    if environ.get(SYNCHRONOUS_LAUNCHES, "0") != "0":
+    if synchronous(environ):
         problems.append(f"{SYNCHRONOUS_LAUNCHES}={environ[SYNCHRONOUS_LAUNCHES]} (must be unset or 0: each launch "
                         "would wait for the kernel before it, and a stage's events would time the host's launch gaps)")
     return problems
 
 
+def synchronous(environ: Mapping[str, Any]) -> bool:
+    """Whether ``environ`` (a process's environment, or one a result recorded) makes CUDA launch synchronously
+    (:data:`SYNCHRONOUS_LAUNCHES` set to anything but 0)."""
+    return str(environ.get(SYNCHRONOUS_LAUNCHES, "0")) != "0"
+
+
 def require_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Raise :class:`GateFailure` with the fix unless every required variable is right."""
+    environ = os.environ if environ is None else environ
     problems = env_problems(environ)
     if problems:
-        fixes = [FIX] if any(not p.startswith(SYNCHRONOUS_LAUNCHES) for p in problems) else []
-        fixes += [f"unset {SYNCHRONOUS_LAUNCHES}"] if any(p.startswith(SYNCHRONOUS_LAUNCHES) for p in problems) else []
+        sync = synchronous(environ)  # its fix is to unset it; every other problem's, the exports of FIX
+        fixes = ([FIX] if len(problems) > int(sync) else []) + ([f"unset {SYNCHRONOUS_LAUNCHES}"] if sync else [])
         raise GateFailure(f"environment: {'; '.join(problems)}. Fix: {'; '.join(fixes)}")
     return recorded_env(environ)
 

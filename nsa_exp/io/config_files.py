@@ -34,12 +34,14 @@ def read_config_file(path: str | Path, what: str = "config file", missing_hint: 
     own = CONFIG_SIGNATURES.get(what)
     other = next((k for k, key in CONFIG_SIGNATURES.items() if k != what and key in raw), None)
     if own is not None and own not in raw and other is not None:
-        def named(kind: str) -> str:
-            return "an experiment config" if kind == "config file" else f"a {kind}"
-
-        raise UserError(f"{what} {shown}: {named(other)} (its \"{CONFIG_SIGNATURES[other]}\"), not {named(what)}"
+        raise UserError(f"{what} {shown}: {_a(other)} (its \"{CONFIG_SIGNATURES[other]}\"), not {_a(what)}"
                         + (f"; {missing_hint}" if missing_hint else ""))
     return raw
+
+
+def _a(kind: str) -> str:
+    """A config kind in a sentence: ``"config file"`` is the experiment's."""
+    return "an experiment config" if kind == "config file" else f"a {kind}"
 
 
 def parse_config_bytes(data: bytes, where: str) -> dict[str, Any]:
