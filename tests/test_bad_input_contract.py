@@ -3,6 +3,7 @@ no traceback and nothing written; and the validator catches what it can recomput
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -356,3 +357,26 @@ def test_a_noise_table_or_sweep_table_rebuilt_from_a_forged_source_fails(tmp_pat
     point.write_text(json.dumps(doc))
     failed = _failed(validate_path(sweep / "sweep_x2_h200.csv"))
     assert "T32768-local.json does not validate" in " ".join(failed["sweep_csv_recompute"]), failed
+
+
+def test_a_model_validation_row_whose_source_point_was_forged_fails(tmp_path, monkeypatch):
+    """A validation row's point was matched by its sha256 alone: a sweep point whose sink-heavy dK/dV median was
+    halved (its observations untouched), its new sha256 written into the row, PASSed (an attacker, 2026-12-06).
+    A row's source must validate, as a calibration's points must."""
+    rel = "results/model/h200_BQ1_w4_s2_validation.json"
+    doc = json.loads((REPO / rel).read_text())
+    k = next(i for i, r in enumerate(doc["rows"]) if r["pattern"]["name"] == "sink-heavy")
+    source = doc["rows"][k]["source"]
+    point = json.loads((REPO / source).read_text())
+    point["patterns"]["sink-heavy"]["stages"]["dkv_core"]["median_ms"] *= 0.5
+    forged = tmp_path / source
+    forged.parent.mkdir(parents=True)
+    forged.write_text(json.dumps(point))
+    doc["rows"][k]["sha256"] = hashlib.sha256(forged.read_bytes()).hexdigest()
+    target = tmp_path / rel
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(doc))
+    monkeypatch.chdir(REPO)  # the calibration and the other rows' points: the committed ones
+    check = next(c for c in validate_path(target)["checks"] if c["name"] == "model_validation_recompute")
+    assert {"path": f"$.rows[{k}].source", "message": f"{source} does not validate (stats_recompute); a document "
+            "rebuilt from it proves nothing"} in check["failures"], check

@@ -18,6 +18,7 @@ from typing import Any
 from ..core.families import TUNE_PATTERN
 from ..core.stages import AUTOTUNED_STAGES, stage
 from .checks import Add, Problems
+from .record_checks import argv_option
 
 
 def config_key(cfg: dict[str, Any]) -> str:
@@ -53,17 +54,6 @@ def autotune_arm_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
-def _argv_value(argv: list[str], flag: str) -> str | None:
-    """The value ``flag`` was given in a recorded ``argv`` (``--flag V`` or ``--flag=V``; the last one wins)."""
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
 def _tuned_on_problems(doc: dict[str, Any]) -> Problems:
     """``tuned_on`` is what the arm's mode makes it: ``per-pattern``, ``replayed``, or (tune-on, the default
     arm) one of the timed patterns, the one the recorded command line's ``--tune-on`` names (default
@@ -76,7 +66,7 @@ def _tuned_on_problems(doc: dict[str, Any]) -> Problems:
     if tuned not in doc["patterns"]:
         return [("$.autotune.tuned_on", f"{tuned!r} is not one of the timed patterns {sorted(doc['patterns'])}")]
     argv = (doc.get("metadata") or {}).get("argv") or []
-    want = _argv_value(argv, "--tune-on") or TUNE_PATTERN
+    want = argv_option(argv, "--tune-on") or TUNE_PATTERN
     if argv and tuned != want:
         return [("$.autotune.tuned_on", f"{tuned!r}, but the recorded command line tuned on {want!r} "
                  f"({'--tune-on' if want != TUNE_PATTERN else 'the default, no --tune-on'})")]

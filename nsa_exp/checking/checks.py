@@ -6,10 +6,11 @@ recorded in a document is compared with its recomputation at a tolerance that fi
 what a kind's checks may need beyond the document (its path, the files it names, what stays unverified).
 
 Files a document names (its sources: the results a compare read, the raw CSV of an ncu summary, the points
-of a calibration) are looked for by :meth:`Context.locate`: beside the document first (its own folder,
-then each folder above it, so a copied ``results/`` tree resolves within itself), then relative to the
-working directory; a path recorded absolute (on another machine) by its tails, longest first, in those
-folders, and only then as itself (:func:`nsa_exp.io.paths.locate_recorded`).
+of a calibration) are looked for by :meth:`Context.locate`: in the tree the document lies in first (a recorded
+``results/noise/floors.json`` of a document in ``<root>/results/compare/`` is ``<root>/results/noise/floors.json``),
+then beside the document (its own folder, then each folder above it, so a copied ``results/`` tree resolves
+within itself), then relative to the working directory; a path recorded absolute (on another machine) by its
+tails, longest first, in those folders, and only then as itself (:func:`nsa_exp.io.paths.locate_recorded`).
 A source that is not found leaves its figures *unverified* (listed, never passed).
 
 >>> c = Checks(); c.add("kind"), c.add("schema", [("$.a", "missing")])
@@ -132,7 +133,8 @@ class Context:
         """The file (``folder``: the folder) a document records as ``recorded`` (see the module docstring), or
         None."""
         here = Path(self.path).resolve().parent if self.path != "<bytes>" else None
-        return locate_recorded(recorded, [*([] if here is None else [here, *here.parents]), Path.cwd()], folder)
+        return locate_recorded(recorded, [*([] if here is None else [here, *here.parents]), Path.cwd()], folder,
+                               beside=here)
 
 
 #: A kind module's ``checks(doc, add, ctx)`` (:mod:`.kinds`): records its checks through ``add``, unverified

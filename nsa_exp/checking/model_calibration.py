@@ -41,6 +41,10 @@ KIND = "model_calibration"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 MODEL_FAMILY = "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma"
 
 
+#: the kinds a measured point (of a calibration, of a validation's row) comes from
+POINT_KINDS = ("bench_result", "sweep_point")
+
+
 def source_point(ctx: Context, rec: dict[str, Any], label: str, where: str, problems: Problems) -> MeasuredPoint | None:
     """The point ``label`` of the source file ``rec`` names (None, with a problem, when it cannot be
     trusted: another file by sha256, no such routing)."""
@@ -109,8 +113,8 @@ def calibration_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             problems.append((f"{where}.source", str(exc)))
         points.append(point)
         fanins.append(fanin)
-        source = read_source(ctx, rec["source"], ("bench_result", "sweep_point"))
-        problems += source_problems(ctx, f"{where}.source", rec["source"], source, ("bench_result", "sweep_point"))
+        source = read_source(ctx, rec["source"], POINT_KINDS)
+        problems += source_problems(ctx, f"{where}.source", rec["source"], source, POINT_KINDS)
         sources += [source[1]] if source[1] else []
     errs = [abs(r["error_pct"]) for r in doc["points"]]
     for key, value in (("n", len(errs)), ("mean_abs_pct", sum(errs) / len(errs)), ("max_abs_pct", max(errs))):

@@ -3,11 +3,12 @@ docs/MODEL.md). Its builder (:func:`build`; ``model_commands.model_validate`` ca
 (:func:`model_validation_recompute`), in one module.
 
 - ``model_validation_recompute``: the calibration it names (sha256); each row recomputed by
-  :func:`nsa_exp.model.whatif.validation_row` from its source point (prediction, error, busy fraction, lower bound,
-  heaviest-first and split what-ifs); without the source, the prediction still from the calibration and the
-  routing; the summary and ``meets_target`` from the rows and the pinned target; no calibration routing among the
-  rows; with the ``--points`` its recorded command names at hand, which rows and exclusions there are, in order
-  (every regenerable point read again: a row dropped, added or moved is named), else the set is unverified.
+  :func:`nsa_exp.model.whatif.validation_row` from its source point, which must itself validate (prediction, error,
+  busy fraction, lower bound, heaviest-first and split what-ifs); without the source, the prediction still from the
+  calibration and the routing; the summary and ``meets_target`` from the rows and the pinned target; no calibration
+  routing among the rows; with the ``--points`` its recorded command names at hand, which rows and exclusions there
+  are, in order (every regenerable point read again: a row dropped, added or moved is named), else the set is
+  unverified.
 - ``created_after_sources``: dated after its calibration.
 """
 
@@ -23,7 +24,7 @@ from ..io.store import file_sha256
 from ..model.points import MeasuredPoint, point_name, read_points, regenerable, result_files
 from ..model.whatif import TARGET, held_out, validation_row, validation_summary
 from .checks import Add, Context, Problems, close, first_difference, one_check
-from .model_calibration import source_point
+from .model_calibration import POINT_KINDS, source_point
 from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source, source_problems
 
@@ -121,6 +122,9 @@ def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> N
             problems.append((f"{where}.pattern", f"{r['pattern']} cannot be regenerated; model-validate skips it"))
             continue
         point = source_point(ctx, r, r["name"], where, problems)
+        if point is not None:  # the source that measured the row validates (its sha256 alone is the file's own)
+            problems += source_problems(ctx, f"{where}.source", r["source"],
+                                        read_source(ctx, r["source"], POINT_KINDS), POINT_KINDS)
         if point is None:
             unseen.append(r["source"])
             if r["name"] != point_name(r["pattern"], r["T"]):  # a packed point: its packing is in the source only

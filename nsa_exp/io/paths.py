@@ -67,15 +67,23 @@ def tails(recorded: str | Path) -> list[Path]:
     return [Path(*parts[i:]) for i in range(len(parts))]
 
 
-def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder: bool = False) -> Path | None:
+def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder: bool = False,
+                    beside: Path | None = None) -> Path | None:
     """The file (``folder``: the folder) a document records as ``recorded``: the first of ``folder / tail`` that
     is one, tails (:func:`tails`) longest first, each over ``folders`` in order; then, for an absolute path, the
-    path itself. None when nothing is found (the caller lists its figures as unverified)."""
+    path itself. None when nothing is found (the caller lists its figures as unverified).
+
+    ``beside`` (the document's own folder): for each tail, the tree the document itself lies in is tried before
+    ``folders``: the folder above each of its ancestors named as the tail's first component (a document in
+    ``<root>/results/compare/`` recording ``results/noise/floors.json`` reads ``<root>/results/noise/floors.json``,
+    never a copy planted at ``<root>/results/compare/results/noise/floors.json``)."""
     if not recorded:
         return None
     folders = list(folders)
+    around = [] if beside is None else [beside, *beside.parents]
     for tail in tails(recorded):
-        for where in folders:
+        anchored = [a.parent for a in around if tail.parts and a.name == tail.parts[0] and a.parent != a]
+        for where in [*anchored, *folders]:
             candidate = where / tail
             if _is_file(candidate, folder):
                 return candidate

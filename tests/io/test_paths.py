@@ -43,6 +43,27 @@ def test_an_absolute_path_from_another_machine_is_found_by_its_tail(tmp_path):
     assert locate_recorded("/root/out/elsewhere/results/raw/y.json", [tmp_path]) is None
 
 
+def test_a_source_is_read_from_the_tree_the_document_lies_in_not_a_copy_planted_beside_it(tmp_path):
+    """A compare in ``<root>/results/compare/`` recording ``results/noise/floors.json`` reads the table at
+    ``<root>/results/noise/``; a file planted at ``<root>/results/compare/results/noise/floors.json`` (which the
+    search beside the document met first) is not read; without the tree's own file the planted one is still found
+    (beside the document, as a copied tree resolves within itself)."""
+    doc_dir = tmp_path / "results" / "compare"
+    planted = doc_dir / "results" / "noise" / "floors.json"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("{}")
+    assert locate_recorded("results/noise/floors.json", [doc_dir, *doc_dir.parents], beside=doc_dir) == planted
+    real = tmp_path / "results" / "noise" / "floors.json"
+    real.parent.mkdir(parents=True)
+    real.write_text("{}")
+    assert locate_recorded("results/noise/floors.json", [doc_dir, *doc_dir.parents], beside=doc_dir) == real
+    # a recorded absolute path from another machine: its tail anchored the same way
+    assert locate_recorded("/elsewhere/nsa/results/noise/floors.json", [doc_dir, *doc_dir.parents],
+                           beside=doc_dir) == real
+    # without the document's folder, the old order (beside first): what the readers that pass no folder get
+    assert locate_recorded("results/noise/floors.json", [doc_dir, *doc_dir.parents]) == planted
+
+
 def _sources(doc: dict) -> list[str]:
     out = [p["source"] for p in doc["points"]] + [doc["kernel_resources"]["source"], doc["calibration_set"]["path"]]
     ncu = doc["occupancy"].get("ncu_cross_check")
