@@ -380,3 +380,17 @@ def test_a_model_validation_row_whose_source_point_was_forged_fails(tmp_path, mo
     check = next(c for c in validate_path(target)["checks"] if c["name"] == "model_validation_recompute")
     assert {"path": f"$.rows[{k}].source", "message": f"{source} does not validate (stats_recompute); a document "
             "rebuilt from it proves nothing"} in check["failures"], check
+
+
+@pytest.mark.parametrize("repeat", ["e1_h100", "e1_h200"])
+def test_an_analysis_whose_repeat_is_the_run_itself_or_another_gpus_fails(repeat, tmp_path):
+    """An analysis rebuilt by its own builder with the run as its own repeat (every repeat_diff_pct 0.0), or with
+    the H200 run as the H100 run's repeat, PASSed (an attacker, 2026-12-06): a repeat is a second run of the same
+    experiment on the same GPU."""
+    run = json.loads((REPO / "results/raw/e1_h100.json").read_text())
+    doc = analysis.build(run, json.loads((REPO / f"results/raw/{repeat}.json").read_text()))
+    doc["metadata"] = json.loads((REPO / "results/analysis/e1_h100.json").read_text())["metadata"]
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    failed = _failed(validate_path(tmp_path / "a.json"))
+    want = "itself" if repeat == "e1_h100" else "the same experiment on the same GPU"
+    assert want in " ".join(failed["analysis_recompute"]), failed

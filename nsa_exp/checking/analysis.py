@@ -45,6 +45,32 @@ def build(result: BenchLike, repeat: BenchLike | None = None) -> dict[str, Any]:
     }
 
 
+def repeat_problems(result: dict[str, Any], repeat: dict[str, Any]) -> Problems:
+    """What makes ``repeat`` no repeat of ``result``: the same run (its name, or its observations: every
+    ``repeat_diff_pct`` would be 0), another GPU, or another experiment (shape, patterns). An analysis whose repeat
+    was the run itself, or an H200 run, PASSed (an attacker, 2026-12-06).
+
+    >>> run = {"name": "a", "shape": {"T": 8}, "config": {"patterns": []}, "metadata": {"gpu": {"name": "H100"}},
+    ...        "patterns": {"local": 1.0}}
+    >>> repeat_problems(run, {**run, "name": "b", "metadata": {"gpu": {"name": "H200"}}, "patterns": {"local": 1.1}})
+    [('$.repeat_source', 'b ran on H200, the run on H100: a repeat is the same experiment on the same GPU')]
+    """
+    problems: Problems = []
+    if repeat.get("name") == result.get("name") or repeat.get("patterns") == result.get("patterns"):
+        problems.append(("$.repeat_source", f"{repeat.get('name')} is the run {result.get('name')} itself (the same "
+                         "name or the same observations), not a second run"))
+    gpu = [((d.get("metadata") or {}).get("gpu") or {}).get("name") for d in (result, repeat)]
+    if gpu[0] != gpu[1]:
+        problems.append(("$.repeat_source", f"{repeat.get('name')} ran on {gpu[1]}, the run on {gpu[0]}: a repeat is "
+                         "the same experiment on the same GPU"))
+    for key, field in (("shape", result.get("shape")), ("patterns", (result.get("config") or {}).get("patterns"))):
+        theirs = repeat.get("shape") if key == "shape" else (repeat.get("config") or {}).get("patterns")
+        if field != theirs:
+            problems.append(("$.repeat_source", f"{repeat.get('name')} has another {key} than the run: a repeat is "
+                             "the same experiment"))
+    return problems
+
+
 def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     for i, r in enumerate(doc["rows"]):
@@ -71,6 +97,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                          + (f" / results/raw/{doc['repeat_source']}.json" if doc.get("repeat_source") else ""))
         add("analysis_recompute", problems)
         return
+    problems += repeat_problems(result, repeat) if repeat is not None else []
     want = build(result, repeat)
     deep_diff({k: v for k, v in doc.items() if k != "metadata"}, want, "$", problems)
     add("analysis_recompute", problems)
