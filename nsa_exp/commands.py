@@ -347,7 +347,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("paths", "JSON results/reports or summary CSVs", "positionals", metavar="PATH"),
          Option("--json", "print one validation report per file as a JSON list", "flag"),
          Option("--strict", "exit 1 also when a check group is unverifiable (a source it reads was not found, or "
-                "the recorded argv is not this CLI's)", "flag"),
+                "the recorded argv is not this CLI's, or its GPU is no row of the GPU table)", "flag"),
          Option("--also", "a bench result JSON to cross-check the summary CSVs against (not itself reported; "
                 "repeatable)", "append", metavar="RESULT"),
          Option("--routing-file", "a routing file the result timed (file:<stem>): its sha256, edges and fan-in "

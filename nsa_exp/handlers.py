@@ -115,8 +115,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(format_report(report))
     if args.strict and (missing := [(r["path"], u["path"]) for r in reports for u in r.get("unverified", [])
                                     if source_missing(u)]):
-        print(f"--strict: {len(missing)} check group(s) unverifiable (a source not found, or an argv not the "
-              f"CLI's), first {missing[0][0]}: {missing[0][1]}; exit 1", file=sys.stderr)
+        print(f"--strict: {len(missing)} check group(s) unverifiable (a source not found, an argv not the "
+              f"CLI's, or a GPU not in the table), first {missing[0][0]}: {missing[0][1]}; exit 1", file=sys.stderr)
         return 1
     return 0 if all(r["passed"] for r in reports) else 1
 

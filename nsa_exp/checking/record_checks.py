@@ -49,6 +49,7 @@ SM_RANGE = (1, 1024)
 VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
 DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{1,3})?$")
 CC_RE = re.compile(r"^\d{1,2}\.\d$")
+PRINTABLE_ASCII = re.compile(r"[ -~]+")  # a device name as CUDA and NVML report it
 SHA_RE = re.compile(r"\A(?:[0-9a-f]{7,40}|[0-9a-f]{64})\Z")  # git's abbreviations (>= 7), SHA-1, SHA-256 (\Z: no "\n")
 TORCH_CUDA_RE = re.compile(r"\+cu(\d+)(\d)$")  # 2.11.0+cu130 -> CUDA 13.0
 UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -273,6 +274,10 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     sm = gpu.get("sm_count")
     if sm is not None and (not isinstance(sm, int) or not SM_RANGE[0] <= sm <= SM_RANGE[1]):
         problems.append((f"{where}.sm_count", f"{sm!r} is not an SM count in {SM_RANGE}"))
+    for key in ("name", "nvml_name", "device_name"):  # NVIDIA's device names are printable ASCII (CUDA, NVML)
+        if gpu.get(key) is not None and not PRINTABLE_ASCII.fullmatch(str(gpu[key])):
+            problems.append((f"{where}.{key}", f"{gpu[key]!r} holds a character no CUDA or NVML device name has "
+                             "(outside printable ASCII: an invisible or look-alike letter)"))
     if gpu.get("device_name") not in (None, name):
         problems.append((f"{where}.name", f"{gpu['device_name']!r} differs from $.metadata.gpu_name {name!r}"))
     if gpu.get("nvml_name") is not None and gpu["nvml_name"] != name:
@@ -294,7 +299,8 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if spec is None:
         if name is not None:
             ctx.unverifiable(f"{where} (sm_count, memory, L2, compute capability, clocks)",
-                             f"{name!r} is not in the GPU table (nsa_exp.core.gpus): its facts cannot be checked")
+                             f"unverified (GPU not in the table): {name!r} is no row of nsa_exp.core.gpus: its facts "
+                             "cannot be checked")
         add("metadata_plausible", problems)
         return
     problems += _against_table(where, gpu, spec)
