@@ -3,9 +3,12 @@ no traceback and nothing written; and the validator catches what it can recomput
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -394,3 +397,22 @@ def test_an_analysis_whose_repeat_is_the_run_itself_or_another_gpus_fails(repeat
     failed = _failed(validate_path(tmp_path / "a.json"))
     want = "itself" if repeat == "e1_h100" else "the same experiment on the same GPU"
     assert want in " ".join(failed["analysis_recompute"]), failed
+
+
+def test_an_ncu_profile_whose_csv_and_summary_were_halved_together_fails(tmp_path, monkeypatch):
+    """The sink-heavy dK/dV duration halved in the raw CSV and its summary together (64.24 -> 32.12 ms) PASSed
+    (an attacker, 2026-12-06): its SM cycles now run at 3.7 GHz (ncu measured 1.84), and the bench it replayed
+    measured 63.6 ms."""
+    name = "results/ncu/e1_h200_local-vs-sink-heavy_dkv_core"
+    rows = list(csv.reader(io.StringIO((REPO / f"{name}.raw.csv").read_text(), newline="")))
+    rows[3][rows[0].index("gpu__time_duration.sum")] = "32.120000"  # rows[3]: kernel ID 1, sink-heavy
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    (tmp_path / f"{Path(name).name}.raw.csv").write_text(out.getvalue())
+    doc = json.loads((REPO / f"{name}.json").read_text())
+    doc["kernels"][1]["metrics"]["duration_ns"] = 32.12e6
+    (tmp_path / f"{Path(name).name}.json").write_text(json.dumps(doc))
+    monkeypatch.chdir(REPO)  # the bench result it names
+    messages = " ".join(_failed(validate_path(tmp_path / f"{Path(name).name}.json"))["ncu_recompute"])
+    assert "run at 3.6811 GHz, but ncu measured 1.8406 GHz" in messages, messages
+    assert "0.505x the results/raw/e1_h200.json median of sink-heavy dkv_core" in messages, messages

@@ -30,15 +30,31 @@ from ..core.gpus import gpu_spec
 from ..core.kinds import schema_version
 from ..core.nvtx import parse_patterns, range_name
 from ..errors import UserError
-from ..io.ncu_csv import assign_patterns, parse_raw_csv
+from ..io.ncu_csv import METRICS, TO_NS, assign_patterns, parse_raw_csv
 from ..io.reader import read_bounded
-from ..io.strict_csv import decode_csv
+from ..io.strict_csv import decode_csv, parse_ncu_number
 from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems, one_check
-from .record_checks import host_problems, parse_utc
+from .record_checks import PRINTABLE_ASCII, host_problems, parse_utc
 from .sources import created_after_sources, deep_diff, read_source, source_problems
 
 KIND = "ncu_summary"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
+#: What ``ncu --set full`` (gpu/ncu.py) writes in every kernel row that ties its duration to the device's clocks:
+#: SM cycles elapsed (average over SMs) and their rate, the cycles an SM was active, and the device's own
+#: attributes (CUDA's ``cudaDevAttr*``: clocks in kHz, L2 in bytes, SM count).
+PHYSICS_METRICS = {"cycles": "sm__cycles_elapsed.avg", "rate": "sm__cycles_elapsed.avg.per_second",
+                   "active": "sm__cycles_active.avg", "clock_khz": "device__attribute_clock_rate",
+                   "mem_clock_khz": "device__attribute_memory_clock_rate",
+                   "l2_bytes": "device__attribute_l2_cache_size", "sms": "device__attribute_multiprocessor_count"}
+TO_HZ = {"hz": 1.0, "Khz": 1e3, "Mhz": 1e6, "Ghz": 1e9, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
+#: ``cycles / duration`` against ncu's own rate of the same cycles (the committed exports agree to 1e-5); the
+#: rate against the device's maximum SM clock (a clock no SM exceeds).
+RATE_REL_TOL = 0.01
+#: A profiled kernel's duration over the bench median of its stage and pattern, the bench whose configs it
+#: replayed: the committed H100 and H200 profiles give 1.003-1.039 (ncu replays one launch with its caches
+#: flushed, at the clocks the bench ran; docs/NSIGHT.md). A duration outside these bounds is another kernel's.
+NCU_VS_BENCH = (0.9, 1.2)
 
 
 def build(text: str, context: dict[str, Any], metadata: dict[str, Any], raw_csv_name: str | None) -> dict[str, Any]:
@@ -71,6 +87,83 @@ def _kernels_diff(recorded: Any, want: list[dict[str, Any]], where: str, problem
 def _rows(path: Path) -> list[list[str]]:
     # a FIFO, a device, too large, binary or non-UTF-8: a one-line UserError
     return decode_csv(read_bounded(path, str(path), MAX_BYTES), str(path))[0]
+
+
+def physics_problems(rows: list[list[str]], where: str = "$") -> Problems:
+    """What the clocks of a raw export (``rows``: header, units, one row per kernel) say against its durations and
+    its device: each kernel's SM cycles over its duration is ncu's own rate of those cycles (within
+    :data:`RATE_REL_TOL`), no faster than the device's maximum SM clock; active cycles no more than elapsed ones;
+    the device's SM count, L2 and clocks those of the GPU table's row for its name (``nsa_exp.core.gpus``), a name in
+    printable ASCII. A duration halved in the CSV and its summary together PASSed (an attacker, 2026-12-06): its
+    cycles then ran at 3.7 GHz; an H200 export relabelled H100 kept the H200's L2 and memory clock."""
+    start = next((i for i, r in enumerate(rows) if r and r[0] == "ID"), None)
+    if start is None or len(rows) < start + 3:
+        return []  # not a raw export: the table checks say so
+    header, units = rows[start], rows[start + 1]
+    missing = [m for m in (*PHYSICS_METRICS.values(), METRICS["duration_ns"]) if m not in header]
+    if missing:
+        return [(where, f"the export lacks {', '.join(missing)} (ncu --set full writes them): its durations "
+                        "cannot be held to its clocks")]
+    col = {key: header.index(name) for key, name in PHYSICS_METRICS.items()}
+    problems: Problems = []
+    for values in rows[start + 2:]:
+        if len(values) != len(header):
+            continue
+        at = f"{where}[kernel ID {values[0]}]"
+        try:
+            read = {key: parse_ncu_number(values[i] or "") for key, i in col.items()}
+            duration = parse_ncu_number(values[header.index(METRICS["duration_ns"])] or "")
+        except ValueError:
+            continue  # the table checks name the cell
+        ns, hz = TO_NS.get(units[header.index(METRICS["duration_ns"])]), TO_HZ.get(units[col["rate"]])
+        v = {key: x for key, x in read.items() if x is not None}
+        if len(v) < len(read) or duration is None or ns is None or hz is None or duration <= 0:
+            problems.append((at, "its duration, cycles, clocks or their units are missing or unknown"))
+            continue
+        seconds, rate = duration * ns * 1e-9, v["rate"] * hz
+        implied = v["cycles"] / seconds
+        if abs(implied - rate) > RATE_REL_TOL * rate:
+            problems.append((at, f"{v['cycles']:.0f} SM cycles in {seconds * 1e3:.6g} ms run at {implied / 1e9:.4f} "
+                                 f"GHz, but ncu measured {rate / 1e9:.4f} GHz"))
+        if rate > v["clock_khz"] * 1e3 * (1 + RATE_REL_TOL):
+            problems.append((at, f"SM cycles at {rate / 1e9:.4f} GHz, over the device's maximum SM clock "
+                                 f"{v['clock_khz'] / 1e3:.0f} MHz"))
+        if v["active"] > v["cycles"] * (1 + RATE_REL_TOL):
+            problems.append((at, f"{v['active']:.0f} active SM cycles, more than the {v['cycles']:.0f} elapsed"))
+        name = values[header.index("device__attribute_display_name")] \
+            if "device__attribute_display_name" in header else ""
+        if not PRINTABLE_ASCII.fullmatch(name):
+            problems.append((at, f"device {name!r}: a CUDA device name is printable ASCII"))
+        spec = gpu_spec(name)
+        facts = (("SM count", v["sms"], spec.sm_counts if spec else None),
+                 ("L2 bytes", v["l2_bytes"], (spec.l2_bytes,) if spec and spec.l2_bytes else None),
+                 ("max SM clock (MHz)", v["clock_khz"] / 1e3,
+                  (spec.max_sm_clock_mhz,) if spec and spec.max_sm_clock_mhz else None),
+                 ("max memory clock (MHz)", v["mem_clock_khz"] / 1e3,
+                  (spec.max_mem_clock_mhz,) if spec and spec.max_mem_clock_mhz else None))
+        problems += [(at, f"{name}: {what} {value:g}, the GPU table's {spec.name if spec else ''} has "
+                          f"{', '.join(map(str, allowed))}") for what, value, allowed in facts
+                     if allowed is not None and value not in allowed]
+    return problems
+
+
+def bench_problems(doc: dict[str, Any], bench: dict[str, Any]) -> Problems:
+    """Each profiled kernel's duration against the median of its stage and pattern in the bench result whose configs
+    it replayed (:data:`NCU_VS_BENCH`)."""
+    problems: Problems = []
+    lo, hi = NCU_VS_BENCH
+    for i, k in enumerate(doc["kernels"]):
+        stage = ((bench.get("patterns") or {}).get(k.get("pattern")) or {}).get("stages", {}).get(doc.get("stage"))
+        duration = (k.get("metrics") or {}).get("duration_ns")
+        if not isinstance(stage, dict) or not isinstance(duration, (int, float)) or not stage.get("median_ms"):
+            continue
+        ratio = duration / 1e6 / stage["median_ms"]
+        if not lo <= ratio <= hi:
+            problems.append((f"$.kernels[{i}].metrics.duration_ns", f"{duration / 1e6:.6g} ms, {ratio:.3f}x the "
+                             f"{doc['benchmark_result']} median of {k.get('pattern')} {doc.get('stage')} "
+                             f"({stage['median_ms']:.6g} ms): a profile replays that bench's kernels within "
+                             f"{lo}-{hi}x"))
+    return problems
 
 
 def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
@@ -110,16 +203,19 @@ def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         name = bench["metadata"]["gpu"]["name"]
         problems += [(f"$.kernels[{i}].device", f"{k.get('device')!r}, but {doc['benchmark_result']} ran on "
                       f"{name!r}") for i, k in enumerate(doc["kernels"]) if k.get("device") != name]
+        problems += bench_problems(doc, bench)
     found = ctx.locate(doc.get("raw_csv"))
     if found is None:
         ctx.unverifiable("$.kernels", f"unverified (raw CSV not found): {doc.get('raw_csv')}")
     else:
         try:
-            want = kernels_of(_rows(found), doc["patterns_in_launch_order"])
+            rows = _rows(found)
+            want = kernels_of(rows, doc["patterns_in_launch_order"])
         except UserError as exc:
             problems.append(("$.raw_csv", f"{doc['raw_csv']}: {exc}"))
         else:
             _kernels_diff(doc["kernels"], want, "$.kernels", problems)
+            problems += physics_problems(rows, f"{doc['raw_csv']} $")
     add("ncu_recompute", problems)
     if bench is not None:
         created_after_sources(doc, [bench], add)
@@ -136,7 +232,7 @@ def ncu_raw_csv_checks(rows: list[list[str]], add: Add, ctx: Context) -> None:
         add("ncu_raw_csv", [("$", str(exc))])
         return
     problems = [(f"$[{i}].ID", f"kernel row {i} has ID {k['id']}: rows are IDs 0..n-1 in launch order")
-                for i, k in enumerate(kernels) if k["id"] != i]
+                for i, k in enumerate(kernels) if k["id"] != i] + physics_problems(rows)
     if not add("ncu_raw_csv", problems):
         return
     summary = Path(path).with_name(Path(path).name.removesuffix(".raw.csv") + ".json")
