@@ -17,7 +17,7 @@ from typing import Any
 from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..core.kinds import schema_version
-from ..core.protocol import LAUNCH_GUARD_CYCLES, summarize
+from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders, summarize
 from . import record_checks
 from .autotune_checks import autotune_configs, config_key
 from .checks import Add, Context, close, guarded
@@ -25,6 +25,15 @@ from .record_checks import config_semantics, run_record
 from .run_checks import shape_problems
 
 KIND = "autotune_matrix"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
+
+
+def cell_key(index: int, pattern: str) -> str:
+    """The loop's "pattern" name of one (config index, routing) cell.
+
+    >>> cell_key(3, "sink-heavy")
+    '3|sink-heavy'
+    """
+    return f"{index}|{pattern}"
 
 
 def matrix_checks(doc: dict[str, Any], add: Add) -> None:
@@ -50,6 +59,13 @@ def matrix_checks(doc: dict[str, Any], add: Add) -> None:
                 if len(o["raw_ms"]) != rounds or sorted(o["rounds"]) != list(range(warmup, warmup + rounds)):
                     obs_p.append((f"{path}.patterns.{n}.raw_ms", f"{len(o['raw_ms'])} observations (rounds "
                                   f"{o['rounds'][:3]}...) != one per timed round ({rounds})"))
+        # the rounds' cell orders are the plan's (core/measurement.RoundPlan.orders: every ok config x routing, in
+        # config then routing order, seeded): reordered or cut orders PASSed (an attacker, 2026-12-06)
+        cells = [cell_key(i, n) for i, c in enumerate(s["cells"]) if c["status"] == "ok" for n in doc["patterns"]]
+        t = doc["timing"]
+        if s["round_orders"] != round_orders(cells, warmup + rounds, t["order_mode"], t["order_seed"]):
+            obs_p.append((f"$.stages.{st}.round_orders", f"not the {warmup + rounds} rounds' orders of its "
+                          f"{len(cells)} cells that {t['order_mode']} with seed {t['order_seed']} gives"))
         for n, cfg in s["fla_choice"].items():
             if config_key(cfg) not in seen:
                 cell_p.append((f"$.stages.{st}.fla_choice.{n}", f"{cfg} is not among the matrix's configs"))

@@ -30,7 +30,7 @@ from ..model.calibration import (
     params_of,
 )
 from ..model.fit import Params, predict_ms, refit_problems
-from ..model.points import MeasuredPoint, check_same_setup, pattern_fanin, point_name, read_points
+from ..model.points import POINT_KINDS, MeasuredPoint, check_same_setup, pattern_fanin, point_name, read_points
 from ..model.whatif import validation_summary
 from .checks import Add, Context, Problems, close, one_check
 from .record_checks import host_problems
@@ -39,10 +39,6 @@ from .sources import created_after_sources, deep_diff, read_source, rebuilt_from
 KIND = "model_calibration"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 MODEL_FAMILY = "processor-sharing makespan, work = a + c*ceil(fanin/BQ), solo speed-up gamma"
-
-
-#: the kinds a measured point (of a calibration, of a validation's row) comes from
-POINT_KINDS = ("bench_result", "sweep_point")
 
 
 def source_point(ctx: Context, rec: dict[str, Any], label: str, where: str, problems: Problems) -> MeasuredPoint | None:

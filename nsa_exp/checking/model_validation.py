@@ -21,10 +21,10 @@ from typing import Any
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.store import file_sha256
-from ..model.points import MeasuredPoint, point_name, read_points, regenerable, result_files
+from ..model.points import POINT_KINDS, MeasuredPoint, point_name, read_points, regenerable, result_files
 from ..model.whatif import TARGET, held_out, validation_row, validation_summary
 from .checks import Add, Context, Problems, close, first_difference, one_check
-from .model_calibration import POINT_KINDS, source_point
+from .model_calibration import source_point
 from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source, source_problems
 

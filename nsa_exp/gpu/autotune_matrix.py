@@ -25,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..checking import autotune_matrix
+from ..checking.autotune_matrix import cell_key
 from ..core.config import Config
 from ..core.measurement import RoundPlan
 from ..core.protocol import summarize
@@ -46,15 +47,6 @@ def parse_stages(text: str) -> list[str]:
     if not names or bad:
         raise UserError(f"--stages: {', '.join(bad) or 'empty'}; choose among {', '.join(MATRIX_STAGES)}")
     return names
-
-
-def cell_key(index: int, pattern: str) -> str:
-    """The loop's "pattern" name of one (config index, routing) cell.
-
-    >>> cell_key(3, "sink-heavy")
-    '3|sink-heavy'
-    """
-    return f"{index}|{pattern}"
 
 
 def _failure(exc: BaseException) -> str:
