@@ -15,8 +15,9 @@ import pytest
 from nsa_exp.analysis.autotune_matrix import StageMatrix
 from nsa_exp.analysis.config_drift import drift_of
 from nsa_exp.checking.autotune_checks import autotune_arm_problems
+from nsa_exp.checking.autotune_matrix import cell_key
 from nsa_exp.checking.validate import validate_bytes
-from nsa_exp.core.protocol import summarize
+from nsa_exp.core.protocol import round_orders, summarize
 from nsa_exp.figures.autotune_heatmap import heatmap_arrays, plot_autotune_heatmap
 from nsa_exp.io.store import load_document, write_json
 from nsa_exp.report.autotune import autotune_section, stage_lines
@@ -50,9 +51,12 @@ def matrix_doc() -> dict:
                   "reason": "OutOfResources: out of resource: shared memory, Required: 252928, Hardware limit: 232448"})
     stage = {"kernel": "parallel_nsa_bwd_kernel_dkv", "autotune_key": ["BS", "BK", "BV", "G"], "space_size": 4,
              "pruned_by_fla": [], "fla_choice": {"local": CFGS[0], "uniform": CFGS[0], "sink-heavy": CFGS[1],
-                                                 "zipf": CFGS[1]}, "cells": cells, "round_orders": []}
+                                                 "zipf": CFGS[1]}, "cells": cells}
     doc = json.loads((REPO / "results" / "autotune" / "e1_h200.json").read_text())
     assert doc["patterns"] == PATTERNS
+    # the rounds' orders the engine's plan gives these cells (core/measurement.RoundPlan.orders)
+    stage["round_orders"] = round_orders([cell_key(i, p) for i in range(len(CFGS)) for p in PATTERNS],
+                                         WARMUP + ROUNDS, doc["timing"]["order_mode"], doc["timing"]["order_seed"])
     return {**doc, "timing": {**doc["timing"], "warmup_rounds": WARMUP, "rounds": ROUNDS},
             "stages": {"dkv_core": stage}}
 
