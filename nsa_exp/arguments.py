@@ -34,6 +34,7 @@ from .core.environment import door_gates
 from .core.families import TUNE_PATTERN
 from .core.nvtx import parse_patterns
 from .core.peers import peer
+from .core.protocol import WHATIF_LAYOUTS
 from .core.requests import BenchRequest, CompareRequest, PeerRequest, WhatIfRequest
 from .errors import UserError
 from .io.config_files import read_config_file
@@ -277,8 +278,8 @@ def _whatif(args: argparse.Namespace) -> None:
         raise UserError(f"--patterns: {missing} not in {config.source}'s patterns {names}")
     max_fanins = parse_max_fanins(args.max_fanin)
     layouts = args.layouts.split(",")
-    if bad := [x for x in layouts if x not in ("split", "split-heavy-first")]:
-        raise UserError(f"--layouts: {bad} not in split, split-heavy-first")
+    if bad := [x for x in layouts if x not in WHATIF_LAYOUTS]:
+        raise UserError(f"--layouts: {bad} not in {', '.join(WHATIF_LAYOUTS)}")
     if args.rounds < 1:
         raise UserError("--rounds: must be a positive integer")
     _bench_result(args, "benchmark_result", "--benchmark-result", config)

@@ -30,7 +30,15 @@ from typing import Any
 
 from . import DEFAULT_CONFIG
 from .core.peers import PEER_NAMES
-from .core.protocol import DISPATCH_ORDERS, SWEEP_EXECUTORS, TUNE_CHOICES, WHATIF_LAYOUTS
+from .core.protocol import (
+    DISPATCH_ORDERS,
+    SWEEP_EXECUTORS,
+    TUNE_CHOICES,
+    WHATIF_LAYOUTS,
+    WHATIF_MAX_FANINS,
+    WHATIF_PATTERNS,
+    WHATIF_ROUNDS,
+)
 from .core.stages import STAGE_NAMES
 from .report import manifest
 from .routing.fanin import X_STATS
@@ -239,10 +247,11 @@ COMMANDS: tuple[Command, ...] = (
                 "; results/peers/<config>.json with --publish", metavar="PATH"), *WRITES),
     _cmd("whatif", f"{GPU_COMMANDS}:whatif",
          "WHAT-IF ARMS: split / heaviest-first dK/dV schedules on FLA's unmodified kernels, timed", GPU,
-         Option("--patterns", "config patterns, comma-separated", default="sink-heavy,zipf"),
-         Option("--max-fanin", "F values: rows longer than F are split", default="4096,8192"),
+         Option("--patterns", "config patterns, comma-separated", default=",".join(WHATIF_PATTERNS)),
+         Option("--max-fanin", "F values: rows longer than F are split",
+                default=",".join(map(str, WHATIF_MAX_FANINS))),
          Option("--layouts", ", ".join(WHATIF_LAYOUTS), default=",".join(WHATIF_LAYOUTS)),
-         Option("--rounds", "timed rounds (after the config's warm-up)", type=int, default=20),
+         Option("--rounds", "timed rounds (after the config's warm-up)", type=int, default=WHATIF_ROUNDS),
          Option("--benchmark-result", "bench result whose autotune configs are pinned",
                 default="results/raw/e1_h200_pre.json"),
          Option("--output", "default runs/<name>/whatif/<config>_whatif.json"

@@ -18,6 +18,7 @@ from nsa_exp.checking import analysis
 from nsa_exp.checking.noise_table import build as noise_table
 from nsa_exp.checking.record_checks import MIN_PYTHON
 from nsa_exp.checking.validate import validate_path
+from nsa_exp.checking.whatif_result import argv_problems as whatif_argv_problems
 from nsa_exp.cli import main
 from nsa_exp.core.records import BenchResult
 from nsa_exp.io.progress import is_progress_line
@@ -416,3 +417,19 @@ def test_an_ncu_profile_whose_csv_and_summary_were_halved_together_fails(tmp_pat
     messages = " ".join(_failed(validate_path(tmp_path / f"{Path(name).name}.json"))["ncu_recompute"])
     assert "run at 3.6811 GHz, but ncu measured 1.8406 GHz" in messages, messages
     assert "0.505x the results/raw/e1_h200.json median of sink-heavy dkv_core" in messages, messages
+
+
+def test_a_whatif_result_is_held_to_its_recorded_command_line():
+    """A what-if of 10 rounds recorded as 5, or with its F=8192 arms or its zipf routing dropped (the rest re-sorted
+    and recomputed), PASSed (an attacker, 2026-12-06): its routings, arms and rounds are its argv's."""
+    doc = json.loads((REPO / "results/whatif/e1_h200_whatif.json").read_text())
+    assert whatif_argv_problems(doc) == []
+    fewer = json.loads(json.dumps(doc))
+    fewer["timing"]["rounds"] = 5
+    assert [p for p, _ in whatif_argv_problems(fewer)] == ["$.timing.rounds"]
+    dropped = json.loads(json.dumps(doc))
+    for p in dropped["patterns"].values():
+        p["arms"] = {k: v for k, v in p["arms"].items() if not k.endswith("F=8192")}
+    assert [p for p, _ in whatif_argv_problems(dropped)] == ["$.patterns.sink-heavy.arms", "$.patterns.zipf.arms"]
+    del dropped["patterns"]["zipf"]
+    assert "$.patterns" in [p for p, _ in whatif_argv_problems(dropped)]

@@ -18,7 +18,7 @@ from typing import Any
 from ..core.config import Config, Shape
 from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
-from ..core.protocol import round_orders
+from ..core.protocol import WHATIF_LAYOUTS, WHATIF_MAX_FANINS, WHATIF_PATTERNS, WHATIF_ROUNDS, round_orders
 from ..errors import UserError
 from ..model.split import split_batches
 from ..routing.edges import closed_form_edges, edge_gate_record
@@ -34,6 +34,43 @@ from .stats_checks import stats_problems
 KIND = "whatif_result"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 ARM_RE = re.compile(r"^what-if:(?P<layout>[\w-]+):F=(?P<F>\d+)$")
+
+
+def arm_name(layout: str, max_fanin: int) -> str:
+    """``what-if:split-heavy-first:F=4096``"""
+    return f"what-if:{layout}:F={max_fanin}"
+
+
+def argv_problems(doc: dict[str, Any]) -> Problems:
+    """The document against its recorded ``whatif`` command line (its options, else their defaults,
+    :data:`~nsa_exp.core.protocol.WHATIF_PATTERNS` ...): its routings, each routing's arms (the baseline and one
+    per layout x F) and its timed rounds. Nothing without the CLI's argv (``config_provenance`` lists it
+    unverified). A what-if of 10 rounds recorded as 5, or with its F=8192 arms or its zipf routing dropped (the
+    rest re-sorted and recomputed), PASSed (an attacker, 2026-12-06)."""
+    argv = record_checks.recorded_cli_argv(doc)
+    if argv is None:
+        return []
+
+    def given(flag: str, default: str) -> list[str]:
+        return (record_checks.argv_option(argv, flag) or default).split(",")
+
+    patterns = given("--patterns", ",".join(WHATIF_PATTERNS))
+    layouts = given("--layouts", ",".join(WHATIF_LAYOUTS))
+    fanins, rounds = given("--max-fanin", ",".join(map(str, WHATIF_MAX_FANINS))), \
+        given("--rounds", str(WHATIF_ROUNDS))[0]
+    if not all(f.isdigit() for f in fanins) or not rounds.isdigit():
+        return [("$.metadata.argv", f"--max-fanin {','.join(fanins)} / --rounds {rounds}: not what whatif accepts")]
+    problems: Problems = []
+    if sorted(doc["patterns"]) != sorted(patterns):
+        problems.append(("$.patterns", f"{sorted(doc['patterns'])}, the recorded argv times {sorted(patterns)}"))
+    want = sorted(["baseline", *(arm_name(layout, int(f)) for layout in layouts for f in fanins)])
+    problems += [(f"$.patterns.{name}.arms", f"{sorted(p['arms'])}, the recorded argv's layouts x F give {want}")
+                 for name, p in doc["patterns"].items() if sorted(p["arms"]) != want]
+    if doc["timing"]["rounds"] != int(rounds):
+        problems.append(("$.timing.rounds", f"{doc['timing']['rounds']}, the recorded argv's --rounds is {rounds}"))
+    return problems
+
+
 
 
 def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
@@ -100,7 +137,7 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                 if cmp["rel_l2"] > tol:
                     problems.append((f"{apath}.equivalence.{g}.rel_l2", f"{cmp['rel_l2']} > full_shape_dkv_rel_l2 "
                                      f"{tol}: the equivalence gate cannot have passed"))
-    problems += _edge_gate_problems(doc, config, shape)
+    problems += _edge_gate_problems(doc, config, shape) + argv_problems(doc)
     bench_source = read_source(ctx, doc["benchmark_result"], ("bench_result",))
     problems += source_problems(ctx, "$.benchmark_result", doc["benchmark_result"], bench_source, ("bench_result",))
     bench = bench_source[1]

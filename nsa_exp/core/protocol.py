@@ -40,6 +40,11 @@ DISPATCH_ORDERS = ("program-id", "heaviest-first")
 SWEEP_EXECUTORS = ("inline", "debug", "local", "slurm")
 #: The what-if layouts of a split dK/dV schedule (model/split.py).
 WHATIF_LAYOUTS = ("split", "split-heavy-first")
+#: ``whatif``'s defaults (its command row; ``validate`` reads a recorded argv against them): the routings, the F
+#: values (rows longer than F are split) and the timed rounds it runs unless told otherwise.
+WHATIF_PATTERNS = ("sink-heavy", "zipf")
+WHATIF_MAX_FANINS = (4096, 8192)
+WHATIF_ROUNDS = 20
 #: What stopped a run under the stop rule (nsa_exp.analysis.stop_rule), criteria in the order they are asked.
 STOP_REASONS = ("ci", "timeout", "max_rounds")
 #: Where a run's stop rule came from: its config's ``timing.stop`` block, or ``bench/sweep --stop-rule``.

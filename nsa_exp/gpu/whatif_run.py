@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..checking import whatif_result
+from ..checking.whatif_result import arm_name
 from ..core.measurement import RoundPlan
 from ..core.protocol import summarize
 from ..core.requests import WhatIfRequest
@@ -24,11 +25,6 @@ from ..errors import UserError
 from ..io.store import load_document
 from ..model.split import check_whatif_memory
 from .engine import Arm, Cells, Run, measure
-
-
-def arm_name(layout: str, max_fanin: int) -> str:
-    """``what-if:split-heavy-first:F=4096``"""
-    return f"what-if:{layout}:F={max_fanin}"
 
 
 class WhatIfArm(Arm[dict[str, Any]]):
