@@ -13,11 +13,15 @@ and its check (:func:`recompute`), in one module.
 
 from __future__ import annotations
 
+import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from .. import REPO_ROOT
 from ..analysis.bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 from ..analysis.compare import (
+    DEFAULT_FLOOR,
     VERDICT_RULE,
     bench_comparison,
     check_compare_arguments,
@@ -26,11 +30,13 @@ from ..analysis.compare import (
     tally,
     verdict,
 )
+from ..analysis.noise_table import compare_floors, floors_of
 from ..analysis.peer_compare import gpu_of
 from ..analysis.release_compare import Side
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, ReleaseResult
 from ..errors import UserError
+from ..io.metadata import file_versions
 from ..io.paths import recorded_path
 from ..io.store import load_document
 from .checks import Add, Context, Problems, close, one_check
@@ -140,8 +146,50 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         return
     floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else None
     table = pair[0][0] if nf["kind"] == "table" else None
+    with tempfile.TemporaryDirectory(prefix="nsa-exp-floors-") as scratch:
+        then = table_as_read(doc, nf["paths"][0], table, [gpu_of(a[1]), gpu_of(b[1])], Path(scratch)) \
+            if table is not None else None
+        if then is not None:
+            ctx.warnings.append({"check": "compare_recompute", "path": "$.noise_floor", "message": "its floors are "
+                                 f"those of an earlier committed {nf['paths'][0]} (commit {then.stem}), not of the one "
+                                 "at hand: its verdicts are recomputed with those; compare again for today's"})
+        _rebuild(doc, ctx, a, b, pair, floor, then or table, then is None, problems)
+    add("compare_recompute", problems)
+
+
+def table_as_read(doc: dict[str, Any], recorded: str, table: Path, gpus: list[str | None],
+                  scratch: Path) -> Path | None:
+    """The noise table the comparison read, when it is not the one at hand but a version this repository
+    published: the newest version of ``recorded`` in git's history (:func:`nsa_exp.io.metadata.file_versions`)
+    whose floors for the comparison's stages and ``gpus`` are the recorded ones, written into ``scratch``; None
+    when the table at hand gives them, or no version does (the table at hand is read, and its floors disagree).
+    A reproduce submission's compare, judged by the floors of its day, FAILed against floors committed since (a
+    new user, 2026-12-06). A committed version needs no revalidation: it is this repository's own."""
+    stages, want = list(doc["noise_floor"]["per_stage"]), doc["noise_floor"]["per_stage"]
+
+    def floors(data: bytes) -> dict[str, float] | None:
+        try:
+            return compare_floors(floors_of(json.loads(data)), stages, gpus, DEFAULT_FLOOR)[0]
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    if floors(table.read_bytes()) == want:
+        return None
+    found = next(((sha, data) for sha, data in file_versions(recorded, REPO_ROOT) if floors(data) == want), None)
+    if found is None:
+        return None
+    out = scratch / f"{found[0][:12]}.json"  # named by its commit (the warning names it)
+    out.write_bytes(found[1])
+    return out
+
+
+def _rebuild(doc: dict[str, Any], ctx: Context, a: Any, b: Any, pair: list[Any], floor: float | None,
+             table: Path | None, revalidate: bool, problems: Problems) -> None:
+    """The comparison rebuilt from its sides and floors (``table``: the noise table read; ``revalidate``: whether
+    it must pass validate, not for a table of this repository's history) and diffed against ``doc``."""
+    nf = doc["noise_floor"]
     # the floors' own source must hold too (a forged table)
-    if table is not None and (bad := ", ".join(failed_checks(ctx, table))):
+    if table is not None and revalidate and (bad := ", ".join(failed_checks(ctx, table))):
         problems.append(("$.noise_floor.paths[0]", f"{nf['paths'][0]}: the noise table these floors come from "
                          f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
     try:
@@ -157,7 +205,6 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             want["noise_floor"]["rule"] = want["noise_floor"]["rule"].replace(str(table), nf["paths"][0]) \
                 if table is not None else want["noise_floor"]["rule"]
         deep_diff(doc, want, "$", problems)
-    add("compare_recompute", problems)
 
 
 checks = one_check("compare_recompute", recompute)

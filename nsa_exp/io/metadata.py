@@ -49,6 +49,14 @@ def file_at_commit(sha: str, path: str, repo: str | Path = ".") -> bytes | None:
     return _git_output(str(Path(repo).resolve()), "show", f"{sha}^{{commit}}:{path}")  # a commit's, never a tree's
 
 
+def file_versions(path: str, repo: str | Path = ".") -> list[tuple[str, bytes]]:
+    """Every version git's history of the repository at ``repo`` holds of ``path``, newest first, as ``(commit,
+    bytes)`` (``git log --format=%H -- path``, then :func:`file_at_commit`); empty without git or history."""
+    out = _git_output(str(Path(repo).resolve()), "log", "--format=%H", "--", path)
+    shas = out.decode(errors="replace").split() if out is not None else []
+    return [(sha, data) for sha in shas if (data := file_at_commit(sha, path, repo)) is not None]
+
+
 #: (repository, sha) -> committer time, for the commits found (a commit's time never changes once it exists)
 _COMMIT_TIMES: dict[tuple[str, str], int] = {}
 

@@ -58,12 +58,12 @@ def recorded_argv(argv: Iterable[str], root: Path = REPO_ROOT) -> list[str]:
 
 
 def tails(recorded: str | Path) -> list[Path]:
-    """The relative paths a recorded path may be found as, longest first: a relative path is itself; an
-    absolute one gives each tail of its components (``/a/b/c`` -> ``a/b/c``, ``b/c``, ``c``)."""
+    """The relative paths a recorded path may be found as, longest first: each tail of its components
+    (``/a/b/c`` or ``a/b/c`` -> ``a/b/c``, ``b/c``, ``c``): the path itself, then shorter, down to its file name (a
+    submission folder moved elsewhere: ``runs/reproduce_h200/e1_h200.json`` is found as ``e1_h200.json`` beside the
+    document that names it)."""
     p = PurePosixPath(str(recorded).replace("\\", "/"))
-    if not p.is_absolute():
-        return [Path(str(recorded))]
-    parts = p.parts[1:]
+    parts = p.parts[1:] if p.is_absolute() else p.parts
     return [Path(*parts[i:]) for i in range(len(parts))]
 
 

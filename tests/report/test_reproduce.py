@@ -117,3 +117,19 @@ def test_the_answer_of_a_stop_rule_run_whose_routings_stopped_at_different_round
     assert all(r["ci95"][0] <= r["ratio"] <= r["ci95"][1] for r in rows), rows
     equal = bootstrap_ratio_ci(np.arange(1.0, 21.0), np.arange(2.0, 22.0))  # one per round each: still paired
     assert equal != bootstrap_ratio_ci(np.arange(1.0, 21.0), np.arange(2.0, 22.0)[::-1])  # ... so order matters
+
+
+def test_a_submission_folder_validates_where_it_is_sent_with_the_floors_of_its_day(tmp_path):
+    """The committed reproduce submission of 2026-12-02, copied elsewhere and validated as README says
+    (``validate DIR/*.json DIR/*.csv``): its compare's sides were not found (recorded as ``runs/reproduce_h200/...``,
+    searched only under that path), so its verdict went unverified and ``--strict`` exited 1; put back at that path,
+    its compare FAILed against floors committed since (a new user, 2026-12-06). Now its sides are found by their
+    file names beside it, its floors in the noise table of its day (named in a warning), and it PASSes --strict."""
+    folder = REPO / "docs/logs/h200_2026-12-02/reproduce_d731b04"
+    names = ["check.json", "compare.json", "e1_h200.json", "smoke.json", "e1_h200.csv"]
+    for name in names:
+        (tmp_path / name).write_bytes((folder / name).read_bytes())
+    proc = run_cli("validate", "--strict", *(str(tmp_path / n) for n in names))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "compare.json: PASS" in proc.stdout and "unverified" not in proc.stdout, proc.stdout
+    assert "floors are those of an earlier committed results/noise/floors.json" in proc.stdout, proc.stdout
