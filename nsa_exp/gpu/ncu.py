@@ -22,7 +22,7 @@ from ..core.nvtx import parse_patterns, range_name
 from ..errors import UserError
 from ..io.metadata import base_metadata, utc_now
 from ..io.paths import recorded_argv, recorded_path
-from ..io.reader import read_bounded, show_path
+from ..io.reader import read_bounded, same_file, show_path
 from ..io.store import OutputPolicy, write_json, write_text_atomic
 from ..io.strict_json import MAX_BYTES
 
@@ -83,8 +83,14 @@ def export_command(args: Any) -> int:
     if not Path(args.report).is_file():
         raise UserError(f"{args.report}: no such file" if not Path(args.report).exists() else
                         f"{args.report}: is not a file")
-    OutputPolicy.of(args, ("REPORT", args.report), ("--reuse-context", args.reuse_context)).claim(args.output,
-                                                                                                 named=True)
+    policy = OutputPolicy.of(args, ("REPORT", args.report), ("--reuse-context", args.reuse_context))
+    policy.claim(args.output, named=True)
+    # a raw CSV is kept beside the summary as <summary stem>.raw.csv (as the export of a report keeps it), where
+    # validate looks for it; a CSV already there is read in place
+    beside = Path(args.output).with_suffix(".raw.csv")
+    copy_csv = args.report.endswith(".csv") and not same_file(args.report, beside)
+    if copy_csv:
+        policy.claim(beside, named=True, option="--output")
     context: dict = {"report": recorded_path(args.report)}
     if args.pattern:
         context |= {"pattern": args.pattern, "patterns_in_launch_order": parse_patterns(args.pattern)}
@@ -104,11 +110,14 @@ def export_command(args: Any) -> int:
             keep = ("config_path", "pattern", "stage", "patterns_in_launch_order", "nvtx_range", "benchmark_result",
                     "ncu_command", "report")
             context = {k: old[k] for k in keep if k in old}
-            context["reexported_from"] = {"summary": Path(args.reuse_context).name, "raw_csv": Path(args.report).name,
+            # the summary this re-export is and the CSV beside it (validate holds a re-export to its own file name)
+            context["reexported_from"] = {"summary": Path(args.output).name, "raw_csv": beside.name,
                                           "utc": utc_now()}
             metadata = old["metadata"]
-        export_csv_text(text, args.output, context, metadata, raw_csv_name=Path(args.report).name)
+        if copy_csv:
+            write_text_atomic(beside, text)
+        export_csv_text(text, args.output, context, metadata, raw_csv_name=beside.name)
     else:
         export_report(args.report, args.output, context)
-    print(f"wrote {args.output}")
+    print(f"wrote {args.output}" + (f" and {beside}" if copy_csv else ""))
     return 0

@@ -322,6 +322,19 @@ def test_ncu_export_bad_inputs_are_one_line(tmp_path):
     assert_one_line_error(run_cli("ncu-export", str(good), "--output", str(tmp_path)), "is a folder")
 
 
+def test_a_reexport_under_another_name_keeps_its_csv_beside_it_and_validates(tmp_path):
+    """``ncu-export RAW.csv --reuse-context OLD.json --output X.json`` wrote a summary its own validate FAILed
+    (``reexported_from.summary`` named OLD.json) with its raw CSV left behind (a new user, 2026-12-06): the CSV is
+    kept beside it as X.raw.csv and the re-export names itself."""
+    raw, old = REPO / "results/ncu/e1_local_vs_sink_dkv.raw.csv", REPO / "results/ncu/e1_local_vs_sink_dkv.json"
+    out = tmp_path / "again.json"
+    proc = run_cli("ncu-export", str(raw), "--reuse-context", str(old), "--output", str(out))
+    assert proc.returncode == 0 and f"and {tmp_path / 'again.raw.csv'}" in proc.stdout, proc.stderr
+    assert (tmp_path / "again.raw.csv").read_bytes() == raw.read_bytes()
+    check = run_cli("validate", "--strict", str(out), str(tmp_path / "again.raw.csv"))
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
 def test_report_with_unwritable_output_writes_nothing(tmp_path):
     analysis = tmp_path / "a.json"
     with pytest.raises(UserError, match="is a folder"):
