@@ -39,6 +39,7 @@ from .core.requests import BenchRequest, CompareRequest, PeerRequest, WhatIfRequ
 from .errors import UserError
 from .io.config_files import read_config_file
 from .io.journal import Journal
+from .io.progress import start
 from .io.reader import file_size, same_file, show_path
 from .io.store import OutputPolicy
 from .io.strict_csv import parse_positive_ints
@@ -391,12 +392,16 @@ BENCH, RELEASE = ("bench_result",), ("release_result",)
 Input = tuple[str, str | None, tuple[str, ...]]  #: (option, path, kinds), as :func:`require_valid` takes them
 
 
-def require_all_valid(*inputs: Input, also: list[str] | None = None) -> None:
+def require_all_valid(*inputs: Input, also: list[str] | None = None, announce: str | None = None) -> None:
     """:func:`require_valid` for each of a command's inputs, after every one of them is found to be a regular
-    file (``stat`` only): a missing second file is refused at once, not after the first is validated (seconds)."""
+    file (``stat`` only): a missing second file is refused at once, not after the first is validated (seconds).
+    ``announce``: the start line of a validation that takes long (:func:`nsa_exp.io.progress.start`), printed once
+    every input is found."""
     for option, path, _ in inputs:
         if path:
             file_size(path, f"{option} {show_path(path)}", 1 << 62)  # the readers hold each kind to its size limit
+    if announce is not None:
+        start(announce)
     for option, path, kinds in inputs:
         require_valid(option, path, kinds, also=also)
 
@@ -425,9 +430,13 @@ def _compare(args: argparse.Namespace) -> None:
     results = BENCH + RELEASE + ("peer_result",)
     inputs: list[Input] = [("A", args.a, results), ("B", args.b, results),
                            *(("--noise-from", path, BENCH) for path in args.noise_from or ())]
+    announce = None
     if not args.noise_from and args.floor is None:  # the floors come from the committed noise table: it must hold
         inputs.append(("noise table", str(table_path()), ("noise_table",)))
-    require_all_valid(*inputs)
+        # validating the table validates its ~110 sources (about half a minute on a CPU without the routing memo)
+        announce = ("compare: validating A, B and the noise table with every result it is derived from (--floor or "
+                    "--noise-from skips the table)")
+    require_all_valid(*inputs, announce=announce)
 
 
 def _gpu_report(args: argparse.Namespace) -> None:

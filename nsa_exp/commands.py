@@ -256,8 +256,8 @@ COMMANDS: tuple[Command, ...] = (
                 default="results/raw/e1_h200_pre.json"),
          Option("--output", "default runs/<name>/whatif/<config>_whatif.json"
                 "; results/whatif/<config>_whatif.json with --publish", metavar="PATH"), *WRITES),
-    _cmd("report", f"{CPU}:cmd_report", "docs/RESULTS.md, docs/PROVENANCE.md's table and "
-         "results/analysis/<name>.json from committed results", COMMON,
+    _cmd("report", f"{CPU}:cmd_report", "RESULTS.md, PROVENANCE.md's table and the analysis JSON from committed "
+         "results (under runs/<name>/; docs/ and results/analysis/ with --publish)", COMMON,
          Option("--result", "the formal raw result", default=manifest.RESULT),
          Option("--repeat", "an independent repeat ('' for none)", default=manifest.REPEAT),
          Option("--ncu", "ncu summaries to cite (default results/ncu/e1_h100_*.json)", "list", empty_ok=True),
@@ -330,8 +330,8 @@ COMMANDS: tuple[Command, ...] = (
                 metavar="RAW"),
          Option("--output", "write the flush_study JSON (the committed one, with --publish: "
                 "results/studies/h200_flush_policy.json)", metavar="PATH"), *WRITES),
-    _cmd("sweep", f"{CPU}:cmd_sweep", "a grid of routings x T, one result per point under results/sweeps/<name>/, "
-         "plus the tidy table results/sweeps/<name>.csv", GPU,
+    _cmd("sweep", f"{CPU}:cmd_sweep", "a grid of routings x T, one result per point under runs/<name>/sweeps/<name>/, "
+         "plus its tidy table (results/sweeps/ with --publish)", GPU,
          Option("--executor", "inline (this process, default), or submitit's debug, local (one job per GPU of this "
                 "host) or slurm (a job array)", default="inline", choices=SWEEP_EXECUTORS),
          Option("--points-per-job", "points per submitit job (default 1)", type=int, default=1),
@@ -348,9 +348,10 @@ COMMANDS: tuple[Command, ...] = (
          "CPU only: dK/dV median vs each fan-in statistic and vs T, from a sweep table", COMMON,
          Option("--table", "results/sweeps/<name>.csv", required=True),
          Option("--out-dir", OUT_DIR_HELP, metavar="DIR"), *WRITES),
-    _cmd("lock", f"{CPU}:cmd_lock", "requirements-lock.txt from the versions a real bench run recorded", COMMON,
+    _cmd("lock", f"{CPU}:cmd_lock", "a requirements lock file from the versions a real bench run recorded", COMMON,
          Option("--from", "results/raw/<name>.json", required=True, metavar="RESULT", dest="source"),
-         Option("--output", "the lock file (default requirements-lock.txt)", metavar="PATH"), *WRITES),
+         Option("--output", "the lock file (default runs/<name>/requirements-lock.txt; requirements-lock.txt with "
+                "--publish)", metavar="PATH"), *WRITES),
     _cmd("validate", f"{CPU}:cmd_validate", "validate result files (ours or a third party's): schema + invariants",
          COMMON,
          Option("paths", "JSON results/reports or summary CSVs", "positionals", metavar="PATH"),

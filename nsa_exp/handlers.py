@@ -34,6 +34,7 @@ from .figures.fanin_latency import plot_fanin_latency
 from .figures.sweep import plot_sweep
 from .io.metadata import base_metadata
 from .io.paths import recorded_path
+from .io.progress import start
 from .io.schema_sync import sync_schemas
 from .io.schemas import schema_errors
 from .io.store import OutputPolicy, check_writable, frame_csv, write_json
@@ -202,6 +203,7 @@ def cmd_flush_study(args: argparse.Namespace) -> int:
 
 def cmd_noise_table(args: argparse.Namespace) -> int:
     output = OutputPolicy.of(args, run="noise-table").claim(args.output or NOISE_TABLE, named=args.output is not None)
+    start("noise-table: validating every committed bench result and sweep point it is derived from")
     runs, excluded = noise_sources(committed_inputs())
     doc = noise_table.build(runs, excluded)
     write_json(output, doc, "noise_table")

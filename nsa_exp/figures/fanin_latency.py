@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 from pathlib import Path
 
 from ..core import stages
@@ -59,6 +60,9 @@ def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path,
         raise UserError(f"--x {x_stat!r}: choose one of {', '.join(X_STATS)}")
     rows = read_summary(summary)
     gpu = gpu_name(summary, result)
+    if gpu is None:  # a third party's summary without its bench result beside it: said, not silently drawn
+        print(f"warning: plot: no bench result at {Path(summary).parent.parent / 'raw' / f'{Path(summary).stem}.json'}"
+              " (pass --result RESULT.json): the figure's title says 'GPU not recorded'", file=sys.stderr)
     config = rows[0]["config_name"] if rows else "?"
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 4.0), constrained_layout=True)
     for ax, (stage, title) in zip(axes, PANELS, strict=True):
