@@ -38,7 +38,9 @@ from ..core.records import BenchResult, ReleaseResult
 from ..errors import UserError
 from ..io.metadata import file_versions
 from ..io.paths import recorded_path
+from ..io.reader import read_bounded
 from ..io.store import load_document
+from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems, close, one_check
 from .sources import deep_diff, failed_checks, read_source, source_problems
 
@@ -173,7 +175,7 @@ def table_as_read(doc: dict[str, Any], recorded: str, table: Path, gpus: list[st
         except (ValueError, KeyError, TypeError):
             return None
 
-    if floors(table.read_bytes()) == want:
+    if floors(read_bounded(table, str(table), MAX_BYTES)) == want:
         return None
     found = next(((sha, data) for sha, data in file_versions(recorded, REPO_ROOT) if floors(data) == want), None)
     if found is None:

@@ -17,8 +17,6 @@ import sys
 from collections.abc import Iterable, Iterator, Sized
 from typing import TypeVar
 
-from tqdm import tqdm
-
 T = TypeVar("T")
 
 
@@ -46,4 +44,6 @@ def progress(items: Iterable[T], desc: str, total: int | None = None, unit: str 
         start(f"{desc}: {count}")
         yield from items
         return
+    from tqdm import tqdm  # noqa: PLC0415 - a terminal's bar only: the doors import this module for start()
+
     yield from tqdm(items, desc=desc, total=total, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True)
