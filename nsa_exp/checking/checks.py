@@ -134,7 +134,7 @@ class Context:
         None."""
         here = Path(self.path).resolve().parent if self.path != "<bytes>" else None
         return locate_recorded(recorded, [*([] if here is None else [here, *here.parents]), Path.cwd()], folder,
-                               beside=here)
+                               beside=here, itself=None if here is None else Path(self.path))
 
 
 #: A kind module's ``checks(doc, add, ctx)`` (:mod:`.kinds`): records its checks through ``add``, unverified

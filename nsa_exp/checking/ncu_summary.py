@@ -236,7 +236,7 @@ def ncu_raw_csv_checks(rows: list[list[str]], add: Add, ctx: Context) -> None:
     if not add("ncu_raw_csv", problems):
         return
     summary = Path(path).with_name(Path(path).name.removesuffix(".raw.csv") + ".json")
-    _, doc = read_source(Context(path=str(summary)), summary.name, ("ncu_summary",))
+    _, doc = read_source(Context(path=str(path)), summary.name, ("ncu_summary",))
     if doc is None or doc.get("raw_csv") != Path(path).name:
         ctx.unverifiable("$ (every metric)", f"unverified (summary not found): no summary beside it names this CSV "
                          f"({summary.name}): the export is "

@@ -68,7 +68,7 @@ def tails(recorded: str | Path) -> list[Path]:
 
 
 def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder: bool = False,
-                    beside: Path | None = None) -> Path | None:
+                    beside: Path | None = None, itself: Path | None = None) -> Path | None:
     """The file (``folder``: the folder) a document records as ``recorded``: the first of ``folder / tail`` that
     is one, tails (:func:`tails`) longest first, each over ``folders`` in order; then, for an absolute path, the
     path itself. None when nothing is found (the caller lists its figures as unverified).
@@ -76,19 +76,31 @@ def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder
     ``beside`` (the document's own folder): for each tail, the tree the document itself lies in is tried before
     ``folders``: the folder above each of its ancestors named as the tail's first component (a document in
     ``<root>/results/compare/`` recording ``results/noise/floors.json`` reads ``<root>/results/noise/floors.json``,
-    never a copy planted at ``<root>/results/compare/results/noise/floors.json``)."""
+    never a copy planted at ``<root>/results/compare/results/noise/floors.json``). A path recorded relative is
+    looked for whole in every folder, and by its shorter tails only beside the document (a submission folder moved
+    elsewhere), never as the document itself (``itself``: a run recording ``configs/e1_h200.json`` is no config of
+    its own when it is named ``e1_h200.json``)."""
     if not recorded:
         return None
     folders = list(folders)
     around = [] if beside is None else [beside, *beside.parents]
-    for tail in tails(recorded):
+    relative = not PurePosixPath(str(recorded).replace("\\", "/")).is_absolute()
+    for n, tail in enumerate(tails(recorded)):
         anchored = [a.parent for a in around if tail.parts and a.name == tail.parts[0] and a.parent != a]
-        for where in [*anchored, *folders]:
+        search = [*anchored, *folders] if n == 0 or not relative else [beside] if beside is not None else []
+        for where in search:
             candidate = where / tail
-            if _is_file(candidate, folder):
+            if _is_file(candidate, folder) and not (itself is not None and _same(candidate, itself)):
                 return candidate
     p = Path(str(recorded))
     return p if p.is_absolute() and _is_file(p, folder) else None
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def _is_file(p: Path, folder: bool = False) -> bool:

@@ -109,3 +109,18 @@ def test_a_recorded_path_this_user_may_not_stat_is_not_found_never_an_error(tmp_
     (tmp_path / "results" / "raw" / "x.json").write_text("{}")
     assert locate_recorded("/root/out/elsewhere/results/raw/none.json", [tmp_path]) is None
     assert locate_recorded("/root/out/results/raw/x.json", [tmp_path]) == tmp_path / "results" / "raw" / "x.json"
+
+
+def test_a_relative_path_is_found_by_its_file_name_beside_the_document_only_and_never_as_the_document(tmp_path):
+    """A submission folder moved elsewhere: ``runs/reproduce_h200/e1_h200.json`` is the ``e1_h200.json`` beside the
+    compare that records it; a shorter tail is not looked for above the document or in the working directory, and a
+    run named ``e1_h200.json`` that records ``configs/e1_h200.json`` is not its own config (the container check's
+    submission once FAILed comparing a run with itself)."""
+    sub = tmp_path / "their" / "folder"
+    sub.mkdir(parents=True)
+    (sub / "e1_h200.json").write_text("{}")
+    (tmp_path / "other.json").write_text("{}")
+    around = [sub, *sub.parents]
+    assert locate_recorded("runs/reproduce_h200/e1_h200.json", around, beside=sub) == sub / "e1_h200.json"
+    assert locate_recorded("runs/x/other.json", around, beside=sub) is None  # above it: not by its name
+    assert locate_recorded("configs/e1_h200.json", around, beside=sub, itself=sub / "e1_h200.json") is None
