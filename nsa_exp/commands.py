@@ -293,7 +293,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--cycles", "compare in SM-cycle space (ms x the SM clock NVML sampled after each round)", "flag"),
          Option("--fail-on", "exit 1 when any verdict is this (any-change: anything but same)",
                 choices=("slower", "faster", "unclear", "any-change")),
-         Option("--resamples", "bootstrap resamples (default 10000)", type=int, default=10_000),
+         Option("--resamples", "bootstrap resamples (default 10000; at least 1000)", type=int, default=10_000),
          Option("--output", "compare JSON path (default runs/<name>/compare/<A>_vs_<B>.json"
                 "; results/compare/<A>_vs_<B>.json with --publish; '' for none)",
                 metavar="PATH"), *WRITES),
@@ -305,7 +305,7 @@ COMMANDS: tuple[Command, ...] = (
     _cmd("release-table", f"{CPU}:cmd_release_table", "CPU only: per release result, the wrapper and the dK/dV "
          "kernel of each routing with 95%% CIs and the skew penalty (Markdown)", COMMON,
          Option("paths", "release results (results/releases/<config>/*.json)", "positionals", metavar="RESULT"),
-         Option("--resamples", "bootstrap resamples (default 10000)", type=int, default=10_000)),
+         Option("--resamples", "bootstrap resamples (default 10000; at least 1000)", type=int, default=10_000)),
     _cmd("cost", f"{CPU}:cmd_cost", "CPU only: what a bench run cost: its wall time against the latencies it timed, "
          "phase by phase (tune, rounds, CUPTI pass, reproduction, ...), one column per result (Markdown)", COMMON,
          Option("paths", "bench results (results/raw/*.json)", "positionals", metavar="RESULT")),

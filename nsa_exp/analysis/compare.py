@@ -62,6 +62,10 @@ DEFAULT_FLOOR = FALLBACK_FLOOR
 #: Most bootstrap resamples: scipy resamples all at once (``resamples x rounds`` float64 per sample, ~0.5 GB
 #: at 150 rounds); the CI's Monte-Carlo error at the default 10^4 is already well below :data:`MIN_FLOOR`.
 MAX_RESAMPLES = 100_000
+#: Fewest bootstrap resamples a verdict may rest on: a percentile interval needs on the order of a thousand
+#: (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, section 13.3 and chapter 19); at 1 every
+#: "95 % CI" has zero width and an unclear verdict reads same (an attacker, 2026-12-06).
+MIN_RESAMPLES = 1000
 VERDICTS = ("same", "faster", "slower", "unclear")
 #: ``--fail-on`` choices and the verdicts each one fails on (exit 1).
 FAIL_ON = {"slower": {"slower"}, "faster": {"faster"}, "unclear": {"unclear"},
@@ -143,10 +147,12 @@ def tally(rows: Sequence[dict[str, Any]], fail_on: str | None) -> tuple[dict[str
 
 
 def check_resamples(resamples: int) -> None:
-    """Refuse (one :class:`UserError` line naming ``--resamples``) a count outside 1..:data:`MAX_RESAMPLES`."""
-    if not 1 <= resamples <= MAX_RESAMPLES:
-        raise UserError(f"--resamples: {resamples} is not in 1..{MAX_RESAMPLES} (the bootstrap holds every resample "
-                        "in memory; the default 10000 is plenty)")
+    """Refuse (one :class:`UserError` line naming ``--resamples``) a count outside
+    :data:`MIN_RESAMPLES`..:data:`MAX_RESAMPLES`."""
+    if not MIN_RESAMPLES <= resamples <= MAX_RESAMPLES:
+        raise UserError(f"--resamples: {resamples} is not in {MIN_RESAMPLES}..{MAX_RESAMPLES} (a percentile interval "
+                        "needs about a thousand resamples; the bootstrap holds every one in memory; the default 10000 "
+                        "is plenty)")
 
 
 def table_source(table: str | Path | None, stages: list[str], gpus: list[str | None]) -> tuple[dict[str, float],

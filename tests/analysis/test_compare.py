@@ -66,7 +66,7 @@ def test_h200_against_h100_fails_on_slower_with_exit_1_and_still_writes(tmp_path
     # dQ is ~2% slower on the 20-round H200 run, with a CI far from 1; the CSR transpose is faster.
     assert _cell(doc, "local", "dq_core")["verdict"] == "slower"
     assert _cell(doc, "uniform", "csr")["verdict"] == "faster"
-    assert run_cli("compare", H100, H200, "--fail-on", "faster", "--floor", "0.5", "--resamples", "200",
+    assert run_cli("compare", H100, H200, "--fail-on", "faster", "--floor", "0.5", "--resamples", "1000",
                    "--output", "").returncode == 0
 
 
@@ -103,8 +103,8 @@ def test_noise_floor_from_a_repeat_pair_is_the_largest_spread_per_stage_and_neve
 def test_cycle_space_multiplies_each_observation_by_its_rounds_sm_clock(tmp_path):
     halved = _variant(tmp_path, H100_REPEAT, "half_clock", lambda d: [
         s.update(sm_clock_mhz=s["sm_clock_mhz"] // 2) for s in d["telemetry"]["samples"]])
-    in_time = compare_results(H100, halved, floor=0.02, resamples=200)
-    in_cycles = compare_results(H100, halved, cycles=True, floor=0.02, resamples=200)
+    in_time = compare_results(H100, halved, floor=0.02, resamples=1000)
+    in_cycles = compare_results(H100, halved, cycles=True, floor=0.02, resamples=1000)
     assert in_time["counts"]["same"] == 24 and in_cycles["unit"] == "kcycles"
     cell = _cell(in_cycles, "zipf", "full_bwd")
     assert cell["ratio"] == pytest.approx(_cell(in_time, "zipf", "full_bwd")["ratio"] / 2, rel=1e-3)
@@ -115,7 +115,7 @@ def test_cycles_without_recorded_clocks_is_refused(tmp_path):
     blind = _variant(tmp_path, H100_REPEAT, "blind", lambda d: d["telemetry"].update(available=False, samples=[],
                                                                                       throttled_samples=0))
     with pytest.raises(UserError, match="--cycles: B has no recorded SM clock"):
-        compare_results(H100, blind, cycles=True, resamples=50)
+        compare_results(H100, blind, cycles=True, resamples=1000)
 
 
 def test_a_different_shape_is_refused_naming_the_field(tmp_path):
@@ -151,7 +151,7 @@ def test_bad_inputs_are_one_line_exit_2(tmp_path):
 
 def test_compare_takes_its_floors_from_the_noise_table_by_default_and_says_when_a_gpu_is_missing(tmp_path):
     table = json.loads((REPO / NOISE_TABLE).read_text())
-    doc = compare_results(H100, H100_REPEAT, resamples=200)
+    doc = compare_results(H100, H100_REPEAT, resamples=1000)
     floors = read_floors()
     assert doc["noise_floor"]["kind"] == "table" and doc["noise_floor"]["paths"] == [NOISE_TABLE]
     assert doc["noise_floor"]["per_stage"] == {s: floors["NVIDIA H100 80GB HBM3", s] for s in
@@ -161,7 +161,7 @@ def test_compare_takes_its_floors_from_the_noise_table_by_default_and_says_when_
     table["floors"] = [r for r in table["floors"] if r["gpu"] != "NVIDIA H100 80GB HBM3"]
     lean = tmp_path / "floors.json"
     lean.write_text(json.dumps(table))
-    doc = compare_results(H100, H100_REPEAT, resamples=200, noise_table=lean)
+    doc = compare_results(H100, H100_REPEAT, resamples=1000, noise_table=lean)
     assert set(doc["noise_floor"]["per_stage"].values()) == {DEFAULT_FLOOR}
     assert doc["noise_floor"]["lacking"][0] == "NVIDIA H100 80GB HBM3 selection_fwd"
 

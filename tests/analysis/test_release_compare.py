@@ -49,7 +49,7 @@ def test_a_release_result_with_kernels_validates(control):
 
 
 def test_release_against_pinned_pairs_kernels_with_stages_and_the_wrapper_with_the_wrapper(control):
-    doc = compare_results(PINNED, control[0], resamples=500)
+    doc = compare_results(PINNED, control[0], resamples=1000)
     assert not schema_errors(doc, "compare", "compare")
     rows = {(r["pattern"], r["stage"]): r for r in doc["rows"]}
     assert {s for _, s in rows} == {"selection_fwd", "full_bwd", "delta_preprocess", "csr", "dq_core", "dkv_core"}
@@ -67,13 +67,13 @@ def test_release_against_pinned_pairs_kernels_with_stages_and_the_wrapper_with_t
 
 
 def test_a_slower_dkv_kernel_is_slower_in_its_rows_only(pinned, tmp_path):
-    doc = compare_results(PINNED, _write(tmp_path, "slow", release_doc(pinned, dkv_scale=1.5)), resamples=500)
+    doc = compare_results(PINNED, _write(tmp_path, "slow", release_doc(pinned, dkv_scale=1.5)), resamples=1000)
     slower = {r["stage"] for r in doc["rows"] if r["verdict"] == "slower"}
     assert slower == {"dkv_core"} and doc["counts"]["slower"] == 4
 
 
 def test_a_kernel_without_a_pinned_counterpart_is_listed_not_paired(pinned, tmp_path):
-    doc = compare_results(PINNED, _write(tmp_path, "mask", release_doc(pinned, block_mask=True)), resamples=200)
+    doc = compare_results(PINNED, _write(tmp_path, "mask", release_doc(pinned, block_mask=True)), resamples=1000)
     assert "csr" not in {r["stage"] for r in doc["rows"]}
     whats = {s["what"]: s["why"] for s in doc["release"]["not_compared"]}
     assert whats["kernel csr"].startswith("only A") and whats["kernel kernel:parallel_nsa_kernel_mask"].startswith(
@@ -93,14 +93,14 @@ def test_other_routings_or_timers_are_refused(pinned, control, tmp_path):
         compare_results(PINNED, control[0], cycles=True)
     fewer = copy.deepcopy(control[1])
     del fewer["patterns"]["uniform"]
-    doc = compare_results(control[0], _write(tmp_path, "fewer", fewer), resamples=200)
+    doc = compare_results(control[0], _write(tmp_path, "fewer", fewer), resamples=1000)
     assert doc["release"]["only_in_a"] == ["uniform"] and doc["release"]["only_in_b"] == []
 
 
 def test_release_table_gives_each_routings_wrapper_and_dkv_with_cis_and_its_skew_penalty(control, capsys):
     from nsa_exp.cli import main  # noqa: PLC0415 - the CLI door, in-process
 
-    assert main(["release-table", str(control[0]), "--resamples", "500"]) == 0
+    assert main(["release-table", str(control[0]), "--resamples", "1000"]) == 0
     out = capsys.readouterr().out
     groups = control[1]["kernels"]["groups"]
     rows = {line.split("|")[3].strip(): line for line in out.splitlines() if line.startswith("| fla-core-0.5.2")}

@@ -146,7 +146,7 @@ def test_compare_reads_two_release_results_and_a_rerun_is_refused_unless_overwri
     twin = tmp_path / "twin.json"
     twin.write_text(timed["path"].read_text())
     out = tmp_path / "cmp.json"
-    proc = run_cli("compare", str(timed["path"]), str(twin), "--resamples", "200", "--output", str(out))
+    proc = run_cli("compare", str(timed["path"]), str(twin), "--resamples", "1000", "--output", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert {(r["stage"], r["metric"]) for r in doc["rows"]} == {(s, "events") for s in
