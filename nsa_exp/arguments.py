@@ -494,7 +494,9 @@ CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "pee
                             "cost": _results, "stop-replay": _results,
                             "flush-study": lambda a: require_valid("RAW", a.raw, ("method_study",)),
                             "predict": _model, "model-validate": _model, "calibrate": _calibrate,
-                            "validate": _validate, "reproduce": _reproduce}
+                            "validate": _validate, "reproduce": _reproduce,
+                            # the summary is JSON; its raw CSV goes beside it as <stem>.raw.csv
+                            "ncu-export": lambda a: _check_suffix("--output", a.output, ".json")}
 
 
 #: The GPU commands whose handler meets the strict gates first once their checks here have passed, each with the

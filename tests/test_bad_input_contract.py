@@ -386,17 +386,26 @@ def test_a_model_validation_row_whose_source_point_was_forged_fails(tmp_path, mo
             "rebuilt from it proves nothing"} in check["failures"], check
 
 
-@pytest.mark.parametrize("repeat", ["e1_h100", "e1_h200"])
+@pytest.mark.parametrize("repeat", ["e1_h100", "e1_h200", "copy"])
 def test_an_analysis_whose_repeat_is_the_run_itself_or_another_gpus_fails(repeat, tmp_path):
     """An analysis rebuilt by its own builder with the run as its own repeat (every repeat_diff_pct 0.0), or with
     the H200 run as the H100 run's repeat, PASSed (an attacker, 2026-12-06): a repeat is a second run of the same
-    experiment on the same GPU."""
+    experiment on the same GPU; so did a copy of the run renamed, one warm-up latency nudged (a re-attacker): its
+    timed observations are the run's, bit for bit."""
     run = json.loads((REPO / "results/raw/e1_h100.json").read_text())
-    doc = analysis.build(run, json.loads((REPO / f"results/raw/{repeat}.json").read_text()))
+    other = json.loads((REPO / f"results/raw/{'e1_h100' if repeat == 'copy' else repeat}.json").read_text())
+    if repeat == "copy":  # renamed (its argv too), an hour later, one warm-up nudged: a valid run of its own
+        other["name"], other["metadata"]["created_utc"] = "e1_h100_rep2", "2026-11-29T12:34:07Z"
+        other["metadata"]["argv"] = [a.replace("out/e1_h100.", "out/e1_h100_rep2.") for a in other["metadata"]["argv"]]
+        other["patterns"]["local"]["stages"]["csr"]["warmup_ms"][0] += 1e-6
+        (tmp_path / "results" / "raw").mkdir(parents=True)
+        (tmp_path / "results" / "raw" / "e1_h100_rep2.json").write_text(json.dumps(other))
+    doc = analysis.build(run, other)
     doc["metadata"] = json.loads((REPO / "results/analysis/e1_h100.json").read_text())["metadata"]
-    (tmp_path / "a.json").write_text(json.dumps(doc))
-    failed = _failed(validate_path(tmp_path / "a.json"))
-    want = "itself" if repeat == "e1_h100" else "the same experiment on the same GPU"
+    (tmp_path / "results" / "analysis").mkdir(parents=True)
+    (tmp_path / "results" / "analysis" / "a.json").write_text(json.dumps(doc))
+    failed = _failed(validate_path(tmp_path / "results" / "analysis" / "a.json"))
+    want = "the same experiment on the same GPU" if repeat == "e1_h200" else "itself"
     assert want in " ".join(failed["analysis_recompute"]), failed
 
 

@@ -51,14 +51,17 @@ def repeat_problems(result: dict[str, Any], repeat: dict[str, Any]) -> Problems:
     was the run itself, or an H200 run, PASSed (an attacker, 2026-12-06).
 
     >>> run = {"name": "a", "shape": {"T": 8}, "config": {"patterns": []}, "metadata": {"gpu": {"name": "H100"}},
-    ...        "patterns": {"local": 1.0}}
-    >>> repeat_problems(run, {**run, "name": "b", "metadata": {"gpu": {"name": "H200"}}, "patterns": {"local": 1.1}})
+    ...        "patterns": {"local": {"stages": {"csr": {"raw_ms": [1.0]}}}}}
+    >>> repeat_problems(run, {**run, "name": "b", "metadata": {"gpu": {"name": "H200"}},
+    ...                       "patterns": {"local": {"stages": {"csr": {"raw_ms": [1.1]}}}}})
     [('$.repeat_source', 'b ran on H200, the run on H100: a repeat is the same experiment on the same GPU')]
     """
     problems: Problems = []
-    if repeat.get("name") == result.get("name") or repeat.get("patterns") == result.get("patterns"):
+    made = [(d.get("metadata") or {}).get("created_utc") for d in (result, repeat)]
+    if repeat.get("name") == result.get("name") or shared_observations(result, repeat) >= 0.5 or \
+            (made[0] is not None and made[0] == made[1]):
         problems.append(("$.repeat_source", f"{repeat.get('name')} is the run {result.get('name')} itself (the same "
-                         "name or the same observations), not a second run"))
+                         "name, creation time or timed observations), not a second run"))
     gpu = [((d.get("metadata") or {}).get("gpu") or {}).get("name") for d in (result, repeat)]
     if gpu[0] != gpu[1]:
         problems.append(("$.repeat_source", f"{repeat.get('name')} ran on {gpu[1]}, the run on {gpu[0]}: a repeat is "
@@ -69,6 +72,25 @@ def repeat_problems(result: dict[str, Any], repeat: dict[str, Any]) -> Problems:
             problems.append(("$.repeat_source", f"{repeat.get('name')} has another {key} than the run: a repeat is "
                              "the same experiment"))
     return problems
+
+
+def shared_observations(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """The share of ``a``'s timed observations (every pattern x stage's ``raw_ms``) that ``b`` holds at the same
+    place, bit for bit: two runs' CUDA-event latencies never agree so (a copy of a run with one warm-up latency
+    nudged by 1e-6 ms passed as its own repeat: an attacker, 2026-12-06).
+
+    >>> run = {"patterns": {"local": {"stages": {"csr": {"raw_ms": [1.0, 2.0]}}}}}
+    >>> shared_observations(run, run), shared_observations(run, {"patterns": {}})
+    (1.0, 0.0)
+    """
+    same = total = 0
+    for name, cell in (a.get("patterns") or {}).items():
+        theirs = ((b.get("patterns") or {}).get(name) or {}).get("stages") or {}
+        for stage, s in (cell.get("stages") or {}).items():
+            mine, other = s.get("raw_ms") or [], (theirs.get(stage) or {}).get("raw_ms") or []
+            total += len(mine)
+            same += sum(x == y for x, y in zip(mine, other, strict=False))
+    return same / total if total else 0.0
 
 
 def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:

@@ -148,9 +148,19 @@ def physics_problems(rows: list[list[str]], where: str = "$") -> Problems:
 
 
 def bench_problems(doc: dict[str, Any], bench: dict[str, Any]) -> Problems:
-    """Each profiled kernel's duration against the median of its stage and pattern in the bench result whose configs
-    it replayed (:data:`NCU_VS_BENCH`)."""
+    """The bench result whose configs the profile replayed is the one its recorded ncu command line names, of the
+    profile's own config; each profiled kernel's duration against the median of its stage and pattern there
+    (:data:`NCU_VS_BENCH`). A dK/dV duration cut to 23.5 ms with its cycles PASSed by naming a packed-documents run
+    whose median is 23.1 ms (an attacker, 2026-12-06)."""
     problems: Problems = []
+    command = [str(a) for a in doc.get("ncu_command") or []]
+    named = command[command.index("--benchmark-result") + 1] if "--benchmark-result" in command[:-1] else None
+    if named is not None and named != doc.get("benchmark_result"):
+        problems.append(("$.benchmark_result", f"{doc.get('benchmark_result')!r}, but its ncu command replayed "
+                         f"{named!r}"))
+    if doc.get("config_path") is not None and bench.get("config_path") not in (None, doc["config_path"]):
+        problems.append(("$.benchmark_result", f"{doc['benchmark_result']} ran {bench['config_path']}, the profile "
+                         f"{doc['config_path']}: the configs it replayed are another experiment's"))
     lo, hi = NCU_VS_BENCH
     for i, k in enumerate(doc["kernels"]):
         stage = ((bench.get("patterns") or {}).get(k.get("pattern")) or {}).get("stages", {}).get(doc.get("stage"))

@@ -304,6 +304,10 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         add("metadata_plausible", problems)
         return
     problems += _against_table(where, gpu, spec)
+    if spec.memory_gib is None or spec.l2_bytes is None:  # a family's fallback row: SM count and capability only
+        ctx.unverifiable(f"{where} (memory, L2, clocks)", f"unverified (GPU not in the table): {name!r} matches only "
+                         f"the row {spec.name!r}, which holds no memory, L2 or clocks to check (an H200 run relabelled "
+                         "'NVIDIA H100 NVL' kept its 141 GB unchecked)")
     add("metadata_plausible", problems)
 
 
