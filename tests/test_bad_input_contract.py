@@ -8,13 +8,14 @@ import hashlib
 import io
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from nsa_exp.arguments import MOST_ROUNDS
-from nsa_exp.checking import analysis
+from nsa_exp.checking import analysis, compare
 from nsa_exp.checking.noise_table import build as noise_table
 from nsa_exp.checking.record_checks import MIN_PYTHON
 from nsa_exp.checking.validate import validate_path
@@ -442,3 +443,22 @@ def test_a_whatif_result_is_held_to_its_recorded_command_line():
     assert [p for p, _ in whatif_argv_problems(dropped)] == ["$.patterns.sink-heavy.arms", "$.patterns.zipf.arms"]
     del dropped["patterns"]["zipf"]
     assert "$.patterns" in [p for p, _ in whatif_argv_problems(dropped)]
+
+
+def test_a_compare_judged_by_a_noise_table_replaced_before_its_run_fails(tmp_path):
+    """A compare is judged by the floors of its day when the table at hand does not give its recorded ones
+    (a reproduce submission's), but only by a version still committed when its later side was measured: the
+    formal H200 run against the stop-rule run of 2026-12-05 19:09, rebuilt with the table of f7f95fc (replaced
+    twice before that run), flipped 4 verdicts and PASSed (a re-attacker, 2026-12-06)."""
+    doc = json.loads((REPO / "results/compare/e1_h200_vs_stop.json").read_text())
+    old = tmp_path / "floors.json"
+    old.write_bytes(subprocess.run(["git", "-C", str(REPO), "show", "f7f95fc:results/noise/floors.json"],
+                                   capture_output=True, check=True).stdout)
+    forged = compare.build(doc["a"]["path"], doc["b"]["path"], fail_on=doc["fail_on"],
+                           resamples=doc["bootstrap"]["resamples"], noise_table=old)
+    forged["noise_floor"]["paths"] = doc["noise_floor"]["paths"]
+    forged["noise_floor"]["rule"] = forged["noise_floor"]["rule"].replace(str(old), doc["noise_floor"]["paths"][0])
+    assert forged["counts"] != doc["counts"]  # the old floors change verdicts
+    (tmp_path / "c.json").write_text(json.dumps(forged))
+    failed = _failed(validate_path(tmp_path / "c.json"))
+    assert any(m.startswith("recorded") for m in failed["compare_recompute"]), failed
