@@ -10,7 +10,9 @@ of a calibration) are looked for by :meth:`Context.locate`: in the tree the docu
 ``results/noise/floors.json`` of a document in ``<root>/results/compare/`` is ``<root>/results/noise/floors.json``),
 then beside the document (its own folder, then each folder above it, so a copied ``results/`` tree resolves
 within itself), then relative to the working directory; a path recorded absolute (on another machine) by its
-tails, longest first, in those folders, and only then as itself (:func:`nsa_exp.io.paths.locate_recorded`).
+tails, longest first, in those folders, and only then as itself; a path recorded relative and outside the
+repository's own folders (``runs/reproduce_h200/e1_h200.json``) also by its shorter tails, beside the document
+only; never as the document itself (:func:`nsa_exp.io.paths.locate_recorded`).
 A source that is not found leaves its figures *unverified* (listed, never passed).
 
 >>> c = Checks(); c.add("kind"), c.add("schema", [("$.a", "missing")])

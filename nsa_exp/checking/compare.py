@@ -39,7 +39,7 @@ from ..core.records import BenchResult, ReleaseResult
 from ..errors import UserError
 from ..io.metadata import commit_time, file_versions
 from ..io.paths import recorded_path
-from ..io.reader import read_bounded
+from ..io.reader import read_bounded, same_file
 from ..io.store import load_document
 from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems, close, one_check
@@ -134,6 +134,12 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems.append(("$.noise_floor.kind", "a comparison with a peer result takes no repeat pair (compare "
                          "refuses --noise-from there)"))
     a, b = (read_source(ctx, doc[k]["path"], SIDES) for k in ("a", "b"))
+    if a[0] is not None and b[0] is not None and same_file(a[0], b[0]) and doc["a"]["path"] != doc["b"]["path"]:
+        # two recorded paths found as one file (a submission folder's run by its name): B against itself proves nothing
+        problems.append(("$.b.path", f"{doc['b']['path']} and A's {doc['a']['path']} are found as one file, {a[0]}: "
+                         "a comparison needs both runs at hand"))
+        add("compare_recompute", problems)
+        return
     for side, source in (("a", a), ("b", b)):  # the sides must hold too: a forged source rebuilds a forged comparison
         problems += source_problems(ctx, f"$.{side}.path", doc[side]["path"], source, SIDES)
     kinds = ("noise_table",) if nf["kind"] == "table" else ("bench_result",)

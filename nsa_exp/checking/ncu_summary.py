@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from ..core.gpus import gpu_spec
 from ..core.kinds import schema_version
 from ..core.nvtx import parse_patterns, range_name
 from ..errors import UserError
-from ..io.ncu_csv import METRICS, TO_NS, assign_patterns, parse_raw_csv
+from ..io.ncu_csv import METRICS, TO_HZ, TO_NS, assign_patterns, parse_raw_csv
 from ..io.reader import read_bounded
 from ..io.strict_csv import decode_csv, parse_ncu_number
 from ..io.strict_json import MAX_BYTES
@@ -47,14 +48,13 @@ PHYSICS_METRICS = {"cycles": "sm__cycles_elapsed.avg", "rate": "sm__cycles_elaps
                    "active": "sm__cycles_active.avg", "clock_khz": "device__attribute_clock_rate",
                    "mem_clock_khz": "device__attribute_memory_clock_rate",
                    "l2_bytes": "device__attribute_l2_cache_size", "sms": "device__attribute_multiprocessor_count"}
-TO_HZ = {"hz": 1.0, "Khz": 1e3, "Mhz": 1e6, "Ghz": 1e9, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 #: ``cycles / duration`` against ncu's own rate of the same cycles (the committed exports agree to 1e-5); the
 #: rate against the device's maximum SM clock (a clock no SM exceeds).
 RATE_REL_TOL = 0.01
 #: A profiled kernel's duration over the bench median of its stage and pattern, the bench whose configs it
 #: replayed: the committed H100 and H200 profiles give 1.003-1.039 (ncu replays one launch with its caches
 #: flushed, at the clocks the bench ran; docs/NSIGHT.md). A duration outside these bounds is another kernel's.
-NCU_VS_BENCH = (0.9, 1.2)
+NCU_VS_BENCH = (0.95, 1.2)
 
 
 def build(text: str, context: dict[str, Any], metadata: dict[str, Any], raw_csv_name: str | None) -> dict[str, Any]:
@@ -147,6 +147,11 @@ def physics_problems(rows: list[list[str]], where: str = "$") -> Problems:
     return problems
 
 
+def _same_path(a: Any, b: Any) -> bool:
+    """Two recorded paths naming one file as recorded (``./configs/x.json`` is ``configs/x.json``)."""
+    return a is not None and b is not None and os.path.normpath(str(a)) == os.path.normpath(str(b))
+
+
 def bench_problems(doc: dict[str, Any], bench: dict[str, Any]) -> Problems:
     """The bench result whose configs the profile replayed is the one its recorded ncu command line names, of the
     profile's own config; each profiled kernel's duration against the median of its stage and pattern there
@@ -155,10 +160,11 @@ def bench_problems(doc: dict[str, Any], bench: dict[str, Any]) -> Problems:
     problems: Problems = []
     command = [str(a) for a in doc.get("ncu_command") or []]
     named = command[command.index("--benchmark-result") + 1] if "--benchmark-result" in command[:-1] else None
-    if named is not None and named != doc.get("benchmark_result"):
+    if named is not None and not _same_path(named, doc.get("benchmark_result")):
         problems.append(("$.benchmark_result", f"{doc.get('benchmark_result')!r}, but its ncu command replayed "
                          f"{named!r}"))
-    if doc.get("config_path") is not None and bench.get("config_path") not in (None, doc["config_path"]):
+    if doc.get("config_path") is not None and bench.get("config_path") is not None and \
+            not _same_path(bench["config_path"], doc["config_path"]):
         problems.append(("$.benchmark_result", f"{doc['benchmark_result']} ran {bench['config_path']}, the profile "
                          f"{doc['config_path']}: the configs it replayed are another experiment's"))
     lo, hi = NCU_VS_BENCH

@@ -51,26 +51,26 @@ def argv_problems(doc: dict[str, Any]) -> Problems:
     if argv is None:
         return []
 
-    def given(flag: str, default: str) -> list[str]:
-        return (record_checks.argv_option(argv, flag) or default).split(",")
+    def given(flag: str, default: str) -> list[str]:  # as the door reads them: stripped, each once
+        return list(dict.fromkeys(x.strip() for x in (record_checks.argv_option(argv, flag) or default).split(",")))
 
     patterns = given("--patterns", ",".join(WHATIF_PATTERNS))
     layouts = given("--layouts", ",".join(WHATIF_LAYOUTS))
     fanins, rounds = given("--max-fanin", ",".join(map(str, WHATIF_MAX_FANINS))), \
         given("--rounds", str(WHATIF_ROUNDS))[0]
+    rounds = rounds.replace("_", "")  # argparse's int() reads 1_0 as 10
     if not all(f.isdigit() for f in fanins) or not rounds.isdigit():
         return [("$.metadata.argv", f"--max-fanin {','.join(fanins)} / --rounds {rounds}: not what whatif accepts")]
     problems: Problems = []
     if sorted(doc["patterns"]) != sorted(patterns):
         problems.append(("$.patterns", f"{sorted(doc['patterns'])}, the recorded argv times {sorted(patterns)}"))
-    want = sorted(["baseline", *(arm_name(layout, int(f)) for layout in layouts for f in fanins)])
+    want = sorted(["baseline", *(arm_name(layout, f) for layout in layouts
+                                 for f in dict.fromkeys(int(x) for x in fanins))])
     problems += [(f"$.patterns.{name}.arms", f"{sorted(p['arms'])}, the recorded argv's layouts x F give {want}")
                  for name, p in doc["patterns"].items() if sorted(p["arms"]) != want]
     if doc["timing"]["rounds"] != int(rounds):
         problems.append(("$.timing.rounds", f"{doc['timing']['rounds']}, the recorded argv's --rounds is {rounds}"))
     return problems
-
-
 
 
 def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:

@@ -61,8 +61,10 @@ def plot_fanin_latency(summary: str | Path, x_stat: str, out_dir: str | Path,
     rows = read_summary(summary)
     gpu = gpu_name(summary, result)
     if gpu is None:  # a third party's summary without its bench result beside it: said, not silently drawn
-        print(f"warning: plot: no bench result at {Path(summary).parent.parent / 'raw' / f'{Path(summary).stem}.json'}"
-              " (pass --result RESULT.json): the figure's title says 'GPU not recorded'", file=sys.stderr)
+        where = result or Path(summary).parent.parent / "raw" / f"{Path(summary).stem}.json"
+        why = "records no GPU" if Path(where).exists() else "is not there (pass --result RESULT.json)"
+        print(f"warning: plot: the bench result {where} {why}: the figure's title says 'GPU not recorded'",
+              file=sys.stderr)
     config = rows[0]["config_name"] if rows else "?"
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 4.0), constrained_layout=True)
     for ax, (stage, title) in zip(axes, PANELS, strict=True):

@@ -70,9 +70,11 @@ def run_ncu(config_path: str, pattern_spec: str, stage: str, benchmark_result: s
     if proc.returncode != 0:
         raise UserError(f"ncu exited {proc.returncode}: {' '.join(cmd)} (ncu needs GPU performance-counter "
                         f"access: run as root or set NVreg_RestrictProfilingToAdminUsers=0; see docs/NSIGHT.md)")
-    context = {"config_path": config_path, "pattern": pattern_spec, "stage": stage,
+    # paths as every result records them (repository-relative), as the command line below is recorded
+    context = {"config_path": recorded_path(config_path), "pattern": pattern_spec, "stage": stage,
                "patterns_in_launch_order": parse_patterns(pattern_spec), "nvtx_range": range_name(pattern_spec, stage),
-               "benchmark_result": benchmark_result, "ncu_command": recorded_argv(cmd),
+               "benchmark_result": recorded_path(benchmark_result) if benchmark_result else None,
+               "ncu_command": recorded_argv(cmd),
                "report": recorded_path(f"{report}.ncu-rep")}
     return export_report(f"{report}.ncu-rep", Path(results_dir) / f"{name}.json", context)
 

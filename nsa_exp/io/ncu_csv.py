@@ -47,6 +47,8 @@ NOT_A_STALL = {"selected"}  # 'selected' counts the issuing warp itself (always 
 TO_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
 TO_BYTES = {"byte": 1.0, "byte/block": 1.0, "Kbyte": 1e3, "Kbyte/block": 1e3, "KB/block": 1e3,
             "Mbyte": 1e6, "Mbyte/block": 1e6, "KiB/block": 1024.0}
+#: ncu's clock-rate units, to Hz
+TO_HZ = {"hz": 1.0, "Khz": 1e3, "Mhz": 1e6, "Ghz": 1e9, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 TOP_STALLS = 6
 
 

@@ -67,6 +67,11 @@ def tails(recorded: str | Path) -> list[Path]:
     return [Path(*parts[i:]) for i in range(len(parts))]
 
 
+#: The repository's own top folders: a path recorded under one of them names this repository's file, never a file
+#: of that name beside a document (``configs/e1_h200.json`` is not the run ``e1_h200.json`` of a submission folder).
+COMMITTED_ROOTS = ("results", "docs", "configs", "schemas")
+
+
 def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder: bool = False,
                     beside: Path | None = None, itself: Path | None = None) -> Path | None:
     """The file (``folder``: the folder) a document records as ``recorded``: the first of ``folder / tail`` that
@@ -77,16 +82,20 @@ def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder
     ``folders``: the folder above each of its ancestors named as the tail's first component (a document in
     ``<root>/results/compare/`` recording ``results/noise/floors.json`` reads ``<root>/results/noise/floors.json``,
     never a copy planted at ``<root>/results/compare/results/noise/floors.json``). A path recorded relative is
-    looked for whole in every folder, and by its shorter tails only beside the document (a submission folder moved
-    elsewhere), never as the document itself (``itself``: a run recording ``configs/e1_h200.json`` is no config of
-    its own when it is named ``e1_h200.json``)."""
+    looked for whole in every folder, and, unless it lies under one of :data:`COMMITTED_ROOTS`, by its shorter tails
+    only beside the document (a submission folder moved elsewhere: ``runs/reproduce_h200/e1_h200.json``), never as
+    the document itself (``itself``)."""
     if not recorded:
         return None
     folders = list(folders)
     around = [] if beside is None else [beside, *beside.parents]
-    relative = not PurePosixPath(str(recorded).replace("\\", "/")).is_absolute()
+    posix = PurePosixPath(str(recorded).replace("\\", "/"))
+    relative = not posix.is_absolute()
+    shrinks = relative and beside is not None and posix.parts[:1] not in [(r,) for r in COMMITTED_ROOTS]
     for n, tail in enumerate(tails(recorded)):
         anchored = [a.parent for a in around if tail.parts and a.name == tail.parts[0] and a.parent != a]
+        if n > 0 and relative and not shrinks:
+            break
         search = [*anchored, *folders] if n == 0 or not relative else [beside] if beside is not None else []
         for where in search:
             candidate = where / tail

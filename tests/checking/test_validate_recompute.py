@@ -319,7 +319,9 @@ def test_ncu_export_bad_inputs_are_one_line(tmp_path):
     bad.write_bytes('"ID","Kernel Name"\n"0","caf\u00e9"\n'.encode("latin-1"))
     assert_one_line_error(run_cli("ncu-export", str(bad), "--output", str(tmp_path / "o.json")), "not UTF-8")
     good = REPO / "results" / "ncu" / "e1_h100_local-vs-sink-heavy_dq_core.raw.csv"
-    assert_one_line_error(run_cli("ncu-export", str(good), "--output", str(tmp_path)), "is a folder")
+    (tmp_path / "o.json").mkdir()
+    assert_one_line_error(run_cli("ncu-export", str(good), "--output", str(tmp_path / "o.json")), "is a folder")
+    assert_one_line_error(run_cli("ncu-export", str(good), "--output", str(tmp_path / "o.raw.csv")), "ending in .json")
 
 
 def test_a_reexport_under_another_name_keeps_its_csv_beside_it_and_validates(tmp_path):

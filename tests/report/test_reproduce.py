@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from nsa_exp.checking.compare import build as compare_results
+from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.records import BenchResult
 from nsa_exp.io.store import load_record
 from nsa_exp.report.reproduce import (
@@ -133,3 +134,19 @@ def test_a_submission_folder_validates_where_it_is_sent_with_the_floors_of_its_d
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "compare.json: PASS" in proc.stdout and "unverified" not in proc.stdout, proc.stdout
     assert "floors are those of an earlier committed results/noise/floors.json" in proc.stdout, proc.stdout
+
+
+def test_a_submission_folder_validated_away_from_the_repository_is_never_compared_with_itself(tmp_path,
+                                                                                              monkeypatch):
+    """Outside the repository (no results/ in the working directory) the compare's A, ``results/raw/e1_h200.json``,
+    is not at hand: it is never taken for the run of that name in the folder, which is B (B against itself would
+    prove nothing), and check and smoke never read that run as their ``configs/e1_h200.json`` (they failed with a
+    TypeError: a reviewer, 2026-12-06); what is not at hand is listed unverified."""
+    folder = REPO / "docs/logs/h200_2026-12-02/reproduce_d731b04"
+    for name in ("check.json", "compare.json", "e1_h200.json", "smoke.json"):
+        (tmp_path / name).write_bytes((folder / name).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    for name in ("compare.json", "check.json", "smoke.json"):
+        report = validate_path(tmp_path / name)
+        assert report["passed"], (name, [c for c in report["checks"] if not c["passed"]])
+        assert any("unverified (source not found)" in u["why"] for u in report.get("unverified", [])), name
