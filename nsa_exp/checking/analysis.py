@@ -66,9 +66,9 @@ def repeat_problems(result: dict[str, Any], repeat: dict[str, Any]) -> Problems:
     if gpu[0] != gpu[1]:
         problems.append(("$.repeat_source", f"{repeat.get('name')} ran on {gpu[1]}, the run on {gpu[0]}: a repeat is "
                          "the same experiment on the same GPU"))
-    for key, field in (("shape", result.get("shape")), ("patterns", (result.get("config") or {}).get("patterns"))):
-        theirs = repeat.get("shape") if key == "shape" else (repeat.get("config") or {}).get("patterns")
-        if field != theirs:
+    experiment = [(d.get("shape"), (d.get("config") or {}).get("patterns")) for d in (result, repeat)]
+    for key, mine, theirs in zip(("shape", "patterns"), *experiment, strict=True):
+        if mine != theirs:
             problems.append(("$.repeat_source", f"{repeat.get('name')} has another {key} than the run: a repeat is "
                              "the same experiment"))
     return problems

@@ -39,9 +39,8 @@ from ..core.records import BenchResult, ReleaseResult
 from ..errors import UserError
 from ..io.metadata import commit_time, file_versions
 from ..io.paths import recorded_path
-from ..io.reader import read_bounded, same_file
+from ..io.reader import same_file
 from ..io.store import load_document
-from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems, close, one_check
 from .record_checks import parse_utc
 from .sources import deep_diff, failed_checks, read_source, source_problems
@@ -157,7 +156,8 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else None
     table = pair[0][0] if nf["kind"] == "table" else None
     with tempfile.TemporaryDirectory(prefix="nsa-exp-floors-") as scratch:
-        then = table_as_read(doc, nf["paths"][0], table, [a[1], b[1]], Path(scratch)) if table is not None else None
+        at_hand = pair[0][1] if table is not None else None  # the noise table as read_source parsed it
+        then = table_as_read(doc, nf["paths"][0], at_hand, [a[1], b[1]], Path(scratch)) if at_hand else None
         if then is not None:
             ctx.warnings.append({"check": "compare_recompute", "path": "$.noise_floor", "message": "its floors are "
                                  f"those of an earlier committed {nf['paths'][0]} (commit {then.stem}), not of the one "
@@ -166,34 +166,40 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     add("compare_recompute", problems)
 
 
-def table_as_read(doc: dict[str, Any], recorded: str, table: Path, sides: list[dict[str, Any]],
+def table_as_read(doc: dict[str, Any], recorded: str, at_hand: dict[str, Any], sides: list[dict[str, Any]],
                   scratch: Path) -> Path | None:
-    """The noise table the comparison read, when it is not the one at hand but a version this repository
-    published while the comparison could be made: the newest version of ``recorded`` in git's history
-    (:func:`nsa_exp.io.metadata.file_versions`) that was still the committed one when the later of its ``sides``
-    was created, and whose floors for the comparison's stages and the sides' GPUs are the recorded ones, written
-    into ``scratch``; None when the table at hand gives them, or no such version does (the table at hand is read,
-    and its floors disagree). A reproduce submission's compare, judged by the floors of its day, FAILed against
-    floors committed since (a new user, 2026-12-06); a version replaced before B was measured cannot have judged
-    it (a re-attacker flipped 4 verdicts with one, 2026-12-06). A committed version needs no revalidation: it is
-    this repository's own."""
+    """The noise table the comparison read, when it is not the one at hand but a version this repository published
+    while the comparison could be made: the newest version of ``recorded`` in git's history
+    (:func:`nsa_exp.io.metadata.file_versions`) that was still the committed one when the later of its ``sides`` was
+    created, and whose floors for the comparison's stages and the sides' GPUs are the recorded ones, written into
+    ``scratch``; None when the table at hand (``at_hand``, parsed) gives them, or no such version does (the table at
+    hand is read, and its floors disagree). A reproduce submission's compare, judged by the floors of its day,
+    FAILed against floors committed since (a new user, 2026-12-06); a version replaced before B was measured cannot
+    have judged it (a re-attacker flipped 4 verdicts with one, 2026-12-06). A committed version needs no
+    revalidation: it is this repository's own."""
     stages, want = list(doc["noise_floor"]["per_stage"]), doc["noise_floor"]["per_stage"]
     gpus = [gpu_of(s) for s in sides]
     made = [parse_utc((s.get("metadata") or {}).get("created_utc")) for s in sides]
 
-    def floors(data: bytes) -> dict[str, float] | None:
+    def floors(table: dict[str, Any]) -> dict[str, float] | None:
         try:
-            return compare_floors(floors_of(json.loads(data)), stages, gpus, DEFAULT_FLOOR)[0]
-        except (ValueError, KeyError, TypeError):
+            return compare_floors(floors_of(table), stages, gpus, DEFAULT_FLOOR)[0]
+        except (KeyError, TypeError):
             return None
 
-    if floors(read_bounded(table, str(table), MAX_BYTES)) == want or None in made:
+    def version_floors(data: bytes) -> dict[str, float] | None:
+        try:
+            return floors(json.loads(data))
+        except ValueError:
+            return None
+
+    if floors(at_hand) == want or None in made:
         return None
     measured = max(m.replace(tzinfo=timezone.utc).timestamp() for m in made if m is not None)
     versions = file_versions(recorded, REPO_ROOT)  # newest first: each replaced when the one before it was committed
     replaced = [float("inf"), *(commit_time(sha, REPO_ROOT) or 0 for sha, _ in versions[:-1])]
     found = next(((sha, data) for (sha, data), until in zip(versions, replaced, strict=True)
-                  if until > measured and floors(data) == want), None)
+                  if until > measured and version_floors(data) == want), None)
     if found is None:
         return None
     out = scratch / f"{found[0][:12]}.json"  # named by its commit (the warning names it)

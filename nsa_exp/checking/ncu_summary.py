@@ -104,7 +104,8 @@ def physics_problems(rows: list[list[str]], where: str = "$") -> Problems:
     if missing:
         return [(where, f"the export lacks {', '.join(missing)} (ncu --set full writes them): its durations "
                         "cannot be held to its clocks")]
-    col = {key: header.index(name) for key, name in PHYSICS_METRICS.items()}
+    col = {key: header.index(name) for key, name in {**PHYSICS_METRICS, "duration": METRICS["duration_ns"]}.items()}
+    ns, hz = TO_NS.get(units[col["duration"]]), TO_HZ.get(units[col["rate"]])
     problems: Problems = []
     for values in rows[start + 2:]:
         if len(values) != len(header):
@@ -112,15 +113,13 @@ def physics_problems(rows: list[list[str]], where: str = "$") -> Problems:
         at = f"{where}[kernel ID {values[0]}]"
         try:
             read = {key: parse_ncu_number(values[i] or "") for key, i in col.items()}
-            duration = parse_ncu_number(values[header.index(METRICS["duration_ns"])] or "")
         except ValueError:
             continue  # the table checks name the cell
-        ns, hz = TO_NS.get(units[header.index(METRICS["duration_ns"])]), TO_HZ.get(units[col["rate"]])
         v = {key: x for key, x in read.items() if x is not None}
-        if len(v) < len(read) or duration is None or ns is None or hz is None or duration <= 0:
+        if len(v) < len(read) or ns is None or hz is None or v["duration"] <= 0:
             problems.append((at, "its duration, cycles, clocks or their units are missing or unknown"))
             continue
-        seconds, rate = duration * ns * 1e-9, v["rate"] * hz
+        seconds, rate = v["duration"] * ns * 1e-9, v["rate"] * hz
         implied = v["cycles"] / seconds
         if abs(implied - rate) > RATE_REL_TOL * rate:
             problems.append((at, f"{v['cycles']:.0f} SM cycles in {seconds * 1e3:.6g} ms run at {implied / 1e9:.4f} "

@@ -242,9 +242,8 @@ def source_missing(entry: dict[str, str]) -> bool:
     this CLI's (its options, against which ``config_path``, ``name``, ``--resume``, ``--allow-gpu`` and the stop
     rule are checked, cannot be read: an attacker's argv[0] switched those checks off, 2026-12-06), or because its
     GPU is no row of the GPU table (its facts cannot be checked: an H200 run relabelled with a look-alike letter
-    passed, 2026-12-06): what
-    ``validate --strict`` fails on. Values no CPU can recompute (GPU latencies, host facts) are listed too but
-    are not such a group."""
+    passed, 2026-12-06): what ``validate --strict`` fails on. Values no CPU can recompute (GPU latencies, host
+    facts) are listed too but are not such a group."""
     return entry["why"] == NOT_SUPPLIED or entry["why"].startswith("unverified (")
 
 

@@ -51,14 +51,13 @@ def argv_problems(doc: dict[str, Any]) -> Problems:
     if argv is None:
         return []
 
-    def given(flag: str, default: str) -> list[str]:  # as the door reads them: stripped, each once
-        return list(dict.fromkeys(x.strip() for x in (record_checks.argv_option(argv, flag) or default).split(",")))
+    def given(flag: str, default: tuple[Any, ...]) -> list[str]:  # as the door reads them: stripped, each once
+        value = record_checks.argv_option(argv, flag)
+        return list(dict.fromkeys(x.strip() for x in value.split(","))) if value else [str(x) for x in default]
 
-    patterns = given("--patterns", ",".join(WHATIF_PATTERNS))
-    layouts = given("--layouts", ",".join(WHATIF_LAYOUTS))
-    fanins, rounds = given("--max-fanin", ",".join(map(str, WHATIF_MAX_FANINS))), \
-        given("--rounds", str(WHATIF_ROUNDS))[0]
-    rounds = rounds.replace("_", "")  # argparse's int() reads 1_0 as 10
+    patterns, layouts = given("--patterns", WHATIF_PATTERNS), given("--layouts", WHATIF_LAYOUTS)
+    fanins = given("--max-fanin", WHATIF_MAX_FANINS)
+    rounds = (record_checks.argv_option(argv, "--rounds") or str(WHATIF_ROUNDS)).strip().replace("_", "")  # int("1_0")
     if not all(f.isdigit() for f in fanins) or not rounds.isdigit():
         return [("$.metadata.argv", f"--max-fanin {','.join(fanins)} / --rounds {rounds}: not what whatif accepts")]
     problems: Problems = []

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from .. import REPO_ROOT
+from .reader import same_file
 
 
 def recorded_path(path: str | Path, root: Path = REPO_ROOT) -> str:
@@ -89,27 +90,22 @@ def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder
         return None
     folders = list(folders)
     around = [] if beside is None else [beside, *beside.parents]
-    posix = PurePosixPath(str(recorded).replace("\\", "/"))
-    relative = not posix.is_absolute()
-    shrinks = relative and beside is not None and posix.parts[:1] not in [(r,) for r in COMMITTED_ROOTS]
+    parts = PurePosixPath(str(recorded).replace("\\", "/")).parts
+    relative = parts[:1] != ("/",)
     for n, tail in enumerate(tails(recorded)):
-        anchored = [a.parent for a in around if tail.parts and a.name == tail.parts[0] and a.parent != a]
-        if n > 0 and relative and not shrinks:
+        if n == 0 or not relative:
+            anchored = [a.parent for a in around if a.name == tail.parts[0] and a.parent != a]
+            search = [*anchored, *folders]
+        elif beside is not None and parts[0] not in COMMITTED_ROOTS:
+            search = [beside]
+        else:
             break
-        search = [*anchored, *folders] if n == 0 or not relative else [beside] if beside is not None else []
         for where in search:
             candidate = where / tail
-            if _is_file(candidate, folder) and not (itself is not None and _same(candidate, itself)):
+            if _is_file(candidate, folder) and not (itself is not None and same_file(candidate, itself)):
                 return candidate
     p = Path(str(recorded))
     return p if p.is_absolute() and _is_file(p, folder) else None
-
-
-def _same(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
 
 
 def _is_file(p: Path, folder: bool = False) -> bool:
