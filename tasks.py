@@ -12,12 +12,20 @@ from __future__ import annotations
 import inspect
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from invoke import Collection, Context, Exit, ParseError, Task, task
+
+# invoke's own listings (``invoke --list | head``, ``invoke --help report | head``) end as a writer whose reader left:
+# killed by SIGPIPE, exit 141, as README says of every command, not in a BrokenPipeError traceback from invoke's
+# program.py, exit 1 (a new user, 2026-12-06). Python ignores SIGPIPE; the default action is the shell's convention.
+# Only in invoke's own process: a test importing this module keeps Python's BrokenPipeError.
+if hasattr(signal, "SIGPIPE") and Path(sys.argv[0]).name in ("invoke", "inv"):
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nsa_exp.commands import COMMANDS, Command, Option, cli_argv, invoke_name  # noqa: E402
@@ -136,8 +144,10 @@ def cpus() -> int:
             "image": "only the tests that prove an image (IMAGE_TESTS; the compose test service)",
             "workers": "pytest-xdist worker processes (default: one per CPU, cpus(); 1: one process, no xdist)"})
 def test(c, fast=False, image=False, workers=None):
-    """The CPU test suite with doctests (what CI runs), on every CPU: ``pytest -n N --dist loadgroup``, each worker
-    group (tests/conftest.py) on one worker so that a shared fixture is built once."""
+    """The CPU test suite with doctests (what CI runs), on every CPU.
+
+    ``pytest -n N --dist loadgroup``: each worker group (tests/conftest.py) on one worker, so that a shared fixture
+    is built once."""
     if image:
         c.run(f"{PY} -m pytest -q " + " ".join(IMAGE_TESTS), pty=False, env=ALLOCATOR_ENV)
         return

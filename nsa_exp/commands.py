@@ -229,7 +229,8 @@ COMMANDS: tuple[Command, ...] = (
          Option("--output", "summary JSON path", required=True),
          Option("--reuse-context", "re-parse a raw CSV, keeping this earlier summary's profile context and GPU-host "
                 "metadata (recorded as reexported_from)", metavar="SUMMARY"),
-         Option("--pattern", "the profiled pattern spec (e.g. local-vs-sink-heavy), recorded"),
+         Option("--pattern", "the profiled pattern spec (e.g. local-vs-sink-heavy), recorded; required unless "
+                "--reuse-context gives it"),
          Option("--stage", "the profiled stage, recorded", choices=STAGE_NAMES), *WRITES),
     _cmd("peer-bench", f"{GPU_COMMANDS}:peer_bench",
          "PEERS: the config's routings through FLA's parallel_nsa, FlexAttention and dense SDPA, each checked against "
@@ -403,7 +404,9 @@ COMMANDS: tuple[Command, ...] = (
          Option("--cupti", "add bench's CUPTI cross-check (a torch.profiler pass sized by need); off by default: on "
                 "the H200 its uniform CSR kernel time disagrees with the CUDA events (docs/METHOD.md, CUPTI)", "flag"),
          Option("--published", "judge against this bench result instead of the published run of your GPU model",
-                metavar="RESULT"), OVERWRITE),
+                metavar="RESULT"),
+         Option("--overwrite", "replace the submission folder's files when they exist (without it an existing "
+                "submission is refused in one line)", "flag")),
     _cmd("model-validate", f"{MODEL}:model_validate",
          "CPU only: predicted vs measured dK/dV for non-calibration points", COMMON,
          Option("--calibration", "a calibration (results/model/<gpu>_<autotune config>.json)", required=True),

@@ -133,13 +133,15 @@ def cmd_report(args: argparse.Namespace) -> int:
                              ("--h200-repeat", inputs.h200_repeat),
                              ("--autotune-matrix", inputs.autotune_matrix), *(("--ncu", p) for p in inputs.ncu),
                              *(("--tune-arms", p) for p in inputs.tune_arms), run=args.result)
-    output = policy.claim(args.output or OUTPUT, named=args.output is not None)
-    analysis = policy.claim(args.analysis or f"results/analysis/{Path(args.result).stem}.json",
-                            named=args.analysis is not None, option="--analysis")
-    readme = (policy.claim(REPO_ROOT / "README.md", option="--update-readme") if args.update_readme else None)
+    wanted = [(args.output or OUTPUT, args.output is not None, "--output"),
+              (args.analysis or f"results/analysis/{Path(args.result).stem}.json", args.analysis is not None,
+               "--analysis"),
+              *([(REPO_ROOT / "README.md", False, "--update-readme")] if args.update_readme else []),
+              *([(args.provenance, args.provenance != PROVENANCE, "--provenance")] if args.provenance else [])]
+    output, analysis, *rest = policy.claim_each(*wanted)
+    readme = rest.pop(0) if args.update_readme else None
+    provenance = rest.pop(0) if args.provenance else None
     command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != RESULT else "")
-    provenance = (policy.claim(args.provenance, named=args.provenance != PROVENANCE, option="--provenance")
-                  if args.provenance else None)
     build_report(inputs, str(output), str(analysis), command, readme=str(readme) if readme else None,
                  formal=args.formal, provenance=str(provenance) if provenance else None,
                  readme_from=REPO_ROOT / "README.md", provenance_from=args.provenance or None)

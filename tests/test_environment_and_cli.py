@@ -162,6 +162,10 @@ def test_an_invoke_task_whose_reader_goes_away_says_so_as_the_cli_does():
     proc = subprocess.run(["bash", "-c", f"set -o pipefail; {invoke} routing --json | true"], capture_output=True,
                           text=True, cwd=REPO, timeout=300, env=env)
     assert proc.returncode == 141 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-800:])
+    # invoke's own listing too (tasks.py restores SIGPIPE's default: it ended in a BrokenPipeError traceback, exit 1)
+    proc = subprocess.run(["bash", "-c", f"set -o pipefail; {invoke} --list | true"], capture_output=True, text=True,
+                          cwd=REPO, timeout=300, env=env)
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-800:])
     proc = subprocess.run(["bash", "-c", f"{invoke} validate no-such-file.json"], capture_output=True, text=True,
                           cwd=REPO, timeout=300, env=env)
     assert proc.returncode == 2 and "no-such-file.json" in proc.stderr and "Traceback" not in proc.stderr

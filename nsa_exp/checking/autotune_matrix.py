@@ -18,9 +18,11 @@ from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..core.kinds import schema_version
 from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders, summarize
+from ..errors import UserError
+from ..routing.config import config_from_dict
 from . import record_checks
 from .autotune_checks import autotune_configs, config_key
-from .checks import Add, Context, close, guarded
+from .checks import Add, Context, Problems, close, guarded
 from .record_checks import config_semantics, run_record
 from .run_checks import shape_problems
 
@@ -72,6 +74,25 @@ def matrix_checks(doc: dict[str, Any], add: Add) -> None:
     add("matrix_stats_recompute", stats_p)
     add("matrix_observations", obs_p)
     add("matrix_cells", cell_p)
+    add("matrix_timing", timing_problems(doc))
+
+
+def timing_problems(doc: dict[str, Any]) -> Problems:
+    """The matrix's timing block as :func:`build` writes it from its config and the protocol: the config's L2 flush
+    and order mode, its order seed, the pinned launch guard, the tuning routing (a matrix claiming no L2 flush, or
+    an order mode no code has, PASSed: an attacker, 2026-12-06). Warm-up and rounds come from the command line."""
+    try:
+        config = config_from_dict(doc["config"], "$.config")
+    except UserError as exc:
+        return [("$.config", str(exc))]
+    t = doc["timing"]
+    want = {"l2_flush_bytes": config.timing.l2_flush_bytes, "launch_guard_cycles": LAUNCH_GUARD_CYCLES,
+            "order_mode": config.timing.order, "order_seed": config.seeds.order}
+    problems = [(f"$.timing.{k}", f"{t.get(k)!r}, the config and protocol give {v!r}") for k, v in want.items()
+                if t.get(k) != v]
+    if doc.get("tuned_on_seed") != TUNE_PATTERN:
+        problems.append(("$.tuned_on_seed", f"{doc.get('tuned_on_seed')!r}, the tuner's routing is {TUNE_PATTERN!r}"))
+    return problems
 
 
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
@@ -79,13 +100,24 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     autotune_configs(doc, add)
     config_semantics(doc, add)
     add("shape_matches_config", shape_problems(doc))
+    # a matrix is timed only after every gate passed (one recorded failed, with a TF32 environment behind it,
+    # PASSed --strict: an attacker, 2026-12-06), and its equal-edge gate is its config's routings'
+    failed = [(f"$.gates[{i}].passed", f"the {g.get('name')} gate failed: nothing is timed after a failed gate")
+              for i, g in enumerate(doc["gates"]) if g.get("passed") is not True]
+    add("gates_passed", failed + (guarded_edges(doc, ctx) if not failed else []))
     run_record(doc, add, ctx)
     guarded("config_provenance", add, record_checks.config_provenance, doc, add, ctx)
     work = sum(sum(o["raw_ms"]) for s in doc["stages"].values() for c in s["cells"] if c["status"] == "ok"
                for o in c["patterns"].values())
     record_checks.wall_plausible(doc["wall_seconds"], work, "$.wall_seconds", "its cells' timed observations", add)
-    ctx.unverifiable("$.stages.*.cells[*].patterns.*.raw_ms, $.wall_seconds, $.metadata",
-                     "measured on the GPU host; every statistic is recomputed from the observations")
+    ctx.unverifiable("$.stages.*.cells[*].patterns.*.raw_ms, $.stages.*.fla_choice, $.wall_seconds, $.metadata",
+                     "measured on the GPU host (FLA's choice: its autotuner's, held to the matrix's configs); every "
+                     "statistic is recomputed from the observations")
+
+
+def guarded_edges(doc: dict[str, Any], ctx: Context) -> Problems:
+    """:func:`.record_checks.edge_gate_problems` of the matrix against its own config."""
+    return record_checks.edge_gate_problems(doc, doc["config"], ctx)
 
 
 def build(*, name: str, config: Config, patterns: list[str], warmup: int, rounds: int, fla_commit: str,

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.config import Config, Shape
+from ..core.config import Config
 from ..core.kinds import schema_version
 from ..core.protocol import GATE_NAMES
-from ..routing.edges import closed_form_edges
 from . import record_checks
 from .checks import Add, Context, Problems, guarded
 from .record_checks import config_of, run_record
@@ -41,18 +40,7 @@ def check_report_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             if g["name"] == "gpu" and g["passed"] and d.get("required") != config.get("gpu", {}).get("required_name"):
                 problems.append((f"$.gates[{i}].detail.required", f"{d.get('required')!r}, the config requires "
                                  f"{config.get('gpu', {}).get('required_name')!r}"))
-            if g["name"] == "equal_edges" and d:
-                names_cfg = [p["name"] for p in config.get("patterns", [])]
-                if sorted(d.get("per_pattern", {})) != sorted(names_cfg):
-                    problems.append((f"$.gates[{i}].detail.per_pattern", f"patterns {sorted(d.get('per_pattern', {}))}"
-                                     f" != the config's {sorted(names_cfg)}"))
-                try:
-                    closed = closed_form_edges(Shape(**config["shape"])) if "packing" not in config else None
-                except (TypeError, KeyError):
-                    closed = None
-                if closed is not None and d.get("closed_form") != closed:
-                    problems.append((f"$.gates[{i}].detail.closed_form", f"{d.get('closed_form')}, the config's "
-                                     f"shape gives {closed}"))
+        problems += record_checks.edge_gate_problems(doc, config, ctx)
     add("check_report_recompute", problems)
 
 

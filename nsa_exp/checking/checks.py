@@ -9,7 +9,9 @@ Files a document names (its sources: the results a compare read, the raw CSV of 
 of a calibration) are looked for by :meth:`Context.locate`: in the tree the document lies in first (a recorded
 ``results/noise/floors.json`` of a document in ``<root>/results/compare/`` is ``<root>/results/noise/floors.json``),
 then beside the document (its own folder, then each folder above it, so a copied ``results/`` tree resolves
-within itself), then relative to the working directory; a path recorded absolute (on another machine) by its
+within itself), then relative to the working directory, then in this repository (the checkout the code runs from:
+``configs/e1_h200.json`` of a submission validated from its own folder, as the compose ``validate`` service runs
+in ``/submissions``; a new user, 2026-12-06); a path recorded absolute (on another machine) by its
 tails, longest first, in those folders, and only then as itself; a path recorded relative and outside the
 repository's own folders (``runs/reproduce_h200/e1_h200.json``) also by its shorter tails, beside the document
 only; never as the document itself (:func:`nsa_exp.io.paths.locate_recorded`).
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import REPO_ROOT
 from ..errors import UserError
 from ..io.paths import locate_recorded
 
@@ -135,7 +138,8 @@ class Context:
         """The file (``folder``: the folder) a document records as ``recorded`` (see the module docstring), or
         None."""
         here = Path(self.path).resolve().parent if self.path != "<bytes>" else None
-        return locate_recorded(recorded, [*([] if here is None else [here, *here.parents]), Path.cwd()], folder,
+        return locate_recorded(recorded, [*([] if here is None else [here, *here.parents]), Path.cwd(),
+                                          Path(REPO_ROOT)], folder,
                                beside=here, itself=None if here is None else Path(self.path))
 
 

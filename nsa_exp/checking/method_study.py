@@ -49,6 +49,10 @@ COMPILED_BOUNDS = (("n_regs", (1, 255), "registers per thread are 1-255 on Hoppe
                    ("num_warps", (1, 32), "a block has 1-32 warps"))
 
 
+#: scripts/gpu_method_study.py's default ``--config``
+STUDY_CONFIG = "configs/e1_h100.json"
+
+
 def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     config = doc["config"]
@@ -117,6 +121,14 @@ def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                              f"and {'a' if 'dk_vs_official' in g else 'no'} comparison"))
         if "dk_vs_official" in g:
             problems += comparison_problems(g["dk_vs_official"], f"{path}.dk_vs_official")
+    if doc.get("gates"):
+        problems += record_checks.edge_gate_problems(doc, config, ctx)
+    # the embedded config is the file the script read (its --config, default STUDY_CONFIG), as the repository held
+    # it at the recorded commit: an edited repetitions, routing seed, sink count or shape PASSed (an attacker,
+    # 2026-12-06)
+    argv = record_checks.document_argv(doc)
+    path = record_checks.argv_option(argv, "--config") or STUDY_CONFIG
+    problems += record_checks.config_against_file(doc, ctx, path, config)
     add("method_study_recompute", problems)
 
 

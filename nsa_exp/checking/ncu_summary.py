@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..core.environment import REQUIRED_ENV, SYNCHRONOUS_LAUNCHES, synchronous
 from ..core.gpus import gpu_spec
 from ..core.kinds import schema_version
 from ..core.nvtx import parse_patterns, range_name
@@ -183,6 +184,19 @@ def bench_problems(doc: dict[str, Any], bench: dict[str, Any]) -> Problems:
 
 def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = host_problems(doc.get("metadata", {}))
+    # the profile ran under the GPU tasks' environment (scripts/run_h100.sh; the gates refuse another): a summary
+    # recording TRITON_F32_DEFAULT=tf32 PASSed --strict (an attacker, 2026-12-06)
+    env = (doc.get("metadata") or {}).get("env") or {}
+    # (a key absent says nothing: ncu-export of a raw CSV records the exporting process's environment, which on a CPU
+    # box need not be the GPU tasks')
+    problems += [(f"$.metadata.env.{k}", f"{env[k]!r}, the GPU tasks require {v!r} (scripts/run_h100.sh sets it)")
+                 for k, v in REQUIRED_ENV.items() if k in env and env[k] != v]
+    if synchronous(env):
+        problems.append((f"$.metadata.env.{SYNCHRONOUS_LAUNCHES}", f"{env[SYNCHRONOUS_LAUNCHES]!r}: launches were "
+                         "synchronous, which the GPU tasks' environment gate refuses"))
+    if "pattern" not in doc:
+        add("ncu_recompute", problems + [("$.pattern", "missing: the profiled pattern spec (ncu-export --pattern)")])
+        return
     try:
         launch = parse_patterns(doc["pattern"])
     except UserError as exc:

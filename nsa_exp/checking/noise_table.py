@@ -11,14 +11,20 @@ rows from :func:`nsa_exp.analysis.noise_table.floor_rows`) and its check (:func:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from .. import REPO_ROOT
 from ..analysis.noise import MIN_FLOOR, MIN_ROUNDS
-from ..analysis.noise_table import FLOOR_RULE, committed_sources, floor_rows
+from ..analysis.noise_table import FLOOR_RULE, NOISE_TABLE, committed_sources, floor_rows
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, RunRecord, SweepPoint
+from ..io.metadata import file_versions
+from ..io.paths import tracked_files
+from ..io.reader import read_bounded
+from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems, close, one_check
 from .sources import deep_diff, read_source, source_problems
 from .stats_checks import stats_problems
@@ -69,20 +75,38 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         add("noise_table_recompute", problems)
         return
     located = [s for s in found if s[1] is not None]  # every source (none is missing)
+    first = located[0][0]
+    root = first.resolve().parents[len(Path(doc["sources"][0]).parts) - 1]
+    committed, as_in_tree = _committed_version(doc)
+    # an image without git has the repository's table only as its file
+    ours = root == Path(REPO_ROOT).resolve() or committed or (as_in_tree and tracked_files(Path(REPO_ROOT)) is None)
+    # Which results are committed is known only in this repository (REPO_ROOT, the checkout the code runs from):
+    # elsewhere every file there counted (a table of four chosen runs in a folder of their own, and a compare judged
+    # by it, PASSed --strict with every dK/dV verdict flipped), and a tree's own git too (`git init` and `git add`
+    # made the same folder a checkout: a reviewer, 2026-12-06). Outside it a table must be this repository's own.
+    if not ours:
+        problems.append(("$.sources", f"the table's sources lie under {root}, not in this repository ({REPO_ROOT}), "
+                         f"and it is no version of this repository's {NOISE_TABLE}: which results are committed there "
+                         "cannot be known, so its completeness cannot be (run python -m nsa_exp from the checkout "
+                         "that holds your results to validate a table of your own)"))
+    elsewhere = [(p, where) for p, (where, _) in zip(doc["sources"], located, strict=True)
+                 if where.resolve() != root / p]
+    if elsewhere:  # one root: a first source found in the repository must not vouch for the others' tree
+        problems.append(("$.sources", f"{elsewhere[0][0]} is found at {elsewhere[0][1]}, outside {root}, where the "
+                         "first source lies: a table's sources are one tree's"))
     for i, (p, (where, d)) in enumerate(zip(doc["sources"], located, strict=True)):
         # the floors are only as good as their sources (every floor of a forged table rebuilt from a repeat whose
         # medians were x1.6 matched, and a compare judged by it PASSed: an attacker, 2026-12-06). Validated here,
-        # every check; as another document's source (a compare's floors) the statistics each floor reads, its
-        # stages' medians and percentiles against their observations (every check of ~110 files would cost each
-        # compare's validation what noise-table costs)
-        if ctx.depth == 0:
+        # every check; as another document's source (a compare's floors) too, unless the table is a version this
+        # repository committed, whose rebuild from the sources' statistics (below) must then give its floors: checking
+        # only the statistics of a table rebuilt with an H100 run relabelled H200 let a compare PASS --strict beside
+        # the FAILing table (an attacker, 2026-12-06). Each source is validated once per process (validate_path).
+        if ctx.depth == 0 or not committed:
             problems += source_problems(ctx, f"$.sources[{i}]", p, (where, d), SOURCE_KINDS)
         else:
             problems += [(f"$.sources[{i}]", f"{p}: {at} {what}") for name, cell in d["patterns"].items()
                          for stage, s in cell["stages"].items()
                          for at, what in stats_problems(s, f"{name}.{stage}")][:1]
-    first = located[0][0]
-    root = first.resolve().parents[len(Path(doc["sources"][0]).parts) - 1]
     excluded = {e["path"]: e["why"] for e in doc["excluded"]}
     for p in committed_sources(root):
         if p not in excluded and p not in doc["sources"]:
@@ -100,6 +124,20 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     deep_diff(doc, build(runs, excluded), "$", rebuilt)
     said = {where for where, _ in problems}  # a forged floor is said once, by its derivation above
     add("noise_table_recompute", problems + [(where, what) for where, what in rebuilt if where not in said])
+
+
+def _committed_version(doc: dict[str, Any]) -> tuple[bool, bool]:
+    """Whether ``doc`` is, as parsed, a version of this repository's :data:`~nsa_exp.analysis.noise_table.NOISE_TABLE`
+    that its git history holds (:func:`nsa_exp.io.metadata.file_versions`), and whether it is the file in its tree."""
+    def same(data: bytes) -> bool:
+        try:
+            return bool(json.loads(data) == doc)
+        except ValueError:
+            return False
+
+    on_disk = Path(REPO_ROOT) / NOISE_TABLE
+    return (any(same(data) for _, data in file_versions(NOISE_TABLE, REPO_ROOT)),
+            on_disk.is_file() and same(read_bounded(on_disk, NOISE_TABLE, MAX_BYTES)))
 
 
 checks = one_check("noise_table_recompute", recompute)

@@ -26,6 +26,7 @@ what physics, the pinned protocol or the rest of the record allows.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -35,13 +36,17 @@ from .. import DEFAULT_CONFIG, PINNED_COMMIT, REPO_ROOT
 from ..analysis.noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, floors_of
 from ..core.config import PINNED_TOLERANCES, Tolerances
 from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON, SYNCHRONOUS_LAUNCHES, synchronous
+from ..core.families import family
 from ..core.gpus import GpuSpec, gpu_spec
 from ..core.protocol import GATE_NAMES
 from ..errors import UserError
-from ..io.metadata import commit_time, file_at_commit
+from ..io.metadata import commit_time, file_at_commit, nvidia_gpu_visible
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from ..routing.config import config_from_dict
+from ..routing.edges import closed_form_edges, edge_gate_record
+from ..routing.facts import regenerate
+from ..routing.packing import packed_closed_form_edges
 from .checks import Add, Context, Problems, guarded
 
 SM_RANGE = (1, 1024)
@@ -504,7 +509,7 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
     problems += _switch_against_argv(doc, "$.timing.resumed", timing.get("resumed") if isinstance(timing, dict)
                                      else None, "--resume")
     if path is not None:
-        problems += _config_against_file(doc, ctx, path, config)
+        problems += config_against_file(doc, ctx, path, config)
     add("config_provenance", problems)
 
 
@@ -597,11 +602,11 @@ def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, fl
     return compare_floors(rows, stages, [gpu], FALLBACK_FLOOR)[0]
 
 
-def _config_against_file(doc: dict[str, Any], ctx: Context, path: str, config: dict[str, Any] | None) -> Problems:
+def config_against_file(doc: dict[str, Any], ctx: Context, path: str, config: dict[str, Any] | None) -> Problems:
     """The embedded config against its file: exactly the file as the repository held it at the recorded
     commit (a clean tree), else the experiment fields of the file at hand today, else unverified."""
     sha = recorded_clean_commit(doc)
-    then = file_at_commit(sha, path) if sha is not None else None
+    then = (file_at_commit(sha, path, REPO_ROOT) or file_at_commit(sha, path)) if sha is not None else None
     try:
         then_doc = parse_strict(then) if then is not None else None
     except _Rejected:
@@ -661,9 +666,74 @@ def run_record(doc: dict[str, Any], add: Add, ctx: Context, telemetry: list | No
         tolerances_pinned(doc["config"].get("tolerances"), "$.config.tolerances", add)
 
 
+def edge_gate_problems(doc: dict[str, Any], raw_config: dict[str, Any], ctx: Context) -> Problems:
+    """The equal_edges gate of a document that records one as passed, against its config's routings regenerated
+    (:func:`nsa_exp.routing.facts.regenerate`, memoised): the closed form at the config's shape (packed: per
+    document), each pattern's effective edges, ``equal`` and the exempt patterns, as
+    :func:`nsa_exp.routing.edges.equal_edge_gate` records them. The experiment's premise (every routing has the
+    closed form's edges); a check or smoke report, method study or autotune matrix with a pattern's count edited
+    PASSed --strict (an attacker, 2026-12-06). A pattern that cannot be regenerated here (fla-topk needs the GPU
+    tier) is listed unverified; a routing file's count (``file:<stem>``) is not in a config and is not held."""
+    found = gate(doc, "equal_edges")
+    if found is None:
+        return [("$.gates", "no equal_edges gate recorded")]
+    if failed_gate(doc, found):
+        return []
+    i, detail = found
+    try:
+        config = config_from_dict(raw_config, "$.config")
+    except UserError as exc:
+        return [(f"$.gates[{i}].detail", f"its config does not load: {exc}")]
+    shape, cu = config.shape, config.cu_seqlens
+    closed = closed_form_edges(shape) if cu is None else \
+        packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu)
+    edges: dict[str, int] = {}
+    for p in config.patterns:
+        if family(p.name).external is not None and not nvidia_gpu_visible():  # as routing_checks.regenerated
+            ctx.unverifiable(f"$.gates[{i}].detail.per_pattern.{p.name}", f"{p.name} is computed by FLA's kernels "
+                             f"({family(p.name).external}): regenerated only where a CUDA GPU is visible, never in "
+                             "the Triton interpreter (an exempt count, never gated)")
+            continue
+        try:
+            edges[p.name] = regenerate(p, shape, config.seeds.routing,
+                                       None if cu is None else tuple(int(x) for x in cu)).stats["edges"]
+        except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
+            ctx.unverifiable(f"$.gates[{i}].detail.per_pattern.{p.name}", str(exc))
+    recorded = {k: v for k, v in (detail.get("per_pattern") or {}).items() if not str(k).startswith("file:")}
+    exempt = [p.name for p in config.patterns if not family(p.name).equal_edges]
+    # a count not regenerated here (listed unverified above) is taken as recorded
+    counts: dict[str, int] = {p.name: edges[p.name] if p.name in edges else recorded.get(p.name, -1)
+                              for p in config.patterns}
+    want = edge_gate_record(counts, closed)
+    files = [k for k in (detail.get("per_pattern") or {}) if str(k).startswith("file:")]
+    want["equal"] = all(c == closed for c in [*want["per_pattern"].values(),
+                                              *((detail.get("per_pattern") or {})[k] for k in files)])
+    if exempt or files:
+        want["exempt"] = [*exempt, *files]
+    got = {**detail, "per_pattern": recorded}
+    if json.dumps(got, sort_keys=True) != json.dumps(want, sort_keys=True):
+        return [(f"$.gates[{i}].detail", f"{detail} but the config's routings, regenerated, give {want}")]
+    if any(c != closed for n, c in want["per_pattern"].items() if n not in exempt):
+        return [(f"$.gates[{i}].detail.per_pattern", "a routing's edges differ from the closed form: the gate "
+                 "cannot have passed")]
+    return []
+
+
 def config_of(doc: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
-    """The config a report was run with, at hand: ``config_path``, else the recorded ``--config``."""
-    path = doc.get("config_path") or argv_option(document_argv(doc), "--config")
+    """The config a report was run with: ``config_path``, else the recorded ``--config``, else the CLI's default
+    when the argv is the CLI's; as this repository held it at the recorded commit (a clean tree), else the file at
+    hand today (a report embeds no config: held to today's file, a report whose config changed since would fail)."""
+    path = doc.get("config_path") or argv_option(document_argv(doc), "--config") or (
+        DEFAULT_CONFIG if recorded_cli_argv(doc) is not None else None)
+    sha = recorded_clean_commit(doc)
+    then = file_at_commit(sha, path, REPO_ROOT) if path and sha else None
+    if then is not None:
+        try:
+            parsed = parse_strict(then)
+        except _Rejected:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
     file = config_file(ctx, path) if path else None
     if file is None:
         ctx.unverifiable("the report against its config",

@@ -40,6 +40,7 @@ from ..core.protocol import LAUNCH_GUARD_CYCLES, TIMING_METHOD, round_orders
 from ..core.records import PatternRun, ReleaseResult
 from ..core.stages import RELEASE_KERNEL_STAGES, release_stages
 from ..errors import UserError
+from ..io.fla_pin import PINNED_RELEASE, pinned_files_sha256
 from ..io.metadata import file_at_commit
 from ..io.strict_json import _Rejected, parse_strict
 from ..routing.config import config_from_dict
@@ -151,6 +152,15 @@ def _source_and_files(doc: dict[str, Any], add: Add, release_dirs: Sequence[str]
     init = files.get("fla/__init__.py")
     roots = [Path(d) for d in release_dirs if (Path(d) / "fla" / "__init__.py").is_file()
              and hashlib.sha256((Path(d) / "fla" / "__init__.py").read_bytes()).hexdigest() == init]
+    if not roots and doc["release"].get("version_imported") == PINNED_RELEASE:
+        # the pinned release's files are this environment's own FLA, checked against the pinned commit: a 0.5.1
+        # result relabelled 0.5.2 (the pinned control) passed with its files listed unverified (an attacker, 2026-12-06)
+        pinned = pinned_files_sha256(list(files))
+        if pinned is not None:
+            add("release_files", [(f"$.release.imported_files.{rel}", f"sha256 {sha}, but fla-core {PINNED_RELEASE}'s "
+                                   f"file (the pinned commit's, installed here) hashes {pinned[rel]}")
+                                  for rel, sha in files.items() if pinned[rel] != sha])
+            return
     if not roots:  # a supplied folder whose fla/__init__.py is another release's belongs to another result
         unverified.append({"path": "$.release.imported_files", "why": "unverified (release folder not supplied): "
                            "pass the folder holding its fla/ with validate --release-dir DIR"})

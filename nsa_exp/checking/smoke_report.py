@@ -70,6 +70,8 @@ def smoke_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if list(doc["staged_vs_official"]["patterns"]) != names:
             problems.append(("$.staged_vs_official.patterns", f"{list(doc['staged_vs_official']['patterns'])} != "
                              f"the config's {names}"))
+    if config is not None:
+        problems += record_checks.edge_gate_problems(doc, config, ctx)
     add("smoke_recompute", problems)
 
 

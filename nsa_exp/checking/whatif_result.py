@@ -11,7 +11,6 @@ builder (:func:`build`; ``gpu/whatif_run.WhatIfArm`` calls it) and its checks (:
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -21,7 +20,6 @@ from ..core.kinds import schema_version
 from ..core.protocol import WHATIF_LAYOUTS, WHATIF_MAX_FANINS, WHATIF_PATTERNS, WHATIF_ROUNDS, round_orders
 from ..errors import UserError
 from ..model.split import split_batches
-from ..routing.edges import closed_form_edges, edge_gate_record
 from ..routing.facts import regenerate
 from . import record_checks
 from .autotune_checks import autotune_configs
@@ -136,7 +134,7 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                 if cmp["rel_l2"] > tol:
                     problems.append((f"{apath}.equivalence.{g}.rel_l2", f"{cmp['rel_l2']} > full_shape_dkv_rel_l2 "
                                      f"{tol}: the equivalence gate cannot have passed"))
-    problems += _edge_gate_problems(doc, config, shape) + argv_problems(doc)
+    problems += record_checks.edge_gate_problems(doc, config, ctx) + argv_problems(doc)
     bench_source = read_source(ctx, doc["benchmark_result"], ("bench_result",))
     problems += source_problems(ctx, "$.benchmark_result", doc["benchmark_result"], bench_source, ("bench_result",))
     bench = bench_source[1]
@@ -150,30 +148,6 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                 problems.append((f"$.autotune.{stage}.best_config", f"{k.get('best_config')}, but the arms are pinned "
                                  f"to {doc['benchmark_result']}'s {want_cfg}"))
     add("whatif_recompute", problems)
-
-
-def _edge_gate_problems(doc: dict[str, Any], config: dict[str, Any], shape: Shape) -> Problems:
-    """The equal_edges gate's detail is what the config's routings, regenerated, give: the closed form at the shape,
-    each pattern's effective edges, and ``equal`` (every count is the closed form), which must hold: a what-if result
-    is timed only after its gates passed (an attacker's forged gate of 2026-12-05 passed)."""
-    found = record_checks.gate(doc, "equal_edges")
-    if found is None:
-        return [("$.gates", "no equal_edges gate recorded")]
-    i, detail = found
-    edges = {}
-    for entry in config["patterns"]:
-        try:
-            edges[entry["name"]] = regenerate(pattern_from_entry(entry, "$.config.patterns", shape), shape,
-                                              config["seeds"]["routing"]).stats["edges"]
-        except UserError as exc:
-            return [(f"$.gates[{i}].detail", f"routing {entry['name']!r} cannot be regenerated: {exc}")]
-    want = edge_gate_record(edges, closed_form_edges(shape))
-    if json.dumps(detail, sort_keys=True) != json.dumps(want, sort_keys=True):
-        return [(f"$.gates[{i}].detail", f"{detail} but the regenerated routings give {want}")]
-    if not want["equal"]:
-        return [(f"$.gates[{i}].detail.equal", "a routing's edges differ from the closed form: the gate cannot have "
-                 "passed")]
-    return []
 
 
 def _entry(config: dict[str, Any], name: str) -> dict[str, Any]:

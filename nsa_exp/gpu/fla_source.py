@@ -11,39 +11,20 @@ installed it (the populated submodule or the fla-core 0.5.2 wheel).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import sys
 from pathlib import Path
 from types import ModuleType
 
-from .. import PIN_DIR, PINNED_COMMIT
+from .. import PINNED_COMMIT
 from ..errors import GateFailure
+from ..io.fla_pin import git_blob_sha1, load_manifest
 
-MANIFEST = PIN_DIR / "fla-0a9b9f2-tree.txt"
 FLA_DISTRIBUTIONS = ("fla-core", "flash-linear-attention", "fla")
 # The modules whose kernels and wrappers this experiment calls; each must be imported and match.
 REQUIRED_MODULES = ("fla.ops.nsa.parallel", "fla.ops.nsa.naive", "fla.ops.utils.csr", "fla.ops.attn.parallel")
 INSTALL_FIX = ("pip install --no-deps fla-core==0.5.2 (or pip install --no-deps -e "
                "third_party/flash-linear-attention at commit " + PINNED_COMMIT + ")")
-
-
-def git_blob_sha1(data: bytes) -> str:
-    """Git's blob id of ``data``."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def load_manifest(path: Path = MANIFEST) -> dict[str, str]:
-    """``{"fla/ops/nsa/parallel.py": "<blob sha1>", ...}`` from a ``git ls-tree -r`` listing."""
-    blobs = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        meta, _, rel = line.partition("\t")
-        mode, kind, sha = meta.split()
-        if kind == "blob":
-            blobs[rel] = sha
-    return blobs
 
 
 def fla_roots_on_path() -> list[str]:

@@ -79,6 +79,15 @@ def run_ncu(config_path: str, pattern_spec: str, stage: str, benchmark_result: s
     return export_report(f"{report}.ncu-rep", Path(results_dir) / f"{name}.json", context)
 
 
+def _require_pattern(context: dict, csv: bool) -> None:
+    """A summary names the pattern spec its launch ran (``--pattern``, or for a raw CSV the earlier summary
+    ``--reuse-context`` read): one without it FAILed its own validate with a KeyError (a new user, 2026-12-06)."""
+    if "pattern" not in context:
+        raise UserError("--pattern: required (the profiled pattern spec, e.g. local-vs-sink-heavy, as `invoke ncu` "
+                        "records it)" + (", or --reuse-context OLD.json to take it from an earlier summary" if csv
+                                       else ""))
+
+
 def export_command(args: Any) -> int:
     """``ncu-export``: a .ncu-rep (or its raw CSV) -> summary JSON; ``--reuse-context`` keeps an earlier
     summary's profile context and GPU-host metadata (read through the strict loader)."""
@@ -116,10 +125,12 @@ def export_command(args: Any) -> int:
             context["reexported_from"] = {"summary": Path(args.output).name, "raw_csv": beside.name,
                                           "utc": utc_now()}
             metadata = old["metadata"]
+        _require_pattern(context, csv=True)
         if copy_csv:
             write_text_atomic(beside, text)
         export_csv_text(text, args.output, context, metadata, raw_csv_name=beside.name)
     else:
+        _require_pattern(context, csv=False)
         export_report(args.report, args.output, context)
     print(f"wrote {args.output}" + (f" and {beside}" if copy_csv else ""))
     return 0

@@ -232,6 +232,19 @@ class OutputPolicy:
         check_writable(path)
         return path
 
+    def claim_each(self, *outputs: tuple[str | Path, bool, str]) -> list[Path]:
+        """:meth:`claim` each output ``(path, named, option)``, every refusal in the one line (a command of several
+        outputs named only the first it refused, and the user met the next on each try: a new user, 2026-12-06)."""
+        claimed, refused = [], []
+        for path, named, option in outputs:
+            try:
+                claimed.append(self.claim(path, named=named, option=option))
+            except UserError as exc:
+                refused.append(str(exc))
+        if refused:
+            raise UserError("; also ".join(refused))
+        return claimed
+
     def claim_all(self, paths: Iterable[str | Path], *, named: bool = False, option: str = "--output") -> list[Path]:
         """:meth:`claim` each of ``paths`` (all before any is written)."""
         return [self.claim(p, named=named, option=option) for p in paths]

@@ -130,3 +130,62 @@ def test_a_result_left_untracked_in_results_is_not_a_source_of_the_table(tmp_pat
     subprocess.run(["git", "-C", str(tmp_path), "add", "results/raw/mine.json"], check=True)
     (raw / "theirs.json").write_text("{}")
     assert committed_sources(tmp_path) == ["results/raw/mine.json"]
+
+
+def _table_tree(root, runs: dict[str, dict]) -> tuple:
+    """``root`` holding ``runs`` (repo-relative path -> document) under results/raw/ and the noise table built from
+    them at results/noise/floors.json; returns (table path, table document)."""
+    for rel, doc in runs.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(json.dumps(doc, indent=2) + "\n")
+    table = table_document([(p, BenchResult.from_json(d)) for p, d in runs.items()])
+    path = root / NOISE_TABLE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(table, indent=2) + "\n")
+    return path, table
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_table_of_chosen_runs_outside_this_repository_fails_also_in_a_git_checkout_of_its_own(tmp_path):
+    """Which results are committed is known only in this repository: outside a git checkout every file there counted,
+    so a table built from two chosen runs in a folder of their own (and a compare judged by it) PASSed --strict with
+    every dK/dV verdict flipped (an attacker, 2026-12-06), and `git init` plus `git add` there made it a checkout (a
+    reviewer, 2026-12-06). Outside the repository a table must be the repository's own."""
+    from nsa_exp.checking.noise_table import _committed_version  # noqa: PLC0415 - the rule under test
+    from nsa_exp.checking.validate import validate_path  # noqa: PLC0415
+
+    chosen = {p: json.loads((REPO / p).read_text()) for p in (H100, H100_REPEAT)}
+    path, table = _table_tree(tmp_path, chosen)
+    for step in ("plain folder", "git init", "git add"):
+        if step == "git init":
+            subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+        if step == "git add":
+            subprocess.run(["git", "-C", str(tmp_path), "add", "results"], check=True)
+        report = validate_path(path)
+        failures = [f for c in report["checks"] if not c["passed"] for f in c["failures"]]
+        assert any("not in this repository" in f["message"] for f in failures), (step, failures)
+    assert _committed_version(table) == (False, False)
+    assert _committed_version(json.loads((REPO / NOISE_TABLE).read_text()))[0]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_table_whose_source_does_not_validate_fails_also_as_a_compares_source(tmp_path):
+    """A noise table read as another document's source (a compare's floors, validate's depth 1) holds its sources to
+    every check, as validated on its own: an H100 run relabelled H200 among them raised the H200 floors and flipped 4
+    verdicts of a compare that PASSed --strict beside the FAILing table (an attacker, 2026-12-06)."""
+    from nsa_exp.checking.validate import validate_path  # noqa: PLC0415
+
+    forged = json.loads((REPO / "results/raw/e1_h100_dev.json").read_text())
+    forged["metadata"]["gpu"]["name"] = forged["metadata"]["gpu"]["nvml_name"] = "NVIDIA H200"
+    for g in forged["gates"]:
+        if g["name"] == "gpu":
+            g["detail"]["name"] = "NVIDIA H200"
+    runs = {"results/raw/e1_h200.json": json.loads((REPO / "results/raw/e1_h200.json").read_text()),
+            "results/raw/e1_h200_dev.json": forged}
+    path, _ = _table_tree(tmp_path, runs)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "results"], check=True)
+    for depth in (1, 0):
+        report = validate_path(path, depth=depth)
+        failures = [f for c in report["checks"] if not c["passed"] for f in c["failures"]]
+        assert any("e1_h200_dev.json does not validate" in f["message"] for f in failures), (depth, failures)

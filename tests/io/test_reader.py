@@ -68,7 +68,8 @@ def test_same_file_sees_a_hard_link_and_a_resolved_path(tmp_path):
 
 #: Files the package reads itself (never a path a user names): its own sources, schemas, README, FLA's sources.
 OWN_FILES = {"io/reader.py", "io/schemas.py", "io/schema_sync.py", "io/metadata.py", "report/readme.py",
-             "gpu/fla_source.py", "gpu/sweep_point.py"}  # sweep_point: a sweep's autotune_from, read by arguments first
+             "gpu/fla_source.py", "io/fla_pin.py",  # the pin's file list and the installed FLA's own sources
+             "gpu/sweep_point.py"}  # sweep_point: a sweep's autotune_from, read by arguments first
 #: The release arm reads the files of an installed FLA release, a wheel or a --fla-source / --release-dir tree
 #: (Python sources, dist-info, its own job folder), each after an ``is_file()`` check (a regular file: never a
 #: FIFO or a device). Not yet through the bounded reader: listed here so a new module cannot join them unseen.

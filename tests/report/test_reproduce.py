@@ -138,10 +138,11 @@ def test_a_submission_folder_validates_where_it_is_sent_with_the_floors_of_its_d
 
 def test_a_submission_folder_validated_away_from_the_repository_is_never_compared_with_itself(tmp_path,
                                                                                               monkeypatch):
-    """Outside the repository (no results/ in the working directory) the compare's A, ``results/raw/e1_h200.json``,
-    is not at hand: it is never taken for the run of that name in the folder, which is B (B against itself would
-    prove nothing), and check and smoke never read that run as their ``configs/e1_h200.json`` (they failed with a
-    TypeError: a reviewer, 2026-12-06); what is not at hand is listed unverified."""
+    """Validated from its own folder (no results/ in the working directory), the compare's A,
+    ``results/raw/e1_h200.json``, is the repository's run (the checkout the code runs from), never the run of that
+    name in the folder, which is B (B against itself would prove nothing), and check and smoke read the repository's
+    ``configs/e1_h200.json``, never that run (they failed with a TypeError: a reviewer, 2026-12-06; the config was
+    not found at all from the folder, so --strict failed: a new user, 2026-12-06)."""
     folder = REPO / "docs/logs/h200_2026-12-02/reproduce_d731b04"
     for name in ("check.json", "compare.json", "e1_h200.json", "smoke.json"):
         (tmp_path / name).write_bytes((folder / name).read_bytes())
@@ -149,4 +150,6 @@ def test_a_submission_folder_validated_away_from_the_repository_is_never_compare
     for name in ("compare.json", "check.json", "smoke.json"):
         report = validate_path(tmp_path / name)
         assert report["passed"], (name, [c for c in report["checks"] if not c["passed"]])
-        assert any("unverified (source not found)" in u["why"] for u in report.get("unverified", [])), name
+        assert not any("unverified (source not found)" in u["why"] and "config" in u["path"]
+                       for u in report.get("unverified", [])), (name, report.get("unverified"))
+        assert not any("source not found" in u["why"] and "$.a" in u["path"] for u in report.get("unverified", []))
