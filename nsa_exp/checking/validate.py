@@ -203,7 +203,14 @@ def validate_paths(paths: list[str], also: list[str] | None = None,
             same = [p for p in results if Path(p).stem == Path(path).stem]
             pick = same[0] if same else next(iter(results)) if len(results) == 1 else None
             companion = (pick, results[pick]) if pick else None
-        reports.append(validate_path(path, companion, routing_files, release_dirs))
+        try:
+            reports.append(validate_path(path, companion, routing_files, release_dirs))
+        except UserError as exc:  # bad input ends the batch (exit 2): say what was left unjudged (a new user met a
+            # submission folder's gpu.csv and no verdict at all, 2026-12-06)
+            if len(paths) == 1:
+                raise
+            raise UserError(f"{exc}; validate stopped there, {len(paths) - 1} other file(s) not judged: name only "
+                            "the files the bundle writes (results, summaries, sweep tables, ncu exports)") from None
     return reports
 
 

@@ -121,7 +121,9 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     names = [p.name for p in patterns]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise UserError(f"config.patterns: pattern {dup[0]!r} is listed twice; list each pattern once")
+        raise UserError(f"config.patterns: pattern {dup[0]!r} is listed twice; list each pattern once (a result "
+                        "names its routings by family; to time several parameterisations of one family, sweep them: "
+                        "README, Sweeps)")
     tolerances = Tolerances(**raw["tolerances"])
     for key, value, pinned in tolerances.loosened():
         raise UserError(f"config.tolerances.{key}: {value} is looser than the pinned {pinned} (PINNED_TOLERANCES); "
