@@ -168,15 +168,14 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 def table_as_read(doc: dict[str, Any], recorded: str, at_hand: dict[str, Any], sides: list[dict[str, Any]],
                   scratch: Path) -> Path | None:
-    """The noise table the comparison read, when it is not the one at hand but a version this repository published
-    while the comparison could be made: the newest version of ``recorded`` in git's history
-    (:func:`nsa_exp.io.metadata.file_versions`) that was still the committed one when the later of its ``sides`` was
-    created, and whose floors for the comparison's stages and the sides' GPUs are the recorded ones, written into
-    ``scratch``; None when the table at hand (``at_hand``, parsed) gives them, or no such version does (the table at
-    hand is read, and its floors disagree). A reproduce submission's compare, judged by the floors of its day,
-    FAILed against floors committed since (a new user, 2026-12-06); a version replaced before B was measured cannot
-    have judged it (a re-attacker flipped 4 verdicts with one, 2026-12-06). A committed version needs no
-    revalidation: it is this repository's own."""
+    """The noise table the comparison read, when it is not the one at hand but the version this repository had
+    committed when the later of its ``sides`` was created (in git's history, :func:`nsa_exp.io.metadata.file_versions`:
+    committed before, replaced after), if its floors for the comparison's stages and the sides' GPUs are the recorded
+    ones, written into ``scratch``; None when the table at hand (``at_hand``, parsed) gives them, or that version does
+    not (the table at hand is read, and its floors disagree). A reproduce submission's compare, judged by the floors
+    of its day, FAILed against floors committed since (a new user, 2026-12-06); a version replaced before B was
+    measured cannot have judged it, and one committed after is not the one of its day (re-attackers flipped 4
+    verdicts with each, 2026-12-06). A committed version needs no revalidation: it is this repository's own."""
     stages, want = list(doc["noise_floor"]["per_stage"]), doc["noise_floor"]["per_stage"]
     gpus = [gpu_of(s) for s in sides]
     made = [parse_utc((s.get("metadata") or {}).get("created_utc")) for s in sides]
@@ -197,10 +196,14 @@ def table_as_read(doc: dict[str, Any], recorded: str, at_hand: dict[str, Any], s
         return None
     measured = max(m.replace(tzinfo=timezone.utc).timestamp() for m in made if m is not None)
     versions = file_versions(recorded, REPO_ROOT)  # newest first: each replaced when the one before it was committed
-    replaced = [float("inf"), *(commit_time(sha, REPO_ROOT) or 0 for sha, _ in versions[:-1])]
-    found = next(((sha, data) for (sha, data), until in zip(versions, replaced, strict=True)
-                  if until > measured and version_floors(data) == want), None)
-    if found is None:
+    since = [commit_time(sha, REPO_ROOT) or 0 for sha, _ in versions]
+    replaced = [float("inf"), *since[:-1]]
+    # the one version in force when the later side was measured (committed before, replaced after): any version
+    # replaced after it let a compare made today pick among six tables, 4 dK/dV verdicts flipped (a re-attacker,
+    # 2026-12-06)
+    found = next(((sha, data) for (sha, data), start, until in zip(versions, since, replaced, strict=True)
+                  if start <= measured < until), None)
+    if found is None or version_floors(found[1]) != want:
         return None
     out = scratch / f"{found[0][:12]}.json"  # named by its commit (the warning names it)
     out.write_bytes(found[1])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from itertools import combinations
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -25,6 +26,7 @@ from ..io.metadata import file_versions
 from ..io.paths import tracked_files
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES
+from .analysis import SHARED_LIMIT, shared_observations
 from .checks import Add, Context, Problems, close, one_check
 from .sources import deep_diff, read_source, source_problems
 from .stats_checks import stats_problems
@@ -78,15 +80,18 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     first = located[0][0]
     root = first.resolve().parents[len(Path(doc["sources"][0]).parts) - 1]
     committed, as_in_tree = _committed_version(doc)
-    # an image without git has the repository's table only as its file
-    ours = root == Path(REPO_ROOT).resolve() or committed or (as_in_tree and tracked_files(Path(REPO_ROOT)) is None)
+    # outside it, only the repository's table as it stands (committed, or in an image without git its file): an older
+    # version copied into a tree of its own escaped the rule that a compare is judged by the table of its day (a
+    # re-attacker, 2026-12-06; compare.table_as_read)
+    ours = root == Path(REPO_ROOT).resolve() or (
+        as_in_tree and (committed or tracked_files(Path(REPO_ROOT)) is None))
     # Which results are committed is known only in this repository (REPO_ROOT, the checkout the code runs from):
     # elsewhere every file there counted (a table of four chosen runs in a folder of their own, and a compare judged
     # by it, PASSed --strict with every dK/dV verdict flipped), and a tree's own git too (`git init` and `git add`
     # made the same folder a checkout: a reviewer, 2026-12-06). Outside it a table must be this repository's own.
     if not ours:
         problems.append(("$.sources", f"the table's sources lie under {root}, not in this repository ({REPO_ROOT}), "
-                         f"and it is no version of this repository's {NOISE_TABLE}: which results are committed there "
+                         f"and it is not this repository's {NOISE_TABLE}: which results are committed there "
                          "cannot be known, so its completeness cannot be (run python -m nsa_exp from the checkout "
                          "that holds your results to validate a table of your own)"))
     elsewhere = [(p, where) for p, (where, _) in zip(doc["sources"], located, strict=True)
@@ -94,6 +99,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if elsewhere:  # one root: a first source found in the repository must not vouch for the others' tree
         problems.append(("$.sources", f"{elsewhere[0][0]} is found at {elsewhere[0][1]}, outside {root}, where the "
                          "first source lies: a table's sources are one tree's"))
+    problems += _copies(doc["sources"], [d for _, d in located])
     for i, (p, (where, d)) in enumerate(zip(doc["sources"], located, strict=True)):
         # the floors are only as good as their sources (every floor of a forged table rebuilt from a repeat whose
         # medians were x1.6 matched, and a compare judged by it PASSed: an attacker, 2026-12-06). Validated here,
@@ -124,6 +130,21 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     deep_diff(doc, build(runs, excluded), "$", rebuilt)
     said = {where for where, _ in problems}  # a forged floor is said once, by its derivation above
     add("noise_table_recompute", problems + [(where, what) for where, what in rebuilt if where not in said])
+
+
+def _copies(paths: list[str], docs: list[dict[str, Any]]) -> Problems:
+    """Sources that hold one run twice: two of one experiment (GPU, shape, patterns) sharing at least
+    :data:`~.analysis.SHARED_LIMIT` of a stage's timed observations bit for bit. A copy of e1_h100.json planted beside
+    it set the H100 selection_fwd floor to the 0.5 % minimum as a "repeat" (an attacker, 2026-12-06); compare refuses
+    such a --noise-from pair."""
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for p, d in zip(paths, docs, strict=True):
+        gpu = ((d.get("metadata") or {}).get("gpu") or {}).get("name")
+        key = json.dumps([gpu, d.get("shape"), (d.get("config") or {}).get("patterns")], sort_keys=True)
+        groups.setdefault(key, []).append((p, d))
+    return [("$.sources", f"{q} holds the run {p} (its timed observations, bit for bit): a floor needs a result and "
+             "its independent repeat") for members in groups.values() for (p, a), (q, b) in combinations(members, 2)
+            if shared_observations(a, b) >= SHARED_LIMIT]
 
 
 def _committed_version(doc: dict[str, Any]) -> tuple[bool, bool]:

@@ -667,19 +667,20 @@ def run_record(doc: dict[str, Any], add: Add, ctx: Context, telemetry: list | No
 
 
 def edge_gate_problems(doc: dict[str, Any], raw_config: dict[str, Any], ctx: Context) -> Problems:
-    """The equal_edges gate of a document that records one as passed, against its config's routings regenerated
-    (:func:`nsa_exp.routing.facts.regenerate`, memoised): the closed form at the config's shape (packed: per
-    document), each pattern's effective edges, ``equal`` and the exempt patterns, as
+    """The equal_edges gate of a check or smoke report, method study, autotune matrix or what-if result, against its
+    config's routings regenerated (:func:`nsa_exp.routing.facts.regenerate`, memoised): the closed form at the
+    config's shape (packed: per document), each pattern's effective edges, ``equal`` and the exempt patterns, as
     :func:`nsa_exp.routing.edges.equal_edge_gate` records them. The experiment's premise (every routing has the
-    closed form's edges); a check or smoke report, method study or autotune matrix with a pattern's count edited
-    PASSed --strict (an attacker, 2026-12-06). A pattern that cannot be regenerated here (fla-topk needs the GPU
-    tier) is listed unverified; a routing file's count (``file:<stem>``) is not in a config and is not held."""
+    closed form's edges): a report with a pattern's count edited PASSed --strict (an attacker, 2026-12-06), and one
+    whose gate was recorded failed with such a count (a re-attacker, 2026-12-06). None of these commands takes a
+    routing file, so a ``file:<stem>`` count is refused. A pattern that cannot be regenerated here (fla-topk needs the
+    GPU tier) is listed, its count taken as recorded."""
     found = gate(doc, "equal_edges")
     if found is None:
         return [("$.gates", "no equal_edges gate recorded")]
-    if failed_gate(doc, found):
-        return []
     i, detail = found
+    if failed_gate(doc, found) and not detail.get("per_pattern"):
+        return []  # a failed gate with its message only (check on a box where a gate before it failed)
     try:
         config = config_from_dict(raw_config, "$.config")
     except UserError as exc:
@@ -699,21 +700,25 @@ def edge_gate_problems(doc: dict[str, Any], raw_config: dict[str, Any], ctx: Con
                                        None if cu is None else tuple(int(x) for x in cu)).stats["edges"]
         except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
             ctx.unverifiable(f"$.gates[{i}].detail.per_pattern.{p.name}", str(exc))
-    recorded = {k: v for k, v in (detail.get("per_pattern") or {}).items() if not str(k).startswith("file:")}
+    recorded = detail.get("per_pattern") or {}
+    files = [k for k in recorded if str(k).startswith("file:")]
+    if files:
+        return [(f"$.gates[{i}].detail.per_pattern.{files[0]}", "a routing file's count, but this command takes no "
+                 "--routing-file")]
     exempt = [p.name for p in config.patterns if not family(p.name).equal_edges]
-    # a count not regenerated here (listed unverified above) is taken as recorded
+    # a count not regenerated here (listed above) is taken as recorded
     counts: dict[str, int] = {p.name: edges[p.name] if p.name in edges else recorded.get(p.name, -1)
                               for p in config.patterns}
     want = edge_gate_record(counts, closed)
-    files = [k for k in (detail.get("per_pattern") or {}) if str(k).startswith("file:")]
-    want["equal"] = all(c == closed for c in [*want["per_pattern"].values(),
-                                              *((detail.get("per_pattern") or {})[k] for k in files)])
-    if exempt or files:
-        want["exempt"] = [*exempt, *files]
-    got = {**detail, "per_pattern": recorded}
-    if json.dumps(got, sort_keys=True) != json.dumps(want, sort_keys=True):
+    if exempt:
+        want["exempt"] = exempt
+    broken = any(c != closed for n, c in want["per_pattern"].items() if n not in exempt)
+    if failed_gate(doc, found):
+        return [] if broken else [(f"$.gates[{i}]", f"recorded failed with {recorded}, but the config's routings, "
+                                   f"regenerated, give {want['per_pattern']}: the gate cannot have failed")]
+    if json.dumps(detail, sort_keys=True) != json.dumps(want, sort_keys=True):
         return [(f"$.gates[{i}].detail", f"{detail} but the config's routings, regenerated, give {want}")]
-    if any(c != closed for n, c in want["per_pattern"].items() if n not in exempt):
+    if broken:
         return [(f"$.gates[{i}].detail.per_pattern", "a routing's edges differ from the closed form: the gate "
                  "cannot have passed")]
     return []

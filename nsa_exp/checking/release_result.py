@@ -156,9 +156,11 @@ def _source_and_files(doc: dict[str, Any], add: Add, release_dirs: Sequence[str]
         # the pinned release's files are this environment's own FLA, checked against the pinned commit: a 0.5.1
         # result relabelled 0.5.2 (the pinned control) passed with its files listed unverified (an attacker, 2026-12-06)
         pinned = pinned_files_sha256(list(files))
-        if pinned is not None:
-            add("release_files", [(f"$.release.imported_files.{rel}", f"sha256 {sha}, but fla-core {PINNED_RELEASE}'s "
-                                   f"file (the pinned commit's, installed here) hashes {pinned[rel]}")
+        if pinned is not None:  # a file the pin lacks is no file of 0.5.2 (one added entry hid the rest: 2026-12-06)
+            ours = f"fla-core {PINNED_RELEASE}'s file (the pinned commit's, installed here)"
+            add("release_files", [(f"$.release.imported_files.{rel}", f"not a file of fla-core {PINNED_RELEASE} (the "
+                                   "pinned commit has none of that name)" if pinned[rel] is None else
+                                   f"sha256 {sha}, but {ours} hashes {pinned[rel]}")
                                   for rel, sha in files.items() if pinned[rel] != sha])
             return
     if not roots:  # a supplied folder whose fla/__init__.py is another release's belongs to another result

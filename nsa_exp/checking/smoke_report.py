@@ -70,6 +70,10 @@ def smoke_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if list(doc["staged_vs_official"]["patterns"]) != names:
             problems.append(("$.staged_vs_official.patterns", f"{list(doc['staged_vs_official']['patterns'])} != "
                              f"the config's {names}"))
+    # smoke runs its gates strictly, before any comparison: a report carrying comparisons behind a failed gate
+    # cannot exist (a re-attacker, 2026-12-06)
+    problems += [(f"$.gates[{i}].passed", f"the {g.get('name')} gate failed, but smoke compares only after every "
+                  "gate passed") for i, g in enumerate(doc["gates"]) if g.get("passed") is not True]
     if config is not None:
         problems += record_checks.edge_gate_problems(doc, config, ctx)
     add("smoke_recompute", problems)

@@ -40,10 +40,10 @@ def load_manifest(path: Path = MANIFEST) -> dict[str, str]:
     return blobs
 
 
-def pinned_files_sha256(rels: list[str]) -> dict[str, str] | None:
+def pinned_files_sha256(rels: list[str]) -> dict[str, str | None] | None:
     """sha256 of each of ``rels`` (``fla/...`` paths) in the FLA this environment installed, found without importing
-    it, when every one of them is the pinned commit's file (its blob sha1 the manifest's); None otherwise (no FLA
-    installed, another release, a file the commit does not have)."""
+    it: None for a path the pinned commit does not have; the whole None when the installed FLA is not the pinned one
+    (a file of the commit's that ``rels`` names differs from its blob, or is absent) or no FLA is installed."""
     try:
         spec = importlib.util.find_spec("fla")
     except (ImportError, ValueError):
@@ -51,13 +51,17 @@ def pinned_files_sha256(rels: list[str]) -> dict[str, str] | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     root = Path(next(iter(spec.submodule_search_locations))).resolve().parent
-    manifest, out = load_manifest(), {}
+    manifest: dict[str, str] = load_manifest()
+    out: dict[str, str | None] = {}
     for rel in rels:
+        if rel not in manifest:
+            out[rel] = None
+            continue
         try:
             data = (root / rel).read_bytes()
         except OSError:
             return None
-        if manifest.get(rel) != git_blob_sha1(data):
+        if manifest[rel] != git_blob_sha1(data):
             return None
         out[rel] = hashlib.sha256(data).hexdigest()
     return out

@@ -75,6 +75,9 @@ def inputs_section(data: ReportData) -> list[str]:
     return [f"## {INPUTS}", "", "The manifest (`nsa_exp/report/manifest.py`) names these inputs; each is validated "
             "with every check of its kind before a number is read from it:", "",
             *[f"- `{p}`" for p in i.named()],
+            # the other formal runs' Nsight summaries the Nsight tables read (the H200's were missing: a reader,
+            # 2026-12-06)
+            *[f"- `{d['_path']}`" for d in _ncu_docs(data) if d["_path"] not in i.named()],
             *[f"- {what}: every file under `{where}` ({n})" for what, where, n in folders], "",
             "Every file under `results/`, with its commit, creation time, GPU and command: the generated table of "
             "[PROVENANCE.md](PROVENANCE.md).", ""]

@@ -297,7 +297,7 @@ def _layer_table(rows: list[dict[str, Any]]) -> str:
 
     return md_table(["T", "B", "H", "B·H", "routing", "layer fwd+bwd, local ms (95% CI)", "layer, skewed ms",
                      "excess ms (95% CI)", "excess / local layer (95% CI)", "excess / skewed layer",
-                     "excess / local selection branch (95% CI)"],
+                     "selection branch alone: its excess / its local (95% CI)"],
                     [[str(r["T"]), str(r["B"]), str(r["H"]), str(r["BH"]), r["routing"],
                       ms(r["layer"]["base"], r["layer"]["base_ci"], 2), f"{r['layer']['median']:.2f}",
                       ms(r["layer"]["excess"], r["layer"]["excess_ci"], 2), share(r["layer"]),
@@ -348,8 +348,8 @@ def step_lines(data: ReportData, layers: list[tuple[str, ReleaseResult]] | None)
                 "block_indices=…, window_size=0)` forward + backward, the compression and selection branches with "
                 "their gates, G = 16 (the sliding-window branch left out, below); the skewed routing's excess over "
                 "`local`, divided by the layer's fwd+bwd with `local` (what the tail adds to a step) and with the "
-                "skewed routing (its part of the time the step takes), and by `local`'s selection branch alone "
-                "(`train_step`, same rounds):", "",
+                "skewed routing (its part of the time the step takes); beside it, the selection branch's own excess "
+                "over its `local` (`train_step`, the branch alone, same rounds):", "",
                 _layer_table(shares), ""]
         plane = sorted((r for r in shares if r["T"] == MAP_T), key=lambda r: (r["routing"], r["BH"]))
         for family in sorted({r["routing"] for r in plane}, key=_order):
@@ -393,8 +393,9 @@ def map_advice_lines(data: ReportData, rows: list[dict[str, Any]]) -> list[str]:
         one = (f"- **Advice (1), when to ignore the tail**: no measured point lets you: up to B·H·T = "
                f"{bht[id(top)]:,} every ratio's CI lies above 1 + f (f = {pct(floor)}); the smallest is "
                f"`{low['family']}`'s {times(low['dkv']['ratio'], low['dkv']['ratio_ci'])} at B={low['B']} H={low['H']} "
-               f"G={low['G']} T={low['T']}. With the largest measured excess per call (`{at['family']}`, "
-               f"{at['dkv']['excess']:.1f} ms at B·H = {at['BH']}) held fixed and `local` growing as B·H·T "
+               f"G={low['G']} T={low['T']}. With the largest excess per call measured at T={at['T']}, G={at['G']} "
+               f"(`{at['family']}`, {at['dkv']['excess']:.1f} ms at B·H = {at['BH']}) held fixed and `local` growing "
+               "as B·H·T "
                f"(G={MAP_G}), the ratio would fall under 1 + f only near B·H·T ≈ {need:.1e}: an extrapolation, and "
                + ("beyond" if need > limit else "within")
                + f" FLA's dK/dV launch limit (grid y = B·H·T/{big['run'].shape['block_size']} ≤ {GRID_LIMITS[1]:,}, "

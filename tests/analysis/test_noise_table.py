@@ -189,3 +189,14 @@ def test_a_table_whose_source_does_not_validate_fails_also_as_a_compares_source(
         report = validate_path(path, depth=depth)
         failures = [f for c in report["checks"] if not c["passed"] for f in c["failures"]]
         assert any("e1_h200_dev.json does not validate" in f["message"] for f in failures), (depth, failures)
+
+
+def test_a_copy_of_a_run_is_not_its_repeat_among_a_tables_sources():
+    """A byte copy of e1_h100.json planted beside it set the H100 selection_fwd floor to the 0.5 % minimum as a
+    "repeat", and the table and a compare judged by it PASSed --strict (a re-attacker, 2026-12-06); the committed
+    repeat pair is two runs."""
+    from nsa_exp.checking.noise_table import _copies  # noqa: PLC0415 - the rule under test
+
+    run, repeat = (json.loads((REPO / p).read_text()) for p in (H100, H100_REPEAT))
+    assert _copies([H100, "results/raw/e1_h100_again.json"], [run, json.loads(json.dumps(run))])
+    assert not _copies([H100, H100_REPEAT], [run, repeat])

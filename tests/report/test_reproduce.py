@@ -153,3 +153,27 @@ def test_a_submission_folder_validated_away_from_the_repository_is_never_compare
         assert not any("unverified (source not found)" in u["why"] and "config" in u["path"]
                        for u in report.get("unverified", [])), (name, report.get("unverified"))
         assert not any("source not found" in u["why"] and "$.a" in u["path"] for u in report.get("unverified", []))
+
+
+def test_a_compare_is_judged_only_by_the_table_in_force_when_its_later_side_was_measured(tmp_path):
+    """The history lookup takes the one version of the noise table that was committed when the later side was
+    measured, never a later one: any version replaced after it let a compare made today pick among six tables and
+    flip 4 dK/dV verdicts of H100 vs H200 under --strict (a re-attacker, 2026-12-06)."""
+    import json  # noqa: PLC0415
+
+    from nsa_exp.checking.compare import table_as_read  # noqa: PLC0415 - the rule under test
+    from nsa_exp.io.metadata import file_at_commit  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results/compare/e1_h100_vs_e1_h200.json").read_text())
+    sides = [json.loads((REPO / doc[k]["path"]).read_text()) for k in ("a", "b")]
+    at_hand = json.loads((REPO / "results/noise/floors.json").read_text())
+    later = file_at_commit("4d939b8", "results/noise/floors.json", REPO)  # committed 2026-12-04, B measured 11-30
+    if later is None:
+        pytest.skip("needs the repository's git history")
+    from nsa_exp.analysis.noise_table import compare_floors, floors_of  # noqa: PLC0415
+
+    stages = list(doc["noise_floor"]["per_stage"])
+    gpus = [s["metadata"]["gpu"]["name"] for s in sides]
+    doc["noise_floor"]["per_stage"] = compare_floors(floors_of(json.loads(later)), stages, gpus, 0.02)[0]
+    assert doc["noise_floor"]["per_stage"] != compare_floors(floors_of(at_hand), stages, gpus, 0.02)[0]
+    assert table_as_read(doc, "results/noise/floors.json", at_hand, sides, tmp_path) is None
