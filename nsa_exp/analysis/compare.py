@@ -51,7 +51,7 @@ from ..errors import UserError
 from ..io.reader import same_file
 from ..io.store import load_record
 from .bootstrap import RESAMPLES, SEED, percentile_ci
-from .noise import MIN_FLOOR, verdict
+from .noise import MIN_FLOOR, SHARED_LIMIT, shared_observations, verdict
 from .noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, read_floors
 from .peer_compare import format_peer_table, gpu_of, peer_block, peer_cells, peer_same_experiment
 from .release_compare import Side, format_release_table, release_block, release_cells, same_experiment, timer
@@ -258,7 +258,7 @@ def noise_pair(noise_from: list[str], path_a: str | Path | None = None,
             bad = routing_differences(a, other) if isinstance(a, BenchResult) else same_experiment(a, other)[1]
             if bad:
                 raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
-    if x.to_json() == y.to_json():
+    if x.to_json() == y.to_json() or shared_observations(x.to_json(), y.to_json()) >= SHARED_LIMIT:
         raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: the two files hold the same run; a noise "
                         "floor needs a result and its independent repeat")
     if x.gpu_name != y.gpu_name:

@@ -31,6 +31,7 @@ single run can show.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,3 +186,31 @@ def borrowed(qs: Iterable[Quantity]) -> list[tuple[str, str]]:
 def floor_of(table: Mapping[tuple[str, str], float], stage: str, *gpus: str) -> float:
     """The floor of a comparison on ``gpus`` (one, or the two of a cross-GPU ratio): the larger floor."""
     return max([MIN_FLOOR] + [table.get((g, stage), MIN_FLOOR) for g in gpus])
+
+
+#: The most of one pattern x stage's timed observations a repeat may share with its run, bit for bit: the committed
+#: H100 pair shares at most 3 of 150 in any stage (2 %), the rest 0.3 % overall (CUDA events resolve 0.5 us).
+SHARED_LIMIT = 0.2
+#: Two observations within this relative distance are one (CUDA events resolve 0.5 us, ~1e-5 of a stage's latency):
+#: a copy with every observation moved by one ulp shared none bit for bit (a re-attacker, 2026-12-06).
+SAME_REL = 1e-9
+
+
+def shared_observations(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """The largest share, over the pattern x stage cells, of ``a``'s timed observations (``raw_ms``) that ``b``
+    holds at the same place, bit for bit or within :data:`SAME_REL`: two runs' CUDA-event latencies do not agree so
+    (a copy of a run with one warm-up latency nudged by 1e-6 ms passed as its own repeat: an attacker, 2026-12-06).
+
+    >>> run = {"patterns": {"local": {"stages": {"csr": {"raw_ms": [1.0, 2.0]}}}}}
+    >>> shared_observations(run, run), shared_observations(run, {"patterns": {}})
+    (1.0, 0.0)
+    """
+    most = 0.0
+    for name, cell in (a.get("patterns") or {}).items():
+        theirs = ((b.get("patterns") or {}).get(name) or {}).get("stages") or {}
+        for stage, s in (cell.get("stages") or {}).items():
+            mine, other = s.get("raw_ms") or [], (theirs.get(stage) or {}).get("raw_ms") or []
+            if mine:
+                most = max(most, sum(x == y or math.isclose(x, y, rel_tol=SAME_REL) for x, y in
+                                     zip(mine, other, strict=False)) / len(mine))
+    return most

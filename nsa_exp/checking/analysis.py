@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.bootstrap import CI_LEVEL, METHOD, METHOD_NOTE, RESAMPLES, SEED, analysis_rows
+from ..analysis.noise import SHARED_LIMIT, shared_observations
 from ..core.kinds import schema_version
 from ..core.records import BenchLike, BenchResult
 from .checks import Add, Context, Problems, close, one_check
@@ -74,28 +75,6 @@ def repeat_problems(result: dict[str, Any], repeat: dict[str, Any]) -> Problems:
     return problems
 
 
-#: The most of one pattern x stage's timed observations a repeat may share with its run, bit for bit: the committed
-#: H100 pair shares at most 3 of 150 in any stage (2 %), the rest 0.3 % overall (CUDA events resolve 0.5 us).
-SHARED_LIMIT = 0.2
-
-
-def shared_observations(a: dict[str, Any], b: dict[str, Any]) -> float:
-    """The largest share, over the pattern x stage cells, of ``a``'s timed observations (``raw_ms``) that ``b``
-    holds at the same place, bit for bit: two runs' CUDA-event latencies do not agree so (a copy of a run with one
-    warm-up latency nudged by 1e-6 ms passed as its own repeat: an attacker, 2026-12-06).
-
-    >>> run = {"patterns": {"local": {"stages": {"csr": {"raw_ms": [1.0, 2.0]}}}}}
-    >>> shared_observations(run, run), shared_observations(run, {"patterns": {}})
-    (1.0, 0.0)
-    """
-    most = 0.0
-    for name, cell in (a.get("patterns") or {}).items():
-        theirs = ((b.get("patterns") or {}).get(name) or {}).get("stages") or {}
-        for stage, s in (cell.get("stages") or {}).items():
-            mine, other = s.get("raw_ms") or [], (theirs.get(stage) or {}).get("raw_ms") or []
-            if mine:
-                most = max(most, sum(x == y for x, y in zip(mine, other, strict=False)) / len(mine))
-    return most
 
 
 def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import tempfile
 from datetime import timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from ..analysis.compare import (
     tally,
     verdict,
 )
+from ..analysis.noise import SHARED_LIMIT, shared_observations
 from ..analysis.noise_table import compare_floors, floors_of
 from ..analysis.peer_compare import gpu_of
 from ..analysis.release_compare import Side
@@ -38,9 +40,10 @@ from ..core.kinds import schema_version
 from ..core.records import BenchResult, ReleaseResult
 from ..errors import UserError
 from ..io.metadata import commit_time, file_versions
-from ..io.paths import recorded_path
-from ..io.reader import same_file
+from ..io.paths import recorded_path, tracked_files
+from ..io.reader import read_bounded, same_file
 from ..io.store import load_document
+from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from .checks import Add, Context, Problems, close, one_check
 from .record_checks import parse_utc
 from .sources import deep_diff, failed_checks, read_source, source_problems
@@ -157,17 +160,22 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     table = pair[0][0] if nf["kind"] == "table" else None
     with tempfile.TemporaryDirectory(prefix="nsa-exp-floors-") as scratch:
         at_hand = pair[0][1] if table is not None else None  # the noise table as read_source parsed it
-        then = table_as_read(doc, nf["paths"][0], at_hand, [a[1], b[1]], Path(scratch)) if at_hand else None
-        if then is not None:
+        found = table_as_read(doc, nf["paths"][0], at_hand, [a[1], b[1]], Path(scratch)) if at_hand else None
+        then = found[0] if found else None
+        if found is not None:
             ctx.warnings.append({"check": "compare_recompute", "path": "$.noise_floor", "message": "its floors are "
-                                 f"those of an earlier committed {nf['paths'][0]} (commit {then.stem}), not of the one "
-                                 "at hand: its verdicts are recomputed with those; compare again for today's"})
+                                 f"those of an earlier committed {nf['paths'][0]} (commit {found[0].stem}), not of the "
+                                 "one at hand: its verdicts are recomputed with those; compare again for today's"})
+            if not found[1]:
+                ctx.unverifiable("$.noise_floor", "unverified (source not found): its floors are chosen by a side's "
+                                 "creation time, which validate cannot check, and this repository commits no copy of "
+                                 "that run to date it (commit the run, or compare again for today's floors)")
         _rebuild(doc, ctx, a, b, pair, floor, then or table, then is None, problems)
     add("compare_recompute", problems)
 
 
 def table_as_read(doc: dict[str, Any], recorded: str, at_hand: dict[str, Any], sides: list[dict[str, Any]],
-                  scratch: Path) -> Path | None:
+                  scratch: Path) -> tuple[Path, bool] | None:
     """The noise table the comparison read, when it is not the one at hand but the version this repository had
     committed when the later of its ``sides`` was created (in git's history, :func:`nsa_exp.io.metadata.file_versions`:
     committed before, replaced after), if its floors for the comparison's stages and the sides' GPUs are the recorded
@@ -178,7 +186,9 @@ def table_as_read(doc: dict[str, Any], recorded: str, at_hand: dict[str, Any], s
     verdicts with each, 2026-12-06). A committed version needs no revalidation: it is this repository's own."""
     stages, want = list(doc["noise_floor"]["per_stage"]), doc["noise_floor"]["per_stage"]
     gpus = [gpu_of(s) for s in sides]
-    made = [parse_utc((s.get("metadata") or {}).get("created_utc")) for s in sides]
+    # a side's creation time as this repository committed the run (its twin), else as the side records it
+    twins = [committed_twin(s) for s in sides]
+    made = [parse_utc(((t or s).get("metadata") or {}).get("created_utc")) for s, t in zip(sides, twins, strict=True)]
 
     def floors(table: dict[str, Any]) -> dict[str, float] | None:
         try:
@@ -207,7 +217,40 @@ def table_as_read(doc: dict[str, Any], recorded: str, at_hand: dict[str, Any], s
         return None
     out = scratch / f"{found[0][:12]}.json"  # named by its commit (the warning names it)
     out.write_bytes(found[1])
-    return out
+    return out, None not in twins
+
+
+def committed_twin(side: dict[str, Any]) -> dict[str, Any] | None:
+    """The bench result this repository commits (``results/raw/``, ``docs/logs/``; as git tracks them) that holds the
+    run ``side`` holds (:func:`~nsa_exp.analysis.noise.shared_observations`), or None. Its creation time is committed
+    evidence; a side's own is not: a copy of a committed run with only ``created_utc`` moved chose an older noise
+    table and hid 8 slowdowns under --strict (a re-attacker, 2026-12-06)."""
+    for twin in _committed_runs():
+        if gpu_of(twin) == gpu_of(side) and shared_observations(side, twin) >= SHARED_LIMIT:
+            return twin
+    return None
+
+
+@lru_cache(maxsize=1)
+def _committed_runs() -> tuple[dict[str, Any], ...]:
+    """Every committed bench result under results/raw/ and docs/logs/ (git's files; every file there without git),
+    as much of it as :func:`committed_twin` reads."""
+    tracked = tracked_files(Path(REPO_ROOT))
+    runs = []
+    for folder in ("results/raw", "docs/logs"):
+        for path in sorted((Path(REPO_ROOT) / folder).rglob("*.json")):
+            rel = path.relative_to(REPO_ROOT).as_posix()
+            if tracked is not None and rel not in tracked:
+                continue
+            try:
+                d = parse_strict(read_bounded(path, rel, MAX_BYTES))
+            except (OSError, UserError, _Rejected):
+                continue
+            if isinstance(d, dict) and d.get("kind") == "bench_result":
+                runs.append({"metadata": d.get("metadata"), "patterns": {
+                    n: {"stages": {st: {"raw_ms": s.get("raw_ms")} for st, s in (c.get("stages") or {}).items()}}
+                    for n, c in (d.get("patterns") or {}).items()}})
+    return tuple(runs)
 
 
 def _rebuild(doc: dict[str, Any], ctx: Context, a: Any, b: Any, pair: list[Any], floor: float | None,

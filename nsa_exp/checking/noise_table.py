@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import REPO_ROOT
-from ..analysis.noise import MIN_FLOOR, MIN_ROUNDS
+from ..analysis.noise import MIN_FLOOR, MIN_ROUNDS, SHARED_LIMIT, shared_observations
 from ..analysis.noise_table import FLOOR_RULE, NOISE_TABLE, committed_sources, floor_rows
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, RunRecord, SweepPoint
@@ -26,7 +26,6 @@ from ..io.metadata import file_versions
 from ..io.paths import tracked_files
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES
-from .analysis import SHARED_LIMIT, shared_observations
 from .checks import Add, Context, Problems, close, one_check
 from .sources import deep_diff, read_source, source_problems
 from .stats_checks import stats_problems
@@ -134,9 +133,9 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 def _copies(paths: list[str], docs: list[dict[str, Any]]) -> Problems:
     """Sources that hold one run twice: two of one experiment (GPU, shape, patterns) sharing at least
-    :data:`~.analysis.SHARED_LIMIT` of a stage's timed observations bit for bit. A copy of e1_h100.json planted beside
-    it set the H100 selection_fwd floor to the 0.5 % minimum as a "repeat" (an attacker, 2026-12-06); compare refuses
-    such a --noise-from pair."""
+    :data:`~nsa_exp.analysis.noise.SHARED_LIMIT` of a stage's timed observations (:func:`shared_observations`). A
+    copy of e1_h100.json planted beside it set the H100 selection_fwd floor to the 0.5 % minimum as a "repeat" (an
+    attacker, 2026-12-06); compare refuses such a --noise-from pair."""
     groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for p, d in zip(paths, docs, strict=True):
         gpu = ((d.get("metadata") or {}).get("gpu") or {}).get("name")

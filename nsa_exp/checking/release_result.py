@@ -40,7 +40,7 @@ from ..core.protocol import LAUNCH_GUARD_CYCLES, TIMING_METHOD, round_orders
 from ..core.records import PatternRun, ReleaseResult
 from ..core.stages import RELEASE_KERNEL_STAGES, release_stages
 from ..errors import UserError
-from ..io.fla_pin import PINNED_RELEASE, pinned_files_sha256
+from ..io.fla_pin import NOT_INSTALLED, PINNED_RELEASE, pinned_files_sha256
 from ..io.metadata import file_at_commit
 from ..io.strict_json import _Rejected, parse_strict
 from ..routing.config import config_from_dict
@@ -158,10 +158,15 @@ def _source_and_files(doc: dict[str, Any], add: Add, release_dirs: Sequence[str]
         pinned = pinned_files_sha256(list(files))
         if pinned is not None:  # a file the pin lacks is no file of 0.5.2 (one added entry hid the rest: 2026-12-06)
             ours = f"fla-core {PINNED_RELEASE}'s file (the pinned commit's, installed here)"
+            absent = [rel for rel in files if pinned[rel] == NOT_INSTALLED]
+            if absent:  # the commit's, but not in this install (the wheel's subset): those alone stay unverified
+                unverified.append({"path": "$.release.imported_files", "why": f"unverified (release folder not "
+                                   f"supplied): {len(absent)} of its files ({absent[0]}, ...) are the pinned commit's "
+                                   "but not installed here; pass the folder holding its fla/ with --release-dir DIR"})
             add("release_files", [(f"$.release.imported_files.{rel}", f"not a file of fla-core {PINNED_RELEASE} (the "
                                    "pinned commit has none of that name)" if pinned[rel] is None else
                                    f"sha256 {sha}, but {ours} hashes {pinned[rel]}")
-                                  for rel, sha in files.items() if pinned[rel] != sha])
+                                  for rel, sha in files.items() if pinned[rel] not in (sha, NOT_INSTALLED)])
             return
     if not roots:  # a supplied folder whose fla/__init__.py is another release's belongs to another result
         unverified.append({"path": "$.release.imported_files", "why": "unverified (release folder not supplied): "

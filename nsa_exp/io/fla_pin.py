@@ -20,6 +20,8 @@ from .. import PIN_DIR
 MANIFEST = PIN_DIR / "fla-0a9b9f2-tree.txt"
 #: The fla-core release whose files are the pinned commit's (``scripts/install.sh`` installs it).
 PINNED_RELEASE = "0.5.2"
+#: :func:`pinned_files_sha256`'s value for a file of the commit's that this install does not hold.
+NOT_INSTALLED = "not installed"
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -42,8 +44,9 @@ def load_manifest(path: Path = MANIFEST) -> dict[str, str]:
 
 def pinned_files_sha256(rels: list[str]) -> dict[str, str | None] | None:
     """sha256 of each of ``rels`` (``fla/...`` paths) in the FLA this environment installed, found without importing
-    it: None for a path the pinned commit does not have; the whole None when the installed FLA is not the pinned one
-    (a file of the commit's that ``rels`` names differs from its blob, or is absent) or no FLA is installed."""
+    it: None for a path the pinned commit does not have, :data:`NOT_INSTALLED` for one of the commit's files this
+    install leaves out (the fla-core wheel ships 314 of the commit's 470); the whole None when the installed FLA is
+    not the pinned one (a file of the commit's that ``rels`` names differs from its blob) or no FLA is installed."""
     try:
         spec = importlib.util.find_spec("fla")
     except (ImportError, ValueError):
@@ -56,6 +59,9 @@ def pinned_files_sha256(rels: list[str]) -> dict[str, str | None] | None:
     for rel in rels:
         if rel not in manifest:
             out[rel] = None
+            continue
+        if not (root / rel).is_file():
+            out[rel] = NOT_INSTALLED
             continue
         try:
             data = (root / rel).read_bytes()

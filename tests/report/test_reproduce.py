@@ -177,3 +177,27 @@ def test_a_compare_is_judged_only_by_the_table_in_force_when_its_later_side_was_
     doc["noise_floor"]["per_stage"] = compare_floors(floors_of(json.loads(later)), stages, gpus, 0.02)[0]
     assert doc["noise_floor"]["per_stage"] != compare_floors(floors_of(at_hand), stages, gpus, 0.02)[0]
     assert table_as_read(doc, "results/noise/floors.json", at_hand, sides, tmp_path) is None
+
+
+def test_a_sides_creation_time_counts_only_as_its_committed_twin_records_it(tmp_path):
+    """A copy of a committed run with only ``created_utc`` moved chose an older noise table (the one in force at the
+    moved date) and hid all 8 slowdowns of e1_h200_vs_engine20 under --strict (a re-attacker, 2026-12-06): a side
+    that holds a committed run is dated by that run; a side with no committed twin leaves the choice unverified."""
+    import json  # noqa: PLC0415
+
+    from nsa_exp.analysis.noise_table import compare_floors, floors_of  # noqa: PLC0415
+    from nsa_exp.checking.compare import committed_twin, table_as_read  # noqa: PLC0415
+    from nsa_exp.io.metadata import file_at_commit  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results/compare/e1_h200_vs_engine20.json").read_text())
+    a, b = (json.loads((REPO / doc[k]["path"]).read_text()) for k in ("a", "b"))
+    b["metadata"]["created_utc"] = "2026-12-04T18:00:00Z"  # was 2026-12-01T14:50:23Z, before any table version
+    older = file_at_commit("f7f95fc", "results/noise/floors.json", REPO)
+    if older is None:
+        pytest.skip("needs the repository's git history")
+    twin = committed_twin(b)
+    assert twin is not None and twin["metadata"]["created_utc"] != b["metadata"]["created_utc"]
+    stages, gpus = list(doc["noise_floor"]["per_stage"]), [a["metadata"]["gpu"]["name"]] * 2
+    doc["noise_floor"]["per_stage"] = compare_floors(floors_of(json.loads(older)), stages, gpus, 0.02)[0]
+    at_hand = json.loads((REPO / "results/noise/floors.json").read_text())
+    assert table_as_read(doc, "results/noise/floors.json", at_hand, [a, b], tmp_path) is None
