@@ -258,7 +258,8 @@ def noise_pair(noise_from: list[str], path_a: str | Path | None = None,
             bad = routing_differences(a, other) if isinstance(a, BenchResult) else same_experiment(a, other)[1]
             if bad:
                 raise UserError(f"--noise-from {p}: not the same experiment as {path_a}: " + "; ".join(bad))
-    if x.to_json() == y.to_json() or shared_observations(x.to_json(), y.to_json()) >= SHARED_LIMIT:
+    jx, jy = x.to_json(), y.to_json()
+    if jx == jy or shared_observations(jx, jy) >= SHARED_LIMIT:
         raise UserError(f"--noise-from {noise_from[0]} {noise_from[1]}: the two files hold the same run; a noise "
                         "floor needs a result and its independent repeat")
     if x.gpu_name != y.gpu_name:

@@ -188,8 +188,9 @@ def floor_of(table: Mapping[tuple[str, str], float], stage: str, *gpus: str) -> 
     return max([MIN_FLOOR] + [table.get((g, stage), MIN_FLOOR) for g in gpus])
 
 
-#: The most of one pattern x stage's timed observations a repeat may share with its run, bit for bit: the committed
-#: H100 pair shares at most 3 of 150 in any stage (2 %), the rest 0.3 % overall (CUDA events resolve 0.5 us).
+#: The most of one pattern x stage's timed observations a repeat may share with its run (:func:`shared_observations`):
+#: the committed H100 pair shares at most 3 of 150 in any stage (2 %), the rest 0.3 % overall (CUDA events resolve
+#: 0.5 us).
 SHARED_LIMIT = 0.2
 #: Two observations within this relative distance are one (CUDA events resolve 0.5 us, ~1e-5 of a stage's latency):
 #: a copy with every observation moved by one ulp shared none bit for bit (a re-attacker, 2026-12-06).

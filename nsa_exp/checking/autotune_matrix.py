@@ -24,6 +24,7 @@ from . import record_checks
 from .autotune_checks import autotune_configs, config_key
 from .checks import Add, Context, Problems, close, guarded
 from .record_checks import config_semantics, run_record
+from .routing_checks import edge_gate_problems
 from .run_checks import shape_problems
 
 KIND = "autotune_matrix"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
@@ -100,11 +101,7 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     autotune_configs(doc, add)
     config_semantics(doc, add)
     add("shape_matches_config", shape_problems(doc))
-    # a matrix is timed only after every gate passed (one recorded failed, with a TF32 environment behind it,
-    # PASSed --strict: an attacker, 2026-12-06), and its equal-edge gate is its config's routings'
-    failed = [(f"$.gates[{i}].passed", f"the {g.get('name')} gate failed: nothing is timed after a failed gate")
-              for i, g in enumerate(doc["gates"]) if g.get("passed") is not True]
-    add("gates_passed", failed + (guarded_edges(doc, ctx) if not failed else []))
+    guarded("gates_passed", add, gates_passed, doc, add, ctx)
     run_record(doc, add, ctx)
     guarded("config_provenance", add, record_checks.config_provenance, doc, add, ctx)
     work = sum(sum(o["raw_ms"]) for s in doc["stages"].values() for c in s["cells"] if c["status"] == "ok"
@@ -115,9 +112,12 @@ def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                      "statistic is recomputed from the observations")
 
 
-def guarded_edges(doc: dict[str, Any], ctx: Context) -> Problems:
-    """:func:`.record_checks.edge_gate_problems` of the matrix against its own config."""
-    return record_checks.edge_gate_problems(doc, doc["config"], ctx)
+def gates_passed(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    """A matrix is timed only after every gate passed (one recorded failed, with a TF32 environment behind it,
+    PASSed --strict: an attacker, 2026-12-06), and its equal-edge gate is its config's routings'
+    (:func:`.routing_checks.edge_gate_problems`)."""
+    failed = record_checks.unpassed_gates(doc, "nothing is timed after a failed gate")
+    add("gates_passed", failed or edge_gate_problems(doc, doc["config"], ctx))
 
 
 def build(*, name: str, config: Config, patterns: list[str], warmup: int, rounds: int, fla_commit: str,

@@ -17,6 +17,7 @@ from ..core.protocol import GATE_NAMES
 from . import record_checks
 from .checks import Add, Context, Problems, guarded
 from .record_checks import config_of, run_record
+from .routing_checks import edge_gate_problems
 
 KIND = "check_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -40,7 +41,7 @@ def check_report_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             if g["name"] == "gpu" and g["passed"] and d.get("required") != config.get("gpu", {}).get("required_name"):
                 problems.append((f"$.gates[{i}].detail.required", f"{d.get('required')!r}, the config requires "
                                  f"{config.get('gpu', {}).get('required_name')!r}"))
-        problems += record_checks.edge_gate_problems(doc, config, ctx)
+        problems += edge_gate_problems(doc, config, ctx)
     add("check_report_recompute", problems)
 
 

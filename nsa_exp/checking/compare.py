@@ -186,9 +186,6 @@ def table_as_read(doc: dict[str, Any], recorded: str, at_hand: dict[str, Any], s
     verdicts with each, 2026-12-06). A committed version needs no revalidation: it is this repository's own."""
     stages, want = list(doc["noise_floor"]["per_stage"]), doc["noise_floor"]["per_stage"]
     gpus = [gpu_of(s) for s in sides]
-    # a side's creation time as this repository committed the run (its twin), else as the side records it
-    twins = [committed_twin(s) for s in sides]
-    made = [parse_utc(((t or s).get("metadata") or {}).get("created_utc")) for s, t in zip(sides, twins, strict=True)]
 
     def floors(table: dict[str, Any]) -> dict[str, float] | None:
         try:
@@ -202,7 +199,13 @@ def table_as_read(doc: dict[str, Any], recorded: str, at_hand: dict[str, Any], s
         except ValueError:
             return None
 
-    if floors(at_hand) == want or None in made:
+    if floors(at_hand) == want:
+        return None
+    # a side's creation time as this repository committed the run (its twin), else as the side records it; read only
+    # here, where the table at hand does not give the floors (it parses every committed bench result)
+    twins = [committed_twin(s) for s in sides]
+    made = [parse_utc(((t or s).get("metadata") or {}).get("created_utc")) for s, t in zip(sides, twins, strict=True)]
+    if None in made:
         return None
     measured = max(m.replace(tzinfo=timezone.utc).timestamp() for m in made if m is not None)
     versions = file_versions(recorded, REPO_ROOT)  # newest first: each replaced when the one before it was committed

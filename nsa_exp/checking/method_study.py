@@ -22,6 +22,7 @@ from . import record_checks
 from .autotune_checks import config_problems
 from .checks import Add, Context, Problems, close, guarded
 from .record_checks import config_semantics, pinned, run_record
+from .routing_checks import edge_gate_problems
 from .run_checks import comparison_problems, gradient_numel
 
 KIND = "method_study"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
@@ -122,7 +123,7 @@ def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if "dk_vs_official" in g:
             problems += comparison_problems(g["dk_vs_official"], f"{path}.dk_vs_official")
     if doc.get("gates"):
-        problems += record_checks.edge_gate_problems(doc, config, ctx)
+        problems += edge_gate_problems(doc, config, ctx)
     # the embedded config is the file the script read (its --config, default STUDY_CONFIG), as the repository held
     # it at the recorded commit: an edited repetitions, routing seed, sink count or shape PASSed (an attacker,
     # 2026-12-06)

@@ -141,7 +141,7 @@ def _copies(paths: list[str], docs: list[dict[str, Any]]) -> Problems:
         gpu = ((d.get("metadata") or {}).get("gpu") or {}).get("name")
         key = json.dumps([gpu, d.get("shape"), (d.get("config") or {}).get("patterns")], sort_keys=True)
         groups.setdefault(key, []).append((p, d))
-    return [("$.sources", f"{q} holds the run {p} (its timed observations, bit for bit): a floor needs a result and "
+    return [("$.sources", f"{q} holds the run {p} (its timed observations, one for one): a floor needs a result and "
              "its independent repeat") for members in groups.values() for (p, a), (q, b) in combinations(members, 2)
             if shared_observations(a, b) >= SHARED_LIMIT]
 

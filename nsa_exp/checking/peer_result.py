@@ -63,6 +63,7 @@ from .record_checks import (
     gpu_run,
     recorded_cli_argv,
     run_record,
+    unpassed_gates,
     wall_plausible,
 )
 from .sources import deep_diff
@@ -411,8 +412,7 @@ def _record_problems(doc: dict[str, Any], config: Config) -> Problems:
         problems.append(("$.name", f"{doc['name']!r}, but its config is {config.name!r}"))
     if doc["label"] != PEERS_LABEL:
         problems.append(("$.label", "is not the label peer-bench writes"))
-    problems += [(f"$.gates[{i}].passed", f"gate {g.get('name')} did not pass: nothing is timed after a failed gate")
-                 for i, g in enumerate(doc["gates"]) if g.get("passed") is not True][:1]
+    problems += unpassed_gates(doc, "nothing is timed after a failed gate")[:1]
     edges = next((g.get("detail", {}).get("per_pattern") for g in doc["gates"] if g.get("name") == "equal_edges"), None)
     if edges is not None and edges != {n: r["work"]["edges"] for n, r in doc["routings"].items()}:
         problems.append(("$.gates", "the equal_edges gate's counts differ from $.routings.*.work.edges"))

@@ -26,27 +26,23 @@ what physics, the pinned protocol or the rest of the record allows.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from .. import DEFAULT_CONFIG, PINNED_COMMIT, REPO_ROOT
 from ..analysis.noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, floors_of
 from ..core.config import PINNED_TOLERANCES, Tolerances
 from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON, SYNCHRONOUS_LAUNCHES, synchronous
-from ..core.families import family
 from ..core.gpus import GpuSpec, gpu_spec
 from ..core.protocol import GATE_NAMES
 from ..errors import UserError
-from ..io.metadata import commit_time, file_at_commit, nvidia_gpu_visible
+from ..io.metadata import commit_time, file_at_commit
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from ..routing.config import config_from_dict
-from ..routing.edges import closed_form_edges, edge_gate_record
-from ..routing.facts import regenerate
-from ..routing.packing import packed_closed_form_edges
 from .checks import Add, Context, Problems, guarded
 
 SM_RANGE = (1, 1024)
@@ -605,14 +601,10 @@ def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, fl
 def config_against_file(doc: dict[str, Any], ctx: Context, path: str, config: dict[str, Any] | None) -> Problems:
     """The embedded config against its file: exactly the file as the repository held it at the recorded
     commit (a clean tree), else the experiment fields of the file at hand today, else unverified."""
-    sha = recorded_clean_commit(doc)
-    then = (file_at_commit(sha, path, REPO_ROOT) or file_at_commit(sha, path)) if sha is not None else None
-    try:
-        then_doc = parse_strict(then) if then is not None else None
-    except _Rejected:
-        then_doc = None
+    then_doc = config_at_commit(doc, path, (REPO_ROOT, "."))
     problems: Problems = []
-    if isinstance(then_doc, dict):
+    if then_doc is not None:
+        sha = recorded_clean_commit(doc)
         if config is not None:
             problems += [(f"$.config.{k}", f"differs from {path} at the recorded commit {str(sha)[:12]} (the run's "
                           "config, as committed)") for k in sorted(set(config) | set(then_doc), key=str)
@@ -666,62 +658,26 @@ def run_record(doc: dict[str, Any], add: Add, ctx: Context, telemetry: list | No
         tolerances_pinned(doc["config"].get("tolerances"), "$.config.tolerances", add)
 
 
-def edge_gate_problems(doc: dict[str, Any], raw_config: dict[str, Any], ctx: Context) -> Problems:
-    """The equal_edges gate of a check or smoke report, method study, autotune matrix or what-if result, against its
-    config's routings regenerated (:func:`nsa_exp.routing.facts.regenerate`, memoised): the closed form at the
-    config's shape (packed: per document), each pattern's effective edges, ``equal`` and the exempt patterns, as
-    :func:`nsa_exp.routing.edges.equal_edge_gate` records them. The experiment's premise (every routing has the
-    closed form's edges): a report with a pattern's count edited PASSed --strict (an attacker, 2026-12-06), and one
-    whose gate was recorded failed with such a count (a re-attacker, 2026-12-06). None of these commands takes a
-    routing file, so a ``file:<stem>`` count is refused. A pattern that cannot be regenerated here (fla-topk needs the
-    GPU tier) is listed, its count taken as recorded."""
-    found = gate(doc, "equal_edges")
-    if found is None:
-        return [("$.gates", "no equal_edges gate recorded")]
-    i, detail = found
+def unpassed_gates(doc: dict[str, Any], why: str) -> Problems:
+    """``$.gates[i].passed`` of each gate the document does not record as passed, saying ``why`` none may fail there
+    (a command that times or compares anything runs its gates strictly first)."""
+    return [(f"$.gates[{i}].passed", f"the {g.get('name')} gate failed: {why}") for i, g in enumerate(doc["gates"])
+            if g.get("passed") is not True]
+
+
+def config_at_commit(doc: dict[str, Any], path: str, repos: tuple[str | Path, ...] = (REPO_ROOT,)
+                     ) -> dict[str, Any] | None:
+    """The config file ``path`` as the first of ``repos`` that has the document's recorded clean commit held it
+    there, parsed strictly; None where no clean commit is recorded, no repository has it, or the file is not a JSON
+    object there."""
+    sha = recorded_clean_commit(doc)
+    then = next((data for repo in repos if (data := file_at_commit(sha, path, repo)) is not None), None) \
+        if sha is not None else None
     try:
-        config = config_from_dict(raw_config, "$.config")
-    except UserError as exc:
-        return [(f"$.gates[{i}].detail", f"its config does not load: {exc}")]
-    shape, cu = config.shape, config.cu_seqlens
-    closed = closed_form_edges(shape) if cu is None else \
-        packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu)
-    edges: dict[str, int] = {}
-    for p in config.patterns:
-        if family(p.name).external is not None and not nvidia_gpu_visible():  # as routing_checks.regenerated
-            ctx.unverifiable(f"$.gates[{i}].detail.per_pattern.{p.name}", f"{p.name} is computed by FLA's kernels "
-                             f"({family(p.name).external}): regenerated only where a CUDA GPU is visible, never in "
-                             "the Triton interpreter (an exempt count, never gated)")
-            continue
-        try:
-            edges[p.name] = regenerate(p, shape, config.seeds.routing,
-                                       None if cu is None else tuple(int(x) for x in cu)).stats["edges"]
-        except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
-            ctx.unverifiable(f"$.gates[{i}].detail.per_pattern.{p.name}", str(exc))
-    recorded = detail.get("per_pattern") or {}
-    files = [k for k in recorded if str(k).startswith("file:")]
-    if files:
-        return [(f"$.gates[{i}].detail.per_pattern.{files[0]}", "a routing file's count, but this command takes no "
-                 "--routing-file")]
-    exempt = [p.name for p in config.patterns if not family(p.name).equal_edges]
-    # a count not regenerated here (listed above) is taken as recorded
-    counts: dict[str, int] = {p.name: edges[p.name] if p.name in edges else recorded.get(p.name, -1)
-                              for p in config.patterns}
-    want = edge_gate_record(counts, closed)
-    if exempt:
-        want["exempt"] = exempt
-    broken = any(c != closed for n, c in want["per_pattern"].items() if n not in exempt)
-    if failed_gate(doc, found):  # with its counts or its message only: a config's routings are deterministic
-        regenerated = all(p.name in edges for p in config.patterns if p.name not in exempt)
-        return [] if broken or not regenerated else [
-            (f"$.gates[{i}]", f"recorded failed ({recorded or doc['gates'][i].get('message')}), but the config's "
-             f"routings, regenerated, give {want['per_pattern']}: the gate cannot have failed")]
-    if json.dumps(detail, sort_keys=True) != json.dumps(want, sort_keys=True):
-        return [(f"$.gates[{i}].detail", f"{detail} but the config's routings, regenerated, give {want}")]
-    if broken:
-        return [(f"$.gates[{i}].detail.per_pattern", "a routing's edges differ from the closed form: the gate "
-                 "cannot have passed")]
-    return []
+        parsed = parse_strict(then) if then is not None else None
+    except _Rejected:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def config_of(doc: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
@@ -730,15 +686,9 @@ def config_of(doc: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
     hand today (a report embeds no config: held to today's file, a report whose config changed since would fail)."""
     path = doc.get("config_path") or argv_option(document_argv(doc), "--config") or (
         DEFAULT_CONFIG if recorded_cli_argv(doc) is not None else None)
-    sha = recorded_clean_commit(doc)
-    then = file_at_commit(sha, path, REPO_ROOT) if path and sha else None
+    then = config_at_commit(doc, path) if path else None
     if then is not None:
-        try:
-            parsed = parse_strict(then)
-        except _Rejected:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
+        return then
     file = config_file(ctx, path) if path else None
     if file is None:
         ctx.unverifiable("the report against its config",

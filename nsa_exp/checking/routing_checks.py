@@ -40,13 +40,14 @@ from ..core.families import family, pattern_from_entry
 from ..errors import UserError
 from ..io.memo import memoised
 from ..io.metadata import nvidia_gpu_visible
-from ..routing.edges import closed_form_edges
+from ..routing.config import config_from_dict
+from ..routing.edges import closed_form_edges, edge_gate_record
 from ..routing.facts import regenerate
 from ..routing.files import file_pattern_name, routing_file_report
 from ..routing.packing import cu_seqlens, packed_closed_form_edges, packing_record
 from ..routing.patterns import generate_routing
 from .checks import Add, Context, Problems, guarded, same
-from .record_checks import config_semantics
+from .record_checks import config_semantics, failed_gate, gate
 
 NOT_SUPPLIED = "unverified (file not supplied): pass it with validate --routing-file PATH"
 COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dtype", "format", "key")
@@ -63,27 +64,88 @@ def _routing_stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int,
                                     cu).stats)
 
 
+def pattern_stats(p: Pattern, config: Any) -> dict[str, Any] | str:
+    """The statistics of the config's pattern ``p`` regenerated (:func:`_routing_stats`: edges, fan-in, sha256;
+    memoised), or why it is not regenerated here: a pattern FLA's kernels compute (fla-topk) without a visible CUDA
+    GPU, or one whose generator refuses."""
+    if family(p.name).external is not None and not nvidia_gpu_visible():
+        return (f"{p.name} is computed by FLA's kernels ({family(p.name).external}): regenerated only where a CUDA GPU "
+                "is visible, never in the Triton interpreter")
+    try:
+        return _routing_stats(json.dumps(p.to_dict(), sort_keys=True), json.dumps(config.shape.to_dict(),
+                              sort_keys=True), config.seeds.routing,
+                              None if config.cu_seqlens is None else tuple(int(x) for x in config.cu_seqlens))
+    except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
+        return str(exc)
+
+
 def regenerated(doc: dict[str, Any], config: Any, unverified: list, fields: str) -> Iterator[tuple[Any, dict, dict]]:
     """``(pattern, its record, its routing regenerated: edges, statistics, sha256)`` for each config pattern
     the document records; one that regenerates only on a GPU (fla-topk) is listed under ``unverified`` for
     ``fields`` (``$.patterns.<p>.<fields>``) instead."""
-    shape_json = json.dumps(config.shape.to_dict(), sort_keys=True)
     for p in config.patterns:
         rec = doc["patterns"].get(p.name)
         if rec is None:
             continue
-        if family(p.name).external is not None and not nvidia_gpu_visible():
-            unverified.append({"path": f"$.patterns.{p.name}.{fields}",
-                               "why": f"{p.name} is computed by FLA's kernels ({family(p.name).external}): "
-                                      "regenerated only where a CUDA GPU is visible, never in the Triton interpreter"})
-            continue
-        try:
-            stats = _routing_stats(json.dumps(p.to_dict(), sort_keys=True), shape_json, config.seeds.routing,
-                                   None if config.cu_seqlens is None else tuple(int(x) for x in config.cu_seqlens))
-        except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
-            unverified.append({"path": f"$.patterns.{p.name}.{fields}", "why": str(exc)})
+        stats = pattern_stats(p, config)
+        if isinstance(stats, str):
+            unverified.append({"path": f"$.patterns.{p.name}.{fields}", "why": stats})
             continue
         yield p, rec, stats
+
+
+def edge_gate_problems(doc: dict[str, Any], raw_config: dict[str, Any], ctx: Context) -> Problems:
+    """The equal_edges gate of a check or smoke report, method study, autotune matrix or what-if result, against its
+    config's routings regenerated (:func:`pattern_stats`): the closed form at the config's shape (packed: per
+    document), each pattern's effective edges, ``equal`` and the exempt patterns, as
+    :func:`nsa_exp.routing.edges.equal_edge_gate` records them. The experiment's premise (every routing has the
+    closed form's edges): a report with a pattern's count edited PASSed --strict (an attacker, 2026-12-06), and one
+    whose gate was recorded failed with such a count (a re-attacker, 2026-12-06). None of these commands takes a
+    routing file, so a ``file:<stem>`` count is refused. A pattern that cannot be regenerated here (fla-topk needs the
+    GPU tier) is listed, its count taken as recorded."""
+    found = gate(doc, "equal_edges")
+    if found is None:
+        return [("$.gates", "no equal_edges gate recorded")]
+    i, detail = found
+    try:
+        config = config_from_dict(raw_config, "$.config")
+    except UserError as exc:
+        return [(f"$.gates[{i}].detail", f"its config does not load: {exc}")]
+    shape, cu = config.shape, config.cu_seqlens
+    closed = closed_form_edges(shape) if cu is None else \
+        packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu)
+    edges: dict[str, int] = {}
+    for p in config.patterns:
+        stats = pattern_stats(p, config)
+        if isinstance(stats, str):
+            ctx.unverifiable(f"$.gates[{i}].detail.per_pattern.{p.name}", stats + (
+                " (an exempt count, never gated)" if family(p.name).external is not None else ""))
+        else:
+            edges[p.name] = stats["edges"]
+    recorded = detail.get("per_pattern") or {}
+    files = [k for k in recorded if str(k).startswith("file:")]
+    if files:
+        return [(f"$.gates[{i}].detail.per_pattern.{files[0]}", "a routing file's count, but this command takes no "
+                 "--routing-file")]
+    exempt = [p.name for p in config.patterns if not family(p.name).equal_edges]
+    # a count not regenerated here (listed above) is taken as recorded
+    counts: dict[str, int] = {p.name: edges[p.name] if p.name in edges else recorded.get(p.name, -1)
+                              for p in config.patterns}
+    want = edge_gate_record(counts, closed)
+    if exempt:
+        want["exempt"] = exempt
+    broken = any(c != closed for n, c in want["per_pattern"].items() if n not in exempt)
+    if failed_gate(doc, found):  # with its counts or its message only: a config's routings are deterministic
+        regenerated_all = all(p.name in edges for p in config.patterns if p.name not in exempt)
+        return [] if broken or not regenerated_all else [
+            (f"$.gates[{i}]", f"recorded failed ({recorded or doc['gates'][i].get('message')}), but the config's "
+             f"routings, regenerated, give {want['per_pattern']}: the gate cannot have failed")]
+    if json.dumps(detail, sort_keys=True) != json.dumps(want, sort_keys=True):
+        return [(f"$.gates[{i}].detail", f"{detail} but the config's routings, regenerated, give {want}")]
+    if broken:
+        return [(f"$.gates[{i}].detail.per_pattern", "a routing's edges differ from the closed form: the gate "
+                 "cannot have passed")]
+    return []
 
 
 def pattern_set(doc: dict[str, Any], config: Any, add: Add) -> None:

@@ -22,6 +22,7 @@ from ..routing.config import check_routings_differ
 from . import record_checks
 from .checks import Add, Context, Problems, guarded
 from .record_checks import config_of, pinned, run_record
+from .routing_checks import edge_gate_problems
 from .run_checks import comparison_problems, gradient_numel
 
 KIND = "smoke_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
@@ -72,10 +73,9 @@ def smoke_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                              f"the config's {names}"))
     # smoke runs its gates strictly, before any comparison: a report carrying comparisons behind a failed gate
     # cannot exist (a re-attacker, 2026-12-06)
-    problems += [(f"$.gates[{i}].passed", f"the {g.get('name')} gate failed, but smoke compares only after every "
-                  "gate passed") for i, g in enumerate(doc["gates"]) if g.get("passed") is not True]
+    problems += record_checks.unpassed_gates(doc, "smoke compares only after every gate passed")
     if config is not None:
-        problems += record_checks.edge_gate_problems(doc, config, ctx)
+        problems += edge_gate_problems(doc, config, ctx)
     add("smoke_recompute", problems)
 
 

@@ -25,6 +25,7 @@ from . import record_checks
 from .autotune_checks import autotune_configs
 from .checks import Add, Context, Problems, close, first_difference, guarded
 from .record_checks import config_semantics, pinned, run_record
+from .routing_checks import edge_gate_problems
 from .run_checks import comparison_problems, gradient_numel
 from .sources import read_source, source_problems
 from .stats_checks import stats_problems
@@ -134,7 +135,7 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                 if cmp["rel_l2"] > tol:
                     problems.append((f"{apath}.equivalence.{g}.rel_l2", f"{cmp['rel_l2']} > full_shape_dkv_rel_l2 "
                                      f"{tol}: the equivalence gate cannot have passed"))
-    problems += record_checks.edge_gate_problems(doc, config, ctx) + argv_problems(doc)
+    problems += edge_gate_problems(doc, config, ctx) + argv_problems(doc)
     bench_source = read_source(ctx, doc["benchmark_result"], ("bench_result",))
     problems += source_problems(ctx, "$.benchmark_result", doc["benchmark_result"], bench_source, ("bench_result",))
     bench = bench_source[1]

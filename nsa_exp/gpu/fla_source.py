@@ -1,12 +1,6 @@
-"""Prove which FLA sources this process imported, against the pinned commit's git blob hashes.
-
-``third_party/fla-pin/fla-0a9b9f2-tree.txt`` is ``git ls-tree -r`` of ``fla/`` at commit
-0a9b9f222e86b9a895c2447767e9b4cce6c8d530. A file's git blob sha1 is
-``sha1(b"blob <len>\\0" + data)``, so an installed file can be checked byte for byte whatever
-installed it (the populated submodule or the fla-core 0.5.2 wheel).
-
->>> git_blob_sha1(b"hello\\n")
-'ce013625030ba8dba906f756967f9e9ca394464a'
+"""Prove which FLA sources this process imported, against the pinned commit's git blob hashes (the commit's file
+list and the blob hash: :mod:`nsa_exp.io.fla_pin`), whatever installed them (the populated submodule or the
+fla-core 0.5.2 wheel).
 """
 
 from __future__ import annotations
