@@ -38,7 +38,6 @@ import numpy as np
 from ..core.config import Pattern, Shape
 from ..core.families import family, pattern_from_entry
 from ..errors import UserError
-from ..io.memo import memoised
 from ..io.metadata import nvidia_gpu_visible
 from ..routing.config import config_from_dict
 from ..routing.edges import closed_form_edges, edge_gate_record
@@ -54,11 +53,10 @@ COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dty
 
 
 @lru_cache(maxsize=256)
-@memoised
 def _routing_stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None = None) -> dict:
     """Regenerate one routing, its statistics and its sha256 (:func:`nsa_exp.routing.facts.regenerate`, which the
-    model's fan-in shares; cached: the corpus validates the same config often; kept on disk too when
-    ``NSA_EXP_MEMO_DIR`` is set, :mod:`nsa_exp.io.memo`); packed (``cu`` = the config's ``cu_seqlens``): per
+    model's fan-in shares, kept on disk when ``NSA_EXP_MEMO_DIR`` is set, :mod:`nsa_exp.io.memo`; cached: the corpus
+    validates the same config often); packed (``cu`` = the config's ``cu_seqlens``): per
     document, statistics over the varlen CSR rows."""
     return copy.deepcopy(regenerate(Pattern(**json.loads(pattern_json)), Shape(**json.loads(shape_json)), seed,
                                     cu).stats)
@@ -66,8 +64,8 @@ def _routing_stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int,
 
 def pattern_stats(p: Pattern, config: Any) -> dict[str, Any] | str:
     """The statistics of the config's pattern ``p`` regenerated (:func:`_routing_stats`: edges, fan-in, sha256;
-    memoised), or why it is not regenerated here: a pattern FLA's kernels compute (fla-topk) without a visible CUDA
-    GPU, or one whose generator refuses."""
+    drawn once per process, kept on disk by :mod:`nsa_exp.routing.facts`), or why it is not regenerated here: a
+    pattern FLA's kernels compute (fla-topk) without a visible CUDA GPU, or one whose generator refuses."""
     if family(p.name).external is not None and not nvidia_gpu_visible():
         return (f"{p.name} is computed by FLA's kernels ({family(p.name).external}): regenerated only where a CUDA GPU "
                 "is visible, never in the Triton interpreter")

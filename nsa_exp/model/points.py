@@ -21,7 +21,6 @@ import numpy as np
 from ..core.config import Shape
 from ..core.families import FAMILIES, pattern_from_entry
 from ..errors import UserError
-from ..io.memo import memoised
 from ..io.reader import read_bounded, show_path
 from ..io.strict_json import MAX_BYTES, parse_strict
 from ..routing.facts import regenerate
@@ -161,7 +160,6 @@ def shape_at(shape: Mapping[str, Any], T: int, *, B: int | None = None, H: int |
 
 
 @cache
-@memoised
 def _fanin(pattern_json: str, shape_json: str, T: int, seed: int, packing_json: str | None = None) -> np.ndarray:
     shape = shape_at(json.loads(shape_json), T)
     pattern = pattern_from_entry(json.loads(pattern_json), "pattern", shape)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..core.config import Pattern, Shape
+from ..io.memo import memoised
 from .edges import effective_edges
 from .fanin import csr_rows, rows_statistics
 from .packing import generate_packed_routing
@@ -56,6 +57,35 @@ def regenerate(pattern: Pattern, shape: Shape, seed: int, cu: tuple[int, ...] | 
 
 @lru_cache(maxsize=KEPT)
 def _regenerate(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None) -> RegeneratedRouting:
+    stats = _stats(pattern_json, shape_json, seed, cu)
+    row_fanin = _row_fanin(pattern_json, shape_json, seed, cu)
+    row_fanin.setflags(write=False)
+    return RegeneratedRouting(stats=stats, row_fanin=row_fanin)
+
+
+@memoised
+def _stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None) -> dict[str, Any]:
+    """The routing's statistics (:func:`_draw`). On disk (:mod:`nsa_exp.io.memo`) the fan-in's entry is written
+    inside this one's lock, from the same draw: a process that waited for the statistics then finds the fan-in too,
+    instead of drawing the routing again (the routing checks ask for the one and the model for the other, in many
+    processes at once: a cold ``validate`` of the committed JSON files beside one of the sweep tables drew each
+    routing in both, 92 CPU-s against 49 for the two one after the other; docs/METHOD.md, CI's own time)."""
+    stats = _draw(pattern_json, shape_json, seed, cu)[0]
+    _row_fanin(pattern_json, shape_json, seed, cu)
+    return stats
+
+
+@memoised
+def _row_fanin(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None) -> np.ndarray:
+    """The routing's per-CSR-row fan-in (int64, :func:`_draw`)."""
+    return _draw(pattern_json, shape_json, seed, cu)[1]
+
+
+@lru_cache(maxsize=2)
+def _draw(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None) -> tuple[dict[str, Any],
+                                                                                          np.ndarray]:
+    """The routing drawn once: its statistics and its fan-in (read-only), for :func:`_stats` and :func:`_row_fanin`
+    (the last two draws are kept: the two ask for the same one in a row)."""
     shape, pattern = Shape(**json.loads(shape_json)), Pattern(**json.loads(pattern_json))
     cu_arr = None if cu is None else np.asarray(cu, dtype=np.int32)
     bi = generate_routing(pattern, shape, seed) if cu_arr is None else \
@@ -64,4 +94,4 @@ def _regenerate(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ..
     rows.fanin.setflags(write=False)
     stats = {"edges": effective_edges(bi, shape.block_size, cu_arr), **rows_statistics(rows),
              "routing_sha256": routing_sha256(bi)}
-    return RegeneratedRouting(stats=stats, row_fanin=rows.fanin)
+    return stats, rows.fanin

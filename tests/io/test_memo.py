@@ -4,6 +4,7 @@ written costs one warning line; any change to the package's code gives other key
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -16,27 +17,27 @@ import pytest
 
 from nsa_exp.analysis.bootstrap import _percentile_ci, percentile_ci
 from nsa_exp.checking.peer_result import _regenerated_facts
-from nsa_exp.checking.routing_checks import _routing_stats
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.io import memo
 from nsa_exp.io.memo import MEMO_ENV, decode, encode, entry_key
-from nsa_exp.model.points import _fanin, _key
+from nsa_exp.routing import facts
 from tests.helpers import REPO
 
 SHAPE = Shape(B=1, T=512, HQ=16, H=2, K=64, V=64, S=4, block_size=32, dtype="float16")
 ZIPF = Pattern("zipf", exponent=1.2)
 PATTERN_JSON = json.dumps(ZIPF.to_dict(), sort_keys=True)
 SHAPE_JSON = json.dumps(SHAPE.to_dict(), sort_keys=True)
-#: each memoised function with the arguments of one small routing (the disk layer alone: the in-process cache
-#: in front of it is skipped through ``__wrapped__``)
+#: each memoised function with the arguments of one small routing (the disk layer alone: an in-process cache in
+#: front of it is skipped through ``__wrapped__``)
 CALLS = {
-    "routing_stats": (_routing_stats.__wrapped__, (PATTERN_JSON, SHAPE_JSON, 3, None)),
-    "routing_stats_packed": (_routing_stats.__wrapped__, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512))),
+    "routing_stats": (facts._stats, (PATTERN_JSON, SHAPE_JSON, 3, None)),
+    "routing_stats_packed": (facts._stats, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512))),
     "peer_facts": (_regenerated_facts.__wrapped__, (PATTERN_JSON, SHAPE_JSON, 3)),
-    "fanin": (_fanin.__wrapped__, (*_key({"name": "zipf", "exponent": 1.2}, SHAPE.to_dict()), 512, 3)),
-    "fanin_packed": (_fanin.__wrapped__, (*_key({"name": "zipf", "exponent": 1.2}, SHAPE.to_dict()), 512, 3,
-                                          json.dumps({"lengths": [192, 320]}))),
+    "fanin": (facts._row_fanin, (PATTERN_JSON, SHAPE_JSON, 3, None)),
+    "fanin_packed": (facts._row_fanin, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512))),
 }
+#: the entries one call writes: the statistics' entry holds the fan-in's too (nsa_exp/routing/facts.py)
+WRITES = {"routing_stats": 2, "routing_stats_packed": 2, "peer_facts": 1, "fanin": 1, "fanin_packed": 1}
 
 
 def _same(a, b) -> bool:
@@ -59,9 +60,22 @@ def memo_dir(tmp_path, monkeypatch) -> Path:
     return folder
 
 
+@pytest.fixture(autouse=True)
+def _no_draw_kept():
+    """Each test draws its routings itself (facts._draw keeps the last two in the process)."""
+    facts._draw.cache_clear()
+    yield
+    facts._draw.cache_clear()
+
+
 def _uncached(fn, args):
-    """What ``fn`` (a memoised function) computes, the memo off."""
-    return fn.__wrapped__(*args)
+    """What ``fn`` (a memoised function) computes, the memo off (and no draw kept)."""
+    facts._draw.cache_clear()
+    with pytest.MonkeyPatch.context() as m:
+        m.delenv(MEMO_ENV, raising=False)
+        value = fn.__wrapped__(*args)
+    facts._draw.cache_clear()
+    return value
 
 
 @pytest.mark.parametrize("name", CALLS)
@@ -69,7 +83,7 @@ def test_a_memoised_routing_equals_a_recomputed_one(name, memo_dir):
     fn, args = CALLS[name]
     want = _uncached(fn, args)
     first = fn(*args)  # computed, then kept
-    assert len(list(memo_dir.iterdir())) == 1
+    assert len(list(memo_dir.iterdir())) == WRITES[name]
     second = fn(*args)  # read back
     assert _same(want, first) and _same(want, second)
     assert isinstance(want, np.ndarray) == name.startswith("fanin")
@@ -80,9 +94,27 @@ def test_a_memoised_routing_equals_a_recomputed_one(name, memo_dir):
 def test_a_later_call_reads_the_entry(memo_dir):
     fn, args = CALLS["routing_stats"]
     fn(*args)
-    (entry,) = memo_dir.iterdir()
+    entry = memo_dir / entry_key(f"{fn.__module__}.{fn.__qualname__}", args, {})
     entry.write_bytes(encode({"edges": -1}))  # a whole entry of another value: read, not recomputed
     assert fn(*args) == {"edges": -1}
+
+
+@pytest.mark.parametrize("name", ["routing_stats", "routing_stats_packed"])
+def test_the_statistics_entry_is_kept_with_its_fanin_from_one_draw(name, memo_dir, monkeypatch):
+    """A routing's statistics and its fan-in are two entries written from one draw, the fan-in's inside the
+    statistics' lock: a process that waited for the statistics reads the fan-in without drawing the routing again
+    (before, the routing checks and the model each drew it, in processes running at once)."""
+    _, args = CALLS[name]
+    draws = []
+    draw = facts._draw.__wrapped__
+    monkeypatch.setattr(facts, "_draw", functools.lru_cache(maxsize=2)(lambda *a: draws.append(a) or draw(*a)))
+    stats = facts._stats(*args)
+    assert draws == [args]
+    facts._draw.cache_clear()  # another process: nothing drawn in it
+    assert _same(facts._stats(*args), stats)
+    fanin = facts._row_fanin(*args)
+    assert draws == [args] and len(list(memo_dir.iterdir())) == 2
+    assert _same(fanin, np.asarray(draw(*args)[1])) and _same(stats, draw(*args)[0])
 
 
 @pytest.mark.parametrize("damage", ["truncated", "altered", "empty", "garbage", "a folder", "a fifo"])
