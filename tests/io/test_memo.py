@@ -117,6 +117,27 @@ def test_the_statistics_entry_is_kept_with_its_fanin_from_one_draw(name, memo_di
     assert _same(fanin, np.asarray(draw(*args)[1])) and _same(stats, draw(*args)[0])
 
 
+@pytest.mark.parametrize("memo_on", [True, False], ids=["memo on, read back", "memo off"])
+def test_a_regenerated_fanin_is_read_only_however_it_came(memo_on, tmp_path, monkeypatch):
+    """``regenerate(...).row_fanin`` is shared by every caller in the process: read-only whether it was drawn here or
+    read back from another process's entry (np.load gives a writable array)."""
+    if memo_on:
+        monkeypatch.setenv(MEMO_ENV, str(tmp_path / "memo"))
+    else:
+        monkeypatch.delenv(MEMO_ENV, raising=False)
+    facts._regenerate.cache_clear()
+    facts.regenerate(ZIPF, SHAPE, 3)  # drawn here (and kept on disk when on)
+    facts._regenerate.cache_clear()
+    facts._draw.cache_clear()  # as another process: read back when on, drawn again when off
+    try:
+        fanin = facts.regenerate(ZIPF, SHAPE, 3).row_fanin
+        assert fanin.dtype == np.int64 and not fanin.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            fanin[0] = 1
+    finally:
+        facts._regenerate.cache_clear()
+
+
 @pytest.mark.parametrize("damage", ["truncated", "altered", "empty", "garbage", "a folder", "a fifo"])
 def test_a_corrupt_entry_is_recomputed_and_rewritten(damage, memo_dir):
     for name in ("routing_stats", "fanin"):
