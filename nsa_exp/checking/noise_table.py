@@ -23,7 +23,7 @@ from ..analysis.noise_table import FLOOR_RULE, NOISE_TABLE, committed_sources, f
 from ..core.kinds import schema_version
 from ..core.records import BenchResult, RunRecord, SweepPoint
 from ..io.metadata import file_versions
-from ..io.paths import tracked_files
+from ..io.paths import changed_files, tracked_files
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES
 from .checks import Add, Context, Problems, close, one_check
@@ -99,6 +99,10 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         problems.append(("$.sources", f"{elsewhere[0][0]} is found at {elsewhere[0][1]}, outside {root}, where the "
                          "first source lies: a table's sources are one tree's"))
     problems += _copies(doc["sources"], [d for _, d in located])
+    # a source that differs from the checkout's HEAD is validated in full even under a committed table: a forged source
+    # whose statistics agree with its own observations, in a tree whose committed table was rebuilt from it, gave the
+    # compare door other floors (an attacker, 2026-12-06, once the door read the table as a source)
+    changed = changed_files(root) if ctx.depth and committed else frozenset()
     for i, (p, (where, d)) in enumerate(zip(doc["sources"], located, strict=True)):
         # the floors are only as good as their sources (every floor of a forged table rebuilt from a repeat whose
         # medians were x1.6 matched, and a compare judged by it PASSed: an attacker, 2026-12-06). Validated here,
@@ -106,7 +110,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         # repository committed, whose rebuild from the sources' statistics (below) must then give its floors: checking
         # only the statistics of a table rebuilt with an H100 run relabelled H200 let a compare PASS --strict beside
         # the FAILing table (an attacker, 2026-12-06). Each source is validated once per process (validate_path).
-        if ctx.depth == 0 or not committed:
+        if ctx.depth == 0 or not committed or changed is None or p in changed:
             problems += source_problems(ctx, f"$.sources[{i}]", p, (where, d), SOURCE_KINDS)
         else:
             problems += [(f"$.sources[{i}]", f"{p}: {at} {what}") for name, cell in d["patterns"].items()

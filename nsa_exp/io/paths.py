@@ -130,3 +130,20 @@ def tracked_files(root: Path) -> frozenset[str] | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return frozenset(p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p)
+
+
+def changed_files(root: Path, under: str = "results") -> frozenset[str] | None:
+    """The files under ``root/under`` that differ from the checkout's HEAD (modified, staged, added, deleted or
+    untracked: ``git status --porcelain``), relative POSIX paths; None when ``root`` is not the top of a git work tree
+    (or git is missing)."""
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=60, check=False)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(root).resolve():
+            return None
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain=v1", "-z", "--untracked-files=all",
+                              "--no-renames", "--", under], capture_output=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return frozenset(e[3:].decode("utf-8", "surrogateescape") for e in out.split(b"\0") if len(e) > 3)
+

@@ -199,7 +199,17 @@ def test_compare_reads_the_committed_noise_table_as_a_source_and_validate_reads_
     validated: list[str] = []  # the sources validated in full (recorded only: their own checks are not the point)
     monkeypatch.setattr(noise_table, "source_problems", lambda ctx, at, p, *a: validated.append(p) or [])
     table = str(REPO / NOISE_TABLE)
+    sources = json.loads((REPO / NOISE_TABLE).read_text())["sources"]
+    monkeypatch.setattr(noise_table, "changed_files", lambda root: frozenset())  # the checkout as committed
     arguments.require_valid("noise table", table, ("noise_table",))
     assert validated == []
     load_validated(table, ("noise_table",))
-    assert sorted(validated) == sorted(json.loads((REPO / NOISE_TABLE).read_text())["sources"])
+    assert sorted(validated) == sorted(sources)
+    # a source that differs from HEAD is validated in full under the committed table too: a forged one whose
+    # statistics agree with its observations, beside a committed table rebuilt from it, gave compare other floors (an
+    # attacker, 2026-12-06); outside a git work tree (None) every source is
+    for changed, want in ((frozenset({sources[3], "results/raw/not_a_source.json"}), [sources[3]]), (None, sources)):
+        validated.clear()
+        monkeypatch.setattr(noise_table, "changed_files", lambda root, changed=changed: changed)
+        arguments.require_valid("noise table", table, ("noise_table",))
+        assert sorted(validated) == sorted(want)
