@@ -117,33 +117,37 @@ def _is_file(p: Path, folder: bool = False) -> bool:
         return False
 
 
-def tracked_files(root: Path) -> frozenset[str] | None:
-    """The files git tracks under ``root`` (``git ls-files``, relative POSIX paths); None when ``root`` is not the
-    top of a git work tree (or git is missing): then every file of the tree counts."""
+def _work_tree_top(root: Path) -> bool:
+    """Whether ``root`` is the top of a git work tree (False also when git is missing or fails)."""
     try:
         top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
                              text=True, timeout=60, check=False)
-        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(root).resolve():
-            return None
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "results", "docs"], capture_output=True,
-                             timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return top.returncode == 0 and Path(top.stdout.strip()).resolve() == Path(root).resolve()
+
+
+def _git_paths(root: Path, *args: str) -> frozenset[str] | None:
+    """The NUL-separated entries ``git -C root ARGS`` prints (``-z``); None when ``root`` is not the top of a git work
+    tree or git fails."""
+    if not _work_tree_top(root):
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return frozenset(p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p)
+
+
+def tracked_files(root: Path) -> frozenset[str] | None:
+    """The files git tracks under ``root`` (``git ls-files``, relative POSIX paths); None when ``root`` is not the
+    top of a git work tree (or git is missing): then every file of the tree counts."""
+    return _git_paths(root, "ls-files", "-z", "--", "results", "docs")
 
 
 def changed_files(root: Path, under: str = "results") -> frozenset[str] | None:
     """The files under ``root/under`` that differ from the checkout's HEAD (modified, staged, added, deleted or
     untracked: ``git status --porcelain``), relative POSIX paths; None when ``root`` is not the top of a git work tree
     (or git is missing)."""
-    try:
-        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=60, check=False)
-        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(root).resolve():
-            return None
-        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain=v1", "-z", "--untracked-files=all",
-                              "--no-renames", "--", under], capture_output=True, timeout=60, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return frozenset(e[3:].decode("utf-8", "surrogateescape") for e in out.split(b"\0") if len(e) > 3)
-
+    entries = _git_paths(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--", under)
+    return None if entries is None else frozenset(e[3:] for e in entries if len(e) > 3)  # "XY path"
