@@ -18,7 +18,6 @@ This is a study script (its findings go into docs/METHOD.md), not one of the exp
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -30,7 +29,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nsa_exp.arguments import MOST_ROUNDS  # noqa: E402
 from nsa_exp.checking import method_study  # noqa: E402
+from nsa_exp.cli import NUMBER_TYPES, OneLineParser  # noqa: E402
 from nsa_exp.core.config import Pattern, Shape  # noqa: E402
 from nsa_exp.core.protocol import LAUNCH_GUARD_CYCLES, summarize  # noqa: E402
 from nsa_exp.core.stages import STAGE_NAMES as STAGES  # noqa: E402
@@ -49,7 +50,7 @@ from nsa_exp.gpu.smoke import naive_comparison  # noqa: E402
 from nsa_exp.gpu.telemetry import Telemetry  # noqa: E402
 from nsa_exp.gpu.timing import run_rounds  # noqa: E402
 from nsa_exp.io.metadata import base_metadata  # noqa: E402
-from nsa_exp.io.store import write_json  # noqa: E402
+from nsa_exp.io.store import OutputPolicy, write_json  # noqa: E402
 from nsa_exp.routing.config import load_config  # noqa: E402
 from nsa_exp.routing.patterns import generate_routing  # noqa: E402
 
@@ -152,18 +153,32 @@ def main() -> int:
 
 
 def study() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="gpu_method_study.py", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/e1_h100.json")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--rounds", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--out", required=True, help="the study's JSON (a path outside the published results unless "
+                                                 "--publish)")
+    ap.add_argument("--rounds", type=NUMBER_TYPES[int], default=30, help="timed rounds per flush cell (1 to 100,000)")
+    ap.add_argument("--warmup", type=NUMBER_TYPES[int], default=3, help="untimed rounds first (0 to 100,000)")
     ap.add_argument("--parts", default=",".join(method_study.PARTS))
+    ap.add_argument("--publish", action="store_true", help="--out may lie in the published results (results/)")
+    ap.add_argument("--overwrite", action="store_true", help="with --publish: replace a published study")
     args = ap.parse_args()
     wanted = args.parts.split(",")
     unknown = [p for p in wanted if p not in method_study.PARTS]
     if unknown:
-        raise UserError(f"--parts: {', '.join(unknown)} is not a part of the study ({', '.join(method_study.PARTS)})")
+        raise UserError(f"--parts: {', '.join(map(repr, unknown))} is not a part of the study "
+                        f"({', '.join(method_study.PARTS)})")
+    if not 1 <= args.rounds <= MOST_ROUNDS:
+        raise UserError(f"--rounds: must be a positive integer of at most {MOST_ROUNDS:,}")
+    if not 0 <= args.warmup <= MOST_ROUNDS:
+        raise UserError(f"--warmup: must be 0 or a positive integer of at most {MOST_ROUNDS:,}")
+    if Path(args.out).suffix != ".json":
+        raise UserError(f"--out {args.out}: the study is a .json file; give a path ending in .json")
     config = load_config(args.config)
+    # claimed before any GPU work, as the CLI's outputs are (nsa_exp/io/store.py OutputPolicy): never an input,
+    # never a published file unless --publish (--overwrite to replace it), writable
+    out = OutputPolicy.of(args, ("--config", args.config), run=config.name).claim(args.out, named=True,
+                                                                                  option="--out")
     gates, routings = run_gates(config, allow_gpu=True, strict=True)
     metadata = {**base_metadata(), "gpu_name": torch.cuda.get_device_name(0)}
     parts: dict[str, Any] = {}
@@ -181,7 +196,7 @@ def study() -> None:
         seconds[part] = time.monotonic() - t0
         # validated against its schema and written atomically after each part: a crash keeps the parts done
         doc = method_study.build(config=config.raw, metadata=metadata, gates=gates, parts=parts, seconds=seconds)
-        write_json(args.out, doc, "method_study")
+        write_json(out, doc, "method_study")
         print(f"{part}: {seconds[part]:.1f}s", flush=True)
     if "flush" in doc:
         s = doc["flush"]["summary"]

@@ -184,6 +184,41 @@ def test_gpu_method_study_ends_a_failed_gate_in_one_line():
     _one_line(proc, (2, 3), "error: ")  # the environment gate (2) or the GPU gate (3), as the CLI exits
 
 
+def _method_study_script():
+    """scripts/gpu_method_study.py as a module (torch and FLA are already imported in this process)."""
+    spec = importlib.util.spec_from_file_location("gpu_method_study_under_test", REPO / "scripts" / "gpu_method_study.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["--rounds", "0"], "--rounds"), (["--rounds", "100001"], "--rounds"), (["--warmup", "-1"], "--warmup"),
+    (["--rounds", "\u0663"], "--rounds"), (["--parts", "flush,,grid"], "--parts"),
+    (["--out", "study.txt"], "--out study.txt"), (["--config", "nope.json"], "nope.json"),
+    (["--out", "results/studies/h200_method_study_flush.raw.json"], "lies in the published results"),
+    (["--out", "configs/e1_h100.json"], "is an input of this command"),
+], ids=["rounds_0", "rounds_over_most", "warmup_negative", "rounds_arabic_digit", "parts_empty", "out_not_json",
+        "config_missing", "out_published", "out_is_the_config"])
+def test_gpu_method_study_refuses_a_bad_argument_in_one_line_before_any_gpu_work(argv, named, monkeypatch, capsys):
+    """The study script's arguments meet the CLI's contract (one line naming the option, exit 2) before its gates:
+    a count out of range reached the GPU, and ``--out`` could replace a committed study or the config it read."""
+    script = _method_study_script()
+    ran = []
+    monkeypatch.setattr(script, "run_gates", lambda *a, **k: ran.append(a) or ([], {}))
+    monkeypatch.chdir(REPO)
+    argv = ["--out", "runs/method_study_refusal.json", *argv] if "--out" not in argv else argv
+    monkeypatch.setattr(sys, "argv", ["gpu_method_study.py", *argv])
+    try:
+        code = script.main()
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], (code, err)
+    assert not ran and not (REPO / "runs" / "method_study_refusal.json").exists()
+
+
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="nvidia-smi is here: the GPU gate may pass")
 def test_check_leads_with_no_gpu_and_gives_one_line_per_problem(tmp_path):
     env = {k: "" for k in ("TRITON_F32_DEFAULT", "FLA_CACHE_RESULTS", "FLA_DISABLE_BACKEND_DISPATCH",
