@@ -186,7 +186,8 @@ def test_gpu_method_study_ends_a_failed_gate_in_one_line():
 
 def _method_study_script():
     """scripts/gpu_method_study.py as a module (torch and FLA are already imported in this process)."""
-    spec = importlib.util.spec_from_file_location("gpu_method_study_under_test", REPO / "scripts" / "gpu_method_study.py")
+    path = REPO / "scripts" / "gpu_method_study.py"
+    spec = importlib.util.spec_from_file_location("gpu_method_study_under_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
