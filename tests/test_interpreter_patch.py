@@ -63,6 +63,29 @@ def test_a_launch_gives_identical_bits_with_and_without_the_shortcut(fla_interpr
         assert torch.equal(a, b)
 
 
+def test_a_tuple_type_shows_tritons_own_name_with_and_without_the_shortcut(fla_interpreter):
+    """The shortcut builds a tuple type's name when read: the same string Triton's constructor stores, from the same
+    members and fields (nested tuples, constexprs, block types, named fields), and nothing stored before it is read."""
+    import triton.language as tl  # noqa: PLC0415 - after the harness set TRITON_INTERPRET
+    from triton.language import core  # noqa: PLC0415
+
+    def types() -> list:
+        inner = core._type_for_tuple_values([1, 2.5, tl.int8, tl.tensor(None, core.block_type(tl.float16, [4, 8]))])
+        return [inner, core.tuple_type([inner, core.constexpr_type(16), tl.float32], ["a", "b", "c"]),
+                core.tuple(tl.tuple([tl.constexpr(3), tl.constexpr(5)]).values).type]
+
+    fast = types()
+    assert all("name" not in vars(t) for t in fast)  # not built at construction
+    restore_repatching()
+    try:
+        own = types()
+        assert all("name" in vars(t) for t in own)  # Triton's constructor stores it
+    finally:
+        assert skip_repatching_inside_a_launch()
+    assert [t.name for t in fast] == [t.name for t in own] and [str(t) for t in fast] == [str(t) for t in own]
+    assert own[1].name.startswith("[a:[:constexpr_type[1],") and "c:fp32" in own[1].name
+
+
 def test_another_triton_gets_no_shortcut(monkeypatch):
     import triton  # noqa: PLC0415
 
