@@ -176,12 +176,15 @@ def test_run_h100_names_a_missing_tool_and_its_fix(tmp_path):
     _one_line(proc, 2, "ncu: command not found", "Nsight Compute")
 
 
-def test_gpu_method_study_ends_a_failed_gate_in_one_line():
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_method_study.py"), "--out", os.devnull],
+def test_gpu_method_study_ends_a_failed_gate_in_one_line(tmp_path):
+    out = tmp_path / "study.json"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_method_study.py"), "--out", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=REPO,
                           env={k: v for k, v in os.environ.items()
                                if k not in ("TRITON_INTERPRET", "FLA_CACHE_RESULTS")})
-    _one_line(proc, (2, 3), "error: ")  # the environment gate (2) or the GPU gate (3), as the CLI exits
+    # the environment gate (2) or the GPU gate (3), as the CLI exits; its arguments passed, nothing written
+    line = _one_line(proc, (2, 3), "error: ")
+    assert line.startswith(("error: environment:", "error: gpu:")) and not out.exists(), line
 
 
 def _method_study_script():
