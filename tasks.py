@@ -177,10 +177,11 @@ def lint(c):
     for name, promise in running.items():
         result = promise.join()
         sys.stdout.write(result.stdout)
+        sys.stdout.flush()  # before its stderr: each linter's output stays together when both go to one pipe
         sys.stderr.write(result.stderr)
+        sys.stderr.flush()
         if result.exited:
             failed.append(f"{name} (exit {result.exited})")
-    sys.stdout.flush()
     if failed:
         raise Exit(f"lint: {', '.join(failed)} failed", code=1)
 

@@ -139,12 +139,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
+
+    def command() -> int:
         with numerical_warnings(args.debug):
             check_arguments(args)  # before the handler: before any gate, before torch is imported
             return args.func(args)
+
+    return run_reporting_errors(command, args.debug)
+
+
+def run_reporting_errors(command: Callable[[], int], debug: bool = False) -> int:
+    """``command()``'s exit code under the project's error contract (README): a :class:`UserError` is one
+    ``error:`` line and its exit code (2 bad input, 3 a failed gate), an ``OSError`` about a path one line and 2,
+    a reader gone from the pipe 141, Ctrl-C 130, anything else one ``internal error`` line and 1 (with ``debug``
+    the traceback too). The CLI's ``main`` and the study scripts (scripts/gpu_method_study.py) end through it."""
+    try:
+        return command()
     except UserError as exc:
-        if args.debug:
+        if debug:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -155,8 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BROKEN_PIPE_EXIT
     except OSError as exc:
         if exc.filename is None:  # not about a path the user gave: an internal error below
-            return _internal(exc, args.debug)
-        if args.debug:
+            return _internal(exc, debug)
+        if debug:
             traceback.print_exc()
         print(f"error: {show_path(exc.filename)}: {exc.strerror or exc}", file=sys.stderr)  # e.g. a path too long
         return 2
@@ -164,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: interrupted; no partial output was written", file=sys.stderr)
         return 130
     except Exception as exc:  # an internal error: still one line unless --debug
-        return _internal(exc, args.debug)
+        return _internal(exc, debug)
 
 
 def _internal(exc: Exception, debug: bool) -> int:

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nsa_exp.arguments import MOST_ROUNDS  # noqa: E402
 from nsa_exp.checking import method_study  # noqa: E402
-from nsa_exp.cli import NUMBER_TYPES, OneLineParser  # noqa: E402
+from nsa_exp.cli import NUMBER_TYPES, OneLineParser, run_reporting_errors  # noqa: E402
 from nsa_exp.core.config import Pattern, Shape  # noqa: E402
 from nsa_exp.core.protocol import LAUNCH_GUARD_CYCLES, summarize  # noqa: E402
 from nsa_exp.core.stages import STAGE_NAMES as STAGES  # noqa: E402
@@ -143,13 +143,13 @@ def kernels_study() -> dict:
 
 
 def main() -> int:
-    """The study; a bad input or failed gate is one line on stderr and its exit code (2 / 3), as the CLI does."""
-    try:
+    """The study; a bad input or failed gate is one line on stderr and its exit code (2 / 3), as the CLI's
+    (:func:`nsa_exp.cli.run_reporting_errors`)."""
+    def command() -> int:
         study()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
+        return 0
+
+    return run_reporting_errors(command)
 
 
 def study() -> None:
@@ -168,6 +168,9 @@ def study() -> None:
     if unknown:
         raise UserError(f"--parts: {', '.join(map(repr, unknown))} is not a part of the study "
                         f"({', '.join(method_study.PARTS)})")
+    if len(set(wanted)) < len(wanted):
+        twice = sorted({p for p in wanted if wanted.count(p) > 1})
+        raise UserError(f"--parts: {', '.join(twice)} given more than once (each part runs once)")
     if not 1 <= args.rounds <= MOST_ROUNDS:
         raise UserError(f"--rounds: must be a positive integer of at most {MOST_ROUNDS:,}")
     if not 0 <= args.warmup <= MOST_ROUNDS:

@@ -25,7 +25,8 @@ Every value the interpreter makes (a tensor's shape, a block type's shape, each 
 ...]'``), a string read only by ``str()`` (error messages): about a tenth of a launch's time (a profiled launcher
 test: the constructor, its list and the members' ``__repr__``, 9-12 % of the samples; FLA's preprocess kernel at
 T=128, HQ=16: 2.44 -> 2.20 CPU-s, six interleaved pairs). :func:`skip_repatching_inside_a_launch` installs the same
-constructor without it and the same name as a property, built from the same fields when read.
+constructor without it and the same name as a property, built from the same fields when read (a name stored on
+the instance, by Triton's constructor or an assignment, is read as it is).
 
 A bench repeats each stage on the same inputs round after round, and the tests run the same tiny problems in many
 arms: :class:`LaunchReplay` runs each distinct launch through the interpreter once per process and gives every
@@ -94,8 +95,16 @@ def skip_repatching_inside_a_launch() -> bool:
 
 
 def _tuple_type_name(self: Any) -> str:
-    """Triton 3.6.0's ``tuple_type`` name (triton/language/core.py, ``tuple_type.__init__``), built when read."""
+    """A ``tuple_type``'s name: the one stored on it (by Triton's own constructor, or assigned), else Triton 3.6.0's
+    formula (triton/language/core.py, ``tuple_type.__init__``) from its members and fields as they are now."""
+    stored = self.__dict__.get("name")
+    if stored is not None:
+        return stored
     return "[" + ",".join([f"{k}:{v}" for k, v in zip(self.fields, self.types, strict=False)]) + "]"
+
+
+def _store_tuple_type_name(self: Any, name: str) -> None:
+    self.__dict__["name"] = name
 
 
 def _tuple_type_init(self: Any, types: Any, fields: Any = None) -> None:
@@ -106,24 +115,25 @@ def _tuple_type_init(self: Any, types: Any, fields: Any = None) -> None:
 
 def _name_tuple_types_when_asked() -> Any:
     """Install :func:`_tuple_type_init` and the ``name`` property on ``tl.core.tuple_type``; return Triton's own
-    constructor (for :func:`restore_repatching`)."""
+    constructor (for :func:`restore_repatching`). The property stays once installed: it reads a name stored on the
+    instance first and stores an assigned one, so Triton's own constructor, put back, works through it unchanged, and
+    a tuple type made while the shortcut was on still has its name after."""
     from triton.language import core  # noqa: PLC0415
 
     own = core.tuple_type.__init__
     core.tuple_type.__init__ = _tuple_type_init
-    core.tuple_type.name = property(_tuple_type_name)
+    core.tuple_type.name = property(_tuple_type_name, _store_tuple_type_name)
     return own
 
 
 def restore_repatching() -> None:
-    """Undo :func:`skip_repatching_inside_a_launch` (Triton's own three methods back, no ``name`` property)."""
+    """Undo :func:`skip_repatching_inside_a_launch` (Triton's own three methods back)."""
     from triton.language import core  # noqa: PLC0415
     from triton.runtime import interpreter  # noqa: PLC0415
 
     if getattr(interpreter, "_nsa_exp_skip_repatch", False):
         interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__, core.tuple_type.__init__ = \
-            interpreter._nsa_exp_original_calls
-        del core.tuple_type.name  # an instance attribute again, as Triton's constructor sets it
+            interpreter._nsa_exp_original_calls  # the name property stays (:func:`_name_tuple_types_when_asked`)
         interpreter._nsa_exp_skip_repatch = False
 
 

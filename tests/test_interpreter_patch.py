@@ -80,10 +80,13 @@ def test_a_tuple_type_shows_tritons_own_name_with_and_without_the_shortcut(fla_i
     try:
         own = types()
         assert all("name" in vars(t) for t in own)  # Triton's constructor stores it
+        assert [str(t) for t in fast] == [str(t) for t in own]  # one made under the shortcut still names itself
     finally:
         assert skip_repatching_inside_a_launch()
     assert [t.name for t in fast] == [t.name for t in own] and [str(t) for t in fast] == [str(t) for t in own]
     assert own[1].name.startswith("[a:[:constexpr_type[1],") and "c:fp32" in own[1].name
+    fast[0].name = "assigned"  # as an attribute: stored, read back
+    assert str(fast[0]) == "assigned" and vars(fast[0])["name"] == "assigned"
 
 
 def test_another_triton_gets_no_shortcut(monkeypatch):

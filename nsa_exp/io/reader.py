@@ -146,7 +146,7 @@ def same_file(a: str | Path, b: str | Path) -> bool:
     """
     try:
         return Path(a).resolve() == Path(b).resolve() or os.path.samefile(a, b)
-    except (OSError, ValueError):
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symlink loop (Path.resolve before Python 3.13)
         return False
 
 

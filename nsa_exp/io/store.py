@@ -81,7 +81,7 @@ _METAVARS = {"--name": "NEW_NAME", "--out-dir": "DIR", "--output-dir": "DIR", "-
 def _inside(path: Path, folder: Path) -> bool:
     try:
         return folder.is_dir() and path.resolve().is_relative_to(folder.resolve())
-    except (OSError, ValueError):
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symlink loop (Path.resolve before Python 3.13)
         return False
 
 
@@ -214,6 +214,10 @@ class OutputPolicy:
         (:meth:`target`). ``named``: the user gave this path (or its folder) explicitly; ``option``: the option
         that relocates the output (named in the refusal)."""
         path = self.target(path, named=named)
+        try:
+            path.resolve()
+        except RuntimeError:  # Python < 3.13 raises it for a symlink loop (3.13 resolves the loop's path as it is)
+            raise UserError(f"{option} {path}: is a symlink loop; choose another path") from None
         for what, source in self._inputs():
             if same_file(path, source) or _inside(path, source):
                 how = "is an input of this command" if same_file(path, source) else "lies inside an input folder"
