@@ -1,6 +1,6 @@
 """GPU method study for issue 16: L2-flush policy, the naive oracle where routings differ, grid limits.
 
-One process, three parts, one JSON (every raw observation kept):
+One process, up to four parts (``--parts``), one JSON (every raw observation kept):
 
 1. ``flush``: every stage x pattern at the config's shape, timed with CUDA events by the engine's one
    loop (``nsa_exp.gpu.timing.run_rounds``, each (policy, pattern) one cell whose ``cell_prologue`` sets its
@@ -10,8 +10,13 @@ One process, three parts, one JSON (every raw observation kept):
 2. ``oracle``: FLA forward + official backward vs ``naive_nsa_selection`` (fp32 autograd) for every
    routing at T=1024, S=8 (M=16 > S, so the routings really differ).
 3. ``grid``: the dK/dV launch at grid (1, 65472) and (1, 65536) (``cfg_dkv_grid_y_*``).
+4. ``kernels``: the autotune spaces after pruning and the kernels compiled by the parts before it.
 
     scripts/run_h100.sh python scripts/gpu_method_study.py --config configs/e1_h100.json --out OUT.json
+
+``--out`` is claimed as the CLI's outputs are (never the config; under ``results/`` or ``docs/`` only with
+``--publish``, and ``--overwrite`` to replace a study there); a bad argument is one ``error:`` line, exit 2,
+before any gate.
 
 This is a study script (its findings go into docs/METHOD.md), not one of the experiment's tasks.
 """
@@ -153,7 +158,8 @@ def main() -> int:
 
 
 def study() -> None:
-    ap = OneLineParser(prog="gpu_method_study.py", description=__doc__.splitlines()[0])
+    # no abbreviations, as the CLI: the validator reads --config from the recorded argv by its full name
+    ap = OneLineParser(prog="gpu_method_study.py", description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--config", default="configs/e1_h100.json")
     ap.add_argument("--out", required=True, help="the study's JSON (a path outside the published results unless "
                                                  "--publish)")

@@ -204,8 +204,10 @@ def _method_study_script():
     (["--out", "configs/e1_h100.json"], "is an input of this command"),
     (["--parts", "flush,grid,flush"], "--parts: flush given more than once"),
     (["--out", f"/tmp/{'x' * 300}.json"], "File name too long"),
+    (["--conf", "configs/e1_h200.json"], "unrecognized arguments: --conf"),
 ], ids=["rounds_0", "rounds_over_most", "warmup_negative", "rounds_arabic_digit", "parts_empty", "out_not_json",
-        "config_missing", "out_published", "out_is_the_config", "parts_twice", "out_name_too_long"])
+        "config_missing", "out_published", "out_is_the_config", "parts_twice", "out_name_too_long",
+        "option_abbreviated"])
 def test_gpu_method_study_refuses_a_bad_argument_in_one_line_before_any_gpu_work(argv, named, monkeypatch, capsys):
     """The study script's arguments meet the CLI's contract (one line naming the option, exit 2) before its gates:
     a count out of range reached the GPU, and ``--out`` could replace a committed study or the config it read."""
