@@ -77,17 +77,30 @@ def _routing_time(args: argparse.Namespace) -> None:
 MOST_ROUNDS = 100_000
 
 
+def check_count(option: str, value: int | None, zero: str | None = None) -> None:
+    """A count option (``--repetitions``, ``--rounds``, ...) given as ``value``: a positive integer of at most
+    :data:`MOST_ROUNDS`, or 0 too where ``zero`` says what 0 means; None (not given) passes. One :class:`UserError`
+    line otherwise.
+
+    >>> check_count("--warmup", 0, zero="no warm-up round")
+    >>> check_count("--rounds", 0)
+    Traceback (most recent call last):
+    ...
+    nsa_exp.errors.UserError: --rounds: must be a positive integer of at most 100,000
+    """
+    if value is not None and not (0 if zero else 1) <= value <= MOST_ROUNDS:
+        first = f"0 ({zero}) or a positive integer" if zero else "a positive integer"
+        raise UserError(f"{option}: must be {first} of at most {MOST_ROUNDS:,}")
+
+
 def _check_counts(args: argparse.Namespace, cupti_pass: str = "the CUPTI pass") -> None:
     """``--repetitions`` (a positive integer when given) and ``--cupti-rounds`` (0 skips ``cupti_pass``), each at
     most :data:`MOST_ROUNDS`: the counts bench, peer-bench and release-bench share."""
-    if args.repetitions is not None and not 1 <= args.repetitions <= MOST_ROUNDS:
-        raise UserError(f"--repetitions: must be a positive integer of at most {MOST_ROUNDS:,}")
-    if args.cupti_rounds is not None and not 0 <= args.cupti_rounds <= MOST_ROUNDS:
-        raise UserError(f"--cupti-rounds: must be 0 (skip {cupti_pass}) or a positive integer of at most "
-                        f"{MOST_ROUNDS:,}")
+    check_count("--repetitions", args.repetitions)
+    check_count("--cupti-rounds", args.cupti_rounds, zero=f"skip {cupti_pass}")
 
 
-def _check_suffix(option: str, path: str | None, suffix: str) -> None:
+def check_suffix(option: str, path: str | None, suffix: str) -> None:
     """A named output is written as ``suffix`` (``.json``, ``.csv``): its path must say so (``bench --output x.csv``
     wrote a JSON under a CSV's name)."""
     if path and Path(path).suffix != suffix:
@@ -103,7 +116,7 @@ def _policy(args: argparse.Namespace, run: str, *inputs: tuple[str, str | None])
 def _claimed_output(args: argparse.Namespace, config: Config, default: Path,
                     *inputs: tuple[str, str | None]) -> Path:
     """``--output`` (else ``default``) claimed under :func:`_policy`, the config's name naming the run folder."""
-    _check_suffix("--output", args.output, default.suffix)
+    check_suffix("--output", args.output, default.suffix)
     return _policy(args, config.name, *inputs).claim(Path(args.output) if args.output else default,
                                                      named=args.output is not None)
 
@@ -132,8 +145,8 @@ def _bench(args: argparse.Namespace) -> None:
         raise UserError(f"--summary {args.summary}: the same file as --output; the raw JSON and the summary CSV need "
                         "two paths")
     _check_counts(args)
-    _check_suffix("--output", args.output, ".json")
-    _check_suffix("--summary", args.summary, ".csv")
+    check_suffix("--output", args.output, ".json")
+    check_suffix("--summary", args.summary, ".csv")
     config = load_config(args.config)
     check_bench_arm(config, args)
     _bench_result(args, "autotune_from", "--autotune-from", config)
@@ -505,7 +518,7 @@ CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "pee
                             "predict": _model, "model-validate": _model, "calibrate": _calibrate,
                             "validate": _validate, "reproduce": _reproduce,
                             # the summary is JSON; its raw CSV goes beside it as <stem>.raw.csv
-                            "ncu-export": lambda a: _check_suffix("--output", a.output, ".json")}
+                            "ncu-export": lambda a: check_suffix("--output", a.output, ".json")}
 
 
 #: The GPU commands whose handler meets the strict gates first once their checks here have passed, each with the

@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nsa_exp.arguments import MOST_ROUNDS  # noqa: E402
+from nsa_exp.arguments import check_count, check_suffix  # noqa: E402
 from nsa_exp.checking import method_study  # noqa: E402
 from nsa_exp.cli import NUMBER_TYPES, OneLineParser, run_reporting_errors  # noqa: E402
 from nsa_exp.core.config import Pattern, Shape  # noqa: E402
@@ -177,12 +177,9 @@ def study() -> None:
     if len(set(wanted)) < len(wanted):
         twice = sorted({p for p in wanted if wanted.count(p) > 1})
         raise UserError(f"--parts: {', '.join(twice)} given more than once (each part runs once)")
-    if not 1 <= args.rounds <= MOST_ROUNDS:
-        raise UserError(f"--rounds: must be a positive integer of at most {MOST_ROUNDS:,}")
-    if not 0 <= args.warmup <= MOST_ROUNDS:
-        raise UserError(f"--warmup: must be 0 or a positive integer of at most {MOST_ROUNDS:,}")
-    if Path(args.out).suffix != ".json":
-        raise UserError(f"--out {args.out}: the study is a .json file; give a path ending in .json")
+    check_count("--rounds", args.rounds)
+    check_count("--warmup", args.warmup, zero="no untimed round")
+    check_suffix("--out", args.out, ".json")
     config = load_config(args.config)
     # claimed before any GPU work, as the CLI's outputs are (nsa_exp/io/store.py OutputPolicy): never an input,
     # never a published file unless --publish (--overwrite to replace it), writable

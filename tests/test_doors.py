@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.util
 import io
 import json
@@ -187,8 +188,9 @@ def test_gpu_method_study_ends_a_failed_gate_in_one_line(tmp_path):
     assert line.startswith(("error: environment:", "error: gpu:")) and not out.exists(), line
 
 
+@functools.cache
 def _method_study_script():
-    """scripts/gpu_method_study.py as a module (torch and FLA are already imported in this process)."""
+    """scripts/gpu_method_study.py as a module, loaded once (torch and FLA are already imported in this process)."""
     path = REPO / "scripts" / "gpu_method_study.py"
     spec = importlib.util.spec_from_file_location("gpu_method_study_under_test", path)
     module = importlib.util.module_from_spec(spec)
