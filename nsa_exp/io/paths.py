@@ -145,6 +145,13 @@ def tracked_files(root: Path) -> frozenset[str] | None:
     return _git_paths(root, "ls-files", "-z", "--", "results", "docs")
 
 
+def is_tracked(root: Path, rel: str) -> bool:
+    """Whether git tracks the file ``rel`` (a POSIX path relative to ``root``, taken literally: no pathspec magic)
+    in the work tree whose top is ``root``; False outside a git work tree (or without git)."""
+    found = _git_paths(root, "--literal-pathspecs", "ls-files", "-z", "--", rel)
+    return found is not None and rel in found
+
+
 def changed_files(root: Path, under: str = "results") -> frozenset[str] | None:
     """The files under ``root/under`` that differ from the checkout's HEAD (modified, staged, added, deleted or
     untracked: ``git status --porcelain``), relative POSIX paths; None when ``root`` is not the top of a git work tree

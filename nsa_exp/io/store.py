@@ -22,6 +22,7 @@ from .. import REPO_ROOT
 from ..core.kinds import KINDS
 from ..core.records import RunRecord, record_schema
 from ..errors import UserError
+from .paths import is_tracked
 from .reader import read_bounded, same_file, show_path
 from .schemas import file_schema_errors, schema_errors
 from .strict_json import MAX_BYTES, dumps_strict, parse_strict
@@ -93,6 +94,13 @@ def _repo_relative(path: Path) -> Path | None:
         return None
 
 
+def _tracked(path: Path) -> bool:
+    """Whether ``path`` is a file git tracks in this repository's checkout (its configs, schemas, tests, code: never a
+    user's output); False outside the repository or a git checkout."""
+    rel = _repo_relative(path)
+    return rel is not None and bool(rel.parts) and is_tracked(REPO_ROOT, rel.as_posix())
+
+
 def is_published(path: str | Path) -> bool:
     """Whether ``path`` lies in the published tree (:data:`PUBLISHED_DIRS`, :data:`PUBLISHED_FILES` of the
     repository).
@@ -151,7 +159,8 @@ class OutputPolicy:
        default, e.g. ``runs/<run>/raw/<name>.json``, or with ``--publish`` ``results/raw/<name>.json``) that
        already exists is refused unless ``overwrite`` (the command's ``--overwrite``); so is an existing published
        file, named or not. A path the user named (``--output PATH``, ``--out-dir DIR``) outside the published tree
-       may be replaced.
+       may be replaced, but for a file git tracks in this checkout (its configs, schemas, tests: the project's
+       own files, never a run's output), which only ``overwrite`` replaces.
     3. **Writable.** The path can be written (:func:`check_writable`).
 
     Every refusal is one :class:`UserError` line naming the file and the fix(es). Claim every output
@@ -228,6 +237,10 @@ class OutputPolicy:
             raise UserError(f"{option} {path}: lies in the published results (results/, docs/, README.md, "
                             f"requirements-lock.txt); {PUBLISH_FLAG} writes there on purpose ({OVERWRITE_FLAG} to "
                             f"replace), or name a path outside them (e.g. under {RUNS_DIR}/{self.run}/)")
+        if named and not published and not self.overwrite and path.is_file() and _tracked(path):
+            raise UserError(f"{option} {path}: is one of this repository's own files (git tracks it); "
+                            f"{OVERWRITE_FLAG} replaces it, or name a path outside them (e.g. under "
+                            f"{RUNS_DIR}/{self.run}/)")
         if path.exists() and not path.is_dir() and (published or not named) and not self.overwrite:
             if published:
                 raise UserError(f"{path}: exists (a published result); {PUBLISH_FLAG} {OVERWRITE_FLAG} replaces it "

@@ -58,6 +58,23 @@ def test_a_named_path_in_the_published_tree_needs_publish():
     assert OutputPolicy.of(_args(publish=True, overwrite=True)).claim(committed, named=True) == committed
 
 
+def test_a_named_path_that_git_tracks_outside_the_published_tree_needs_overwrite(tmp_path):
+    """A config, schema or test file of the checkout is the project's own, never a run's output: naming one as an
+    output is refused (a compare written over configs/e1_h100.json, a result over schemas/, went through silently);
+    --overwrite replaces it on purpose, and an untracked file or one outside the repository is the user's."""
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("a git checkout decides which files are tracked (the image holds none)")
+    config = REPO_ROOT / "configs" / "e1_h100.json"
+    message = _refusal(lambda: OutputPolicy(run="e1_h100").claim(config, named=True))
+    assert message == (f"--output {config}: is one of this repository's own files (git tracks it); "
+                       "--overwrite replaces it, or name a path outside them (e.g. under runs/e1_h100/)")
+    assert OutputPolicy(overwrite=True).claim(config, named=True) == config
+    (tmp_path / "mine.json").write_text("{}")
+    assert OutputPolicy().claim(tmp_path / "mine.json", named=True) == tmp_path / "mine.json"
+    untracked = REPO_ROOT / "runs" / "policy_probe" / "x.json"  # runs/ is ignored: the user's
+    assert OutputPolicy().claim(untracked, named=True) == untracked
+
+
 def test_an_input_is_never_an_output_even_with_publish_and_overwrite(tmp_path):
     source = REPO_ROOT / "results" / "raw" / "e1_h200.json"
     policy = OutputPolicy.of(_args(publish=True, overwrite=True), ("--from", source))
