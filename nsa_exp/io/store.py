@@ -10,9 +10,11 @@ folder, fsync, then rename over the target. A reader never sees a partial file.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +57,21 @@ def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> 
         if path.exists() and not os.access(path, os.W_OK):
             raise UserError(f"{path}: exists and is not writable")
         base = nearest_existing(path.parent)
-        if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+        if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK) or not _can_create_in(base):
             raise UserError(f"{path}: cannot be written ({base} is not a writable folder)")
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a file can be created in ``folder``, tried (created and removed at once): ``os.access`` says yes to
+    root for ``/proc`` or ``/sys``, where the write itself fails, after the command's work."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".nsa_exp-probe-", suffix=TMP_SUFFIX, dir=folder)
+    except OSError:
+        return False
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return True
 
 
 def refuse_special(path: Path) -> None:
