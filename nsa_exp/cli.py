@@ -138,6 +138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(stream, io.TextIOWrapper):  # as "\ud800", never an internal UnicodeEncodeError mid-report
             stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
+    at = next((i for i, token in enumerate(given) if token in {c.name for c in COMMANDS}), 0)
+    early = [t for t in given[:at] if t.startswith("-") and t not in ("-h", "--help")]
+    if early:  # python -m nsa_exp --debug routing: argparse said only "unrecognized arguments: --debug"
+        parser.error(f"{early[0]}: a command's options go after its name "
+                     f"(python -m nsa_exp {given[at]} {early[0]} ...)")
     args = parser.parse_args(argv)
 
     def command() -> int:

@@ -323,7 +323,8 @@ COMMANDS: tuple[Command, ...] = (
     _cmd("plot", f"{CPU}:cmd_plot", "figure: latency vs a fan-in statistic, one panel per backward stage", COMMON,
          Option("--input", "summary CSV (results/summaries/<name>.csv)", required=True),
          Option("--x", "fan-in statistic on the x axis", default="fanin_cv", choices=tuple(sorted(X_STATS))),
-         Option("--result", "bench result naming the GPU (default results/raw/<summary stem>.json)"),
+         Option("--result", "bench result naming the GPU (default <summary's folder>/../raw/<summary stem>.json: "
+                "results/summaries/X.csv -> results/raw/X.json)"),
          Option("--out-dir", OUT_DIR_HELP, metavar="DIR"), *WRITES),
     _cmd("flush-study", f"{CPU}:cmd_flush_study", "CPU only: choose the L2 flush policy from a GPU method study's "
          "flush records (paired bootstrap of median ratios vs no flush)", COMMON,

@@ -39,12 +39,23 @@ from ..errors import UserError
 from ..routing.patterns import pattern_rng, register_external
 from .numerics import DTYPES
 
+#: The largest shape FLA's top-k runs at under the Triton interpreter: T 256 took 19 s on one CPU core, T 1024 209 s
+#: (B 1, HQ 16, H 1, S 4, block 16; 2026-12-07); at K > 128 FLA's compression asserts one key block (its CPU block
+#: size is smaller), an AssertionError deep in FLA.
+INTERPRETER_MAX_T = 256
+INTERPRETER_MAX_K = 128
 
-def topk_device() -> str:
-    """``"cuda"`` when a GPU is visible, ``"cpu"`` under ``TRITON_INTERPRET=1``; else a UserError."""
+
+def topk_device(shape: Shape) -> str:
+    """``"cuda"`` when a GPU is visible, ``"cpu"`` under ``TRITON_INTERPRET=1`` at a tiny ``shape``
+    (:data:`INTERPRETER_MAX_T`, :data:`INTERPRETER_MAX_K`); else a one-line UserError."""
     if torch.cuda.is_available():
         return "cuda"
     if os.environ.get("TRITON_INTERPRET") == "1":
+        if shape.T > INTERPRETER_MAX_T or shape.K > INTERPRETER_MAX_K:
+            raise UserError(f"pattern fla-topk: under TRITON_INTERPRET=1 (FLA's kernels on the CPU) only tiny shapes "
+                            f"run (T <= {INTERPRETER_MAX_T}, K <= {INTERPRETER_MAX_K}; T 1024 took 3.5 minutes), "
+                            f"not T={shape.T}, K={shape.K}: run it on a CUDA GPU")
         return "cpu"
     raise UserError("pattern fla-topk: it is FLA's parallel_nsa_topk and needs a CUDA GPU or TRITON_INTERPRET=1 "
                     "(the Triton interpreter on the CPU; tiny shapes only)")
@@ -83,7 +94,7 @@ def plant_salience(q: torch.Tensor, k_cmp: torch.Tensor, salience: float, block_
 
 def fla_topk_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
     """block_indices int32 ``[B, T, H, S]`` of FLA's top-k selection (module docstring)."""
-    device = topk_device()
+    device = topk_device(shape)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FLA warns that flash-attn is absent; NSA never uses it
         # Deferred on purpose: FLA/triton are imported only after the env gate (and TRITON_INTERPRET) is set.

@@ -28,10 +28,21 @@ from .strict_json import parse_strict
 
 @cache
 def load_schema(kind: str) -> dict[str, Any]:
-    """The schema ``schemas/<kind>.schema.json`` as a dict (cached); ValueError when the file is not a JSON object."""
-    schema = parse_strict((SCHEMA_DIR / f"{kind}.schema.json").read_bytes())
-    if not isinstance(schema, dict):
-        raise ValueError(f"schemas/{kind}.schema.json: a schema is a JSON object, not {type(schema).__name__}")
+    """The schema ``schemas/<kind>.schema.json`` as a dict (cached).
+
+    Raises:
+        UserError: the file is missing, unreadable, not strict JSON, or not this project's schema of that name (a JSON
+            object whose ``$id`` ends in ``/<kind>.schema.json``): one line naming the file and how to restore it
+            (a schema written over by hand or by another tool had every command end in "internal error KeyError")."""
+    name = f"schemas/{kind}.schema.json"
+    fix = f"restore it (git checkout -- {name}, or python -m nsa_exp schemas --write)"
+    try:
+        schema = parse_strict((SCHEMA_DIR / f"{kind}.schema.json").read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{name}: cannot be read as a schema ({exc}); {fix}") from None
+    schema_id = schema.get("$id") if isinstance(schema, dict) else None
+    if not isinstance(schema, dict) or not isinstance(schema_id, str) or not schema_id.endswith(f"/{kind}.schema.json"):
+        raise UserError(f"{name}: is not this project's {kind} schema (its \"$id\" does not name it); {fix}")
     return schema
 
 

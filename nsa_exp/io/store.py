@@ -261,7 +261,10 @@ class OutputPolicy:
                 raise UserError(f"{path}: exists (a published result); {PUBLISH_FLAG} {OVERWRITE_FLAG} replaces it "
                                 f"on purpose; without {PUBLISH_FLAG} the output goes to {RUNS_DIR}/{self.run}/")
             raise UserError(f"{path}: exists (an earlier run's output); {OVERWRITE_FLAG} replaces it, {elsewhere}")
-        check_writable(path)
+        try:
+            check_writable(path)
+        except UserError as exc:  # a path the user named: the line names the option too
+            raise UserError(f"{option} {exc}" if named else str(exc)) from None
         return path
 
     def claim_each(self, *outputs: tuple[str | Path, bool, str]) -> list[Path]:
@@ -452,6 +455,9 @@ def read_strict(path: str | Path, label: str | None = None, missing_hint: str = 
     try:
         return data, parse_strict(data)
     except ValueError as exc:
+        if Path(path).suffix.lower() == ".csv":  # a summary given for its result (a new user's compare, cost)
+            raise UserError(f"{label}: a CSV table, not a JSON document (a summary CSV's result is "
+                            f"results/raw/{Path(path).stem}.json)") from None
         raise UserError(f"{label}: unreadable ({exc})") from None
 
 

@@ -13,13 +13,13 @@ which accepts exactly ncu's grouping (1-3 digits, then groups of three) and noth
 ...     try:
 ...         parse_float(bad)
 ...     except ValueError as exc:
-...         print(exc)
-'٢٠٦٦٤٣٢' is not a number (ASCII digits, optional '-', no separators, padding or '+')
-'2_066_432' is not a number (ASCII digits, optional '-', no separators, padding or '+')
-' 15.3 ' is not a number (ASCII digits, optional '-', no separators, padding or '+')
-'+32768.0' is not a number (ASCII digits, optional '-', no separators, padding or '+')
-'007' is not a number (ASCII digits, optional '-', no separators, padding or '+')
-'nan' is not a number (ASCII digits, optional '-', no separators, padding or '+')
+...         print(str(exc).split(" (")[0])  # then the rule, _FLOAT_RULE
+'٢٠٦٦٤٣٢' is not a number
+'2_066_432' is not a number
+' 15.3 ' is not a number
+'+32768.0' is not a number
+'007' is not a number
+'nan' is not a number
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ NCU_RE = re.compile(r"-?(?:0|[1-9][0-9]{0,2}(?:,[0-9]{3})+|[1-9][0-9]*)(?:\.[0-9
 NCU_MISSING = ("", "n/a", "N/A")
 BOM = b"\xef\xbb\xbf"
 _RULE = "ASCII digits, optional '-', no separators, padding or '+'"
+_FLOAT_RULE = ("a decimal such as 0.02 or 1e-3: ASCII digits, optional '-', '.' and exponent; no separators, padding, "
+               "'+' or '%'")
 _POSITIVE_RULE = "ASCII digits, no separators, padding or '+'"  # _RULE for a count: a '-' is never positive
 
 
@@ -52,7 +54,7 @@ def parse_int(text: str) -> int:
 def parse_float(text: str) -> float:
     """A strict, finite number cell (ValueError naming the text otherwise)."""
     if not FLOAT_RE.match(text):
-        raise ValueError(f"{text!r} is not a number ({_RULE})")
+        raise ValueError(f"{text!r} is not a number ({_FLOAT_RULE})")
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"{text!r} is not finite")

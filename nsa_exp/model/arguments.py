@@ -84,6 +84,10 @@ def model_shape(base: Mapping[str, Any], T: int, B: int | None, H: int | None, G
     Traceback (most recent call last):
     ...
     nsa_exp.errors.UserError: --G: 3 is not a power of two (FLA loads a KV head's G query heads as one Triton block)
+    >>> model_shape(base, 8192, None, 128, None)
+    Traceback (most recent call last):
+    ...
+    nsa_exp.errors.UserError: --H: HQ = H*G = 128*16 = 2048 exceeds the config schema's maximum 1024 for shape.HQ ...
     """
     g_base = int(base["HQ"]) // int(base["H"])
     for option, value in (("--B", B), ("--H", H), ("--G", G)):
@@ -99,6 +103,8 @@ def model_shape(base: Mapping[str, Any], T: int, B: int | None, H: int | None, G
         value, top = getattr(shape, field), limits[field]["maximum"]
         if value > top:
             what = f"HQ = H*G = {h}*{g} = {value}" if field == "HQ" else str(value)
+            if field == "HQ":  # the options the user gave (a default G is not what went wrong)
+                option = "/".join(o for o, v in (("--H", H), ("--G", G)) if v is not None) or option
             raise UserError(f"{option}: {what} exceeds the config schema's maximum {top} for shape.{field} "
                             f"(schemas/config.schema.json)")
     where = f"--B {shape.B} --H {shape.H} --G {g} at T={T}"

@@ -57,6 +57,14 @@ def test_routing_command_without_gpu_or_interpreter_names_what_fla_topk_needs(tm
     assert_one_line_error(proc, "fla-topk", "needs a CUDA GPU or TRITON_INTERPRET=1")
 
 
+def test_the_interpreter_refuses_fla_topk_at_a_shape_it_cannot_run_in_one_line():
+    """Under TRITON_INTERPRET=1 the shipped peers config (T 32768, K 192) ran silently for minutes, then met FLA's
+    AssertionError (a new user, 2026-12-07): refused at once, naming the limits and the GPU."""
+    proc = run_cli("routing", "--config", str(REPO / "configs" / "peers_h200.json"),
+                   env={"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
+    assert_one_line_error(proc, "fla-topk", "T=32768, K=192", "run it on a CUDA GPU")
+
+
 def test_the_routing_tier_computes_fla_topk_only_through_what_a_higher_tier_registered():
     """No tier names a module above it (issue 29): the routing tier keeps a registry the GPU tier (importing
     nsa_exp.gpu.topk) or the command line (a deferred call) fills; a process that loaded neither is told so."""
