@@ -348,7 +348,9 @@ def test_gated_gpu_commands_refuse_a_box_without_a_gpu_before_torch_is_imported(
           str(tmp_path / "none.json")], "--benchmark-result"),  # first, as the handler had it (a helper's finding)
         (["bench", "--resume", "--output", str(tmp_path / "b.json")], "--resume but there is no journal"),
     ], env=gpu_env)
-    assert_refused_before_torch([(["smoke", "--output", str(tmp_path / "s.json")], "environment: TRITON_F32_DEFAULT")],
+    both = "; and no CUDA GPU is visible here (no /dev/nvidiactl or /dev/dxg): run on an H100 host"
+    assert_refused_before_torch([(["smoke", "--output", str(tmp_path / "s.json")], "environment: TRITON_F32_DEFAULT"),
+                                 (["smoke", "--output", str(tmp_path / "s.json")], both)],
                                 env={name: "" for name in (*REQUIRED_ENV, "TRITON_CACHE_DIR")})
 
 

@@ -108,6 +108,16 @@ def require_device_node(required_name: str, nodes: Sequence[str] = CUDA_DEVICE_N
 def door_gates(required_name: str) -> None:
     """The first two gates, torch-free, as a GPU command's door runs them once its arguments are checked: the
     environment (:func:`require_env`), then the device node (:func:`require_device_node`). One
-    :class:`GateFailure` line; the handler's own gates run both again."""
-    require_env()
+    :class:`GateFailure` line; the handler's own gates run both again. Where both fail (a CPU box, the command
+    typed without scripts/run_h100.sh), the line says both: the user learned of the GPU only after fixing the
+    environment (a new user, 2026-12-07)."""
+    try:
+        require_env()
+    except GateFailure as exc:
+        try:
+            require_device_node(required_name)
+        except GateFailure:
+            raise GateFailure(f"{exc}; and no CUDA GPU is visible here (no {' or '.join(CUDA_DEVICE_NODES)}): run "
+                              f"on an {required_name} host") from None
+        raise
     require_device_node(required_name)
