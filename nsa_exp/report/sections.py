@@ -14,7 +14,7 @@ from ..analysis.config_drift import drift_of
 from ..core.families import BASELINE_PATTERN
 from ..core.protocol import THROTTLE_MASK
 from ..core.records import BenchLike, BenchResult
-from ..core.stages import PANEL_ORDER, TITLES
+from ..core.stages import TITLES
 from ..errors import UserError
 from .data import Formal, ReportData
 from .markdown import md_table, ms, pct, times
@@ -261,7 +261,3 @@ def reproduce_section(data: ReportData, command: str) -> list[str]:
             "other committed result: "
             "`scripts/h200_session.sh PART OUTDIR` (the part of each file: [PROVENANCE.md](PROVENANCE.md)).", ""]
     return out
-
-
-def headline_stages() -> tuple[str, ...]:
-    return PANEL_ORDER

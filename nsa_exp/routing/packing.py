@@ -204,13 +204,6 @@ def packed_closed_form_edges(H: int, S: int, block_size: int, cu_seqlens: npt.Ar
     return int(H * document_edges(np.diff(np.asarray(cu_seqlens, dtype=np.int64)), S, block_size).sum())
 
 
-def local_positions(cu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(document, t_local)`` int64 ``[T]`` of every token (what FLA's ``prepare_token_indices`` holds)."""
-    cu = np.asarray(cu, dtype=np.int64)
-    doc = np.repeat(np.arange(cu.size - 1), np.diff(cu))
-    return doc, np.arange(cu[-1], dtype=np.int64) - cu[doc]
-
-
 def packing_token(packing: dict[str, Any] | None) -> str:
     """A file-name-safe label of a ``packing`` section (``dense`` for None).
 
