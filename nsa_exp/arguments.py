@@ -442,7 +442,9 @@ def _compare(args: argparse.Namespace) -> None:
     output = (f"results/compare/{Path(args.a).stem}_vs_{Path(args.b).stem}{'_cycles' if args.cycles else ''}.json"
               if args.output is None else args.output)
     if output:
-        noise = (("--noise-from", p) for p in args.noise_from or [])
+        noise = [("--noise-from", p) for p in args.noise_from or []]
+        if not args.noise_from and args.floor is None:  # the committed noise table is read too: never an output
+            noise.append(("the noise table", table_path()))
         output = str(OutputPolicy.of(args, ("A", args.a), ("B", args.b), *noise).claim(
             output, named=args.output is not None))
     args.compare_request = CompareRequest(args.a, args.b, output, tuple(args.noise_from or ()), args.floor,

@@ -93,9 +93,25 @@ ARGPARSE: dict[str, dict[str, Any]] = {"flag": {"action": "store_true"}, "list":
             "append": {"action": "append"}, "positionals": {"nargs": "+"}}
 
 
+class StoreOnce(argparse._StoreAction):
+    """argparse's store, refusing an option given twice: argparse kept the last silently (``calibrate --points A
+    --points B`` read B alone; an attacker, 2026-12-07). A list option takes its values after one flag."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given = namespace.__dict__.setdefault("_given", set())
+        if self.dest in given:
+            several = f" (its values follow the one flag: {option_string} A B)" if self.nargs in ("+", "*") else ""
+            parser.error(f"{option_string}: given twice; give it once{several}")
+        given.add(self.dest)
+        setattr(namespace, self.dest, values)
+
+
 def add_option(parser: argparse.ArgumentParser, o: Option) -> None:
-    """One :class:`nsa_exp.commands.Option` as an argparse argument."""
+    """One :class:`nsa_exp.commands.Option` as an argparse argument (each option but a flag or an append once)."""
     kw: dict = {**ARGPARSE.get(o.kind, {}), "help": argparse.SUPPRESS if o.hidden else o.help}
+    if not o.positional and o.kind not in ("flag", "append"):
+        kw["action"] = StoreOnce
     if o.kind == "list" and o.empty_ok:
         kw["nargs"] = "*"
     if o.kind not in ("flag",):
@@ -145,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{early[0]}: a command's options go after its name "
                      f"(python -m nsa_exp {given[at]} {early[0]} ...)")
     args = parser.parse_args(argv)
+    args.__dict__.pop("_given", None)  # StoreOnce's record of the options seen
 
     def command() -> int:
         with numerical_warnings(args.debug):

@@ -132,7 +132,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     policy = OutputPolicy.of(args, ("--result", inputs.result), ("--repeat", inputs.repeat), ("--h200", inputs.h200),
                              ("--h200-repeat", inputs.h200_repeat),
                              ("--autotune-matrix", inputs.autotune_matrix), *(("--ncu", p) for p in inputs.ncu),
-                             *(("--tune-arms", p) for p in inputs.tune_arms), run=args.result)
+                             *(("--tune-arms", p) for p in inputs.tune_arms),
+                             # every committed result it reads (the noise table, sweep points, ...), its own
+                             # analyses aside: --analysis results/noise/floors.json replaced the table (an attacker)
+                             *(("a committed input", p) for p in inputs.result_files()
+                               if not inputs.relative(p).startswith("results/analysis/")), run=args.result)
     wanted = [(args.output or OUTPUT, args.output is not None, "--output"),
               (args.analysis or f"results/analysis/{Path(args.result).stem}.json", args.analysis is not None,
                "--analysis"),
@@ -254,6 +258,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out_dir, csv = (policy.target(p) for p in sweep_dirs(points[0].sweep))  # runs/<sweep>/sweeps/ unless --publish
     csv = Path(args.output) if args.output else csv
     policy = replace(policy, inputs=(*policy.inputs, ("the point folder", out_dir)))
+    if args.table_only and args.output:  # a path that cannot be written is refused before the points are read (the
+        try:  # claim itself comes at the write: a table rebuilt byte for byte needs no --overwrite)
+            check_writable(csv)
+        except UserError as exc:
+            raise UserError(f"--output {exc}") from None
     if not args.table_only:
         slurm = parse_slurm(args.slurm)  # --points-per-job, --executor and --slurm checked by arguments.CHECKS
         todo = points_to_run(points, out_dir)

@@ -47,15 +47,20 @@ def _cell_equal(a: Any, b: Any) -> bool:
 
 
 def _points(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """The point documents of a sweep folder (finished points: kind sweep_point), and the unreadable ones."""
+    """The point documents of a sweep folder (finished points: kind sweep_point), and the files that are no point
+    (not readable JSON, or a point against its schema: a row cannot be built from it), each with why."""
     docs, bad = [], []
     for path in sorted(folder.glob("*.json")):
         try:
             doc = parse_strict(read_bounded(path, str(path), MAX_BYTES))
         except (OSError, _Rejected, UserError):
-            bad.append(path.name)
+            bad.append(f"{path.name} is not readable JSON")
             continue
         if isinstance(doc, dict) and doc.get("kind") == "sweep_point":
+            errors = schema_errors(doc, "sweep_point", path.name)  # a point of no pattern fields was an internal error
+            if errors:
+                bad.append(f"{path.name} fails its schema ({errors[0]})")
+                continue
             docs.append(doc)
     return docs, bad
 
@@ -76,7 +81,7 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
     if folder is not None and folder.is_dir():
         docs, bad = _points(folder)
         want, columns = table_rows(docs)
-        problems = [("$", f"point file {b} in {folder.name}/ is not readable JSON") for b in bad]
+        problems = [("$", f"point file {b} (in {folder.name}/)") for b in bad]
         if header != columns:
             problems.append(("$", f"columns {header} != the table's {columns}"))
         have = {r["point_id"]: (i, r) for i, r in enumerate(rows)}

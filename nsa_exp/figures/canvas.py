@@ -31,10 +31,24 @@ Claim = Callable[[Path], Path]
 METADATA: dict[str, dict[str, Any]] = {"png": {}, "svg": {"Date": None}}
 
 
+def figure_paths(stem: Path) -> list[Path]:
+    """The files :func:`save_figure` writes for ``stem``: ``<stem>.png`` and ``<stem>.svg``."""
+    return [stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "svg")]
+
+
+def claim_first(claim: Claim | None, stems: list[Path]) -> Claim | None:
+    """Every figure file of ``stems`` claimed now, before any is drawn (a command writes all its figures or none, and
+    refuses before its work); returns the claim :func:`save_figure` then asks, which hands back the claimed paths."""
+    if claim is None:
+        return None
+    claimed = {p: claim(p) for stem in stems for p in figure_paths(stem)}
+    return claimed.__getitem__
+
+
 def save_figure(fig: Figure, stem: Path, claim: Claim | None = None) -> list[Path]:
     """Write ``fig`` as ``<stem>.png`` (130 dpi) and ``<stem>.svg``, each atomically, with no date or
     version in them; returns both paths. ``claim`` is asked for both paths before either is written."""
-    paths = [stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "svg")]
+    paths = figure_paths(stem)
     if claim is not None:
         paths = [claim(p) for p in paths]
     for path in paths:

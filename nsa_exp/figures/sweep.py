@@ -29,7 +29,7 @@ from ..errors import UserError
 from ..io.reader import read_csv_table, show_path
 from ..io.store import read_strict
 from ..routing.fanin import X_STATS
-from .canvas import Claim, pyplot, save_figure
+from .canvas import Claim, claim_first, pyplot, save_figure
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,6 +73,9 @@ def plot_sweep(table: str | Path, out_dir: str | Path, claim: Claim | None = Non
     if frame.empty:
         raise UserError(f"--table {table}: no point with a dkv_core median")
     name = str(frame["sweep"].iloc[0])
+    penalty = {"B", "H", "G", "dkv_excess_ms"} <= set(frame.columns)
+    claim = claim_first(claim, [Path(out_dir) / f"{name}_dkv", *([Path(out_dir) / f"{name}_penalty_map"] if penalty
+                                                                  else [])])
     by_T = frame["T"].nunique() > 1
     panels = [*X_STATS, *(["T"] if by_T else [])]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), constrained_layout=True)
@@ -107,7 +110,7 @@ def plot_sweep(table: str | Path, out_dir: str | Path, claim: Claim | None = Non
     fig.suptitle(f"{name}: FLA NSA dK/dV core latency vs fan-in ({edges_note(frame)})", fontsize=11)
     out = save_figure(fig, Path(out_dir) / f"{name}_dkv", claim)
     plt.close(fig)
-    if {"B", "H", "G", "dkv_excess_ms"} <= set(frame.columns):
+    if penalty:
         out += plot_penalty_map(frame, Path(table).parent / name, out_dir, claim)
     return out
 

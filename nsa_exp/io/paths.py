@@ -145,11 +145,12 @@ def tracked_files(root: Path) -> frozenset[str] | None:
     return _git_paths(root, "ls-files", "-z", "--", "results", "docs")
 
 
-def is_tracked(root: Path, rel: str) -> bool:
+def is_tracked(root: Path, rel: str) -> bool | None:
     """Whether git tracks the file ``rel`` (a POSIX path relative to ``root``, taken literally: no pathspec magic)
-    in the work tree whose top is ``root``; False outside a git work tree (or without git)."""
+    in the work tree whose top is ``root``; None when git cannot tell (no git, ``root`` not the top of a work tree,
+    a tree git refuses to read, e.g. one owned by another user)."""
     found = _git_paths(root, "--literal-pathspecs", "ls-files", "-z", "--", rel)
-    return found is not None and rel in found
+    return None if found is None else rel in found
 
 
 def changed_files(root: Path, under: str = "results") -> frozenset[str] | None:

@@ -10,11 +10,9 @@ folder, fsync, then rename over the target. A reader never sees a partial file.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,22 +54,30 @@ def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> 
         refuse_special(path)
         if path.exists() and not os.access(path, os.W_OK):
             raise UserError(f"{path}: exists and is not writable")
+        if in_kernel_tree(path):
+            raise UserError(f"{path}: lies in {', '.join(KERNEL_TREES)} (the kernel's, not files); give a file path")
         base = nearest_existing(path.parent)
-        if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK) or not _can_create_in(base):
+        if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
             raise UserError(f"{path}: cannot be written ({base} is not a writable folder)")
 
 
-def _can_create_in(folder: Path) -> bool:
-    """Whether a file can be created in ``folder``, tried (created and removed at once): ``os.access`` says yes to
-    root for ``/proc`` or ``/sys``, where the write itself fails, after the command's work."""
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".nsa_exp-probe-", suffix=TMP_SUFFIX, dir=folder)
-    except OSError:
-        return False
-    os.close(fd)
-    with contextlib.suppress(OSError):
-        os.unlink(probe)
-    return True
+#: Where a path names the kernel's objects, not files (``/dev/shm`` is a real tmpfs): root's ``os.access`` passes them,
+#: and an atomic write there fails after the command's work (``/proc``, ``/sys``) or replaces a system link
+#: (``--output /dev/stdout`` renamed a regular file over the ``/dev/stdout`` symlink: an attacker, 2026-12-07).
+KERNEL_TREES = ("/proc", "/sys", "/dev")
+
+
+def in_kernel_tree(path: Path) -> bool:
+    """Whether ``path`` (as given, made absolute, or resolved) lies in :data:`KERNEL_TREES` (``/dev/shm`` aside).
+
+    >>> in_kernel_tree(Path("/dev/stdout")), in_kernel_tree(Path("/proc/x.json")), in_kernel_tree(Path("/dev/shm/x"))
+    (True, True, False)
+    """
+    for where in (path.absolute(), path.resolve()):
+        parts = where.parts
+        if len(parts) > 1 and f"/{parts[1]}" in KERNEL_TREES and not (parts[1] == "dev" and parts[2:3] == ("shm",)):
+            return True
+    return False
 
 
 def refuse_special(path: Path) -> None:
@@ -109,11 +115,17 @@ def _repo_relative(path: Path) -> Path | None:
         return None
 
 
-def _tracked(path: Path) -> bool:
-    """Whether ``path`` is a file git tracks in this repository's checkout (its configs, schemas, tests, code: never a
-    user's output); False outside the repository or a git checkout."""
+def _own_file(path: Path) -> str:
+    """Why ``path`` is one of this repository's own files (a config, schema, test or module: never a run's output),
+    '' when it is not: git tracks it, or it lies in the repository outside ``runs/`` where git cannot tell (no
+    ``.git``, a checkout inside another repository, one git refuses to read: the guard never turns off silently)."""
     rel = _repo_relative(path)
-    return rel is not None and bool(rel.parts) and is_tracked(REPO_ROOT, rel.as_posix())
+    if rel is None or not rel.parts or rel.parts[0] == RUNS_DIR:
+        return ""
+    tracked = is_tracked(REPO_ROOT, rel.as_posix())
+    if tracked is None:
+        return "lies in this repository's tree, whose files git cannot list here (it may be one of the project's own)"
+    return "is one of this repository's own files (git tracks it)" if tracked else ""
 
 
 def is_published(path: str | Path) -> bool:
@@ -175,7 +187,8 @@ class OutputPolicy:
        already exists is refused unless ``overwrite`` (the command's ``--overwrite``); so is an existing published
        file, named or not. A path the user named (``--output PATH``, ``--out-dir DIR``) outside the published tree
        may be replaced, but for a file git tracks in this checkout (its configs, schemas, tests: the project's
-       own files, never a run's output), which only ``overwrite`` replaces.
+       own files, never a run's output; where git cannot tell, any file of the tree outside ``runs/``), which only
+       ``overwrite`` replaces.
     3. **Writable.** The path can be written (:func:`check_writable`).
 
     Every refusal is one :class:`UserError` line naming the file and the fix(es). Claim every output
@@ -237,7 +250,12 @@ class OutputPolicy:
         """Refuse the output (one line) unless the policy lets this command write it; return the path to write
         (:meth:`target`). ``named``: the user gave this path (or its folder) explicitly; ``option``: the option
         that relocates the output (named in the refusal)."""
-        path = self.target(path, named=named)
+        try:
+            return self._claim(self.target(path, named=named), named, option)
+        except OSError as exc:  # a name too long for the filesystem, say: one line naming the option
+            raise UserError(f"{option} {show_path(path)}: {exc.strerror or exc}") from None
+
+    def _claim(self, path: Path, named: bool, option: str) -> Path:
         try:
             path.resolve()
         except RuntimeError:  # Python < 3.13 raises it for a symlink loop (3.13 resolves the loop's path as it is)
@@ -252,10 +270,10 @@ class OutputPolicy:
             raise UserError(f"{option} {path}: lies in the published results (results/, docs/, README.md, "
                             f"requirements-lock.txt); {PUBLISH_FLAG} writes there on purpose ({OVERWRITE_FLAG} to "
                             f"replace), or name a path outside them (e.g. under {RUNS_DIR}/{self.run}/)")
-        if named and not published and not self.overwrite and path.is_file() and _tracked(path):
-            raise UserError(f"{option} {path}: is one of this repository's own files (git tracks it); "
-                            f"{OVERWRITE_FLAG} replaces it, or name a path outside them (e.g. under "
-                            f"{RUNS_DIR}/{self.run}/)")
+        own = named and not published and not self.overwrite and path.is_file() and _own_file(path)
+        if own:
+            raise UserError(f"{option} {path}: {own}; {OVERWRITE_FLAG} replaces it, or name a path outside them "
+                            f"(e.g. under {RUNS_DIR}/{self.run}/)")
         if path.exists() and not path.is_dir() and (published or not named) and not self.overwrite:
             if published:
                 raise UserError(f"{path}: exists (a published result); {PUBLISH_FLAG} {OVERWRITE_FLAG} replaces it "
@@ -345,6 +363,8 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     The target itself is never partial.
     """
     path = Path(path)
+    if path.is_symlink():  # the link's target is written, the link kept (a rename would replace the link itself)
+        path = path.resolve()
     if path.is_dir():
         raise UserError(f"{path}: is a folder; give a file path")
     refuse_special(path)

@@ -4,6 +4,7 @@ config, the memory refusal before any GPU work, the table's shape and full-backw
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from nsa_exp.routing.config import config_from_dict
 from nsa_exp.sweeps.plan import expand_shapes, load_sweep, point_path
 from nsa_exp.sweeps.run import run_sweep
 from nsa_exp.sweeps.table import read_sweep_table, sweep_table
+from tests.helpers import REPO, assert_one_line_error, run_cli
 from tests.sweeps.test_sweep import fake_measure, measured_ids
 
 
@@ -95,3 +97,20 @@ def test_a_point_whose_recorded_shape_is_not_its_own_fails_validate(tmp_path):
     failed = [c for c in validate_path(path)["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["point_consistent"]
     assert "$.point.shape" in json.dumps(failed) and "but T, packing, shape and pattern give" in json.dumps(failed)
+
+
+def test_a_point_against_its_schema_fails_the_table_and_sweep_plot_refuses_in_one_line(tmp_path):
+    """A point of the table's folder whose pattern block was emptied was 'internal error TypeError' in validate and
+    sweep-plot (an attacker, 2026-12-07): the table FAILs naming the point's schema, sweep-plot refuses in one line."""
+    src = REPO / "results" / "sweeps"
+    shutil.copytree(src / "sweep_skew_h200", tmp_path / "sweep_skew_h200")
+    shutil.copy(src / "sweep_skew_h200.csv", tmp_path)
+    point = sorted((tmp_path / "sweep_skew_h200").glob("T*.json"))[0]
+    doc = json.loads(point.read_text())
+    doc["patterns"][next(iter(doc["patterns"]))] = {}
+    point.write_text(json.dumps(doc))
+    table = str(tmp_path / "sweep_skew_h200.csv")
+    proc = run_cli("validate", table)
+    assert proc.returncode == 1 and f"{point.name} fails its schema" in proc.stdout, (proc.stdout[-800:], proc.stderr)
+    assert_one_line_error(run_cli("sweep-plot", "--table", table, "--out-dir", str(tmp_path / "fig")), "--table")
+    assert not (tmp_path / "fig").exists()
