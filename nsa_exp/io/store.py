@@ -266,6 +266,10 @@ class OutputPolicy:
                 raise UserError(f"{option} {path}: {how} ({what} {source}); choose another path")
         published = is_published(path)
         elsewhere = f"{option} {_METAVARS.get(option, 'PATH')} writes elsewhere"
+        if published and not self.publish and not named:  # a default path, relative to a folder of the tree
+            raise UserError(f"the default output {path} lies in the published results: run the command from the "
+                            f"repository's root ({REPO_ROOT}; its default paths are relative to the working folder, "
+                            f"here {Path.cwd()}), or name {option} {_METAVARS.get(option, 'PATH')}")
         if published and not self.publish:
             raise UserError(f"{option} {path}: lies in the published results (results/, docs/, README.md, "
                             f"requirements-lock.txt); {PUBLISH_FLAG} writes there on purpose ({OVERWRITE_FLAG} to "

@@ -110,3 +110,13 @@ def test_lock_writes_the_run_folder_by_default_and_the_published_path_with_publi
                      capsys.readouterr().err)
     assert main(["lock", "--from", source, "--publish"]) == 0  # here, outside the repository: nothing published
     assert (tmp_path / "requirements-lock.txt").is_file()
+
+
+def test_a_default_output_from_a_folder_of_the_published_tree_says_to_run_from_the_root(monkeypatch):
+    """From docs/, compare's default runs/<run>/... lay under docs/: the refusal blamed --output, which was not given,
+    and suggested runs/<run>/, the path it had just refused (an attacker, 2026-12-07)."""
+    monkeypatch.chdir(REPO_ROOT / "docs")
+    message = _refusal(lambda: OutputPolicy(run="e1_h200").claim("results/compare/a_vs_b.json"))
+    assert message.startswith("the default output runs/e1_h200/compare/a_vs_b.json lies in the published results: "
+                              f"run the command from the repository's root ({REPO_ROOT};"), message
+    assert message.endswith("or name --output PATH"), message
