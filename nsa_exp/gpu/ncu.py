@@ -42,13 +42,16 @@ def export_report(report: str | Path, output: str | Path, context: dict[str, Any
     if proc.returncode != 0:
         raise UserError(f"ncu --import {report} failed: {proc.stderr.strip().splitlines()[-1:]}")
     raw_csv = Path(output).with_suffix(".raw.csv")
-    write_text_atomic(raw_csv, proc.stdout)
-    return export_csv_text(proc.stdout, output, context, base_metadata(), raw_csv_name=raw_csv.name)
+    return export_csv_text(proc.stdout, output, context, base_metadata(), raw_csv_name=raw_csv.name, keep_raw=raw_csv)
 
 
 def export_csv_text(text: str, output: str | Path, context: dict[str, Any], metadata: dict[str, Any],
-                    raw_csv_name: str | None = None) -> dict[str, Any]:
+                    raw_csv_name: str | None = None, keep_raw: Path | None = None) -> dict[str, Any]:
+    """The summary of ncu's raw CSV ``text`` written to ``output``; ``keep_raw``: where the CSV is kept too, written
+    only once the summary is built (a CSV of no kernel rows left its copy behind: an attacker, 2026-12-07)."""
     doc = ncu_summary.build(text, context, metadata, raw_csv_name)
+    if keep_raw is not None:
+        write_text_atomic(keep_raw, text)
     write_json(output, doc, "ncu_summary")
     return doc
 
@@ -126,9 +129,8 @@ def export_command(args: Any) -> int:
                                           "utc": utc_now()}
             metadata = old["metadata"]
         _require_pattern(context, csv=True)
-        if copy_csv:
-            write_text_atomic(beside, text)
-        export_csv_text(text, args.output, context, metadata, raw_csv_name=beside.name)
+        export_csv_text(text, args.output, context, metadata, raw_csv_name=beside.name,
+                        keep_raw=beside if copy_csv else None)
     else:
         _require_pattern(context, csv=False)
         export_report(args.report, args.output, context)

@@ -84,18 +84,27 @@ def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) 
 def save_routings(routings: dict[str, np.ndarray], directory: str | Path, cu: np.ndarray | None = None) -> list[str]:
     """Write each routing as ``<directory>/<pattern>.npy`` (atomic rename); packed (``cu``), as
     ``<pattern>.npz`` holding ``block_indices`` and its ``cu_seqlens`` (what ``predict --routing-file``
-    reads). Returns the paths."""
-    paths = []
+    reads). Returns the paths. All or none: a write that fails (a full disk) removes the files this call had
+    created before it (two of four were left on a full tmpfs: an attacker, 2026-12-07)."""
+    blobs = []
     for name, bi in routings.items():
         buf = io.BytesIO()
         if cu is None:
             np.save(buf, bi, allow_pickle=False)
         else:
             np.savez(buf, allow_pickle=False, **{NPZ_KEY: bi, CU_KEY: np.asarray(cu, dtype=np.int32)})
-        path = Path(directory) / f"{name}.{'npy' if cu is None else 'npz'}"
-        write_bytes_atomic(path, buf.getvalue())
-        paths.append(str(path))
-    return paths
+        blobs.append((Path(directory) / f"{name}.{'npy' if cu is None else 'npz'}", buf.getvalue()))
+    created: list[Path] = []
+    try:
+        for path, data in blobs:
+            new = not path.exists()
+            write_bytes_atomic(path, data)
+            created += [path] if new else []
+    except BaseException:
+        for path in created:
+            path.unlink(missing_ok=True)
+        raise
+    return [str(path) for path, _ in blobs]
 
 
 def format_table(report: dict[str, Any]) -> str:
