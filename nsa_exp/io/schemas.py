@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -22,8 +25,29 @@ from jsonschema._utils import find_additional_properties
 from referencing.jsonschema import DRAFT202012
 
 from .. import SCHEMA_DIR
+from ..core.kinds import DOCUMENT_KINDS, UNKINDED_SCHEMAS
 from ..errors import UserError
 from .strict_json import parse_strict
+
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+
+
+#: The keywords of which a schema's body holds at least one (a file holding its ``$id`` alone is no schema).
+_BODY = ("type", "properties", "allOf", "anyOf", "oneOf", "$ref", "items")
+_SCHEMA_BYTES = 4 * 2**20
+
+
+def _schema_bytes(path: Path) -> bytes:
+    """A schema file's bytes: a regular file of at most 4 MiB, opened without blocking (a FIFO hung the import, and
+    /dev/zero read until MemoryError: an attacker, 2026-12-07); OSError or ValueError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > _SCHEMA_BYTES:
+            raise ValueError(f"{info.st_size} bytes, more than a schema's {_SCHEMA_BYTES}")
+        return fh.read(_SCHEMA_BYTES + 1)
 
 
 @cache
@@ -31,18 +55,24 @@ def load_schema(kind: str) -> dict[str, Any]:
     """The schema ``schemas/<kind>.schema.json`` as a dict (cached).
 
     Raises:
-        UserError: the file is missing, unreadable, not strict JSON, or not this project's schema of that name (a JSON
-            object whose ``$id`` ends in ``/<kind>.schema.json``): one line naming the file and how to restore it
-            (a schema written over by hand or by another tool had every command end in "internal error KeyError")."""
+        UserError: the file is missing, not a regular file, not strict JSON, or not this project's schema of that name
+            (a JSON object of draft 2020-12 whose ``$id`` ends in ``/<kind>.schema.json``, whose ``x-schema-version`` is
+            the vocabulary's for it, with a body): one line naming the file and how to restore it (a schema written
+            over by hand or by another tool had every command end in "internal error KeyError" or a traceback).
+    """
     name = f"schemas/{kind}.schema.json"
-    fix = f"restore it (git checkout -- {name}, or python -m nsa_exp schemas --write)"
+    fix = f"restore it from the project (git checkout -- {name})"
     try:
-        schema = parse_strict((SCHEMA_DIR / f"{kind}.schema.json").read_bytes())
+        schema = parse_strict(_schema_bytes(SCHEMA_DIR / f"{kind}.schema.json"))
     except (OSError, ValueError) as exc:
         raise UserError(f"{name}: cannot be read as a schema ({exc}); {fix}") from None
-    schema_id = schema.get("$id") if isinstance(schema, dict) else None
-    if not isinstance(schema, dict) or not isinstance(schema_id, str) or not schema_id.endswith(f"/{kind}.schema.json"):
-        raise UserError(f"{name}: is not this project's {kind} schema (its \"$id\" does not name it); {fix}")
+    doc_kind = next((k for k in DOCUMENT_KINDS if k.schema == kind), None)
+    version = doc_kind.version if doc_kind is not None else UNKINDED_SCHEMAS.get(kind)
+    if not (isinstance(schema, dict) and str(schema.get("$id", "")).endswith(f"/{kind}.schema.json")
+            and schema.get("$schema") == DRAFT_2020_12 and schema.get("x-schema-version") == version
+            and any(key in schema for key in _BODY)):
+        raise UserError(f"{name}: is not this project's {kind} schema (its $id, $schema, x-schema-version or body "
+                        f"differ); {fix}")
     return schema
 
 
