@@ -41,12 +41,12 @@ def _schema_bytes(path: Path) -> bytes:
     """A schema file's bytes: a regular file of at most 4 MiB, opened without blocking (a FIFO hung the import, and
     /dev/zero read until MemoryError: an attacker, 2026-12-07); OSError or ValueError otherwise."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > _SCHEMA_BYTES:
+        os.close(fd)
+        raise ValueError("not a regular file" if not stat.S_ISREG(info.st_mode) else
+                         f"{info.st_size} bytes, more than a schema's {_SCHEMA_BYTES}")
     with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
-        if info.st_size > _SCHEMA_BYTES:
-            raise ValueError(f"{info.st_size} bytes, more than a schema's {_SCHEMA_BYTES}")
         return fh.read(_SCHEMA_BYTES + 1)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +114,19 @@ def _repo_relative(path: Path) -> Path | None:
         return path.resolve().relative_to(REPO_ROOT.resolve())
     except (OSError, ValueError):
         return None
+
+
+def _machinery(path: Path) -> str:
+    """Why ``path`` is none of a command's outputs: inside a ``.git`` folder (``--output .git/HEAD`` broke the
+    checkout) or inside the Python environment this process runs in (``.venv/pyvenv.cfg`` broke the venv; an
+    attacker, 2026-12-07); '' otherwise."""
+    for where in (path.absolute(), path.resolve()):
+        if ".git" in where.parts:
+            return "lies in a .git folder (git's own files)"
+    venv = Path(sys.prefix)
+    if sys.prefix != sys.base_prefix and _inside(path, venv) and not _inside(REPO_ROOT, venv):
+        return f"lies in the Python environment this command runs in ({sys.prefix})"
+    return ""
 
 
 def _own_file(path: Path) -> str:
@@ -264,12 +278,18 @@ class OutputPolicy:
             if same_file(path, source) or _inside(path, source):
                 how = "is an input of this command" if same_file(path, source) else "lies inside an input folder"
                 raise UserError(f"{option} {path}: {how} ({what} {source}); choose another path")
+        machinery = _machinery(path)
+        if machinery:  # never an output, --overwrite or not
+            raise UserError(f"{option} {path}: {machinery}; choose another path")
         published = is_published(path)
         elsewhere = f"{option} {_METAVARS.get(option, 'PATH')} writes elsewhere"
-        if published and not self.publish and not named:  # a default path, relative to a folder of the tree
-            raise UserError(f"the default output {path} lies in the published results: run the command from the "
-                            f"repository's root ({REPO_ROOT}; its default paths are relative to the working folder, "
-                            f"here {Path.cwd()}), or name {option} {_METAVARS.get(option, 'PATH')}")
+        cwd = Path.cwd().resolve()
+        if not named and not path.is_absolute() and cwd != REPO_ROOT.resolve() and _inside(cwd, REPO_ROOT):
+            # a default path is the repository's (results/..., runs/<run>/...), relative to the working folder: from
+            # docs/ it lay in the published tree, from configs/ in a tracked folder (an attacker, 2026-12-07)
+            raise UserError(f"the default output {path} is relative to the working folder, here {cwd} inside the "
+                            f"repository: run the command from the repository's root ({REPO_ROOT}), or name "
+                            f"{option} {_METAVARS.get(option, 'PATH')}")
         if published and not self.publish:
             raise UserError(f"{option} {path}: lies in the published results (results/, docs/, README.md, "
                             f"requirements-lock.txt); {PUBLISH_FLAG} writes there on purpose ({OVERWRITE_FLAG} to "
@@ -292,12 +312,20 @@ class OutputPolicy:
     def claim_each(self, *outputs: tuple[str | Path, bool, str]) -> list[Path]:
         """:meth:`claim` each output ``(path, named, option)``, every refusal in the one line (a command of several
         outputs named only the first it refused, and the user met the next on each try: a new user, 2026-12-06)."""
-        claimed, refused = [], []
+        claimed: list[Path] = []
+        refused: list[str] = []
+        options: list[str] = []
         for path, named, option in outputs:
             try:
-                claimed.append(self.claim(path, named=named, option=option))
+                out = self.claim(path, named=named, option=option)
             except UserError as exc:
                 refused.append(str(exc))
+                continue
+            twin = next((o for c, o in zip(claimed, options, strict=True) if same_file(c, out) or c == out), None)
+            if twin is not None:  # report --output X --analysis X wrote both, the second over the first
+                refused.append(f"{option} {path}: is {twin}'s path too; give each output its own path")
+            claimed.append(out)
+            options.append(option)
         if refused:
             raise UserError("; also ".join(refused))
         return claimed
@@ -330,7 +358,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 TMP_SUFFIX = ".tmp"
 
 
-def _tmp_name(path: Path) -> Path:
+def temp_path(path: Path) -> Path:
     """``.<name>.<pid>.<random>.tmp`` beside ``path`` (the pid lets a later run sweep it)."""
     return path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}"
 
@@ -377,7 +405,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     except OSError as exc:
         raise UserError(f"cannot create folder {path.parent}: {exc.strerror}") from None
     sweep_stale_temps(path.parent)
-    tmp = _tmp_name(path)
+    tmp = temp_path(path)
     fd = None
     if hasattr(os, "O_TMPFILE"):
         try:

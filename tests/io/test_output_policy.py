@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,11 +113,25 @@ def test_lock_writes_the_run_folder_by_default_and_the_published_path_with_publi
     assert (tmp_path / "requirements-lock.txt").is_file()
 
 
-def test_a_default_output_from_a_folder_of_the_published_tree_says_to_run_from_the_root(monkeypatch):
+def test_a_default_output_from_a_folder_inside_the_repository_says_to_run_from_the_root(monkeypatch):
     """From docs/, compare's default runs/<run>/... lay under docs/: the refusal blamed --output, which was not given,
     and suggested runs/<run>/, the path it had just refused (an attacker, 2026-12-07)."""
-    monkeypatch.chdir(REPO_ROOT / "docs")
-    message = _refusal(lambda: OutputPolicy(run="e1_h200").claim("results/compare/a_vs_b.json"))
-    assert message.startswith("the default output runs/e1_h200/compare/a_vs_b.json lies in the published results: "
-                              f"run the command from the repository's root ({REPO_ROOT};"), message
-    assert message.endswith("or name --output PATH"), message
+    for folder in ("docs", "configs"):  # from configs/ it wrote configs/runs/... into a tracked folder
+        monkeypatch.chdir(REPO_ROOT / folder)
+        message = _refusal(lambda: OutputPolicy(run="e1_h200").claim("results/compare/a_vs_b.json"))
+        assert message == ("the default output runs/e1_h200/compare/a_vs_b.json is relative to the working folder, "
+                           f"here {REPO_ROOT / folder} inside the repository: run the command from the repository's "
+                           f"root ({REPO_ROOT}), or name --output PATH"), message
+
+
+def test_no_output_lands_in_git_or_the_python_environment_or_on_another_output(tmp_path):
+    """--output .git/HEAD broke the checkout, .venv/pyvenv.cfg the environment, and report --output X --analysis X
+    wrote both outputs to one file (an attacker, 2026-12-07): refused, --overwrite or not."""
+    policy = OutputPolicy(overwrite=True, publish=True)
+    assert "lies in a .git folder" in _refusal(lambda: policy.claim(REPO_ROOT / ".git" / "HEAD", named=True))
+    if sys.prefix != sys.base_prefix:
+        cfg = Path(sys.prefix) / "pyvenv.cfg"
+        assert "lies in the Python environment" in _refusal(lambda: policy.claim(cfg, named=True))
+    twice = _refusal(lambda: OutputPolicy().claim_each((tmp_path / "x", True, "--output"),
+                                                       (tmp_path / "x", True, "--analysis")))
+    assert twice == f"--analysis {tmp_path / 'x'}: is --output's path too; give each output its own path"

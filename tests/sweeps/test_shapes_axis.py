@@ -112,5 +112,7 @@ def test_a_point_against_its_schema_fails_the_table_and_sweep_plot_refuses_in_on
     table = str(tmp_path / "sweep_skew_h200.csv")
     proc = run_cli("validate", table)
     assert proc.returncode == 1 and f"{point.name} fails its schema" in proc.stdout, (proc.stdout[-800:], proc.stderr)
+    # the point is there and the other rows in order: said once, not as every row out of place or a missing file
+    assert "out of the table's order" not in proc.stdout and "no point file" not in proc.stdout, proc.stdout[-1500:]
     assert_one_line_error(run_cli("sweep-plot", "--table", table, "--out-dir", str(tmp_path / "fig")), "--table")
     assert not (tmp_path / "fig").exists()
