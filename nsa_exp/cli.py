@@ -155,11 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     given = list(sys.argv[1:] if argv is None else argv)
-    at = next((i for i, token in enumerate(given) if token in {c.name for c in COMMANDS}), 0)
+    at = next((i for i, token in enumerate(given) if token in {c.name for c in COMMANDS}), len(given))
     early = [t for t in given[:at] if t.startswith("-") and t not in ("-h", "--help")]
     if early:  # python -m nsa_exp --debug routing: argparse said only "unrecognized arguments: --debug"
-        parser.error(f"{early[0]}: a command's options go after its name "
-                     f"(python -m nsa_exp {given[at]} {early[0]} ...)")
+        name = given[at] if at < len(given) else "COMMAND"
+        parser.error(f"{early[0]}: a command's options go after its name (python -m nsa_exp {name} {early[0]} ...)")
     args = parser.parse_args(argv)
     args.__dict__.pop("_given", None)  # StoreOnce's record of the options seen
 

@@ -90,6 +90,8 @@ CASES: list[dict[str, Any]] = [
      "names": ["--analysis results/noise/floors.json", "a committed input"],
      "unchanged": ["repo:results/noise/floors.json"],
      "why": "the report read the table but its policy did not list it: replaced after 51 s of work"},
+    {"id": "routing.debug_and_no_command", "argv": ["--debug"], "exit": 2, "names": ["--debug", "after its name"],
+     "why": "argparse said only that COMMAND is required"},
     {"id": "routing.config_dev_zero", "argv": ["routing", "--config", "/dev/zero"], "exit": 2,
      "names": ["/dev/zero"], "max_rss_mb": 768, "memory_cap_mb": 1536},
     {"id": "routing.config_fifo", "argv": ["routing", "--config", "{fifo}"], "files": {"fifo.json": {"fifo": True}},
