@@ -46,24 +46,23 @@ def _cell_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _points(folder: Path) -> tuple[list[dict[str, Any]], list[str], set[str]]:
-    """The point documents of a sweep folder (finished points: kind sweep_point), the files that are no point
-    (not readable JSON, or a point against its schema: a row cannot be built from it), each with why, and the
-    point ids (file stems) of those."""
+def _points(folder: Path) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The point documents of a sweep folder (finished points: kind sweep_point), and the files that are no point,
+    ``(file name, why)``: not readable JSON, or a point against its schema (a row cannot be built from it)."""
     docs, bad = [], []
     for path in sorted(folder.glob("*.json")):
         try:
             doc = parse_strict(read_bounded(path, str(path), MAX_BYTES))
         except (OSError, _Rejected, UserError):
-            bad.append(f"{path.name} is not readable JSON")
+            bad.append((path.name, "is not readable JSON"))
             continue
         if isinstance(doc, dict) and doc.get("kind") == "sweep_point":
             errors = schema_errors(doc, "sweep_point", path.name)  # a point of no pattern fields was an internal error
             if errors:
-                bad.append(f"{path.name} fails its schema ({errors[0]})")
+                bad.append((path.name, f"fails its schema ({errors[0]})"))
                 continue
             docs.append(doc)
-    return docs, bad, {b.split(".json ", 1)[0] for b in bad}
+    return docs, bad
 
 
 def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Context) -> None:
@@ -80,15 +79,16 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
         return
     folder = Path(ctx.path).with_suffix("") if ctx.path != "<bytes>" else None
     if folder is not None and folder.is_dir():
-        docs, bad, unusable = _points(folder)
+        docs, bad = _points(folder)
         want, columns = table_rows(docs)
-        problems = [("$", f"point file {b} (in {folder.name}/)") for b in bad]
+        problems = [("$", f"point file {name} {why} (in {folder.name}/)") for name, why in bad]
+        unusable = {Path(name).stem for name, _ in bad}
         if header != columns:
             problems.append(("$", f"columns {header} != the table's {columns}"))
         have = {r["point_id"]: (i, r) for i, r in enumerate(rows)}
-        wanted = {w["point_id"] for w in want}
+        ids = {w["point_id"] for w in want}
         # each row's place among the rows of a usable point (a point failing its schema, reported above, shifts none)
-        place = {pid: k for k, pid in enumerate(r["point_id"] for r in rows if r["point_id"] in wanted)}
+        place = {pid: k for k, pid in enumerate(r["point_id"] for r in rows if r["point_id"] in ids)}
         for j, w in enumerate(want):
             got = have.get(w["point_id"])
             if got is None:
@@ -100,7 +100,6 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
                                  "(family, T, point id)"))
             problems += [(f"$[{i}].{c}", f"row {i + 2} ({w['point_id']}) column {c}: CSV {r.get(c)!r} but the point "
                           f"file gives {w[c]!r}") for c in columns if c in w and not _cell_equal(r.get(c), w[c])]
-        ids = {w["point_id"] for w in want}
         problems += [(f"$[{i}]", f"row {i + 2}: no point file {folder.name}/{r['point_id']}.json")
                      for i, r in enumerate(rows) if r["point_id"] not in ids and r["point_id"] not in unusable]
         # the rows are only as good as the points (a point whose dK/dV medians were set to 20 ms with its

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..io.store import write_bytes_atomic
+from ..io.store import write_files_atomic
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -46,13 +46,15 @@ def claim_first(claim: Claim | None, stems: list[Path]) -> Claim | None:
 
 
 def save_figure(fig: Figure, stem: Path, claim: Claim | None = None) -> list[Path]:
-    """Write ``fig`` as ``<stem>.png`` (130 dpi) and ``<stem>.svg``, each atomically, with no date or
-    version in them; returns both paths. ``claim`` is asked for both paths before either is written."""
+    """Write ``fig`` as ``<stem>.png`` (130 dpi) and ``<stem>.svg``, both or neither (written atomically), with no
+    date or version in them; returns both paths. ``claim`` is asked for both paths before either is written."""
     paths = figure_paths(stem)
     if claim is not None:
         paths = [claim(p) for p in paths]
+    blobs = []
     for path in paths:
         buf = io.BytesIO()
         fig.savefig(buf, format=path.suffix[1:], dpi=130, metadata=METADATA[path.suffix[1:]])
-        write_bytes_atomic(path, buf.getvalue())
+        blobs.append((path, buf.getvalue()))
+    write_files_atomic(blobs)
     return paths

@@ -312,23 +312,21 @@ class OutputPolicy:
     def claim_each(self, *outputs: tuple[str | Path, bool, str]) -> list[Path]:
         """:meth:`claim` each output ``(path, named, option)``, every refusal in the one line (a command of several
         outputs named only the first it refused, and the user met the next on each try: a new user, 2026-12-06)."""
-        claimed: list[Path] = []
+        claimed: list[tuple[Path, str]] = []  # (path, the option that gave it)
         refused: list[str] = []
-        options: list[str] = []
         for path, named, option in outputs:
             try:
                 out = self.claim(path, named=named, option=option)
             except UserError as exc:
                 refused.append(str(exc))
                 continue
-            twin = next((o for c, o in zip(claimed, options, strict=True) if same_file(c, out) or c == out), None)
+            twin = next((o for c, o in claimed if same_file(c, out)), None)
             if twin is not None:  # report --output X --analysis X wrote both, the second over the first
                 refused.append(f"{option} {path}: is {twin}'s path too; give each output its own path")
-            claimed.append(out)
-            options.append(option)
+            claimed.append((out, option))
         if refused:
             raise UserError("; also ".join(refused))
-        return claimed
+        return [c for c, _ in claimed]
 
     def claim_all(self, paths: Iterable[str | Path], *, named: bool = False, option: str = "--output") -> list[Path]:
         """:meth:`claim` each of ``paths`` (all before any is written)."""
@@ -350,6 +348,33 @@ class OutputPolicy:
         return out
 
 
+def write_files_atomic(files: Iterable[tuple[str | Path, bytes]]) -> None:
+    """Write several files all or none. Each is first written in full (:func:`write_bytes_atomic`) under a hidden temp
+    name beside its target (a symlink's target: the link is kept, as there), and only then is each renamed over its
+    target; a write that fails (a full disk) removes the temp files, replaces nothing, and its one line names the file
+    asked for (``routing --save`` left two of four routings on a full tmpfs, or replaced one of two: an attacker,
+    2026-12-07)."""
+    targets = [(Path(p).resolve() if Path(p).is_symlink() else Path(p), data) for p, data in files]
+    for target, _ in targets:
+        if target.is_dir():
+            raise UserError(f"{target}: is a folder; give a file path")
+        refuse_special(target)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for target, data in targets:
+            staged.append((_tmp_name(target), target))
+            write_bytes_atomic(staged[-1][0], data)
+    except BaseException as exc:
+        for temp, _ in staged:
+            temp.unlink(missing_ok=True)
+        if isinstance(exc, UserError):  # the line names the file asked for, not its hidden temp name
+            temp, target = staged[-1]
+            raise UserError(str(exc).replace(str(temp), str(target))) from None
+        raise
+    for temp, target in staged:
+        os.replace(temp, target)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (temp file in the same folder, fsync, rename)."""
     write_bytes_atomic(path, text.encode("utf-8"))
@@ -358,7 +383,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 TMP_SUFFIX = ".tmp"
 
 
-def temp_path(path: Path) -> Path:
+def _tmp_name(path: Path) -> Path:
     """``.<name>.<pid>.<random>.tmp`` beside ``path`` (the pid lets a later run sweep it)."""
     return path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}"
 
@@ -405,7 +430,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     except OSError as exc:
         raise UserError(f"cannot create folder {path.parent}: {exc.strerror}") from None
     sweep_stale_temps(path.parent)
-    tmp = temp_path(path)
+    tmp = _tmp_name(path)
     fd = None
     if hasattr(os, "O_TMPFILE"):
         try:

@@ -7,7 +7,6 @@ time; optionally each pattern's block_indices saved as ``DIR/<pattern>.npy`` (in
 from __future__ import annotations
 
 import io
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,7 +20,7 @@ from ..core.config import Config, Shape
 from ..core.families import family
 from ..errors import UserError
 from ..io.progress import progress
-from ..io.store import temp_path, write_bytes_atomic, write_json
+from ..io.store import write_files_atomic, write_json
 from .edges import effective_edges, equal_edge_gate
 from .fanin import routing_statistics
 from .files import CU_KEY, NPZ_KEY, file_routings
@@ -85,9 +84,7 @@ def time_generation(config: Config, lengths: tuple[int, ...], repeats: int = 3) 
 def save_routings(routings: dict[str, np.ndarray], directory: str | Path, cu: np.ndarray | None = None) -> list[str]:
     """Write each routing as ``<directory>/<pattern>.npy`` (atomic rename); packed (``cu``), as
     ``<pattern>.npz`` holding ``block_indices`` and its ``cu_seqlens`` (what ``predict --routing-file``
-    reads). Returns the paths. All or none: every file is first written in full under a hidden temp name beside its
-    target, and only then is each renamed over its target; a write that fails (a full disk) removes the temp files
-    and replaces nothing (two of four were left on a full tmpfs, or one of two replaced: an attacker, 2026-12-07)."""
+    reads). Returns the paths. All or none (:func:`~nsa_exp.io.store.write_files_atomic`)."""
     blobs = []
     for name, bi in routings.items():
         buf = io.BytesIO()
@@ -96,20 +93,7 @@ def save_routings(routings: dict[str, np.ndarray], directory: str | Path, cu: np
         else:
             np.savez(buf, allow_pickle=False, **{NPZ_KEY: bi, CU_KEY: np.asarray(cu, dtype=np.int32)})
         blobs.append((Path(directory) / f"{name}.{'npy' if cu is None else 'npz'}", buf.getvalue()))
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for path, data in blobs:
-            staged.append((temp_path(path), path))
-            write_bytes_atomic(staged[-1][0], data)
-    except BaseException as exc:
-        for temp, _ in staged:
-            temp.unlink(missing_ok=True)
-        if isinstance(exc, UserError):  # the line names the file asked for, not its hidden temp name
-            temp, path = staged[-1]
-            raise UserError(str(exc).replace(str(temp), str(path))) from None
-        raise
-    for temp, path in staged:
-        os.replace(temp, path)
+    write_files_atomic(blobs)
     return [str(path) for path, _ in blobs]
 
 
