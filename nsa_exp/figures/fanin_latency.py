@@ -20,8 +20,9 @@ from pathlib import Path
 from ..core import stages
 from ..core.families import family
 from ..errors import UserError
-from ..io.reader import read_csv_table, show_path
+from ..io.reader import show_path
 from ..io.store import load_document
+from ..io.strict_csv import read_csv_table
 from ..routing.fanin import X_STATS
 from .canvas import Claim, pyplot, save_figure
 
@@ -29,7 +30,7 @@ PANELS = tuple((name, stages.stage(name).panel_title) for name in stages.PANEL_O
 
 
 def read_summary(path: str | Path) -> list[dict[str, str]]:
-    """The rows of a bench summary CSV (:func:`nsa_exp.io.reader.read_csv_table`: bounded, its columns those of
+    """The rows of a bench summary CSV (:func:`nsa_exp.io.strict_csv.read_csv_table`: bounded, its columns those of
     ``summary_row``); another table (a sweep table) is one line naming ``--input``."""
     label = f"--input {show_path(path)}"
     text = read_csv_table(path, label, "summary_row", "a bench summary CSV",

@@ -26,8 +26,9 @@ import numpy as np
 
 from ..core.families import BASELINE_PATTERN
 from ..errors import UserError
-from ..io.reader import read_csv_table, show_path
+from ..io.reader import show_path
 from ..io.store import read_strict
+from ..io.strict_csv import read_csv_table
 from ..routing.fanin import X_STATS
 from .canvas import Claim, claim_first, pyplot, save_figure
 

@@ -27,9 +27,7 @@ config /dev/zero: a character device, not a regular file; give a file
 
 from __future__ import annotations
 
-import csv
 import errno
-import io
 import os
 import stat
 from collections.abc import Iterator
@@ -38,8 +36,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import UserError
-from .schemas import load_schema
-from .strict_json import MAX_BYTES
 
 CHUNK = 1 << 20  #: bytes per further read when a file's size changes while it is read
 
@@ -148,23 +144,3 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return Path(a).resolve() == Path(b).resolve() or os.path.samefile(a, b)
     except (OSError, RuntimeError, ValueError):  # RuntimeError: a symlink loop (Path.resolve before Python 3.13)
         return False
-
-
-def read_csv_table(path: str | Path, label: str, row_kind: str, what: str, hint: str = "",
-                   not_found: str | None = None) -> str:
-    """The text of a CSV table whose rows are ``row_kind`` (a schema under ``schemas/``, e.g. ``summary_row``,
-    ``sweep_row``): read bounded (:func:`read_bounded`, at most :data:`~nsa_exp.io.strict_json.MAX_BYTES`),
-    UTF-8 (a byte-order mark dropped), its header holding every column the row schema requires; else one
-    :class:`UserError` line starting with ``label``, saying it is not ``what`` (``hint`` appended, e.g. the
-    command that draws the other kind)."""
-    data = read_bounded(path, label, MAX_BYTES, not_found)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{label}: not UTF-8 text (byte {exc.start}); not a CSV table") from None
-    header = next(csv.reader(io.StringIO(text)), [])
-    missing = [c for c in load_schema(row_kind)["required"] if c not in header]
-    if missing:
-        raise UserError(f"{label}: not {what} (no column {', '.join(missing[:3])}"
-                        f"{' ...' if len(missing) > 3 else ''})" + (f"; {hint}" if hint else ""))
-    return text

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import os
 import re
-import stat
 from collections.abc import Callable, Iterator
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -27,6 +24,7 @@ from referencing.jsonschema import DRAFT202012
 from .. import SCHEMA_DIR
 from ..core.kinds import DOCUMENT_KINDS, UNKINDED_SCHEMAS
 from ..errors import UserError
+from .reader import read_bounded
 from .strict_json import parse_strict
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -35,19 +33,6 @@ DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 #: The keywords of which a schema's body holds at least one (a file holding its ``$id`` alone is no schema).
 _BODY = ("type", "properties", "allOf", "anyOf", "oneOf", "$ref", "items")
 _SCHEMA_BYTES = 4 * 2**20
-
-
-def _schema_bytes(path: Path) -> bytes:
-    """A schema file's bytes: a regular file of at most 4 MiB, opened without blocking (a FIFO hung the import, and
-    /dev/zero read until MemoryError: an attacker, 2026-12-07); OSError or ValueError otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_size > _SCHEMA_BYTES:
-        os.close(fd)
-        raise ValueError("not a regular file" if not stat.S_ISREG(info.st_mode) else
-                         f"{info.st_size} bytes, more than a schema's {_SCHEMA_BYTES}")
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(_SCHEMA_BYTES + 1)
 
 
 @cache
@@ -62,9 +47,11 @@ def load_schema(kind: str) -> dict[str, Any]:
     """
     name = f"schemas/{kind}.schema.json"
     fix = f"restore it from the project (git checkout -- {name})"
-    try:
-        schema = parse_strict(_schema_bytes(SCHEMA_DIR / f"{kind}.schema.json"))
-    except (OSError, ValueError) as exc:
+    try:  # bounded, a regular file only (a FIFO there hung every command, /dev/zero ended in MemoryError)
+        schema = parse_strict(read_bounded(SCHEMA_DIR / f"{kind}.schema.json", name, _SCHEMA_BYTES))
+    except UserError as exc:
+        raise UserError(f"{exc}; {fix}") from None
+    except ValueError as exc:
         raise UserError(f"{name}: cannot be read as a schema ({exc}); {fix}") from None
     doc_kind = next((k for k in DOCUMENT_KINDS if k.schema == kind), None)
     version = doc_kind.version if doc_kind is not None else UNKINDED_SCHEMAS.get(kind)

@@ -28,10 +28,13 @@ import csv
 import io
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from .reader import read_bounded
 from .schemas import load_schema
+from .strict_json import MAX_BYTES
 
 INT_RE = re.compile(r"-?(?:0|[1-9][0-9]*)\Z", re.ASCII)
 FLOAT_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?\Z", re.ASCII)
@@ -146,3 +149,23 @@ def typed_rows(header: list[str], body: list[list[str]], row_schema: str, name: 
                 raise UserError(f"{name}: line {i + 2} column {col}: {exc}") from None
         out.append(row)
     return out
+
+
+def read_csv_table(path: str | Path, label: str, row_kind: str, what: str, hint: str = "",
+                   not_found: str | None = None) -> str:
+    """The text of a CSV table whose rows are ``row_kind`` (a schema under ``schemas/``, e.g. ``summary_row``,
+    ``sweep_row``): read bounded (:func:`~nsa_exp.io.reader.read_bounded`, at most
+    :data:`~nsa_exp.io.strict_json.MAX_BYTES`), UTF-8 (a byte-order mark dropped), its header holding every column
+    the row schema requires; else one :class:`UserError` line starting with ``label``, saying it is not ``what``
+    (``hint`` appended, e.g. the command that draws the other kind)."""
+    data = read_bounded(path, label, MAX_BYTES, not_found)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{label}: not UTF-8 text (byte {exc.start}); not a CSV table") from None
+    header = next(csv.reader(io.StringIO(text)), [])
+    missing = [c for c in load_schema(row_kind)["required"] if c not in header]
+    if missing:
+        raise UserError(f"{label}: not {what} (no column {', '.join(missing[:3])}"
+                        f"{' ...' if len(missing) > 3 else ''})" + (f"; {hint}" if hint else ""))
+    return text

@@ -11,9 +11,10 @@ from ..checking.validate import load_validated
 from ..core.records import SweepPoint
 from ..errors import UserError
 from ..io.progress import progress
-from ..io.reader import read_csv_table, show_path
+from ..io.reader import show_path
 from ..io.schemas import schema_errors
 from ..io.store import write_frame
+from ..io.strict_csv import read_csv_table
 from .plan import point_done
 
 if TYPE_CHECKING:

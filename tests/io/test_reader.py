@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from nsa_exp.errors import UserError
-from nsa_exp.io.reader import read_bounded, read_csv_table, same_file, show_path
+from nsa_exp.io.reader import read_bounded, same_file, show_path
+from nsa_exp.io.strict_csv import read_csv_table
 from tests.helpers import REPO
 
 
