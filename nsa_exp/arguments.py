@@ -121,6 +121,11 @@ def _claimed_output(args: argparse.Namespace, config: Config, default: Path,
                                                      named=args.output is not None)
 
 
+#: the longest ``--name``: a file name holds 255 bytes (NAME_MAX), and a run's files add suffixes such as
+#: ``_check.failed.json`` or ``_vs_<other>.json`` to it
+MAX_NAME = 120
+
+
 def check_run_name(name: str | None, hint: str = "name the file with --output PATH") -> None:
     """A run or report name (``--name``) names files inside a folder the output policy chose: letters, digits, '.',
     '_' and '-', not '.' or '..' (a '/' would place the output outside it). One :class:`UserError` line otherwise.
@@ -134,6 +139,9 @@ file with --output PATH
     """
     if name is not None and (not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name in (".", "..")):
         raise UserError(f"--name {name!r}: a name, not a path (letters, digits, '.', '_', '-'); {hint}")
+    if name is not None and len(name) > MAX_NAME:  # its files' names add a suffix; else ENAMETOOLONG named --output
+        raise UserError(f"--name: {len(name)} characters, more than {MAX_NAME} (a file name holds 255 bytes, and the "
+                        "run's files add their suffixes to it)")
 
 
 def _bench(args: argparse.Namespace) -> None:

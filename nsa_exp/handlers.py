@@ -25,7 +25,8 @@ from .analysis.run_cost import cost_of_files
 from .analysis.stop_replay import stop_replay_of_files
 from .arguments import parse_slurm
 from .checking import compare, flush_study, noise_table, routing_report
-from .checking.validate import format_report, source_missing, validate_paths
+from .checking.checks import source_missing
+from .checking.validate import format_report, validate_paths
 from .commands import FIGURES_DIR
 from .core.environment import door_gates
 from .errors import UserError
@@ -146,10 +147,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     readme = rest.pop(0) if args.update_readme else None
     provenance = rest.pop(0) if args.provenance else None
     command = "python -m nsa_exp report" + (f" --result {args.result}" if args.result != RESULT else "")
-    build_report(inputs, str(output), str(analysis), command, readme=str(readme) if readme else None,
-                 formal=args.formal, provenance=str(provenance) if provenance else None,
-                 readme_from=REPO_ROOT / "README.md", provenance_from=args.provenance or None)
-    return _wrote([output, analysis, *([readme] if readme else []), *([provenance] if provenance else [])])
+    wrote_analysis = build_report(inputs, str(output), str(analysis), command,
+                                  readme=str(readme) if readme else None, formal=args.formal,
+                                  provenance=str(provenance) if provenance else None,
+                                  readme_from=REPO_ROOT / "README.md", provenance_from=args.provenance or None)
+    _wrote([output])
+    if not wrote_analysis:  # a new user read "wrote" for a file left as it was
+        print(f"kept {analysis} (the same analysis; only its metadata would change)")
+    return _wrote([*([analysis] if wrote_analysis else []), *([readme] if readme else []),
+                   *([provenance] if provenance else [])])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from .errors import UserError
 from .figures.model_validation import figure_stem, plot_validation
 from .io.metadata import git_state, installed_packages, utc_now
 from .io.progress import progress
-from .io.store import OutputPolicy, load_document, write_json
+from .io.store import OutputPolicy, load_document, write_json_unless_same
 from .model.arguments import model_shape, parse_packing, parse_params, require_enough_blocks
 from .model.calibration import (
     config_label,
@@ -51,6 +51,15 @@ from .routing.facts import regenerate
 from .routing.fanin import csr_rows, row_fanin
 from .routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
 from .routing.packing import cu_seqlens, packed_routing_violations, packing_token
+
+#: what a re-run changes in a model document that computed the same model: when only these differ, the file is kept,
+#: and with it its sha256, which each validation records of its calibration (a new user's re-run of docs/MODEL.md's
+#: commands left the committed validations failing validate: "the calibration at hand is another file")
+VOLATILE = ("metadata", "command")
+
+
+def _wrote_or_kept(path: str | Path, wrote: bool, what: str) -> str:
+    return f"wrote {path}" if wrote else f"kept {path} (the same {what}; only its metadata and command would change)"
 
 
 def _metadata() -> dict[str, Any]:
@@ -104,10 +113,10 @@ def calibrate(args: argparse.Namespace) -> int:
     doc = model_calibration.build(name=Path(out).stem, chosen=chosen, rows=rows, params=params, bq=bq,
                                   resources=resources, occupancy=occ, set_path=args.set, set_name=cset["name"],
                                   command=" ".join(["python -m nsa_exp", *sys.argv[1:]]), metadata=_metadata())
-    write_json(out, doc, "model_calibration")
+    wrote = write_json_unless_same(out, doc, "model_calibration", VOLATILE)
     print(f"a={params.a_ms:.4f} ms  c={params.c_ms:.6f} ms  gamma={params.gamma:.3f}  slots {occ['slots_per_sm']}/SM "
           f"x {ref.sm_count} SMs; fit |error| mean {doc['residuals']['mean_abs_pct']:.2f}% max "
-          f"{doc['residuals']['max_abs_pct']:.2f}%\nwrote {out}")
+          f"{doc['residuals']['max_abs_pct']:.2f}%\n{_wrote_or_kept(out, wrote, 'calibration')}")
     return 0
 
 
@@ -163,7 +172,7 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
                         f"up to {MAX_T}")
     require_enough_blocks(T, base, label)
     shape = model_shape(base, T, args.B, args.H, args.G)
-    cu = read_cu_seqlens(args.routing_file, T, shape.block_size)
+    cu = read_cu_seqlens(args.routing_file, T, shape.block_size, (want.B, None, want.H, want.S))
     if packing is not None:
         cu = cu_seqlens(packing, T, shape.block_size, "--packing")
     if cu is not None:
@@ -237,7 +246,7 @@ def model_validate(args: argparse.Namespace) -> int:
     doc = model_validation.build(name=Path(out).stem, calibration_path=args.calibration, calibration_name=cal["name"],
                                  rows=rows, excluded=excluded, split_max_fanin=args.max_fanin,
                                  command=" ".join(["python -m nsa_exp", *sys.argv[1:]]), metadata=_metadata())
-    write_json(out, doc, "model_validation")
+    wrote = write_json_unless_same(out, doc, "model_validation", VOLATILE)
     figures = plot_validation(doc, fig_dir) if fig_dir else []
     for r in rows:
         print(f"{r['name']:<40} measured {r['measured_ms']:8.3f}  predicted {r['predicted_ms']:8.3f}  "
@@ -246,6 +255,7 @@ def model_validate(args: argparse.Namespace) -> int:
     verdict = "meets the target" if doc["meets_target"] else "MISSES the target (recorded: meets_target false)"
     print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
           f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%): {verdict}")
-    for path in [out, *figures]:
+    print(_wrote_or_kept(out, wrote, "validation"))
+    for path in figures:
         print(f"wrote {path}")
     return 0

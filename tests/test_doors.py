@@ -348,10 +348,12 @@ def test_gated_gpu_commands_refuse_a_box_without_a_gpu_before_torch_is_imported(
           str(tmp_path / "none.json")], "--benchmark-result"),  # first, as the handler had it (a helper's finding)
         (["bench", "--resume", "--output", str(tmp_path / "b.json")], "--resume but there is no journal"),
     ], env=gpu_env)
-    both = "; and no CUDA GPU is visible here (no /dev/nvidiactl or /dev/dxg): run on an H100 host"
-    assert_refused_before_torch([(["smoke", "--output", str(tmp_path / "s.json")], "environment: TRITON_F32_DEFAULT"),
-                                 (["smoke", "--output", str(tmp_path / "s.json")], both)],
+    # the GPU first (fixing the environment alone would not help on this box), then the environment's fix
+    both = "no CUDA GPU is visible here (no /dev/nvidiactl or /dev/dxg): run on an H100 host; there, also: "
+    assert_refused_before_torch([(["smoke", "--output", str(tmp_path / "s.json")], both),
+                                 (["smoke", "--output", str(tmp_path / "s.json")], "environment: TRITON_F32_DEFAULT")],
                                 env={name: "" for name in (*REQUIRED_ENV, "TRITON_CACHE_DIR")})
+    assert_refused_before_torch([(["bench", "--name", "n" * 121], "--name: 121 characters, more than 120")])
 
 
 def test_a_run_name_is_a_name_not_a_path():
@@ -424,3 +426,13 @@ def test_cost_and_stop_replay_refuse_a_forged_result_before_reading_its_figures(
     forged.write_text(json.dumps(doc))
     proc = run_cli(command, "results/raw/e1_h200.json", str(forged))
     assert_one_line_error(proc, "does not validate", "stats_recompute")
+
+
+def test_the_default_config_asked_for_from_a_subfolder_says_to_run_from_the_root():
+    """``cd configs && python -m nsa_exp routing`` said "config file configs/e1_h100.json does not exist; pass --config
+    with one of the files under configs/", from inside configs/ (a new user, 2026-12-07)."""
+    proc = run_cli("routing", cwd=REPO / "configs")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "configs/e1_h100.json does not exist; it is a path from the repository's root: run the command from " \
+           f"there ({REPO})" in lines[0], lines

@@ -114,6 +114,18 @@ def first_difference(a: list, b: list) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
+def source_missing(entry: dict[str, str]) -> bool:
+    """An ``unverified`` entry of a check group that could not run because a source it reads (a routing file,
+    the raw CSV, the results a derived file read, its config) was not found, or because the recorded argv is not
+    this CLI's (its options, against which ``config_path``, ``name``, ``--resume``, ``--allow-gpu`` and the stop
+    rule are checked, cannot be read: an attacker's argv[0] switched those checks off, 2026-12-06), or because its
+    GPU is no row of the GPU table (its facts cannot be checked: an H200 run relabelled with a look-alike letter
+    passed, 2026-12-06), or because a source it was rebuilt from has such a group itself: what ``validate --strict``
+    fails on. Each such entry's reason starts ``unverified (``. Values no CPU can recompute (GPU latencies, host
+    facts) are listed too but are not such a group."""
+    return entry["why"].startswith("unverified (")
+
+
 @dataclass
 class Context:
     """What a kind's checks get besides the document: its path as given (``"<bytes>"`` when none),

@@ -46,7 +46,7 @@ from ..io.store import load_document
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from .checks import Add, Context, Problems, close, one_check
 from .record_checks import parse_utc
-from .sources import deep_diff, failed_checks, read_source, source_problems
+from .sources import deep_diff, failed_checks, read_source, rebuilt_from, source_problems
 
 KIND = "compare"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -262,9 +262,12 @@ def _rebuild(doc: dict[str, Any], ctx: Context, a: Any, b: Any, pair: list[Any],
     it must pass validate, not for a table of this repository's history) and diffed against ``doc``."""
     nf = doc["noise_floor"]
     # the floors' own source must hold too (a forged table)
-    if table is not None and revalidate and (bad := ", ".join(failed_checks(ctx, table))):
-        problems.append(("$.noise_floor.paths[0]", f"{nf['paths'][0]}: the noise table these floors come from "
-                         f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
+    if table is not None and revalidate:
+        if bad := ", ".join(failed_checks(ctx, table)):
+            problems.append(("$.noise_floor.paths[0]", f"{nf['paths'][0]}: the noise table these floors come from "
+                             f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
+        else:  # a table that passes with its floors unverified (a source of its found nowhere) leaves them so here
+            rebuilt_from(ctx, "$.noise_floor.paths[0]", nf["paths"][0], table)
     try:
         want = build(a[0], b[0], noise_from=[str(p) for p, _ in pair] if nf["kind"] == "repeat" else None,
                      floor=floor, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],

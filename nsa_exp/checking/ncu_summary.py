@@ -11,7 +11,9 @@ the raw CSV.
   and ``nvtx_range`` from ``pattern`` and ``stage``
   (:mod:`nsa_exp.core.nvtx`); a re-export names this summary and its CSV and is dated after the profile;
   each kernel's device and SM count against the GPU table and, when at hand, the benchmark result's GPU.
-  Without the CSV the metrics are unverified.
+  Every kernel's percentages (:func:`metric_bound_problems`, on the summary and on the raw CSV alike): within
+  0..100, achieved occupancy no more than theoretical, min <= avg <= max. Without the CSV the metrics are
+  unverified.
 - ``created_after_sources`` (summary, with the benchmark result at hand): not dated before the bench whose
   autotune configs it profiled.
 - ``ncu_raw_csv`` (raw CSV): an ``ID`` header, a units row, one complete row per kernel, IDs 0..n-1, every
@@ -24,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,44 @@ RATE_REL_TOL = 0.01
 #: replayed: the committed H100 and H200 profiles give 1.003-1.039 (ncu replays one launch with its caches
 #: flushed, at the clocks the bench ran; docs/NSIGHT.md). A duration outside these bounds is another kernel's.
 NCU_VS_BENCH = (0.95, 1.2)
+#: Slack on the percentage bounds below: ncu prints 6 decimals, and rounding keeps order and 0..100.
+PCT_TOL = 1e-6
+
+
+def metric_bound_problems(kernels: Any, path: Callable[[int, str], str]) -> Problems:
+    """What every kernel's percentages say against themselves (``kernels``: a summary's, or the parsed rows of a raw
+    CSV; ``path(i, key)``: where kernel ``i``'s metric ``key`` sits): a percentage (unit ``%`` or a ``_pct`` key) is
+    within 0..100 (:data:`PCT_TOL`), achieved occupancy no more than the theoretical one (the resident warps its
+    launch allows), and ``X_min_pct <= X_pct <= X_max_pct`` for each family the metrics hold (today
+    ``sm_throughput``: min and max over SMs). No committed profile exceeds 100 (the highest, ``l2_hit_rate_pct``
+    97.455; ``memory_throughput_pct`` 80.42), so no ``pct_of_peak`` metric is spared. Achieved occupancy 60 against
+    a theoretical 12.5, an L2 hit rate of 150 %, SM throughput 180 % with its min 190 %, written into the raw CSV and
+    its summary together, PASSed (an attacker)."""
+    def named(key: str) -> str:
+        return f"{key} ({METRICS[key]})" if key in METRICS else key
+
+    problems: Problems = []
+    for i, k in enumerate(kernels if isinstance(kernels, list) else []):
+        metrics = k.get("metrics") if isinstance(k, dict) else None
+        if not isinstance(metrics, dict):
+            continue
+        units = k.get("units") if isinstance(k.get("units"), dict) else {}
+        v = {key: float(x) for key, x in metrics.items()
+             if isinstance(x, (int, float)) and not isinstance(x, bool)}
+        for key, x in v.items():
+            if (key.endswith("_pct") or units.get(key) == "%") and not -PCT_TOL <= x <= 100 + PCT_TOL:
+                problems.append((path(i, key), f"{named(key)} {x:g}%: a percentage is within 0..100"))
+        achieved, theoretical = v.get("achieved_occupancy_pct"), v.get("theoretical_occupancy_pct")
+        if achieved is not None and theoretical is not None and achieved > theoretical + PCT_TOL:
+            problems.append((path(i, "achieved_occupancy_pct"), f"{named('achieved_occupancy_pct')} {achieved:g}%, "
+                             f"above the kernel's theoretical occupancy {theoretical:g}% (the warps its launch can "
+                             "keep resident)"))
+        families = sorted({key.removesuffix(end) for key in v for end in ("_min_pct", "_max_pct") if key.endswith(end)})
+        for family in families:
+            chain = [key for key in (f"{family}_min_pct", f"{family}_pct", f"{family}_max_pct") if key in v]
+            problems += [(path(i, b), f"{named(a)} {v[a]:g}% above {named(b)} {v[b]:g}%: min <= avg <= max")
+                         for a, b in zip(chain, chain[1:], strict=False) if v[a] > v[b] + PCT_TOL]
+    return problems
 
 
 def build(text: str, context: dict[str, Any], metadata: dict[str, Any], raw_csv_name: str | None) -> dict[str, Any]:
@@ -219,6 +260,7 @@ def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         made, profiled = parse_utc(re_export.get("utc")), parse_utc(doc.get("metadata", {}).get("created_utc"))
         if made is not None and profiled is not None and made < profiled:
             problems.append(("$.reexported_from.utc", "re-exported before the profile was taken"))
+    problems += metric_bound_problems(doc["kernels"], lambda i, key: f"$.kernels[{i}].metrics.{key}")
     for i, k in enumerate(doc["kernels"]):
         spec = gpu_spec(k.get("device"))
         sm = k.get("metrics", {}).get("sm_count")
@@ -262,6 +304,7 @@ def ncu_raw_csv_checks(rows: list[list[str]], add: Add, ctx: Context) -> None:
         return
     problems = [(f"$[{i}].ID", f"kernel row {i} has ID {k['id']}: rows are IDs 0..n-1 in launch order")
                 for i, k in enumerate(kernels) if k["id"] != i] + physics_problems(rows)
+    problems += metric_bound_problems(kernels, lambda i, key: f"$[kernel ID {kernels[i]['id']}].{METRICS[key]}")
     if not add("ncu_raw_csv", problems):
         return
     summary = Path(path).with_name(Path(path).name.removesuffix(".raw.csv") + ".json")

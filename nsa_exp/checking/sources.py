@@ -14,10 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..core.kinds import DERIVED_KINDS
 from ..errors import UserError
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
-from .checks import Add, Context, Problems, close
+from .checks import Add, Context, Problems, close, source_missing
 from .record_checks import parse_utc
 
 
@@ -95,10 +96,25 @@ def failed_checks(ctx: Context, path: str | Path) -> list[str]:
 
 def rebuilt_from(ctx: Context, where: str, label: str, path: str | Path) -> Problems:
     """``(where, ...)`` when the file at ``path`` (named ``label``) that a document was rebuilt from does not pass
-    validate (:func:`failed_checks`), else nothing."""
+    validate (:func:`failed_checks`), else nothing. A derived source (a kind ``validate`` rebuilds from the files
+    it names, :data:`nsa_exp.core.kinds.DERIVED_KINDS`) that passes with a check group of its own unverifiable for
+    want of what it reads (:func:`.checks.source_missing`: not rebuilt) lists ``where`` unverifiable here too, so
+    that ``validate --strict`` fails the document built on it as it fails the source: a compare judged by a noise
+    table that names a results file found nowhere (its floors not rebuilt), or a validation predicted from a
+    calibration whose point is found nowhere (not refitted), PASSed --strict with forged verdicts or predictions
+    (an attacker, 2026-12-07). A measurement's own gaps (its config at a commit not in this history, say) are not
+    passed on: every figure a document derives from it is recomputed from what it records."""
     failed = failed_checks(ctx, path)
-    return [(where, f"{label} does not validate ({', '.join(failed)}); a document rebuilt from it proves "
-                    "nothing")] if failed else []
+    if failed:
+        return [(where, f"{label} does not validate ({', '.join(failed)}); a document rebuilt from it proves "
+                        "nothing")]
+    report = ctx.revalidate(str(path)) if ctx.revalidate is not None else None
+    if report is not None and report.get("document_kind") in DERIVED_KINDS:
+        gaps = [u for u in report.get("unverified", []) if source_missing(u)]
+        if gaps:
+            ctx.unverifiable(where, f"unverified (its source {label} has {len(gaps)} check group(s) unverifiable, "
+                                    f"first {gaps[0]['path']}: {gaps[0]['why'][:160]})")
+    return []
 
 
 def created_after_sources(doc: dict[str, Any], sources: list[dict[str, Any]], add: Add) -> None:

@@ -34,11 +34,10 @@ from ..io.store import read_document
 from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from . import validation_report
-from .checks import Add, Checks, Context, schema_problems
+from .checks import Add, Checks, Context, schema_problems, source_missing
 from .csv_checks import summary_csv_checks
 from .kinds import KIND_CHECKS
 from .ncu_summary import ncu_raw_csv_checks
-from .routing_checks import NOT_SUPPLIED
 from .sweep_checks import sweep_csv_checks
 
 JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
@@ -243,17 +242,6 @@ def _validate_file(path: Path, label: str, companion: tuple[str, dict[str, Any]]
         return validation_report.build(str(path), checks)
     return validate_bytes(read_bounded(path, label, MAX_BYTES), str(path), companion, routing_files, release_dirs,
                           depth)
-
-
-def source_missing(entry: dict[str, str]) -> bool:
-    """An ``unverified`` entry of a check group that could not run because a source it reads (a routing file,
-    the raw CSV, the results a derived file read, its config) was not found, or because the recorded argv is not
-    this CLI's (its options, against which ``config_path``, ``name``, ``--resume``, ``--allow-gpu`` and the stop
-    rule are checked, cannot be read: an attacker's argv[0] switched those checks off, 2026-12-06), or because its
-    GPU is no row of the GPU table (its facts cannot be checked: an H200 run relabelled with a look-alike letter
-    passed, 2026-12-06): what ``validate --strict`` fails on. Values no CPU can recompute (GPU latencies, host
-    facts) are listed too but are not such a group."""
-    return entry["why"] == NOT_SUPPLIED or entry["why"].startswith("unverified (")
 
 
 def format_report(report: dict[str, Any]) -> str:

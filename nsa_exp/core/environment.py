@@ -116,8 +116,8 @@ def door_gates(required_name: str) -> None:
     except GateFailure as exc:
         try:
             require_device_node(required_name)
-        except GateFailure:
-            raise GateFailure(f"{exc}; and no CUDA GPU is visible here (no {' or '.join(CUDA_DEVICE_NODES)}): run "
-                              f"on an {required_name} host") from None
+        except GateFailure:  # the GPU first: fixing the environment alone would not help here (a new user, again)
+            raise GateFailure(f"no CUDA GPU is visible here (no {' or '.join(CUDA_DEVICE_NODES)}): run on an "
+                              f"{required_name} host; there, also: {exc}") from None
         raise
     require_device_node(required_name)

@@ -25,23 +25,30 @@ class DocumentKind:
     version: str = "1.0"
     #: False: documents of this kind were written before they carried ``schema_version`` (absent = ``version``)
     versioned: bool = True
+    #: True: a document of this kind is derived on a CPU from the files it names, and ``validate`` rebuilds it from
+    #: them (not a measurement): where such a source could not be rebuilt, what is derived from it cannot be either
+    derived: bool = False
 
 
 #: In the order of their schema files (the order the validator lists them in its messages).
 DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
-    DocumentKind("analysis", "analysis", "derived statistics of a bench result (results/analysis)"),
+    DocumentKind("analysis", "analysis", "derived statistics of a bench result (results/analysis)", derived=True),
     DocumentKind("autotune_matrix", "autotune_matrix", "autotune config x routing matrix (results/autotune)"),
     DocumentKind("check_report", "check_report", "the gates' report (results/reports/<config>_check.json)"),
-    DocumentKind("compare", "compare", "bench result B against A per pattern x stage (results/compare)"),
-    DocumentKind("flush_study", "flush_study", "the L2 flush policy chosen from a method study (results/studies)"),
-    DocumentKind("model_calibration", "model_calibration", "the dK/dV makespan model's calibration (results/model)"),
+    DocumentKind("compare", "compare", "bench result B against A per pattern x stage (results/compare)",
+                 derived=True),
+    DocumentKind("flush_study", "flush_study", "the L2 flush policy chosen from a method study (results/studies)",
+                 derived=True),
+    DocumentKind("model_calibration", "model_calibration", "the dK/dV makespan model's calibration (results/model)",
+                 derived=True),
     DocumentKind("model_calibration_set", "model_calibration_set", "designed calibration routings (configs/)"),
     DocumentKind("method_study", "method_study", "a GPU method study's raw record (scripts/gpu_method_study.py, "
                  "results/studies)", versioned=False),
-    DocumentKind("model_validation", "model_validation", "predicted vs measured dK/dV (results/model)"),
-    DocumentKind("ncu_summary", "ncu_summary", "Nsight Compute metrics of one profiled stage (results/ncu)"),
+    DocumentKind("model_validation", "model_validation", "predicted vs measured dK/dV (results/model)", derived=True),
+    DocumentKind("ncu_summary", "ncu_summary", "Nsight Compute metrics of one profiled stage (results/ncu)",
+                 derived=True),
     DocumentKind("noise_table", "noise_table", "the noise floor f(GPU, stage) of every GPU x stage, derived from "
-                 "the committed repeats (results/noise/floors.json)"),
+                 "the committed repeats (results/noise/floors.json)", derived=True),
     DocumentKind("peer_result", "peer_result", "PEERS: FLA, FlexAttention and dense SDPA on the same routings "
                  "(peer-bench, results/peers)"),
     DocumentKind("release_result", "release_result", "the release arm: another FLA release or source tree through "
@@ -66,6 +73,8 @@ CSV_KINDS: dict[str, str] = {
     "ncu_raw_csv": "Nsight Compute's raw export of one profile (results/ncu/<name>.raw.csv, ncu --csv --page raw)",
 }
 _BY_NAME = {k.name: k for k in DOCUMENT_KINDS}
+#: The kinds ``validate`` rebuilds from the files they name (:attr:`DocumentKind.derived`).
+DERIVED_KINDS: frozenset[str] = frozenset(k.name for k in DOCUMENT_KINDS if k.derived)
 
 
 def document_kind(name: str) -> DocumentKind:

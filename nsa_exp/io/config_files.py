@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .. import REPO_ROOT
 from ..errors import UserError
 from .reader import read_bounded, show_path
 from .strict_json import parse_strict
@@ -25,6 +26,11 @@ def read_config_file(path: str | Path, what: str = "config file", missing_hint: 
     unreadable file is one line naming it (``<what> <path> does not exist; <missing_hint>``), and so is a document
     the bundle wrote (a result, a report: it has a ``kind``) given where a config belongs."""
     shown = show_path(path)
+    if not Path(path).is_absolute() and not Path(path).exists() and (REPO_ROOT / path).is_file() \
+            and Path.cwd().resolve() != REPO_ROOT.resolve():
+        # a relative path that names a file of the repository from its root (the default configs/e1_h100.json): run
+        # from configs/, the hint "see configs/" misled a new user (2026-12-07)
+        missing_hint = f"it is a path from the repository's root: run the command from there ({REPO_ROOT})"
     data = read_bounded(path, f"{what} {shown}", MAX_CONFIG_BYTES,
                         not_found=f"{what} {shown} does not exist" + (f"; {missing_hint}" if missing_hint else ""))
     raw = parse_config_bytes(data, shown)

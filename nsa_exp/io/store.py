@@ -502,6 +502,32 @@ def write_json(path: str | Path, doc: dict[str, Any], kind: str) -> None:
     write_text_atomic(path, text)
 
 
+def write_json_unless_same(path: str | Path, doc: dict[str, Any], kind: str,
+                           volatile: tuple[str, ...] = ("metadata",)) -> bool:
+    """:func:`write_json`, unless the file at ``path`` already holds the same document but for its ``volatile``
+    top-level keys (its metadata: time, argv, git) from a clean tree, or the tree is dirty now (``doc``'s
+    ``metadata.git.dirty``) and the file's was too. A derived file is refreshed when what it derives changed, or
+    when a clean tree can replace one derived from a dirty tree; otherwise it is kept, so that its sha256, which
+    other documents record (a model validation records its calibration's), stays. Returns whether it wrote.
+
+    A file that is not strict JSON, or not a JSON object, is replaced."""
+    p = Path(path)
+    if p.is_file():
+        try:
+            old = read_strict(p)[1]
+        except UserError:
+            old = None
+        if isinstance(old, dict):
+            same = ({k: v for k, v in old.items() if k not in volatile}
+                    == {k: v for k, v in doc.items() if k not in volatile})
+            was_dirty = bool(((old.get("metadata") or {}).get("git") or {}).get("dirty"))
+            now_dirty = bool(((doc.get("metadata") or {}).get("git") or {}).get("dirty"))
+            if same and (not was_dirty or now_dirty):
+                return False
+    write_json(path, doc, kind)
+    return True
+
+
 def frame_csv(path: str | Path, frame: pd.DataFrame, row_kind: str) -> str:
     """``frame`` as the CSV text :func:`write_frame` writes, each row validated against
     ``schemas/<row_kind>.schema.json`` first (one line naming ``path`` and the row otherwise)."""

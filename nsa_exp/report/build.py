@@ -15,7 +15,7 @@ from .. import REPO_ROOT
 from ..core.records import BenchLike, BenchResult
 from ..errors import UserError
 from ..io.metadata import base_metadata
-from ..io.store import check_writable, read_strict, write_json, write_text_atomic
+from ..io.store import check_writable, write_json_unless_same, write_text_atomic
 from .autotune import autotune_section
 from .benches import docs8192_section, engine_section, routing_file_section
 from .data import ReportData, load_report_data
@@ -140,29 +140,15 @@ def is_formal(result: BenchLike, flag: bool = False) -> bool:
     return said is True or flag
 
 
-def _write_analysis(path: str, analysis: dict[str, Any]) -> None:
-    """Write the analysis unless the file holds the same analysis (metadata aside) from a clean tree, or the
-    tree is dirty now and the file's was too: a derived file is refreshed when what it derives changed, or
-    when a clean tree can replace one derived from a dirty tree."""
-    p = Path(path)
-    doc = {**analysis, "metadata": base_metadata(import_gpu=False)}
-    if p.is_file():
-        old = read_strict(p)[1]
-        same = {k: v for k, v in old.items() if k != "metadata"} == {k: v for k, v in analysis.items()}
-        was_dirty = bool(((old.get("metadata") or {}).get("git") or {}).get("dirty"))
-        if same and (not was_dirty or doc["metadata"]["git"].get("dirty")):
-            return
-    write_json(path, doc, "analysis")
-
-
 def build_report(inputs: Inputs, output_md: str, output_json: str, command: str, readme: str | None = None,
                  formal: bool = False, provenance: str | None = None, readme_from: str | Path | None = None,
-                 provenance_from: str | Path | None = None) -> dict[str, Any]:
+                 provenance_from: str | Path | None = None) -> bool:
     """Write RESULTS.md (``output_md``), the analysis JSON of the first formal result (``output_json``) and, given
-    ``readme`` / ``provenance``, README's results block and PROVENANCE.md's table, all from ``inputs``; returns
-    the analysis. ``readme_from`` / ``provenance_from``: the file whose text around the block is kept (default the
-    output itself; a run folder's copy is built from the published file). Everything is computed and checked
-    before the first file is written."""
+    ``readme`` / ``provenance``, README's results block and PROVENANCE.md's table, all from ``inputs``. Returns
+    whether the analysis file was written: it is kept when it holds the same analysis, metadata aside
+    (:func:`nsa_exp.io.store.write_json_unless_same`). ``readme_from`` / ``provenance_from``: the file whose text
+    around the block is kept (default the output itself; a run folder's copy is built from the published file).
+    Everything is computed and checked before the first file is written."""
     check_writable(output_md, output_json, *([readme] if readme else []), *([provenance] if provenance else []))
     for out in (output_md, output_json):
         if (target := inputs.path(out)) is not None and target.resolve() in {
@@ -174,12 +160,12 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
     text = render_results(data, command)
     block = readme_block(data, "docs/RESULTS.md") if readme else ""
     data.claims.audit(text + "\n" + block, Path(output_md).name)
-    analysis = {k: v for k, v in data.formal[0].analysis.items()}
-    _write_analysis(output_json, analysis)
+    analysis = {**data.formal[0].analysis, "metadata": base_metadata(import_gpu=False)}
+    wrote_analysis = write_json_unless_same(output_json, analysis, "analysis")
     write_text_atomic(output_md, rebased_links(text, REPO_ROOT / "docs", Path(output_md)))
     if readme:
         update_readme(Path(readme), block, readme_from)
     if provenance:
         update_provenance(Path(provenance), provenance_block(inputs, {k: v for k, v in data.docs.items()}),
                           provenance_from)
-    return analysis
+    return wrote_analysis

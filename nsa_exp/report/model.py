@@ -150,7 +150,16 @@ def _validation(data: ReportData, doc: dict[str, Any], path: str) -> list[str]:
                       "model: LPT saves ms", f"model: split F={doc['split_max_fanin']} saves ms"
                       if doc["split_max_fanin"] else "model: split (not modelled)"], rows), "",
             *([f"{changed} source file(s) changed since this validation (sha256 differs): re-run its command.", ""]
-              if changed else [])]
+              if changed else []),
+            *([f"**Its calibration `{doc['calibration']['path']}` changed since this validation** (sha256 differs: "
+               "`validate` fails it): re-run its command.", ""] if _calibration_changed(data, doc) else [])]
+
+
+def _calibration_changed(data: ReportData, doc: dict[str, Any]) -> bool:
+    """Whether the calibration a validation records is no longer the file at its path (its sha256 differs, or it is
+    gone): the validation's predictions came from another calibration."""
+    path = data.inputs.root / doc["calibration"]["path"]
+    return not path.is_file() or file_sha256(path) != doc["calibration"]["sha256"]
 
 
 def model_section(data: ReportData) -> list[str]:

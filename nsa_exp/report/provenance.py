@@ -115,18 +115,28 @@ def _doc_row(rel: str, doc: dict[str, Any], steps, inputs: Inputs, docs: dict[st
         command = (f"python -m nsa_exp compare {a['path']} {b['path']}"
                    + (f" --noise-from {' '.join(nf['paths'])}" if nf["kind"] == "repeat" else "")
                    + (f" --floor {next(iter(nf['per_stage'].values()), 0.02):g}" if nf["kind"] == "default" else "")
-                   + (" --cycles" if cycles else "") + ("" if rel == default else f" --output {rel}"))
+                   + (" --cycles" if cycles else "") + ("" if rel == default else f" --output {rel}")
+                   + " --publish --overwrite")
         notes.append(f"records no metadata of its own (command as the document records it); A at "
                      f"`{a['git_sha'][:7]}` {a['created_utc']}, B at `{b['git_sha'][:7]}` {b['created_utc']}")
         return [f"`{rel}`", "compare", "—", "—", "—", "—", f"`{command}`", "—", "; ".join(notes)]
     if doc.get("kind") == "noise_table":
         notes.append(f"records no metadata of its own; derived from {len(doc['sources'])} committed results "
                      f"({len(doc['excluded'])} excluded), which `validate` rebuilds it from")
-        return [f"`{rel}`", "noise_table", "—", "—", "—", "—", "`python -m nsa_exp noise-table --overwrite`", "—",
-                "; ".join(notes)]
-    gpu = (meta.get("gpu") or {}).get("name") or "—"
+        return [f"`{rel}`", "noise_table", "—", "—", "—", "—", "`python -m nsa_exp noise-table --publish --overwrite`",
+                "—", "; ".join(notes)]
+    gpu = _gpu(doc)
     return [f"`{rel}`", str(doc.get("kind", "?")), _sha(git), _dirty(git), str(meta.get("created_utc", "—")), gpu,
             f"`{command}`", _parts(args, steps, doc), "; ".join(notes) or "—"]
+
+
+def _gpu(doc: dict[str, Any]) -> str:
+    """The GPU a file records: a run's ``metadata.gpu.name``, a method study's ``metadata.gpu_name``, an Nsight
+    Compute summary's profiled kernels' ``device`` (its metadata records none); "—" for a CPU command's file."""
+    meta = doc.get("metadata") or {}
+    devices = {str(k["device"]) for k in doc.get("kernels") or [] if isinstance(k, dict) and k.get("device")}
+    return ((meta.get("gpu") or {}).get("name") or meta.get("gpu_name")
+            or (", ".join(sorted(devices)) if doc.get("kind") == "ncu_summary" else None) or "—")
 
 
 def _owner(rel: str, docs: dict[str, dict[str, Any]]) -> tuple[str | None, str]:
@@ -198,7 +208,9 @@ def provenance_block(inputs: Inputs, docs: dict[str, dict[str, Any]] | None = No
         f"({len(rows)} files); do not edit by hand._", "",
         "`commit` is the sha the file recorded (`metadata.git.sha`; \"HEAD seen\": the git HEAD of the device's "
         "copy of the tree, when it differed from the stated `NSA_EXP_GIT_SHA`); `tree`: whether that tree had "
-        "uncommitted changes; `command`: `metadata.argv`; the part of `scripts/h200_session.sh` is the one whose "
+        "uncommitted changes; `command`: `metadata.argv`, the command as it ran then (run today, a command that "
+        "wrote a published file needs `--publish --overwrite` to replace it; without `--publish` it writes under "
+        "`runs/`: README, Outputs); the part of `scripts/h200_session.sh` is the one whose "
         "step runs exactly that command (several parts may run the same command).", "",
         derived_trees(rows), "",
         md_table(HEADER, rows)])

@@ -145,6 +145,23 @@ def _npz(path: Path, data: bytes, dims: Dims) -> tuple[np.ndarray, str | None]:
         return _npz_member(z, key, dims, f"routing file {path} [{key}]"), key
 
 
+def _not_dense(obj: Any) -> str | None:
+    """What a loaded tensor is when it is not a plain strided dense CPU tensor (None when it is one)."""
+    import torch  # noqa: PLC0415  (deferred: see _pt)
+
+    if obj.is_nested:
+        return "a nested tensor"
+    if obj.layout != torch.strided:
+        return f"a {str(obj.layout).removeprefix('torch.')} layout tensor"
+    if obj.is_quantized:
+        return f"a quantized tensor ({str(obj.dtype).removeprefix('torch.')})"
+    if obj.is_meta:
+        return "a meta tensor (shape only, no data)"
+    if obj.device.type != "cpu":
+        return f"a tensor on device {obj.device}"
+    return None
+
+
 def _pt(path: Path, data: bytes) -> tuple[np.ndarray, str | None]:
     # torch is imported lazily: this module is in the numpy-only routing tier, and torch is needed
     # only for users who bring a .pt file (it is installed wherever the GPU tier runs).
@@ -156,24 +173,36 @@ def _pt(path: Path, data: bytes) -> tuple[np.ndarray, str | None]:
         if declared > 2 * len(data) + SLACK_BYTES:
             raise UserError(f"routing file {path}: cannot be read as .pt: its records declare {declared} bytes, "
                             f"far more than the file's {len(data)} (compressed records); refused before reading")
-    with warnings.catch_warnings():  # torch warns about old pickle protocols: the error (if any) is the one line
+    # torch warns while loading (old pickle protocols) and while touching odd tensors (a nested tensor's
+    # "prototype stage"): the error, if any, is the one line, so no warning is printed
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    key = None
-    if isinstance(obj, dict):
-        tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
-        if NPZ_KEY in tensors:
-            key = NPZ_KEY
-        elif len(tensors) == 1:
-            key = next(iter(tensors))
-        else:
-            raise UserError(f"routing file {path}: .pt dict holds tensors {sorted(map(str, tensors))}; name "
-                            f"the routing '{NPZ_KEY}' or store only one tensor")
-        obj = tensors[key]
-    if not isinstance(obj, torch.Tensor):
-        raise UserError(f"routing file {path}: .pt holds a {type(obj).__name__}, expected a tensor "
-                        f"(or a dict with '{NPZ_KEY}')")
-    return obj.detach().cpu().numpy(), key
+        key = None
+        if isinstance(obj, dict):
+            tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+            if NPZ_KEY in tensors:
+                key = NPZ_KEY
+            elif len(tensors) == 1:
+                key = next(iter(tensors))
+            elif not tensors:
+                raise UserError(f"routing file {path}: .pt holds a dict of no tensor (keys "
+                                f"{sorted(map(str, obj))[:8]}), expected a tensor or a dict with '{NPZ_KEY}'")
+            else:
+                raise UserError(f"routing file {path}: .pt dict holds tensors {sorted(map(str, tensors))}; name "
+                                f"the routing '{NPZ_KEY}' or store only one tensor")
+            obj = tensors[key]
+        if not isinstance(obj, torch.Tensor):
+            raise UserError(f"routing file {path}: .pt holds a {type(obj).__name__}, expected a tensor "
+                            f"(or a dict with '{NPZ_KEY}')")
+        label = f"routing file {path}" + (f" [{key}]" if key else "")
+        if (what := _not_dense(obj)) is not None:
+            raise UserError(f"{label}: {what}, expected a dense int32 or int64 [B, T, H, S] tensor "
+                            "(torch.save(block_indices, PATH) of a plain tensor)")
+        if obj.dtype not in (torch.int32, torch.int64):  # as validate_block_indices says it, before numpy sees it
+            raise UserError(f"{label}: dtype {str(obj.dtype).removeprefix('torch.')}, expected int32 or int64 block "
+                            "indices")
+        return obj.detach().cpu().numpy(), key
 
 
 def _read_array(path: Path, data: bytes, dims: Dims) -> tuple[Any, str | None]:
@@ -261,19 +290,23 @@ def read_routing_file(path: str | Path, dims: Dims = (None, None, None, None)) -
 CU_KEY = "cu_seqlens"
 
 
-def read_cu_seqlens(path: str | Path, T: int, block_size: int) -> np.ndarray | None:
+def read_cu_seqlens(path: str | Path, T: int, block_size: int, dims: Dims | None = None) -> np.ndarray | None:
     """The int32 ``cu_seqlens`` stored next to ``block_indices`` in a ``.npz`` routing file (None when absent
     or not a .npz); checked like a ``lengths`` packing (0 .. T, strictly increasing, whole blocks). The file
-    is read bounded and the member's header checked before its data (:func:`read_routing_file`).
+    is read bounded and the member's header checked before its data (:func:`read_routing_file`): a file
+    larger than :func:`max_file_bytes` of ``dims`` (the routing's ``(B, T, H, S)``, as
+    :func:`read_routing_file` bounds it; None = any shape) is refused before a byte is read.
 
     Raises:
-        UserError: the array is not 1-D integers or breaks a packing rule (one line naming it).
+        UserError: an oversized file, or the array is not 1-D integers or breaks a packing rule (one line
+            naming it).
     """
     path = Path(path)
     if path.suffix.lower() != ".npz":
         return None
     where = f"routing file {show_path(path)} [{CU_KEY}]"
-    data = read_bounded(path, f"routing file {show_path(path)}", max_file_bytes((None, None, None, None)),
+    bound = max_file_bytes(dims if dims is not None else (None, None, None, None))
+    data = read_bounded(path, f"routing file {show_path(path)}", bound,
                         not_found=f"routing file {show_path(path)} does not exist")
     try:
         z = zipfile.ZipFile(io.BytesIO(data))
@@ -323,7 +356,8 @@ def routing_file_report(path: str | Path, shape: Shape) -> dict[str, Any]:
 
 def routing_file_with_report(path: str | Path, shape: Shape) -> tuple[np.ndarray, dict[str, Any]]:
     """The validated int32 routing of a file and its report (:func:`routing_file_report`)."""
-    if read_cu_seqlens(path, shape.T, shape.block_size) is not None:
+    # bounded by the config's shape, as load_routing_file reads it: never more than such a routing can hold
+    if read_cu_seqlens(path, shape.T, shape.block_size, (shape.B, shape.T, shape.H, shape.S)) is not None:
         raise UserError(f"routing file {path}: carries '{CU_KEY}' (a packed routing); bench, sweep and routing take "
                         "a packing from the config's packing section, predict --routing-file reads packed files")
     bi, info = load_routing_file(path, shape)

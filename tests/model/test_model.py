@@ -117,6 +117,38 @@ def test_calibration_is_schema_valid_and_names_its_designed_routings(seed_calibr
     assert cal["residuals"]["max_abs_pct"] < 1.0
 
 
+def test_a_calibration_computed_again_is_kept_so_that_the_validations_naming_its_sha256_stay_valid(
+        seed_calibration, capsys):
+    """A new user re-ran docs/MODEL.md's calibrate line: the same fit, rewritten with a new time and argv, left the
+    committed validations failing validate ("the calibration at hand is another file"). The same document, its
+    metadata and command aside, is now kept; another one is written."""
+    cal = seed_calibration / "cal.json"
+    argv = ["calibrate", "--points", SEED, "--set", str(seed_calibration / "set.json"), "--output", str(cal),
+            "--overwrite"]
+    before = cal.read_bytes()
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert cal.read_bytes() == before and f"kept {cal} (the same calibration;" in capsys.readouterr().out
+    doc = json.loads(before)
+    doc["model"]["parameters"]["a_ms"] *= 1.5  # a file holding another fit is replaced by the computed one
+    cal.write_text(json.dumps(doc, indent=1))
+    assert main(argv) == 0
+    assert f"wrote {cal}" in capsys.readouterr().out
+    assert json.loads(cal.read_text())["model"] == json.loads(before)["model"]
+
+
+def test_the_model_appendix_flags_a_validation_whose_calibration_changed(tmp_path):
+    model = tmp_path / "results" / "model"
+    model.mkdir(parents=True)
+    for name in ("h200_BQ1_w4_s2.json", "h200_BQ1_w4_s2_packing_validation.json"):
+        (model / name).write_bytes((REPO / "results" / "model" / name).read_bytes())
+    flag = "**Its calibration `results/model/h200_BQ1_w4_s2.json` changed since this validation**"
+    assert flag not in "\n".join(model_section(ReportData(committed_inputs(root=tmp_path))))
+    with (model / "h200_BQ1_w4_s2.json").open("a") as f:
+        f.write("\n")  # another file now: another sha256
+    assert flag in "\n".join(model_section(ReportData(committed_inputs(root=tmp_path))))
+
+
 def test_validation_predicts_only_the_held_out_routing(seed_calibration, capsys):
     out = seed_calibration / "val.json"
     assert main(["model-validate", "--calibration", str(seed_calibration / "cal.json"), "--points", SEED,
