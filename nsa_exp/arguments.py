@@ -41,7 +41,7 @@ from .io.config_files import read_config_file
 from .io.journal import Journal
 from .io.progress import start
 from .io.reader import file_size, same_file, show_path
-from .io.store import OutputPolicy
+from .io.store import OutputPolicy, check_work_folder
 from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
 from .io.tuning_cache import check_directory
@@ -491,6 +491,8 @@ def _release_bench(args: argparse.Namespace) -> None:
         wheel_folder(args.wheel_dir)
     for tree in args.fla_source:  # a tree that is not an FLA checkout needs no GPU to be refused
         check_source_tree(tree)
+    if args.releases_dir:  # it gets each release's folder and a tree's view (links): none of the repository's own
+        check_work_folder(args.releases_dir, "--releases-dir")
     args.release_config, args.releases = cfg, cfg.versions(args.release, bool(args.fla_source), args.wheel_dir)
 
 

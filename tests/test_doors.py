@@ -436,3 +436,25 @@ def test_the_default_config_asked_for_from_a_subfolder_says_to_run_from_the_root
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "configs/e1_h100.json does not exist; it is a path from the repository's root: run the command from " \
            f"there ({REPO})" in lines[0], lines
+
+
+def test_a_work_folder_option_names_no_folder_of_git_the_environment_or_the_repository(tmp_path):
+    """``release-bench --releases-dir docs`` left a link in docs/ and ``bench --tuning-cache .git`` (or ``.venv``,
+    ``/proc/self``, the repository root) reached the GPU gate; ``--tuning-cache /a/b/c`` made its folders before it
+    (an attacker, 2026-12-07). Refused in one line naming the option, nothing made."""
+    cases = [(["bench", "--tuning-cache", ".git"], "--tuning-cache .git: lies in a .git folder"),
+             (["bench", "--tuning-cache", "docs/cache"], "--tuning-cache docs/cache: lies in the published results"),
+             (["bench", "--tuning-cache", "/proc/self"], "--tuning-cache /proc/self: lies in /proc"),
+             (["bench", "--tuning-cache", "configs"], "--tuning-cache configs: holds this repository's own files"),
+             (["bench", "--tuning-cache", str(tmp_path / "file")], "exists and is not a folder"),
+             (["release-bench", "--releases-dir", "docs"], "--releases-dir docs: lies in the published results"),
+             (["release-bench", "--releases-dir", ".git/hooks"], "--releases-dir .git/hooks: lies in a .git folder")]
+    (tmp_path / "file").write_text("x")
+    assert_refused_before_torch(cases)
+    assert not (REPO / "docs" / "cache").exists()
+    made = tmp_path / "a" / "b"
+    gpu_env = {**REQUIRED_ENV, "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    if not any(os.path.exists(node) for node in CUDA_DEVICE_NODES):
+        assert_refused_before_torch([(["bench", "--tuning-cache", str(made), "--output", str(tmp_path / "b.json")],
+                                      "no CUDA GPU")], env=gpu_env)
+        assert not (tmp_path / "a").exists()  # made when the first entry is kept, after the GPU work

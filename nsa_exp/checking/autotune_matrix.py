@@ -72,6 +72,18 @@ def matrix_checks(doc: dict[str, Any], add: Add) -> None:
         for n, cfg in s["fla_choice"].items():
             if config_key(cfg) not in seen:
                 cell_p.append((f"$.stages.{st}.fla_choice.{n}", f"{cfg} is not among the matrix's configs"))
+        # the space is the configs FLA kept (the cells) and those it pruned (gpu/autotune_matrix.stage_document):
+        # space_size 40 beside 16 cells and none pruned PASSed --strict (an attacker, 2026-12-07)
+        space = len(s["cells"]) + len(s["pruned_by_fla"])
+        if s["space_size"] != space:
+            cell_p.append((f"$.stages.{st}.space_size", f"{s['space_size']}, but {len(s['cells'])} cells and "
+                           f"{len(s['pruned_by_fla'])} pruned configs make {space}"))
+    # every config was compiled inside the run, one after another: a cell's compile time of 9999 s in a run of 146 s
+    # PASSed (an attacker, 2026-12-07)
+    compiled = sum(c.get("compile_seconds") or 0.0 for s in doc["stages"].values() for c in s["cells"])
+    if compiled > doc["wall_seconds"]:
+        cell_p.append(("$.stages.*.cells[*].compile_seconds", f"{compiled:.1f} s of compiling in all, more than the "
+                       f"run's wall time {doc['wall_seconds']:.1f} s"))
     add("matrix_stats_recompute", stats_p)
     add("matrix_observations", obs_p)
     add("matrix_cells", cell_p)

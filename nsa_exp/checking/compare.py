@@ -24,6 +24,8 @@ from .. import REPO_ROOT
 from ..analysis.bootstrap import CI_LEVEL, METHOD, RESAMPLES, SEED
 from ..analysis.compare import (
     DEFAULT_FLOOR,
+    MAX_RESAMPLES,
+    MIN_RESAMPLES,
     VERDICT_RULE,
     bench_comparison,
     check_compare_arguments,
@@ -124,6 +126,14 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                              f"{verdict(tuple(r['ci95']), r['floor'])!r}"))
         if not r["ci95"][0] <= r["ci95"][1]:
             problems.append((f"{path}.ci95", "low above high"))
+    # compare's own bootstrap (analysis/bootstrap.py): a level of 0.5 or another seed, beside sides found nowhere,
+    # PASSed (an attacker, 2026-12-07); the resamples are the command line's, within its bounds
+    fixed = {"seed": SEED, "level": CI_LEVEL, "method": METHOD, "paired": False}
+    problems += [(f"$.bootstrap.{k}", f"{doc['bootstrap'].get(k)!r}, compare always records {v!r}")
+                 for k, v in fixed.items() if doc["bootstrap"].get(k) != v]
+    if not MIN_RESAMPLES <= doc["bootstrap"].get("resamples", 0) <= MAX_RESAMPLES:
+        problems.append(("$.bootstrap.resamples", f"{doc['bootstrap'].get('resamples')}, compare takes "
+                         f"{MIN_RESAMPLES}..{MAX_RESAMPLES}"))
     counts, failed = tally(doc["rows"], doc["fail_on"])
     if doc["counts"] != counts:
         problems.append(("$.counts", f"{doc['counts']}, the rows give {counts}"))

@@ -153,6 +153,14 @@ def is_tracked(root: Path, rel: str) -> bool | None:
     return None if found is None else rel in found
 
 
+def holds_tracked(root: Path, rel: str) -> bool | None:
+    """Whether git tracks any file in the folder ``rel`` (a POSIX path relative to ``root``; "." is ``root``
+    itself) of the work tree whose top is ``root``; None when git cannot tell (as :func:`is_tracked`)."""
+    found = _git_paths(root, "ls-files", "-z") if rel in ("", ".") else \
+        _git_paths(root, "--literal-pathspecs", "ls-files", "-z", "--", rel)
+    return None if found is None else bool(found)
+
+
 def changed_files(root: Path, under: str = "results") -> frozenset[str] | None:
     """The files under ``root/under`` that differ from the checkout's HEAD (modified, staged, added, deleted or
     untracked: ``git status --porcelain``), relative POSIX paths; None when ``root`` is not the top of a git work tree

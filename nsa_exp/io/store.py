@@ -23,7 +23,7 @@ from .. import REPO_ROOT
 from ..core.kinds import KINDS
 from ..core.records import RunRecord, record_schema
 from ..errors import UserError
-from .paths import is_tracked
+from .paths import holds_tracked, is_tracked
 from .reader import read_bounded, same_file, show_path
 from .schemas import file_schema_errors, schema_errors
 from .strict_json import MAX_BYTES, dumps_strict, parse_strict
@@ -142,6 +142,38 @@ def _own_file(path: Path) -> str:
     return "is one of this repository's own files (git tracks it)" if tracked else ""
 
 
+def check_work_folder(folder: str | Path, option: str) -> Path:
+    """``folder`` as a folder a command keeps its own working files in (``bench --tuning-cache``, ``release-bench
+    --releases-dir``): one :class:`UserError` line naming ``option`` when it is, or lies in, none of a command's to
+    fill — the kernel's trees, a ``.git`` folder, the Python environment this command runs in, the published
+    results (results/, docs/), or a folder of this repository holding files git tracks (its root, ``configs/``):
+    ``release-bench --releases-dir docs`` left a link in docs/ and ``--tuning-cache .git`` reached the GPU gate (an
+    attacker, 2026-12-07) — or when it exists and is not a folder, or cannot be made. Nothing is made here: the
+    command makes it when it first writes there."""
+    path = Path(folder)
+    why = ""
+    if in_kernel_tree(path):
+        why = f"lies in {', '.join(KERNEL_TREES)} (the kernel's, not files)"
+    elif machinery := _machinery(path):
+        why = machinery
+    elif is_published(path):
+        why = "lies in the published results (results/, docs/)"
+    elif (rel := _repo_relative(path)) is not None and not (rel.parts and rel.parts[0] == RUNS_DIR):
+        held = holds_tracked(REPO_ROOT, rel.as_posix() or ".")
+        if held is None and path.resolve() == REPO_ROOT.resolve():
+            why = "is this repository's root"
+        elif held:
+            why = "holds this repository's own files (git tracks files in it)"
+    if why:
+        raise UserError(f"{option} {folder}: {why}; name a folder of its own (e.g. under {RUNS_DIR}/ or outside "
+                        "the repository)")
+    try:
+        check_writable(folders=(path,))
+    except UserError as exc:
+        raise UserError(f"{option} {exc}") from None
+    return path
+
+
 def is_published(path: str | Path) -> bool:
     """Whether ``path`` lies in the published tree (:data:`PUBLISHED_DIRS`, :data:`PUBLISHED_FILES` of the
     repository).
@@ -181,6 +213,25 @@ def run_path(path: str | Path, run: str) -> Path:
     if parts and parts[0] in PUBLISHED_DIRS:
         parts = parts[1:]
     return base.joinpath(*parts)
+
+
+#: The outputs this process claimed while no file was there (:meth:`OutputPolicy.claim`, no ``--overwrite``):
+#: each is written only where still no file is, so that a command started beside it that wrote the same path
+#: meanwhile is refused, not silently replaced (two ``compare`` runs both said "wrote" one path and one result was
+#: lost: an attacker, 2026-12-07). Its first write by this process ends the claim.
+_FRESH: set[Path] = set()
+
+
+def _fresh_key(path: Path) -> Path:
+    try:
+        return path.parent.resolve() / path.name
+    except (OSError, RuntimeError):
+        return path.absolute()
+
+
+def _taken_meanwhile(path: Path) -> UserError:
+    return UserError(f"{path}: appeared while this command ran (another command wrote it meanwhile); nothing was "
+                     f"replaced: run again with {OVERWRITE_FLAG} to replace it, or name another output")
 
 
 @dataclass(frozen=True)
@@ -307,6 +358,8 @@ class OutputPolicy:
             check_writable(path)
         except UserError as exc:  # a path the user named: the line names the option too
             raise UserError(f"{option} {exc}" if named else str(exc)) from None
+        if not path.exists() and not path.is_symlink() and not self.overwrite:
+            _FRESH.add(_fresh_key(path))
         return path
 
     def claim_each(self, *outputs: tuple[str | Path, bool, str]) -> list[Path]:
@@ -371,8 +424,14 @@ def write_files_atomic(files: Iterable[tuple[str | Path, bytes]]) -> None:
             temp, target = staged[-1]
             raise UserError(str(exc).replace(str(temp), str(target))) from None
         raise
+    taken = next((t for _, t in staged if _fresh_key(t) in _FRESH and t.exists()), None)
+    if taken is not None:  # another command wrote one of them meanwhile (write_bytes_atomic's rule)
+        for temp, _ in staged:
+            temp.unlink(missing_ok=True)
+        raise _taken_meanwhile(taken)
     for temp, target in staged:
         os.replace(temp, target)
+        _FRESH.discard(_fresh_key(target))
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -430,6 +489,9 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     except OSError as exc:
         raise UserError(f"cannot create folder {path.parent}: {exc.strerror}") from None
     sweep_stale_temps(path.parent)
+    fresh = _fresh_key(path) in _FRESH
+    if fresh and path.exists():
+        raise _taken_meanwhile(path)
     tmp = _tmp_name(path)
     fd = None
     if hasattr(os, "O_TMPFILE"):
@@ -444,14 +506,25 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
                 os.close(fd)
                 fd = None
                 _fsync_dir(path.parent)
+                _FRESH.discard(_fresh_key(path))
                 return
+            if fresh and path.exists():  # linked by another process between our check and our link
+                raise _taken_meanwhile(path)
             if not _link_unnamed(fd, tmp):
                 os.close(fd)
                 fd = None
         if fd is None:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             _write_all(fd, data)
-        os.replace(tmp, path)
+        if fresh:  # only where no file is: link(2) fails on an existing name, rename(2) would replace it
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise _taken_meanwhile(path) from None
+            finally:
+                tmp.unlink(missing_ok=True)
+        else:
+            os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
@@ -462,6 +535,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         if fd is not None:
             os.close(fd)
     _fsync_dir(path.parent)
+    _FRESH.discard(_fresh_key(path))
 
 
 def _fsync_dir(folder: Path) -> None:

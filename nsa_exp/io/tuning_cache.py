@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.records import RunRecord
-from ..errors import UserError
-from .store import write_record
+from .store import check_work_folder, write_record
 
 
 def entry_path(directory: str | Path, gpu_name: str, fla_commit: str, shape: Mapping[str, Any],
@@ -43,16 +42,11 @@ def entry_path(directory: str | Path, gpu_name: str, fla_commit: str, shape: Map
 
 
 def check_directory(directory: str | Path) -> Path:
-    """``directory`` as a usable cache folder (made if missing); UserError naming ``--tuning-cache`` when it is
-    a file or cannot be made."""
-    path = Path(directory)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"--tuning-cache {directory}: not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"--tuning-cache {directory}: cannot make the folder ({exc.strerror})") from None
-    return path
+    """``directory`` as a usable cache folder (:func:`nsa_exp.io.store.check_work_folder`: none of git's, the
+    environment's, the published tree's or the repository's own; a folder or one that can be made); UserError
+    naming ``--tuning-cache`` otherwise (:class:`nsa_exp.errors.UserError`). Nothing is made before the GPU work:
+    the first entry kept makes it."""
+    return check_work_folder(directory, "--tuning-cache")
 
 
 def store(entry: Path, result: RunRecord) -> None:

@@ -231,7 +231,7 @@ CASES: list[dict[str, Any]] = [
                                                         "per-pattern", "--output", "{case}/r.json"],
      "exit": 2, "names": ["--tuning-cache", "--tune per-pattern"], "not_names": [NO_GPU]},
     {"id": "bench.tuning_cache_is_a_file", "argv": ["bench", "--tuning-cache", "{cfg}", "--output", "{case}/r.json"],
-     "files": {"cfg.json": {"copy": "configs/e1_h100.json"}}, "exit": 2, "names": ["--tuning-cache", "not a directory"],
+     "files": {"cfg.json": {"copy": "configs/e1_h100.json"}}, "exit": 2, "names": ["--tuning-cache", "is not a folder"],
      "not_names": [NO_GPU]},
     {"id": "cost.a_config_not_a_result", "argv": ["cost", "{cfg}"],
      "files": {"cfg.json": {"copy": "configs/e1_h100.json"}}, "exit": 2, "names": ["cfg.json"]},

@@ -135,3 +135,27 @@ def test_no_output_lands_in_git_or_the_python_environment_or_on_another_output(t
     twice = _refusal(lambda: OutputPolicy().claim_each((tmp_path / "x", True, "--output"),
                                                        (tmp_path / "x", True, "--analysis")))
     assert twice == f"--analysis {tmp_path / 'x'}: is --output's path too; give each output its own path"
+
+
+def test_an_output_another_command_wrote_meanwhile_is_refused_not_replaced(tmp_path):
+    """Two ``compare`` runs beside each other both claimed the free default output and both said "wrote" it; the
+    second renamed its file over the first's (an attacker, 2026-12-07). A path claimed free is written only where
+    still no file is; one claimed with ``--overwrite``, or already written by this process, is replaced."""
+    from nsa_exp.io.store import write_bytes_atomic, write_files_atomic  # noqa: PLC0415 - the writers under test
+
+    out = OutputPolicy().claim(tmp_path / "r.json", named=True)
+    out.write_text("the other command's")  # another process, between our claim and our write
+    assert "appeared while this command ran" in _refusal(lambda: write_bytes_atomic(out, b"ours"))
+    assert out.read_text() == "the other command's" and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    figure = OutputPolicy().claim(tmp_path / "f.png", named=True)
+    figure.write_text("theirs")
+    assert "appeared while" in _refusal(lambda: write_files_atomic([(tmp_path / "g.svg", b"x"), (figure, b"y")]))
+    assert figure.read_text() == "theirs" and not (tmp_path / "g.svg").exists()
+    mine = OutputPolicy().claim(tmp_path / "m.json", named=True)
+    write_bytes_atomic(mine, b"1")
+    write_bytes_atomic(mine, b"2")  # this process's own file now: a rewrite replaces it
+    assert mine.read_bytes() == b"2"
+    forced = OutputPolicy(overwrite=True).claim(tmp_path / "o.json", named=True)
+    forced.write_text("old")
+    write_bytes_atomic(forced, b"new")
+    assert forced.read_bytes() == b"new"
