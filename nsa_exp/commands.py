@@ -141,7 +141,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag"),
          *WRITES),
     _cmd("routing-time", f"{CPU}:cmd_routing_time", "CPU only: routing generation time per pattern and T", CONFIGURED,
-         Option("--lengths", "sequence lengths T", "list", int, default=[32768, 131072]),
+         Option("--lengths", "sequence lengths T (default 32768 131072)", "list", int, default=[32768, 131072]),
          Option("--repeats", "timed repeats (the median is printed)", type=int, default=3)),
     _cmd("check", f"{GPU_COMMANDS}:check",
          "gates: the config's GPU (H100 / H200), versions, FLA sources, env vars, equal edges", GPU,

@@ -88,6 +88,7 @@ def cmd_routing(args: argparse.Namespace) -> int:
         report["routing_files"] = files
     if args.output:
         write_routing_report(report, args.output)
+        print(f"wrote {args.output}", file=sys.stderr)  # as --save's files are (a new user saw no sign of it)
     if args.save:
         for path in save_routings(routings, args.save, config.cu_seqlens):
             print(f"wrote {path}", file=sys.stderr)

@@ -94,6 +94,7 @@ def test_routing_cli_json_and_save(tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert schema_errors(report, "routing_report", "r") == []
+    assert f"wrote {tmp_path / 'rep.json'}" in proc.stderr  # --output says so, as --save does (a new user)
     assert {p: v["edges"] for p, v in report["patterns"].items()} == dict.fromkeys(
         ["local", "uniform", "sink-heavy", "zipf"], 2_066_432)
     assert report["patterns"]["sink-heavy"]["fanin"]["max"] == 32768  # block 0 of a head: every query
