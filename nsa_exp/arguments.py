@@ -14,7 +14,7 @@ claimed under the output policy, the routing files read), so the handler and eve
 has none); each raises :class:`nsa_exp.errors.UserError` naming the option.
 
 >>> sorted(CHECKS)[:6]
-['bench', 'calibrate', 'check', 'compare', 'cost', 'flush-study']
+['autotune-matrix', 'bench', 'calibrate', 'check', 'compare', 'cost']
 """
 
 from __future__ import annotations
@@ -302,6 +302,10 @@ def _whatif(args: argparse.Namespace) -> None:
     layouts = args.layouts.split(",")
     if bad := [x for x in layouts if x not in WHATIF_LAYOUTS]:
         raise UserError(f"--layouts: {bad} not in {', '.join(WHATIF_LAYOUTS)}")
+    for option, given in (("--patterns", patterns), ("--layouts", layouts), ("--max-fanin", max_fanins)):
+        # local,local timed each arm twice (an attacker, 2026-12-07)
+        if twice := sorted({x for x in given if given.count(x) > 1}):
+            raise UserError(f"{option}: {', '.join(map(str, twice))} given twice; name each once")
     if args.rounds < 1:
         raise UserError("--rounds: must be a positive integer")
     _bench_result(args, "benchmark_result", "--benchmark-result", config)
@@ -530,7 +534,9 @@ CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "pee
                             "predict": _model, "model-validate": _model, "calibrate": _calibrate,
                             "validate": _validate, "reproduce": _reproduce,
                             # the summary is JSON; its raw CSV goes beside it as <stem>.raw.csv
-                            "ncu-export": lambda a: check_suffix("--output", a.output, ".json")}
+                            "ncu-export": lambda a: check_suffix("--output", a.output, ".json"),
+                            # a JSON document (x.txt was accepted: an attacker, 2026-12-07)
+                            "autotune-matrix": lambda a: check_suffix("--output", a.output, ".json")}
 
 
 #: The GPU commands whose handler meets the strict gates first once their checks here have passed, each with the

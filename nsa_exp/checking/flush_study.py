@@ -14,6 +14,7 @@ from typing import Any
 
 from ..analysis.bootstrap import CI_LEVEL, METHOD_NOTE, RESAMPLES, SEED
 from ..analysis.flush_study import REFERENCE, choose_policy, load_flush_records, ratio_rows
+from ..core.gpus import gpu_spec
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.paths import recorded_path
@@ -41,6 +42,17 @@ def build(raw_path: str | Path) -> dict[str, Any]:
 
 def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
+    # what flush-study always records, and what a flush can be: also with the method study found nowhere, a
+    # confidence of 0.5, a billion resamples or a 1-byte flush PASSed (an attacker, 2026-12-07)
+    fixed = {"resamples": RESAMPLES, "seed": SEED, "confidence_level": CI_LEVEL, "method": METHOD_NOTE}
+    problems += [(f"$.bootstrap.{k}", f"{doc['bootstrap'].get(k)!r}, flush-study always records {v!r}")
+                 for k, v in fixed.items() if doc["bootstrap"].get(k) != v]
+    if doc["reference"] != REFERENCE:
+        problems.append(("$.reference", f"{doc['reference']!r}, flush-study's reference policy is {REFERENCE!r}"))
+    l2 = getattr(gpu_spec(doc["gpu_name"]), "l2_bytes", None)
+    if l2 is not None and doc["flush_bytes"] < l2:
+        problems.append(("$.flush_bytes", f"{doc['flush_bytes']} bytes cannot flush the {doc['gpu_name']}'s "
+                         f"{l2 // 2**20} MiB L2"))
     for i, r in enumerate(doc["rows"]):
         if not close(r["ratio"], r["median_ms"] / r["none_median_ms"]):
             problems.append((f"$.rows[{i}].ratio", f"{r['ratio']}, median_ms / none_median_ms = "

@@ -28,6 +28,9 @@ from .run_checks import comparison_problems, gradient_numel
 KIND = "method_study"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 #: the study's parts, in the order the script runs them unless ``--parts`` says otherwise
 PARTS = ("oracle", "flush", "kernels", "grid")
+#: The oracle part's shape (scripts/gpu_method_study.py runs it there): M = 16 blocks > S = 8 slots, so the routings
+#: differ; a study recording another (block_size 65, S 9) was filed unverified and PASSed (an attacker, 2026-12-07)
+ORACLE_SHAPE = Shape(B=1, T=1024, HQ=64, H=4, K=192, V=128, S=8, block_size=64, dtype="bfloat16")
 
 
 def build(*, config: Mapping[str, Any], metadata: Mapping[str, Any], gates: list[dict[str, Any]],
@@ -90,6 +93,8 @@ def method_study_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             check_routings_differ(Shape(**o["shape"]), "$.oracle.shape")
         except UserError as exc:
             problems.append(("$.oracle.shape", str(exc)))
+        if o["shape"] != ORACLE_SHAPE.to_dict():
+            problems.append(("$.oracle.shape", f"{o['shape']}, the study's oracle runs at {ORACLE_SHAPE.to_dict()}"))
         for name, grads in o["patterns"].items():
             for g, m in grads.items():
                 problems += comparison_problems(m, f"$.oracle.patterns.{name}.{g}", numel.get(g))

@@ -5,6 +5,7 @@ Report: ``results/reports/<config>_check.json`` (schema ``check_report``).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -45,5 +46,8 @@ def failure_lines(failed: list[dict[str, Any]], output: str | Path) -> str:
     carry the CLI's ``error: `` prefix themselves."""
     ordered = sorted(failed, key=lambda g: g["name"] != "gpu")
     lines = [g["message"] for g in ordered]
-    lines[-1] += f" (check failed ({len(failed)} gate(s)); report {output})"
+    shown = Path(output)
+    with contextlib.suppress(OSError, ValueError):  # relative to the working folder where it lies in it, as
+        shown = shown.resolve().relative_to(Path.cwd().resolve())  # reproduce names its report (a new user)
+    lines[-1] += f" (check failed ({len(failed)} gate(s)); report {shown})"
     return "\nerror: ".join(lines)

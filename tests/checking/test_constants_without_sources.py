@@ -40,3 +40,29 @@ def test_a_compare_records_compare_s_own_bootstrap_with_its_sides_found_nowhere(
     doc["bootstrap"][key] = value
     path.write_text(json.dumps(doc))
     assert f"$.bootstrap.{key}" in _failures(path)
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda d: d["bootstrap"].__setitem__("confidence_level", 0.5), "$.bootstrap.confidence_level"),
+    (lambda d: d["bootstrap"].__setitem__("resamples", 10**9), "$.bootstrap.resamples"),
+    (lambda d: d.__setitem__("flush_bytes", 1), "$.flush_bytes"),
+])
+def test_a_flush_study_records_its_own_bootstrap_and_a_flush_larger_than_the_l2_with_its_source_found_nowhere(
+        tmp_path, edit, named):
+    doc = json.loads((REPO / "results/studies/h200_flush_policy.json").read_text())
+    doc["source"] = "results/studies/gone.raw.json"
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(doc))
+    assert _failures(path) == []  # the untouched copy: passes, its rows unverified
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    assert named in _failures(path)
+
+
+@pytest.mark.parametrize(("key", "value"), [("block_size", 65), ("S", 9)])
+def test_a_method_study_s_oracle_ran_at_the_study_s_shape(tmp_path, key, value):
+    doc = json.loads((REPO / "results/studies/h200_method_study_oracle.raw.json").read_text())
+    doc["oracle"]["shape"][key] = value
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    assert "$.oracle.shape" in _failures(path)
