@@ -44,7 +44,6 @@ from .io.reader import file_size, same_file, show_path
 from .io.store import OutputPolicy, check_work_folder
 from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
-from .io.tuning_cache import check_directory
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .releases.config import load_release_config
 from .releases.environments import check_source_tree, wheel_folder
@@ -175,7 +174,7 @@ def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
     name = args.name or config.name
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
-    cache = None if args.tuning_cache is None else check_directory(args.tuning_cache)
+    cache = None if args.tuning_cache is None else check_work_folder(args.tuning_cache, "--tuning-cache")
     policy = _policy(args, name, ("--autotune-from", args.autotune_from),
                      *(("--routing-file", f) for f in args.routing_file))
     out = policy.claim(out, named=args.output is not None)

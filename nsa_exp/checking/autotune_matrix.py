@@ -22,7 +22,7 @@ from ..errors import UserError
 from ..routing.config import config_from_dict
 from . import record_checks
 from .autotune_checks import autotune_configs, config_key
-from .checks import Add, Context, Problems, close, guarded
+from .checks import Add, Context, Problems, close, fixed_field_problems, guarded
 from .record_checks import config_semantics, run_record
 from .routing_checks import edge_gate_problems
 from .run_checks import shape_problems
@@ -101,8 +101,7 @@ def timing_problems(doc: dict[str, Any]) -> Problems:
     t = doc["timing"]
     want = {"l2_flush_bytes": config.timing.l2_flush_bytes, "launch_guard_cycles": LAUNCH_GUARD_CYCLES,
             "order_mode": config.timing.order, "order_seed": config.seeds.order}
-    problems = [(f"$.timing.{k}", f"{t.get(k)!r}, the config and protocol give {v!r}") for k, v in want.items()
-                if t.get(k) != v]
+    problems = fixed_field_problems(t, want, "$.timing", "the config and protocol give")
     if doc.get("tuned_on_seed") != TUNE_PATTERN:
         problems.append(("$.tuned_on_seed", f"{doc.get('tuned_on_seed')!r}, the tuner's routing is {TUNE_PATTERN!r}"))
     return problems

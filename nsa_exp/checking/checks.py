@@ -26,7 +26,7 @@ A source that is not found leaves its figures *unverified* (listed, never passed
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +112,17 @@ def guarded(name: str, add: Add, check: Callable[..., None], *args: Any) -> None
 def first_difference(a: list, b: list) -> int:
     """The first index where ``a`` and ``b`` differ (the shorter length when one is a prefix)."""
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def fixed_field_problems(block: Mapping[str, Any], want: Mapping[str, Any], where: str, says: str) -> Problems:
+    """``(where.key, ...)`` for each key of ``want`` whose value in the recorded ``block`` is not exactly ``want``'s:
+    the values a command always records (its protocol's constants), held also where no source is at hand. ``says``
+    names who fixes them, as the message reads.
+
+    >>> fixed_field_problems({"seed": 1, "level": 0.95}, {"seed": 7, "level": 0.95}, "$.bootstrap", "compare records")
+    [('$.bootstrap.seed', '1, compare records 7')]
+    """
+    return [(f"{where}.{k}", f"{block.get(k)!r}, {says} {v!r}") for k, v in want.items() if block.get(k) != v]
 
 
 def source_missing(entry: dict[str, str]) -> bool:

@@ -46,7 +46,7 @@ from ..io.paths import recorded_path, tracked_files
 from ..io.reader import read_bounded, same_file
 from ..io.store import load_document
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
-from .checks import Add, Context, Problems, close, one_check
+from .checks import Add, Context, Problems, close, fixed_field_problems, one_check
 from .record_checks import parse_utc
 from .sources import deep_diff, failed_checks, read_source, rebuilt_from, source_problems
 
@@ -128,9 +128,8 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             problems.append((f"{path}.ci95", "low above high"))
     # compare's own bootstrap (analysis/bootstrap.py): a level of 0.5 or another seed, beside sides found nowhere,
     # PASSed (an attacker, 2026-12-07); the resamples are the command line's, within its bounds
-    fixed = {"seed": SEED, "level": CI_LEVEL, "method": METHOD, "paired": False}
-    problems += [(f"$.bootstrap.{k}", f"{doc['bootstrap'].get(k)!r}, compare always records {v!r}")
-                 for k, v in fixed.items() if doc["bootstrap"].get(k) != v]
+    problems += fixed_field_problems(doc["bootstrap"], {"seed": SEED, "level": CI_LEVEL, "method": METHOD,
+                                                        "paired": False}, "$.bootstrap", "compare always records")
     if not MIN_RESAMPLES <= doc["bootstrap"].get("resamples", 0) <= MAX_RESAMPLES:
         problems.append(("$.bootstrap.resamples", f"{doc['bootstrap'].get('resamples')}, compare takes "
                          f"{MIN_RESAMPLES}..{MAX_RESAMPLES}"))

@@ -18,7 +18,7 @@ from ..core.gpus import gpu_spec
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.paths import recorded_path
-from .checks import Add, Context, Problems, close, one_check
+from .checks import Add, Context, Problems, close, fixed_field_problems, one_check
 from .record_checks import host_problems
 from .sources import created_after_sources, deep_diff, read_source, source_problems
 
@@ -45,8 +45,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     # what flush-study always records, and what a flush can be: also with the method study found nowhere, a
     # confidence of 0.5, a billion resamples or a 1-byte flush PASSed (an attacker, 2026-12-07)
     fixed = {"resamples": RESAMPLES, "seed": SEED, "confidence_level": CI_LEVEL, "method": METHOD_NOTE}
-    problems += [(f"$.bootstrap.{k}", f"{doc['bootstrap'].get(k)!r}, flush-study always records {v!r}")
-                 for k, v in fixed.items() if doc["bootstrap"].get(k) != v]
+    problems += fixed_field_problems(doc["bootstrap"], fixed, "$.bootstrap", "flush-study always records")
     if doc["reference"] != REFERENCE:
         problems.append(("$.reference", f"{doc['reference']!r}, flush-study's reference policy is {REFERENCE!r}"))
     l2 = getattr(gpu_spec(doc["gpu_name"]), "l2_bytes", None)

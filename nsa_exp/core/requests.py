@@ -50,9 +50,9 @@ class BenchRequest:
     - ``routing_files``: ``(routings, reports)`` of :func:`nsa_exp.routing.files.file_routings` for
       ``--routing-file`` (``--require-equal-edges`` applied), both keyed ``file:<stem>``: each routing an int
       ``[B, T, H, S]`` array of block indices, timed as one more pattern; None (or two empty dicts): none.
-    - ``tuning_cache``: ``--tuning-cache``: the folder (made when missing, :func:`nsa_exp.io.tuning_cache.
-      check_directory`) whose entry for this GPU, FLA commit and shape is replayed, or filled by a fresh tune;
-      None: no cache.
+    - ``tuning_cache``: ``--tuning-cache``: the folder (checked by :func:`nsa_exp.io.store.check_work_folder`, made
+      when the first entry is kept) whose entry for this GPU, FLA commit and shape is replayed, or filled by a
+      fresh tune; None: no cache.
     """
 
     config: Config

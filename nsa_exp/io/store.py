@@ -576,6 +576,11 @@ def write_json(path: str | Path, doc: dict[str, Any], kind: str) -> None:
     write_text_atomic(path, text)
 
 
+def _dirty_tree(doc: dict[str, Any]) -> bool:
+    """Whether a document records an uncommitted tree (``metadata.git.dirty``)."""
+    return bool(((doc.get("metadata") or {}).get("git") or {}).get("dirty"))
+
+
 def write_json_unless_same(path: str | Path, doc: dict[str, Any], kind: str,
                            volatile: tuple[str, ...] = ("metadata",)) -> bool:
     """:func:`write_json`, unless the file at ``path`` already holds the same document but for its ``volatile``
@@ -594,9 +599,7 @@ def write_json_unless_same(path: str | Path, doc: dict[str, Any], kind: str,
         if isinstance(old, dict):
             same = ({k: v for k, v in old.items() if k not in volatile}
                     == {k: v for k, v in doc.items() if k not in volatile})
-            was_dirty = bool(((old.get("metadata") or {}).get("git") or {}).get("dirty"))
-            now_dirty = bool(((doc.get("metadata") or {}).get("git") or {}).get("dirty"))
-            if same and (not was_dirty or now_dirty):
+            if same and (not _dirty_tree(old) or _dirty_tree(doc)):
                 return False
     write_json(path, doc, kind)
     return True

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.records import RunRecord
-from .store import check_work_folder, write_record
+from .store import write_record
 
 
 def entry_path(directory: str | Path, gpu_name: str, fla_commit: str, shape: Mapping[str, Any],
@@ -39,14 +39,6 @@ def entry_path(directory: str | Path, gpu_name: str, fla_commit: str, shape: Map
                             .encode()).hexdigest()[:16]
     gpu = re.sub(r"[^A-Za-z0-9._]+", "-", gpu_name).strip("-") or "gpu"
     return Path(directory) / f"{gpu}-{fla_commit[:12]}-{digest}.json"
-
-
-def check_directory(directory: str | Path) -> Path:
-    """``directory`` as a usable cache folder (:func:`nsa_exp.io.store.check_work_folder`: none of git's, the
-    environment's, the published tree's or the repository's own; a folder or one that can be made); UserError
-    naming ``--tuning-cache`` otherwise (:class:`nsa_exp.errors.UserError`). Nothing is made before the GPU work:
-    the first entry kept makes it."""
-    return check_work_folder(directory, "--tuning-cache")
 
 
 def store(entry: Path, result: RunRecord) -> None:
