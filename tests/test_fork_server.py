@@ -280,17 +280,20 @@ def test_the_callers_process_state_reaches_a_served_child(tmp_path, monkeypatch)
 
 
 def test_a_server_retired_under_a_running_caller_loses_no_request(tmp_path):
-    """Two threads run children while the tree keeps changing: every child ends as asked, every retired server
-    is reaped."""
+    """Two threads run children while the tree keeps changing (each thread until the last change, at least 25
+    children): every child ends as asked; every retired server exits once its children have, and is reaped."""
     tree = _tree(tmp_path / "tree")
     codes: list = []
+    changed = threading.Event()
 
     def work() -> None:
-        for _ in range(25):
+        n = 0
+        while n < 25 or not changed.is_set():
             try:
                 codes.append(run_child(["other"], tree, timeout=60).code)
             except Exception as exc:  # noqa: BLE001 - the failure is what the test counts
                 codes.append(repr(exc))
+            n += 1
 
     threads = [threading.Thread(target=work) for _ in range(2)]
     for t in threads:
@@ -298,12 +301,18 @@ def test_a_server_retired_under_a_running_caller_loses_no_request(tmp_path):
     for version in range(2, 8):
         time.sleep(0.2)
         _tree(tree, version=version)
+    changed.set()
     for t in threads:
         t.join()
-    assert codes == [3] * 50
-    time.sleep(0.5)
+    assert len(codes) >= 50 and codes == [3] * len(codes)
+    fork_server.server_for(tree, _env(tree))  # a server that served an older version of the tree retires here
+    retired = list(fork_server._RETIRED)
+    deadline = time.monotonic() + 10
+    while any(s.proc.poll() is None for s in retired) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(s.proc.poll() is not None for s in retired), "a retired server with no children did not exit"
     fork_server.server_for(tree, _env(tree))  # reaps what has exited
-    assert all(s.proc.poll() is None for s in fork_server._RETIRED)
+    assert not set(map(id, retired)) & set(map(id, fork_server._RETIRED))
 
 
 @pytest.mark.parametrize("args", [["--help"], ["routing", "--config", "/dev/zero"], ["no-such-command"],

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +26,31 @@ from tests import fork_server
 REPO = Path(__file__).resolve().parents[2]
 
 
-# A vforked child shares this process's memory map until it execs, and Linux carries that map's high-water RSS
-# into the child's peak (ru_maxrss): every child would report the test session's own peak (1121 MB late in the
-# full suite). A real fork starts the child's peak from its own small launcher.
-subprocess._USE_VFORK = False  # CPython 3.11+'s documented switch (subprocess.py); an older Python never vforks
+# How a child is started changes what ``wait4`` reports as its peak RSS (``ru_maxrss``): at ``exec`` Linux keeps the
+# high-water RSS of the memory map the process had. A vforked child runs in this process's map until it execs, so it
+# would report the test session's own peak (1121 MB late in the full suite); a real fork gives it a copy of the map,
+# so it reports the anonymous memory this process holds at that moment (a 1 GiB array held: ~1,065 MB either way).
+# The doors' memory-bounded cases are therefore served by the fork server (:mod:`tests.fork_server`, a ~45 MB
+# process); a child exec'd from here instead (:func:`_exec_child`) is started by a real fork
+# (:func:`_measured_fork`), which at least leaves out memory this process has freed. Every other child of a worker
+# (git, bash, a documented command, a fork server) is vforked, CPython's default: a real fork of a ~1.4 GB worker costs
+# ~20 ms of wall and ~10 ms of system time to copy its page tables, plus a copy-on-write fault on each page it then
+# writes, against ~0.7 ms (docs/METHOD.md, CI's own time).
+_FORK_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _measured_fork():
+    """Within: subprocess starts children with a real fork (``subprocess._USE_VFORK``, CPython 3.11+'s documented
+    switch; an older Python never vforks). One thread at a time; another thread's child started meanwhile is forked
+    too, which costs time only."""
+    with _FORK_LOCK:
+        before, subprocess._USE_VFORK = subprocess._USE_VFORK, False
+        try:
+            yield
+        finally:
+            subprocess._USE_VFORK = before
+
 
 # The child caps its own address space, then becomes ``python -m nsa_exp`` (same pid, so ``wait4`` sees it);
 # no preexec_fn, which is unsafe when the children are started from threads.
@@ -114,8 +136,9 @@ def _exec_child(argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple, t
     """``python -m nsa_exp ARGV`` exec'd in a new session under its cap: ``(exit code, peak RSS in KiB, timed
     out)``, its session killed once ``timeout`` seconds have passed since ``start``."""
     stdin, out, err = stdio
-    proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(memory_cap_mb * 2**20), *argv], cwd=cwd,
-                            env=env, stdin=stdin, stdout=out, stderr=err, start_new_session=True)
+    with _measured_fork():
+        proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(memory_cap_mb * 2**20), *argv], cwd=cwd,
+                                env=env, stdin=stdin, stdout=out, stderr=err, start_new_session=True)
     timed_out, status, usage = False, None, None
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
