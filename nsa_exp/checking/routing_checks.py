@@ -38,7 +38,7 @@ import numpy as np
 from ..core.config import Pattern, Shape
 from ..core.families import family, pattern_from_entry
 from ..errors import UserError
-from ..io.metadata import nvidia_gpu_visible
+from ..io.metadata import nvidia_gpu_visible, visible_gpu_name
 from ..routing.config import config_from_dict
 from ..routing.edges import closed_form_edges, edge_gate_record
 from ..routing.facts import regenerate
@@ -46,7 +46,7 @@ from ..routing.files import file_pattern_name, routing_file_report
 from ..routing.packing import cu_seqlens, packed_closed_form_edges, packing_record
 from ..routing.patterns import generate_routing
 from .checks import Add, Context, Problems, guarded, same
-from .record_checks import config_semantics, failed_gate, gate
+from .record_checks import config_semantics, failed_gate, gate, recorded_gpu
 
 NOT_SUPPLIED = "unverified (file not supplied): pass it with validate --routing-file PATH"
 COMPARED = ("sha256", "edges", "closed_form_edges", "equal_to_closed_form", "dtype", "format", "key")
@@ -62,19 +62,40 @@ def _routing_stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int,
                                     cu).stats)
 
 
-def pattern_stats(p: Pattern, config: Any) -> dict[str, Any] | str:
+def pattern_stats(p: Pattern, config: Any, recorded_on: str | None = None) -> dict[str, Any] | str:
     """The statistics of the config's pattern ``p`` regenerated (:func:`_routing_stats`: edges, fan-in, sha256;
     drawn once per process, kept on disk by :mod:`nsa_exp.routing.facts`), or why it is not regenerated here: a
-    pattern FLA's kernels compute (fla-topk) without a visible CUDA GPU, or one whose generator refuses."""
-    if family(p.name).external is not None and not nvidia_gpu_visible():
-        return (f"{p.name} is computed by FLA's kernels ({family(p.name).external}): regenerated only where a CUDA GPU "
-                "is visible, never in the Triton interpreter")
+    pattern FLA's kernels compute (fla-topk) without a visible CUDA GPU, or on a GPU other than ``recorded_on`` (the
+    name of the GPU that computed the recorded routing, when the document names one), or one whose generator refuses.
+
+    FLA's top-k is not the same function on every GPU model: it picks each query's best blocks from bf16 scores whose
+    reduction order follows the autotuned configs, so near-tied blocks can swap. An H100 regenerating a routing an
+    H200 recorded (``results/sweeps/sweep_penalty_T_h200/T8192-B2-H4-G16-fla-topk-salience0.json``, 2026-12-07) got a
+    fan-in CV of 0.98235308 against the recorded 0.98235489, so ``validate`` FAILed a committed file there and
+    ``reproduce``, which validates the noise table that reads it, refused to run (docs/PROVENANCE.md)."""
+    external = family(p.name).external
+    if external is not None and (why := not_regenerated_here(p.name, external, recorded_on)):
+        return why
     try:
         return _routing_stats(json.dumps(p.to_dict(), sort_keys=True), json.dumps(config.shape.to_dict(),
                               sort_keys=True), config.seeds.routing,
                               None if config.cu_seqlens is None else tuple(int(x) for x in config.cu_seqlens))
     except (UserError, ImportError) as exc:  # fla-topk is FLA's top-k: it regenerates only on a GPU
         return str(exc)
+
+
+def not_regenerated_here(name: str, external: str, recorded_on: str | None) -> str | None:
+    """Why the routing ``name`` that FLA's kernels compute (``external``, fla-topk) cannot be regenerated in this
+    process (None: it can): no CUDA GPU is visible (never in the Triton interpreter), or the visible one is not the GPU
+    model ``recorded_on`` that computed the recorded routing (:func:`pattern_stats` says why)."""
+    if not nvidia_gpu_visible():
+        return (f"{name} is computed by FLA's kernels ({external}): regenerated only where a CUDA GPU is visible, "
+                "never in the Triton interpreter")
+    if recorded_on is not None and (here := visible_gpu_name()) != recorded_on:
+        return (f"{name} is computed by FLA's kernels ({external}), whose choice among near-tied blocks depends on "
+                f"the GPU: regenerated only on the GPU model that recorded it ({recorded_on}), not on "
+                f"{here or 'a GPU nvidia-smi does not name'}")
+    return None
 
 
 def regenerated(doc: dict[str, Any], config: Any, unverified: list, fields: str) -> Iterator[tuple[Any, dict, dict]]:
@@ -85,7 +106,7 @@ def regenerated(doc: dict[str, Any], config: Any, unverified: list, fields: str)
         rec = doc["patterns"].get(p.name)
         if rec is None:
             continue
-        stats = pattern_stats(p, config)
+        stats = pattern_stats(p, config, recorded_gpu(doc)[1].get("name"))
         if isinstance(stats, str):
             unverified.append({"path": f"$.patterns.{p.name}.{fields}", "why": stats})
             continue
@@ -114,7 +135,7 @@ def edge_gate_problems(doc: dict[str, Any], raw_config: dict[str, Any], ctx: Con
         packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu)
     edges: dict[str, int] = {}
     for p in config.patterns:
-        stats = pattern_stats(p, config)
+        stats = pattern_stats(p, config, recorded_gpu(doc)[1].get("name"))
         if isinstance(stats, str):
             ctx.unverifiable(f"$.gates[{i}].detail.per_pattern.{p.name}", stats + (
                 " (an exempt count, never gated)" if family(p.name).external is not None else ""))

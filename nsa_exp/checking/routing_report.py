@@ -21,13 +21,13 @@ from ..core.config import Config, Shape
 from ..core.families import family, pattern_from_entry
 from ..core.kinds import schema_version
 from ..errors import UserError
-from ..io.metadata import base_metadata, nvidia_gpu_visible
+from ..io.metadata import base_metadata
 from ..routing.edges import closed_form_edges
 from ..routing.packing import packed_closed_form_edges, packing_record
 from ..routing.report import pattern_summaries
 from .checks import Add, Context, Problems, guarded
-from .record_checks import config_semantics, host_problems
-from .routing_checks import _routing_stats
+from .record_checks import config_semantics, host_problems, recorded_gpu
+from .routing_checks import _routing_stats, not_regenerated_here
 from .sources import deep_diff
 
 KIND = "routing_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
@@ -79,9 +79,9 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             problems.append((f"{path}.invariant_violations", "a generated routing meets every invariant; the report "
                              f"lists {len(p['invariant_violations'])}"))
         row = family(entry.get("name", name))
-        if row.external is not None and not nvidia_gpu_visible():
-            ctx.unverifiable(f"{path}.edges|fanin|query_span|adjacent_gap", f"{name} is computed by FLA's kernels: "
-                             "regenerated only where a CUDA GPU is visible")
+        if row.external is not None and (why := not_regenerated_here(name, row.external,
+                                                                     recorded_gpu(doc)[1].get("name"))):
+            ctx.unverifiable(f"{path}.edges|fanin|query_span|adjacent_gap", why)
             continue
         try:
             pattern = pattern_from_entry({**entry, "name": row.name}, f"{path}.params", shape)  # the config's rules

@@ -33,6 +33,24 @@ def nvidia_gpu_visible() -> bool:
 
 
 @cache
+def visible_gpu_name() -> str | None:
+    """The name of the GPU CUDA numbers 0 in this process (the first of ``CUDA_VISIBLE_DEVICES``, an index or a UUID),
+    as ``nvidia-smi --query-gpu=name`` prints it (the NVML name, which torch's ``get_device_name`` also gives: "NVIDIA
+    H100 80GB HBM3"), read without importing torch; None when :func:`nvidia_gpu_visible` is false or nvidia-smi
+    cannot say (missing, failing, or silent within 20 s)."""
+    if not nvidia_gpu_visible():
+        return None
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", *(["-i", first] if first
+                              else [])], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = out.stdout.strip().splitlines()
+    return names[0].strip() if out.returncode == 0 and names and names[0].strip() else None
+
+
+@cache
 def _git_output(repo: str, *args: str) -> bytes | None:
     """``git -C repo ARGS``'s stdout, or None when git fails or is not there (cached: a commit's contents never
     change)."""
