@@ -102,11 +102,12 @@ def regenerated(doc: dict[str, Any], config: Any, unverified: list, fields: str)
     """``(pattern, its record, its routing regenerated: edges, statistics, sha256)`` for each config pattern
     the document records; one that regenerates only on a GPU (fla-topk) is listed under ``unverified`` for
     ``fields`` (``$.patterns.<p>.<fields>``) instead."""
+    gpu = recorded_gpu(doc)[1].get("name")
     for p in config.patterns:
         rec = doc["patterns"].get(p.name)
         if rec is None:
             continue
-        stats = pattern_stats(p, config, recorded_gpu(doc)[1].get("name"))
+        stats = pattern_stats(p, config, gpu)
         if isinstance(stats, str):
             unverified.append({"path": f"$.patterns.{p.name}.{fields}", "why": stats})
             continue
@@ -134,8 +135,9 @@ def edge_gate_problems(doc: dict[str, Any], raw_config: dict[str, Any], ctx: Con
     closed = closed_form_edges(shape) if cu is None else \
         packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu)
     edges: dict[str, int] = {}
+    gpu = recorded_gpu(doc)[1].get("name")
     for p in config.patterns:
-        stats = pattern_stats(p, config, recorded_gpu(doc)[1].get("name"))
+        stats = pattern_stats(p, config, gpu)
         if isinstance(stats, str):
             ctx.unverifiable(f"$.gates[{i}].detail.per_pattern.{p.name}", stats + (
                 " (an exempt count, never gated)" if family(p.name).external is not None else ""))

@@ -69,6 +69,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         if value != closed:
             problems.append((where, f"{value}, the shape gives {closed}"))
     edges: dict[str, int] = {}
+    gpu = recorded_gpu(doc)[1].get("name")  # the GPU that computed an fla-topk routing, if the report names one
     for name, p in doc["patterns"].items():
         path = f"$.patterns.{name}"
         entry = dict(p["params"])
@@ -79,8 +80,7 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             problems.append((f"{path}.invariant_violations", "a generated routing meets every invariant; the report "
                              f"lists {len(p['invariant_violations'])}"))
         row = family(entry.get("name", name))
-        if row.external is not None and (why := not_regenerated_here(name, row.external,
-                                                                     recorded_gpu(doc)[1].get("name"))):
+        if row.external is not None and (why := not_regenerated_here(name, row.external, gpu)):
             ctx.unverifiable(f"{path}.edges|fanin|query_span|adjacent_gap", why)
             continue
         try:

@@ -5,7 +5,6 @@ Report: ``results/reports/<config>_check.json`` (schema ``check_report``).
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from ..checking import check_report
 from ..core.config import Config
 from ..errors import GateFailure
 from ..io.metadata import base_metadata
+from ..io.paths import recorded_path
 from ..io.store import write_json
 from .gates import gate_detail, run_gates
 from .telemetry import Telemetry
@@ -46,8 +46,6 @@ def failure_lines(failed: list[dict[str, Any]], output: str | Path) -> str:
     carry the CLI's ``error: `` prefix themselves."""
     ordered = sorted(failed, key=lambda g: g["name"] != "gpu")
     lines = [g["message"] for g in ordered]
-    shown = Path(output)
-    with contextlib.suppress(OSError, ValueError):  # relative to the working folder where it lies in it, as
-        shown = shown.resolve().relative_to(Path.cwd().resolve())  # reproduce names its report (a new user)
-    lines[-1] += f" (check failed ({len(failed)} gate(s)); report {shown})"
+    # relative to the working folder where it lies in it, as reproduce names its report (a new user)
+    lines[-1] += f" (check failed ({len(failed)} gate(s)); report {recorded_path(output, Path.cwd())})"
     return "\nerror: ".join(lines)
