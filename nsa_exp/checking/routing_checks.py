@@ -37,6 +37,7 @@ import numpy as np
 
 from ..core.config import Pattern, Shape
 from ..core.families import family, pattern_from_entry
+from ..core.gpus import gpu_spec
 from ..errors import UserError
 from ..io.metadata import nvidia_gpu_visible, visible_gpu_name
 from ..routing.config import config_from_dict
@@ -87,11 +88,17 @@ def pattern_stats(p: Pattern, config: Any, recorded_on: str | None = None) -> di
 def not_regenerated_here(name: str, external: str, recorded_on: str | None) -> str | None:
     """Why the routing ``name`` that FLA's kernels compute (``external``, fla-topk) cannot be regenerated in this
     process (None: it can): no CUDA GPU is visible (never in the Triton interpreter), or the visible one is not the GPU
-    model ``recorded_on`` that computed the recorded routing (:func:`pattern_stats` says why)."""
+    model ``recorded_on`` that computed the recorded routing (:func:`pattern_stats` says why): not that name, nor a
+    name of the same row of the GPU table (:func:`nsa_exp.core.gpus.gpu_spec`)."""
     if not nvidia_gpu_visible():
         return (f"{name} is computed by FLA's kernels ({external}): regenerated only where a CUDA GPU is visible, "
                 "never in the Triton interpreter")
-    if recorded_on is not None and (here := visible_gpu_name()) != recorded_on:
+    if recorded_on is None:
+        return None
+    here = visible_gpu_name()
+    # one model: the same name, or the same row of the GPU table (a name relabelled "NVIDIA H200 SXM" on an H200
+    # would otherwise escape the regeneration that fails its forged fan-in: an attacker, 2026-12-07)
+    if here != recorded_on and (gpu_spec(here) is None or gpu_spec(here) != gpu_spec(recorded_on)):
         return (f"{name} is computed by FLA's kernels ({external}), whose choice among near-tied blocks depends on "
                 f"the GPU: regenerated only on the GPU model that recorded it ({recorded_on}), not on "
                 f"{here or 'a GPU nvidia-smi does not name'}")

@@ -49,6 +49,9 @@ def test_validate_on_another_gpu_model_lists_the_routing_as_unverifiable_naming_
 
 
 @pytest.mark.parametrize(("visible", "recorded", "tried"), [("NVIDIA H200", "NVIDIA H200", True),
+                                                             # one row of the GPU table: a relabel would escape
+                                                             ("NVIDIA H200", "NVIDIA H200 SXM", True),
+                                                             ("NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL", False),
                                                              ("NVIDIA H200", None, True),
                                                              ("NVIDIA H100 80GB HBM3", "NVIDIA H200", False),
                                                              (None, "NVIDIA H200", False)])
