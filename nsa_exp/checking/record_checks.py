@@ -46,6 +46,8 @@ from ..routing.config import config_from_dict
 from .checks import Add, Context, Problems, guarded
 
 SM_RANGE = (1, 1024)
+#: the recorded GPU facts :func:`metadata_plausible` holds to the GPU table row its ``name`` picks
+GPU_FACTS = ("sm_count", "total_memory_bytes", "l2_cache_bytes", "compute_capability")
 #: A package version as ``metadata.versions`` records it (``2.11.0+cu130``): any release, pre or local build.
 VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
 DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{1,3})?$")
@@ -165,8 +167,9 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
             problems.append((path, "the fla_sources gate's detail differs from $.fla"))
         if g["name"] == "gpu":
             where, facts = recorded_gpu(doc)
-            if "name" in facts and d.get("name") != facts["name"]:
-                problems.append((f"{path}.name", f"{d.get('name')!r} differs from {where} name {facts['name']!r}"))
+            if d.get("name") != facts.get("name"):  # a name left out is no name: its facts are held to none
+                problems.append((f"{path}.name", f"{d.get('name')!r} differs from {where} name "
+                                 f"{facts.get('name')!r}"))
             if config is not None and d.get("required") != config.get("gpu", {}).get("required_name"):
                 problems.append((f"{path}.required", "differs from $.config.gpu.required_name"))
             matches = str(d.get("required", "")) in str(d.get("name", ""))
@@ -297,6 +300,11 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     cc = gpu.get("compute_capability")
     if cc is not None and not CC_RE.match(str(cc)):
         problems.append((f"{where}.compute_capability", f"{cc!r} is not a compute capability"))
+    if name is None and any(gpu.get(k) is not None for k in GPU_FACTS):
+        facts = ", ".join(k for k in GPU_FACTS if gpu.get(k) is not None)
+        problems.append((f"{where}.name", f"missing, beside the GPU's {facts}: a GPU run records CUDA's device name, "
+                         "the key its facts are held to the GPU table by (a name left out let a forged SM count, L2 "
+                         "or capability pass)"))
     if spec is None:
         if name is not None:
             ctx.unverifiable(f"{where} (sm_count, memory, L2, compute capability, clocks)",

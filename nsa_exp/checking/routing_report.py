@@ -7,7 +7,9 @@ builder (:func:`build`: the summaries from :func:`nsa_exp.routing.report.pattern
   edges, fan-in, span and gap statistics, the closed form, the equal-edge record; with its embedded ``config``
   (reports written since 2026-12-04), the config's rules (``config_semantics``) and its name, shape, routing seed,
   packing and patterns (every one, with its parameters, in order) are the report's; without it, which patterns
-  the config had is unverified; ``generation_s`` and the host are unverified.
+  the config had is unverified; ``generation_s`` and the host are unverified. A routing FLA's kernels compute
+  (fla-topk) is regenerated only on the GPU model that drew it (``metadata.gpu_name``, recorded since 2026-12-07;
+  :func:`nsa_exp.checking.routing_checks.not_regenerated_here`); a report that names none is regenerated on any GPU.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..core.config import Config, Shape
 from ..core.families import family, pattern_from_entry
 from ..core.kinds import schema_version
 from ..errors import UserError
-from ..io.metadata import base_metadata
+from ..io.metadata import base_metadata, visible_gpu_name
 from ..routing.edges import closed_form_edges
 from ..routing.packing import packed_closed_form_edges, packing_record
 from ..routing.report import pattern_summaries
@@ -34,9 +36,14 @@ KIND = "routing_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 def build(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The routing report of ``config`` and its routings (pattern -> block_indices int32 ``[B,T,H,S]``).
-    Raises GateFailure when the routings' edges differ (the equal-edge gate)."""
+    """The routing report of ``config`` and its routings (pattern -> block_indices int32 ``[B,T,H,S]``); where a
+    pattern's routing is drawn by FLA's kernels on the GPU (fla-topk), ``metadata.gpu_name`` names that GPU
+    (:func:`nsa_exp.io.metadata.visible_gpu_name`; left out where nvidia-smi cannot say which), so that ``validate``
+    regenerates it only on that model. Raises GateFailure when the routings' edges differ (the equal-edge gate)."""
     patterns, routings, gate = pattern_summaries(config)
+    metadata = base_metadata(import_gpu=False)
+    if any(family(p.name).external is not None for p in config.patterns) and (gpu := visible_gpu_name()):
+        metadata["gpu_name"] = gpu
     report = {
         "schema_version": schema_version("routing_report"),
         "kind": "routing_report",
@@ -47,7 +54,7 @@ def build(config: Config) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "closed_form_edges": gate["closed_form"],
         "equal_edges": gate,
         "patterns": patterns,
-        "metadata": base_metadata(import_gpu=False),
+        "metadata": metadata,
     }
     if config.cu_seqlens is not None:
         report["packing"] = packing_record(config.cu_seqlens, gate["closed_form"])

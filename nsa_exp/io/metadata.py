@@ -34,20 +34,27 @@ def nvidia_gpu_visible() -> bool:
 
 @cache
 def visible_gpu_name() -> str | None:
-    """The name of the GPU CUDA numbers 0 in this process (the first of ``CUDA_VISIBLE_DEVICES``, an index or a UUID),
-    as ``nvidia-smi --query-gpu=name`` prints it (the NVML name, which torch's ``get_device_name`` also gives: "NVIDIA
-    H100 80GB HBM3"), read without importing torch; None when :func:`nvidia_gpu_visible` is false or nvidia-smi
-    cannot say (missing, failing, or silent within 20 s)."""
+    """The name of the GPU CUDA numbers 0 in this process, as ``nvidia-smi --query-gpu=name`` prints it (the NVML
+    name, which torch's ``get_device_name`` also gives: "NVIDIA H100 80GB HBM3"), read without importing torch.
+
+    nvidia-smi numbers GPUs in PCI bus order; CUDA numbers them fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``
+    (CUDA C Programming Guide, CUDA environment variables). So nvidia-smi is asked for the first of
+    ``CUDA_VISIBLE_DEVICES`` itself only where both orders agree on it: a UUID or MIG id, or an index under
+    ``PCI_BUS_ID``. Otherwise (an index, or no selection) the name is every GPU's name where all are one name, else
+    None: on a host of mixed GPUs an index does not say which one CUDA picks. None also when
+    :func:`nvidia_gpu_visible` is false or nvidia-smi cannot say (missing, failing, or silent within 20 s).
+    Cached per process (the environment of a process does not choose another GPU once CUDA has started)."""
     if not nvidia_gpu_visible():
         return None
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    exact = bool(first) and (not first.isdigit() or os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID")
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", *(["-i", first] if first
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", *(["-i", first] if exact
                               else [])], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return None
-    names = out.stdout.strip().splitlines()
-    return names[0].strip() if out.returncode == 0 and names and names[0].strip() else None
+    names = {n.strip() for n in out.stdout.splitlines()[:1 if exact else None]} - {""}
+    return names.pop() if out.returncode == 0 and len(names) == 1 else None
 
 
 @cache

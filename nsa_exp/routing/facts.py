@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from ..core.config import Pattern, Shape
+from ..core.families import family
 from ..io.memo import memoised
+from ..io.metadata import visible_gpu_name
 from .edges import effective_edges
 from .fanin import csr_rows, rows_statistics
 from .packing import generate_packed_routing
@@ -49,43 +51,51 @@ class RegeneratedRouting:
 
 def regenerate(pattern: Pattern, shape: Shape, seed: int, cu: tuple[int, ...] | None = None) -> RegeneratedRouting:
     """The facts of ``pattern``'s routing at ``shape`` and ``seed`` (packed: ``cu``, the documents' ``cu_seqlens``
-    ending at ``shape.T``), drawn once per process for both callers. Raises what the generators raise
-    (UserError for an external pattern without its GPU tier, ValueError for a bad packing)."""
+    ending at ``shape.T``), drawn once per process for both callers. A routing FLA's kernels compute (a family with
+    ``external``: fla-topk) differs between GPU models, so its facts are kept under the visible GPU's name too
+    (:func:`nsa_exp.io.metadata.visible_gpu_name`): a memo folder shared by an H100 host and an H200 host answers
+    each with its own GPU's draw. Raises what the generators raise (UserError for an external pattern without its
+    GPU tier, ValueError for a bad packing)."""
+    gpu = visible_gpu_name() if family(pattern.name).external is not None else None
     return _regenerate(json.dumps(pattern.to_dict(), sort_keys=True), json.dumps(shape.to_dict(), sort_keys=True),
-                       int(seed), None if cu is None else tuple(int(x) for x in cu))
+                       int(seed), None if cu is None else tuple(int(x) for x in cu), gpu)
 
 
 @lru_cache(maxsize=KEPT)
-def _regenerate(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None) -> RegeneratedRouting:
-    stats = _stats(pattern_json, shape_json, seed, cu)
-    row_fanin = _row_fanin(pattern_json, shape_json, seed, cu)
+def _regenerate(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None,
+                gpu: str | None) -> RegeneratedRouting:
+    stats = _stats(pattern_json, shape_json, seed, cu, gpu)
+    row_fanin = _row_fanin(pattern_json, shape_json, seed, cu, gpu)
     row_fanin.setflags(write=False)
     return RegeneratedRouting(stats=stats, row_fanin=row_fanin)
 
 
 @memoised
-def _stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None) -> dict[str, Any]:
+def _stats(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None,
+           gpu: str | None) -> dict[str, Any]:
     """The routing's statistics (:func:`_draw`). On disk (:mod:`nsa_exp.io.memo`) the fan-in's entry is written
     inside this one's lock, from the same draw: a process that waited for the statistics then finds the fan-in too,
     instead of drawing the routing again (the routing checks ask for the one and the model for the other, in many
     processes at once: a cold ``validate`` of the committed JSON files beside one of the sweep tables drew each
     routing in both, 92 CPU-s against 49 for the two one after the other; docs/METHOD.md, CI's own time)."""
-    stats = _draw(pattern_json, shape_json, seed, cu)[0]
-    _row_fanin(pattern_json, shape_json, seed, cu)
+    stats = _draw(pattern_json, shape_json, seed, cu, gpu)[0]
+    _row_fanin(pattern_json, shape_json, seed, cu, gpu)
     return stats
 
 
 @memoised
-def _row_fanin(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None) -> np.ndarray:
+def _row_fanin(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None,
+               gpu: str | None) -> np.ndarray:
     """The routing's per-CSR-row fan-in (int64, :func:`_draw`)."""
-    return _draw(pattern_json, shape_json, seed, cu)[1]
+    return _draw(pattern_json, shape_json, seed, cu, gpu)[1]
 
 
 @lru_cache(maxsize=2)
-def _draw(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None) -> tuple[dict[str, Any],
-                                                                                          np.ndarray]:
+def _draw(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | None,
+          gpu: str | None) -> tuple[dict[str, Any], np.ndarray]:
     """The routing drawn once: its statistics and its fan-in (read-only), for :func:`_stats` and :func:`_row_fanin`
-    (the last two draws are kept: the two ask for the same one in a row)."""
+    (the last two draws are kept: the two ask for the same one in a row). ``gpu`` (:func:`regenerate`) is part of the
+    question only: the draw runs on whatever GPU this process sees."""
     shape, pattern = Shape(**json.loads(shape_json)), Pattern(**json.loads(pattern_json))
     cu_arr = None if cu is None else np.asarray(cu, dtype=np.int32)
     bi = generate_routing(pattern, shape, seed) if cu_arr is None else \

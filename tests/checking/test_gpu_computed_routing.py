@@ -15,10 +15,11 @@ import stat
 
 import pytest
 
-from nsa_exp.checking import routing_checks
+from nsa_exp.checking import routing_checks, routing_report
+from nsa_exp.checking.record_checks import recorded_gpu
 from nsa_exp.core.config import Pattern
 from nsa_exp.io import metadata
-from nsa_exp.routing.config import load_config
+from nsa_exp.routing.config import config_from_dict, load_config
 from tests.corpus.runner import REPO, run_main
 
 POINT = "results/sweeps/sweep_penalty_T_h200/T8192-B2-H4-G16-fla-topk-salience0.json"  # recorded on an NVIDIA H200
@@ -65,19 +66,63 @@ def test_the_routing_is_regenerated_on_the_recording_gpu_model_or_where_none_is_
         assert str(recorded) in why and (visible or "does not name") in why
 
 
-def test_the_visible_gpu_is_named_by_nvidia_smi_for_the_first_visible_device(monkeypatch, tmp_path):
+@pytest.mark.parametrize("visible, order, smi_prints, asked, name", [
+    # an index under CUDA's default order (fastest first): nvidia-smi's PCI order may differ, so every GPU is asked
+    ("3,1", None, ["NVIDIA H100 80GB HBM3"] * 4, [], "NVIDIA H100 80GB HBM3"),
+    ("3,1", None, ["NVIDIA H100 80GB HBM3", "NVIDIA H200"], [], None),  # mixed host: which one CUDA picks is unsaid
+    (None, None, ["NVIDIA H200", "NVIDIA H100 80GB HBM3"], [], None),
+    (None, None, ["NVIDIA H200", "NVIDIA H200"], [], "NVIDIA H200"),
+    # both orders agree: the first visible device itself
+    ("3,1", "PCI_BUS_ID", ["NVIDIA H200"], ["-i", "3"], "NVIDIA H200"),
+    ("GPU-8c1f,1", None, ["NVIDIA H200"], ["-i", "GPU-8c1f"], "NVIDIA H200"),
+    ("3", None, [], [], None),  # nvidia-smi prints nothing
+])
+def test_the_visible_gpu_is_named_only_where_nvidia_smi_and_cuda_agree_on_which_it_is(
+        monkeypatch, tmp_path, visible, order, smi_prints, asked, name):
     smi = tmp_path / "nvidia-smi"
-    smi.write_text('#!/bin/sh\necho "$@" > "$(dirname "$0")/args"\necho "NVIDIA H100 80GB HBM3"\n')
+    lines = "".join(f'echo "{n}"\n' for n in smi_prints)
+    smi.write_text(f'#!/bin/sh\necho "$@" > "$(dirname "$0")/args"\n{lines}')
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    for var, value in (("CUDA_VISIBLE_DEVICES", visible), ("CUDA_DEVICE_ORDER", order)):
+        if value is None:
+            monkeypatch.delenv(var, raising=False)
+        else:
+            monkeypatch.setenv(var, value)
     monkeypatch.setattr(metadata, "nvidia_gpu_visible", lambda: True)
     metadata.visible_gpu_name.cache_clear()
     try:
-        assert metadata.visible_gpu_name() == "NVIDIA H100 80GB HBM3"
-        assert (tmp_path / "args").read_text().split() == ["--query-gpu=name", "--format=csv,noheader", "-i", "3"]
-        smi.write_text("#!/bin/sh\nexit 9\n")
+        assert metadata.visible_gpu_name() == name
+        assert (tmp_path / "args").read_text().split() == ["--query-gpu=name", "--format=csv,noheader", *asked]
+    finally:
         metadata.visible_gpu_name.cache_clear()
+
+
+def test_a_failing_nvidia_smi_names_no_gpu(monkeypatch, tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H200'\nexit 9\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(metadata, "nvidia_gpu_visible", lambda: True)
+    metadata.visible_gpu_name.cache_clear()
+    try:
         assert metadata.visible_gpu_name() is None
     finally:
         metadata.visible_gpu_name.cache_clear()
+
+
+@pytest.mark.parametrize(("families", "visible", "recorded"), [(["local", "fla-topk"], "NVIDIA H200", "NVIDIA H200"),
+                                                                (["local", "fla-topk"], None, None),
+                                                                (["local", "zipf"], "NVIDIA H200", None)])
+def test_a_routing_report_names_the_gpu_that_drew_its_gpu_computed_routing(monkeypatch, families, visible, recorded):
+    """``routing --output`` on a GPU host: the report records the GPU that drew fla-topk (``metadata.gpu_name``), so
+    that validate regenerates it only there (a genuine H200 report FAILed on an H100 before); a report of CPU-drawn
+    routings, or one where nvidia-smi cannot say which GPU CUDA uses, names none."""
+    raw = json.loads((REPO / "configs/e1_h200.json").read_text())
+    raw["patterns"] = [{"name": f} for f in families]
+    config = config_from_dict(raw)
+    monkeypatch.setattr(routing_report, "pattern_summaries", lambda config: ({}, {}, {"closed_form": 0}))
+    monkeypatch.setattr(routing_report, "visible_gpu_name", lambda: visible)
+    report, _ = routing_report.build(config)
+    assert report["metadata"].get("gpu_name") == recorded
+    assert recorded_gpu(report)[1]["name"] == recorded  # the name the fla-topk check is held to

@@ -30,11 +30,11 @@ SHAPE_JSON = json.dumps(SHAPE.to_dict(), sort_keys=True)
 #: each memoised function with the arguments of one small routing (the disk layer alone: an in-process cache in
 #: front of it is skipped through ``__wrapped__``)
 CALLS = {
-    "routing_stats": (facts._stats, (PATTERN_JSON, SHAPE_JSON, 3, None)),
-    "routing_stats_packed": (facts._stats, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512))),
+    "routing_stats": (facts._stats, (PATTERN_JSON, SHAPE_JSON, 3, None, None)),
+    "routing_stats_packed": (facts._stats, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512), None)),
     "peer_facts": (_regenerated_facts.__wrapped__, (PATTERN_JSON, SHAPE_JSON, 3)),
-    "fanin": (facts._row_fanin, (PATTERN_JSON, SHAPE_JSON, 3, None)),
-    "fanin_packed": (facts._row_fanin, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512))),
+    "fanin": (facts._row_fanin, (PATTERN_JSON, SHAPE_JSON, 3, None, None)),
+    "fanin_packed": (facts._row_fanin, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512), None)),
 }
 #: the entries one call writes: the statistics' entry holds the fan-in's too (nsa_exp/routing/facts.py)
 WRITES = {"routing_stats": 2, "routing_stats_packed": 2, "peer_facts": 1, "fanin": 1, "fanin_packed": 1}

@@ -58,3 +58,18 @@ def test_the_checks_and_the_model_draw_one_routing_once(draws):
     assert int(fanin.sum()) == stats["edges"] and fanin.flags.writeable  # the model gets its own copy
     _fanin.__wrapped__(*_key(ZIPF.to_dict(), SHAPE.to_dict()), SHAPE.T, 8)  # another seed: another draw
     assert len(draws) == 2
+
+
+def test_a_gpu_computed_routing_is_kept_under_the_visible_gpu_model(monkeypatch):
+    """fla-topk's draw differs between GPU models (routing_checks.pattern_stats), so its facts are asked under the
+    visible GPU's name, in the process and on disk: a memo folder shared by an H100 and an H200 host keeps two
+    answers. A routing drawn on the CPU is one answer everywhere."""
+    asked: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(facts, "_regenerate", lambda pattern_json, *rest: asked.append(
+        (json.loads(pattern_json)["name"], rest[-1])))
+    for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+        monkeypatch.setattr(facts, "visible_gpu_name", lambda gpu=gpu: gpu)
+        facts.regenerate(Pattern("fla-topk"), SHAPE, seed=0)
+        facts.regenerate(ZIPF, SHAPE, seed=0)
+    assert asked == [("fla-topk", "NVIDIA H100 80GB HBM3"), ("zipf", None), ("fla-topk", "NVIDIA H200"),
+                     ("zipf", None)]
