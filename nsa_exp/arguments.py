@@ -28,7 +28,7 @@ from typing import Any
 
 from . import PINNED_COMMIT, REPO_ROOT, RESULTS_DIR
 from .analysis.noise_table import table_path
-from .analysis.stop_rule import STAGE_RULE, with_default_rule
+from .analysis.stop_rule import DEFAULT_RULE, STAGE_RULE
 from .core.config import MAX_T, Config, Shape
 from .core.environment import door_gates
 from .core.families import TUNE_PATTERN
@@ -40,7 +40,7 @@ from .errors import UserError
 from .io.config_files import read_config_file
 from .io.journal import Journal
 from .io.progress import start
-from .io.reader import file_size, same_file, show_path
+from .io.reader import file_size, show_path
 from .io.store import OutputPolicy, check_work_folder
 from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
@@ -148,38 +148,34 @@ def _bench(args: argparse.Namespace) -> None:
     if args.resume and args.discard_journal:
         raise UserError("--discard-journal: contradicts --resume (--resume continues the interrupted bench's journal, "
                         "--discard-journal deletes it); give one of them")
-    if args.output and args.summary and same_file(args.output, args.summary):
-        raise UserError(f"--summary {args.summary}: the same file as --output; the raw JSON and the summary CSV need "
-                        "two paths")
     _check_counts(args)
     check_suffix("--output", args.output, ".json")
     check_suffix("--summary", args.summary, ".csv")
-    config = load_config(args.config)
-    check_bench_arm(config, args)
-    _bench_result(args, "autotune_from", "--autotune-from", config)
     # the command line's overrides, folded into the config once (the config's own timing.stop wins); the handler
     # (gpu/commands.bench) reads this request, never the file or the options again
-    config = config.overridden(repetitions=args.repetitions)
-    if args.stop_rule:
-        config = with_default_rule(config, "bench --stop-rule", STAGE_RULE)
+    config = load_config(args.config).overridden(args.repetitions, STAGE_RULE if args.stop_rule else None,
+                                                 where="bench --stop-rule")
+    check_bench_arm(config, args)
+    _bench_result(args, "autotune_from", "--autotune-from", config)
     args.bench_request = _bench_request(args, config)
 
 
 def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
     """bench's settings as one frozen :class:`~nsa_exp.core.requests.BenchRequest`, built once: the outputs
-    (``--output`` or ``results/raw/<name>.json``, the summary beside it under ``summaries/``) claimed under the
-    output policy (``runs/<name>/`` unless ``--publish``; the config, ``--autotune-from`` and each
-    ``--routing-file`` are inputs), the ``--tuning-cache`` folder made, every ``--routing-file`` read and
-    validated at the config's shape, a leftover journal refused: all before any GPU work, in this order."""
+    (``--output`` or ``results/raw/<name>.json``, the summary beside it under ``summaries/``) claimed together under
+    the output policy (``runs/<name>/`` unless ``--publish``; the config, ``--autotune-from`` and each
+    ``--routing-file`` are inputs; the two outputs never one file), the ``--tuning-cache`` folder made, every
+    ``--routing-file`` read and validated at the config's shape, a leftover journal refused: all before any GPU
+    work, in this order."""
     name = args.name or config.name
     out = Path(args.output) if args.output else RESULTS_DIR / "raw" / f"{name}.json"
     summary = Path(args.summary) if args.summary else RESULTS_DIR / "summaries" / f"{out.stem}.csv"
-    cache = None if args.tuning_cache is None else check_work_folder(args.tuning_cache, "--tuning-cache")
     policy = _policy(args, name, ("--autotune-from", args.autotune_from),
                      *(("--routing-file", f) for f in args.routing_file))
-    out = policy.claim(out, named=args.output is not None)
     # the summary takes a named --output's stem; it is a default output (runs/<name>/summaries/ unless --publish)
-    summary = policy.claim(summary, named=args.summary is not None, option="--summary")
+    out, summary = policy.claim_each((out, args.output is not None, "--output"),
+                                     (summary, args.summary is not None, "--summary"))
+    cache = None if args.tuning_cache is None else check_work_folder(args.tuning_cache, "--tuning-cache")
     files = file_routings(args.routing_file, config.shape, args.require_equal_edges)
     # a leftover journal (or --resume without one): refused here too, before the door's gates (bench's own gates
     # refuse it first for a caller that is not the command line: reproduce, a test)
@@ -200,9 +196,8 @@ def _peer_bench(args: argparse.Namespace) -> None:
     if len(set(names)) != len(names):
         raise UserError(f"--peers: {args.peers!r} lists a peer twice")
     _check_counts(args)
-    config = load_config(args.config).overridden(repetitions=args.repetitions)
-    if args.stop_rule:
-        config = with_default_rule(config, "peer-bench --stop-rule")
+    config = load_config(args.config).overridden(args.repetitions, DEFAULT_RULE if args.stop_rule else None,
+                                                 where="peer-bench --stop-rule")
     out = _claimed_output(args, config, RESULTS_DIR / "peers" / f"{config.name}.json")
     args.peer_request = PeerRequest(config, args.allow_gpu, tuple(names), out, args.cupti_rounds)
 

@@ -45,9 +45,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Config, StopRule
+from ..core.config import StopRule
 from ..core.protocol import STOP_REASONS, round_orders
-from ..errors import UserError
 from .noise_table import FALLBACK_FLOOR, compare_floors, read_floors
 
 CI, TIMEOUT, MAX_ROUNDS = STOP_REASONS
@@ -89,28 +88,6 @@ CI_REL_RULE = StopRule(min_rounds=20, min_seconds=0.5, ci_rel=0.01, ci_abs_ms=0.
 #: default rule's ``min_rounds`` (the shipped sweeps time 10): the formal protocol's 150 rounds, the rule stopping
 #: each point as soon as its medians are known (or at ``timeout_seconds``)
 SWEEP_ROUND_CEILING = 150
-
-
-def default_rule(repetitions: int, where: str, rule: StopRule = DEFAULT_RULE) -> StopRule:
-    """``rule`` (default :data:`DEFAULT_RULE`) for a run of at most ``repetitions`` timed rounds (``--stop-rule``
-    without a ``timing.stop`` block); UserError naming ``where`` when the run is too short for the rule to stop
-    it early."""
-    if repetitions < rule.min_rounds:
-        rounds = f"{repetitions} round{'' if repetitions == 1 else 's'}"
-        raise UserError(f"{where}: the run times {rounds}, fewer than the default rule's min_rounds "
-                        f"{rule.min_rounds}; raise timing.repetitions (the most rounds the rule may time) "
-                        "or give a timing.stop block")
-    return rule
-
-
-def with_default_rule(config: Config, where: str, rule: StopRule = DEFAULT_RULE) -> Config:
-    """``config`` as a stop-rule run times it: its own ``timing.stop`` when it has one, else :func:`default_rule`
-    (``rule``: :data:`DEFAULT_RULE`, or bench's :data:`STAGE_RULE`) for its ``timing.repetitions`` folded in
-    (:meth:`~nsa_exp.core.config.Config.overridden`; the config's ``raw`` stays the file's). UserError naming
-    ``where`` when the run is too short for the rule."""
-    if config.timing.stop is not None:
-        return config
-    return config.overridden(stop=default_rule(config.timing.repetitions, where, rule))
 
 
 METHOD = ("after each timed round: stop on ci (rounds >= min_rounds, accumulated timed GPU seconds >= "

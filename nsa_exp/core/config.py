@@ -175,16 +175,23 @@ class Config:
     cu_seqlens: Any = None
 
     def overridden(self, repetitions: int | None = None, stop: StopRule | None = None,
-                   stop_source: str = "--stop-rule") -> Config:
+                   stop_source: str = "--stop-rule", where: str | None = None) -> Config:
         """This config with the command line's overrides folded in, once, at the entry point: ``repetitions``
-        (``--repetitions``) replaces ``timing.repetitions``; ``stop`` (``--stop-rule``) becomes ``timing.stop``
-        from ``stop_source`` unless the config has its own (the config's rule wins). ``raw`` stays the file's:
-        a result records the config as given (``tests/core/test_measurement.py`` pins it).
+        (``--repetitions``) replaces ``timing.repetitions``; ``stop`` (``--stop-rule``: the default rule of
+        :mod:`nsa_exp.analysis.stop_rule`) becomes ``timing.stop`` from ``stop_source`` unless the config has its own
+        (the config's rule wins). ``where`` (the command that asked, ``"bench --stop-rule"``): UserError naming it
+        when the run times fewer rounds than that rule's ``min_rounds`` (it could never stop the run early). ``raw``
+        stays the file's: a result records the config as given (``tests/core/test_measurement.py`` pins it).
         """
         timing = self.timing
         if repetitions is not None:
             timing = replace(timing, repetitions=repetitions)
         if stop is not None and timing.stop is None:
+            if where is not None and timing.repetitions < stop.min_rounds:
+                rounds = f"{timing.repetitions} round{'' if timing.repetitions == 1 else 's'}"
+                raise UserError(f"{where}: the run times {rounds}, fewer than the default rule's min_rounds "
+                                f"{stop.min_rounds}; raise timing.repetitions (the most rounds the rule may time) "
+                                "or give a timing.stop block")
             timing = replace(timing, stop=stop, stop_source=stop_source)
         return replace(self, timing=timing)
 

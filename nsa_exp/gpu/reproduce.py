@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.noise_table import table_path
-from ..analysis.stop_rule import STAGE_RULE, with_default_rule
+from ..analysis.stop_rule import STAGE_RULE
 from ..checking import compare
 from ..checking.validate import load_validated, validate_paths
 from ..core.config import Config
@@ -111,7 +111,7 @@ def run_reproduce(config: Config, allow_gpu: bool, out_dir: str | Path, noise_ta
                        hint=f"`python -m nsa_exp validate {show_path(table)}` lists what failed",
                        missing_hint="generate it with `python -m nsa_exp noise-table`")
     steps.run("smoke", lambda: run_smoke(config, allow_gpu, out / SMOKE, device=device))
-    timed = with_default_rule(config, "reproduce", STAGE_RULE)
+    timed = config.overridden(stop=STAGE_RULE, where="reproduce")
     request = BenchRequest(timed, allow_gpu, result_path, summary_path, cupti_rounds=cupti_rounds)
     steps.run("bench", lambda: run_bench(request, device=device, clock=clock))
     run = load_record(result_path, BenchResult)

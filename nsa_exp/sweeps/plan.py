@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT, RESULTS_DIR
-from ..analysis.stop_rule import STAGE_RULE, SWEEP_ROUND_CEILING, default_rule
+from ..analysis.stop_rule import STAGE_RULE, SWEEP_ROUND_CEILING
 from ..core.config import Shape, bytes_needed
 from ..core.families import BASELINE_PATTERN, point_id, shape_label
 from ..core.gpus import MEMORY_REPORTED, gpu_spec
@@ -131,7 +131,7 @@ def load_sweep(path: str | Path, routing_files: Sequence[str] = (), stop_rule: b
     if stop_rule and "stop" not in timing:  # recorded in each point's config: bench's rule (issue 30)
         if timing["repetitions"] < STAGE_RULE.min_rounds:  # the rule sets its own ceiling (docs/METHOD.md)
             timing["repetitions"] = SWEEP_ROUND_CEILING
-        timing["stop"] = default_rule(timing["repetitions"], f"{path}: sweep --stop-rule", STAGE_RULE).to_dict()
+        timing["stop"] = STAGE_RULE.to_dict()
     points, seen = [], set()
     packings = raw.get("packings", [None])
     #: (T, pattern entry, its routing file, packing section, where it is written)
