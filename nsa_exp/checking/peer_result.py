@@ -49,6 +49,7 @@ from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHO
 from ..core.records import StageStats
 from ..errors import UserError
 from ..io.memo import memoised
+from ..io.metadata import visible_gpu_name
 from ..routing.block_mask import is_tile_shared, score_pairs
 from ..routing.config import config_from_dict
 from ..routing.patterns import generate_routing, routing_sha256
@@ -62,10 +63,12 @@ from .record_checks import (
     document_argv,
     gpu_run,
     recorded_cli_argv,
+    recorded_gpu,
     run_record,
     unpassed_gates,
     wall_plausible,
 )
+from .routing_checks import not_regenerated_here
 from .sources import deep_diff
 from .stats_checks import stop_rule_problems
 
@@ -84,20 +87,22 @@ def routing_facts(routing: np.ndarray, block_size: int) -> dict[str, Any]:
 
 @lru_cache(maxsize=256)
 @memoised
-def _regenerated_facts(pattern_json: str, shape_json: str, seed: int) -> dict[str, Any]:
+def _regenerated_facts(pattern_json: str, shape_json: str, seed: int, gpu: str | None = None) -> dict[str, Any]:
     """:func:`routing_facts` of one routing regenerated from its pattern, shape and seed (cached like
     :func:`nsa_exp.checking.routing_checks._routing_stats`: the committed peer results share their routings, and a
     report validates them all; each T=32768 routing takes ~0.5 s to regenerate and inspect; kept on disk too when
-    ``NSA_EXP_MEMO_DIR`` is set, :mod:`nsa_exp.io.memo`)."""
+    ``NSA_EXP_MEMO_DIR`` is set, :mod:`nsa_exp.io.memo`). ``gpu``: the GPU model a routing FLA's kernels compute
+    is drawn on (part of the question only, as :func:`nsa_exp.routing.facts.regenerate`'s)."""
     shape = Shape(**json.loads(shape_json))
     return routing_facts(generate_routing(Pattern(**json.loads(pattern_json)), shape, seed), shape.block_size)
 
 
 def regenerated_facts(pattern: Pattern, shape: Shape, seed: int) -> dict[str, Any]:
     """``routing_facts(generate_routing(pattern, shape, seed), shape.block_size)``, each routing computed once per
-    process (a copy: the caller may change it)."""
-    return copy.deepcopy(_regenerated_facts(json.dumps(pattern.to_dict(), sort_keys=True),
-                                            json.dumps(shape.to_dict(), sort_keys=True), seed))
+    process (a copy: the caller may change it); a routing FLA's kernels compute (fla-topk), once per GPU model."""
+    args = (json.dumps(pattern.to_dict(), sort_keys=True), json.dumps(shape.to_dict(), sort_keys=True), seed)
+    gpu = visible_gpu_name() if family(pattern.name).external is not None else None
+    return copy.deepcopy(_regenerated_facts(*args, gpu) if gpu is not None else _regenerated_facts(*args))
 
 
 def _cells(measurement_stats: Mapping[str, Mapping[str, StageStats]],
@@ -242,15 +247,21 @@ def peer_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     for p in config.patterns:
         if p.name not in doc["routings"]:
             continue
-        if family(p.name).external is not None:
-            ctx.unverifiable(f"$.routings.{p.name}", f"{p.name} is computed by {family(p.name).external}: "
-                             "regenerated only on a GPU")
+        external = family(p.name).external  # fla-topk: regenerated only on the GPU model that drew it
+        if external is not None and (why := not_regenerated_here(p.name, external, recorded_gpu(doc)[1].get("name"))):
+            ctx.unverifiable(f"$.routings.{p.name}", why)
             continue
         if shape.B * shape.H * shape.T * shape.num_blocks > MAX_BITMAP:
             ctx.unverifiable(f"$.routings.{p.name}", f"a [B, H, T, M] selection bitmap of {shape.B * shape.H * shape.T}"
                              f" x {shape.num_blocks} entries: too large to regenerate here")
             continue
-        want = regenerated_facts(p, shape, config.seeds.routing)
+        try:
+            want = regenerated_facts(p, shape, config.seeds.routing)
+        except (UserError, ImportError) as exc:  # fla-topk where this process cannot import the GPU tier
+            if external is None:
+                raise
+            ctx.unverifiable(f"$.routings.{p.name}", str(exc))
+            continue
         deep_diff(doc["routings"][p.name], want, f"$.routings.{p.name}", problems)
     # the cells each peer must have, and why the others are not there (the arm's rule, core.peers.skip_reason)
     failures = doc["oracle"]["failures"]

@@ -48,6 +48,10 @@ from .checks import Add, Context, Problems, guarded
 SM_RANGE = (1, 1024)
 #: the recorded GPU facts :func:`metadata_plausible` holds to the GPU table row its ``name`` picks
 GPU_FACTS = ("sm_count", "total_memory_bytes", "l2_cache_bytes", "compute_capability")
+#: the recorded GPU facts that are counts (torch's device properties, NVML's clocks): integers where present, or a
+#: float or string would pass the table's comparisons unread (an attacker, 2026-12-07: a float L2 and memory size)
+GPU_INTEGERS = ("sm_count", "total_memory_bytes", "l2_cache_bytes", "max_sm_clock_mhz", "max_mem_clock_mhz",
+                "applications_sm_clock_mhz")
 #: A package version as ``metadata.versions`` records it (``2.11.0+cu130``): any release, pre or local build.
 VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
 DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{1,3})?$")
@@ -155,6 +159,10 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
     order = [n for n in GATE_NAMES if n in names]
     if names != order:
         problems.append(("$.gates", f"gates {names} are not in the order they run {list(GATE_NAMES)}"))
+    if gpu_run(doc) and (missing := [n for n in GATE_NAMES if n not in names]):  # a left-out gpu gate left its
+        # name, and with it the GPU table's checks, unread (an attacker, 2026-12-07)
+        problems.append(("$.gates", f"no {', '.join(missing)} gate recorded: a GPU run records every gate "
+                         f"{list(GATE_NAMES)}, passed or failed"))
     meta = doc.get("metadata", {})
     config = doc.get("config") if isinstance(doc.get("config"), dict) else None
     for i, g in enumerate(doc.get("gates", [])):
@@ -167,6 +175,9 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
             problems.append((path, "the fla_sources gate's detail differs from $.fla"))
         if g["name"] == "gpu":
             where, facts = recorded_gpu(doc)
+            if not (isinstance(d.get("name"), str) and d["name"].strip()):  # the gate read the device's name
+                problems.append((f"{path}.name", f"{d.get('name')!r}: a passed gpu gate records the name of the GPU "
+                                 "it checked"))
             if d.get("name") != facts.get("name"):  # a name left out is no name: its facts are held to none
                 problems.append((f"{path}.name", f"{d.get('name')!r} differs from {where} name "
                                  f"{facts.get('name')!r}"))
@@ -300,6 +311,10 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     cc = gpu.get("compute_capability")
     if cc is not None and not CC_RE.match(str(cc)):
         problems.append((f"{where}.compute_capability", f"{cc!r} is not a compute capability"))
+    problems += [(f"{where}.{k}", f"{gpu[k]!r} is not an integer (the device reports a count)") for k in GPU_INTEGERS
+                 if gpu.get(k) is not None and (not isinstance(gpu[k], int) or isinstance(gpu[k], bool))]
+    if cc is not None and not isinstance(cc, str):
+        problems.append((f"{where}.compute_capability", f"{cc!r} is not a string such as '9.0'"))
     if name is None and any(gpu.get(k) is not None for k in GPU_FACTS):
         facts = ", ".join(k for k in GPU_FACTS if gpu.get(k) is not None)
         problems.append((f"{where}.name", f"missing, beside the GPU's {facts}: a GPU run records CUDA's device name, "

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.config import Config, Shape
 from ..core.families import family, pattern_from_entry
+from ..core.gpus import gpu_spec
 from ..core.kinds import schema_version
 from ..errors import UserError
 from ..io.metadata import base_metadata, visible_gpu_name
@@ -28,7 +29,7 @@ from ..routing.edges import closed_form_edges
 from ..routing.packing import packed_closed_form_edges, packing_record
 from ..routing.report import pattern_summaries
 from .checks import Add, Context, Problems, guarded
-from .record_checks import config_semantics, host_problems, recorded_gpu
+from .record_checks import PRINTABLE_ASCII, config_semantics, host_problems, recorded_gpu
 from .routing_checks import _routing_stats, not_regenerated_here
 from .sources import deep_diff
 
@@ -115,10 +116,27 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    """``routing_report_recompute``, the host facts (``metadata_plausible``), then :func:`config_matches`."""
+    """``routing_report_recompute``, the host facts (``metadata_plausible``: with the GPU that drew a fla-topk
+    routing, :func:`gpu_name_problems`), then :func:`config_matches`."""
     guarded("routing_report_recompute", add, recompute, doc, add, ctx)
-    add("metadata_plausible", host_problems(doc["metadata"]))
+    add("metadata_plausible", host_problems(doc["metadata"]) + gpu_name_problems(doc["metadata"], ctx))
     guarded("routing_report_config", add, config_matches, doc, add, ctx)
+
+
+def gpu_name_problems(meta: dict[str, Any], ctx: Context) -> Problems:
+    """``metadata.gpu_name``, where recorded (the GPU that drew a fla-topk routing): a CUDA device name (printable
+    ASCII) of a row of the GPU table, since the name chooses where the routing is regenerated (a forged name
+    would otherwise send every host's regeneration elsewhere: an attacker, 2026-12-07); a name of no row is listed
+    as unverified (GPU not in the table), which ``validate --strict`` fails."""
+    if "gpu_name" not in meta:
+        return []
+    name = meta["gpu_name"]
+    if not isinstance(name, str) or not PRINTABLE_ASCII.fullmatch(name) or not name.strip():
+        return [("$.metadata.gpu_name", f"{name!r} is not a CUDA device name (a string of printable ASCII)")]
+    if gpu_spec(name) is None:
+        ctx.unverifiable("$.patterns.fla-topk", f"unverified (GPU not in the table): {name!r} is no row of "
+                         "nsa_exp.core.gpus, so no host regenerates the routing it drew")
+    return []
 
 
 def config_matches(doc: dict[str, Any], add: Add, ctx: Context) -> None:

@@ -158,7 +158,7 @@ def _by_routing(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def verdict_line(data: ReportData) -> str:
     """The release table's verdict in one line (the summary's release line, README's release line): per release
-    at the T all were measured at, the dK/dV penalty of each skewed routing the rule says differs, and the CSR
+    at the T all were measured at, the dK/dV penalty of each routing but local that the rule says differs, and the CSR
     rewrite's gain for ``local`` and the skewed routing it helps least."""
     found = releases(data)
     if not found:
@@ -168,7 +168,7 @@ def verdict_line(data: ReportData) -> str:
     for _, run, rows in _at(found, T):
         gpu = _gpu(run)
         cells = [f"{r['routing']} {times(r['dkv']['ratio'], r['dkv']['ratio_ci'], 2)}" for r in rows
-                 if r["dkv"] is not None and "ratio" in r["dkv"] and r["routing"] in ("sink-heavy", "zipf")
+                 if r["dkv"] is not None and "ratio" in r["dkv"] and r["routing"] != BASELINE_PATTERN
                  and judge(r["dkv"]["ratio_ci"], data.floor("dkv_core", gpu)) == "differs"]
         any_differs |= bool(cells)
         parts.append(f"{run.release['label'].removeprefix('fla-core-')}: " + (", ".join(cells) or "none"))

@@ -15,7 +15,7 @@ import stat
 
 import pytest
 
-from nsa_exp.checking import routing_checks, routing_report
+from nsa_exp.checking import peer_result, routing_checks, routing_report
 from nsa_exp.checking.record_checks import recorded_gpu
 from nsa_exp.core.config import Pattern
 from nsa_exp.io import metadata
@@ -126,3 +126,33 @@ def test_a_routing_report_names_the_gpu_that_drew_its_gpu_computed_routing(monke
     report, _ = routing_report.build(config)
     assert report["metadata"].get("gpu_name") == recorded
     assert recorded_gpu(report)[1]["name"] == recorded  # the name the fla-topk check is held to
+
+
+PEERS = "results/peers/peers_h200.json"  # recorded on an NVIDIA H200; its routings include fla-topk
+
+
+@pytest.mark.parametrize(("visible", "regenerated"), [("NVIDIA H200", True), ("NVIDIA H100 80GB HBM3", False)])
+def test_a_peer_results_fla_topk_routing_is_regenerated_on_the_gpu_model_that_drew_it(monkeypatch, visible,
+                                                                                      regenerated):
+    """A peer result's fla-topk routing (sha256, tile-shared, score pairs) was listed as unverifiable on every host,
+    a GPU of its model too, so a forged sha256 passed --strict there (an attacker, 2026-12-07). Here the visible GPU
+    is faked and so is its draw: one unlike the recorded routing, which must FAIL where it is regenerated."""
+    asked: list[str] = []
+    real = peer_result.regenerated_facts
+
+    def drawn(pattern, shape, seed):
+        if pattern.name != "fla-topk":
+            return real(pattern, shape, seed)
+        asked.append(pattern.name)
+        return {"sha256": "0" * 64, "tile_shared": False, "work": {}}
+
+    monkeypatch.setattr(routing_checks, "nvidia_gpu_visible", lambda: True)
+    monkeypatch.setattr(routing_checks, "visible_gpu_name", lambda: visible)
+    monkeypatch.setattr(peer_result, "regenerated_facts", drawn)
+    r = run_main(["validate", "--json", PEERS])
+    (report,) = json.loads(r.stdout) if r.stdout.lstrip().startswith("[") else [json.loads(r.stdout)]
+    failed = {c["name"] for c in report["checks"] if not c["passed"]}
+    assert (asked == ["fla-topk"]) is regenerated and (failed == {"peer_recompute"}) is regenerated, failed
+    if not regenerated:
+        why = [u["why"] for u in report["unverified"] if u["path"] == "$.routings.fla-topk"]
+        assert why and "NVIDIA H200" in why[0] and visible in why[0], report["unverified"]

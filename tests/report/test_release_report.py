@@ -61,9 +61,12 @@ def test_readme_and_summary_carry_the_release_verdict():
     readme = (REPO / "README.md").read_text()
     results = (REPO / "docs" / "RESULTS.md").read_text()
     line = next(ln for ln in readme.splitlines() if ln.startswith("FLA releases (release arm"))
-    assert "--fla-source PATH" in line and "0.6.0: sink-heavy 4.19× (" in line
-    assert "(docs/RESULTS.md#fla-releases)" in line
-    assert "0.6.0: sink-heavy 4.19× (" in results.split("## The answer per stage", 1)[0]
+    assert "--fla-source PATH" in line and "(docs/RESULTS.md#fla-releases)" in line
+    # every routing whose dK/dV penalty differs measurably, not only the seed skews: fla-topk too (it was left out
+    # of a line that says "that differ measurably": a new user, 2026-12-07)
+    for text in (line, results.split("## The answer per stage", 1)[0]):
+        release = text.split("0.6.0: ", 1)[1].split(";", 1)[0]
+        assert "sink-heavy 4.19× (" in release and "fla-topk 4.37× (" in release and "uniform 1.19× (" in release
 
 
 def test_the_release_control_never_differs_on_dkv_or_the_wrapper_and_its_counts_are_the_files(report_data):
