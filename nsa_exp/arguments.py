@@ -186,6 +186,20 @@ def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
                         cupti_rounds=args.cupti_rounds, routing_files=files, tuning_cache=cache)
 
 
+def _autotune_matrix(args: argparse.Namespace) -> None:
+    """The output a JSON document (x.txt was accepted: an attacker, 2026-12-07), the rounds, the config read once
+    (``args.run_config``, whose GPU the door's gates name: a CPU box heard of the environment only, a new user,
+    2026-12-07), the output claimed before the gates; ``--stages`` is read by the handler (the GPU tier's stage
+    table)."""
+    check_suffix("--output", args.output, ".json")
+    if args.rounds < 1:
+        raise UserError("--rounds: must be a positive integer")
+    if args.warmup_rounds < 0:
+        raise UserError("--warmup-rounds: must be 0 or more")
+    args.run_config = load_config(args.config)
+    _policy(args, args.run_config.name).claim(args.output, named=True)
+
+
 def _peer_bench(args: argparse.Namespace) -> None:
     """The peers (each a row of :data:`nsa_exp.core.peers.PEERS`, listed once), the rounds; the config read once,
     ``--repetitions`` and ``--stop-rule`` folded in, the output claimed: one frozen
@@ -529,8 +543,7 @@ CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "pee
                             "validate": _validate, "reproduce": _reproduce,
                             # the summary is JSON; its raw CSV goes beside it as <stem>.raw.csv
                             "ncu-export": lambda a: check_suffix("--output", a.output, ".json"),
-                            # a JSON document (x.txt was accepted: an attacker, 2026-12-07)
-                            "autotune-matrix": lambda a: check_suffix("--output", a.output, ".json")}
+                            "autotune-matrix": _autotune_matrix}
 
 
 #: The GPU commands whose handler meets the strict gates first once their checks here have passed, each with the
@@ -538,12 +551,12 @@ CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "pee
 #: here, torch-free (:func:`nsa_exp.core.environment.require_env`, then the ``gpu`` gate's device-node half
 #: :func:`nsa_exp.core.environment.require_device_node`), so a CPU box or a container started without its GPU
 #: refuses them in ~0.3 s, not after torch's import (~1.5 s); the handler's gates run both again. Not here:
-#: ``check`` (lists every gate's verdict), ``reproduce`` (its first step is check), ``release-bench``, ``ncu``,
-#: ``autotune-matrix`` and ``sweep`` (work or checks of their own between their arguments and their gates).
+#: ``check`` (lists every gate's verdict), ``reproduce`` (its first step is check), ``release-bench``, ``ncu``
+#: and ``sweep`` (work or checks of their own between their arguments and their gates).
 GATED: dict[str, Callable[[argparse.Namespace], Config]] = {
     "bench": lambda a: a.bench_request.config, "smoke": lambda a: a.run_config,
     "peer-bench": lambda a: a.peer_request.config, "whatif": lambda a: a.whatif_request.config,
-    "profile-stage": lambda a: a.run_config}
+    "profile-stage": lambda a: a.run_config, "autotune-matrix": lambda a: a.run_config}
 
 
 def check_arguments(args: argparse.Namespace) -> None:

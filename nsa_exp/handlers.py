@@ -59,8 +59,10 @@ from .sweeps.table import sweep_table
 
 
 def _wrote(paths: list[Path]) -> int:
+    """One ``wrote PATH`` line per file, relative to the working folder where it lies inside it (README.md was
+    printed absolute beside relative lines: a new user, 2026-12-07)."""
     for path in paths:
-        print(f"wrote {path}")
+        print(f"wrote {recorded_path(path, Path.cwd())}")
     return 0
 
 

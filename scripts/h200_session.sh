@@ -48,7 +48,17 @@ part="$1" out="$2"
 cd "$(dirname "$0")/.."
 export TRITON_F32_DEFAULT=ieee FLA_CACHE_RESULTS=0 FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/nsa-exp-triton}"
-py="${PYTHON:-python3}"
+# the interpreter: $PYTHON as given, else the project's .venv (bash scripts/install.sh h100), else python3 on PATH
+if [ -n "${PYTHON:-}" ]; then
+  py="$PYTHON"
+else
+  py=python3
+  [ -x .venv/bin/python ] && py=.venv/bin/python
+  if ! "$py" -c "import jsonschema, tabulate, nsa_exp.cli" > /dev/null 2>&1; then
+    echo "error: $py cannot import the project and its packages (jsonschema, tabulate); run bash scripts/install.sh h100 first, or set PYTHON to an interpreter that can" >&2
+    exit 2
+  fi
+fi
 failed_rc=0 failed_step=""
 mkdir -p "$out" || { echo "error: OUTDIR $out cannot be created; pass a writable folder" >&2; exit 2; }
 step() {  # step NAME CMD...: run, log, pack

@@ -170,6 +170,21 @@ def test_h200_session_exits_with_the_failed_steps_code(tmp_path, python, code):
     assert ("step sweep_calib_bq4 failed (rc=1" in proc.stderr) == bool(code)
 
 
+def test_h200_session_without_an_interpreter_of_the_project_is_one_line(tmp_path):
+    """Outside the venv (no PYTHON, no .venv in the tree, a python3 that cannot import the project) each step
+    printed a ModuleNotFoundError traceback (a new user, 2026-12-07); now one line names install.sh, exit 2."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "h200_session.sh", tmp_path / "scripts")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text("#!/bin/sh\nexit 1\n")  # a python3 without the project's packages
+    (bin_dir / "python3").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PYTHONPATH")}
+    proc = subprocess.run(["bash", str(tmp_path / "scripts" / "h200_session.sh"), "part1", str(tmp_path / "out")],
+                          capture_output=True, text=True, env={**env, "PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=60)
+    _one_line(proc, 2, "python3 cannot import the project", "bash scripts/install.sh h100")
+
+
 @pytest.mark.skipif(shutil.which("ncu") is not None, reason="ncu is installed here")
 def test_run_h100_names_a_missing_tool_and_its_fix(tmp_path):
     proc = subprocess.run(["bash", str(REPO / "scripts" / "run_h100.sh"), "ncu", "--version"], capture_output=True,

@@ -32,8 +32,6 @@ from ..core.protocol import summarize
 from ..core.stages import AUTOTUNED_STAGES
 from ..core.stages import stage as stage_row
 from ..errors import GateFailure, UserError
-from ..io.store import OutputPolicy
-from ..routing.config import load_config
 from .engine import Arm, Cells, Run, measure, time_cells
 from .gates import gate_detail
 
@@ -178,13 +176,8 @@ def run_matrix(config: Config, allow_gpu: bool, output: str | Path, stages: list
 
 def command(args: argparse.Namespace) -> int:
     """``python -m nsa_exp autotune-matrix``: validate the options, run, print the best config per routing."""
-    config = load_config(args.config)
+    config = args.run_config  # read once by the door (nsa_exp.arguments), which checked the rounds, claimed the output
     stages = parse_stages(args.stages)
-    if args.rounds < 1:
-        raise UserError("--rounds: must be a positive integer")
-    if args.warmup_rounds < 0:
-        raise UserError("--warmup-rounds: must be 0 or more")
-    OutputPolicy.of(args, ("--config", args.config)).claim(args.output, named=True)
     doc = run_matrix(config, args.allow_gpu, args.output, stages, args.rounds, args.warmup_rounds)
     for st, s in doc["stages"].items():
         failed = [c for c in s["cells"] if c["status"] == "failed"]
