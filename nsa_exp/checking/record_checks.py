@@ -38,6 +38,7 @@ from ..core.config import PINNED_TOLERANCES, Tolerances
 from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON, SYNCHRONOUS_LAUNCHES, synchronous
 from ..core.gpus import GpuSpec, gpu_spec
 from ..core.protocol import GATE_NAMES
+from ..core.records import GpuIdentity
 from ..errors import UserError
 from ..io.metadata import commit_time, file_at_commit
 from ..io.reader import read_bounded
@@ -46,12 +47,6 @@ from ..routing.config import config_from_dict
 from .checks import Add, Context, Problems, guarded
 
 SM_RANGE = (1, 1024)
-#: the recorded GPU facts :func:`metadata_plausible` holds to the GPU table row its ``name`` picks
-GPU_FACTS = ("sm_count", "total_memory_bytes", "l2_cache_bytes", "compute_capability")
-#: the recorded GPU facts that are counts (torch's device properties, NVML's clocks): integers where present, or a
-#: float or string would pass the table's comparisons unread (an attacker, 2026-12-07: a float L2 and memory size)
-GPU_INTEGERS = ("sm_count", "total_memory_bytes", "l2_cache_bytes", "max_sm_clock_mhz", "max_mem_clock_mhz",
-                "applications_sm_clock_mhz")
 #: A package version as ``metadata.versions`` records it (``2.11.0+cu130``): any release, pre or local build.
 VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.(dev|post)\d+)?(\+[\w.]+)?$")
 DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{1,3})?$")
@@ -311,12 +306,13 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     cc = gpu.get("compute_capability")
     if cc is not None and not CC_RE.match(str(cc)):
         problems.append((f"{where}.compute_capability", f"{cc!r} is not a compute capability"))
-    problems += [(f"{where}.{k}", f"{gpu[k]!r} is not an integer (the device reports a count)") for k in GPU_INTEGERS
+    problems += [(f"{where}.{k}", f"{gpu[k]!r} is not an integer (the device reports a count)")
+                 for k in GpuIdentity.COUNTS
                  if gpu.get(k) is not None and (not isinstance(gpu[k], int) or isinstance(gpu[k], bool))]
     if cc is not None and not isinstance(cc, str):
         problems.append((f"{where}.compute_capability", f"{cc!r} is not a string such as '9.0'"))
-    if name is None and any(gpu.get(k) is not None for k in GPU_FACTS):
-        facts = ", ".join(k for k in GPU_FACTS if gpu.get(k) is not None)
+    if name is None and any(gpu.get(k) is not None for k in GpuIdentity.TABLE_FACTS):
+        facts = ", ".join(k for k in GpuIdentity.TABLE_FACTS if gpu.get(k) is not None)
         problems.append((f"{where}.name", f"missing, beside the GPU's {facts}: a GPU run records CUDA's device name, "
                          "the key its facts are held to the GPU table by (a name left out let a forged SM count, L2 "
                          "or capability pass)"))

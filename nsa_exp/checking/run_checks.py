@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.protocol import THROTTLE_MASK
+from ..core.records import GpuIdentity
 from .checks import Add, Problems, first_difference, same
 from .record_checks import pinned
 
@@ -53,7 +54,7 @@ def memory_recompute(doc: dict[str, Any], add: Add) -> None:
         "preallocated_gradient_bytes": grads,
         "official_outputs_bytes": grads,
     }
-    total = doc["metadata"].get("gpu", {}).get("total_memory_bytes")
+    total = GpuIdentity.read(doc["metadata"].get("gpu")).total_memory_bytes
     problems: Problems = []
     for name, p in doc["patterns"].items():
         m, path = p["memory"], f"$.patterns.{name}.memory"

@@ -32,7 +32,7 @@ from ..core.families import BASELINE_PATTERN, pattern_from_entry, point_id, shap
 from ..core.kinds import schema_version
 from ..core.measurement import Measurement
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
-from ..core.records import PatternRun, SweepPoint
+from ..core.records import GpuIdentity, PatternRun, SweepPoint
 from ..core.stages import PREPARING_STAGES, STAGE_NAMES
 from ..errors import UserError
 from ..routing.fanin import routing_statistics
@@ -155,7 +155,7 @@ def point_memory_recompute(doc: dict[str, Any], add: Add) -> None:
         problems.append(("$.memory.estimated_bytes", "above the free bytes: the point would have been refused"))
     if m["free_bytes_before"] > m["total_bytes"]:
         problems.append(("$.memory.free_bytes_before", f"{m['free_bytes_before']} > total {m['total_bytes']}"))
-    total = doc.get("metadata", {}).get("gpu", {}).get("total_memory_bytes")
+    total = GpuIdentity.read(doc.get("metadata", {}).get("gpu")).total_memory_bytes
     if total is not None and m["total_bytes"] != total:
         problems.append(("$.memory.total_bytes", f"{m['total_bytes']} differs from the GPU's {total}"))
     add("memory_recompute", problems)

@@ -212,6 +212,44 @@ class Timing(Record):
 
 
 @dataclass(frozen=True)
+class GpuIdentity:
+    """``metadata.gpu``: the GPU a run recorded, the one home of its keys. :func:`nsa_exp.gpu.telemetry.gpu_identity`
+    writes them (torch's device properties, then what NVML can tell: a host without NVML records no clocks), the
+    readers read this record (:meth:`read`); None: not recorded. ``validate`` holds :data:`TABLE_FACTS` to the GPU
+    table row the name picks and :data:`COUNTS` to integers (:func:`nsa_exp.checking.record_checks.metadata_plausible`).
+
+    >>> gpu = GpuIdentity.read({"name": "NVIDIA H200", "sm_count": 132, "pci_bus_id": "0000:19:00"})
+    >>> gpu.name, gpu.sm_count, gpu.l2_cache_bytes
+    ('NVIDIA H200', 132, None)
+    """
+
+    name: str | None = None
+    sm_count: int | None = None
+    total_memory_bytes: int | None = None
+    compute_capability: str | None = None  # "9.0"
+    l2_cache_bytes: int | None = None
+    driver: str | None = None
+    nvml_name: str | None = None
+    max_sm_clock_mhz: int | None = None
+    max_mem_clock_mhz: int | None = None
+    power_limit_w: float | None = None
+    applications_sm_clock_mhz: int | None = None
+
+    #: the facts the GPU table holds (:mod:`nsa_exp.core.gpus`)
+    TABLE_FACTS: ClassVar[tuple[str, ...]] = ("sm_count", "total_memory_bytes", "l2_cache_bytes", "compute_capability")
+    #: the counts a device reports: integers where recorded (a float or string escaped the table's comparisons)
+    COUNTS: ClassVar[tuple[str, ...]] = ("sm_count", "total_memory_bytes", "l2_cache_bytes", "max_sm_clock_mhz",
+                                         "max_mem_clock_mhz", "applications_sm_clock_mhz")
+
+    @classmethod
+    def read(cls, facts: Mapping[str, Any] | None) -> GpuIdentity:
+        """The recorded facts, by key (a key of no field is passed over: hosts differ in what they report; the
+        values as recorded, unchecked: ``validate`` checks them)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (facts or {}).items() if k in known})
+
+
+@dataclass(frozen=True)
 class RunRecord(Record):
     """What every measured run records: its config and shape, gates, edges, autotune configs, timing,
     every routing's stages, wall time and host metadata."""
@@ -231,8 +269,13 @@ class RunRecord(Record):
     metadata: dict[str, JSON]
 
     @property
+    def gpu(self) -> GpuIdentity:
+        """The GPU the run recorded (``metadata.gpu``)."""
+        return GpuIdentity.read(self.metadata.get("gpu"))
+
+    @property
     def gpu_name(self) -> str | None:
-        return (self.metadata.get("gpu") or {}).get("name")
+        return self.gpu.name
 
 
 @dataclass(frozen=True)

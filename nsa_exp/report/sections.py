@@ -65,9 +65,9 @@ def setup_section(data: ReportData) -> list[str]:
     hw, tele = [], []
     runs = [(f.path, f.run) for f in data.formal] + [(f.repeat_path, f.repeat) for f in data.formal if f.repeat]
     for path, run in runs:
-        meta, gpu, v = run.metadata, run.metadata["gpu"], run.metadata["versions"]
-        hw.append([f"`{path}`", meta["created_utc"], gpu["name"], str(gpu["sm_count"]), gpu["driver"],
-                   f"{gpu.get('max_sm_clock_mhz')} MHz", f"{gpu.get('power_limit_w')} W",
+        meta, gpu, v = run.metadata, run.gpu, run.metadata["versions"]
+        hw.append([f"`{path}`", meta["created_utc"], gpu.name, str(gpu.sm_count), gpu.driver,
+                   f"{gpu.max_sm_clock_mhz} MHz", f"{gpu.power_limit_w} W",
                    f"torch {v.get('torch')}, triton {v.get('triton')}, CUDA {v.get('cuda')}, "
                    f"fla-core {v.get('fla_core')}",
                    f"`{meta['git']['sha'][:7]}`"])
