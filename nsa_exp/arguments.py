@@ -490,6 +490,8 @@ def _gpu_report(args: argparse.Namespace) -> None:
     config = load_config(args.config)
     args.run_config = config
     args.run_output = _claimed_output(args, config, RESULTS_DIR / "reports" / f"{config.name}_{args.command}.json")
+    if args.command == "check":  # a failed check's report goes beside it (<stem>.failed.json): claimed too
+        _policy(args, config.name).claim_failed_report(args.run_output)
 
 
 def _release_bench(args: argparse.Namespace) -> None:

@@ -89,6 +89,27 @@ def test_check_without_a_gpu_writes_a_failing_report_beside_the_passing_one_and_
         assert validate_path(tmp_path / "bare.failed.json")["passed"]
 
 
+@pytest.mark.parametrize("command", ["check", "reproduce"])
+def test_a_failed_checks_report_never_replaces_an_input_or_a_users_file(tmp_path, command):
+    """A failed check writes <stem>.failed.json beside its report; that path is claimed like any output: a config
+    named so (given as --config) was overwritten by check and deleted by reproduce, and any file of the user's there
+    was replaced (an attacker, 2026-12-07). An earlier failed check report is still replaced."""
+    out = tmp_path / "sub"
+    out.mkdir()
+    config = out / "check.failed.json"
+    config.write_bytes((REPO / "configs" / "e1_h100.json").read_bytes())
+    argv = ["--config", str(config), *(["--output", str(out / "check.json")] if command == "check"
+                                       else ["--out-dir", str(out)])]
+    proc = run_cli(command, *argv, env={**GOOD_ENV, "TRITON_CACHE_DIR": str(tmp_path / "tc")})
+    assert_one_line_error(proc, "check.failed.json", "input of this command", "--config")
+    assert config.read_bytes() == (REPO / "configs" / "e1_h100.json").read_bytes()
+    mine = out / "check.failed.json"
+    mine.write_text("my notes")
+    proc = run_cli(command, *argv[2:], env={**GOOD_ENV, "TRITON_CACHE_DIR": str(tmp_path / "tc")})
+    assert_one_line_error(proc, "check.failed.json", "not an earlier check report")
+    assert mine.read_text() == "my notes"
+
+
 def test_routing_cli_json_and_save(tmp_path):
     proc = run_cli("routing", "--json", "--save", str(tmp_path / "r"), "--output", str(tmp_path / "rep.json"))
     assert proc.returncode == 0, proc.stderr

@@ -145,6 +145,8 @@ class BenchArm(Arm[BenchResult]):
         if self.request.tune_on not in run.names:
             raise GateFailure(f"--tune-on: bench autotunes on {self.request.tune_on!r}; it is not among "
                               f"config.patterns {run.names}")
+        if self.request.discard_journal:  # only once every gate has passed: a refused run changes nothing
+            self.journal.discard()
 
     def inputs(self, run: Run) -> None:
         super().inputs(run)

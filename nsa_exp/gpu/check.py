@@ -13,7 +13,7 @@ from ..core.config import Config
 from ..errors import GateFailure
 from ..io.metadata import base_metadata
 from ..io.paths import recorded_path
-from ..io.store import write_json
+from ..io.store import failed_report_path, write_json
 from .gates import gate_detail, run_gates
 from .telemetry import Telemetry
 from .timing import CudaDevice
@@ -33,7 +33,7 @@ def run_check(config: Config, allow_gpu: bool, output: str | Path, device: Any =
     failed = [g for g in gates if not g["passed"]]
     report = check_report.build(config=config, allow_gpu=allow_gpu, gates=gates, metadata=metadata)
     if failed:
-        output = Path(output).with_name(f"{Path(output).stem}.failed.json")
+        output = failed_report_path(output)
     write_json(output, report, "check_report")
     if failed:
         raise GateFailure(failure_lines(failed, output))

@@ -62,9 +62,10 @@ class Journal:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def refuse_unless_told(self, resume: bool, discard: bool) -> None:
-        """A leftover journal needs ``--resume`` or ``--discard-journal``; ``--resume`` needs a journal."""
+        """A leftover journal needs ``--resume`` or ``--discard-journal``; ``--resume`` needs a journal. Changes
+        nothing: the caller discards the journal (:meth:`discard`) once its gates have passed (a refused
+        ``bench --discard-journal`` deleted it: an attacker, 2026-12-07)."""
         if discard:
-            self.discard()
             return
         if self.exists() and not resume:
             raise UserError(f"bench {self.name}: an interrupted run left {self.rounds_done()} completed rounds in "

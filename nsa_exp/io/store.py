@@ -234,6 +234,27 @@ def _taken_meanwhile(path: Path) -> UserError:
                      f"replaced: run again with {OVERWRITE_FLAG} to replace it, or name another output")
 
 
+def failed_report_path(report: str | Path) -> Path:
+    """``<stem>.failed.json`` beside the report ``report``: where a failed check writes its report, so that a failed
+    check (say, on a CPU box) never replaces a passing one.
+
+    >>> failed_report_path("runs/e1_h100/reports/e1_h100_check.json").as_posix()
+    'runs/e1_h100/reports/e1_h100_check.failed.json'
+    """
+    return Path(report).with_name(f"{Path(report).stem}.failed.json")
+
+
+def _earlier_check_report(path: Path) -> bool:
+    """``path`` is a regular file (no link) holding a JSON object of kind ``check_report``."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        doc = parse_strict(read_bounded(path, show_path(path), MAX_BYTES))
+    except (UserError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("kind") == "check_report"
+
+
 @dataclass(frozen=True)
 class OutputPolicy:
     """The output policy of every writing command, in one place (issues 23, 27). For each output path:
@@ -380,6 +401,23 @@ class OutputPolicy:
         if refused:
             raise UserError("; also ".join(refused))
         return [c for c, _ in claimed]
+
+    def claim_failed_report(self, report: str | Path, option: str = "--output") -> Path:
+        """Where a failed check writes its report instead of ``report`` (:func:`failed_report_path`), claimed: never
+        an input of the command, and an existing file there is replaced only when it is an earlier check report
+        (the name is the command's, not the user's: a config named ``q.failed.json``, given as ``--config`` beside
+        ``--output q.json``, was overwritten by the failed report, and ``reproduce`` deleted one named
+        ``check.failed.json`` in its ``--out-dir``: an attacker, 2026-12-07). One UserError line otherwise."""
+        path = failed_report_path(report)
+        for what, source in self._inputs():
+            if same_file(path, source) or _inside(path, source):
+                raise UserError(f"{option} {show_path(report)}: a failed check writes its report to {show_path(path)}, "
+                                f"which is an input of this command ({what} {show_path(source)}); name another "
+                                f"{option}")
+        if (path.exists() or path.is_symlink()) and not _earlier_check_report(path):
+            raise UserError(f"{show_path(path)}: exists and is not an earlier check report, and a failed check writes "
+                            f"its report there; move that file, or name another {option}")
+        return path
 
     def claim_all(self, paths: Iterable[str | Path], *, named: bool = False, option: str = "--output") -> list[Path]:
         """:meth:`claim` each of ``paths`` (all before any is written)."""

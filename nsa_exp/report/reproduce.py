@@ -41,7 +41,7 @@ from ..core.families import BASELINE_PATTERN
 from ..core.gpus import gpu_spec
 from ..core.records import BenchResult
 from ..errors import UserError
-from ..io.store import RUNS_DIR, is_published
+from ..io.store import RUNS_DIR, OutputPolicy, failed_report_path, is_published
 from ..routing.config import load_config
 from . import manifest
 from .data import short_gpu
@@ -168,7 +168,7 @@ def provenance_note(*, commit: str | None, dirty: bool | None, created_utc: str,
 #: The submission folder's own files besides the bench result and summary (``<config name>.json``/``.csv``).
 CHECK, SMOKE, COMPARE, FREEZE, NOTE = "check.json", "smoke.json", "compare.json", "pip-freeze.txt", "PROVENANCE.md"
 #: What a failed step leaves there (replaced by the next run, never part of a submission).
-FAILED = ("check.failed.json",)
+FAILED = (failed_report_path(CHECK).name,)
 
 
 def submission_files(config_name: str) -> tuple[str, ...]:
@@ -206,6 +206,9 @@ def check_reproduce_arguments(args: argparse.Namespace) -> None:
     if args.floor is not None and args.noise_table is not None:
         raise UserError(f"--floor {args.floor:g} and --noise-table {args.noise_table}: give one (--floor replaces "
                         "every floor of the table, which would go unused)")
+    # a failed check's report (check.failed.json, deleted by the next run): never an input, never a user's file
+    OutputPolicy.of(args, ("--config", args.config), ("--published", args.published),
+                    ("--noise-table", args.noise_table)).claim_failed_report(out / CHECK, "--out-dir")
     held = [n for n in submission_files(config.name) if (out / n).exists()]
     if held and not args.overwrite:
         raise UserError(f"--out-dir {out}: already holds an earlier submission ({', '.join(held)}); pass --overwrite "

@@ -95,7 +95,9 @@ def test_sigkilled_bench_journal_keeps_whole_rounds_only(tmp_path, delay):
     with pytest.raises(UserError, match=r"left \d+ completed rounds in .*pass --resume to continue it or "
                                         r"--discard-journal to start over"):
         journal.refuse_unless_told(resume=False, discard=False)
-    journal.refuse_unless_told(resume=False, discard=True)
+    journal.refuse_unless_told(resume=False, discard=True)  # told: nothing to refuse, and nothing changed yet
+    assert journal.dir.exists()
+    journal.discard()
     assert not journal.dir.exists()
 
 
@@ -120,6 +122,21 @@ def test_bench_cli_refuses_to_overwrite_a_journal_and_names_both_ways_out(tmp_pa
         journal.discard()
     proc = run_cli("bench", "--resume", "--output", str(tmp_path / f"{name}.json"))
     assert_one_line_error(proc, "--resume but there is no journal")
+
+
+def test_a_refused_bench_discard_journal_keeps_the_journal(tmp_path):
+    """``bench --discard-journal`` refused (here: no GPU) changes nothing: the journal it would discard is kept (it
+    was deleted in the argument checks, before any gate: an attacker, 2026-12-07)."""
+    name = f"pytest_discard_{os.getpid()}"
+    journal = Journal(REPO, name)
+    journal.start({"config": {}})
+    journal.append(0, [{"round": 0}])
+    try:
+        proc = run_cli("bench", "--discard-journal", "--output", str(tmp_path / f"{name}.json"))
+        assert proc.returncode == 2 and "no CUDA GPU" in proc.stderr, proc.stderr
+        assert journal.rounds_done() == 1
+    finally:
+        journal.discard()
 
 
 def test_journal_files_are_strict_json(tmp_path):
