@@ -36,6 +36,7 @@ from .core.nvtx import parse_patterns
 from .core.peers import peer
 from .core.protocol import WHATIF_LAYOUTS
 from .core.requests import BenchRequest, CompareRequest, PeerRequest, WhatIfRequest
+from .core.stages import AUTOTUNED_STAGES
 from .errors import UserError
 from .io.config_files import read_config_file
 from .io.journal import Journal
@@ -74,6 +75,8 @@ def _routing_time(args: argparse.Namespace) -> None:
 #: schemas (a larger ``--repetitions`` or ``--cupti-rounds`` was refused only at the GPU gate, or by the schema once
 #: the GPU had run: an attacker's finding of 2026-12-06).
 MOST_ROUNDS = 100_000
+#: the most warm-up rounds of an autotune matrix (its schema's ``timing.warmup_rounds`` maximum)
+MOST_WARMUP_ROUNDS = 1_000
 
 
 def check_count(option: str, value: int | None, zero: str | None = None) -> None:
@@ -175,6 +178,9 @@ def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
     # the summary takes a named --output's stem; it is a default output (runs/<name>/summaries/ unless --publish)
     out, summary = policy.claim_each((out, args.output is not None, "--output"),
                                      (summary, args.summary is not None, "--summary"))
+    if args.tuning_cache is not None and Path(args.tuning_cache).resolve() in (out.resolve(), summary.resolve()):
+        raise UserError(f"--tuning-cache {show_path(args.tuning_cache)}: the path of an output of this run; give the "
+                        "cache a folder of its own")
     cache = None if args.tuning_cache is None else check_work_folder(args.tuning_cache, "--tuning-cache")
     files = file_routings(args.routing_file, config.shape, args.require_equal_edges)
     # a leftover journal (or --resume without one): refused here too, before the door's gates (bench's own gates
@@ -192,10 +198,14 @@ def _autotune_matrix(args: argparse.Namespace) -> None:
     2026-12-07), the output claimed before the gates; ``--stages`` is read by the handler (the GPU tier's stage
     table)."""
     check_suffix("--output", args.output, ".json")
-    if args.rounds < 1:
-        raise UserError("--rounds: must be a positive integer")
-    if args.warmup_rounds < 0:
-        raise UserError("--warmup-rounds: must be 0 or more")
+    check_count("--rounds", args.rounds)
+    if not 0 <= args.warmup_rounds <= MOST_WARMUP_ROUNDS:  # the matrix schema's bound, refused only at the write
+        raise UserError(f"--warmup-rounds: must be 0 to {MOST_WARMUP_ROUNDS:,}")
+    names = [s.strip() for s in args.stages.split(",") if s.strip()]
+    if not names or (bad := [s for s in names if s not in AUTOTUNED_STAGES]):
+        raise UserError(f"--stages: {', '.join(bad) if names else 'empty'}; choose among "
+                        f"{', '.join(AUTOTUNED_STAGES)}")
+    args.matrix_stages = names
     args.run_config = load_config(args.config)
     _policy(args, args.run_config.name).claim(args.output, named=True)
 
@@ -224,7 +234,7 @@ def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
     if args.autotune_from and (args.tune == "per-pattern" or args.tune_on != TUNE_PATTERN):
         raise UserError("--autotune-from: replays another run's configs; it cannot be combined with --tune "
                         "per-pattern or --tune-on")
-    if args.resume and (args.tune == "per-pattern" or args.autotune_from):
+    if args.resume and (args.tune == "per-pattern" or args.autotune_from or args.tune_on != TUNE_PATTERN):
         raise UserError("--resume: only the default arm can be resumed (it replays the journal's configs)")
     if args.resume and (args.stop_rule or config.timing.stop is not None):
         raise UserError("--resume: a run under the stop rule (--stop-rule, timing.stop) cannot be resumed; its "
@@ -314,8 +324,7 @@ def _whatif(args: argparse.Namespace) -> None:
         # local,local timed each arm twice (an attacker, 2026-12-07)
         if twice := sorted({x for x in given if given.count(x) > 1}):
             raise UserError(f"{option}: {', '.join(map(str, twice))} given twice; name each once")
-    if args.rounds < 1:
-        raise UserError("--rounds: must be a positive integer")
+    check_count("--rounds", args.rounds)
     _bench_result(args, "benchmark_result", "--benchmark-result", config)
     memory = GPU_MEMORY_BYTES.get(config.required_gpu)
     if memory is not None and config.cu_seqlens is None:  # else a GPU we hold no figure for (checked on it, against
@@ -347,6 +356,7 @@ def parse_slurm(text: str | None) -> dict[str, Any] | None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
+    check_suffix("--output", args.output, ".csv")  # the sweep's table (a .json name was written as CSV)
     raw = read_config_file(args.config, "sweep config", "e.g. --config configs/sweep_skew_h200.json")
     if not isinstance(raw, dict) or "base_config" not in raw:  # e.g. the CLI's default experiment config
         raise UserError(f"--config {show_path(args.config)}: not a sweep config (it names no base_config and "

@@ -45,19 +45,24 @@ if [ "$#" -ne 2 ]; then
   exit 2
 fi
 part="$1" out="$2"
+# the parts are this script's case labels below; a PART of none is refused before anything is made
+parts=$(sed -n 's/^  \([a-z0-9_]*\))\( .*\)\{0,1\}$/\1/p' "$0" | tr '\n' ' ')
+case " $parts " in
+  *" $part "*) ;;
+  *) echo "error: PART $part: no such part; one of: ${parts% }" >&2; exit 2 ;;
+esac
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac  # OUTDIR relative to where the script was called from
+if [ -e "$out" ] && [ ! -d "$out" ]; then echo "error: OUTDIR $out: exists and is not a folder; pass a folder" >&2; exit 2; fi
 cd "$(dirname "$0")/.."
 export TRITON_F32_DEFAULT=ieee FLA_CACHE_RESULTS=0 FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/nsa-exp-triton}"
-# the interpreter: $PYTHON as given, else the project's .venv (bash scripts/install.sh h100), else python3 on PATH
-if [ -n "${PYTHON:-}" ]; then
-  py="$PYTHON"
-else
-  py=python3
-  [ -x .venv/bin/python ] && py=.venv/bin/python
-  if ! "$py" -c "import jsonschema, tabulate, nsa_exp.cli" > /dev/null 2>&1; then
-    echo "error: $py cannot import the project and its packages (jsonschema, tabulate); run bash scripts/install.sh h100 first, or set PYTHON to an interpreter that can" >&2
-    exit 2
-  fi
+# the interpreter: $PYTHON as given, else the project's .venv (bash scripts/install.sh h100), else python3 on PATH;
+# one that cannot import the project is refused before any step runs
+py="${PYTHON:-python3}"
+[ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ] && py=.venv/bin/python
+if ! "$py" -c "import jsonschema, tabulate, nsa_exp.cli" > /dev/null 2>&1; then
+  echo "error: $py cannot import the project and its packages (jsonschema, tabulate); run bash scripts/install.sh h100 first, or set PYTHON to an interpreter that can" >&2
+  exit 2
 fi
 failed_rc=0 failed_step=""
 mkdir -p "$out" || { echo "error: OUTDIR $out cannot be created; pass a writable folder" >&2; exit 2; }

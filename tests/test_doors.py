@@ -162,12 +162,47 @@ def test_validate_refuses_a_release_dir_that_does_not_exist(tmp_path):
               "holds no fla/__init__.py")
 
 
-@pytest.mark.parametrize(("python", "code"), [("false", 1), ("true", 0)])
-def test_h200_session_exits_with_the_failed_steps_code(tmp_path, python, code):
+def _stand_in_python(folder, step_code: int):
+    """An interpreter that imports anything (``-c``) and whose every step exits ``step_code``."""
+    python = folder / f"python{step_code}"
+    python.write_text(f'#!/bin/sh\n[ "$1" = -c ] && exit 0\nexit {step_code}\n')
+    python.chmod(0o755)
+    return str(python)
+
+
+@pytest.mark.parametrize("code", [1, 0])
+def test_h200_session_exits_with_the_failed_steps_code(tmp_path, code):
     proc = subprocess.run(["bash", str(REPO / "scripts" / "h200_session.sh"), "calib_bq4", str(tmp_path / "out")],
-                          capture_output=True, text=True, env={**os.environ, "PYTHON": python}, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHON": _stand_in_python(tmp_path, code)})
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert ("step sweep_calib_bq4 failed (rc=1" in proc.stderr) == bool(code)
+
+
+@pytest.mark.parametrize(("argv", "python", "fragments"), [
+    (["nopart", "{tmp}/out"], None, ["PART nopart: no such part", "calib_bq4"]),
+    (["part1", "{tmp}/file"], None, ["OUTDIR", "not a folder"]),
+    (["part1", "{tmp}/out"], "/nonexistent/python", ["/nonexistent/python cannot import the project"]),
+])
+def test_h200_session_refuses_a_bad_part_outdir_or_interpreter_in_one_line_making_nothing(tmp_path, argv, python,
+                                                                                         fragments):
+    """A bad PART made OUTDIR and printed the usage line; PYTHON naming no interpreter ran every step (exit 127, logs
+    and a tarball left): an attacker, 2026-12-07."""
+    (tmp_path / "file").write_text("x")
+    env = {**os.environ, "PYTHON": python or _stand_in_python(tmp_path, 0)}
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "h200_session.sh"),
+                           *(a.format(tmp=tmp_path) for a in argv)], capture_output=True, text=True, env=env,
+                          timeout=60)
+    _one_line(proc, 2, *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+def test_h200_session_makes_a_relative_outdir_where_it_is_called(tmp_path):
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "h200_session.sh"), "calib_bq4", "rel"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHON": _stand_in_python(tmp_path, 0)})
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "rel").is_dir() and not (REPO / "rel").exists()
 
 
 def test_h200_session_without_an_interpreter_of_the_project_is_one_line(tmp_path):

@@ -185,13 +185,17 @@ class Config:
         """
         timing = self.timing
         if repetitions is not None:
+            if timing.stop is not None and repetitions < timing.stop.min_rounds:  # as the config's own check
+                raise UserError(f"--repetitions {repetitions}: fewer than the config's timing.stop.min_rounds "
+                                f"{timing.stop.min_rounds} (its stop rule could never stop the run); raise it")
             timing = replace(timing, repetitions=repetitions)
         if stop is not None and timing.stop is None:
             if where is not None and timing.repetitions < stop.min_rounds:
                 rounds = f"{timing.repetitions} round{'' if timing.repetitions == 1 else 's'}"
                 raise UserError(f"{where}: the run times {rounds}, fewer than the default rule's min_rounds "
-                                f"{stop.min_rounds}; raise timing.repetitions (the most rounds the rule may time) "
-                                "or give a timing.stop block")
+                                f"{stop.min_rounds}; raise " + ("--repetitions" if repetitions is not None else
+                                                                "timing.repetitions (the most rounds the rule may "
+                                                                "time) or give a timing.stop block"))
             timing = replace(timing, stop=stop, stop_source=stop_source)
         return replace(self, timing=timing)
 

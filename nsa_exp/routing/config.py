@@ -131,6 +131,12 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     packing = raw.get("packing")
     if packing is not None and shape.B != 1:
         raise UserError(f"config.shape.B: a packing needs B=1 (one packed row, FLA's cu_seqlens path), got {shape.B}")
+    cu = None if packing is None else cu_seqlens(packing, shape.T, shape.block_size)
+    if cu is not None:  # each document is routed at its own length (document-local blocks): the patterns' rules
+        # hold in the longest one (a hot block past every document's last block was accepted and routed as local)
+        longest = replace(shape, T=int(max(b - a for a, b in zip(cu[:-1], cu[1:], strict=True))))
+        for i, p in enumerate(raw["patterns"]):
+            pattern_from_entry(p, f"config.patterns[{i}] (packed: in the longest document, T={longest.T})", longest)
     return Config(
         name=raw["name"],
         shape=shape,
@@ -144,7 +150,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
         source=source,
         raw=raw,
         smoke_oracle=_oracle_shape(raw["smoke"].get("oracle", DEFAULT_ORACLE)),
-        cu_seqlens=None if packing is None else cu_seqlens(packing, shape.T, shape.block_size),
+        cu_seqlens=cu,
     )
 
 

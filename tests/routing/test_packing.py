@@ -71,6 +71,18 @@ def test_a_bad_packing_is_one_line_naming_the_field(packing, field):
     assert str(err.value).startswith(field) and "\n" not in str(err.value)
 
 
+def test_a_packed_patterns_rules_hold_in_the_longest_document():
+    """Each document is routed at its own length with document-local blocks: a hot block past every document's last
+    block was accepted and routed as local (an attacker, 2026-12-07); one inside the longest document passes."""
+    docs = [SHAPE.T // 2, SHAPE.T // 2]
+    raw = {**load_config("configs/e1_h100.json").raw, "shape": SHAPE.to_dict(), "packing": {"lengths": docs}}
+    last = docs[0] // SHAPE.block_size - 1
+    config_from_dict({**raw, "patterns": [{"name": "local"}, {"name": "hot-block", "block": last}]})
+    with pytest.raises(UserError, match=rf"^config.patterns\[1\] \(packed: in the longest document, "
+                                        rf"T={docs[0]}\).block: {last + 1} is outside"):
+        config_from_dict({**raw, "patterns": [{"name": "local"}, {"name": "hot-block", "block": last + 1}]})
+
+
 def test_a_packing_needs_one_packed_row():
     raw = {**load_config("configs/e1_h100.json").raw, "shape": {**SHAPE.to_dict(), "B": 2},
            "packing": {"documents": 512}}
