@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -209,7 +210,10 @@ def _parse_errors_exit_2() -> None:
         except (ParseError, ValueError) as exc:  # ValueError: invoke's int() of an INT flag's value ("abc")
             bad = flag_with_bad_int(program.core.unparsed, program.collection.to_contexts()) \
                 if isinstance(exc, ValueError) else None
-            why = f"{bad[0]}: {bad[1]!r} is not an integer" if bad else str(exc)
+            twice = flag_given_twice(program.core.unparsed, program.collection.to_contexts())
+            needs = re.match(r"Flag <Argument: (\w+)", str(exc))  # invoke's 'Flag <Argument: x [int]> needed value'
+            why = (f"{bad[0]}: {bad[1]!r} is not an integer" if bad else f"flag {twice} given twice; give it once"
+                   if twice else f"flag --{needs.group(1).replace('_', '-')} needs a value" if needs else str(exc))
             raise Exit(f"error: invoke: {why} (see invoke --list, invoke --help TASK)", code=2) from None
         empty = flag_without_value(program.core.unparsed, program.tasks)
         if empty:
@@ -237,6 +241,33 @@ def flag_with_bad_int(tokens: list[str], contexts: Any) -> tuple[str, str] | Non
                 int(value)
             except ValueError:
                 return flag, value
+    return None
+
+
+def flag_given_twice(tokens: list[str], contexts: Any) -> str | None:
+    """The first flag that takes one value (not a repeatable one) given twice to one task in ``tokens`` (invoke says
+    only "No idea what '6' is!"); None when there is none. A flag of two tasks of a chain is one per task.
+
+    >>> from invoke.parser import Argument, ParserContext
+    >>> ctx = ParserContext("bench", args=[Argument(names=("repetitions",), kind=int)])
+    >>> flag_given_twice(["bench", "--repetitions", "5", "--repetitions=6"], [ctx])
+    '--repetitions'
+    >>> flag_given_twice(["bench", "--repetitions", "5", "bench", "--repetitions", "6"], [ctx]) is None
+    True
+    """
+    by_name = {ctx.name: ctx for ctx in contexts}
+    once: set[str] = set()
+    seen: set[str] = set()
+    for token in tokens:
+        if token in by_name:  # a task: its own flags from here on
+            once = {n for n, arg in by_name[token].flags.items() if arg.kind is not list}
+            seen = set()
+            continue
+        flag = token.partition("=")[0]
+        if flag in once:
+            if flag in seen:
+                return flag
+            seen.add(flag)
     return None
 
 

@@ -455,7 +455,12 @@ def test_a_missing_later_input_is_refused_before_any_input_is_validated(argv):
                                          (["routing-time", "--lengths"], "--lengths"),
                                          (["validate", "results/raw/e1_h200.json", "--more"], "--more"),
                                          (["bench", "--repetitions", "abc"], "--repetitions: 'abc' is not an integer"),
-                                         (["whatif", "--rounds=x1"], "--rounds: 'x1' is not an integer")])
+                                         (["whatif", "--rounds=x1"], "--rounds: 'x1' is not an integer"),
+                                         # invoke's own words were "No idea what '6' is!" and "Flag <Argument:
+                                         # repetitions [int]> needed value" (an attacker, 2026-12-07)
+                                         (["bench", "--repetitions", "5", "--repetitions", "6"],
+                                          "flag --repetitions given twice"),
+                                         (["bench", "--repetitions"], "flag --repetitions needs a value")])
 def test_invoke_refuses_an_unknown_task_or_flag_in_one_line_with_exit_2(argv, named):
     """The ``invoke`` command itself (tasks.py turns invoke's parse error, exit 1, into the project's one line and
     exit 2; a repeatable flag without its value, which invoke takes as not given, and an INT flag's bad value, which

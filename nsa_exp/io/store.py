@@ -150,6 +150,8 @@ def check_work_folder(folder: str | Path, option: str) -> Path:
     ``release-bench --releases-dir docs`` left a link in docs/ and ``--tuning-cache .git`` reached the GPU gate (an
     attacker, 2026-12-07) — or when it exists and is not a folder, or cannot be made. Nothing is made here: the
     command makes it when it first writes there."""
+    if not str(folder).strip():  # Path("") is the working folder: "holds this repository's own files" misled
+        raise UserError(f"{option}: empty; name a folder (e.g. under runs/ or outside the repository)")
     path = Path(folder)
     why = ""
     if in_kernel_tree(path):

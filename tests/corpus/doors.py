@@ -224,6 +224,8 @@ CASES: list[dict[str, Any]] = [
                                                         "{case}/tc.json"],
      "exit": 2, "names": ["--tuning-cache", "an output of this run"], "not_names": [NO_GPU],
      "absent": ["tc.json"]},
+    {"id": "bench.tuning_cache_empty", "argv": ["bench", "--tuning-cache", "", "--output", "{case}/r.json"],
+     "exit": 2, "names": ["--tuning-cache", "empty"], "not_names": [NO_GPU]},
     {"id": "autotune_matrix.unknown_stage",
      "argv": ["autotune-matrix", "--stages", "nope", "--output", "{case}/m.json"],
      "exit": 2, "names": ["--stages", "nope"], "not_names": [NO_GPU], "absent": ["m.json"]},
