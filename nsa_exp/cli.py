@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .arguments import check_arguments
+from .checking.sweep_checks import register_planned
 from .commands import COMMANDS, Option, cli_flags
 from .core.config import Pattern, Shape
 from .errors import UserError
@@ -44,6 +45,16 @@ def _fla_topk_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
 
 
 register_external("fla-topk", _fla_topk_routing)  # the doors wire the tiers: the GPU tier's function, by name
+
+
+def _planned_points(sweep: str) -> list[str] | None:
+    """The points a sweep's config plans (:func:`nsa_exp.sweeps.plan.planned_points`), for the sweep table's check."""
+    from .sweeps.plan import planned_points  # noqa: PLC0415 - the sweep tier when a sweep table is validated
+
+    return planned_points(sweep)
+
+
+register_planned(_planned_points)  # ... and the sweep tier's grid, for validate's sweep-table check
 
 
 def _lazy(target: str) -> Handler:

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,32 @@ from .checks import Add, Context, close, schema_problems
 from .sources import rebuilt_from
 
 # --- the sweep table -------------------------------------------------------------------------------
+
+#: the point ids a sweep's config plans, by sweep name (None: no config of that name loads): the sweep tier knows the
+#: grid, and the doors register it here (:func:`register_planned`), so no module of this tier names one above it
+_planned: Callable[[str], list[str] | None] | None = None
+
+
+def register_planned(planned: Callable[[str], list[str] | None]) -> None:
+    """Give the sweep table's check the grid of a sweep (``nsa_exp/cli.py`` registers the sweep tier's)."""
+    global _planned
+    _planned = planned
+
+
+def unmeasured_points(sweep: str, measured: set[str]) -> tuple[str, list[str]] | None:
+    """``(why, point ids)`` of the points ``sweep``'s config plans that have no point file among ``measured``: a
+    table rebuilt only from the files present let a forger remove an unflattering point with its row (an attacker,
+    2026-12-07); None when every planned point is there."""
+    planned = None if _planned is None else _planned(sweep)
+    if planned is None:
+        return (f"unverified (sweep config not found): configs/{sweep}.json does not load here (or no grid is "
+                "registered), so whether points of its grid are missing cannot be told", [])
+    missing = [p for p in planned if p not in measured]
+    if not missing:
+        return None
+    return (f"unverified (points not found): {len(missing)} of the {len(planned)} points configs/{sweep}.json plans "
+            f"have no file (not measured, or removed): {', '.join(missing)}", missing)
+
 
 def _cell_equal(a: Any, b: Any) -> bool:
     if isinstance(a, float) or isinstance(b, float):
@@ -106,6 +133,8 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
         # observations at 65-68 ms, and its row with it, PASSed: an attacker, 2026-12-06)
         problems += [x for p in sorted(folder.glob("*.json"))
                      for x in rebuilt_from(ctx, "$", f"point file {folder.name}/{p.name}", p)]
+        if len(sweeps := {r["sweep"] for r in rows}) == 1 and (gap := unmeasured_points(sweeps.pop(), ids)):
+            ctx.unverifiable("$ (the sweep's grid)", gap[0])
         add("sweep_csv_recompute", problems)
         return
     ctx.unverifiable("$[*] (every value)", f"unverified (points folder not found): {folder}: the table is checked for "

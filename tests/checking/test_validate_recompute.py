@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from nsa_exp.io.schemas import schema_errors
 from nsa_exp.report.build import build_report, is_formal
 from nsa_exp.report.manifest import committed_inputs
 from nsa_exp.routing.config import config_from_dict, load_config
+from tests.corpus.runner import run_main
 from tests.helpers import REPO, assert_one_line_error, primary_config_dict, run_cli
 
 REPROS = Path(__file__).parents[1] / "data" / "repros"
@@ -385,3 +387,22 @@ def test_a_release_compare_is_recomputed_from_its_release_result_never_listed_as
     forged = validate_bytes(json.dumps(doc).encode(), str(path))
     failed = {c["name"]: [f["path"] for f in c["failures"]] for c in forged["checks"] if not c["passed"]}
     assert "compare_recompute" in failed and any(p.endswith(".verdict") for p in failed["compare_recompute"])
+
+
+def test_a_sweep_table_lists_the_points_its_config_plans_but_no_file_holds(tmp_path):
+    """A point removed with its row (the table rebuilt from the files present) passed --strict: a forger could hide an
+    unflattering point (an attacker, 2026-12-07). The sweep config's grid is the list the table is held to; a point of
+    it with no file is unverified (points not found), which --strict fails, naming it."""
+    folder = tmp_path / "sweep_x2_h200"
+    shutil.copytree(REPO / "results/sweeps/sweep_x2_h200", folder)
+    (folder / "T32768-sink-heavy-sinks4.json").unlink()
+    lines = (REPO / "results/sweeps/sweep_x2_h200.csv").read_text().splitlines(keepends=True)
+    table = tmp_path / "sweep_x2_h200.csv"
+    table.write_text("".join(ln for ln in lines if "sink-heavy-sinks4" not in ln))
+    plain = run_main(["validate", str(table)])
+    assert plain.code == 0, plain.stderr  # every row is its point's
+    strict = run_main(["validate", "--strict", "--json", str(table)])
+    assert strict.code == 1
+    (report,) = json.loads(strict.stdout) if strict.stdout.lstrip().startswith("[") else [json.loads(strict.stdout)]
+    why = [u["why"] for u in report["unverified"] if u["path"] == "$ (the sweep's grid)"]
+    assert why and "1 of the 5 points" in why[0] and "T32768-sink-heavy-sinks4" in why[0], report["unverified"]
