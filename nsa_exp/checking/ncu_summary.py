@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -96,7 +97,38 @@ def metric_bound_problems(kernels: Any, path: Callable[[int, str], str]) -> Prob
             chain = [key for key in (f"{family}_min_pct", f"{family}_pct", f"{family}_max_pct") if key in v]
             problems += [(path(i, b), f"{named(a)} {v[a]:g}% above {named(b)} {v[b]:g}%: min <= avg <= max")
                          for a, b in zip(chain, chain[1:], strict=False) if v[a] > v[b] + PCT_TOL]
+        # ncu's Memory Throughput is the highest of its memory units' (DRAM's among them): a DRAM throughput of 60%
+        # beside a memory throughput of 12.7% PASSed (an attacker, 2026-12-07)
+        memory, dram = v.get("memory_throughput_pct"), v.get("dram_throughput_pct")
+        if memory is not None and dram is not None and dram > memory + PCT_TOL:
+            problems.append((path(i, "dram_throughput_pct"), f"{named('dram_throughput_pct')} {dram:g}% above "
+                             f"{named('memory_throughput_pct')} {memory:g}%, the highest of the memory units'"))
+        most = register_occupancy_bound(v.get("registers_per_thread"), v.get("block_size"), k.get("device"))
+        if theoretical is not None and most is not None and theoretical > most + PCT_TOL:
+            problems.append((path(i, "theoretical_occupancy_pct"), f"{named('theoretical_occupancy_pct')} "
+                             f"{theoretical:g}%, above the {most:g}% its registers per thread and block size allow"))
     return problems
+
+
+#: Compute capability 9.0 (Hopper): 64 K 32-bit registers and at most 64 resident warps per SM (CUDA C++ Programming
+#: Guide, Technical Specifications per Compute Capability)
+HOPPER_REGISTERS_PER_SM, HOPPER_WARPS_PER_SM = 65536, 64
+
+
+def register_occupancy_bound(registers: float | None, block: float | None, device: Any) -> float | None:
+    """The most theoretical occupancy (%) a launch of ``block`` threads using ``registers`` per thread can have on a
+    compute-capability-9.0 GPU (``device``: its CUDA name, a row of the GPU table): whole blocks of warps within the
+    SM's register file, registers not rounded up to their allocation unit (so an upper bound); None elsewhere.
+
+    >>> register_occupancy_bound(255, 128, "NVIDIA H200")  # 2 blocks of 4 warps, 8 of 64 warps
+    12.5
+    """
+    spec = gpu_spec(device) if isinstance(device, str) else None
+    if spec is None or spec.compute_capability != "9.0" or not registers or not block or registers <= 0 or block <= 0:
+        return None
+    warps = math.ceil(block / 32)
+    blocks = int(HOPPER_REGISTERS_PER_SM // (registers * 32 * warps))
+    return 100 * min(HOPPER_WARPS_PER_SM, blocks * warps) / HOPPER_WARPS_PER_SM
 
 
 def build(text: str, context: dict[str, Any], metadata: dict[str, Any], raw_csv_name: str | None) -> dict[str, Any]:

@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import PINNED_COMMIT, REPO_ROOT
 from ..analysis.release_kernels import call_span_ms, group_table, stage_groups
 from ..analysis.run_cost import timed_ms
@@ -47,7 +49,8 @@ from ..routing.config import config_from_dict
 from ..routing.fanin import routing_statistics
 from ..routing.patterns import routing_sha256
 from . import record_checks
-from .checks import Add, Context, guarded
+from .checks import Add, Context, Problems, guarded
+from .peer_result import MAX_PROFILER_SHIFT, MIN_PROFILER_SHIFT
 from .record_checks import recorded_clean_commit
 from .routing_checks import edge_problems, pattern_set, regenerated, routing_file_recompute, routing_recompute
 from .run_checks import telemetry_recompute
@@ -120,7 +123,23 @@ def _kernels(doc: dict[str, Any], add: Add, warnings: list) -> None:
                 problems.append((f"$.kernels.groups.{p}.{s}", "does not recompute from the calls"))
             if k["span_ms"].get(p, {}).get(s) != [round(call_span_ms(c), 6) for c in calls]:
                 problems.append((f"$.kernels.span_ms.{p}.{s}", "does not recompute from the calls"))
+            problems += _span_against_events(doc, p, s, calls)
     add("kernels_recompute", problems)
+
+
+def _span_against_events(doc: dict[str, Any], pattern: str, stage: str, calls: list) -> Problems:
+    """On a GPU, the median CUPTI span of a stage's profiled calls (first kernel's start to last kernel's end) within
+    [:data:`~.peer_result.MIN_PROFILER_SHIFT`, :data:`~.peer_result.MAX_PROFILER_SHIFT`] of its event-timed median:
+    the same calls, timed by events around them (committed H200 results: 0.972-1.021). Kernel times halved with their
+    spans and groups recomputed passed, and a compare built on them with it (an attacker, 2026-12-07)."""
+    timed = doc["patterns"].get(pattern, {}).get("stages", {}).get(stage, {}).get("median_ms")
+    if doc["timing"]["timer"] != "cuda-events" or not calls or not isinstance(timed, (int, float)) or timed <= 0:
+        return []
+    ratio = float(np.median([call_span_ms(c) for c in calls])) / timed
+    if MIN_PROFILER_SHIFT <= ratio <= MAX_PROFILER_SHIFT:
+        return []
+    return [(f"$.kernels.span_ms.{pattern}.{stage}", f"median span {ratio:.3f} x the event-timed median {timed:g} "
+             f"ms, outside [{MIN_PROFILER_SHIFT}, {MAX_PROFILER_SHIFT}]: the profiled calls are the timed ones")]
 
 
 def _gates(doc: dict[str, Any], add: Add) -> None:

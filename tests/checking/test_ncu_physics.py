@@ -109,3 +109,20 @@ def test_the_attackers_four_values_together_fail_both_files_naming_each_metric(t
                  "sm__throughput.avg.pct_of_peak_sustained_elapsed",
                  "sm__throughput.min.pct_of_peak_sustained_elapsed"):
         assert f"$[kernel ID 0].{name}:" in out, out
+
+
+@pytest.mark.parametrize(("metric", "value", "says"), [
+    ("dram_throughput_pct", 60.51, "the highest of the memory units'"),
+    ("theoretical_occupancy_pct", 25.0, "registers per thread")])
+def test_a_metric_its_sibling_columns_contradict_fails(metric, value, says):
+    """Written into the summary and its raw CSV together, a DRAM throughput above ncu's Memory Throughput (the highest
+    of the memory units') and a theoretical occupancy above what 255 registers per thread allow a 128-thread block on
+    an H200 (12.5%) both PASSed (an attacker, 2026-12-07)."""
+    from nsa_exp.checking.ncu_summary import metric_bound_problems  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results/ncu/e1_h200_local-vs-sink-heavy_dkv_core.json").read_text())
+    path = lambda i, key: f"$.kernels[{i}].metrics.{key}"  # noqa: E731
+    assert metric_bound_problems(doc["kernels"], path) == []
+    doc["kernels"][0]["metrics"][metric] = value
+    problems = metric_bound_problems(doc["kernels"], path)
+    assert [p for p, _ in problems] == [f"$.kernels[0].metrics.{metric}"] and says in problems[0][1], problems

@@ -406,3 +406,25 @@ def test_a_sweep_table_lists_the_points_its_config_plans_but_no_file_holds(tmp_p
     (report,) = json.loads(strict.stdout) if strict.stdout.lstrip().startswith("[") else [json.loads(strict.stdout)]
     why = [u["why"] for u in report["unverified"] if u["path"] == "$ (the sweep's grid)"]
     assert why and "1 of the 5 points" in why[0] and "T32768-sink-heavy-sinks4" in why[0], report["unverified"]
+
+
+def test_a_release_results_kernel_times_are_held_to_its_event_timed_medians(tmp_path):
+    """Every kernel of a routing's profiled backward halved (starts and durations), its groups and spans recomputed
+    from the calls: kernels_recompute passed, and a compare built on the file flipped sink-heavy's verdict (an
+    attacker, 2026-12-07). The calls are the timed ones, so their median span is held to the event-timed median."""
+    from nsa_exp.analysis.release_kernels import call_span_ms, stage_groups  # noqa: PLC0415
+
+    source = REPO / "results/releases/release_h200/fla-core-0.5.1-T32768.json"
+    doc = json.loads(source.read_text())
+    k = doc["kernels"]
+    calls = [[[i, s * 0.5, d * 0.5] for i, s, d in call] for call in k["calls"]["sink-heavy"]["full_bwd"]]
+    k["calls"]["sink-heavy"]["full_bwd"] = calls
+    k["groups"]["sink-heavy"]["full_bwd"] = stage_groups(calls, k["names"], k["launched"])
+    k["span_ms"]["sink-heavy"]["full_bwd"] = [round(call_span_ms(c), 6) for c in calls]
+    forged = tmp_path / source.name
+    forged.write_text(json.dumps(doc, indent=1))
+    report = validate_path(forged)
+    failed = {c["name"]: c.get("failures", []) for c in report["checks"] if not c["passed"]}
+    assert set(failed) == {"kernels_recompute"}, failed
+    assert any("median span" in str(p) for p in failed["kernels_recompute"]), failed
+    assert validate_path(source)["passed"]
