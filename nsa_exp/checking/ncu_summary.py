@@ -124,7 +124,9 @@ def register_occupancy_bound(registers: float | None, block: float | None, devic
     12.5
     """
     spec = gpu_spec(device) if isinstance(device, str) else None
-    if spec is None or spec.compute_capability != "9.0" or not registers or not block or registers <= 0 or block <= 0:
+    if spec is None or spec.compute_capability != "9.0" or registers is None or block is None:
+        return None
+    if not (math.isfinite(registers) and math.isfinite(block) and registers > 0 and block > 0):
         return None
     warps = math.ceil(block / 32)
     blocks = int(HOPPER_REGISTERS_PER_SM // (registers * 32 * warps))
