@@ -103,25 +103,32 @@ def metric_bound_problems(kernels: Any, path: Callable[[int, str], str]) -> Prob
         if memory is not None and dram is not None and dram > memory + PCT_TOL:
             problems.append((path(i, "dram_throughput_pct"), f"{named('dram_throughput_pct')} {dram:g}% above "
                              f"{named('memory_throughput_pct')} {memory:g}%, the highest of the memory units'"))
-        most = register_occupancy_bound(v.get("registers_per_thread"), v.get("block_size"), k.get("device"))
+        most = register_occupancy_bound(v.get("registers_per_thread"), v.get("block_size"), k.get("device"),
+                                        v.get("shared_mem_static_bytes", 0.0) + v.get("shared_mem_dynamic_bytes", 0.0))
         if theoretical is not None and most is not None and theoretical > most + PCT_TOL:
             problems.append((path(i, "theoretical_occupancy_pct"), f"{named('theoretical_occupancy_pct')} "
-                             f"{theoretical:g}%, above the {most:g}% its registers per thread and block size allow"))
+                             f"{theoretical:g}%, above the {most:g}% its registers per thread, block size and "
+                             "shared memory allow"))
     return problems
 
 
-#: Compute capability 9.0 (Hopper): 64 K 32-bit registers and at most 64 resident warps per SM (CUDA C++ Programming
-#: Guide, Technical Specifications per Compute Capability)
-HOPPER_REGISTERS_PER_SM, HOPPER_WARPS_PER_SM = 65536, 64
+#: Compute capability 9.0 (Hopper): 64 K 32-bit registers, at most 64 resident warps and 32 resident blocks, and 228 KB
+#: of shared memory per SM (CUDA C++ Programming Guide, Technical Specifications per Compute Capability)
+HOPPER_REGISTERS_PER_SM, HOPPER_WARPS_PER_SM, HOPPER_BLOCKS_PER_SM = 65536, 64, 32
+HOPPER_SHARED_BYTES_PER_SM = 228 * 1024
 
 
-def register_occupancy_bound(registers: float | None, block: float | None, device: Any) -> float | None:
-    """The most theoretical occupancy (%) a launch of ``block`` threads using ``registers`` per thread can have on a
-    compute-capability-9.0 GPU (``device``: its CUDA name, a row of the GPU table): whole blocks of warps within the
-    SM's register file, registers not rounded up to their allocation unit (so an upper bound); None elsewhere.
+def register_occupancy_bound(registers: float | None, block: float | None, device: Any,
+                             shared_bytes: float = 0.0) -> float | None:
+    """The most theoretical occupancy (%) a launch of ``block`` threads using ``registers`` per thread and
+    ``shared_bytes`` of shared memory per block can have on a compute-capability-9.0 GPU (``device``: its CUDA name, a
+    row of the GPU table): whole blocks within the SM's registers, shared memory, resident blocks and warps, nothing
+    rounded up to its allocation unit (so an upper bound); None elsewhere.
 
     >>> register_occupancy_bound(255, 128, "NVIDIA H200")  # 2 blocks of 4 warps, 8 of 64 warps
     12.5
+    >>> register_occupancy_bound(32, 32, "NVIDIA H200"), register_occupancy_bound(128, 128, "NVIDIA H200", 73920)
+    (50.0, 18.75)
     """
     spec = gpu_spec(device) if isinstance(device, str) else None
     if spec is None or spec.compute_capability != "9.0" or registers is None or block is None:
@@ -129,7 +136,9 @@ def register_occupancy_bound(registers: float | None, block: float | None, devic
     if not (math.isfinite(registers) and math.isfinite(block) and registers > 0 and block > 0):
         return None
     warps = math.ceil(block / 32)
-    blocks = int(HOPPER_REGISTERS_PER_SM // (registers * 32 * warps))
+    blocks = min(int(HOPPER_REGISTERS_PER_SM // (registers * 32 * warps)), HOPPER_BLOCKS_PER_SM)
+    if math.isfinite(shared_bytes) and shared_bytes > 0:
+        blocks = min(blocks, int(HOPPER_SHARED_BYTES_PER_SM // shared_bytes))
     return 100 * min(HOPPER_WARPS_PER_SM, blocks * warps) / HOPPER_WARPS_PER_SM
 
 

@@ -36,35 +36,62 @@ from ..io.reader import read_bounded
 from ..io.schemas import schema_errors
 from ..io.strict_csv import typed_rows
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
-from .checks import Add, Context, close, schema_problems
+from .checks import Add, Context, Problems, close, schema_problems
 from .sources import rebuilt_from
 
 # --- the sweep table -------------------------------------------------------------------------------
 
-#: the point ids a sweep's config plans, by sweep name (None: no config of that name loads): the sweep tier knows the
-#: grid, and the doors register it here (:func:`register_planned`), so no module of this tier names one above it
-_planned: Callable[[str], list[str] | None] | None = None
+#: the points a sweep's config plans, by sweep name: ``{point_id: the point's config}`` (None: no config of that name
+#: loads); the sweep tier knows the grid, and the doors register it here (:func:`register_planned`), so no module of
+#: this tier names one above it
+_planned: Callable[[str], dict[str, dict[str, Any]] | None] | None = None
 
 
-def register_planned(planned: Callable[[str], list[str] | None]) -> None:
-    """Give the sweep table's check the grid of a sweep (``nsa_exp/cli.py`` registers the sweep tier's)."""
+def register_planned(planned: Callable[[str], dict[str, dict[str, Any]] | None]) -> None:
+    """Give the sweep checks the grid of a sweep (``nsa_exp/cli.py`` registers the sweep tier's)."""
     global _planned
     _planned = planned
+
+
+def _grid(sweep: str) -> dict[str, dict[str, Any]] | None:
+    return None if _planned is None else _planned(sweep)
+
+
+def _no_grid(sweep: str) -> str:
+    return (f"unverified (sweep config not found): configs/{sweep}.json does not load here (or no grid is registered), "
+            "so which points its grid plans, and with which config, cannot be told")
 
 
 def unmeasured_points(sweep: str, measured: set[str]) -> tuple[str, list[str]] | None:
     """``(why, point ids)`` of the points ``sweep``'s config plans that have no point file among ``measured``: a
     table rebuilt only from the files present let a forger remove an unflattering point with its row (an attacker,
     2026-12-07); None when every planned point is there."""
-    planned = None if _planned is None else _planned(sweep)
+    planned = _grid(sweep)
     if planned is None:
-        return (f"unverified (sweep config not found): configs/{sweep}.json does not load here (or no grid is "
-                "registered), so whether points of its grid are missing cannot be told", [])
+        return _no_grid(sweep), []
     missing = [p for p in planned if p not in measured]
     if not missing:
         return None
     return (f"unverified (points not found): {len(missing)} of the {len(planned)} points configs/{sweep}.json plans "
             f"have no file (not measured, or removed): {', '.join(missing)}", missing)
+
+
+def planned_config_problems(doc: dict[str, Any], ctx: Context) -> Problems:
+    """A point's config is the one its sweep's config plans for its id (a point of another sweep, its ``sweep``
+    renamed, took a planned point's place and PASSed: an attacker, 2026-12-07). A point of a routing file the command
+    line added (``sweep --routing-file``) is planned by no config and passes here."""
+    if str(doc["point"]["pattern"].get("name", "")).startswith("file:"):
+        return []
+    planned = _grid(doc["sweep"])
+    if planned is None:
+        ctx.unverifiable("$.config (the sweep's plan)", _no_grid(doc["sweep"]))
+        return []
+    want = planned.get(doc["point_id"])
+    if want is None:
+        return [("$.point_id", f"{doc['point_id']!r} is no point configs/{doc['sweep']}.json plans")]
+    keys = sorted(k for k in set(doc["config"]) | set(want) if doc["config"].get(k) != want.get(k))
+    return [("$.config", f"differs in {keys} from the config configs/{doc['sweep']}.json plans for "
+             f"{doc['point_id']}")] if keys else []
 
 
 def _cell_equal(a: Any, b: Any) -> bool:
@@ -133,7 +160,10 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
         # observations at 65-68 ms, and its row with it, PASSed: an attacker, 2026-12-06)
         problems += [x for p in sorted(folder.glob("*.json"))
                      for x in rebuilt_from(ctx, "$", f"point file {folder.name}/{p.name}", p)]
-        if len(sweeps := {r["sweep"] for r in rows}) == 1 and (gap := unmeasured_points(sweeps.pop(), ids)):
+        sweeps = {r["sweep"] for r in rows} | {d["sweep"] for d in docs}
+        if len(sweeps) != 1:  # a point renamed to another sweep switched the grid check off
+            problems.append(("$", f"more than one sweep among the rows and points: {sorted(sweeps)}"))
+        elif gap := unmeasured_points(sweeps.pop(), ids):
             ctx.unverifiable("$ (the sweep's grid)", gap[0])
         add("sweep_csv_recompute", problems)
         return

@@ -49,6 +49,7 @@ from .routing_checks import (
 )
 from .run_checks import shape_problems
 from .stats_checks import stats_checks, stop_rule_check, timed_rounds
+from .sweep_checks import planned_config_problems
 
 KIND = "sweep_point"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
@@ -104,6 +105,7 @@ def point_consistent(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if folder is not None and folder.parent.name == "sweeps" and folder.name != doc["sweep"]:
         problems.append(("$.sweep", f"{doc['sweep']!r}, but the point lies in sweeps/{folder.name}/ (a sweep writes "
                          "results/sweeps/<sweep>/<point_id>.json)"))
+    problems += planned_config_problems(doc, ctx)
     add("point_consistent", problems)
 
 

@@ -192,13 +192,14 @@ def sweep_dirs(name: str) -> tuple[Path, Path]:
     return RESULTS_DIR / "sweeps" / name, RESULTS_DIR / "sweeps" / f"{name}.csv"
 
 
-def planned_points(sweep: str) -> list[str] | None:
-    """The point ids ``configs/<sweep>.json`` plans (its grid and routing files), or None where no sweep config of
-    that name loads (a user's sweep named otherwise: validate then lists the grid as unverified)."""
+def planned_points(sweep: str) -> dict[str, dict[str, Any]] | None:
+    """The points ``configs/<sweep>.json`` plans (its grid and the routing files it names), each id with the config
+    its point records, or None where no sweep config of that name loads (a user's sweep named otherwise: validate
+    then lists the grid as unverified)."""
     path = REPO_ROOT / "configs" / f"{sweep}.json"
     if not path.is_file():
         return None
     try:
-        return [p.point_id for p in load_sweep(path, [])]
+        return {p.point_id: p.config for p in load_sweep(path, [])}
     except UserError:
         return None

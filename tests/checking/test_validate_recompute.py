@@ -428,3 +428,27 @@ def test_a_release_results_kernel_times_are_held_to_its_event_timed_medians(tmp_
     assert set(failed) == {"kernels_recompute"}, failed
     assert any("median span" in str(p) for p in failed["kernels_recompute"]), failed
     assert validate_path(source)["passed"]
+
+
+def test_a_sweep_point_is_held_to_the_config_its_sweep_plans_for_it(tmp_path):
+    """A point of another sweep (sweep_calib_bq4_h200's T32768-local, its ``sweep`` renamed) took sweep_T_h200's
+    planned point's place and PASSed --strict, table and point; a point renamed to another sweep switched the table's
+    grid check off (an attacker, 2026-12-07). The committed points' configs are their sweep's plan, key for key."""
+    folder = tmp_path / "sweeps" / "sweep_T_h200"
+    shutil.copytree(REPO / "results/sweeps/sweep_T_h200", folder)
+    stranger = json.loads((REPO / "results/sweeps/sweep_calib_bq4_h200/T32768-local.json").read_text())
+    stranger["sweep"] = "sweep_T_h200"
+    (folder / "T32768-local.json").write_text(json.dumps(stranger, indent=1))
+    report = validate_path(folder / "T32768-local.json")
+    failed = {c["name"]: c.get("failures", []) for c in report["checks"] if not c["passed"]}
+    assert "differs in" in str(failed.get("point_consistent")), failed
+    assert validate_path(REPO / "results/sweeps/sweep_T_h200/T32768-local.json")["passed"]
+    renamed = json.loads((REPO / "results/sweeps/sweep_T_h200/T8192-local.json").read_text())
+    renamed["sweep"] = "sweep_T_h200_other"
+    (folder / "T32768-local.json").write_bytes((REPO / "results/sweeps/sweep_T_h200/T32768-local.json").read_bytes())
+    (folder / "T8192-local.json").write_text(json.dumps(renamed, indent=1))
+    table = tmp_path / "sweeps" / "sweep_T_h200.csv"
+    table.write_text((REPO / "results/sweeps/sweep_T_h200.csv").read_text())
+    report = validate_path(table)
+    failed = {c["name"]: c.get("failures", []) for c in report["checks"] if not c["passed"]}
+    assert "more than one sweep" in str(failed.get("sweep_csv_recompute")), failed
