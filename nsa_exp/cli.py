@@ -47,7 +47,7 @@ def _fla_topk_routing(pattern: Pattern, shape: Shape, seed: int) -> np.ndarray:
 register_external("fla-topk", _fla_topk_routing)  # the doors wire the tiers: the GPU tier's function, by name
 
 
-def _planned_points(sweep: str) -> dict[str, dict[str, Any]] | None:
+def _planned_points(sweep: str) -> dict[str, list[dict[str, Any]]] | None:
     """The points a sweep's config plans (:func:`nsa_exp.sweeps.plan.planned_points`), for the sweep table's check."""
     from .sweeps.plan import planned_points  # noqa: PLC0415 - the sweep tier when a sweep table is validated
 

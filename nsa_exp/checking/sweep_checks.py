@@ -41,19 +41,19 @@ from .sources import rebuilt_from
 
 # --- the sweep table -------------------------------------------------------------------------------
 
-#: the points a sweep's config plans, by sweep name: ``{point_id: the point's config}`` (None: no config of that name
-#: loads); the sweep tier knows the grid, and the doors register it here (:func:`register_planned`), so no module of
-#: this tier names one above it
-_planned: Callable[[str], dict[str, dict[str, Any]] | None] | None = None
+#: the points a sweep's config plans, by sweep name: ``{point_id: [the configs its point may record]}`` (as planned,
+#: under ``--stop-rule``; None: no config of that name loads); the sweep tier knows the grid, and the doors register
+#: it here (:func:`register_planned`), so no module of this tier names one above it
+_planned: Callable[[str], dict[str, list[dict[str, Any]]] | None] | None = None
 
 
-def register_planned(planned: Callable[[str], dict[str, dict[str, Any]] | None]) -> None:
+def register_planned(planned: Callable[[str], dict[str, list[dict[str, Any]]] | None]) -> None:
     """Give the sweep checks the grid of a sweep (``nsa_exp/cli.py`` registers the sweep tier's)."""
     global _planned
     _planned = planned
 
 
-def _grid(sweep: str) -> dict[str, dict[str, Any]] | None:
+def _grid(sweep: str) -> dict[str, list[dict[str, Any]]] | None:
     return None if _planned is None else _planned(sweep)
 
 
@@ -86,12 +86,14 @@ def planned_config_problems(doc: dict[str, Any], ctx: Context) -> Problems:
     if planned is None:
         ctx.unverifiable("$.config (the sweep's plan)", _no_grid(doc["sweep"]))
         return []
-    want = planned.get(doc["point_id"])
-    if want is None:
+    wants = planned.get(doc["point_id"])
+    if wants is None:
         return [("$.point_id", f"{doc['point_id']!r} is no point configs/{doc['sweep']}.json plans")]
-    keys = sorted(k for k in set(doc["config"]) | set(want) if doc["config"].get(k) != want.get(k))
+    if doc["config"] in wants:
+        return []
+    keys = sorted(k for k in set(doc["config"]) | set(wants[0]) if doc["config"].get(k) != wants[0].get(k))
     return [("$.config", f"differs in {keys} from the config configs/{doc['sweep']}.json plans for "
-             f"{doc['point_id']}")] if keys else []
+             f"{doc['point_id']} (with or without --stop-rule)")]
 
 
 def _cell_equal(a: Any, b: Any) -> bool:

@@ -192,14 +192,16 @@ def sweep_dirs(name: str) -> tuple[Path, Path]:
     return RESULTS_DIR / "sweeps" / name, RESULTS_DIR / "sweeps" / f"{name}.csv"
 
 
-def planned_points(sweep: str) -> dict[str, dict[str, Any]] | None:
-    """The points ``configs/<sweep>.json`` plans (its grid and the routing files it names), each id with the config
-    its point records, or None where no sweep config of that name loads (a user's sweep named otherwise: validate
-    then lists the grid as unverified)."""
+def planned_points(sweep: str) -> dict[str, list[dict[str, Any]]] | None:
+    """The points ``configs/<sweep>.json`` plans (its grid and the routing files it names), each id with the configs
+    its point may record (as planned, and under ``sweep --stop-rule``), or None where no sweep config of that name
+    loads (a user's sweep named otherwise: validate then lists the grid as unverified)."""
     path = REPO_ROOT / "configs" / f"{sweep}.json"
     if not path.is_file():
         return None
     try:
-        return {p.point_id: p.config for p in load_sweep(path, [])}
+        plain, ruled = load_sweep(path, []), load_sweep(path, [], stop_rule=True)
     except UserError:
         return None
+    ruled_by_id = {p.point_id: p.config for p in ruled}
+    return {p.point_id: [p.config, ruled_by_id.get(p.point_id, p.config)] for p in plain}

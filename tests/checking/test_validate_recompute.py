@@ -452,3 +452,19 @@ def test_a_sweep_point_is_held_to_the_config_its_sweep_plans_for_it(tmp_path):
     report = validate_path(table)
     failed = {c["name"]: c.get("failures", []) for c in report["checks"] if not c["passed"]}
     assert "more than one sweep" in str(failed.get("sweep_csv_recompute")), failed
+
+
+def test_a_point_of_a_stop_rule_sweep_is_its_plan_too():
+    """``sweep --stop-rule`` plans each point with the rule in its config: such a point is its sweep's plan as well;
+    a config of neither plan is named by its differing keys."""
+    from nsa_exp.checking.checks import Context  # noqa: PLC0415
+    from nsa_exp.checking.sweep_checks import planned_config_problems  # noqa: PLC0415
+    from nsa_exp.sweeps.plan import load_sweep  # noqa: PLC0415
+
+    doc = json.loads((REPO / "results/sweeps/sweep_T_h200/T32768-local.json").read_text())
+    assert planned_config_problems(doc, Context()) == []
+    ruled = {p.point_id: p.config for p in load_sweep(REPO / "configs/sweep_T_h200.json", [], stop_rule=True)}
+    assert ruled[doc["point_id"]] != doc["config"]
+    assert planned_config_problems({**doc, "config": ruled[doc["point_id"]]}, Context()) == []
+    other = {**doc["config"], "seeds": {**doc["config"]["seeds"], "routing": 7}}
+    assert "['seeds']" in str(planned_config_problems({**doc, "config": other}, Context()))
