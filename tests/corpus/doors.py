@@ -376,6 +376,9 @@ CASES: list[dict[str, Any]] = [
      "files": {"s.json": _sweep("sweep_corpus_poison"),
                **{f"{p}.json": {"from": f"{X2}/{p}.json", "in_repo": f"results/sweeps/sweep_corpus_poison/{p}.json",
                                 "edits": [{"op": "set", "path": "/sweep", "value": "sweep_corpus_poison"},
+                                          # the config its sweep plans for it (validate holds a point to it)
+                                          {"op": "set", "path": "/config/description",
+                                           "value": f"sweep sweep_corpus_poison point {p}"},
                                           *([POISON] if p.endswith("sinks4") else [])]} for p in POINTS_X2}},
      "fresh": True, "exit": 2, "names": ["T32768-sink-heavy-sinks4"],
      "absent": ["repo:results/sweeps/sweep_corpus_poison.csv"],
