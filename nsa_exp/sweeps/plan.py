@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -195,10 +196,17 @@ def sweep_dirs(name: str) -> tuple[Path, Path]:
 def planned_points(sweep: str) -> dict[str, list[dict[str, Any]]] | None:
     """The points ``configs/<sweep>.json`` plans (its grid and the routing files it names), each id with the configs
     its point may record (as planned, and under ``sweep --stop-rule``), or None where no sweep config of that name
-    loads (a user's sweep named otherwise: validate then lists the grid as unverified)."""
+    loads (a user's sweep named otherwise: validate then lists the grid as unverified). Read once per process and
+    version of the file (validate asks it for every point of a sweep)."""
     path = REPO_ROOT / "configs" / f"{sweep}.json"
     if not path.is_file():
         return None
+    stat = path.stat()
+    return _planned(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=64)
+def _planned(path: str, mtime_ns: int, size: int) -> dict[str, list[dict[str, Any]]] | None:
     try:
         plain, ruled = load_sweep(path, []), load_sweep(path, [], stop_rule=True)
     except UserError:
