@@ -208,12 +208,17 @@ def _parse_errors_exit_2() -> None:
         try:
             parse_tasks()
         except (ParseError, ValueError) as exc:  # ValueError: invoke's int() of an INT flag's value ("abc")
-            bad = flag_with_bad_int(program.core.unparsed, program.collection.to_contexts()) \
-                if isinstance(exc, ValueError) else None
-            twice = flag_given_twice(program.core.unparsed, program.collection.to_contexts())
+            tokens, contexts = program.core.unparsed, program.collection.to_contexts()
+            bad = flag_with_bad_int(tokens, contexts) if isinstance(exc, ValueError) else None
             needs = re.match(r"Flag <Argument: (\w+)", str(exc))  # invoke's 'Flag <Argument: x [int]> needed value'
-            why = (f"{bad[0]}: {bad[1]!r} is not an integer" if bad else f"flag {twice} given twice; give it once"
-                   if twice else f"flag --{needs.group(1).replace('_', '-')} needs a value" if needs else str(exc))
+            if bad:
+                why = f"{bad[0]}: {bad[1]!r} is not an integer"
+            elif twice := flag_given_twice(tokens, contexts):
+                why = f"flag {twice} given twice; give it once"
+            elif needs:
+                why = f"flag --{needs.group(1).replace('_', '-')} needs a value"
+            else:
+                why = str(exc)
             raise Exit(f"error: invoke: {why} (see invoke --list, invoke --help TASK)", code=2) from None
         empty = flag_without_value(program.core.unparsed, program.tasks)
         if empty:

@@ -49,9 +49,9 @@ from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHO
 from ..core.records import StageStats
 from ..errors import UserError
 from ..io.memo import memoised
-from ..io.metadata import visible_gpu_name
 from ..routing.block_mask import is_tile_shared, score_pairs
 from ..routing.config import config_from_dict
+from ..routing.facts import drawing_gpu
 from ..routing.patterns import generate_routing, routing_sha256
 from .autotune_checks import autotune_configs
 from .bench_result import cupti_size_problems, phases_problems
@@ -87,12 +87,12 @@ def routing_facts(routing: np.ndarray, block_size: int) -> dict[str, Any]:
 
 @lru_cache(maxsize=256)
 @memoised
-def _regenerated_facts(pattern_json: str, shape_json: str, seed: int, gpu: str | None = None) -> dict[str, Any]:
+def _regenerated_facts(pattern_json: str, shape_json: str, seed: int, gpu: str | None) -> dict[str, Any]:
     """:func:`routing_facts` of one routing regenerated from its pattern, shape and seed (cached like
     :func:`nsa_exp.checking.routing_checks._routing_stats`: the committed peer results share their routings, and a
     report validates them all; each T=32768 routing takes ~0.5 s to regenerate and inspect; kept on disk too when
     ``NSA_EXP_MEMO_DIR`` is set, :mod:`nsa_exp.io.memo`). ``gpu``: the GPU model a routing FLA's kernels compute
-    is drawn on (part of the question only, as :func:`nsa_exp.routing.facts.regenerate`'s)."""
+    is drawn on (:func:`nsa_exp.routing.facts.drawing_gpu`; part of the question only)."""
     shape = Shape(**json.loads(shape_json))
     return routing_facts(generate_routing(Pattern(**json.loads(pattern_json)), shape, seed), shape.block_size)
 
@@ -100,9 +100,8 @@ def _regenerated_facts(pattern_json: str, shape_json: str, seed: int, gpu: str |
 def regenerated_facts(pattern: Pattern, shape: Shape, seed: int) -> dict[str, Any]:
     """``routing_facts(generate_routing(pattern, shape, seed), shape.block_size)``, each routing computed once per
     process (a copy: the caller may change it); a routing FLA's kernels compute (fla-topk), once per GPU model."""
-    args = (json.dumps(pattern.to_dict(), sort_keys=True), json.dumps(shape.to_dict(), sort_keys=True), seed)
-    gpu = visible_gpu_name() if family(pattern.name).external is not None else None
-    return copy.deepcopy(_regenerated_facts(*args, gpu) if gpu is not None else _regenerated_facts(*args))
+    return copy.deepcopy(_regenerated_facts(json.dumps(pattern.to_dict(), sort_keys=True),
+                                            json.dumps(shape.to_dict(), sort_keys=True), seed, drawing_gpu(pattern)))
 
 
 def _cells(measurement_stats: Mapping[str, Mapping[str, StageStats]],

@@ -121,21 +121,23 @@ def _kernels(doc: dict[str, Any], add: Add, warnings: list) -> None:
             groups = k["groups"].get(p, {}).get(s)
             if s in RELEASE_KERNEL_STAGES and groups != stage_groups(calls, k["names"], launched):
                 problems.append((f"$.kernels.groups.{p}.{s}", "does not recompute from the calls"))
-            if k["span_ms"].get(p, {}).get(s) != [round(call_span_ms(c), 6) for c in calls]:
+            spans = [round(call_span_ms(c), 6) for c in calls]
+            if k["span_ms"].get(p, {}).get(s) != spans:
                 problems.append((f"$.kernels.span_ms.{p}.{s}", "does not recompute from the calls"))
-            problems += _span_against_events(doc, p, s, calls)
+            problems += _span_against_events(doc, p, s, spans)
     add("kernels_recompute", problems)
 
 
-def _span_against_events(doc: dict[str, Any], pattern: str, stage: str, calls: list) -> Problems:
-    """On a GPU, the median CUPTI span of a stage's profiled calls (first kernel's start to last kernel's end) within
-    [:data:`~.peer_result.MIN_PROFILER_SHIFT`, :data:`~.peer_result.MAX_PROFILER_SHIFT`] of its event-timed median:
-    the same calls, timed by events around them (committed H200 results: 0.972-1.021). Kernel times halved with their
-    spans and groups recomputed passed, and a compare built on them with it (an attacker, 2026-12-07)."""
+def _span_against_events(doc: dict[str, Any], pattern: str, stage: str, spans: list[float]) -> Problems:
+    """On a GPU, the median CUPTI span (ms) of a stage's profiled calls (``spans``: first kernel's start to last
+    kernel's end) within [:data:`~.peer_result.MIN_PROFILER_SHIFT`, :data:`~.peer_result.MAX_PROFILER_SHIFT`] of
+    its event-timed median: the same calls, timed by events around them (committed H200 results: 0.972-1.021).
+    Kernel times halved with their spans and groups recomputed passed, and a compare built on them with it (an
+    attacker, 2026-12-07)."""
     timed = doc["patterns"].get(pattern, {}).get("stages", {}).get(stage, {}).get("median_ms")
-    if doc["timing"]["timer"] != "cuda-events" or not calls or not isinstance(timed, (int, float)) or timed <= 0:
+    if doc["timing"]["timer"] != "cuda-events" or not spans or not isinstance(timed, (int, float)) or timed <= 0:
         return []
-    ratio = float(np.median([call_span_ms(c) for c in calls])) / timed
+    ratio = float(np.median(spans)) / timed
     if MIN_PROFILER_SHIFT <= ratio <= MAX_PROFILER_SHIFT:
         return []
     return [(f"$.kernels.span_ms.{pattern}.{stage}", f"median span {ratio:.3f} x the event-timed median {timed:g} "

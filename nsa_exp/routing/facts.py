@@ -56,9 +56,15 @@ def regenerate(pattern: Pattern, shape: Shape, seed: int, cu: tuple[int, ...] | 
     (:func:`nsa_exp.io.metadata.visible_gpu_name`): a memo folder shared by an H100 host and an H200 host answers
     each with its own GPU's draw. Raises what the generators raise (UserError for an external pattern without its
     GPU tier, ValueError for a bad packing)."""
-    gpu = visible_gpu_name() if family(pattern.name).external is not None else None
     return _regenerate(json.dumps(pattern.to_dict(), sort_keys=True), json.dumps(shape.to_dict(), sort_keys=True),
-                       int(seed), None if cu is None else tuple(int(x) for x in cu), gpu)
+                       int(seed), None if cu is None else tuple(int(x) for x in cu), drawing_gpu(pattern))
+
+
+def drawing_gpu(pattern: Pattern) -> str | None:
+    """The GPU model a routing of ``pattern`` is drawn on, as a regenerated routing's facts are kept under it: the
+    visible GPU's name (:func:`nsa_exp.io.metadata.visible_gpu_name`) for a routing FLA's kernels compute (a family
+    with ``external``: fla-topk), whose draw differs between GPU models; None for one drawn on the CPU."""
+    return visible_gpu_name() if family(pattern.name).external is not None else None
 
 
 @lru_cache(maxsize=KEPT)

@@ -32,7 +32,7 @@ SHAPE_JSON = json.dumps(SHAPE.to_dict(), sort_keys=True)
 CALLS = {
     "routing_stats": (facts._stats, (PATTERN_JSON, SHAPE_JSON, 3, None, None)),
     "routing_stats_packed": (facts._stats, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512), None)),
-    "peer_facts": (_regenerated_facts.__wrapped__, (PATTERN_JSON, SHAPE_JSON, 3)),
+    "peer_facts": (_regenerated_facts.__wrapped__, (PATTERN_JSON, SHAPE_JSON, 3, None)),
     "fanin": (facts._row_fanin, (PATTERN_JSON, SHAPE_JSON, 3, None, None)),
     "fanin_packed": (facts._row_fanin, (PATTERN_JSON, SHAPE_JSON, 3, (0, 192, 512), None)),
 }
