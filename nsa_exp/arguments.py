@@ -38,7 +38,7 @@ from .core.protocol import WHATIF_LAYOUTS
 from .core.requests import BenchRequest, CompareRequest, PeerRequest, WhatIfRequest
 from .core.stages import AUTOTUNED_STAGES
 from .errors import UserError
-from .io.config_files import read_config_file
+from .io.config_files import checked_shape_at, load_config, read_config_file
 from .io.journal import Journal
 from .io.progress import start
 from .io.reader import file_size, show_path
@@ -48,7 +48,6 @@ from .io.strict_json import parse_strict
 from .model.split import GPU_MEMORY_BYTES, check_whatif_memory
 from .releases.config import load_release_config
 from .releases.environments import check_source_tree, wheel_folder
-from .routing.config import checked_shape_at, load_config
 from .routing.files import file_routings, max_file_bytes, pattern_names
 from .routing.patterns import generate_routing
 
@@ -57,7 +56,7 @@ Check = Callable[[argparse.Namespace], None]
 
 def check_length(shape: Shape, T: int, option: str) -> Shape:
     """``shape`` at sequence length ``T`` (a positive multiple of block_size up to :data:`MAX_T`, with every
-    shape rule of a config: :func:`nsa_exp.routing.config.checked_shape_at`); one line naming ``option`` otherwise."""
+    shape rule of a config: :func:`nsa_exp.io.config_files.checked_shape_at`); one line naming ``option`` otherwise."""
     if not 0 < T <= MAX_T or T % shape.block_size:
         raise UserError(f"{option}: {T} is not a positive multiple of block_size {shape.block_size} up to {MAX_T}")
     return checked_shape_at(shape, T, f"{option} {T}")
@@ -542,7 +541,7 @@ def _calibrate(args: argparse.Namespace) -> None:
 #: What each command reads that ``validate`` cannot check, named here so the gap is stated: ``predict
 #: --routing-file`` (a routing array, checked by the routing reader's rules), ``ncu-export`` (Nsight's own
 #: .ncu-rep / raw CSV export, parsed by io/ncu_csv.py), ``lock --from`` and the sweep config's inputs
-#: (validated where they are read), configs (schema + rules: routing/config.py).
+#: (validated where they are read), configs (schema + rules: io/config_files.py).
 CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "peer-bench": _peer_bench,
                             "check": _gpu_report, "smoke": _gpu_report,
                             "whatif": _whatif, "sweep": _sweep,

@@ -33,6 +33,7 @@ from .errors import UserError
 from .figures.autotune_heatmap import plot_autotune_heatmap
 from .figures.fanin_latency import plot_fanin_latency
 from .figures.sweep import plot_sweep
+from .io.config_files import load_config
 from .io.metadata import base_metadata
 from .io.paths import recorded_path
 from .io.progress import start
@@ -44,7 +45,6 @@ from .report.data import noise_sources
 from .report.lock import LOCK_FILE, write_lock
 from .report.manifest import OUTPUT, PROVENANCE, RESULT, committed_inputs
 from .report.releases import release_table
-from .routing.config import load_config
 from .routing.files import format_files_table
 from .routing.report import (
     format_table,

@@ -17,7 +17,7 @@ import scipy
 from .checking import model_calibration, model_validation
 from .checking.validate import load_validated
 from .commands import FIGURES_DIR
-from .core.config import MAX_T, Shape
+from .core.config import MAX_T, Shape, cu_seqlens
 from .core.families import pattern_from_entry
 from .errors import UserError
 from .figures.model_validation import figure_stem, plot_validation
@@ -50,7 +50,7 @@ from .routing.edges import closed_form_edges, effective_edges
 from .routing.facts import regenerate
 from .routing.fanin import csr_rows, row_fanin
 from .routing.files import read_cu_seqlens, read_routing_file, validate_block_indices
-from .routing.packing import cu_seqlens, packed_routing_violations, packing_token
+from .routing.packing import packed_routing_violations, packing_token
 
 #: what a re-run changes in a model document that computed the same model: when only these differ, the file is kept,
 #: and with it its sha256, which each validation records of its calibration (a new user's re-run of docs/MODEL.md's
@@ -186,7 +186,7 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
     return row_fanin(raw.astype(np.int32), shape.block_size), f"{args.routing_file}@T={shape.T}", shape
 
 
-#: FLA's NSA group-size minimum (``nsa_exp.routing.config.check_shape``): below it a prediction is the model's
+#: FLA's NSA group-size minimum (``nsa_exp.core.config.check_shape``): below it a prediction is the model's
 #: extrapolation, a shape no config (and no FLA 0a9b9f2 launch) can measure.
 FLA_MIN_G = 16
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nsa_exp.core.families import pattern_from_entry  # noqa: E402
 from nsa_exp.errors import UserError  # noqa: E402
-from nsa_exp.routing.config import load_config  # noqa: E402
+from nsa_exp.io.config_files import load_config  # noqa: E402
 from nsa_exp.routing.patterns import generate_routing  # noqa: E402
 
 

@@ -54,9 +54,9 @@ from nsa_exp.gpu.numerics import compare  # noqa: E402
 from nsa_exp.gpu.smoke import naive_comparison  # noqa: E402
 from nsa_exp.gpu.telemetry import Telemetry  # noqa: E402
 from nsa_exp.gpu.timing import run_rounds  # noqa: E402
+from nsa_exp.io.config_files import load_config  # noqa: E402
 from nsa_exp.io.metadata import base_metadata  # noqa: E402
 from nsa_exp.io.store import OutputPolicy, write_json  # noqa: E402
-from nsa_exp.routing.config import load_config  # noqa: E402
 from nsa_exp.routing.patterns import generate_routing  # noqa: E402
 
 POLICIES = ("write", "read", "none", "write+spin4x")

@@ -47,8 +47,8 @@ def sorted_median(x: np.ndarray, axis: int = -1) -> np.ndarray:
     >>> sorted_median(x).tolist(), np.median(x, axis=-1).tolist()
     ([2.5, 3.5], [2.5, 3.5])
     """
-    if type(x) is not np.ndarray or not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim \
-            or x.dtype.kind != "f" or not x.dtype.isnative or x.shape[axis] == 0 or np.isnan(x).any():
+    if (type(x) is not np.ndarray or not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim
+            or x.dtype.kind != "f" or not x.dtype.isnative or x.shape[axis] == 0 or np.isnan(x).any()):
         return np.median(x, axis=axis)  # a subclass (masked, matrix), a list, another axis, dtype or byte order
     s = np.sort(x, axis=axis)
     n, k = x.shape[axis], x.shape[axis] // 2

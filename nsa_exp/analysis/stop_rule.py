@@ -122,8 +122,8 @@ def run_floors(gpu_name: str | None, stages: Sequence[str], table: str | Path | 
 def target_ms(rule: StopRule, floors: Mapping[str, float] | None, stage: str, median_ms: float) -> float:
     """A cell's CI half-width target (ms): ``max(ci_rel x median, ci_abs_ms)``, or under the verdict rule
     ``max(floor_fraction x floors[stage] x median, ci_abs_ms)`` (a stage the floors lack: ``compare``'s 2%)."""
-    rel = rule.ci_rel if rule.floor_fraction is None or floors is None else \
-        rule.floor_fraction * floors.get(stage, FALLBACK_FLOOR)
+    rel = (rule.ci_rel if rule.floor_fraction is None or floors is None else
+        rule.floor_fraction * floors.get(stage, FALLBACK_FLOOR))
     return max(rel * median_ms, rule.ci_abs_ms)
 
 
@@ -165,8 +165,8 @@ def cell_ratios(samples: Mapping[str, Sequence[float]], rule: StopRule,
     out: dict[str, float | None] = {}
     for key, x in samples.items():
         stats = half_width_and_median(x, rule.confidence)
-        out[key] = None if stats is None else \
-            stats[0] / target_ms(rule, floors, key.rsplit("/", 1)[1], stats[1])
+        out[key] = (None if stats is None else
+            stats[0] / target_ms(rule, floors, key.rsplit("/", 1)[1], stats[1]))
     return out
 
 
@@ -193,8 +193,8 @@ def round_entry(rounds: int, elapsed_seconds: float, samples: Mapping[str, Seque
 def decision(entry: Mapping[str, Any], rule: StopRule, max_rounds: int) -> str | None:
     """Which criterion stops the run at this trace entry (:data:`nsa_exp.core.protocol.STOP_REASONS`, asked in
     that order), or None to go on. Under the verdict rule ``unconverged == 0`` is every routing dropped."""
-    if entry["rounds"] >= rule.min_rounds and entry["timed_seconds"] >= rule.min_seconds \
-            and entry["unconverged"] == 0:
+    if (entry["rounds"] >= rule.min_rounds and entry["timed_seconds"] >= rule.min_seconds
+            and entry["unconverged"] == 0):
         return CI
     if entry["elapsed_seconds"] >= rule.timeout_seconds:
         return TIMEOUT
@@ -359,8 +359,8 @@ def replay(doc: Mapping[str, Any], rule: StopRule, floors: Mapping[str, float] |
             stopped, rounds = tracker.stopped_by, n + 1
             break
     before = tracker.trace[-2]["worst"] if stopped is not None and len(tracker.trace) > 1 else None
-    stage_rounds = tracker.stage_rounds if tracker.by_stage else \
-        {p: dict.fromkeys(raw[p], tracker.cell_rounds[p]) for p in names}
+    stage_rounds = (tracker.stage_rounds if tracker.by_stage else
+        {p: dict.fromkeys(raw[p], tracker.cell_rounds[p]) for p in names})
     return {"stopped_by": stopped, "rounds": rounds, "of": reps, "last_to_settle": before,
             "cell_rounds": tracker.cell_rounds, "stage_rounds": stage_rounds,
             "timed_seconds": tracker.trace[-1]["timed_seconds"] if tracker.trace else 0.0}

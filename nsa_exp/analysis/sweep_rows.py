@@ -26,16 +26,16 @@ def point_rows(doc: SweepPoint | Mapping[str, Any]) -> dict[str, Any]:
     base = point.baseline.stages.get("dkv_core")
     base_dkv = base.median_ms if base else None
     params = {k: v for k, v in point.point["pattern"].items() if k != "name"}
-    packed = {"packing": point.point["packing"], "documents": (point.packing or {}).get("documents", 1)} \
-        if "packing" in point.point else {}
-    shaped = {**point.point["shape"], "dkv_excess_ms": dkv.median_ms - base_dkv if dkv and base_dkv else None} \
-        if "shape" in point.point else {}
+    packed = ({"packing": point.point["packing"], "documents": (point.packing or {}).get("documents", 1)}
+        if "packing" in point.point else {})
+    shaped = ({**point.point["shape"], "dkv_excess_ms": dkv.median_ms - base_dkv if dkv and base_dkv else None}
+        if "shape" in point.point else {})
     full, base_full = p.stages.get("full_bwd"), point.baseline.stages.get("full_bwd")
     full_ms, base_full_ms = full and full.median_ms, base_full and base_full.median_ms
-    full_cols = {"full_bwd_median_ms": full_ms, "local_full_bwd_median_ms": base_full_ms,
+    full_cols = ({"full_bwd_median_ms": full_ms, "local_full_bwd_median_ms": base_full_ms,
                  "full_bwd_ratio_vs_local": full_ms / base_full_ms if full_ms and base_full_ms else None,
-                 "full_bwd_excess_ms": full_ms - base_full_ms if full_ms and base_full_ms else None} \
-        if "full_bwd" in point.timing.stages else {}
+                 "full_bwd_excess_ms": full_ms - base_full_ms if full_ms and base_full_ms else None}
+        if "full_bwd" in point.timing.stages else {})
     return {**packed, "sweep": point.sweep, "point_id": point.point_id, "family": routing,
             "params": json.dumps(params, sort_keys=True), "T": point.point["T"], "edges": p.edges,
             "fanin_mean": f["mean"], "fanin_max": f["max"], "fanin_p99": f["p99"], "fanin_cv": f["cv"],

@@ -59,8 +59,8 @@ def repeat_problems(result: dict[str, Any], repeat: dict[str, Any]) -> Problems:
     """
     problems: Problems = []
     made = [(d.get("metadata") or {}).get("created_utc") for d in (result, repeat)]
-    if repeat.get("name") == result.get("name") or shared_observations(result, repeat) >= SHARED_LIMIT or \
-            (made[0] is not None and made[0] == made[1]):
+    if (repeat.get("name") == result.get("name") or shared_observations(result, repeat) >= SHARED_LIMIT or
+            (made[0] is not None and made[0] == made[1])):
         problems.append(("$.repeat_source", f"{repeat.get('name')} is the run {result.get('name')} itself (the same "
                          "name, creation time or timed observations), not a second run"))
     gpu = [((d.get("metadata") or {}).get("gpu") or {}).get("name") for d in (result, repeat)]

@@ -19,7 +19,7 @@ from ..core.families import TUNE_PATTERN
 from ..core.kinds import schema_version
 from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders, summarize
 from ..errors import UserError
-from ..routing.config import config_from_dict
+from ..io.config_files import config_from_dict
 from . import record_checks
 from .autotune_checks import autotune_configs, config_key
 from .checks import Add, Context, Problems, close, fixed_field_problems, guarded

@@ -98,9 +98,9 @@ def cupti_size_problems(doc: dict[str, Any]) -> Problems:
     block, argv = doc["cupti"], [str(a) for a in doc.get("metadata", {}).get("argv", [])]
     given, paired = argv_option(argv, "--cupti-rounds"), "event_ms" in block or "median_event_ms" in block
     if given is not None:
-        return [] if given.isdigit() and int(given) == block.get("rounds") and "sizing" not in block else \
+        return ([] if given.isdigit() and int(given) == block.get("rounds") and "sizing" not in block else
             [("$.cupti.rounds", f"{block.get('rounds')} rounds (sizing {'recorded' if 'sizing' in block else 'none'}), "
-                                f"but the recorded argv gives --cupti-rounds {given}")]
+                                f"but the recorded argv gives --cupti-rounds {given}")])
     if paired and "sizing" not in block:
         return [("$.cupti.sizing", "missing: without --cupti-rounds in the recorded argv a pass with paired events "
                                    "is sized by need and records its sizing")]

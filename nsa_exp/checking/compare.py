@@ -287,8 +287,8 @@ def _rebuild(doc: dict[str, Any], ctx: Context, a: Any, b: Any, pair: list[Any],
         want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
         if nf["kind"] in ("repeat", "table"):
             want["noise_floor"]["paths"] = nf["paths"]
-            want["noise_floor"]["rule"] = want["noise_floor"]["rule"].replace(str(table), nf["paths"][0]) \
-                if table is not None else want["noise_floor"]["rule"]
+            want["noise_floor"]["rule"] = (want["noise_floor"]["rule"].replace(str(table), nf["paths"][0])
+                if table is not None else want["noise_floor"]["rule"])
         deep_diff(doc, want, "$", problems)
 
 

@@ -13,8 +13,9 @@ declares ``KIND`` (its name in :data:`nsa_exp.core.kinds.DOCUMENT_KINDS`) and ``
 function composing the shared checks (:mod:`.stats_checks`, :mod:`.run_checks`, :mod:`.routing_checks`,
 :mod:`.autotune_checks`, :mod:`.record_checks`, :mod:`.sources`) with its own, or, for a kind rebuilt from its
 sources, its one recompute check, ``checks = one_check("<check>", recompute)`` (:func:`.checks.one_check`).
-:data:`KIND_MODULES` lists the modules (imported here, so the tier and loop tests see the edges);
-tests/checking/test_kind_table.py holds it, the modules declaring ``KIND`` and the core table to one another.
+:data:`KIND_MODULES` imports the module of each row of the core kind table by the row's name (its one dynamic
+import, inside this tier); tests/checking/test_kind_table.py holds the rows, the modules and their ``KIND`` to one
+another.
 
 >>> from nsa_exp.core.kinds import KINDS
 >>> sorted(KIND_CHECKS) == sorted(KINDS)
@@ -23,37 +24,14 @@ True
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
-from . import (
-    analysis,
-    autotune_matrix,
-    bench_result,
-    check_report,
-    compare,
-    flush_study,
-    method_study,
-    model_calibration,
-    model_calibration_set,
-    model_validation,
-    ncu_summary,
-    noise_table,
-    peer_result,
-    release_result,
-    routing_report,
-    smoke_report,
-    sweep_autotune,
-    sweep_point,
-    validation_report,
-    whatif_result,
-)
+from ..core.kinds import DOCUMENT_KINDS
 from .checks import KindChecks
 
-#: The module of each document kind, by kind name.
-KIND_MODULES: tuple[ModuleType, ...] = (
-    analysis, autotune_matrix, bench_result, check_report, compare, flush_study, method_study, model_calibration,
-    model_calibration_set, model_validation, ncu_summary, noise_table, peer_result, release_result, routing_report,
-    smoke_report, sweep_autotune, sweep_point, validation_report, whatif_result,
-)
+#: The module of each document kind, in the order of :data:`nsa_exp.core.kinds.DOCUMENT_KINDS`: the module of a
+#: kind is ``checking/<kind>.py``, named after its row (a kind is its row and its module, nothing else to list).
+KIND_MODULES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"{__package__}.{k.name}") for k in DOCUMENT_KINDS)
 #: kind -> the checks run once its schema passed (each module's ``checks``).
 KIND_CHECKS: dict[str, KindChecks] = {m.KIND: m.checks for m in KIND_MODULES}

@@ -13,11 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..analysis.reproduction import judge_naive
-from ..core.config import Shape
+from ..core.config import Shape, check_routings_differ
 from ..core.kinds import schema_version
 from ..core.protocol import LAUNCH_GUARD_CYCLES, summarize
 from ..errors import UserError
-from ..routing.config import check_routings_differ
 from . import record_checks
 from .autotune_checks import config_problems
 from .checks import Add, Context, Problems, close, guarded

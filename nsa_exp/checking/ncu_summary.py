@@ -214,8 +214,8 @@ def physics_problems(rows: list[list[str]], where: str = "$") -> Problems:
                                  f"{v['clock_khz'] / 1e3:.0f} MHz"))
         if v["active"] > v["cycles"] * (1 + RATE_REL_TOL):
             problems.append((at, f"{v['active']:.0f} active SM cycles, more than the {v['cycles']:.0f} elapsed"))
-        name = values[header.index("device__attribute_display_name")] \
-            if "device__attribute_display_name" in header else ""
+        name = (values[header.index("device__attribute_display_name")]
+            if "device__attribute_display_name" in header else "")
         if not PRINTABLE_ASCII.fullmatch(name):
             problems.append((at, f"device {name!r}: a CUDA device name is printable ASCII"))
         spec = gpu_spec(name)
@@ -247,8 +247,8 @@ def bench_problems(doc: dict[str, Any], bench: dict[str, Any]) -> Problems:
     if named is not None and not _same_path(named, doc.get("benchmark_result")):
         problems.append(("$.benchmark_result", f"{doc.get('benchmark_result')!r}, but its ncu command replayed "
                          f"{named!r}"))
-    if doc.get("config_path") is not None and bench.get("config_path") is not None and \
-            not _same_path(bench["config_path"], doc["config_path"]):
+    if (doc.get("config_path") is not None and bench.get("config_path") is not None and
+            not _same_path(bench["config_path"], doc["config_path"])):
         problems.append(("$.benchmark_result", f"{doc['benchmark_result']} ran {bench['config_path']}, the profile "
                          f"{doc['config_path']}: the configs it replayed are another experiment's"))
     lo, hi = NCU_VS_BENCH

@@ -48,9 +48,9 @@ from ..core.peers import (
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.records import StageStats
 from ..errors import UserError
+from ..io.config_files import config_from_dict
 from ..io.memo import memoised
 from ..routing.block_mask import is_tile_shared, score_pairs
-from ..routing.config import config_from_dict
 from ..routing.facts import drawing_gpu
 from ..routing.patterns import generate_routing, routing_sha256
 from .autotune_checks import autotune_configs
@@ -201,8 +201,8 @@ def memory_problems(doc: dict[str, Any]) -> Problems:
     recorded difference the peak minus the baseline."""
     memory, gpu, problems = doc.get("memory"), gpu_run(doc), []
     if memory is None:  # the arm that profiles kernels (a cupti block) also reads memory: both came in one version
-        return [("$.memory", "missing: a GPU run with a cupti block records each cell's memory")] \
-            if gpu and "cupti" in doc else []
+        return ([("$.memory", "missing: a GPU run with a cupti block records each cell's memory")]
+            if gpu and "cupti" in doc else [])
     tensors = output_bytes(_config(doc).shape)  # O, dQ, dK, dV; and q, k, v, dO, of the same shapes
     total = (doc["metadata"].get("gpu") or {}).get("total_memory_bytes")
     if set(memory) != set(doc["cells"]):

@@ -40,10 +40,10 @@ from ..core.gpus import GpuSpec, gpu_spec
 from ..core.protocol import GATE_NAMES
 from ..core.records import GpuIdentity
 from ..errors import UserError
+from ..io.config_files import config_from_dict
 from ..io.metadata import commit_time, file_at_commit
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
-from ..routing.config import config_from_dict
 from .checks import Add, Context, Problems, guarded
 
 SM_RANGE = (1, 1024)
@@ -267,8 +267,8 @@ def host_problems(meta: dict[str, Any], where: str = "$.metadata") -> Problems:
         elif (made - (now := datetime.now(timezone.utc).replace(tzinfo=None))).total_seconds() > FUTURE_SLACK_S:
             problems.append((f"{where}.created_utc", f"{meta['created_utc']} is in the future (this host's clock "
                              f"reads {now.strftime(UTC_FORMAT)})"))
-        elif SHA_RE.match(sha := str(git.get("sha") or "")) and (then := commit_time(sha, REPO_ROOT)) is not None \
-                and made.replace(tzinfo=timezone.utc).timestamp() < then - COMMIT_SLACK_S:
+        elif (SHA_RE.match(sha := str(git.get("sha") or "")) and (then := commit_time(sha, REPO_ROOT)) is not None
+                and made.replace(tzinfo=timezone.utc).timestamp() < then - COMMIT_SLACK_S):
             problems.append((f"{where}.created_utc", f"{meta['created_utc']}, before its recorded commit {sha[:12]} "
                              f"was made ({datetime.fromtimestamp(then, timezone.utc).strftime(UTC_FORMAT)}): a run "
                              "records the commit it ran, which exists before it"))
@@ -466,8 +466,8 @@ def wall_plausible(wall: Any, work_ms: float, path: str, what: str, add: Add, do
     meta = (doc or {}).get("metadata") or {}
     made, sha = parse_utc(meta.get("created_utc")), str((meta.get("git") or {}).get("sha") or "")
     then = commit_time(sha, REPO_ROOT) if made is not None and SHA_RE.match(sha) else None
-    if isinstance(wall, (int, float)) and made is not None and then is not None and \
-            made.replace(tzinfo=timezone.utc).timestamp() - wall < then - COMMIT_SLACK_S:
+    if (isinstance(wall, (int, float)) and made is not None and then is not None and
+            made.replace(tzinfo=timezone.utc).timestamp() - wall < then - COMMIT_SLACK_S):
         problems.append((path, f"{wall} s: the run would have started before its recorded commit {sha[:12]} was "
                          "made"))
     add("wall_plausible", problems)
@@ -690,8 +690,8 @@ def config_at_commit(doc: dict[str, Any], path: str, repos: tuple[str | Path, ..
     there, parsed strictly; None where no clean commit is recorded, no repository has it, or the file is not a JSON
     object there."""
     sha = recorded_clean_commit(doc)
-    then = next((data for repo in repos if (data := file_at_commit(sha, path, repo)) is not None), None) \
-        if sha is not None else None
+    then = (next((data for repo in repos if (data := file_at_commit(sha, path, repo)) is not None), None)
+        if sha is not None else None)
     try:
         parsed = parse_strict(then) if then is not None else None
     except _Rejected:

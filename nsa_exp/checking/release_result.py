@@ -42,10 +42,10 @@ from ..core.protocol import LAUNCH_GUARD_CYCLES, TIMING_METHOD, round_orders
 from ..core.records import PatternRun, ReleaseResult
 from ..core.stages import RELEASE_KERNEL_STAGES, release_stages
 from ..errors import UserError
+from ..io.config_files import config_from_dict
 from ..io.fla_pin import NOT_INSTALLED, PINNED_RELEASE, pinned_files_sha256
 from ..io.metadata import file_at_commit
 from ..io.strict_json import _Rejected, parse_strict
-from ..routing.config import config_from_dict
 from ..routing.fanin import routing_statistics
 from ..routing.patterns import routing_sha256
 from . import record_checks

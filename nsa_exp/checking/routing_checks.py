@@ -35,16 +35,16 @@ from typing import Any
 
 import numpy as np
 
-from ..core.config import Pattern, Shape
+from ..core.config import Pattern, Shape, cu_seqlens
 from ..core.families import family, pattern_from_entry
 from ..core.gpus import gpu_spec
 from ..errors import UserError
+from ..io.config_files import config_from_dict
 from ..io.metadata import nvidia_gpu_visible, visible_gpu_name
-from ..routing.config import config_from_dict
 from ..routing.edges import closed_form_edges, edge_gate_record
 from ..routing.facts import regenerate
 from ..routing.files import file_pattern_name, routing_file_report
-from ..routing.packing import cu_seqlens, packed_closed_form_edges, packing_record
+from ..routing.packing import packed_closed_form_edges, packing_record
 from ..routing.patterns import generate_routing
 from .checks import Add, Context, Problems, guarded, same
 from .record_checks import config_semantics, failed_gate, gate, recorded_gpu
@@ -139,8 +139,8 @@ def edge_gate_problems(doc: dict[str, Any], raw_config: dict[str, Any], ctx: Con
     except UserError as exc:
         return [(f"$.gates[{i}].detail", f"its config does not load: {exc}")]
     shape, cu = config.shape, config.cu_seqlens
-    closed = closed_form_edges(shape) if cu is None else \
-        packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu)
+    closed = (closed_form_edges(shape) if cu is None else
+        packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu))
     edges: dict[str, int] = {}
     gpu = recorded_gpu(doc)[1].get("name")
     for p in config.patterns:

@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.reproduction import judge_naive, judge_staged
-from ..core.config import Shape
+from ..core.config import Shape, check_routings_differ
 from ..core.families import BASELINE_PATTERN
 from ..core.kinds import schema_version
 from ..errors import UserError
-from ..routing.config import check_routings_differ
 from . import record_checks
 from .checks import Add, Context, Problems, guarded
 from .record_checks import config_of, pinned, run_record

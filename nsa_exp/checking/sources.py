@@ -41,8 +41,8 @@ def deep_diff(got: Any, want: Any, path: str, out: Problems, limit: int = 50) ->
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             deep_diff(g, w, f"{path}[{i}]", out, limit)
     elif isinstance(want, float) or isinstance(got, float):
-        if isinstance(got, bool) or not isinstance(got, (int, float)) or not isinstance(want, (int, float)) \
-                or not close(float(got), float(want)):
+        if (isinstance(got, bool) or not isinstance(got, (int, float)) or not isinstance(want, (int, float))
+                or not close(float(got), float(want))):
             out.append((path, f"recorded {got}, the recomputation gives {want}"))
     elif got != want:
         out.append((path, f"recorded {json.dumps(got)[:80]}, the recomputation gives {json.dumps(want)[:80]}"))

@@ -200,8 +200,8 @@ def verdict_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Pr
     stop, problems = doc["timing"]["stop"], []
     stages = {s for p in doc["patterns"].values() for s in p["stages"]}
     floors = stop.get("floors")
-    if not isinstance(floors, dict) or not stages <= set(floors) or \
-            not all(isinstance(v, (int, float)) and 0 < v < 1 for v in floors.values()):
+    if (not isinstance(floors, dict) or not stages <= set(floors) or
+            not all(isinstance(v, (int, float)) and 0 < v < 1 for v in floors.values())):
         return [("$.timing.stop.floors", f"the verdict rule needs a floor in (0, 1) for every timed stage "
                                          f"{sorted(stages)}; recorded {floors!r}")]
     problems += stop_floors_problems(doc, sorted(stages), ctx)
@@ -339,8 +339,8 @@ def stop_rule_problems(doc: dict[str, Any], ctx: Context | None = None) -> Probl
     stop, timing = doc["timing"].get("stop"), doc["timing"]
     configured = (doc["config"].get("timing") or {}).get("stop")
     if stop is None:
-        return [("$.timing.stop", "missing, but the config's timing.stop asks for the stop rule")] if configured \
-            else None
+        return ([("$.timing.stop", "missing, but the config's timing.stop asks for the stop rule")] if configured
+            else None)
     problems: Problems = []
     from_config, from_cli = STOP_SOURCES
     if configured is not None and (stop["source"] != from_config or stop["rule"] != StopRule(**configured).to_dict()):

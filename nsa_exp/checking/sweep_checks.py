@@ -186,8 +186,8 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
         if pid != r["point_id"]:
             problems.append((f"$[{i}].point_id", f"row {i + 2}: {r['point_id']!r}, but family, params and T give "
                              f"{pid!r}"))
-        ratio = r["dkv_median_ms"] / r["local_dkv_median_ms"] if r["dkv_median_ms"] and r["local_dkv_median_ms"] \
-            else None
+        ratio = (r["dkv_median_ms"] / r["local_dkv_median_ms"] if r["dkv_median_ms"] and r["local_dkv_median_ms"]
+            else None)
         if not _cell_equal(r["ratio_vs_local"], ratio):
             problems.append((f"$[{i}].ratio_vs_local", f"row {i + 2}: {r['ratio_vs_local']}, dkv_median_ms / "
                              f"local_dkv_median_ms = {ratio}"))

@@ -74,8 +74,8 @@ def point_consistent(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     routing = point["pattern"]
     if not routing["name"].startswith("file:"):
         shape = Shape(**doc["shape"])
-        want = [p for p in config.get("patterns", []) if p.get("name") != BASELINE_PATTERN] or \
-            [p for p in config.get("patterns", []) if p.get("name") == BASELINE_PATTERN]
+        want = ([p for p in config.get("patterns", []) if p.get("name") != BASELINE_PATTERN] or
+            [p for p in config.get("patterns", []) if p.get("name") == BASELINE_PATTERN])
         if len(want) != 1 or _pattern(routing, shape) != _pattern(want[0], shape):
             problems.append(("$.point.pattern", f"{routing}, but the config's routing is "
                              f"{want[0] if len(want) == 1 else [p.get('name') for p in want]}"))

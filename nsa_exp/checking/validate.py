@@ -79,9 +79,9 @@ def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]]
     not_object = None if isinstance(doc, dict) else (
         f"the top level is a JSON {JSON_TYPES.get(type(doc), type(doc).__name__)}, not a document object"
         + (" (validate --json prints a list of validation reports: give one of them)" if isinstance(doc, list) else ""))
-    if not checks.add("kind", [] if kind in KINDS else [("$" if not_object else "$.kind", not_object or (
-            f"unknown document kind {raw_kind!r}; expected one of {', '.join(KINDS)}" + _input_hint(doc)))]) \
-            or kind is None:
+    if (not checks.add("kind", [] if kind in KINDS else [("$" if not_object else "$.kind", not_object or (
+            f"unknown document kind {raw_kind!r}; expected one of {', '.join(KINDS)}" + _input_hint(doc)))])
+            or kind is None):
         return validation_report.build(name, checks)
     version = doc.get("schema_version", None if document_kind(kind).versioned else document_kind(kind).version)
     if not checks.add("schema_version", [] if isinstance(version, str) and version in SUPPORTED_VERSIONS else

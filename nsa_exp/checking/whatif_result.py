@@ -74,8 +74,8 @@ def argv_problems(doc: dict[str, Any]) -> Problems:
 def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
     config, t = doc["config"], doc["timing"]
-    if t["warmup_rounds"] != config["timing"]["warmup_rounds"] or t["l2_flush_bytes"] != \
-            config["timing"]["l2_flush_bytes"] or t["order"] != config["timing"]["order"]:
+    if (t["warmup_rounds"] != config["timing"]["warmup_rounds"] or t["l2_flush_bytes"] !=
+            config["timing"]["l2_flush_bytes"] or t["order"] != config["timing"]["order"]):
         problems.append(("$.timing", f"{t} differs from the config's timing {config['timing']}"))
     if doc["shape"] != config["shape"]:
         problems.append(("$.shape", "differs from $.config.shape"))

@@ -1,7 +1,10 @@
 """The experiment config as typed values: a shape, the routings, seeds, timing, tolerances.
 
-These are the records :func:`nsa_exp.routing.config.load_config` builds once every rule has passed
-(schema, then semantics); everything downstream reads them, never the raw JSON.
+These are the records :func:`nsa_exp.io.config_files.load_config` builds once every rule has passed
+(schema, then semantics); everything downstream reads them, never the raw JSON. The rules of a config's values
+live here too (:func:`check_shape`, :func:`check_routings_differ`, :func:`check_fits_machine`, the packing's
+documents :func:`cu_seqlens`), beside the stage table's launch limits (:func:`nsa_exp.core.stages.check_launch_limits`)
+and the family table's pattern rules (:func:`nsa_exp.core.families.pattern_from_entry`).
 
 >>> Shape(B=1, T=32768, HQ=64, H=4, K=192, V=128, S=16, block_size=64, dtype="bfloat16").num_blocks
 512
@@ -9,9 +12,13 @@ These are the records :func:`nsa_exp.routing.config.load_config` builds once eve
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from ..errors import UserError
 
@@ -171,7 +178,7 @@ class Config:
     raw: dict[str, Any]
     #: ``smoke.oracle``: every routing vs FLA's naive oracle at M > S (absent = :data:`DEFAULT_ORACLE`).
     smoke_oracle: Shape | None = None
-    #: ``packing``: int32 ``cu_seqlens`` ``[N+1]`` of the packed documents (None = dense); see routing/packing.py.
+    #: ``packing``: int32 ``cu_seqlens`` ``[N+1]`` of the packed documents (None = dense); see :func:`cu_seqlens`.
     cu_seqlens: Any = None
 
     def overridden(self, repetitions: int | None = None, stop: StopRule | None = None,
@@ -236,3 +243,157 @@ def bytes_needed(shape: Shape, n_patterns: int, l2_flush_bytes: int, shared_allo
 #: so the routings select different blocks (at smoke.naive's M = S = 4 all four are identical).
 DEFAULT_ORACLE = {"B": 1, "T": 1024, "HQ": 64, "H": 4, "K": 192, "V": 128, "S": 8, "block_size": 64,
                   "dtype": "bfloat16"}
+
+
+def check_routings_differ(shape: Shape, where: str) -> None:
+    """The oracle shape must have more KV blocks than slots (M > S), else every routing is the same."""
+    if shape.num_blocks <= shape.S:
+        raise UserError(f"{where}.S: S={shape.S} must be below M=T/block_size={shape.num_blocks} so the routings "
+                        f"differ (at M <= S every routing selects every causal block); raise T or lower S")
+
+
+def check_shape(shape: Shape, where: str) -> None:
+    """Semantic rules FLA's NSA kernels need, each failing with the field and the fix.
+
+    >>> check_shape(Shape(1, 100, 64, 4, 192, 128, 16, 64, "bfloat16"), "config.shape")
+    Traceback (most recent call last):
+    ...
+    nsa_exp.errors.UserError: config.shape.T: 100 is not a multiple of block_size 64; use a multiple of 64
+    """
+    if shape.T % shape.block_size:
+        raise UserError(f"{where}.T: {shape.T} is not a multiple of block_size {shape.block_size}; "
+                        f"use a multiple of {shape.block_size}")
+    if shape.num_blocks < shape.S:
+        raise UserError(f"{where}.S: S={shape.S} exceeds the number of KV blocks M=T/block_size="
+                        f"{shape.num_blocks}; lower S or raise T")
+    if shape.HQ % shape.H:
+        raise UserError(f"{where}.HQ: HQ={shape.HQ} is not a multiple of H={shape.H}")
+    g = shape.group_size
+    if g < 16 or g & (g - 1):
+        raise UserError(f"{where}.HQ: group size G=HQ/H={g} must be a power of two >= 16 "
+                        f"(FLA NSA requirement); e.g. HQ={16 * shape.H}")
+    if shape.block_size & (shape.block_size - 1):
+        raise UserError(f"{where}.block_size: {shape.block_size} must be a power of two")
+
+
+# The routing of a shape is regenerated on the CPU (int64 working arrays of ~12 words per entry).
+ROUTING_BYTES_PER_ENTRY = 96
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits_machine(shape: Shape, where: str) -> None:
+    """A shape whose routing cannot be generated in this machine's memory is one line, not a MemoryError."""
+    entries = shape.B * shape.T * shape.H * shape.S
+    need, have = entries * ROUTING_BYTES_PER_ENTRY, _memory_bytes()
+    if have is not None and need > have:
+        raise UserError(f"{where}: B*T*H*S = {entries} routing entries need ~{need / 2**30:.1f} GiB to generate, "
+                        f"more than this machine's {have / 2**30:.1f} GiB; lower B, T, H or S")
+
+
+# A config's ``packing`` section -> its documents (routing/packing.py's docstring gives the section's forms).
+MAX_DOCUMENTS = 1 << 20
+
+
+def _int(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise UserError(f"{field}: {value!r} is not an integer")
+    return int(value)
+
+
+def _check_lengths(lengths: npt.NDArray[np.int64], T: int, block_size: int, field: str) -> None:
+    bad = np.flatnonzero((lengths <= 0) | (lengths % block_size != 0))
+    if bad.size:
+        i = int(bad[0])
+        raise UserError(f"{field}[{i}]: {int(lengths[i])} is not a positive multiple of block_size {block_size}")
+    if int(lengths.sum()) != T:
+        raise UserError(f"{field}: the lengths sum to {int(lengths.sum())}, not T={T}")
+
+
+MAX_SIGMA = 10.0  #: beyond it exp(N(mu, sigma)) overflows float64 for a useful share of draws
+
+
+def _positive(entry: Mapping[str, Any], key: str, where: str) -> float:
+    """``entry[key]``, a finite number > 0 (an int stays an int); UserError naming ``where.key`` otherwise."""
+    v = entry.get(key)
+    if v is None:
+        raise UserError(f"{where}.{key}: missing; a lognormal packing needs mean, sigma and seed")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
+        raise UserError(f"{where}.{key}: {v!r} must be a finite number > 0")
+    return v
+
+
+def _lognormal(entry: Mapping[str, Any], T: int, block_size: int, where: str) -> npt.NDArray[np.int64]:
+    if entry.get("distribution") != "lognormal":
+        raise UserError(f"{where}.distribution: {entry.get('distribution')!r}; only 'lognormal' is supported")
+    mean, sigma = _positive(entry, "mean", where), _positive(entry, "sigma", where)
+    if mean > T:  # documents are clipped to [block_size, T]: a larger mean is one document of T, say so
+        raise UserError(f"{where}.mean: {mean!r} exceeds T={T}; documents are clipped to [block_size, T]")
+    if sigma > MAX_SIGMA:
+        raise UserError(f"{where}.sigma: {sigma!r} exceeds {MAX_SIGMA} (log-normal draws overflow; lengths are "
+                        "clipped to [block_size, T] anyway)")
+    seed = _int(entry.get("seed"), f"{where}.seed")
+    if seed < 0:
+        raise UserError(f"{where}.seed: {seed} must be >= 0")
+    rng = np.random.default_rng(seed)
+    mu = np.log(float(mean)) - float(sigma) ** 2 / 2
+    draws = rng.lognormal(mu, float(sigma), size=T // block_size)  # at most T/BS documents of >= BS tokens
+    lengths = np.clip(np.rint(draws / block_size).astype(np.int64) * block_size, block_size, T)
+    ends = np.cumsum(lengths)
+    n = int(np.searchsorted(ends, T)) + 1
+    lengths = lengths[:n]
+    lengths[-1] -= int(ends[n - 1]) - T
+    return lengths
+
+
+def document_lengths(entry: Mapping[str, Any], T: int, block_size: int,
+                     where: str = "config.packing") -> npt.NDArray[np.int64]:
+    """int64 document lengths of a ``packing`` section (its forms: routing/packing.py's docstring); UserError naming
+    the field."""
+    if not isinstance(entry, Mapping):
+        raise UserError(f"{where}: {entry!r} must be an object (documents, lengths or distribution)")
+    kinds = [k for k in ("documents", "lengths", "distribution") if k in entry]
+    if len(kinds) != 1:
+        raise UserError(f"{where}: give exactly one of documents, lengths, distribution (got {sorted(entry)})")
+    allowed = {"documents": {"documents"}, "lengths": {"lengths"},
+               "distribution": {"distribution", "mean", "sigma", "seed"}}[kinds[0]]
+    extra = sorted(set(entry) - allowed)
+    if extra:
+        raise UserError(f"{where}.{extra[0]}: not a field of a {kinds[0]!r} packing")
+    if kinds[0] == "documents":
+        L = _int(entry["documents"], f"{where}.documents")
+        if L <= 0 or L % block_size or T % L:
+            raise UserError(f"{where}.documents: {L} must be a positive multiple of block_size {block_size} "
+                            f"that divides T={T}")
+        return np.full(T // L, L, dtype=np.int64)
+    if kinds[0] == "lengths":
+        raw = entry["lengths"]
+        if not isinstance(raw, (list, tuple)) or not raw or len(raw) > MAX_DOCUMENTS:
+            raise UserError(f"{where}.lengths: must be a non-empty list of document lengths")
+        values = [_int(v, f"{where}.lengths[{i}]") for i, v in enumerate(raw)]
+        for i, v in enumerate(values):  # as Python ints, before numpy: 10**30 cannot overflow, 4 x 2**62 cannot wrap
+            if not 0 < v <= T:
+                raise UserError(f"{where}.lengths[{i}]: {v} is not a document length in 1..T={T}")
+        if sum(values) != T:
+            raise UserError(f"{where}.lengths: the lengths sum to {sum(values)}, not T={T}")
+        lengths = np.array(values, dtype=np.int64)
+        _check_lengths(lengths, T, block_size, f"{where}.lengths")
+        return lengths
+    lengths = _lognormal(entry, T, block_size, where)
+    _check_lengths(lengths, T, block_size, f"{where}.lengths")
+    return lengths
+
+
+def cu_seqlens(entry: Mapping[str, Any], T: int, block_size: int,
+               where: str = "config.packing") -> npt.NDArray[np.int32]:
+    """int32 ``[N + 1]`` document boundaries (0, ..., T; strictly increasing) of a ``packing`` section.
+
+    >>> cu_seqlens({"documents": 64}, T=256, block_size=32).tolist()
+    [0, 64, 128, 192, 256]
+    """
+    return np.concatenate([[0], np.cumsum(document_lengths(entry, T, block_size, where))]).astype(np.int32)

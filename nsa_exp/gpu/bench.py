@@ -250,8 +250,8 @@ class BenchArm(Arm[BenchResult]):
                               "reproduces_official": repro, "memory": mem}
 
         metadata = run.metadata()
-        packing = None if config.cu_seqlens is None else \
-            packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"])
+        packing = (None if config.cu_seqlens is None else
+            packing_record(config.cu_seqlens, gate_detail(gates, "equal_edges")["closed_form"]))
         return bench_result.build(
             name=run.output_path().stem, config=config, gates=gates, gate_detail=gate_detail, records=m.records,
             timing=m.timing(recorded_stages(m.records), resumed=self.request.resume), per_pattern=per_pattern,

@@ -141,9 +141,9 @@ def time_cells(cells: Cells, device: Any = None, telemetry: Any = None,
     if plan.stop is not None:
         if cells.rewarm or todo != list(range(len(orders))):
             raise ValueError("the stop rule times a whole run: it cannot resume or re-warm part of one")
-        floors = None if plan.stop.floor_fraction is None else \
+        floors = (None if plan.stop.floor_fraction is None else
             run_floors(device.name() if device is not None else None,
-                       list(dict.fromkeys(s for stages in cells.fns.values() for s in stages)))
+                       list(dict.fromkeys(s for stages in cells.fns.values() for s in stages))))
         tracker = StopTracker(plan.stop, plan.repetitions, plan.stop_source, clock, plan.cells, floors)
 
         def should_stop(r: int, round_records: list[dict[str, Any]]) -> bool:

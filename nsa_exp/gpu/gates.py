@@ -87,8 +87,8 @@ def routings_gate(config: Config, files: Mapping[str, np.ndarray] | None = None,
             except UserError as exc:
                 raise GateFailure(f"{exc}; do not time this") from None
             continue
-        problems = routing_violations(bi, config.shape) if cu is None else \
-            packed_routing_violations(bi, config.shape, cu)
+        problems = (routing_violations(bi, config.shape) if cu is None else
+            packed_routing_violations(bi, config.shape, cu))
         if problems:
             raise GateFailure(f"routing {name}: {problems[0]}; the generator is broken (do not time this)")
     routings.update(files or {})

@@ -72,6 +72,7 @@ from ..core.measurement import RoundPlan
 from ..core.records import ReleaseResult
 from ..core.stages import RELEASE_LAYER_STAGE, RELEASE_STAGES, release_stages
 from ..errors import GateFailure, UserError
+from ..io.config_files import config_from_dict
 from ..io.metadata import base_metadata
 from ..io.store import OutputPolicy, read_strict
 from ..io.strict_json import dumps_strict
@@ -85,7 +86,6 @@ from ..releases.environments import (
     source_tree,
 )
 from ..releases.source import read_launches
-from ..routing.config import config_from_dict
 from .engine import Arm, Cells, Run, measure
 from .fla_source import fla_distributions, fla_roots_on_path, package_dir
 from .gates import environment_gate, fla_sources_gate, gpu_gate, routings_gate, versions_gate

@@ -41,6 +41,7 @@ from ..core.config import Config
 from ..core.records import BenchResult
 from ..core.requests import BenchRequest
 from ..errors import GateFailure, UserError
+from ..io.config_files import load_config
 from ..io.metadata import git_state
 from ..io.reader import show_path
 from ..io.store import load_record, write_json, write_text_atomic
@@ -60,7 +61,6 @@ from ..report.reproduce import (
     screen,
     submission_files,
 )
-from ..routing.config import load_config
 from .bench import run_bench
 from .check import run_check
 from .smoke import run_smoke

@@ -2,7 +2,7 @@
 
 1. ``naive``: T=256 (``config.smoke.naive``), routing ``local``: FLA's forward and official backward vs
    ``naive_nsa_selection`` (fp32 autograd on the same inputs) on O, dQ, dK, dV.
-2. ``oracle``: T=1024, S=8 (``config.smoke.oracle``, default ``routing.config.DEFAULT_ORACLE``), every
+2. ``oracle``: T=1024, S=8 (``config.smoke.oracle``, default ``core.config.DEFAULT_ORACLE``), every
    routing of the config: the same comparison at a shape where M = T/block_size > S, so the routings
    select different blocks (at ``naive``'s M = S = 4 all four routings are identical). A gate: any
    routing outside ``naive_rel_l2`` / ``naive_max_abs_rel`` fails smoke. H200 evidence at exactly this
@@ -84,8 +84,8 @@ def run_smoke_checks(config: Config, device: str) -> dict[str, Any]:
     oracle_shape = config.smoke_oracle
     if oracle_shape is None:  # a loaded config always has one (DEFAULT_ORACLE when it names none)
         raise ValueError(f"config {config.name!r}: no smoke oracle shape")
-    local = config.pattern(BASELINE_PATTERN) if any(p.name == BASELINE_PATTERN for p in config.patterns) \
-        else Pattern(BASELINE_PATTERN)
+    local = (config.pattern(BASELINE_PATTERN) if any(p.name == BASELINE_PATTERN for p in config.patterns)
+        else Pattern(BASELINE_PATTERN))
     naive_bi = generate_routing(local, config.smoke_naive, config.seeds.routing)
     naive = naive_comparison(config.smoke_naive, naive_bi, config.seeds.inputs, device)
     failures = judge_naive(naive, tol.naive_rel_l2, tol.naive_max_abs_rel)

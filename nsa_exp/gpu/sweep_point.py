@@ -26,9 +26,9 @@ from ..core.measurement import RoundPlan
 from ..core.records import BenchResult, SweepPoint
 from ..core.stages import PREPARING_STAGES
 from ..errors import GateFailure, UserError
+from ..io.config_files import config_from_dict
 from ..io.placement import placement_record
 from ..io.store import load_document, load_record, write_json
-from ..routing.config import config_from_dict
 from ..routing.files import file_routings
 from ..sweeps.plan import AUTOTUNE_FILE, Point
 from .engine import Arm, Cells, Run, measure

@@ -156,8 +156,8 @@ def is_tracked(root: Path, rel: str) -> bool | None:
 def holds_tracked(root: Path, rel: str) -> bool | None:
     """Whether git tracks any file in the folder ``rel`` (a POSIX path relative to ``root``; "." is ``root``
     itself) of the work tree whose top is ``root``; None when git cannot tell (as :func:`is_tracked`)."""
-    found = _git_paths(root, "ls-files", "-z") if rel in ("", ".") else \
-        _git_paths(root, "--literal-pathspecs", "ls-files", "-z", "--", rel)
+    found = (_git_paths(root, "ls-files", "-z") if rel in ("", ".") else
+        _git_paths(root, "--literal-pathspecs", "ls-files", "-z", "--", rel))
     return None if found is None else bool(found)
 
 

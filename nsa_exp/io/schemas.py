@@ -253,8 +253,8 @@ def file_schema_errors(data: bytes, doc: Any, kind: str, label: str) -> list[str
 def _message(error: Any) -> str:
     """jsonschema's message, saying so when a whole number was written as a float (``2048.0``)."""
     if error.validator == "type" and isinstance(error.instance, float) and "integer" in str(error.validator_value):
-        return f"{error.instance!r} is a float where an integer is meant (write {error.instance:.0f}, not " \
-               f"{error.instance!r})" if error.instance.is_integer() else f"{error.message}"
+        return (f"{error.instance!r} is a float where an integer is meant (write {error.instance:.0f}, not "
+               f"{error.instance!r})" if error.instance.is_integer() else f"{error.message}")
     return str(error.message)
 
 

@@ -7,12 +7,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.config import Shape
+from ..core.config import Shape, check_fits_machine
 from ..core.stages import check_launch_limits
 from ..errors import UserError
 from ..io.schemas import load_schema
 from ..io.strict_json import parse_strict
-from ..routing.config import check_fits_machine
 from .points import shape_at
 
 
@@ -72,9 +71,9 @@ def model_shape(base: Mapping[str, Any], T: int, B: int | None, H: int | None, G
 
     The rules, each a one-line :class:`UserError` naming its option: every value a positive integer; B, H and
     HQ within ``schemas/config.schema.json``'s ``shape`` bounds (read from the schema); G a power of two (FLA
-    loads a KV head's G query heads as one Triton block; :func:`nsa_exp.routing.config.check_shape`'s rule);
+    loads a KV head's G query heads as one Triton block; :func:`nsa_exp.core.config.check_shape`'s rule);
     CUDA's launch limits (:func:`nsa_exp.core.stages.check_launch_limits`) and this machine's memory for the
-    routing (:func:`nsa_exp.routing.config.check_fits_machine`). A G below FLA's NSA minimum of 16 is allowed:
+    routing (:func:`nsa_exp.core.config.check_fits_machine`). A G below FLA's NSA minimum of 16 is allowed:
     the model extrapolates there (its ``c`` scaling, docs/MODEL.md); ``check_shape`` refuses it in a config.
 
     >>> base = {"B": 1, "HQ": 64, "H": 4, "K": 192, "V": 128, "S": 16, "block_size": 64, "dtype": "bfloat16"}

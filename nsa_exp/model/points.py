@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.config import Shape
+from ..core.config import Shape, cu_seqlens
 from ..core.families import FAMILIES, pattern_from_entry
 from ..errors import UserError
 from ..io.reader import read_bounded, show_path
 from ..io.strict_json import MAX_BYTES, parse_strict
 from ..routing.facts import regenerate
-from ..routing.packing import cu_seqlens, packing_token
+from ..routing.packing import packing_token
 from .split import split_fanin
 
 #: The documents that hold measured points.
@@ -118,9 +118,9 @@ def read_points(path: Path) -> list[MeasuredPoint]:
                              {k: dkv[k] for k in ("kwargs", "num_warps", "num_stages")}, packing))
         return out
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = f"{type(exc).__name__}: {exc}"
         raise UserError(f"{path}: not a result with patterns.<p>.stages.dkv_core.median_ms, shape, "
-                        f"config.seeds, metadata.gpu and autotune.kernels.dkv_core ({type(exc).__name__}: {exc})") \
-            from None
+                        f"config.seeds, metadata.gpu and autotune.kernels.dkv_core ({why})") from None
 
 
 def check_same_setup(points: Sequence[MeasuredPoint], ref: Mapping[str, Any], free: Sequence[str] = ()) -> None:

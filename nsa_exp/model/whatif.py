@@ -113,8 +113,8 @@ def _modelled(cal: dict[str, Any], pattern: dict[str, Any], shape: dict[str, Any
     the opt-in memo keeps it; ``float`` of a float64 is exact)."""
     fanin = pattern_fanin(pattern, shape, T, seed, packing)
     pred = predict(cal, fanin, shape=shape)
-    what = model_whatif(cal, pattern, shape, T, seed, max_fanin) if packing is None and shape["B"] == 1 else \
-        {"heaviest_first_ms": predict(cal, fanin, "heaviest-first", shape)["predicted_ms"], "split_ms": None}
+    what = (model_whatif(cal, pattern, shape, T, seed, max_fanin) if packing is None and shape["B"] == 1 else
+        {"heaviest_first_ms": predict(cal, fanin, "heaviest-first", shape)["predicted_ms"], "split_ms": None})
     return {"predicted_ms": float(pred["predicted_ms"]), "busy_fraction": float(pred["busy_fraction"]),
             "lower_bound_ms": float(max(pred["lower_bounds"].values())),
             "heaviest_first_ms": float(what["heaviest_first_ms"]),

@@ -24,10 +24,9 @@ from ..core.config import Config
 from ..core.families import TUNE_PATTERN, release_point_names
 from ..core.stages import release_stages
 from ..errors import UserError
-from ..io.config_files import read_config_file
+from ..io.config_files import config_from_dict, load_config, read_config_file
 from ..io.paths import recorded_path
 from ..io.schemas import validate_or_raise
-from ..routing.config import config_from_dict, load_config
 from ..routing.files import file_routings
 from ..sweeps.files import file_points
 from .environments import RELEASE_VERSION_RE, find_wheel

@@ -41,8 +41,8 @@ from ..core.families import BASELINE_PATTERN
 from ..core.gpus import gpu_spec
 from ..core.records import BenchResult
 from ..errors import UserError
+from ..io.config_files import load_config
 from ..io.store import RUNS_DIR, OutputPolicy, failed_report_path, is_published
-from ..routing.config import load_config
 from . import manifest
 from .data import short_gpu
 
@@ -138,9 +138,9 @@ def screen(result: BenchResult, compare_doc: Mapping[str, Any], published: Publi
     differ = [f"{r['pattern']}/{r['stage']} {r['verdict']}" for r in compare_doc["rows"] if r["verdict"] in DIFFERS]
     unclear = sum(r["verdict"] == "unclear" for r in compare_doc["rows"])
     n = len(compare_doc["rows"])
-    verdict = (f"VERDICT: agrees with the published run (no cell of {n} differs beyond its floor"
-               + (f"; {unclear} unresolved" if unclear else "") + "); exit 0") if code == 0 else \
-        (f"VERDICT: differs from the published run in {len(differ)} of {n} cells ({', '.join(differ)}); exit 1")
+    verdict = ((f"VERDICT: agrees with the published run (no cell of {n} differs beyond its floor"
+               + (f"; {unclear} unresolved" if unclear else "") + "); exit 0") if code == 0 else
+        (f"VERDICT: differs from the published run in {len(differ)} of {n} cells ({', '.join(differ)}); exit 1"))
     lines += [verdict, f"submission folder: {out_dir} (check: python -m nsa_exp validate {out_dir}/*.json "
               f"{out_dir}/*.csv)"]
     return "\n".join(lines)

@@ -97,7 +97,7 @@ def point_of(data: ReportData, sweep: str, family: str, params: dict[str, Any] |
         if not isinstance(run, SweepPoint) or run.config.get("packing"):
             continue
         pat = run.point["pattern"]
-        if pat["name"] == family and {k: v for k, v in pat.items() if k != "name"} == (params or {}) \
-                and (T is None or run.shape["T"] == T):
+        if (pat["name"] == family and {k: v for k, v in pat.items() if k != "name"} == (params or {})
+                and (T is None or run.shape["T"] == T)):
             return path.stem, _stats_of(data, run)
     return None

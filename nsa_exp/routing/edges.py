@@ -7,7 +7,7 @@ it with the validity rule of FLA's own CSR kernel (``prepare_block_csr_kernel``)
 Closed form: query ``t`` has ``min(S, t//BS + 1)`` valid slots, so per (batch, head) the count is
 ``BS * (S(S+1)/2 + (M - S) * S)`` for ``M >= S``.
 
->>> from nsa_exp.routing.config import Shape
+>>> from nsa_exp.core.config import Shape
 >>> closed_form_edges(Shape(B=1, T=32768, HQ=64, H=4, K=192, V=128, S=16, block_size=64, dtype="bfloat16"))
 2066432
 """
@@ -57,8 +57,8 @@ def equal_edge_gate(routings: Mapping[str, np.ndarray], shape: Shape, cu_seqlens
     never a failure. Returns ``{"closed_form": int, "per_pattern": {name: int}, "equal": bool}`` (``equal``:
     every count, exempt ones included, is the closed form) plus ``"exempt": [names]`` when any.
     """
-    expected = closed_form_edges(shape) if cu_seqlens is None else \
-        packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu_seqlens)
+    expected = (closed_form_edges(shape) if cu_seqlens is None else
+        packed_closed_form_edges(shape.H, shape.S, shape.block_size, cu_seqlens))
     counts = {name: effective_edges(bi, shape.block_size, cu_seqlens) for name, bi in routings.items()}
     bad = {name: c for name, c in counts.items() if c != expected and name not in exempt}
     if bad:

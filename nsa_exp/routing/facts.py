@@ -104,8 +104,8 @@ def _draw(pattern_json: str, shape_json: str, seed: int, cu: tuple[int, ...] | N
     question only: the draw runs on whatever GPU this process sees."""
     shape, pattern = Shape(**json.loads(shape_json)), Pattern(**json.loads(pattern_json))
     cu_arr = None if cu is None else np.asarray(cu, dtype=np.int32)
-    bi = generate_routing(pattern, shape, seed) if cu_arr is None else \
-        generate_packed_routing(pattern, shape, seed, cu_arr)
+    bi = (generate_routing(pattern, shape, seed) if cu_arr is None else
+        generate_packed_routing(pattern, shape, seed, cu_arr))
     rows = csr_rows(bi, shape.block_size, cu_arr)
     rows.fanin.setflags(write=False)
     stats = {"edges": effective_edges(bi, shape.block_size, cu_arr), **rows_statistics(rows),

@@ -176,7 +176,7 @@ def row_fanin(block_indices: np.ndarray, block_size: int) -> np.ndarray:
     M = -(-T // block_size)
     b = block_indices.astype(np.int64)
     t = np.arange(T, dtype=np.int64)[None, :, None, None]
-    row = (np.arange(B, dtype=np.int64)[:, None, None, None] * H + np.arange(H, dtype=np.int64)[None, None, :, None]) \
-        * M + b
+    row = ((np.arange(B, dtype=np.int64)[:, None, None, None] * H + np.arange(H, dtype=np.int64)[None, None, :, None])
+        * M + b)
     keep = (b >= 0) & (b < M) & (b * block_size <= t)
     return np.bincount(row[keep], minlength=B * H * M)

@@ -33,11 +33,11 @@ import numpy as np
 import numpy.lib.format as npy_format
 
 from ..core.config import MAX_T, Shape
+from ..core.config import cu_seqlens as _packed_cu
 from ..errors import UserError
 from ..io.reader import read_bounded, show_path
 from .edges import closed_form_edges, effective_edges
 from .fanin import routing_statistics
-from .packing import cu_seqlens as _packed_cu
 
 FORMATS = (".npy", ".npz", ".pt")
 NPZ_KEY = "block_indices"
@@ -80,8 +80,8 @@ def _check_header(shape: tuple[int, ...], dtype: np.dtype, dims: Dims, label: st
     if len(shape) == 4 and dims[1] is None and not 0 < shape[1] <= MAX_T:
         raise UserError(f"{label}: shape {list(shape)}: T={shape[1]} is outside 1..{MAX_T} (read from its header, "
                         "before its data)")
-    want = [n if d is None else d for n, d in zip(shape, dims, strict=True)] if len(shape) == 4 else \
-        [d if d is not None else k for d, k in zip(dims, "BTHS", strict=True)]
+    want = ([n if d is None else d for n, d in zip(shape, dims, strict=True)] if len(shape) == 4 else
+        [d if d is not None else k for d, k in zip(dims, "BTHS", strict=True)])
     if len(shape) != 4 or any(d is not None and n != d for n, d in zip(shape, dims, strict=True)):
         raise UserError(f"{label}: shape {list(shape)}, expected {want} = [B, T, H, S] of the config (read from "
                         "its header, before its data)")

@@ -1,10 +1,10 @@
-"""Packed variable-length batches: a ``packing`` config section -> ``cu_seqlens``; routings per document.
+"""Packed variable-length batches: routings per document of a ``packing`` config section.
 
 NSA is trained on packed documents: one row of ``T`` tokens (``B = 1``) whose documents start at
 ``cu_seqlens[i]`` (int32, ``cu_seqlens[0] = 0``, ``cu_seqlens[-1] = T``, strictly increasing), each
 restarting its causal block ids at 0 — FLA's ``cu_seqlens`` path (``fla/ops/nsa/parallel.py``, 0a9b9f2).
 
-A ``packing`` section is one of:
+A ``packing`` section is one of (its documents: :func:`nsa_exp.core.config.cu_seqlens`, a rule of the config):
 
 - ``{"documents": L}``: ``T / L`` documents of ``L`` tokens (``L`` divides ``T``);
 - ``{"lengths": [L0, L1, ...]}``: those documents, in that order (they sum to ``T``);
@@ -21,8 +21,6 @@ Routings: each document gets the registered generator at its own length (documen
 ``n(t) = min(S, t_local // BS + 1)`` slots); document 0 uses the routing seed itself (so one document of
 ``T`` reproduces the dense routing), document ``i > 0`` a seed derived from ``(seed, i)``.
 
->>> cu_seqlens({"documents": 64}, T=256, block_size=32).tolist()
-[0, 64, 128, 192, 256]
 >>> packed_closed_form_edges(H=1, S=2, block_size=2, cu_seqlens=np.array([0, 4, 8]))
 12
 """
@@ -31,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -42,101 +39,6 @@ from ..core.config import Pattern, Shape
 from ..core.families import family
 from ..errors import UserError
 from .patterns import generate_routing, routing_violations
-
-MAX_DOCUMENTS = 1 << 20
-
-
-def _int(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise UserError(f"{field}: {value!r} is not an integer")
-    return int(value)
-
-
-def _check_lengths(lengths: np.ndarray, T: int, block_size: int, field: str) -> None:
-    bad = np.flatnonzero((lengths <= 0) | (lengths % block_size != 0))
-    if bad.size:
-        i = int(bad[0])
-        raise UserError(f"{field}[{i}]: {int(lengths[i])} is not a positive multiple of block_size {block_size}")
-    if int(lengths.sum()) != T:
-        raise UserError(f"{field}: the lengths sum to {int(lengths.sum())}, not T={T}")
-
-
-MAX_SIGMA = 10.0  #: beyond it exp(N(mu, sigma)) overflows float64 for a useful share of draws
-
-
-def _positive(entry: Mapping[str, Any], key: str, where: str) -> float:
-    """``entry[key]``, a finite number > 0 (an int stays an int); UserError naming ``where.key`` otherwise."""
-    v = entry.get(key)
-    if v is None:
-        raise UserError(f"{where}.{key}: missing; a lognormal packing needs mean, sigma and seed")
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
-        raise UserError(f"{where}.{key}: {v!r} must be a finite number > 0")
-    return v
-
-
-def _lognormal(entry: Mapping[str, Any], T: int, block_size: int, where: str) -> np.ndarray:
-    if entry.get("distribution") != "lognormal":
-        raise UserError(f"{where}.distribution: {entry.get('distribution')!r}; only 'lognormal' is supported")
-    mean, sigma = _positive(entry, "mean", where), _positive(entry, "sigma", where)
-    if mean > T:  # documents are clipped to [block_size, T]: a larger mean is one document of T, say so
-        raise UserError(f"{where}.mean: {mean!r} exceeds T={T}; documents are clipped to [block_size, T]")
-    if sigma > MAX_SIGMA:
-        raise UserError(f"{where}.sigma: {sigma!r} exceeds {MAX_SIGMA} (log-normal draws overflow; lengths are "
-                        "clipped to [block_size, T] anyway)")
-    seed = _int(entry.get("seed"), f"{where}.seed")
-    if seed < 0:
-        raise UserError(f"{where}.seed: {seed} must be >= 0")
-    rng = np.random.default_rng(seed)
-    mu = np.log(float(mean)) - float(sigma) ** 2 / 2
-    draws = rng.lognormal(mu, float(sigma), size=T // block_size)  # at most T/BS documents of >= BS tokens
-    lengths = np.clip(np.rint(draws / block_size).astype(np.int64) * block_size, block_size, T)
-    ends = np.cumsum(lengths)
-    n = int(np.searchsorted(ends, T)) + 1
-    lengths = lengths[:n]
-    lengths[-1] -= int(ends[n - 1]) - T
-    return lengths
-
-
-def document_lengths(entry: Mapping[str, Any], T: int, block_size: int, where: str = "config.packing") -> np.ndarray:
-    """int64 document lengths of a ``packing`` section (see the module docstring); UserError naming the field."""
-    if not isinstance(entry, Mapping):
-        raise UserError(f"{where}: {entry!r} must be an object (documents, lengths or distribution)")
-    kinds = [k for k in ("documents", "lengths", "distribution") if k in entry]
-    if len(kinds) != 1:
-        raise UserError(f"{where}: give exactly one of documents, lengths, distribution (got {sorted(entry)})")
-    allowed = {"documents": {"documents"}, "lengths": {"lengths"},
-               "distribution": {"distribution", "mean", "sigma", "seed"}}[kinds[0]]
-    extra = sorted(set(entry) - allowed)
-    if extra:
-        raise UserError(f"{where}.{extra[0]}: not a field of a {kinds[0]!r} packing")
-    if kinds[0] == "documents":
-        L = _int(entry["documents"], f"{where}.documents")
-        if L <= 0 or L % block_size or T % L:
-            raise UserError(f"{where}.documents: {L} must be a positive multiple of block_size {block_size} "
-                            f"that divides T={T}")
-        return np.full(T // L, L, dtype=np.int64)
-    if kinds[0] == "lengths":
-        raw = entry["lengths"]
-        if not isinstance(raw, (list, tuple)) or not raw or len(raw) > MAX_DOCUMENTS:
-            raise UserError(f"{where}.lengths: must be a non-empty list of document lengths")
-        values = [_int(v, f"{where}.lengths[{i}]") for i, v in enumerate(raw)]
-        for i, v in enumerate(values):  # as Python ints, before numpy: 10**30 cannot overflow, 4 x 2**62 cannot wrap
-            if not 0 < v <= T:
-                raise UserError(f"{where}.lengths[{i}]: {v} is not a document length in 1..T={T}")
-        if sum(values) != T:
-            raise UserError(f"{where}.lengths: the lengths sum to {sum(values)}, not T={T}")
-        lengths = np.array(values, dtype=np.int64)
-        _check_lengths(lengths, T, block_size, f"{where}.lengths")
-        return lengths
-    lengths = _lognormal(entry, T, block_size, where)
-    _check_lengths(lengths, T, block_size, f"{where}.lengths")
-    return lengths
-
-
-def cu_seqlens(entry: Mapping[str, Any], T: int, block_size: int, where: str = "config.packing") -> np.ndarray:
-    """int32 ``[N + 1]`` document boundaries (0, ..., T; strictly increasing) of a ``packing`` section."""
-    return np.concatenate([[0], np.cumsum(document_lengths(entry, T, block_size, where))]).astype(np.int32)
-
 
 #: the dK/dV program order of each path (fla/ops/nsa/parallel.py and csr.py at 0a9b9f2)
 PROGRAM_ORDER = {"dense": "(b*H + h)*M + s (head-major)", "varlen": "(global_block)*H + h (chunk-major)"}

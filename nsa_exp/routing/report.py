@@ -37,8 +37,8 @@ def pattern_summaries(config: Config) -> tuple[dict[str, dict[str, Any]], dict[s
     cu, BS = config.cu_seqlens, config.shape.block_size
     for pattern in config.patterns:
         t0 = time.perf_counter()
-        bi = generate_routing(pattern, config.shape, config.seeds.routing) if cu is None else \
-            generate_packed_routing(pattern, config.shape, config.seeds.routing, cu)
+        bi = (generate_routing(pattern, config.shape, config.seeds.routing) if cu is None else
+            generate_packed_routing(pattern, config.shape, config.seeds.routing, cu))
         seconds = time.perf_counter() - t0
         routings[pattern.name] = bi
         patterns[pattern.name] = {

@@ -26,10 +26,9 @@ from ..core.config import Shape, bytes_needed
 from ..core.families import BASELINE_PATTERN, point_id, shape_label
 from ..core.gpus import MEMORY_REPORTED, gpu_spec
 from ..errors import UserError
-from ..io.config_files import read_config_file
+from ..io.config_files import config_from_dict, load_config, read_config_file
 from ..io.schemas import schema_errors, validate_or_raise
 from ..io.store import read_strict
-from ..routing.config import config_from_dict, load_config
 from ..routing.packing import packing_token
 from .files import FilePoint, file_points
 

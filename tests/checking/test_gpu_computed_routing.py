@@ -19,7 +19,7 @@ from nsa_exp.checking import peer_result, routing_checks, routing_report
 from nsa_exp.checking.record_checks import recorded_gpu
 from nsa_exp.core.config import Pattern
 from nsa_exp.io import metadata
-from nsa_exp.routing.config import config_from_dict, load_config
+from nsa_exp.io.config_files import config_from_dict, load_config
 from tests.corpus.runner import REPO, run_main
 
 POINT = "results/sweeps/sweep_penalty_T_h200/T8192-B2-H4-G16-fla-topk-salience0.json"  # recorded on an NVIDIA H200

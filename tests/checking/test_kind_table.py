@@ -1,6 +1,6 @@
 """One kind table (issue 29): every document kind of :data:`nsa_exp.core.kinds.DOCUMENT_KINDS` has exactly one
 module of ``nsa_exp/checking/`` declaring it (``KIND``, beside its ``checks``), every module declaring ``KIND``
-names a kind of that table, and :data:`nsa_exp.checking.kinds.KIND_MODULES` lists exactly those modules; no module,
+names a kind of that table, and :data:`nsa_exp.checking.kinds.KIND_MODULES` holds exactly those modules; no module,
 script or task builds a document's body outside its kind's module."""
 
 from __future__ import annotations
@@ -50,7 +50,11 @@ def test_every_kind_has_exactly_one_module_and_every_module_a_kind():
     assert kind_table_problems(declaring_modules(), [k.name for k in DOCUMENT_KINDS]) == []
 
 
-def test_kind_modules_lists_every_declaring_module_and_kind_checks_their_checks():
+def test_kind_modules_are_the_rows_modules_and_kind_checks_their_checks():
+    """``KIND_MODULES`` imports ``checking/<kind>.py`` of each row by the row's name: every declaring module is one
+    of them, in table order, and declares the kind it is named after."""
+    assert [m.__name__ for m in KIND_MODULES] == [f"nsa_exp.checking.{k.name}" for k in DOCUMENT_KINDS]
+    assert [m.KIND for m in KIND_MODULES] == [k.name for k in DOCUMENT_KINDS]
     assert sorted(m.__name__ for m in KIND_MODULES) == sorted(m.__name__ for m in declaring_modules())
     assert len(KIND_MODULES) == len(set(KIND_MODULES))
     assert {m.KIND: m.checks for m in declaring_modules()} == KIND_CHECKS

@@ -19,7 +19,7 @@ from nsa_exp.core.measurement import Measurement
 from nsa_exp.core.records import recorded_stages
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
-from nsa_exp.routing.config import config_from_dict
+from nsa_exp.io.config_files import config_from_dict
 from tests.gpu.test_engine import Ticks, rule
 from tests.helpers import REPO, ROUTING_STOP_RUN
 

@@ -18,10 +18,10 @@ from nsa_exp.core import protocol
 from nsa_exp.errors import UserError
 from nsa_exp.gpu import telemetry
 from nsa_exp.io import schemas as schema
+from nsa_exp.io.config_files import config_from_dict, load_config
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.report.build import build_report, is_formal
 from nsa_exp.report.manifest import committed_inputs
-from nsa_exp.routing.config import config_from_dict, load_config
 from tests.corpus.runner import run_main
 from tests.helpers import REPO, assert_one_line_error, primary_config_dict, run_cli
 

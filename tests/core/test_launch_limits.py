@@ -7,7 +7,7 @@ import pytest
 from nsa_exp.core.config import Shape
 from nsa_exp.core.stages import GRID_LIMITS, check_launch_limits, launch_grids
 from nsa_exp.errors import UserError
-from nsa_exp.routing.config import config_from_dict, load_config
+from nsa_exp.io.config_files import config_from_dict, load_config
 from tests.helpers import REPO, assert_one_line_error, run_cli
 
 REPROS = REPO / "tests" / "data" / "repros"

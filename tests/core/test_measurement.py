@@ -15,7 +15,7 @@ from nsa_exp.core.measurement import PHASES, Measurement, PhaseClock, RoundPlan
 from nsa_exp.core.records import recorded_stages
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
-from nsa_exp.routing.config import config_from_dict, load_config
+from nsa_exp.io.config_files import config_from_dict, load_config
 from tests.helpers import REPO
 
 H200 = load_config(REPO / "configs" / "e1_h200.json")

@@ -17,7 +17,7 @@ from nsa_exp.core.families import (
 )
 from nsa_exp.core.stages import BACKWARD_STAGES, PANEL_ORDER, STAGE_NAMES, STAGES
 from nsa_exp.errors import UserError
-from nsa_exp.routing.config import config_from_dict
+from nsa_exp.io.config_files import config_from_dict
 from nsa_exp.routing.patterns import GENERATORS, Rows, generate_routing, register_generator, routing_violations
 from tests.helpers import primary_config_dict
 

@@ -267,8 +267,8 @@ def release_doc(pinned: dict, dkv_scale: float = 1.0, block_mask: bool = False) 
     from nsa_exp.checking import release_result  # noqa: PLC0415
     from nsa_exp.core.measurement import Measurement, RoundPlan  # noqa: PLC0415
     from nsa_exp.gpu.telemetry import throttled  # noqa: PLC0415
+    from nsa_exp.io.config_files import config_from_dict  # noqa: PLC0415
     from nsa_exp.releases.source import read_launches  # noqa: PLC0415
-    from nsa_exp.routing.config import config_from_dict  # noqa: PLC0415
     from nsa_exp.routing.patterns import generate_routing  # noqa: PLC0415
 
     warm, reps = RELEASE_WARM, RELEASE_REPS

@@ -11,7 +11,7 @@ from nsa_exp.cli import main
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.errors import GateFailure
 from nsa_exp.gpu.timing import run_rounds
-from nsa_exp.routing.config import load_config
+from nsa_exp.io.config_files import load_config
 from nsa_exp.routing.patterns import generate_routing
 from tests.gpu.test_measurement_path import FakeDevice
 from tests.helpers import PRIMARY_CONFIG

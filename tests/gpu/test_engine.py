@@ -19,7 +19,7 @@ from nsa_exp.core.config import StopRule
 from nsa_exp.core.measurement import RoundPlan
 from nsa_exp.errors import UserError
 from nsa_exp.gpu.engine import Arm, Cells, Run, measure, time_cells
-from nsa_exp.routing.config import config_from_dict
+from nsa_exp.io.config_files import config_from_dict
 from tests.gpu.test_measurement_path import FLUSH, FakeDevice
 from tests.helpers import REPO
 

@@ -25,7 +25,7 @@ from nsa_exp.core.measurement import PHASES
 from nsa_exp.core.records import stage_summaries
 from nsa_exp.core.requests import BenchRequest
 from nsa_exp.core.stages import STAGE_NAMES
-from nsa_exp.routing.config import config_from_dict
+from nsa_exp.io.config_files import config_from_dict
 from tests.gpu.test_engine import Ticks
 from tests.gpu.test_measurement_path import FakeCuda, FakeDevice
 from tests.helpers import REPO

@@ -15,7 +15,7 @@ from nsa_exp.errors import GateFailure
 from nsa_exp.gpu import gates
 from nsa_exp.gpu.engine import Arm, Run
 from nsa_exp.gpu.inputs import Prefetch, random_inputs, to_device
-from nsa_exp.routing.config import config_from_dict
+from nsa_exp.io.config_files import config_from_dict
 from tests.helpers import REPO
 
 SHAPE = Shape(B=1, T=128, HQ=16, H=1, K=32, V=16, S=2, block_size=16, dtype="float16")

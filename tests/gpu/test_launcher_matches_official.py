@@ -14,7 +14,7 @@ import torch
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.gpu.numerics import compare
 from nsa_exp.gpu.smoke import judge_naive, judge_staged, naive_comparison
-from nsa_exp.routing.config import load_config
+from nsa_exp.io.config_files import load_config
 from nsa_exp.routing.packing import generate_packed_routing
 from nsa_exp.routing.patterns import generate_routing
 from tests.conftest import TINY

@@ -16,7 +16,7 @@ from nsa_exp.gpu.bench import memory_accounting
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
 from nsa_exp.gpu.timing import LAUNCH_GUARD_CYCLES, next_round, run_rounds
-from nsa_exp.routing.config import config_from_dict
+from nsa_exp.io.config_files import config_from_dict
 from tests.helpers import REPO
 
 FLUSH = 1 << 20

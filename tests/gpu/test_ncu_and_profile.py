@@ -14,10 +14,10 @@ from nsa_exp.core.nvtx import parse_patterns, range_name
 from nsa_exp.errors import UserError
 from nsa_exp.gpu.ncu import export_csv_text
 from nsa_exp.gpu.profiler import load_benchmark_result, replay_autotune
+from nsa_exp.io.config_files import load_config
 from nsa_exp.io.ncu_csv import METRICS, parse_raw_csv
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.report.ncu import ncu_section as report_ncu
-from nsa_exp.routing.config import load_config
 from tests.helpers import REPO, assert_one_line_error, run_cli
 
 NCU = REPO / "results" / "ncu"

@@ -18,7 +18,7 @@ from nsa_exp.analysis.cupti import METHOD_MARKED, cupti_block, sizing
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import Pattern
 from nsa_exp.core.requests import PeerRequest
-from nsa_exp.routing.config import config_from_dict
+from nsa_exp.io.config_files import config_from_dict
 from nsa_exp.routing.patterns import generate_routing
 from tests.gpu.test_engine import Ticks
 from tests.gpu.test_engine_arms import ORACLE, FakeGpu, fake_gpu, fake_gpu_gate, tiny_config  # noqa: F401 - fixtures

@@ -18,7 +18,7 @@ from nsa_exp.checking.compare import build as compare_results
 from nsa_exp.checking.validate import validate_paths
 from nsa_exp.core.requests import BenchRequest
 from nsa_exp.core.stages import STAGE_NAMES
-from nsa_exp.routing.config import config_from_dict
+from nsa_exp.io.config_files import config_from_dict
 from tests.gpu.test_engine import Ticks
 from tests.gpu.test_engine_arms import H200_MS, FakeGpu, fake_gpu_gate, tiny_config
 from tests.helpers import REPO

@@ -11,8 +11,8 @@ import pytest
 from nsa_exp.core.config import DEFAULT_ORACLE
 from nsa_exp.errors import UserError
 from nsa_exp.gpu.smoke import judge_naive
+from nsa_exp.io.config_files import config_from_dict, load_config
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.routing.config import config_from_dict, load_config
 from nsa_exp.routing.patterns import generate_routing
 from tests.helpers import REPO, primary_config_dict
 

@@ -16,8 +16,8 @@ from nsa_exp.core.records import recorded_stages
 from nsa_exp.core.stages import BACKWARD_STAGES
 from nsa_exp.gpu.gates import gate_detail
 from nsa_exp.gpu.telemetry import throttled
+from nsa_exp.io.config_files import config_from_dict
 from nsa_exp.io.schemas import schema_errors
-from nsa_exp.routing.config import config_from_dict
 from tests.helpers import REPO
 
 H100 = REPO / "results" / "raw" / "e1_h100.json"

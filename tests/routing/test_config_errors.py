@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nsa_exp.errors import UserError
-from nsa_exp.routing.config import config_from_dict, load_config
+from nsa_exp.io.config_files import config_from_dict, load_config
 from tests.helpers import assert_one_line_error, primary_config_dict, run_cli
 
 

@@ -10,18 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsa_exp.core.config import Pattern, Shape
+from nsa_exp.core.config import Pattern, Shape, cu_seqlens
 from nsa_exp.core.families import FAMILIES as TABLE
 from nsa_exp.errors import UserError
+from nsa_exp.io.config_files import config_from_dict, load_config
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.report.data import ReportData
 from nsa_exp.report.manifest import committed_inputs
 from nsa_exp.report.packing import packing_section
-from nsa_exp.routing.config import config_from_dict, load_config
 from nsa_exp.routing.edges import effective_edges, equal_edge_gate
 from nsa_exp.routing.fanin import csr_rows, routing_statistics
 from nsa_exp.routing.packing import (
-    cu_seqlens,
     generate_packed_routing,
     packed_closed_form_edges,
     packed_routing_violations,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.errors import GateFailure, UserError
-from nsa_exp.routing.config import load_config
+from nsa_exp.io.config_files import load_config
 from nsa_exp.routing.edges import closed_form_edges, effective_edges, equal_edge_gate
 from nsa_exp.routing.patterns import generate_routing, routing_violations, valid_slot_counts
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from nsa_exp.core.config import Shape
+from nsa_exp.io.config_files import load_config
 from nsa_exp.routing import sampler
-from nsa_exp.routing.config import load_config
 from nsa_exp.routing.patterns import (
     Rows,
     generate_routing,

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from nsa_exp.core.config import Pattern, Shape
 from nsa_exp.core.families import FAMILIES, pattern_from_entry
+from nsa_exp.io.config_files import load_config
 from nsa_exp.routing import tiles
-from nsa_exp.routing.config import load_config
 from nsa_exp.routing.edges import closed_form_edges, effective_edges, equal_edge_gate
 from nsa_exp.routing.patterns import Rows, generate_routing, routing_sha256, routing_violations
 

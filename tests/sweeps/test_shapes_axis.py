@@ -12,7 +12,7 @@ import pytest
 from nsa_exp.checking.validate import validate_path
 from nsa_exp.core.config import bytes_needed
 from nsa_exp.errors import UserError
-from nsa_exp.routing.config import config_from_dict
+from nsa_exp.io.config_files import config_from_dict
 from nsa_exp.sweeps.plan import expand_shapes, load_sweep, point_path
 from nsa_exp.sweeps.run import run_sweep
 from nsa_exp.sweeps.table import read_sweep_table, sweep_table

@@ -17,9 +17,9 @@ from nsa_exp.core.measurement import RoundPlan
 from nsa_exp.core.stages import PREPARING_STAGES
 from nsa_exp.errors import GateFailure, UserError
 from nsa_exp.figures.sweep import _point_cis
+from nsa_exp.io.config_files import config_from_dict
 from nsa_exp.io.schemas import schema_errors
 from nsa_exp.io.store import write_json, write_text_atomic
-from nsa_exp.routing.config import config_from_dict
 from nsa_exp.routing.fanin import routing_statistics
 from nsa_exp.routing.patterns import generate_routing
 from nsa_exp.sweeps.plan import AUTOTUNE_FILE, load_sweep, point_done, point_path
