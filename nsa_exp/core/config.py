@@ -141,6 +141,19 @@ class TimingConfig:
     #: folded in by :meth:`Config.overridden`
     stop_source: str = "config"
 
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> TimingConfig:
+        """``config.timing`` (schema-valid); a ``stop`` block whose ``min_rounds`` exceeds ``repetitions`` is refused
+        (it could never stop on its CI), and so is a ``drop`` of the verdict rule without its ``floor_fraction``."""
+        stop = raw.get("stop")
+        if stop is not None and stop["min_rounds"] > raw["repetitions"]:
+            raise UserError(f"config.timing.stop.min_rounds: {stop['min_rounds']} exceeds timing.repetitions "
+                            f"{raw['repetitions']} (the most rounds a run times); lower it")
+        if stop is not None and stop.get("drop", "routing") != "routing" and stop.get("floor_fraction") is None:
+            raise UserError(f"config.timing.stop.drop: {stop['drop']!r} is the verdict rule's; give floor_fraction "
+                            "too (or leave drop out)")
+        return cls(**{**raw, "stop": None if stop is None else StopRule(**stop)})
+
 
 @dataclass(frozen=True)
 class Tolerances:

@@ -25,7 +25,6 @@ from ..core.config import (
     Config,
     Seeds,
     Shape,
-    StopRule,
     TimingConfig,
     Tolerances,
     check_fits_machine,
@@ -114,25 +113,6 @@ def _shape(d: dict[str, Any], where: str) -> Shape:
     return checked_shape(Shape(**d), where)
 
 
-def _oracle_shape(d: dict[str, Any]) -> Shape:
-    shape = _shape(d, "config.smoke.oracle")
-    check_routings_differ(shape, "config.smoke.oracle")
-    return shape
-
-
-def _timing(raw: dict[str, Any]) -> TimingConfig:
-    """``config.timing``; a ``stop`` block whose ``min_rounds`` exceeds ``repetitions`` is refused (it could
-    never stop on its CI)."""
-    stop = raw.get("stop")
-    if stop is not None and stop["min_rounds"] > raw["repetitions"]:
-        raise UserError(f"config.timing.stop.min_rounds: {stop['min_rounds']} exceeds timing.repetitions "
-                        f"{raw['repetitions']} (the most rounds a run times); lower it")
-    if stop is not None and stop.get("drop", "routing") != "routing" and stop.get("floor_fraction") is None:
-        raise UserError(f"config.timing.stop.drop: {stop['drop']!r} is the verdict rule's; give floor_fraction too "
-                        "(or leave drop out)")
-    return TimingConfig(**{**raw, "stop": None if stop is None else StopRule(**stop)})
-
-
 def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     """Validate ``raw`` (schema, then semantics) and build a :class:`Config`."""
     validate_or_raise(raw, "config", label="config")
@@ -157,24 +137,18 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
         longest = replace(shape, T=int(max(b - a for a, b in zip(cu[:-1], cu[1:], strict=True))))
         for i, p in enumerate(raw["patterns"]):
             pattern_from_entry(p, f"config.patterns[{i}] (packed: in the longest document, T={longest.T})", longest)
-    return Config(
-        name=raw["name"],
-        shape=shape,
-        patterns=patterns,
-        seeds=Seeds(**raw["seeds"]),
-        timing=_timing(raw["timing"]),
-        tolerances=tolerances,
-        smoke_naive=_shape(raw["smoke"]["naive"], "config.smoke.naive"),
-        smoke_staged=_shape(raw["smoke"]["staged"], "config.smoke.staged"),
-        required_gpu=raw["gpu"]["required_name"],
-        source=source,
-        raw=raw,
-        smoke_oracle=_oracle_shape(raw["smoke"].get("oracle", DEFAULT_ORACLE)),
-        cu_seqlens=cu,
-    )
+    timing = TimingConfig.from_raw(raw["timing"])
+    naive = _shape(raw["smoke"]["naive"], "config.smoke.naive")
+    staged = _shape(raw["smoke"]["staged"], "config.smoke.staged")
+    oracle = _shape(raw["smoke"].get("oracle", DEFAULT_ORACLE), "config.smoke.oracle")
+    check_routings_differ(oracle, "config.smoke.oracle")
+    return Config(name=raw["name"], shape=shape, patterns=patterns, seeds=Seeds(**raw["seeds"]), timing=timing,
+                  tolerances=tolerances, smoke_naive=naive, smoke_staged=staged,
+                  required_gpu=raw["gpu"]["required_name"], source=source, raw=raw, smoke_oracle=oracle, cu_seqlens=cu)
 
 
 def load_config(path: str | Path) -> Config:
     """Read and validate a config file; any problem is a one-line :class:`UserError`."""
+    source = recorded_path(path)
     raw = read_config_file(path, "config file", "pass --config with one of the files under configs/ (ls configs/)")
-    return config_from_dict(raw, source=recorded_path(path))
+    return config_from_dict(raw, source)
