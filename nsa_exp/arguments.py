@@ -574,6 +574,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     """Run the check of ``args.command`` (if it has one): one :class:`UserError` line naming the option; then, for a
     :data:`GATED` command, the environment and device-node gates (one :class:`~nsa_exp.errors.GateFailure` line)."""
     command = getattr(args, "command", "")
+    if getattr(args, "require_equal_edges", False) and not getattr(args, "routing_file", None):
+        # a flag with nothing to hold was accepted and did nothing (an attacker, 2026-12-07)
+        raise UserError("--require-equal-edges: holds each --routing-file to the closed form's edges, and none is "
+                        "given; add --routing-file PATH or leave the flag out")
     check = CHECKS.get(command)
     if check is not None:
         check(args)

@@ -142,6 +142,29 @@ def _own_file(path: Path) -> str:
     return "is one of this repository's own files (git tracks it)" if tracked else ""
 
 
+#: The operating system's own folders: a command's working files never go in them (as root, ``--tuning-cache /etc``
+#: reached the GPU gate and would have filled /etc: an attacker, 2026-12-07).
+SYSTEM_TREES = ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/sbin", "/usr")
+
+
+def _system_folder(path: Path) -> str:
+    """Why ``path`` (as given, made absolute, or resolved) is no folder for a command's files: a filesystem root, or
+    one in :data:`SYSTEM_TREES`; ``""`` otherwise.
+
+    >>> _system_folder(Path("/")), _system_folder(Path("/var/tmp/x"))
+    ('is the filesystem root', '')
+    >>> _system_folder(Path("/usr/local/x"))
+    "lies in /usr (the system's own files)"
+    """
+    for where in (path.absolute(), path.resolve()):
+        if where == Path(where.anchor):
+            return "is the filesystem root"
+        top = f"/{where.parts[1]}"
+        if top in SYSTEM_TREES:
+            return f"lies in {top} (the system's own files)"
+    return ""
+
+
 def check_work_folder(folder: str | Path, option: str) -> Path:
     """``folder`` as a folder a command keeps its own working files in (``bench --tuning-cache``, ``release-bench
     --releases-dir``): one :class:`UserError` line naming ``option`` when it is, or lies in, none of a command's to
@@ -156,6 +179,8 @@ def check_work_folder(folder: str | Path, option: str) -> Path:
     why = ""
     if in_kernel_tree(path):
         why = f"lies in {', '.join(KERNEL_TREES)} (the kernel's, not files)"
+    elif _repo_relative(path) is None and (system := _system_folder(path)):  # a clone may live under /usr/src
+        why = system
     elif machinery := _machinery(path):
         why = machinery
     elif is_published(path):
