@@ -62,10 +62,15 @@ def check_length(shape: Shape, T: int, option: str) -> Shape:
     return checked_shape_at(shape, T, f"{option} {T}")
 
 
+#: The most ``routing-time --repeats``: each repeat draws every routing at every length on the CPU (~0.1 s at T=32768).
+MOST_REPEATS = 1_000
+
+
 def _routing_time(args: argparse.Namespace) -> None:
     config = load_config(args.config)
-    if args.repeats < 1:
-        raise UserError(f"--repeats: {args.repeats} is not a positive integer (timed repeats; the median is printed)")
+    if not 1 <= args.repeats <= MOST_REPEATS:  # 10**8 ran until it was killed (an attacker, 2026-12-07)
+        raise UserError(f"--repeats: {args.repeats} is not a positive integer of at most {MOST_REPEATS:,} (timed "
+                        "repeats of each routing's generation; the median is printed)")
     for T in args.lengths:
         check_length(config.shape, T, "--lengths")
 
@@ -570,10 +575,28 @@ GATED: dict[str, Callable[[argparse.Namespace], Config]] = {
     "profile-stage": lambda a: a.run_config, "autotune-matrix": lambda a: a.run_config}
 
 
+#: The options whose empty value ('' from a script's unset variable) is refused, naming them: it fell back to the
+#: default (``release-bench --releases-dir ''``, ``--wheel-dir ''``, ``--output-dir ''``, ``reproduce --out-dir ''``),
+#: named a default path the user never typed (``bench --output ''``) or read as ``.`` (``--routing-file ''``): an
+#: attacker, 2026-12-07. Elsewhere '' can mean "none" (``compare --output ''`` writes no file; README).
+NO_EMPTY: dict[str, tuple[str, ...]] = {
+    "bench": ("--output", "--summary", "--routing-file"), "routing": ("--routing-file",),
+    "release-bench": ("--releases-dir", "--wheel-dir", "--output-dir", "--routing-file"), "reproduce": ("--out-dir",)}
+
+
+def _refuse_empty_values(args: argparse.Namespace, command: str) -> None:
+    """One line naming the first option of :data:`NO_EMPTY` given as ''."""
+    for flag in NO_EMPTY.get(command, ()):
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if value == "" or (isinstance(value, list) and "" in value):
+            raise UserError(f"{flag}: empty; give a value (or leave the option out)")
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """Run the check of ``args.command`` (if it has one): one :class:`UserError` line naming the option; then, for a
     :data:`GATED` command, the environment and device-node gates (one :class:`~nsa_exp.errors.GateFailure` line)."""
     command = getattr(args, "command", "")
+    _refuse_empty_values(args, command)
     if getattr(args, "require_equal_edges", False) and not getattr(args, "routing_file", None):
         # a flag with nothing to hold was accepted and did nothing (an attacker, 2026-12-07)
         raise UserError("--require-equal-edges: holds each --routing-file to the closed form's edges, and none is "

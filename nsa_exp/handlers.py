@@ -80,7 +80,7 @@ def cmd_routing(args: argparse.Namespace) -> int:
     if args.output:
         policy.claim(args.output, named=True)
     if args.save:
-        check_writable(folders=(args.save,))
+        check_writable(folders=(args.save,), option="--save")
         ext = "npy" if config.cu_seqlens is None else "npz"
         policy.claim_all([Path(args.save) / f"{p.name}.{ext}" for p in config.patterns], named=True, option="--save")
     files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges,

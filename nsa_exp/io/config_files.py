@@ -61,7 +61,7 @@ def read_config_file(path: str | Path, what: str = "config file", missing_hint: 
                         not_found=f"{what} {shown} does not exist" + (f"; {missing_hint}" if missing_hint else ""))
     raw = parse_config_bytes(data, shown)
     if isinstance(raw.get("kind"), str):  # every document the bundle writes names its kind; no config has one
-        raise UserError(f'{what} {shown}: a {raw["kind"]} document (its "kind"), not a {what}'
+        raise UserError(f'{what} {shown}: a {show_path(raw["kind"])} document (its "kind"), not a {what}'
                         + (f"; {missing_hint}" if missing_hint else ""))
     own = CONFIG_SIGNATURES.get(what)
     other = next((k for k, key in CONFIG_SIGNATURES.items() if k != what and key in raw), None)

@@ -46,13 +46,25 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (s
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
+def printable(text: str) -> str:
+    """``text`` for a one-line message: as given, or escaped as Python would (``\\n``, ``\\x1b``) when it holds a
+    character that is not printable (a newline split the error line in two, an ESC reached the terminal raw: an
+    attacker, 2026-12-07).
+
+    >>> printable("configs/e1.json"), printable("a\\nb")
+    ('configs/e1.json', 'a\\\\nb')
+    """
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
 def show_path(path: str | Path) -> str:
-    """``path`` for a message: as given, or its first characters and its length when it is very long.
+    """``path`` for a message: as given (:func:`printable`), or its first characters and its length when it is very
+    long.
 
     >>> show_path("a" * 5000)[-30:]
     'aaaaaaaaa... (5000 characters)'
     """
-    text = str(path)
+    text = printable(str(path))
     return text if len(text) <= SHOWN_PATH_CHARS else f"{text[:SHOWN_PATH_CHARS - 40]}... ({len(text)} characters)"
 
 

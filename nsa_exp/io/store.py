@@ -35,14 +35,27 @@ R = TypeVar("R", bound=RunRecord)
 R2 = TypeVar("R2", bound=RunRecord)
 
 
-def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = ()) -> None:
-    """Refuse (one line) unless every output can be written: call before writing the first of them,
-    so a command writes all its outputs or none. ``paths`` are files, ``folders`` output folders."""
+def check_writable(*paths: str | Path, folders: tuple[str | Path, ...] = (), option: str = "") -> None:
+    """Refuse (one line, starting with ``option`` where given) unless every output can be written: call before
+    writing the first of them, so a command writes all its outputs or none. ``paths`` are files, ``folders`` output
+    folders."""
+    try:
+        _check_writable(paths, folders)
+    except UserError as exc:
+        raise UserError(f"{option} {exc}" if option else str(exc)) from None
+    except OSError as exc:  # a name too long for the filesystem: Path.exists raises it
+        raise UserError(f"{option + ' ' if option else ''}{show_path(exc.filename or '')}: {exc.strerror}") from None
+
+
+def _check_writable(paths: tuple[str | Path, ...], folders: tuple[str | Path, ...]) -> None:
     def nearest_existing(p: Path) -> Path:
         while not p.exists() and p != p.parent:
             p = p.parent
         return p
 
+    for where in (*map(Path, folders), *map(Path, paths)):  # outside the repository (a clone may live in /usr/src)
+        if _repo_relative(where) is None and (system := _system_folder(where)):
+            raise UserError(f"{where}: {system}; give a path of its own (e.g. under {RUNS_DIR}/ or /tmp)")
     for folder in map(Path, folders):
         if folder.exists() and not folder.is_dir():
             raise UserError(f"{folder}: exists and is not a folder; give a folder (or a new name)")
@@ -142,8 +155,9 @@ def _own_file(path: Path) -> str:
     return "is one of this repository's own files (git tracks it)" if tracked else ""
 
 
-#: The operating system's own folders: a command's working files never go in them (as root, ``--tuning-cache /etc``
-#: reached the GPU gate and would have filled /etc: an attacker, 2026-12-07).
+#: The operating system's own folders: no output of a command goes in them (:func:`check_writable`): as root,
+#: ``--tuning-cache /etc`` reached the GPU gate, ``routing --save /etc/x`` wrote its routings there and ``reproduce
+#: --out-dir /etc/x`` its failed check report (attackers, 2026-12-07).
 SYSTEM_TREES = ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/sbin", "/usr")
 
 
@@ -179,25 +193,24 @@ def check_work_folder(folder: str | Path, option: str) -> Path:
     why = ""
     if in_kernel_tree(path):
         why = f"lies in {', '.join(KERNEL_TREES)} (the kernel's, not files)"
-    elif _repo_relative(path) is None and (system := _system_folder(path)):  # a clone may live under /usr/src
-        why = system
     elif machinery := _machinery(path):
         why = machinery
     elif is_published(path):
         why = "lies in the published results (results/, docs/)"
     elif (rel := _repo_relative(path)) is not None and not (rel.parts and rel.parts[0] == RUNS_DIR):
         held = holds_tracked(REPO_ROOT, rel.as_posix() or ".")
+        # a new folder in one of the repository's own (configs/x, nsa_exp/x) passed (an attacker, 2026-12-07)
+        inside = next((a for a in list(rel.parents)[:-1] if holds_tracked(REPO_ROOT, a.as_posix())), None)
         if held is None and path.resolve() == REPO_ROOT.resolve():
             why = "is this repository's root"
         elif held:
             why = "holds this repository's own files (git tracks files in it)"
+        elif inside is not None:
+            why = f"lies in {inside.as_posix()}/, a folder of this repository's own files (git tracks files in it)"
     if why:
         raise UserError(f"{option} {folder}: {why}; name a folder of its own (e.g. under {RUNS_DIR}/ or outside "
                         "the repository)")
-    try:
-        check_writable(folders=(path,))
-    except UserError as exc:
-        raise UserError(f"{option} {exc}") from None
+    check_writable(folders=(path,), option=option)
     return path
 
 

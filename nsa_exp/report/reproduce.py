@@ -42,7 +42,7 @@ from ..core.gpus import gpu_spec
 from ..core.records import BenchResult
 from ..errors import UserError
 from ..io.config_files import load_config
-from ..io.store import RUNS_DIR, OutputPolicy, failed_report_path, is_published
+from ..io.store import RUNS_DIR, OutputPolicy, check_writable, failed_report_path, is_published
 from . import manifest
 from .data import short_gpu
 
@@ -190,6 +190,7 @@ def check_reproduce_arguments(args: argparse.Namespace) -> None:
     the published runs exist."""
     config = load_config(args.config)
     out = Path(args.out_dir) if args.out_dir else default_out_dir(config.required_gpu)
+    check_writable(folders=(out,), option="--out-dir")  # /etc/x as root: its failed check report went there
     if out.exists() and not out.is_dir():
         raise UserError(f"--out-dir {out}: exists and is not a folder; name a folder for the submission")
     try:
