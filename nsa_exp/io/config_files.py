@@ -135,6 +135,10 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Config:
     if cu is not None:  # each document is routed at its own length (document-local blocks): the patterns' rules
         # hold in the longest one (a hot block past every document's last block was accepted and routed as local)
         longest = replace(shape, T=int(max(b - a for a, b in zip(cu[:-1], cu[1:], strict=True))))
+        if longest.num_blocks < shape.S:  # as a dense shape's M < S: every routing selects every causal block
+            raise UserError(f"config.packing: the longest document has M={longest.num_blocks} KV blocks (T="
+                            f"{longest.T}), fewer than S={shape.S}, so every routing selects every causal block of "
+                            "every document (all routings alike); use longer documents or lower S")
         for i, p in enumerate(raw["patterns"]):
             pattern_from_entry(p, f"config.patterns[{i}] (packed: in the longest document, T={longest.T})", longest)
     timing = TimingConfig.from_raw(raw["timing"])

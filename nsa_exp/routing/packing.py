@@ -121,4 +121,5 @@ def packing_token(packing: dict[str, Any] | None) -> str:
     if "lengths" in packing:
         return "lens" + hashlib.sha256(json.dumps(packing["lengths"]).encode()).hexdigest()[:8]
     mean, sigma = packing.get("mean", 0), packing.get("sigma", 0)
-    return f"{packing.get('distribution')}{mean:g}s{sigma:g}seed{packing.get('seed')}"
+    # '+' of an exponent (1e+300) failed the point name's pattern before the packing's own rule named its field
+    return f"{packing.get('distribution')}{mean:g}s{sigma:g}seed{packing.get('seed')}".replace("+", "")
