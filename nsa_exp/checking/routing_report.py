@@ -149,7 +149,8 @@ def config_matches(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if config is None:
         return
     want = {"config_name": config.name, "shape": config.shape.to_dict(), "routing_seed": config.seeds.routing,
-            "patterns": [p.to_dict() for p in config.patterns], "cu_seqlens": config.cu_seqlens}
+            "patterns": [p.to_dict() for p in config.patterns],
+            "cu_seqlens": None if config.cu_seqlens is None else config.cu_seqlens.tolist()}
     got = {"config_name": doc["config_name"], "shape": doc["shape"], "routing_seed": doc["routing_seed"],
            "patterns": [p["params"] for p in doc["patterns"].values()],
            "cu_seqlens": tuple(doc["packing"]["cu_seqlens"]) if doc.get("packing") else None}

@@ -42,3 +42,28 @@ def test_a_parameter_equal_only_as_a_number_fails(report, tmp_path, pattern, key
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(doc))
     assert {"routing_report_recompute", "routing_report_config"} <= set(_failed(forged))
+
+
+@pytest.fixture(scope="module")
+def packed_report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("rr_packed")
+    config = json.loads((REPO / "configs" / "e1_h200_docs8192.json").read_text())
+    config["shape"]["T"], config["packing"] = 4096, {"documents": 2048}
+    (folder / "packed.json").write_text(json.dumps(config))
+    proc = run_cli("routing", "--config", str(folder / "packed.json"), "--output", str(folder / "rr.json"))
+    assert proc.returncode == 0, proc.stderr
+    return folder / "rr.json"
+
+
+def test_a_report_of_a_packed_config_validates(packed_report):
+    """A packed config's report failed ``routing_report_config`` on every host: the config's ``cu_seqlens`` (a
+    numpy array) could not be written as JSON to compare (found on an H100 call of 2026-12-07)."""
+    assert _failed(packed_report) == []
+
+
+def test_a_report_whose_documents_are_not_its_configs_fails(packed_report, tmp_path):
+    doc = json.loads(packed_report.read_text())
+    doc["packing"]["cu_seqlens"] = [0, 1024, 4096]
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(doc))
+    assert "routing_report_config" in _failed(forged)
