@@ -581,7 +581,11 @@ GATED: dict[str, Callable[[argparse.Namespace], Config]] = {
 #: attacker, 2026-12-07. Elsewhere '' can mean "none" (``compare --output ''`` writes no file; README).
 NO_EMPTY: dict[str, tuple[str, ...]] = {
     "bench": ("--output", "--summary", "--routing-file"), "routing": ("--routing-file",),
-    "release-bench": ("--releases-dir", "--wheel-dir", "--output-dir", "--routing-file"), "reproduce": ("--out-dir",)}
+    "release-bench": ("--releases-dir", "--wheel-dir", "--output-dir", "--routing-file"), "reproduce": ("--out-dir",),
+    # a second pass: the figures went into the working folder, or the refusal named a default path
+    "plot": ("--out-dir",), "sweep-plot": ("--out-dir",), "autotune-heatmap": ("--out-dir",),
+    "report": ("--output", "--analysis"), "lock": ("--output",), "noise-table": ("--output",),
+    "ncu-export": ("--output",)}
 
 
 def _refuse_empty_values(args: argparse.Namespace, command: str) -> None:

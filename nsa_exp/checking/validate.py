@@ -28,7 +28,7 @@ from typing import Any
 from ..core.kinds import KINDS, document_kind
 from ..errors import UserError
 from ..io.progress import progress
-from ..io.reader import file_size, read_bounded, show_path
+from ..io.reader import file_size, printable, read_bounded, show_path
 from ..io.schemas import SUMMARY_COLUMNS, file_schema_errors, schema_errors
 from ..io.store import read_document
 from ..io.strict_csv import decode_csv
@@ -244,18 +244,30 @@ def _validate_file(path: Path, label: str, companion: tuple[str, dict[str, Any]]
                           depth)
 
 
+#: The longest line ``validate`` prints of a document's own text (a message quoting a 1 MB field was a 1 MB line).
+MAX_LINE = 2_000
+
+
+def _line(text: str) -> str:
+    """One printed line: a newline or ESC a forged document carries escaped (a forged ``a.path`` printed a green
+    "PASS" line of its own: an attacker, 2026-12-07), and at most :data:`MAX_LINE` characters."""
+    text = printable(text)
+    return text if len(text) <= MAX_LINE else f"{text[:MAX_LINE - 40]}... ({len(text)} characters)"
+
+
 def format_report(report: dict[str, Any]) -> str:
-    lines = [f"{report['path']}: {'PASS' if report['passed'] else 'FAIL'}"]
+    """The console report of one file: a verdict line, then a line per failure, warning and missing source."""
+    lines = [f"{show_path(report['path'])}: {'PASS' if report['passed'] else 'FAIL'}"]
     for c in report["checks"]:
         if c["passed"]:
             continue
         for f in c["failures"]:
-            lines.append(f"  [{c['name']}] {f['path']}: {f['message']}")
+            lines.append(_line(f"  [{c['name']}] {f['path']}: {f['message']}"))
         if c["n_failures"] > len(c["failures"]):
             lines.append(f"  [{c['name']}] ... {c['n_failures'] - len(c['failures'])} more")
     for w in report.get("warnings", []):
-        lines.append(f"  warning [{w['check']}] {w['path']}: {w['message']}")
-    lines += [f"  {u['path']}: {u['why']}" for u in report.get("unverified", []) if source_missing(u)]
+        lines.append(_line(f"  warning [{w['check']}] {w['path']}: {w['message']}"))
+    lines += [_line(f"  {u['path']}: {u['why']}") for u in report.get("unverified", []) if source_missing(u)]
     if report.get("unverified"):
         lines.append(f"  {len(report['unverified'])} value group(s) listed as unverifiable (--json shows them)")
     return "\n".join(lines)

@@ -73,6 +73,11 @@ def tails(recorded: str | Path) -> list[Path]:
 COMMITTED_ROOTS = ("results", "docs", "configs", "schemas")
 
 
+#: The longest recorded path looked for (PATH_MAX): a forged 100 KB path of 50,000 components made validate's
+#: search of every tail run for minutes (an attacker, 2026-12-07); longer is "not found".
+MAX_RECORDED_PATH = 4096
+
+
 def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder: bool = False,
                     beside: Path | None = None, itself: Path | None = None) -> Path | None:
     """The file (``folder``: the folder) a document records as ``recorded``: the first of ``folder / tail`` that
@@ -86,7 +91,7 @@ def locate_recorded(recorded: str | Path | None, folders: Iterable[Path], folder
     looked for whole in every folder, and, unless it lies under one of :data:`COMMITTED_ROOTS`, by its shorter tails
     only beside the document (a submission folder moved elsewhere: ``runs/reproduce_h200/e1_h200.json``), never as
     the document itself (``itself``)."""
-    if not recorded:
+    if not recorded or len(str(recorded)) > MAX_RECORDED_PATH:  # no file has such a path; its tails are quadratic
         return None
     folders = list(folders)
     around = [] if beside is None else [beside, *beside.parents]

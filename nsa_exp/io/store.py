@@ -53,9 +53,12 @@ def _check_writable(paths: tuple[str | Path, ...], folders: tuple[str | Path, ..
             p = p.parent
         return p
 
-    for where in (*map(Path, folders), *map(Path, paths)):  # outside the repository (a clone may live in /usr/src)
-        if _repo_relative(where) is None and (system := _system_folder(where)):
-            raise UserError(f"{where}: {system}; give a path of its own (e.g. under {RUNS_DIR}/ or /tmp)")
+    for where in (*map(Path, folders), *map(Path, paths)):
+        if not str(where).isprintable():  # a newline or ESC in a file's name: 'wrote ...' cleared a terminal
+            raise UserError(f"{show_path(where)}: holds a character that is not printable (a newline, an escape); "
+                            "give a plain name")
+        if _repo_relative(where) is None and (system := _system_folder(where)):  # a clone may live in /usr/src
+            raise UserError(f"{show_path(where)}: {system}; give a path of its own (e.g. under {RUNS_DIR}/ or /tmp)")
     for folder in map(Path, folders):
         if folder.exists() and not folder.is_dir():
             raise UserError(f"{folder}: exists and is not a folder; give a folder (or a new name)")
@@ -66,8 +69,9 @@ def _check_writable(paths: tuple[str | Path, ...], folders: tuple[str | Path, ..
         if path.is_dir():
             raise UserError(f"{path}: is a folder; give a file path")
         refuse_special(path)
-        if path.exists() and not os.access(path, os.W_OK):
-            raise UserError(f"{path}: exists and is not writable")
+        if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
+            # root's os.access passes a read-only file, and the atomic write replaced it (an attacker, 2026-12-07)
+            raise UserError(f"{show_path(path)}: exists and is read-only; make it writable or give another path")
         if in_kernel_tree(path):
             raise UserError(f"{path}: lies in {', '.join(KERNEL_TREES)} (the kernel's, not files); give a file path")
         base = nearest_existing(path.parent)
@@ -155,9 +159,10 @@ def _own_file(path: Path) -> str:
     return "is one of this repository's own files (git tracks it)" if tracked else ""
 
 
-#: The operating system's own folders: no output of a command goes in them (:func:`check_writable`): as root,
-#: ``--tuning-cache /etc`` reached the GPU gate, ``routing --save /etc/x`` wrote its routings there and ``reproduce
-#: --out-dir /etc/x`` its failed check report (attackers, 2026-12-07).
+#: The operating system's own folders (and /var, /var/tmp aside, and the filesystem root's own files): no output of
+#: a command goes in them (:func:`check_writable`): as root, ``--tuning-cache /etc`` reached the GPU gate, ``routing
+#: --save /etc/x`` wrote its routings there, ``reproduce --out-dir /etc/x`` its failed check report and ``routing
+#: --output /var/lib/x.json`` replaced a file (attackers, 2026-12-07).
 SYSTEM_TREES = ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/sbin", "/usr")
 
 
@@ -171,10 +176,10 @@ def _system_folder(path: Path) -> str:
     "lies in /usr (the system's own files)"
     """
     for where in (path.absolute(), path.resolve()):
-        if where == Path(where.anchor):
-            return "is the filesystem root"
+        if where == Path(where.anchor) or where.parent == Path(where.anchor):  # / itself, or /x.json beside /etc
+            return "is the filesystem root" if where == Path(where.anchor) else "lies in the filesystem root"
         top = f"/{where.parts[1]}"
-        if top in SYSTEM_TREES:
+        if top in SYSTEM_TREES or (top == "/var" and where.parts[2:3] != ("tmp",)):
             return f"lies in {top} (the system's own files)"
     return ""
 
@@ -376,6 +381,8 @@ class OutputPolicy:
         """Refuse the output (one line) unless the policy lets this command write it; return the path to write
         (:meth:`target`). ``named``: the user gave this path (or its folder) explicitly; ``option``: the option
         that relocates the output (named in the refusal)."""
+        if named and str(path).endswith(("/", "/.")):  # compare --output new/ wrote a file named 'new'
+            raise UserError(f"{option} {show_path(path)}: names a folder; give a file path")
         try:
             return self._claim(self.target(path, named=named), named, option)
         except OSError as exc:  # a name too long for the filesystem, say: one line naming the option

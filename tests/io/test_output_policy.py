@@ -14,7 +14,7 @@ from nsa_exp import REPO_ROOT
 from nsa_exp.cli import main
 from nsa_exp.commands import COMMANDS
 from nsa_exp.errors import UserError
-from nsa_exp.io.store import OutputPolicy, is_published, run_path
+from nsa_exp.io.store import OutputPolicy, check_writable, is_published, run_path
 
 
 def _args(**kw) -> argparse.Namespace:
@@ -159,3 +159,13 @@ def test_an_output_another_command_wrote_meanwhile_is_refused_not_replaced(tmp_p
     forced.write_text("old")
     write_bytes_atomic(forced, b"new")
     assert forced.read_bytes() == b"new"
+
+
+def test_a_read_only_output_is_refused_even_as_root(tmp_path):
+    """Root's ``os.access`` passes a read-only file, and the atomic write replaced it with a 0644 one (a second
+    attacker, 2026-12-07)."""
+    target = tmp_path / "ro.json"
+    target.write_text("{}")
+    target.chmod(0o444)
+    with pytest.raises(UserError, match=r"--output .*ro\.json: exists and is read-only"):
+        check_writable(target, option="--output")
