@@ -29,6 +29,7 @@ from typing import Any
 from . import PINNED_COMMIT, REPO_ROOT, RESULTS_DIR
 from .analysis.noise_table import table_path
 from .analysis.stop_rule import DEFAULT_RULE, STAGE_RULE
+from .commands import command_named
 from .core.config import MAX_T, Config, Shape
 from .core.environment import door_gates
 from .core.families import TUNE_PATTERN
@@ -591,7 +592,7 @@ NO_EMPTY: dict[str, tuple[str, ...]] = {
 def _refuse_empty_values(args: argparse.Namespace, command: str) -> None:
     """One line naming the first option of :data:`NO_EMPTY` given as ''."""
     for flag in NO_EMPTY.get(command, ()):
-        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        value = getattr(args, command_named(command).option(flag).name, None)
         if value == "" or (isinstance(value, list) and "" in value):
             raise UserError(f"{flag}: empty; give a value (or leave the option out)")
 

@@ -28,7 +28,7 @@ from typing import Any
 from ..core.kinds import KINDS, document_kind
 from ..errors import UserError
 from ..io.progress import progress
-from ..io.reader import file_size, printable, read_bounded, show_path
+from ..io.reader import file_size, one_line, read_bounded, show_path
 from ..io.schemas import SUMMARY_COLUMNS, file_schema_errors, schema_errors
 from ..io.store import read_document
 from ..io.strict_csv import decode_csv
@@ -251,8 +251,7 @@ MAX_LINE = 2_000
 def _line(text: str) -> str:
     """One printed line: a newline or ESC a forged document carries escaped (a forged ``a.path`` printed a green
     "PASS" line of its own: an attacker, 2026-12-07), and at most :data:`MAX_LINE` characters."""
-    text = printable(text)
-    return text if len(text) <= MAX_LINE else f"{text[:MAX_LINE - 40]}... ({len(text)} characters)"
+    return one_line(text, MAX_LINE)
 
 
 def format_report(report: dict[str, Any]) -> str:

@@ -57,15 +57,20 @@ def printable(text: str) -> str:
     return text if text.isprintable() else repr(text)[1:-1]
 
 
-def show_path(path: str | Path) -> str:
-    """``path`` for a message: as given (:func:`printable`), or its first characters and its length when it is very
-    long.
+def one_line(text: str, limit: int) -> str:
+    """``text`` for a one-line message (:func:`printable`), or its first characters and its length when it is longer
+    than ``limit`` characters.
 
-    >>> show_path("a" * 5000)[-30:]
+    >>> one_line("a" * 5000, 120)[-30:]
     'aaaaaaaaa... (5000 characters)'
     """
-    text = printable(str(path))
-    return text if len(text) <= SHOWN_PATH_CHARS else f"{text[:SHOWN_PATH_CHARS - 40]}... ({len(text)} characters)"
+    text = printable(text)
+    return text if len(text) <= limit else f"{text[:limit - 40]}... ({len(text)} characters)"
+
+
+def show_path(path: str | Path) -> str:
+    """``path`` for a message: :func:`one_line` at :data:`SHOWN_PATH_CHARS`."""
+    return one_line(str(path), SHOWN_PATH_CHARS)
 
 
 def _os_error(label: str, exc: OSError, not_found: str | None) -> UserError:

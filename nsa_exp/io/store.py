@@ -204,13 +204,13 @@ def check_work_folder(folder: str | Path, option: str) -> Path:
         why = "lies in the published results (results/, docs/)"
     elif (rel := _repo_relative(path)) is not None and not (rel.parts and rel.parts[0] == RUNS_DIR):
         held = holds_tracked(REPO_ROOT, rel.as_posix() or ".")
-        # a new folder in one of the repository's own (configs/x, nsa_exp/x) passed (an attacker, 2026-12-07)
-        inside = next((a for a in list(rel.parents)[:-1] if holds_tracked(REPO_ROOT, a.as_posix())), None)
         if held is None and path.resolve() == REPO_ROOT.resolve():
             why = "is this repository's root"
         elif held:
             why = "holds this repository's own files (git tracks files in it)"
-        elif inside is not None:
+        # a new folder in one of the repository's own (configs/x, nsa_exp/x) passed (an attacker, 2026-12-07)
+        elif (inside := next((a for a in list(rel.parents)[:-1] if holds_tracked(REPO_ROOT, a.as_posix())),
+                             None)) is not None:
             why = f"lies in {inside.as_posix()}/, a folder of this repository's own files (git tracks files in it)"
     if why:
         raise UserError(f"{option} {folder}: {why}; name a folder of its own (e.g. under {RUNS_DIR}/ or outside "

@@ -190,9 +190,8 @@ def check_reproduce_arguments(args: argparse.Namespace) -> None:
     the published runs exist."""
     config = load_config(args.config)
     out = Path(args.out_dir) if args.out_dir else default_out_dir(config.required_gpu)
-    check_writable(folders=(out,), option="--out-dir")  # /etc/x as root: its failed check report went there
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out-dir {out}: exists and is not a folder; name a folder for the submission")
+    # a file there, an unwritable or system folder (/etc/x as root: its failed check report went there)
+    check_writable(folders=(out,), option="--out-dir")
     try:
         rel = out.resolve().relative_to(REPO_ROOT.resolve())
     except ValueError:
