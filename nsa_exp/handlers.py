@@ -26,6 +26,7 @@ from .analysis.stop_replay import stop_replay_of_files
 from .arguments import parse_slurm
 from .checking import compare, flush_study, noise_table, routing_report
 from .checking.checks import source_missing
+from .checking.kinds import KIND_RECORDS
 from .checking.validate import format_report, validate_paths
 from .commands import FIGURES_DIR
 from .core.environment import door_gates
@@ -307,7 +308,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
-    stale = sync_schemas(write=args.write)
+    stale = sync_schemas(write=args.write, records=KIND_RECORDS)
     for path in stale:
         print(f"{'wrote' if args.write else 'drifts from the vocabulary:'} {path.relative_to(REPO_ROOT)}")
     if not stale:

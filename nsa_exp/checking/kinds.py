@@ -35,3 +35,6 @@ from .checks import KindChecks
 KIND_MODULES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"{__package__}.{k.name}") for k in DOCUMENT_KINDS)
 #: kind -> the checks run once its schema passed (each module's ``checks``).
 KIND_CHECKS: dict[str, KindChecks] = {m.KIND: m.checks for m in KIND_MODULES}
+#: kind -> its frozen record, for the kinds whose module declares one (``RECORD``): their schema files are generated
+#: from it (:func:`nsa_exp.io.schema_sync.generated_schema`, ``python -m nsa_exp schemas --write``).
+KIND_RECORDS: dict[str, type] = {m.KIND: m.RECORD for m in KIND_MODULES if hasattr(m, "RECORD")}

@@ -1,23 +1,37 @@
 """The ``sweep_autotune`` kind: the autotune configs a sweep's first point tuned, which its other points pin
-(results/sweeps/<sweep>/_autotune.json). Its builder (:func:`build`; ``gpu/sweep_point.SweepPointArm`` calls it)
-and its checks (:func:`checks`: ``sweep_autotune_configs``, each stage's config one of FLA's, the Stage table's
-``autotune_space``), in one module.
+(results/sweeps/<sweep>/_autotune.json). Its record (:class:`SweepAutotune`, from which its schema file is
+generated), its builder (:func:`build`; ``gpu/sweep_point.SweepPointArm`` calls it) and its checks (:func:`checks`:
+``sweep_autotune_configs``, each stage's config one of FLA's, the Stage table's ``autotune_space``), in one module.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from ..core.kinds import schema_version
+from ..core.records import JSON, Record
 from .autotune_checks import autotune_configs
 from .checks import Add, Context
 
 KIND = "sweep_autotune"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
+@dataclass(frozen=True)
+class SweepAutotune(Record):
+    """The document: ``best_config``, ``{autotuned kernel's stage: FLA's chosen config}``, every autotuned stage."""
+
+    schema_version: str
+    kind: str
+    best_config: Annotated[dict[str, dict[str, JSON]], {"x-vocabulary": {"required": "stages.autotuned"}}]
+
+
+RECORD = SweepAutotune
+
+
 def build(best_config: dict[str, Any]) -> dict[str, Any]:
     """The document of ``best_config`` (``{autotuned kernel's stage: FLA's chosen config}``)."""
-    return {"schema_version": schema_version("sweep_autotune"), "kind": "sweep_autotune", "best_config": best_config}
+    return SweepAutotune(schema_version(KIND), KIND, best_config).to_json()
 
 
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:

@@ -3,7 +3,8 @@
 Each check has a name and, when it fails, a message with the JSON path it concerns. Order:
 
 1. ``file_size`` (<= 64 MiB, before parsing) and ``json_syntax`` (strict: no duplicate keys, no
-   NaN/Infinity tokens, no non-finite or over-long numbers, nesting <= 64).
+   NaN/Infinity tokens, no non-finite or over-long numbers, nesting <= 64), or a CSV's ``csv_syntax`` (UTF-8
+   text with no NUL byte, read by Python's csv module).
 2. ``kind`` (a known document kind, :data:`nsa_exp.core.kinds.KINDS`), ``schema_version`` (one we can
    read) and ``schema``.
 3. Then the kind's checks (:data:`.kinds.KIND_CHECKS`: the ``checks`` of the module declaring the kind, a bench
@@ -129,8 +130,14 @@ def csv_kind(rows: list[list[str]], name: str) -> str:
 
 
 def _csv_checks(data: bytes, name: str, add: Add, ctx: Context,
-                companion: tuple[str, dict[str, Any]] | None) -> str:
-    rows, notes = decode_csv(data, name)
+                companion: tuple[str, dict[str, Any]] | None) -> str | None:
+    try:
+        rows, notes = decode_csv(data, name)
+    except UserError as exc:  # a NUL, a byte that is not UTF-8, a broken quote: a failed check, as malformed JSON is
+        # (it ended a batch of validate before the files after it: an attacker, 2026-12-07)
+        add("csv_syntax", [("$", str(exc).removeprefix(f"{name}: "))])
+        return None
+    add("csv_syntax", [])
     ctx.warnings += [{"check": "csv_encoding", "path": "$", "message": n} for n in notes]
     kind = csv_kind(rows, name)
     if kind == "ncu_raw_csv":

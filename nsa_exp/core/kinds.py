@@ -56,7 +56,8 @@ DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
     DocumentKind("bench_result", "result", "a bench run: every observation of every pattern x stage (results/raw)"),
     DocumentKind("routing_report", "routing_report", "edges and fan-in of every routing (routing --json)"),
     DocumentKind("smoke_report", "smoke_report", "correctness against FLA's naive oracle (results/reports)"),
-    DocumentKind("sweep_autotune", "sweep_autotune", "the configs a sweep's first point tuned (results/sweeps)"),
+    DocumentKind("sweep_autotune", "sweep_autotune", "the autotune configs a sweep's first point tuned, which every "
+                 "later point pins (results/sweeps/<sweep>/_autotune.json)"),
     DocumentKind("sweep_point", "sweep_point", "one sweep point: a routing and local at one T (results/sweeps)"),
     DocumentKind("validation_report", "validation_report", "what validate found (validate --json)"),
     DocumentKind("whatif_result", "whatif_result", "the WHAT-IF ARMS, timed (results/whatif)"),

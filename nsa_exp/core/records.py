@@ -21,11 +21,12 @@ from the stage medians, one :class:`PatternRun` per routing, one :class:`Timing`
 from __future__ import annotations
 
 import dataclasses
+import operator
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, reduce
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .kinds import KINDS
@@ -104,6 +105,65 @@ def _json(value: Any) -> JSON:
     if isinstance(value, dict):
         return {k: _json(v) for k, v in value.items()}
     return value
+
+
+#: JSON Schema's type of each scalar a record field may hold.
+_SCALAR_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def json_schema(hint: Any) -> dict[str, JSON]:
+    """The JSON Schema (draft 2020-12) of what :meth:`Record.to_json` writes for a value of type ``hint``: a
+    dataclass is an object of its fields, closed (``additionalProperties: false``), every field required but an
+    optional one (default None: left out of the JSON when None); ``str`` / ``int`` / ``float`` / ``bool`` their
+    JSON types; ``Literal`` an enum; ``X | Y`` anyOf (None: ``null``); ``tuple[X, ...]`` and ``list[X]`` arrays,
+    ``tuple[X, Y]`` a fixed-length array; ``dict[str, X]`` an object of X; ``Any`` (``JSON``) anything;
+    ``Annotated[X, {...}]`` X's schema with those keywords added (bounds, ``x-vocabulary``). A kind whose module
+    declares its record has its schema file generated from it (:mod:`nsa_exp.io.schema_sync`). TypeError for a
+    hint with no JSON form.
+
+    >>> json_schema(tuple[int, ...])
+    {'type': 'array', 'items': {'type': 'integer'}}
+    >>> json_schema(dict[str, float | None])
+    {'type': 'object', 'additionalProperties': {'anyOf': [{'type': 'number'}, {'type': 'null'}]}}
+    >>> json_schema(StageSum)["required"]
+    ['stage_sum_median_ms', 'full_bwd_median_ms', 'ratio']
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        extra = {k: v for a in args[1:] if isinstance(a, Mapping) for k, v in a.items()}
+        return {**json_schema(args[0]), **extra}
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint, include_extras=True)
+        fields = dataclasses.fields(hint)
+        required = [f.name for f in fields if f.default is not None]
+        return {"type": "object", "additionalProperties": False, "required": required,
+                "properties": {f.name: json_schema(_without_none(hints[f.name]) if f.default is None
+                                                   else hints[f.name]) for f in fields}}
+    if hint is Any:
+        return {}
+    if hint is type(None):
+        return {"type": "null"}
+    if hint in _SCALAR_TYPES:
+        return {"type": _SCALAR_TYPES[hint]}
+    if origin is typing.Literal:
+        return {"const": args[0]} if len(args) == 1 else {"enum": list(args)}
+    if origin in (types.UnionType, typing.Union):
+        return {"anyOf": [json_schema(a) for a in args]}
+    if origin in (list, tuple) and (origin is list or args[1:] == (Ellipsis,)):
+        return {"type": "array", "items": json_schema(args[0])}
+    if origin is tuple:
+        return {"type": "array", "prefixItems": [json_schema(a) for a in args], "minItems": len(args),
+                "maxItems": len(args)}
+    if origin is dict and args[0] is str:
+        return {"type": "object", "additionalProperties": json_schema(args[1])}
+    raise TypeError(f"json_schema: {hint!r} has no JSON form (a record field holds a dataclass, str, int, float, "
+                    "bool, a Literal, a union, a tuple, a list, a dict with str keys, or Any)")
+
+
+def _without_none(hint: Any) -> Any:
+    """``X | None`` -> ``X`` (an optional field's value when it is written)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return reduce(operator.or_, args) if args else hint
 
 
 @dataclass(frozen=True)

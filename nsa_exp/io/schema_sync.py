@@ -4,6 +4,8 @@ Generated in each ``schemas/<stem>.schema.json``: its ``x-schema-version`` and t
 ``schema_version`` and ``kind`` (:mod:`nsa_exp.core.kinds`), and every node marked ``"x-vocabulary":
 {KEYWORD: NAME}``, whose ``KEYWORD`` (``enum``, ``required`` or ``properties``) is set from
 :data:`nsa_exp.core.enums.VOCABULARY` ``[NAME]``. Files are written as ``json.dumps(indent=2)`` text.
+A kind whose module declares its frozen record (``RECORD`` in ``checking/<kind>.py``, issue 29) has its whole
+schema file generated from the record's fields (:func:`generated_schema`): its module and its row are the kind.
 ``python -m nsa_exp schemas`` lists the files that differ (exit 1); ``--write`` rewrites them.
 
 >>> render({"x-vocabulary": {"enum": "round_orders"}, "enum": []})["enum"]
@@ -14,16 +16,21 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .. import SCHEMA_DIR
 from ..core.enums import VOCABULARY
-from ..core.kinds import DOCUMENT_KINDS, UNKINDED_SCHEMAS
+from ..core.kinds import DOCUMENT_KINDS, UNKINDED_SCHEMAS, DocumentKind, document_kind
+from ..core.records import json_schema
 from .store import write_text_atomic
 from .strict_json import parse_strict
 
 MARK = "x-vocabulary"
+#: The draft every schema file declares, and the base of their ``$id``.
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+ID_BASE = "https://nsa-kernelexp.invalid/schemas/"
 _KIND_OF = {k.schema: k for k in DOCUMENT_KINDS}
 
 
@@ -69,20 +76,38 @@ def text_of(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
-def drifted(folder: Path = SCHEMA_DIR) -> dict[Path, str]:
-    """``{path: the text it should hold}`` for every schema file that differs from its rendering."""
+def generated_schema(kind: DocumentKind, record: type) -> dict[str, Any]:
+    """The whole schema file of ``kind``, generated from its frozen ``record`` (a dataclass whose fields are the
+    document's keys, :func:`nsa_exp.core.records.json_schema`), titled by the kind table's ``what``."""
+    return render({"$schema": DRAFT, "$id": f"{ID_BASE}{kind.schema}.schema.json", "x-schema-version": kind.version,
+                   "title": kind.what, **json_schema(record)}, kind.schema)
+
+
+def drifted(folder: Path = SCHEMA_DIR, records: Mapping[str, type] | None = None) -> dict[Path, str]:
+    """``{path: the text it should hold}`` for every schema file that differs from its rendering; ``records``
+    (``{kind: its record}``, :data:`nsa_exp.checking.kinds.KIND_RECORDS`): those kinds' files are generated whole
+    from their records (a missing one drifts too)."""
+    generated = {document_kind(name).schema: generated_schema(document_kind(name), record)
+                 for name, record in (records or {}).items()}
     out = {}
+    for stem, schema in generated.items():
+        path, want = folder / f"{stem}.schema.json", text_of(schema)
+        if not path.is_file() or path.read_text(encoding="utf-8") != want:
+            out[path] = want
     for path in sorted(folder.glob("*.schema.json")):
+        if path.name.removesuffix(".schema.json") in generated:
+            continue
         text = path.read_text(encoding="utf-8")
         want = text_of(render(parse_strict(text.encode("utf-8")), path.name.removesuffix(".schema.json")))
         if text != want:
             out[path] = want
-    return out
+    return dict(sorted(out.items()))
 
 
-def sync_schemas(write: bool, folder: Path = SCHEMA_DIR) -> list[Path]:
-    """The schema files that drift from the vocabulary; rewritten (atomically) when ``write``."""
-    stale = drifted(folder)
+def sync_schemas(write: bool, folder: Path = SCHEMA_DIR, records: Mapping[str, type] | None = None) -> list[Path]:
+    """The schema files that drift from the vocabulary (or, for ``records``' kinds, from their records); rewritten
+    (atomically) when ``write``."""
+    stale = drifted(folder, records)
     if write:
         for path, text in stale.items():
             write_text_atomic(path, text)

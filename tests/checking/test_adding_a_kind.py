@@ -1,9 +1,10 @@
-"""Adding a document kind is one row of ``core/kinds.py``, one module ``checking/<kind>.py`` and its schema
-(issue 29), shown here end to end: a copy of the package gets a toy kind (``launch_grids``: each stage's launch
-grid at a shape, rebuilt by ``validate`` from the shape it records) and nothing else; ``schemas`` fills the
-schema's generated constants, ``validate`` passes the kind's document, fails a forged one naming the field, and
-``validate --json`` reports it as the kind. The line counts of the three additions are pinned, so a kind that
-starts needing a second edit elsewhere fails here."""
+"""Adding a document kind is one row of ``core/kinds.py`` and one module ``checking/<kind>.py`` (issue 29), shown
+here end to end: a copy of the package gets a toy kind (``launch_grids``: each stage's launch grid at a shape,
+rebuilt by ``validate`` from the shape it records) and nothing else. Its module declares its frozen record, from
+which ``schemas --write`` generates the kind's whole schema file; ``validate`` passes the kind's document, fails a
+forged one naming the field (its recompute) and a mistyped one (the generated schema), and ``validate --json``
+reports it as the kind. The line counts of the two additions are pinned, so a kind that starts needing a second
+edit elsewhere fails here."""
 
 from __future__ import annotations
 
@@ -24,10 +25,12 @@ MODULE = '''\
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.config import Shape
 from ..core.kinds import schema_version
+from ..core.records import Record
 from ..core.stages import launch_grids
 from .checks import Add, Context, Problems, one_check
 from .sources import deep_diff
@@ -35,9 +38,20 @@ from .sources import deep_diff
 KIND = "launch_grids"
 
 
+@dataclass(frozen=True)
+class LaunchGrids(Record):
+    schema_version: str
+    kind: str
+    shape: dict[str, int | str]
+    grids: dict[str, tuple[int, ...]]
+
+
+RECORD = LaunchGrids
+
+
 def build(shape: Shape) -> dict[str, Any]:
-    grids = {k: list(v) for k, v in launch_grids(shape).items()}
-    return {"schema_version": schema_version(KIND), "kind": KIND, "shape": shape.to_dict(), "grids": grids}
+    grids = {k: tuple(v) for k, v in launch_grids(shape).items()}
+    return LaunchGrids(schema_version(KIND), KIND, shape.to_dict(), grids).to_json()
 
 
 def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
@@ -49,30 +63,13 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 checks = one_check("launch_grids_recompute", recompute)
 '''
 
-#: Its schema, as written by hand: ``schemas --write`` adds what the vocabulary generates.
-SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://nsa-kernelexp.invalid/schemas/launch_grids.schema.json",
-    "x-schema-version": "1.0",
-    "title": "each stage's launch grid at a shape",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["schema_version", "kind", "shape", "grids"],
-    "properties": {
-        "schema_version": {"const": "1.0"},
-        "kind": {"const": "launch_grids"},
-        "shape": {"type": "object"},
-        "grids": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
-    },
-}
-
 
 def _run(tree: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *argv], cwd=tree, capture_output=True, text=True, timeout=300,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree), "OPENBLAS_NUM_THREADS": "1"})
 
 
-def test_a_new_kind_is_one_row_one_module_and_its_schema(tmp_path):
+def test_a_new_kind_is_one_row_and_one_module_whose_record_generates_its_schema(tmp_path):
     tree = tmp_path / "tree"
     shutil.copytree(REPO / "nsa_exp", tree / "nsa_exp", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "schemas", tree / "schemas")
@@ -81,14 +78,20 @@ def test_a_new_kind_is_one_row_one_module_and_its_schema(tmp_path):
     end = text.index("\n)\n", text.index("DOCUMENT_KINDS: tuple[DocumentKind, ...] = ("))
     kinds.write_text(text[:end + 1] + ROW + text[end + 1:])
     (tree / "nsa_exp" / "checking" / "launch_grids.py").write_text(MODULE)
-    (tree / "schemas" / "launch_grids.schema.json").write_text(json.dumps(SCHEMA, indent=2) + "\n")
+    assert (len(ROW.splitlines()), len(MODULE.splitlines())) == (1, 40)  # lines of the row and the module
 
-    sizes = (len(ROW.splitlines()), len(MODULE.splitlines()), len(json.dumps(SCHEMA, indent=2).splitlines()))
-    assert sizes == (1, 27, 34)  # lines of the row, the module and the schema
-
+    schema = tree / "schemas" / "launch_grids.schema.json"
+    drift = _run(tree, "-m", "nsa_exp", "schemas")
+    assert drift.returncode == 1 and "schemas/launch_grids.schema.json" in drift.stdout, drift.stdout + drift.stderr
     wrote = _run(tree, "-m", "nsa_exp", "schemas", "--write")
     assert wrote.returncode == 0, wrote.stderr
     assert _run(tree, "-m", "nsa_exp", "schemas").returncode == 0  # no drift left
+    generated = json.loads(schema.read_text())
+    assert generated["title"] == "each stage's launch grid at a shape"  # the row's words
+    assert generated["properties"]["kind"] == {"const": "launch_grids"}
+    assert generated["properties"]["grids"] == {"type": "object", "additionalProperties": {
+        "type": "array", "items": {"type": "integer"}}}
+    assert generated["required"] == ["schema_version", "kind", "shape", "grids"]
 
     built = _run(tree, "-c", "import json; from nsa_exp.checking.launch_grids import build; "
                  "from nsa_exp.core.config import PRIMARY_SHAPE; print(json.dumps(build(PRIMARY_SHAPE)))")
@@ -110,5 +113,12 @@ def test_a_new_kind_is_one_row_one_module_and_its_schema(tmp_path):
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "launch_grids_recompute" in failed.stdout and "$.grids.dkv_core" in failed.stdout
 
+    doc["grids"]["dkv_core"][1] = "2048"  # a mistyped grid: the generated schema refuses it
+    forged.write_text(json.dumps(doc))
+    failed = _run(tree, "-m", "nsa_exp", "validate", str(forged))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "schema" in failed.stdout and "grids" in failed.stdout and "launch_grids_recompute" not in failed.stdout
+
     # and the repository itself has no such kind: the copy alone changed
     assert not (REPO / "nsa_exp" / "checking" / "launch_grids.py").exists()
+    assert not (REPO / "schemas" / "launch_grids.schema.json").exists()

@@ -140,10 +140,10 @@ def test_csv_alone_is_cross_checked_against_the_json_it_was_written_from(tmp_pat
     assert "csv_matches_json" not in [c["name"] for c in report["checks"]]
 
 
-@pytest.mark.parametrize("data", [b"\x00\x01\x02binary", b"pattern,stage\n\xff\xfe,x\n", b"hello world\n"])
-def test_garbage_csv_is_a_user_error_exit_2(tmp_path, data):
+def test_a_csv_of_no_kind_validate_reads_is_a_user_error_exit_2(tmp_path):
+    """Text whose header is no table of the bundle's (unreadable bytes FAIL ``csv_syntax`` instead: below)."""
     path = tmp_path / "garbage.csv"
-    path.write_bytes(data)
+    path.write_bytes(b"hello world\n")
     assert_one_line_error(run_cli("validate", str(path)), str(path))
 
 
@@ -468,3 +468,22 @@ def test_a_point_of_a_stop_rule_sweep_is_its_plan_too():
     assert planned_config_problems({**doc, "config": ruled[doc["point_id"]]}, Context()) == []
     other = {**doc["config"], "seeds": {**doc["config"]["seeds"], "routing": 7}}
     assert "['seeds']" in str(planned_config_problems({**doc, "config": other}, Context()))
+
+
+def test_an_unreadable_csv_fails_csv_syntax_and_the_batch_goes_on(tmp_path):
+    """A summary CSV with a NUL byte or a byte that is not UTF-8 is a FAIL naming ``csv_syntax``, as malformed
+    JSON fails ``json_syntax``; the files after it in the batch are still judged (it was exit 2 and ended the batch:
+    an attacker, 2026-12-07)."""
+    good = (REPO / "results/summaries/e1_h100.csv").read_bytes()
+    cut = good.index(b"\n") + 30
+    (tmp_path / "nul.csv").write_bytes(good[:cut] + b"\0" + good[cut:])
+    (tmp_path / "latin.csv").write_bytes(good[:cut] + b"\xe9" + good[cut:])
+    proc = run_cli("validate", str(tmp_path / "nul.csv"), str(tmp_path / "latin.csv"), "results/summaries/e1_h100.csv")
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "error:" not in proc.stderr, proc.stderr
+    assert f"{tmp_path / 'nul.csv'}: FAIL\n  [csv_syntax] $: binary data (NUL byte at offset {cut})" in proc.stdout
+    assert f"{tmp_path / 'latin.csv'}: FAIL\n  [csv_syntax] $: not UTF-8 text (bad byte at offset {cut})" in proc.stdout
+    assert "results/summaries/e1_h100.csv: PASS" in proc.stdout
+    report = validate_path(str(tmp_path / "nul.csv"))
+    assert [(c["name"], c["passed"]) for c in report["checks"]] == [("file_size", True), ("csv_syntax", False)]
+    assert validate_path("results/summaries/e1_h100.csv")["passed"]

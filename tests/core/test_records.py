@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
+import jsonschema
 import pytest
 
-from nsa_exp.core.records import BenchResult, StageStats, StageSum, SweepPoint
+from nsa_exp.core.records import BenchResult, Record, StageStats, StageSum, SweepPoint, json_schema
 from nsa_exp.errors import UserError
 from nsa_exp.io.store import load_record, write_record
 from nsa_exp.io.strict_json import dumps_strict
@@ -54,3 +57,42 @@ def test_a_record_is_written_through_its_schema(tmp_path):
     run = load_record(REPO / "results" / "raw" / "e1_h100_dev.json", BenchResult)
     write_record(tmp_path / "r.json", run)
     assert (tmp_path / "r.json").read_text() == (REPO / "results" / "raw" / "e1_h100_dev.json").read_text()
+
+
+
+@dataclass(frozen=True)
+class _Toy(Record):
+    mode: Literal["a", "b"]
+    pair: tuple[int, float]
+    sums: dict[str, StageSum]
+    count: Annotated[int, {"minimum": 1}]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class _Opaque(Record):
+    when: set[int]
+
+
+def test_a_records_json_schema_follows_its_fields_and_refuses_a_hint_with_no_json_form():
+    """The schema generated from a record (a new kind's schema file, issue 29): every field a property, the
+    optional ones (default None: left out of the JSON) not required, nested records closed objects; a type with
+    no JSON form is refused by name rather than written as an empty schema."""
+    schema = json_schema(_Toy)
+    assert schema["required"] == ["mode", "pair", "sums", "count"] and schema["additionalProperties"] is False
+    assert schema["properties"]["mode"] == {"enum": ["a", "b"]}
+    assert schema["properties"]["pair"] == {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "number"}],
+                                            "minItems": 2, "maxItems": 2}
+    assert schema["properties"]["count"] == {"type": "integer", "minimum": 1}
+    assert schema["properties"]["note"] == {"type": "string"}  # written only when set
+    inner = schema["properties"]["sums"]["additionalProperties"]
+    assert inner["required"] == ["stage_sum_median_ms", "full_bwd_median_ms", "ratio"]
+    assert inner["properties"]["wrapper_extra_median_ms"] == {"type": "number"}
+    sums = StageSum(6.0, 5.0, 1.2)
+    doc = _Toy("a", (1, 2.5), {"p": sums}, 3).to_json()
+    jsonschema.Draft202012Validator(schema).validate(doc)  # what to_json writes, the schema accepts
+    for bad in ({**doc, "count": 0}, {**doc, "mode": "c"}, {**doc, "pair": [1]}, {**doc, "extra": 1}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.Draft202012Validator(schema).validate(bad)
+    with pytest.raises(TypeError, match="set"):
+        json_schema(_Opaque)

@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from nsa_exp import SCHEMA_DIR
+from nsa_exp.checking.kinds import KIND_RECORDS
 from nsa_exp.core import stages
 from nsa_exp.core.enums import VOCABULARY
 from nsa_exp.core.families import FAMILIES
@@ -20,6 +21,7 @@ from tests.helpers import REPO, run_cli
 
 def test_committed_schemas_match_the_vocabulary():
     assert drifted() == {}
+    assert drifted(records=KIND_RECORDS) == {}  # and the kinds with a record, their records
     proc = run_cli("schemas")
     assert proc.returncode == 0 and "match the vocabulary" in proc.stdout
 
@@ -102,3 +104,24 @@ def test_every_committed_schema_is_valid_under_its_metaschema():
     bad = {**load_schema(kinds[0]), "minItems": -1}
     with pytest.raises(jsonschema.exceptions.SchemaError):
         jsonschema.validators.validator_for(bad).check_schema(bad)
+
+
+def test_a_kind_with_a_record_has_its_schema_file_generated_whole_from_it(tmp_path):
+    """sweep_autotune's module declares its record: a hand edit of its schema file drifts, and ``--write``
+    restores the record's schema (a closed object of its fields, the autotuned stages required)."""
+    assert "sweep_autotune" in KIND_RECORDS
+    folder = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, folder)
+    path = folder / "sweep_autotune.schema.json"
+    original = path.read_text()
+    schema = json.loads(original)
+    assert schema["additionalProperties"] is False and schema["required"] == ["schema_version", "kind", "best_config"]
+    assert schema["properties"]["best_config"]["required"] == list(stages.AUTOTUNED_STAGES)
+    del schema["properties"]["best_config"]["additionalProperties"]  # a hand edit: any value passes
+    path.write_text(json.dumps(schema, indent=2) + "\n")
+    assert drifted(folder) == {}  # as a hand-written file it is consistent ...
+    assert list(drifted(folder, KIND_RECORDS)) == [path]  # ... but not its record's
+    assert sync_schemas(write=True, folder=folder, records=KIND_RECORDS) == [path]
+    assert path.read_text() == original
+    path.unlink()  # a missing generated file drifts too
+    assert sync_schemas(write=True, folder=folder, records=KIND_RECORDS) == [path] and path.read_text() == original
