@@ -23,6 +23,8 @@ PROTOCOLS: dict[str, tuple[tuple[str, ...], str]] = {
                                  "checking/kinds.KIND_CHECKS is built from each module's KIND and checks"),
     "checks": (("checking/*.py",), "a document kind's checks, one per kind module, collected into "
                                    "checking/kinds.KIND_CHECKS under the module's KIND"),
+    "RECORD": (("checking/*.py",), "a document kind's frozen record, from which its schema file is generated; "
+                                   "checking/kinds.KIND_RECORDS collects it under the module's KIND"),
     "recompute": (("checking/*.py",), "a derived kind's rebuild-and-diff check, its module's checks "
                                       "(checks.one_check) or one of them"),
     "TITLE": (("report/*.py",), "the heading of the report section the module renders (build.py: the document's)"),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from ..core.kinds import schema_version
-from ..core.records import JSON, Record
+from ..core.records import JSON, Keywords, Record
 from .autotune_checks import autotune_configs
 from .checks import Add, Context
 
@@ -23,7 +23,7 @@ class SweepAutotune(Record):
 
     schema_version: str
     kind: str
-    best_config: Annotated[dict[str, dict[str, JSON]], {"x-vocabulary": {"required": "stages.autotuned"}}]
+    best_config: Annotated[dict[str, dict[str, JSON]], Keywords(**{"x-vocabulary": {"required": "stages.autotuned"}})]
 
 
 RECORD = SweepAutotune

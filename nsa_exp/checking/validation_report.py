@@ -1,6 +1,6 @@
-"""The ``validation_report`` kind: what ``validate --json`` (and ``--report``) says of one file. Its builder
-(:func:`build`; :mod:`.validate` calls it for every file it judges) and its check (:func:`recompute`), in one
-module.
+"""The ``validation_report`` kind: what ``validate --json`` (and ``--report``) says of one file. Its record
+(:class:`ValidationReport`, from which its schema file is generated), its builder (:func:`build`; :mod:`.validate`
+calls it for every file it judges) and its check (:func:`recompute`), in one module.
 
 - ``validation_report_consistent``: ``passed`` from the checks, failure counts; with the validated file at hand,
   the report re-made by ``validate`` and compared (kind, checks, verdicts, unverified list).
@@ -12,9 +12,11 @@ module.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
 
 from ..core.kinds import schema_version
+from ..core.records import Keywords, Record
 from ..errors import UserError
 from .checks import Add, Checks, Context, Problems, one_check
 from .sources import deep_diff
@@ -22,18 +24,74 @@ from .sources import deep_diff
 KIND = "validation_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
+@dataclass(frozen=True)
+class Failure(Record):
+    """One way a check failed: the JSON path it concerns and what is wrong there."""
+
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CheckResult(Record):
+    """One named check, in the order the checks ran: passed, or its first 50 failures and how many there were."""
+
+    name: str
+    passed: bool
+    failures: tuple[Failure, ...] | None = None
+    n_failures: Annotated[int, Keywords(minimum=1)] | None = None
+
+
+@dataclass(frozen=True)
+class Unverified(Record):
+    """A figure the validator cannot recompute here, and why."""
+
+    path: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Finding(Record):
+    """What a check found that does not fail the file (throttled samples, a CSV byte-order mark)."""
+
+    check: str
+    path: str
+    message: str
+
+
+UNVERIFIED = "numbers the validator cannot recompute (each with why)"
+WARNINGS = "findings that do not fail validation (e.g. throttled samples, a CSV byte-order mark)"
+
+
+@dataclass(frozen=True)
+class ValidationReport(Record):
+    """The report on one file: its kind once known, every check run, and (once the kind's checks ran) what stays
+    unverified and the warnings."""
+
+    ORDER: ClassVar[tuple[str, ...]] = ("schema_version", "kind", "path", "document_kind", "passed", "checks",
+                                        "unverified", "warnings")
+    schema_version: str
+    kind: str
+    path: str
+    passed: bool
+    checks: Annotated[tuple[CheckResult, ...], Keywords(minItems=1)]
+    document_kind: str | None = None
+    unverified: Annotated[tuple[Unverified, ...], Keywords(description=UNVERIFIED)] | None = None
+    warnings: Annotated[tuple[Finding, ...], Keywords(description=WARNINGS)] | None = None
+
+
+RECORD = ValidationReport
+
+
 def build(path: str, checks: Checks, document_kind: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
     """The report on the file at ``path`` (as given): its ``checks`` so far, ``passed`` when every one passed;
     ``document_kind`` once the kind is known; ``ctx``'s unverified figures and warnings once the kind's checks ran
     (a report cut short at the size, syntax, kind or version has neither)."""
-    report: dict[str, Any] = {"schema_version": schema_version("validation_report"), "kind": "validation_report",
-                              "path": path}
-    if document_kind is not None:
-        report["document_kind"] = document_kind
-    report.update(passed=all(c["passed"] for c in checks.items), checks=checks.items)
-    if ctx is not None:
-        report.update(unverified=ctx.unverified, warnings=ctx.warnings)
-    return report
+    return ValidationReport(
+        schema_version(KIND), KIND, path, all(c["passed"] for c in checks.items),
+        tuple(CheckResult.from_json(c) for c in checks.items), document_kind,
+        None if ctx is None else tuple(Unverified.from_json(u) for u in ctx.unverified),
+        None if ctx is None else tuple(Finding.from_json(w) for w in ctx.warnings)).to_json()
 
 
 def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:

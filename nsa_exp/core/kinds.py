@@ -59,7 +59,8 @@ DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
     DocumentKind("sweep_autotune", "sweep_autotune", "the autotune configs a sweep's first point tuned, which every "
                  "later point pins (results/sweeps/<sweep>/_autotune.json)"),
     DocumentKind("sweep_point", "sweep_point", "one sweep point: a routing and local at one T (results/sweeps)"),
-    DocumentKind("validation_report", "validation_report", "what validate found (validate --json)"),
+    DocumentKind("validation_report", "validation_report",
+                 "what validate found in one file (python -m nsa_exp validate --json)"),
     DocumentKind("whatif_result", "whatif_result", "the WHAT-IF ARMS, timed (results/whatif)"),
 )
 #: ``{document kind: schema file stem}``.

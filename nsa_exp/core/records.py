@@ -3,7 +3,7 @@ and in order (``to_json`` of ``from_json`` of a committed document dumps to the 
 every committed result and sweep point to that).
 
 A record's fields are its JSON keys, in document order; an optional field (default None) is left out of
-the JSON when None; a field typed as a record (or a ``dict`` of records) is converted both ways; tuples
+the JSON when None; a field typed as a record (or a ``dict`` or ``tuple`` of records) is converted both ways; tuples
 are JSON lists. Blocks no reader needs typed (config, gates, telemetry, metadata ...) stay JSON values.
 ``from_json`` refuses a key the record does not know (nothing is dropped silently).
 
@@ -46,18 +46,20 @@ class Record:
     @classmethod
     @cache
     def _fields(cls) -> tuple[tuple[str, type[Record] | tuple[str, type[Record]] | None, bool], ...]:
-        """``(name, record type | ("dict", record type) | None, optional)`` per field, in order."""
+        """``(name, record type | ("dict" or "tuple", record type) | None, optional)`` per field, in order (a
+        ``dict[str, R]`` or ``tuple[R, ...]`` of records ``R``)."""
         hints = typing.get_type_hints(cls)
         out = []
         for f in dataclasses.fields(cls):
             hint = hints[f.name]
             kind: type[Record] | tuple[str, type[Record]] | None = None
             for arg in typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,):
-                value = typing.get_args(arg)[1] if typing.get_origin(arg) is dict else None
+                origin, args = typing.get_origin(arg), typing.get_args(arg)
+                value = args[1] if origin is dict else args[0] if origin is tuple and args[1:] == (Ellipsis,) else None
                 if isinstance(arg, type) and issubclass(arg, Record):
                     kind = arg
                 elif isinstance(value, type) and issubclass(value, Record):
-                    kind = ("dict", value)
+                    kind = ("dict" if origin is dict else "tuple", value)
             out.append((f.name, kind, f.default is None))
         return tuple(out)
 
@@ -72,9 +74,11 @@ class Record:
             if name not in doc:
                 continue
             value = doc[name]
-            if isinstance(kind, tuple):
-                value = {k: kind[1].from_json(v) for k, v in value.items()}
-            elif kind is not None and value is not None:
+            if isinstance(kind, tuple) and value is not None:
+                container, record = kind
+                value = ({k: record.from_json(v) for k, v in value.items()} if container == "dict" else
+                         tuple(record.from_json(v) for v in value))
+            elif isinstance(kind, type) and value is not None:
                 value = kind.from_json(value)
             values[name] = value
         return cls(**values)
@@ -107,6 +111,22 @@ def _json(value: Any) -> JSON:
     return value
 
 
+class Keywords:
+    """JSON Schema keywords that a field's ``Annotated[X, Keywords(...)]`` adds to the schema generated for X
+    (:func:`json_schema`): a bound, a description, an ``x-vocabulary`` list (:mod:`nsa_exp.io.schema_sync`).
+    Hashed by identity, as ``Annotated`` metadata inside a union must be hashable.
+
+    >>> json_schema(typing.Annotated[int, Keywords(minimum=1)])
+    {'type': 'integer', 'minimum': 1}
+    """
+
+    def __init__(self, **keywords: JSON) -> None:
+        self.keywords = keywords
+
+    def __repr__(self) -> str:
+        return f"Keywords({', '.join(f'{k}={v!r}' for k, v in self.keywords.items())})"
+
+
 #: JSON Schema's type of each scalar a record field may hold.
 _SCALAR_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -117,7 +137,7 @@ def json_schema(hint: Any) -> dict[str, JSON]:
     optional one (default None: left out of the JSON when None); ``str`` / ``int`` / ``float`` / ``bool`` their
     JSON types; ``Literal`` an enum; ``X | Y`` anyOf (None: ``null``); ``tuple[X, ...]`` and ``list[X]`` arrays,
     ``tuple[X, Y]`` a fixed-length array; ``dict[str, X]`` an object of X; ``Any`` (``JSON``) anything;
-    ``Annotated[X, {...}]`` X's schema with those keywords added (bounds, ``x-vocabulary``). A kind whose module
+    ``Annotated[X, Keywords(...)]`` X's schema with those keywords added (bounds, ``x-vocabulary``). A kind whose module
     declares its record has its schema file generated from it (:mod:`nsa_exp.io.schema_sync`). TypeError for a
     hint with no JSON form.
 
@@ -130,7 +150,7 @@ def json_schema(hint: Any) -> dict[str, JSON]:
     """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
-        extra = {k: v for a in args[1:] if isinstance(a, Mapping) for k, v in a.items()}
+        extra = {k: v for a in args[1:] if isinstance(a, Keywords) for k, v in a.keywords.items()}
         return {**json_schema(args[0]), **extra}
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         hints = typing.get_type_hints(hint, include_extras=True)

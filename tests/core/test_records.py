@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 import jsonschema
 import pytest
 
-from nsa_exp.core.records import BenchResult, Record, StageStats, StageSum, SweepPoint, json_schema
+from nsa_exp.core.records import BenchResult, Keywords, Record, StageStats, StageSum, SweepPoint, json_schema
 from nsa_exp.errors import UserError
 from nsa_exp.io.store import load_record, write_record
 from nsa_exp.io.strict_json import dumps_strict
@@ -65,7 +65,7 @@ class _Toy(Record):
     mode: Literal["a", "b"]
     pair: tuple[int, float]
     sums: dict[str, StageSum]
-    count: Annotated[int, {"minimum": 1}]
+    count: Annotated[int, Keywords(minimum=1)]
     note: str | None = None
 
 
