@@ -8,7 +8,8 @@ and its check (:func:`recompute`), in one module.
   document rebuilt by :func:`build` with its recorded resamples, floor, space and ``fail_on`` (rows, ratios, CIs,
   verdicts, floors, counts, ``failed``, the sources' names, GPUs, dates, shas), and a noise table that does not
   itself validate named; without them: ratio = b_median / a_median, each verdict from its CI and floor, each
-  floor the recorded stage floor, counts from the verdicts, ``failed`` from ``fail_on``.
+  floor the recorded stage floor, counts from the verdicts, ``failed`` from ``fail_on``; with A and B at hand but
+  not the floors' source, also the sides and each row's medians, ratio and CI rebuilt from A and B.
 """
 
 from __future__ import annotations
@@ -161,8 +162,14 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     if a[1] is None or b[1] is None or any(d is None for _, d in pair):
         missing = [p for p, (_, d) in zip([doc["a"]["path"], doc["b"]["path"], *nf["paths"]], (a, b, *pair),
                                           strict=True) if d is None]
-        ctx.unverifiable("$.rows[*] (medians, CIs), $.noise_floor, $.a, $.b",
-                         f"unverified (source not found): {', '.join(missing)}; only the internal rules are checked")
+        if a[1] is not None and b[1] is not None:  # only the floors' source is missing: the rows still recompute
+            ctx.unverifiable("$.noise_floor, $.rows[*].floor", f"unverified (source not found): {', '.join(missing)}; "
+                             "the rows' medians, ratios and CIs are recomputed from A and B, each verdict from its CI "
+                             "and the recorded floor")
+            _rebuild_rows(doc, a, b, problems)
+        else:
+            ctx.unverifiable("$.rows[*] (medians, CIs), $.noise_floor, $.a, $.b", f"unverified (source not found): "
+                             f"{', '.join(missing)}; only the internal rules are checked")
         add("compare_recompute", problems)
         return
     floor = next(iter(floors.values()), 0.02) if nf["kind"] == "default" else None
@@ -290,6 +297,25 @@ def _rebuild(doc: dict[str, Any], ctx: Context, a: Any, b: Any, pair: list[Any],
             want["noise_floor"]["rule"] = (want["noise_floor"]["rule"].replace(str(table), nf["paths"][0])
                 if table is not None else want["noise_floor"]["rule"])
         deep_diff(doc, want, "$", problems)
+
+
+def _rebuild_rows(doc: dict[str, Any], a: Any, b: Any, problems: Problems) -> None:
+    """The sides and every row but its floor and verdict rebuilt from A and B at hand, when the floors' source is
+    not (the recorded floors and the verdicts they give are held to the rules in :func:`recompute`). A compare whose
+    noise table was renamed to a missing file, its A and B at hand, carried a median forged 38% lower with its CI and
+    verdict, and passed (an attacker, 2026-12-07)."""
+    try:
+        want = build(a[0], b[0], floor=DEFAULT_FLOOR, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
+                     resamples=doc["bootstrap"]["resamples"])
+    except UserError as exc:
+        problems.append(("$", f"cannot be recomputed from its sides: {exc}"))
+        return
+    want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
+    rows = [{**w, "floor": d.get("floor"), "verdict": d.get("verdict")} if isinstance(d, dict) else w
+            for w, d in zip(want["rows"], doc["rows"], strict=False)] + want["rows"][len(doc["rows"]):]
+    keys = ("a", "b", "space", "unit")
+    deep_diff({**{k: doc.get(k) for k in keys}, "rows": doc["rows"]},
+              {**{k: want[k] for k in keys}, "rows": rows}, "$", problems)
 
 
 checks = one_check("compare_recompute", recompute)

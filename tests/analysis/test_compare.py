@@ -12,6 +12,7 @@ import pytest
 from nsa_exp.analysis.compare import DEFAULT_FLOOR, MIN_FLOOR, noise_floors, verdict
 from nsa_exp.analysis.noise_table import NOISE_TABLE, read_floors
 from nsa_exp.checking.compare import build as compare_results
+from nsa_exp.checking.validate import validate_path
 from nsa_exp.errors import UserError
 from nsa_exp.io.schemas import schema_errors
 from tests.helpers import REPO, assert_one_line_error, run_cli
@@ -213,3 +214,24 @@ def test_compare_reads_the_committed_noise_table_as_a_source_and_validate_reads_
         monkeypatch.setattr(noise_table, "changed_files", lambda root, changed=changed: changed)
         arguments.require_valid("noise table", table, ("noise_table",))
         assert sorted(validated) == sorted(want)
+
+
+def test_a_compare_whose_noise_table_is_missing_still_has_its_rows_recomputed_from_a_and_b(tmp_path):
+    """Only the floors depend on the noise table: with A and B at hand, a compare whose table path names a missing
+    file has its medians, ratios and CIs rebuilt from them (its floors listed as unverifiable); a median forged with
+    its CI and verdict FAILs (it passed, its rows all "unverified": an attacker, 2026-12-07)."""
+    doc = json.loads((REPO / "results/compare/e1_h100_vs_e1_h200.json").read_text())
+    doc["noise_floor"]["paths"] = ["results/noise/floors_gone.json"]
+    genuine = tmp_path / "genuine.json"
+    genuine.write_text(json.dumps(doc))
+    report = validate_path(str(genuine))
+    assert report["passed"], report
+    assert any(u["path"].startswith("$.noise_floor") for u in report["unverified"])
+    assert not any("medians" in u["path"] for u in report["unverified"])
+    i = next(i for i, r in enumerate(doc["rows"]) if (r["pattern"], r["stage"]) == ("sink-heavy", "dkv_core"))
+    row = doc["rows"][i]
+    row.update(b_median=row["a_median"] * 0.62, ratio=0.62, ci95=[0.6, 0.65], verdict="faster")
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(doc))
+    failed = {f["path"] for c in validate_path(str(forged))["checks"] if not c["passed"] for f in c.get("failures", [])}
+    assert f"$.rows[{i}].b_median" in failed and f"$.rows[{i}].ci95[0]" in failed, failed
