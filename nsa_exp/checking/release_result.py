@@ -15,10 +15,13 @@ pinned stages by :mod:`nsa_exp.analysis.release_kernels`). :func:`build` makes i
 ``shape_matches_config``, ``pattern_set``, ``edges_equal``, ``routing_recompute`` (edges and fan-in regenerated
 from config + seed) and ``routing_sha256``, ``timing_recompute`` (stage list, round orders from the seed,
 counts), ``telemetry_recompute``, ``kernels_recompute`` (groups, spans and medians from the per-call kernels; the
-group table from the source's launches), ``gates_consistent``, ``source_consistent`` (every file the source
-reading hashed is an imported file with that sha256) and, with ``release_dirs`` (``validate --release-dir``),
-``release_files`` (each imported file re-hashed); and the run record (:mod:`.record_checks`: environment gate,
-GPU against the GPU table, clocks, pinned tolerances, wall time; ``metadata_plausible`` for a GPU run). The rest
+group table from the source's launches; on a GPU no stage timed faster than its own kernels ran),
+``release_config_consistent`` (the embedded release config, the point, and one release identity throughout: label,
+versions, distribution, wheel, folder, the run's releases and the point's), ``gates_consistent``,
+``source_consistent`` (every file the source reading hashed is an imported file with that sha256) and, with
+``release_dirs`` (``validate --release-dir``), ``release_files`` (each imported file re-hashed); and the run record
+(:mod:`.record_checks`: environment gate, GPU against the GPU table, clocks, pinned tolerances, wall time;
+``metadata_plausible`` for a GPU run). The rest
 is listed as unverifiable.
 """
 
@@ -125,6 +128,7 @@ def _kernels(doc: dict[str, Any], add: Add, warnings: list) -> None:
             if k["span_ms"].get(p, {}).get(s) != spans:
                 problems.append((f"$.kernels.span_ms.{p}.{s}", "does not recompute from the calls"))
             problems += _span_against_events(doc, p, s, spans)
+            problems += _busy_against_events(doc, p, s, [sum(d for _, _, d in c) for c in calls])
     add("kernels_recompute", problems)
 
 
@@ -142,6 +146,69 @@ def _span_against_events(doc: dict[str, Any], pattern: str, stage: str, spans: l
         return []
     return [(f"$.kernels.span_ms.{pattern}.{stage}", f"median span {ratio:.3f} x the event-timed median {timed:g} "
              f"ms, outside [{MIN_PROFILER_SHIFT}, {MAX_PROFILER_SHIFT}]: the profiled calls are the timed ones")]
+
+
+#: The most a stage's median kernel busy time (ms, the sum of its kernels' CUPTI durations per profiled call) may be
+#: of its event-timed median: kernels on one stream run one after another inside the events' window, so the window
+#: cannot be shorter than their sum beyond the two passes' run-to-run spread (committed H200 results: 0.972-1.021 over
+#: 121 cells). Event times scaled by 0.7 with their statistics recomputed, the kernels left as they ran, passed
+#: (1.41), as did a compare built on them (an attacker, 2026-12-07).
+MAX_BUSY_OVER_EVENTS = 1.10
+
+
+def _busy_against_events(doc: dict[str, Any], pattern: str, stage: str, busy: list[float]) -> Problems:
+    """On a GPU, a stage's median kernel busy time within :data:`MAX_BUSY_OVER_EVENTS` x its event-timed median."""
+    timed = doc["patterns"].get(pattern, {}).get("stages", {}).get(stage, {}).get("median_ms")
+    if doc["timing"]["timer"] != "cuda-events" or not busy or not isinstance(timed, (int, float)) or timed <= 0:
+        return []
+    ratio = float(np.median(busy)) / timed
+    if ratio <= MAX_BUSY_OVER_EVENTS:
+        return []
+    return [(f"$.patterns.{pattern}.stages.{stage}.median_ms", f"{timed:g} ms, but its profiled calls' kernels alone "
+             f"ran {float(np.median(busy)):g} ms (median sum of kernel durations, {ratio:.3f} x, more than "
+             f"{MAX_BUSY_OVER_EVENTS}): the events enclose the kernels they time")]
+
+
+def _identity(doc: dict[str, Any], point: dict[str, Any] | None) -> Problems:
+    """A release target's identity, one throughout the record: ``label`` ``fla-core-<version_declared>``, the version
+    imported and the distribution the declared one, the wheel's file name and the release folder of that version; the
+    version one the run timed (``--release`` in its argv, else the release config's ``releases``) and run by its
+    ``point`` (a point naming ``releases`` runs only those; a source tree runs only points naming none). A 0.6.0 result
+    relabelled 0.5.1 (wheel, folder and imported version still 0.6.0), a release no config lists, and 0.6.0's T=8192
+    point relabelled 0.5.2, which the config runs at T=8192 for 0.6.0 only, passed (an attacker, 2026-12-07)."""
+    rel, problems = doc["release"], []
+    version = rel.get("version_declared")
+    if rel.get("kind") != "release":
+        if point is not None and point.get("releases") is not None:
+            problems.append(("$.release.kind", f"a source tree, but the point at T={point.get('T')} runs only the "
+                             f"releases {point['releases']}"))
+        return problems
+    if rel.get("label") != f"fla-core-{version}":
+        problems.append(("$.release.label", f"{rel.get('label')!r} is not fla-core-{version} (version_declared)"))
+    if rel.get("version_imported") != version:
+        problems.append(("$.release.version_imported", f"{rel.get('version_imported')!r}, but version_declared is "
+                         f"{version!r}: the child imported another fla"))
+    if rel.get("distributions") not in ([], [f"fla-core=={version}"]):
+        problems.append(("$.release.distributions", f"{rel.get('distributions')} is not fla-core=={version}"))
+    wheel = (rel.get("origin") or {}).get("wheel")
+    if isinstance(wheel, str) and not wheel.startswith(f"fla_core-{version}-"):
+        problems.append(("$.release.origin.wheel", f"{wheel!r} is not a wheel of fla-core {version}"))
+    folder = Path(str(rel.get("package_dir", ""))).parent.name
+    if folder.startswith("fla-core-") and folder != f"fla-core-{version}":
+        problems.append(("$.release.package_dir", f"the release folder {folder!r} is not fla-core-{version}'s"))
+    argv = doc.get("metadata", {}).get("argv") or []
+    asked = [v for flag, v in zip(argv, argv[1:], strict=False) if flag == "--release"]
+    asked += [a.split("=", 1)[1] for a in argv if isinstance(a, str) and a.startswith("--release=")]
+    if "--fla-source" not in argv:
+        timed = asked or list(doc["release_config"].get("releases") or [])
+        if version not in timed:
+            problems.append(("$.release.version_declared", f"{version!r} is none of the releases the run timed "
+                             f"({', '.join(map(str, timed)) or 'none'}: " + ("its --release" if asked else
+                                                                             "the release config's releases") + ")"))
+    if point is not None and point.get("releases") is not None and version not in point["releases"]:
+        problems.append(("$.release.version_declared", f"{version!r}: the point at T={point.get('T')} runs only the "
+                         f"releases {point['releases']}"))
+    return problems
 
 
 def _gates(doc: dict[str, Any], add: Add) -> None:
@@ -226,13 +293,13 @@ def _release_config(doc: dict[str, Any], add: Add, unverified: list) -> None:
                            "repository, a shallow clone or a dirty tree): the embedded release config is taken as is"})
     shape = cfg.get("shape", {})
     base_shape = base_doc.get("shape") if isinstance(base_doc, dict) else None
-    match = None
+    match = point = None
     dims = (shape.get("T"), shape.get("B"), shape.get("H"), shape.get("HQ"))
     for pt in (pt for pt in raw.get("points", []) if pt.get("T") == shape.get("T")):
         own = pt.get("shape") or {}
         label = release_point_names(*dims, bool(own))[0]
         if cfg.get("name") == f"{raw.get('name')}-{label}" and all(shape.get(k) == v for k, v in own.items()):
-            match = own
+            match, point = own, pt
     if match is None:
         problems.append(("$.config.name", f"{cfg.get('name')!r} with shape B, H, HQ = {shape.get('B')}, "
                          f"{shape.get('H')}, {shape.get('HQ')} is no point of the embedded release config"))
@@ -248,7 +315,7 @@ def _release_config(doc: dict[str, Any], add: Add, unverified: list) -> None:
         if doc["name"] != f"{doc['release']['label']}-{key}":
             problems.append(("$.name", f"{doc['name']!r} is not {doc['release']['label']}-{key} (its release label "
                              "and point)"))
-    add("release_config_consistent", problems)
+    add("release_config_consistent", problems + _identity(doc, point))
 
 
 def release_recompute(doc: dict[str, Any], add: Add, release_dirs: Sequence[str] = ()) -> dict[str, list]:
