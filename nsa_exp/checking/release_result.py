@@ -21,8 +21,7 @@ versions, distribution, wheel, folder, the run's releases and the point's), ``ga
 ``source_consistent`` (every file the source reading hashed is an imported file with that sha256) and, with
 ``release_dirs`` (``validate --release-dir``), ``release_files`` (each imported file re-hashed); and the run record
 (:mod:`.record_checks`: environment gate, GPU against the GPU table, clocks, pinned tolerances, wall time;
-``metadata_plausible`` for a GPU run). The rest
-is listed as unverifiable.
+``metadata_plausible`` for a GPU run). The rest is listed as unverifiable.
 """
 
 from __future__ import annotations
