@@ -12,7 +12,8 @@
 #   NSA_EXP_GIT_SHA, NSA_EXP_GIT_DIRTY   the commit the tree is (results record it; the image has no .git).
 # Build secret (optional): ca_bundle, a PEM bundle pip verifies TLS with (a network that intercepts TLS):
 #   docker build --secret id=ca_bundle,src=/etc/ssl/certs/ca-certificates.crt .      (compose: docker-compose.ca.yml)
-# The base digest is the one GUIDE.md records; no registry was reachable to pull or verify it.
+# The base digest is the one the development environment's notes record (not part of this repository); no registry
+# was reachable to pull or verify it.
 ARG BASE_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04@sha256:7d2f6a8c2071d911524f95061a0db363e24d27aa51ec831fcccf9e76eb72bc92
 FROM ${BASE_IMAGE}
 

@@ -27,7 +27,7 @@ from nsa_exp.io.memo import MEMO_ENV  # noqa: E402
 from .corpus.runner import REPO, precompile  # noqa: E402
 from .interpreter import replay_identical_launches, skip_repatching_inside_a_launch  # noqa: E402
 
-# The tiny shape the interpreter runs in seconds (GUIDE §4): G = 16, M = 8 blocks, S = 4 slots.
+# The tiny shape the interpreter runs in seconds: G = 16, M = 8 blocks, S = 4 slots.
 TINY = Shape(B=1, T=256, HQ=16, H=1, K=64, V=64, S=4, block_size=32, dtype="float16")
 
 

@@ -146,10 +146,17 @@ def _csv_checks(data: bytes, name: str, add: Add, ctx: Context,
     if kind == "sweep_csv":
         sweep_csv_checks(rows[0], rows[1:], add, ctx)
         return kind
-    if companion is None:  # the bench result it was written from, beside it: results/raw/<stem>.json
-        found = ctx.locate(f"results/raw/{Path(name).stem}.json")
-        doc = bench_document(found) if found else None
-        companion = (str(found), doc) if doc is not None else None
+    if companion is None:  # the bench result it was written from: <stem>.json beside it (a submission folder holds
+        # both; its CSV alone was checked against the published JSON of that name: a new user, 2026-12-07), else
+        # raw/<stem>.json beside its summaries/ folder (a run's folder: runs/<name>/), else results/raw/<stem>.json
+        # of its tree or the repository's
+        here = Path(name)
+        layout = here.parent.parent / "raw" / f"{here.stem}.json" if here.parent.name == "summaries" else None
+        for found in (here.with_suffix(".json"), layout, ctx.locate(f"results/raw/{here.stem}.json")):
+            doc = bench_document(found) if found is not None else None
+            if doc is not None:
+                companion = (str(found), doc)
+                break
     if companion is None:
         ctx.unverifiable("$", f"{NO_COMPANION}: values not cross-checked (validate X.json X.csv, or --also X.json)")
     else:

@@ -16,7 +16,7 @@ Every peer is called through its public API; no kernel is copied or modified:
   selection bitmap (:func:`nsa_exp.routing.block_mask.selection_bitmap`) and causality.
 - ``flex-tile``: the same with the tile's blocks below the diagonal as full blocks (tile-shared routings only).
 - ``sdpa-dense``: ``scaled_dot_product_attention(is_causal=True, enable_gqa=True)`` under the cuDNN backend on a
-  GPU (FLASH and EFFICIENT refuse head dims 192/128: ../shared/GUIDE.md 6c), MATH on a CPU; the backend is recorded.
+  GPU (torch's FLASH and EFFICIENT backends refuse the head dims 192 / 128), MATH on a CPU; the backend is recorded.
 
 Correctness before timing: at the config's oracle shape (``smoke.oracle``), every peer's O, dQ, dK, dV on every
 routing against ``naive_nsa_selection`` (fp32 autograd on the same inputs; dense attention against fp32 causal

@@ -487,3 +487,27 @@ def test_an_unreadable_csv_fails_csv_syntax_and_the_batch_goes_on(tmp_path):
     report = validate_path(str(tmp_path / "nul.csv"))
     assert [(c["name"], c["passed"]) for c in report["checks"]] == [("file_size", True), ("csv_syntax", False)]
     assert validate_path("results/summaries/e1_h100.csv")["passed"]
+
+
+@pytest.mark.parametrize("layout", ["beside", "run_folder"])
+def test_a_summary_csv_alone_is_checked_against_its_own_json_not_the_published_one(tmp_path, layout):
+    """A submission's CSV (``reproduce`` names its files as the published ones: e1_h100.json / .csv) validated alone
+    is cross-checked against the JSON beside it, or ``raw/`` beside its ``summaries/`` (a run's folder); it was
+    checked against results/raw/e1_h100.json and FAILed 160 cells (a new user, 2026-12-07)."""
+    sub = REPO / "docs/logs/h100_2026-12-07/reproduce_6699be7"
+    csv_dir, json_dir = ((tmp_path, tmp_path) if layout == "beside" else
+                         (tmp_path / "x" / "summaries", tmp_path / "x" / "raw"))
+    csv_dir.mkdir(parents=True, exist_ok=True)
+    json_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(sub / "e1_h100.json", json_dir)
+    shutil.copy(sub / "e1_h100.csv", csv_dir)
+    report = validate_path(str(csv_dir / "e1_h100.csv"))
+    assert report["passed"], [c for c in report["checks"] if not c["passed"]]
+    assert [c["name"] for c in report["checks"]].count("csv_matches_json") == 1
+    text = (csv_dir / "e1_h100.csv").read_text().splitlines()
+    cells = text[1].split(",")
+    cells[3] = str(float(cells[3]) * 0.9)  # median_ms of the first row
+    (csv_dir / "e1_h100.csv").write_text("\n".join([text[0], ",".join(cells), *text[2:]]) + "\n")
+    failed = [f["message"] for c in validate_path(str(csv_dir / "e1_h100.csv"))["checks"] if not c["passed"]
+              for f in c.get("failures", [])]
+    assert failed and all(str(json_dir / "e1_h100.json") in m for m in failed if "gives" in m), failed
