@@ -28,7 +28,9 @@ def rule_text(data: ReportData) -> str:
         "its own round noise, which the CI already holds), "
         f"at least {MIN_FLOOR:.1%}; a stage never measured twice under one protocol borrows the "
         "largest floor of that GPU; a comparison across GPUs uses the larger floor. The CI holds a run's "
-        "round-to-round noise, the floor the run-to-run and session-to-session noise no single run shows.")
+        "round-to-round noise, the floor the run-to-run noise no single run shows, and the session-to-session "
+        "drift only where that GPU's repeats span sessions (docs/METHOD.md: the H200's do, the H100's are of one "
+        "session).")
 
 
 def _files(q: Quantity, most: int | None = None) -> str:
