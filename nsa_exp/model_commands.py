@@ -213,7 +213,8 @@ def predict_command(args: argparse.Namespace) -> int:
           f"  heaviest row: program {hr['program_id']} (fan-in {hr['fanin']}) runs {hr['start_ms']:.3f}-"
           f"{hr['end_ms']:.3f} ms\n  busy fraction of the slots: {out['busy_fraction']:.3f}\n"
           f"  break-even B*H = {be['BH']:.3f} (heaviest row alone {be['heaviest_row_ms']:.3f} ms x {out['slots']} "
-          f"slots / work per (b,h) {be['work_per_bh_ms']:.3f} ms): B*H={shape.B * shape.H} is {be['regime']}")
+          f"slots / work per (b,h) {be['work_per_bh_ms']:.3f} ms): B*H={shape.B * shape.H} is {be['regime']}\n"
+          "  (the model's estimate; set it beside the measured B*H sweep: docs/RESULTS.md, When it matters)")
     return 0
 
 
