@@ -368,8 +368,9 @@ COMMANDS: tuple[Command, ...] = (
                 ".nsa-exp/releases/fla-core-0.6.0): every imported file re-hashed; repeatable", "append", default=[],
                 metavar="DIR")),
     _cmd("schemas", f"{CPU}:cmd_schemas", "CPU only: check schemas/ against the vocabulary (stages, families, "
-         "orders, kinds); exit 1 when a file drifts", COMMON,
-         Option("--write", "rewrite the schema files that drift", "flag")),
+         "orders, kinds) and, for a kind whose module declares its record, against that record; exit 1 when a file "
+         "drifts", COMMON,
+         Option("--write", "rewrite (or create) the schema files that drift", "flag")),
     _cmd("calibrate", f"{MODEL}:calibrate", "CPU only: fit the dK/dV makespan model to designed calibration routings",
          COMMON,
          Option("--points", "result files or sweep folders (*.json)", "list", required=True),
