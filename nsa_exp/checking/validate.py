@@ -133,7 +133,7 @@ def _csv_checks(data: bytes, name: str, add: Add, ctx: Context,
                 companion: tuple[str, dict[str, Any]] | None) -> str | None:
     try:
         rows, notes = decode_csv(data, name)
-    except UserError as exc:  # a NUL, a byte that is not UTF-8, a broken quote: a failed check, as malformed JSON is
+    except UserError as exc:  # a NUL, a byte that is not UTF-8, a csv error: a failed check, as malformed JSON is
         # (it ended a batch of validate before the files after it: an attacker, 2026-12-07)
         add("csv_syntax", [("$", str(exc).removeprefix(f"{name}: "))])
         return None
