@@ -63,6 +63,10 @@ def reduction_tol(n: int) -> float:
 REL_TOL = 1e-12
 
 
+#: The most failures one check lists (``n_failures`` counts them all).
+MAX_LISTED = 50
+
+
 class Checks:
     """The named checks of one document, in the order they ran."""
 
@@ -74,7 +78,7 @@ class Checks:
         problems = problems or []
         entry: dict[str, Any] = {"name": name, "passed": not problems}
         if problems:
-            entry["failures"] = [{"path": p, "message": m} for p, m in problems[:50]]
+            entry["failures"] = [{"path": p, "message": m} for p, m in problems[:MAX_LISTED]]
             entry["n_failures"] = len(problems)
         self.items.append(entry)
         return not problems

@@ -300,10 +300,11 @@ def _rebuild(doc: dict[str, Any], ctx: Context, a: Any, b: Any, pair: list[Any],
 
 
 def _rebuild_rows(doc: dict[str, Any], a: Any, b: Any, problems: Problems) -> None:
-    """The sides and every row but its floor and verdict rebuilt from A and B at hand, when the floors' source is
-    not (the recorded floors and the verdicts they give are held to the rules in :func:`recompute`). A compare whose
-    noise table was renamed to a missing file, its A and B at hand, carried a median forged 38% lower with its CI and
-    verdict, and passed (an attacker, 2026-12-07)."""
+    """The sides, a peer or release comparison's own block, and every row but its floor and verdict rebuilt from A
+    and B at hand, when the floors' source is not (the recorded floors and the verdicts they give are held to the
+    rules in :func:`recompute`). A compare whose noise table was renamed to a missing file, its A and B at hand,
+    carried a median forged 38% lower with its CI and verdict, and passed (an attacker, 2026-12-07); so did its peer
+    and release blocks edited (a re-attacker, the same day)."""
     try:
         want = build(a[0], b[0], floor=DEFAULT_FLOOR, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
                      resamples=doc["bootstrap"]["resamples"])
@@ -313,7 +314,7 @@ def _rebuild_rows(doc: dict[str, Any], a: Any, b: Any, problems: Problems) -> No
     want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
     rows = [{**w, "floor": d.get("floor"), "verdict": d.get("verdict")} if isinstance(d, dict) else w
             for w, d in zip(want["rows"], doc["rows"], strict=False)] + want["rows"][len(doc["rows"]):]
-    keys = ("a", "b", "space", "unit")
+    keys = ("a", "b", "space", "unit", *(k for k in ("peers", "release") if k in want or k in doc))
     deep_diff({**{k: doc.get(k) for k in keys}, "rows": doc["rows"]},
               {**{k: want[k] for k in keys}, "rows": rows}, "$", problems)
 

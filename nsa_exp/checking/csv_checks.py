@@ -23,7 +23,6 @@ from typing import Any
 from ..core.records import STAT_FIELDS
 from ..core.stages import OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
-from ..errors import UserError
 from ..io.schemas import SUMMARY_COLUMNS, schema_errors
 from ..io.strict_csv import parse_float, parse_int
 from .checks import Add, Problems, close, schema_problems
@@ -149,11 +148,12 @@ def json_problems(rows: list[dict[str, str]], doc: dict[str, Any], json_name: st
 def summary_csv_checks(header: list[str], body: list[list[str]], add: Add, name: str = "<csv>",
                        companion: tuple[str, dict[str, Any]] | None = None) -> None:
     """Row schema (``csv_rows``), the table (``csv_table``) and, with its JSON, ``csv_matches_json``."""
-    rows = []
-    for i, cells in enumerate(body):
-        if len(cells) != len(header):
-            raise UserError(f"{name}: line {i + 2} has {len(cells)} cells, the header has {len(header)}")
-        rows.append(dict(zip(header, cells, strict=True)))
+    ragged = [(f"$[{i}]", f"line {i + 2} has {len(cells)} cells, the header has {len(header)}")
+              for i, cells in enumerate(body) if len(cells) != len(header)]
+    if ragged:  # a FAIL, as a sweep table's (it was exit 2 and ended a batch of validate: a re-attacker, 2026-12-07)
+        add("csv_rows", ragged)
+        return
+    rows = [dict(zip(header, cells, strict=True)) for cells in body]
     if not rows:
         add("csv_rows", [("$", "no rows")])
         return

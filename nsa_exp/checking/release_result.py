@@ -27,6 +27,7 @@ versions, distribution, wheel, folder, the run's releases and the point's), ``ga
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -168,20 +169,47 @@ def _busy_against_events(doc: dict[str, Any], pattern: str, stage: str, busy: li
              f"{MAX_BUSY_OVER_EVENTS}): the events enclose the kernels they time")]
 
 
+#: A release's version as its wheel, folder or distribution names it (``fla_core-0.6.0-py3...``, ``fla-core-0.6.0``).
+_NAMED_VERSION = re.compile(r"fla[-_]core-([0-9][0-9A-Za-z.+]*?)(?=-py|/|$|\.whl|-T)")
+
+
+def _strings(node: Any) -> list[str]:
+    """Every string in a JSON value (its keys' values, recursively)."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [t for v in node.values() for t in _strings(v)]
+    if isinstance(node, list):
+        return [t for v in node for t in _strings(v)]
+    return []
+
+
 def _identity(doc: dict[str, Any], point: dict[str, Any] | None) -> Problems:
-    """A release target's identity, one throughout the record: ``label`` ``fla-core-<version_declared>``, the version
-    imported and the distribution the declared one, the wheel's file name and the release folder of that version; the
-    version one the run timed (``--release`` in its argv, else the release config's ``releases``) and run by its
-    ``point`` (a point naming ``releases`` runs only those; a source tree runs only points naming none). A 0.6.0 result
-    relabelled 0.5.1 (wheel, folder and imported version still 0.6.0), a release no config lists, and 0.6.0's T=8192
-    point relabelled 0.5.2, which the config runs at T=8192 for 0.6.0 only, passed (an attacker, 2026-12-07)."""
+    """A release target's identity, one throughout the record: a release (``kind`` ``release``: ``label``
+    ``fla-core-<version_declared>``, the version imported and the distribution the declared one, and every release
+    version its origin, folder and roots name, wheel and wheel path included) or a source tree (``kind`` ``source``:
+    an origin of kind ``source``, run by ``--fla-source``); the version one the run timed (``--release`` in its argv,
+    else the release config's ``releases`` unless it timed source trees) and run by its ``point`` (a point naming
+    ``releases`` runs only those; a source tree runs only points naming none). A 0.6.0 result relabelled 0.5.1 (wheel,
+    folder and imported version still 0.6.0), a release no config lists, and 0.6.0's T=8192 point relabelled 0.5.2,
+    which the config runs at T=8192 for 0.6.0 only, passed (an attacker, 2026-12-07); so did the same relabels
+    with ``kind`` set to ``source``, a folder renamed, or ``--fla-source`` added to the argv (a re-attacker, the same
+    day)."""
     rel, problems = doc["release"], []
-    version = rel.get("version_declared")
+    version, origin = rel.get("version_declared"), rel.get("origin") or {}
+    argv = [a for a in doc.get("metadata", {}).get("argv") or [] if isinstance(a, str)]
+    sources = "--fla-source" in argv or any(a.startswith("--fla-source=") for a in argv)
     if rel.get("kind") != "release":
+        if origin.get("kind") != "source" or not sources:
+            problems.append(("$.release.kind", f"{rel.get('kind')!r}: a source tree is timed by --fla-source and "
+                             f"recorded with an origin of kind 'source' (this origin: {origin.get('kind')!r})"))
         if point is not None and point.get("releases") is not None:
             problems.append(("$.release.kind", f"a source tree, but the point at T={point.get('T')} runs only the "
                              f"releases {point['releases']}"))
         return problems
+    if origin.get("kind") not in ("wheel-dir", "index"):
+        problems.append(("$.release.origin.kind", f"{origin.get('kind')!r}: a release comes from a wheel folder or "
+                         "the package index"))
     if rel.get("label") != f"fla-core-{version}":
         problems.append(("$.release.label", f"{rel.get('label')!r} is not fla-core-{version} (version_declared)"))
     if rel.get("version_imported") != version:
@@ -189,21 +217,21 @@ def _identity(doc: dict[str, Any], point: dict[str, Any] | None) -> Problems:
                          f"{version!r}: the child imported another fla"))
     if rel.get("distributions") not in ([], [f"fla-core=={version}"]):
         problems.append(("$.release.distributions", f"{rel.get('distributions')} is not fla-core=={version}"))
-    wheel = (rel.get("origin") or {}).get("wheel")
-    if isinstance(wheel, str) and not wheel.startswith(f"fla_core-{version}-"):
-        problems.append(("$.release.origin.wheel", f"{wheel!r} is not a wheel of fla-core {version}"))
-    folder = Path(str(rel.get("package_dir", ""))).parent.name
-    if folder.startswith("fla-core-") and folder != f"fla-core-{version}":
-        problems.append(("$.release.package_dir", f"the release folder {folder!r} is not fla-core-{version}'s"))
-    argv = doc.get("metadata", {}).get("argv") or []
+    named = {"origin": _strings(origin), "package_dir": _strings(rel.get("package_dir")),
+             "fla_roots_on_path": _strings(rel.get("fla_roots_on_path"))}
+    for field, texts in named.items():
+        others = sorted({v for t in texts for v in _NAMED_VERSION.findall(t) if v != version})
+        if others:
+            problems.append((f"$.release.{field}", f"names fla-core {', '.join(others)}, not {version}"))
+    if isinstance(origin.get("wheel"), str) and not origin["wheel"].startswith(f"fla_core-{version}-"):
+        problems.append(("$.release.origin.wheel", f"{origin['wheel']!r} is not a wheel of fla-core {version}"))
     asked = [v for flag, v in zip(argv, argv[1:], strict=False) if flag == "--release"]
-    asked += [a.split("=", 1)[1] for a in argv if isinstance(a, str) and a.startswith("--release=")]
-    if "--fla-source" not in argv:
-        timed = asked or list(doc["release_config"].get("releases") or [])
-        if version not in timed:
-            problems.append(("$.release.version_declared", f"{version!r} is none of the releases the run timed "
-                             f"({', '.join(map(str, timed)) or 'none'}: " + ("its --release" if asked else
-                                                                             "the release config's releases") + ")"))
+    asked += [a.split("=", 1)[1] for a in argv if a.startswith("--release=")]
+    timed = asked or ([] if sources else list(doc["release_config"].get("releases") or []))
+    if version not in timed:
+        problems.append(("$.release.version_declared", f"{version!r} is none of the releases the run timed "
+                         f"({', '.join(map(str, timed)) or 'none'}: " + ("its --release" if asked or sources else
+                                                                         "the release config's releases") + ")"))
     if point is not None and point.get("releases") is not None and version not in point["releases"]:
         problems.append(("$.release.version_declared", f"{version!r}: the point at T={point.get('T')} runs only the "
                          f"releases {point['releases']}"))

@@ -122,7 +122,7 @@ def csv_kind(rows: list[list[str]], name: str) -> str:
     header = rows[0] if rows else []
     if {"sweep", "point_id", "family"} <= set(header):
         return "sweep_csv"
-    if len(set(header)) == len(header) and set(header) & set(SUMMARY_COLUMNS):
+    if set(header) & set(SUMMARY_COLUMNS):  # a column twice fails csv_table (it was exit 2: a re-attacker, 2026-12-07)
         return "summary_csv"
     raise UserError(f"{name}: the first line {','.join(header)[:80]!r} is not the header of a CSV validate reads "
                     f"(a bench summary {','.join(SUMMARY_COLUMNS[:3])},..., a sweep table sweep,point_id,..., or "
@@ -151,7 +151,8 @@ def _csv_checks(data: bytes, name: str, add: Add, ctx: Context,
         # raw/<stem>.json beside its summaries/ folder (a run's folder: runs/<name>/), else results/raw/<stem>.json
         # of its tree or the repository's
         here = Path(name)
-        layout = here.parent.parent / "raw" / f"{here.stem}.json" if here.parent.name == "summaries" else None
+        folder = here.resolve().parent  # `validate x.csv` typed inside summaries/ too (a re-attacker, 2026-12-07)
+        layout = folder.parent / "raw" / f"{here.stem}.json" if folder.name == "summaries" else None
         for found in (here.with_suffix(".json"), layout, ctx.locate(f"results/raw/{here.stem}.json")):
             doc = bench_document(found) if found is not None else None
             if doc is not None:

@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar
 from ..core.kinds import schema_version
 from ..core.records import Keywords, Record
 from ..errors import UserError
-from .checks import Add, Checks, Context, Problems, one_check
+from .checks import MAX_LISTED, Add, Checks, Context, Problems, one_check
 from .sources import deep_diff
 
 KIND = "validation_report"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
@@ -96,11 +96,13 @@ def build(path: str, checks: Checks, document_kind: str | None = None, ctx: Cont
 
 def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = []
-    for i, c in enumerate(doc["checks"]):
-        n = len(c.get("failures", []))
-        if c["passed"] != (n == 0) or c.get("n_failures", 0) < n or (n and c.get("n_failures") is None):
+    for i, c in enumerate(doc["checks"]):  # Checks.add: a failed check lists its first MAX_LISTED failures and counts
+        # them all; a passed one lists and counts none (a passed check counting 5 passed: a re-attacker, 2026-12-07)
+        n, count = len(c.get("failures", [])), c.get("n_failures")
+        if (c["passed"] != (n == 0) or (c["passed"] and count is not None) or (n and count is None)
+                or (count is not None and not (count == n if n < MAX_LISTED else count >= n))):
             problems.append((f"$.checks[{i}]", f"check {c['name']!r}: passed {c['passed']} with {n} failure(s) "
-                             f"(n_failures {c.get('n_failures')})"))
+                             f"(n_failures {count})"))
     passed = all(c["passed"] for c in doc["checks"])
     if doc["passed"] != passed:
         problems.append(("$.passed", f"{doc['passed']}, the checks give {passed}"))

@@ -235,3 +235,17 @@ def test_a_compare_whose_noise_table_is_missing_still_has_its_rows_recomputed_fr
     forged.write_text(json.dumps(doc))
     failed = {f["path"] for c in validate_path(str(forged))["checks"] if not c["passed"] for f in c.get("failures", [])}
     assert f"$.rows[{i}].b_median" in failed and f"$.rows[{i}].ci95[0]" in failed, failed
+
+
+def test_a_peer_compare_whose_noise_table_is_missing_still_has_its_peer_block_rebuilt(tmp_path):
+    """With the table missing, a peer comparison's own block (patterns, peers only in B, not compared) is rebuilt
+    from A and B too (cut patterns passed: a re-attacker, 2026-12-07)."""
+    doc = json.loads((REPO / "results/compare/e1_h200_vs_peers_h200.json").read_text())
+    doc["noise_floor"]["paths"] = ["results/noise/floors_gone.json"]
+    (tmp_path / "genuine.json").write_text(json.dumps(doc))
+    assert validate_path(str(tmp_path / "genuine.json"))["passed"]
+    doc["peers"]["patterns"] = doc["peers"]["patterns"][:1]
+    (tmp_path / "forged.json").write_text(json.dumps(doc))
+    failed = {f["path"] for c in validate_path(str(tmp_path / "forged.json"))["checks"] if not c["passed"]
+              for f in c.get("failures", [])}
+    assert "$.peers.patterns" in failed, failed

@@ -71,3 +71,22 @@ def test_a_release_whose_record_names_two_versions_fails_naming_the_field(tmp_pa
         node = node[p]
     node[key] = value
     assert f"$.release.{field}" in _failures(doc, tmp_path).get("release_config_consistent", [])
+
+
+def test_a_relabel_as_a_source_tree_or_under_an_added_fla_source_fails(tmp_path):
+    """The identity check cannot be skipped: ``kind`` set to ``source`` on a wheel run, or ``--fla-source`` added to
+    the argv, with the release relabelled (a re-attacker, 2026-12-07)."""
+    base = json.loads((RELEASES / "fla-core-0.6.0-T32768.json").read_text())
+    as_source = _relabel(base, "0.5.1")
+    as_source["release"]["kind"] = "source"
+    assert "$.release.kind" in _failures(as_source, tmp_path).get("release_config_consistent", [])
+    added = _relabel(base, "0.5.0")
+    added["metadata"]["argv"] = [*added["metadata"]["argv"], "--fla-source", "/x"]
+    assert "$.release.version_declared" in _failures(added, tmp_path).get("release_config_consistent", [])
+
+
+def test_a_relabel_that_leaves_another_version_in_the_origin_fails(tmp_path):
+    """Every version the origin names (wheel path, folder) must be the declared one."""
+    doc = _relabel(json.loads((RELEASES / "fla-core-0.6.0-T32768.json").read_text()), "0.5.1")
+    doc["release"]["origin"]["wheel_path"] = ".whl-fla/fla_core-0.6.0-py3-none-any.whl"
+    assert "$.release.origin" in _failures(doc, tmp_path).get("release_config_consistent", [])

@@ -511,3 +511,44 @@ def test_a_summary_csv_alone_is_checked_against_its_own_json_not_the_published_o
     failed = [f["message"] for c in validate_path(str(csv_dir / "e1_h100.csv"))["checks"] if not c["passed"]
               for f in c.get("failures", [])]
     assert failed and all(str(json_dir / "e1_h100.json") in m for m in failed if "gives" in m), failed
+
+
+@pytest.mark.parametrize(("edit", "check"), [
+    (lambda lines: [lines[0], lines[1] + ",extra", *lines[2:]], "csv_rows"),  # a row with a cell too many
+    (lambda lines: [lines[0] + ",median_ms", *(ln + ",1.0" for ln in lines[1:])], "csv_table"),  # a column twice
+])
+def test_a_ragged_or_doubled_summary_csv_fails_a_check_and_the_batch_goes_on(tmp_path, edit, check):
+    """Both were exit 2, ending a batch of validate (a re-attacker, 2026-12-07)."""
+    lines = (REPO / "results/summaries/e1_h100.csv").read_text().splitlines()
+    bad = tmp_path / "e1_h100.csv"
+    bad.write_text("\n".join(edit(lines)) + "\n")
+    proc = run_cli("validate", str(bad), "results/raw/e1_h200.json")
+    assert proc.returncode == 1 and "error:" not in proc.stderr, proc.stderr
+    assert f"[{check}]" in proc.stdout and "results/raw/e1_h200.json: PASS" in proc.stdout, proc.stdout
+
+
+def test_a_summary_csv_named_inside_its_summaries_folder_finds_the_runs_json(tmp_path, monkeypatch):
+    """``validate x.csv`` typed inside ``runs/<name>/summaries/`` reads ``../raw/x.json`` (a re-attacker found a
+    halved CSV passing, listed unverified, 2026-12-07)."""
+    sub = REPO / "docs/logs/h100_2026-12-07/reproduce_6699be7"
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "summaries").mkdir()
+    shutil.copy(sub / "e1_h100.json", tmp_path / "raw")
+    shutil.copy(sub / "e1_h100.csv", tmp_path / "summaries")
+    monkeypatch.chdir(tmp_path / "summaries")
+    report = validate_path("e1_h100.csv")
+    assert report["passed"] and "csv_matches_json" in [c["name"] for c in report["checks"]], report
+
+
+def test_a_validation_report_whose_check_counts_disagree_with_its_list_fails():
+    """A passed check counts no failures; a failed one counts what it lists (up to 50 listed): a passed check with
+    n_failures 5 passed when the reported file was not at hand (a re-attacker, 2026-12-07)."""
+    report = validate_bytes(b'{"a": 1, "a": 2}', "x.json")
+    report["path"] = "/nowhere/x.json"
+    for edit in (lambda r: r["checks"][0].update(n_failures=5),
+                 lambda r: r["checks"][1].update(n_failures=1000)):
+        doc = copy.deepcopy(report)
+        edit(doc)
+        checked = validate_bytes(json.dumps(doc).encode(), "r.json")
+        assert not checked["passed"], checked
+        assert any(f["path"].startswith("$.checks[") for c in checked["checks"] for f in c.get("failures", [])), checked
