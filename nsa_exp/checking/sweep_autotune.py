@@ -18,12 +18,23 @@ KIND = "sweep_autotune"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
 
 
 @dataclass(frozen=True)
+class AutotuneConfig(Record):
+    """One of FLA's autotune configs as the bench result records it (``triton.Config``: its kwargs, warps, stages);
+    typed, so that ``num_warps: true`` or ``4.0`` is no config (both matched FLA's 1 and 4: a re-attacker,
+    2026-12-07)."""
+
+    kwargs: dict[str, JSON]
+    num_warps: Annotated[int, Keywords(minimum=1)]
+    num_stages: Annotated[int, Keywords(minimum=0)]
+
+
+@dataclass(frozen=True)
 class SweepAutotune(Record):
     """The document: ``best_config``, ``{autotuned kernel's stage: FLA's chosen config}``, every autotuned stage."""
 
     schema_version: str
     kind: str
-    best_config: Annotated[dict[str, dict[str, JSON]], Keywords(**{"x-vocabulary": {"required": "stages.autotuned"}})]
+    best_config: Annotated[dict[str, AutotuneConfig], Keywords(**{"x-vocabulary": {"required": "stages.autotuned"}})]
 
 
 RECORD = SweepAutotune
@@ -31,7 +42,7 @@ RECORD = SweepAutotune
 
 def build(best_config: dict[str, Any]) -> dict[str, Any]:
     """The document of ``best_config`` (``{autotuned kernel's stage: FLA's chosen config}``)."""
-    return SweepAutotune(schema_version(KIND), KIND, best_config).to_json()
+    return SweepAutotune(schema_version(KIND), KIND, {k: AutotuneConfig(**v) for k, v in best_config.items()}).to_json()
 
 
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:

@@ -10,6 +10,8 @@ import pytest
 
 from nsa_exp import SCHEMA_DIR
 from nsa_exp.checking.kinds import KIND_RECORDS
+from nsa_exp.checking.sweep_autotune import build
+from nsa_exp.checking.validate import validate_bytes
 from nsa_exp.core import stages
 from nsa_exp.core.enums import VOCABULARY
 from nsa_exp.core.families import FAMILIES
@@ -125,3 +127,16 @@ def test_a_kind_with_a_record_has_its_schema_file_generated_whole_from_it(tmp_pa
     assert path.read_text() == original
     path.unlink()  # a missing generated file drifts too
     assert sync_schemas(write=True, folder=folder, records=KIND_RECORDS) == [path] and path.read_text() == original
+
+
+@pytest.mark.parametrize("warps", [True, 4.0, 0])
+def test_a_sweep_autotune_config_is_typed_by_its_record(warps):
+    """Its record types each stage's config (``AutotuneConfig``): ``num_warps`` true or 4.0 matched FLA's 1 and 4
+    by value and passed (a re-attacker, 2026-12-07)."""
+    config = {"kwargs": {}, "num_warps": 4, "num_stages": 2}
+    doc = build({s: dict(config, kwargs={"BQ": 1} if s == "dkv_core" else {}) for s in stages.AUTOTUNED_STAGES})
+    assert validate_bytes(json.dumps(doc).encode(), "_autotune.json")["passed"]
+    doc["best_config"]["dq_core"]["num_warps"] = warps
+    report = validate_bytes(json.dumps(doc).encode(), "_autotune.json")
+    failed = [c["name"] for c in report["checks"] if not c["passed"]]
+    assert failed == ["schema"], failed
