@@ -23,6 +23,7 @@ from typing import Any
 from ..core.records import STAT_FIELDS
 from ..core.stages import OPTIONAL_STAGES
 from ..core.stages import STAGE_NAMES as STAGES
+from ..io.paths import recorded_path
 from ..io.schemas import SUMMARY_COLUMNS, schema_errors
 from ..io.strict_csv import parse_float, parse_int
 from .checks import Add, Problems, close, schema_problems
@@ -171,4 +172,6 @@ def summary_csv_checks(header: list[str], body: list[list[str]], add: Add, name:
     add("csv_rows", problems)
     add("csv_table", table_problems(header, rows))
     if companion is not None:
-        add("csv_matches_json", json_problems(rows, companion[1], companion[0]))
+        # the JSON named as a document records a path (repository-relative inside it), so that a validation report of
+        # this CSV rebuilds in another clone (it named the absolute path: a re-attacker, 2026-12-07)
+        add("csv_matches_json", json_problems(rows, companion[1], recorded_path(companion[0])))

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..core.kinds import KINDS, document_kind
 from ..errors import UserError
+from ..io.paths import recorded_path
 from ..io.progress import progress
 from ..io.reader import file_size, one_line, read_bounded, show_path
 from ..io.schemas import SUMMARY_COLUMNS, file_schema_errors, schema_errors
@@ -163,8 +164,9 @@ def _csv_checks(data: bytes, name: str, add: Add, ctx: Context,
     else:
         sub = validate_path(companion[0], depth=ctx.depth + 1)
         bad = [c["name"] for c in sub["checks"] if not c["passed"]]
-        add("companion_valid", [("$", f"its JSON {companion[0]} does not validate ({', '.join(bad)}): a CSV is only "
-                                      "as good as the result it is checked against")] if bad else [])
+        shown = recorded_path(companion[0])
+        add("companion_valid", [("$", f"its JSON {shown} does not validate ({', '.join(bad)}): a CSV is only as good "
+                                      "as the result it is checked against")] if bad else [])
     summary_csv_checks(rows[0], rows[1:], add, name, companion)
     return kind
 

@@ -552,3 +552,16 @@ def test_a_validation_report_whose_check_counts_disagree_with_its_list_fails():
         checked = validate_bytes(json.dumps(doc).encode(), "r.json")
         assert not checked["passed"], checked
         assert any(f["path"].startswith("$.checks[") for c in checked["checks"] for f in c.get("failures", [])), checked
+
+
+def test_a_csv_checked_against_the_repositorys_json_names_it_as_the_repository_records_it(tmp_path):
+    """The cross-check's messages name the repository's JSON repository-relative, so that a validation report of
+    the CSV rebuilds in another clone (it named the absolute path: a re-attacker, 2026-12-07)."""
+    lines = (REPO / "results/summaries/e1_h100.csv").read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[3] = str(float(cells[3]) * 0.9)
+    (tmp_path / "e1_h100.csv").write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    messages = [f["message"] for c in validate_path(str(tmp_path / "e1_h100.csv"))["checks"] if not c["passed"]
+                for f in c.get("failures", [])]
+    assert messages and all(str(REPO) not in m for m in messages), messages
+    assert any("but results/raw/e1_h100.json gives" in m for m in messages), messages
