@@ -284,14 +284,9 @@ def _rebuild(doc: dict[str, Any], ctx: Context, a: Any, b: Any, pair: list[Any],
                              f"does not validate ({bad}); the verdicts rest on floors no committed result backs"))
         else:  # a table that passes with its floors unverified (a source of its found nowhere) leaves them so here
             rebuilt_from(ctx, "$.noise_floor.paths[0]", nf["paths"][0], table)
-    try:
-        want = build(a[0], b[0], noise_from=[str(p) for p, _ in pair] if nf["kind"] == "repeat" else None,
-                     floor=floor, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
-                     resamples=doc["bootstrap"]["resamples"], noise_table=table)
-    except UserError as exc:
-        problems.append(("$", f"cannot be recomputed from its sources: {exc}"))
-    else:
-        want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
+    want = _built(doc, a, b, problems, noise_from=[str(p) for p, _ in pair] if nf["kind"] == "repeat" else None,
+                  floor=floor, noise_table=table)
+    if want is not None:
         if nf["kind"] in ("repeat", "table"):
             want["noise_floor"]["paths"] = nf["paths"]
             want["noise_floor"]["rule"] = (want["noise_floor"]["rule"].replace(str(table), nf["paths"][0])
@@ -305,18 +300,29 @@ def _rebuild_rows(doc: dict[str, Any], a: Any, b: Any, problems: Problems) -> No
     rules in :func:`recompute`). A compare whose noise table was renamed to a missing file, its A and B at hand,
     carried a median forged 38% lower with its CI and verdict, and passed (an attacker, 2026-12-07); so did its peer
     and release blocks edited (a re-attacker, the same day)."""
-    try:
-        want = build(a[0], b[0], floor=DEFAULT_FLOOR, cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
-                     resamples=doc["bootstrap"]["resamples"])
-    except UserError as exc:
-        problems.append(("$", f"cannot be recomputed from its sides: {exc}"))
+    want = _built(doc, a, b, problems, floor=DEFAULT_FLOOR)
+    if want is None:
         return
-    want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
     rows = [{**w, "floor": d.get("floor"), "verdict": d.get("verdict")} if isinstance(d, dict) else w
             for w, d in zip(want["rows"], doc["rows"], strict=False)] + want["rows"][len(doc["rows"]):]
     keys = ("a", "b", "space", "unit", *(k for k in ("peers", "release") if k in want or k in doc))
     deep_diff({**{k: doc.get(k) for k in keys}, "rows": doc["rows"]},
               {**{k: want[k] for k in keys}, "rows": rows}, "$", problems)
+
+
+def _built(doc: dict[str, Any], a: Any, b: Any, problems: Problems, **floors: Any) -> dict[str, Any] | None:
+    """The comparison :func:`build` makes of the sides at hand (``a``, ``b``: (path found, document)) with
+    ``doc``'s space, ``fail_on`` and resamples and the given floors' source (``noise_from``, ``floor`` or
+    ``noise_table``), its sides' paths as ``doc`` gives them; None, with the refusal in ``problems``, when it cannot
+    be built."""
+    try:
+        want = build(a[0], b[0], cycles=doc["space"] == "cycles", fail_on=doc["fail_on"],
+                     resamples=doc["bootstrap"]["resamples"], **floors)
+    except UserError as exc:
+        problems.append(("$", f"cannot be recomputed from its sources: {exc}"))
+        return None
+    want["a"]["path"], want["b"]["path"] = doc["a"]["path"], doc["b"]["path"]  # as given, not as located
+    return want
 
 
 checks = one_check("compare_recompute", recompute)

@@ -473,15 +473,21 @@ def wall_plausible(wall: Any, work_ms: float, path: str, what: str, add: Add, do
     add("wall_plausible", problems)
 
 
-def argv_option(argv: list[str], option: str) -> str | None:
-    """The value of ``--option V`` / ``--option=V`` in a recorded argv (the last one), else None."""
-    value = None
+def argv_values(argv: list[str], option: str) -> list[str]:
+    """Every value of ``--option V`` / ``--option=V`` in a recorded argv, in order (a repeatable option's)."""
+    values = []
     for i, arg in enumerate(argv):
         if arg == option and i + 1 < len(argv):
-            value = argv[i + 1]
+            values.append(argv[i + 1])
         elif arg.startswith(option + "="):
-            value = arg.split("=", 1)[1]
-    return value
+            values.append(arg.split("=", 1)[1])
+    return values
+
+
+def argv_option(argv: list[str], option: str) -> str | None:
+    """The value of ``--option V`` / ``--option=V`` in a recorded argv (the last one), else None."""
+    values = argv_values(argv, option)
+    return values[-1] if values else None
 
 
 def config_file(ctx: Context, config_path: str | None) -> dict[str, Any] | None:

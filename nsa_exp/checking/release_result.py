@@ -54,7 +54,7 @@ from ..routing.patterns import routing_sha256
 from . import record_checks
 from .checks import Add, Context, Problems, guarded
 from .peer_result import MAX_PROFILER_SHIFT, MIN_PROFILER_SHIFT
-from .record_checks import recorded_clean_commit
+from .record_checks import argv_values, document_argv, recorded_clean_commit
 from .routing_checks import edge_problems, pattern_set, regenerated, routing_file_recompute, routing_recompute
 from .run_checks import telemetry_recompute
 from .stats_checks import stats_checks
@@ -132,14 +132,23 @@ def _kernels(doc: dict[str, Any], add: Add, warnings: list) -> None:
     add("kernels_recompute", problems)
 
 
+def _event_median(doc: dict[str, Any], pattern: str, stage: str) -> float | None:
+    """The event-timed median (ms) of a stage of a GPU run, which its profiled calls are held to; None for a
+    host-clock run or a stage with no positive median."""
+    timed = doc["patterns"].get(pattern, {}).get("stages", {}).get(stage, {}).get("median_ms")
+    if doc["timing"]["timer"] != "cuda-events" or not isinstance(timed, (int, float)) or timed <= 0:
+        return None
+    return float(timed)
+
+
 def _span_against_events(doc: dict[str, Any], pattern: str, stage: str, spans: list[float]) -> Problems:
     """On a GPU, the median CUPTI span (ms) of a stage's profiled calls (``spans``: first kernel's start to last
     kernel's end) within [:data:`~.peer_result.MIN_PROFILER_SHIFT`, :data:`~.peer_result.MAX_PROFILER_SHIFT`] of
     its event-timed median: the same calls, timed by events around them (committed H200 results: 0.972-1.021).
     Kernel times halved with their spans and groups recomputed passed, and a compare built on them with it (an
     attacker, 2026-12-07)."""
-    timed = doc["patterns"].get(pattern, {}).get("stages", {}).get(stage, {}).get("median_ms")
-    if doc["timing"]["timer"] != "cuda-events" or not spans or not isinstance(timed, (int, float)) or timed <= 0:
+    timed = _event_median(doc, pattern, stage)
+    if timed is None or not spans:
         return []
     ratio = float(np.median(spans)) / timed
     if MIN_PROFILER_SHIFT <= ratio <= MAX_PROFILER_SHIFT:
@@ -158,14 +167,14 @@ MAX_BUSY_OVER_EVENTS = 1.10
 
 def _busy_against_events(doc: dict[str, Any], pattern: str, stage: str, busy: list[float]) -> Problems:
     """On a GPU, a stage's median kernel busy time within :data:`MAX_BUSY_OVER_EVENTS` x its event-timed median."""
-    timed = doc["patterns"].get(pattern, {}).get("stages", {}).get(stage, {}).get("median_ms")
-    if doc["timing"]["timer"] != "cuda-events" or not busy or not isinstance(timed, (int, float)) or timed <= 0:
+    timed = _event_median(doc, pattern, stage)
+    if timed is None or not busy:
         return []
-    ratio = float(np.median(busy)) / timed
-    if ratio <= MAX_BUSY_OVER_EVENTS:
+    ran = float(np.median(busy))
+    if ran / timed <= MAX_BUSY_OVER_EVENTS:
         return []
     return [(f"$.patterns.{pattern}.stages.{stage}.median_ms", f"{timed:g} ms, but its profiled calls' kernels alone "
-             f"ran {float(np.median(busy)):g} ms (median sum of kernel durations, {ratio:.3f} x, more than "
+             f"ran {ran:g} ms (median sum of kernel durations, {ran / timed:.3f} x, more than "
              f"{MAX_BUSY_OVER_EVENTS}): the events enclose the kernels they time")]
 
 
@@ -197,8 +206,8 @@ def _identity(doc: dict[str, Any], point: dict[str, Any] | None) -> Problems:
     day)."""
     rel, problems = doc["release"], []
     version, origin = rel.get("version_declared"), rel.get("origin") or {}
-    argv = [a for a in doc.get("metadata", {}).get("argv") or [] if isinstance(a, str)]
-    sources = "--fla-source" in argv or any(a.startswith("--fla-source=") for a in argv)
+    argv = document_argv(doc)
+    sources = "--fla-source" in argv or bool(argv_values(argv, "--fla-source"))
     if rel.get("kind") != "release":
         if origin.get("kind") != "source" or not sources:
             problems.append(("$.release.kind", f"{rel.get('kind')!r}: a source tree is timed by --fla-source and "
@@ -225,8 +234,7 @@ def _identity(doc: dict[str, Any], point: dict[str, Any] | None) -> Problems:
             problems.append((f"$.release.{field}", f"names fla-core {', '.join(others)}, not {version}"))
     if isinstance(origin.get("wheel"), str) and not origin["wheel"].startswith(f"fla_core-{version}-"):
         problems.append(("$.release.origin.wheel", f"{origin['wheel']!r} is not a wheel of fla-core {version}"))
-    asked = [v for flag, v in zip(argv, argv[1:], strict=False) if flag == "--release"]
-    asked += [a.split("=", 1)[1] for a in argv if a.startswith("--release=")]
+    asked = argv_values(argv, "--release")
     timed = asked or ([] if sources else list(doc["release_config"].get("releases") or []))
     if version not in timed:
         problems.append(("$.release.version_declared", f"{version!r} is none of the releases the run timed "

@@ -22,7 +22,7 @@ JSON, cell by cell (:mod:`.csv_checks`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,18 +147,8 @@ def _csv_checks(data: bytes, name: str, add: Add, ctx: Context,
     if kind == "sweep_csv":
         sweep_csv_checks(rows[0], rows[1:], add, ctx)
         return kind
-    if companion is None:  # the bench result it was written from: <stem>.json beside it (a submission folder holds
-        # both; its CSV alone was checked against the published JSON of that name: a new user, 2026-12-07), else
-        # raw/<stem>.json beside its summaries/ folder (a run's folder: runs/<name>/), else results/raw/<stem>.json
-        # of its tree or the repository's
-        here = Path(name)
-        folder = here.resolve().parent  # `validate x.csv` typed inside summaries/ too (a re-attacker, 2026-12-07)
-        layout = folder.parent / "raw" / f"{here.stem}.json" if folder.name == "summaries" else None
-        for found in (here.with_suffix(".json"), layout, ctx.locate(f"results/raw/{here.stem}.json")):
-            doc = bench_document(found) if found is not None else None
-            if doc is not None:
-                companion = (str(found), doc)
-                break
+    if companion is None:
+        companion = next(((str(p), doc) for p in _companion_paths(name, ctx) if (doc := bench_document(p))), None)
     if companion is None:
         ctx.unverifiable("$", f"{NO_COMPANION}: values not cross-checked (validate X.json X.csv, or --also X.json)")
     else:
@@ -187,6 +177,22 @@ def load_validated(path: str | Path, kinds: tuple[str, ...], label: str | None =
 
 
 _SERVED: dict[tuple, dict[str, Any]] = {}
+
+
+def _companion_paths(name: str, ctx: Context) -> Iterator[Path]:
+    """Where a summary CSV's bench result is looked for, in order, each only when the one before is not it:
+    ``<stem>.json`` beside it (a submission folder holds both; its CSV alone was checked against the published JSON
+    of that name: a new user, 2026-12-07), ``raw/<stem>.json`` beside its ``summaries/`` folder (a run's folder,
+    ``runs/<name>/``, named from inside it too: a re-attacker, the same day), then ``results/raw/<stem>.json`` of
+    its tree or the repository's."""
+    here = Path(name)
+    yield here.with_suffix(".json")
+    folder = here.resolve().parent
+    if folder.name == "summaries":
+        yield folder.parent / "raw" / f"{here.stem}.json"
+    found = ctx.locate(f"results/raw/{here.stem}.json")
+    if found is not None:
+        yield found
 
 
 def bench_document(path: str | Path) -> dict[str, Any] | None:
