@@ -218,9 +218,31 @@ def json_path(path: Any, root: str) -> str:
     return out
 
 
+def _errors(doc: Any, kind: str) -> list[Any]:
+    """jsonschema's errors of ``doc`` under ``schemas/<kind>.schema.json``.
+
+    Raises:
+        UserError: the validation failed on a schema under ``schemas/`` that its metaschema refuses (a ``type``
+            jsonschema does not know, a bound that is no number: a schema written over by hand ended in "internal
+            error UnknownType"): one line naming the file and how to restore it. Any other failure is raised as is.
+    """
+    try:
+        return list(_validator(kind).iter_errors(doc))
+    except Exception:
+        for name in dict.fromkeys([kind, *(p.name.removesuffix(".schema.json")
+                                           for p in sorted(SCHEMA_DIR.glob("*.schema.json")))]):
+            try:  # the metaschema's check, only once validating has failed (a third of a small validate's time)
+                jsonschema.validators.validator_for(load_schema(name)).check_schema(load_schema(name))
+            except jsonschema.exceptions.SchemaError as exc:
+                where = json_path(exc.absolute_path, f"schemas/{name}.schema.json")
+                raise UserError(f"{where}: not a valid JSON Schema ({exc.message}); restore it from the project "
+                                f"(git checkout -- schemas/{name}.schema.json)") from None
+        raise
+
+
 def _violations(doc: Any, kind: str) -> list[tuple[list[str | int], str]]:
     """Every violation of ``schemas/<kind>.schema.json`` as (its JSON path's parts, its message), by path."""
-    errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    errors = sorted(_errors(doc, kind), key=lambda e: list(e.absolute_path))
     return [(list(e.absolute_path), _message(e)) for e in errors]
 
 
@@ -260,8 +282,7 @@ def _message(error: Any) -> str:
 
 def validate_or_raise(doc: Any, kind: str, label: str) -> None:
     """Raise :class:`UserError` naming the first violation (by JSON path) of the schema ``kind``."""
-    validator = _validator(kind)
-    best = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    best = jsonschema.exceptions.best_match(_errors(doc, kind))
     if best is not None:
         where = json_path(best.absolute_path, label)
         raise UserError(f"{where}: {_message(best)} (schema {kind}.schema.json)")

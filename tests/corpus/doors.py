@@ -62,6 +62,10 @@ TWO_POINTS = ["results/sweeps/sweep_T_h200/T8192-local.json",
 REPORT_LIGHT = ["--repeat", "", "--ncu", "--tune-arms", "--autotune-matrix", "", "--h200", ""]
 ZERO_CLOCKS = [{"op": "set", "path": "/telemetry/samples/*/sm_clock_mhz", "value": 0}]
 
+#: the committed config schema with its name's type edited to one jsonschema does not know
+_UNKNOWN_TYPE = (Path(__file__).resolve().parents[2] / "schemas" / "config.schema.json").read_text().replace(
+    '"name": {\n      "type": "string"', '"name": {\n      "type": "word"', 1)
+
 CASES: list[dict[str, Any]] = [
     # ---------------------------------------------------------------- routing (and every config reader)
     {"id": "routing.packing_lengths_1e30", "argv": ["routing", "--config", "{cfg}"],
@@ -82,6 +86,10 @@ CASES: list[dict[str, Any]] = [
      "files": {"schema.json": {"in_repo": "schemas/summary_row.schema.json", "text": '{"schema_version": "1.0"}'}},
      "fresh": True, "exit": 2, "names": ["schemas/summary_row.schema.json", "git checkout"],
      "why": "read as the package is imported: a traceback before the CLI's error contract"},
+    {"id": "routing.schema_of_an_unknown_type", "argv": ["routing", "--config", "configs/e1_h200.json", "--json"],
+     "files": {"schema.json": {"in_repo": "schemas/config.schema.json", "text": _UNKNOWN_TYPE}}, "fresh": True,
+     "exit": 2, "names": ["schemas/config.schema.json", "properties.name.type", "git checkout"],
+     "why": "a schema edited by hand to a type jsonschema does not know: internal error UnknownType (an attacker)"},
     {"id": "routing.debug_before_the_command", "argv": ["--debug", "routing"], "exit": 2,
      "names": ["--debug", "after its name", "routing --debug"],
      "why": "argparse said only 'unrecognized arguments: --debug', where the internal-error line advises --debug"},
