@@ -40,7 +40,7 @@ from .io.paths import recorded_path
 from .io.progress import start
 from .io.schema_sync import sync_schemas
 from .io.schemas import schema_errors
-from .io.store import OutputPolicy, check_writable, frame_csv, write_json
+from .io.store import OutputPolicy, check_writable, frame_csv, write_json, write_json_unless_same, wrote_or_kept
 from .report.build import build_report
 from .report.data import noise_sources
 from .report.lock import LOCK_FILE, write_lock
@@ -157,7 +157,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                                   readme_from=REPO_ROOT / "README.md", provenance_from=args.provenance or None)
     _wrote([output])
     if not wrote_analysis:  # a new user read "wrote" for a file left as it was
-        print(f"kept {analysis} (the same analysis; only its metadata would change)")
+        print(wrote_or_kept(analysis, False, "analysis"))
     return _wrote([*([analysis] if wrote_analysis else []), *([readme] if readme else []),
                    *([provenance] if provenance else [])])
 
@@ -209,11 +209,11 @@ def cmd_flush_study(args: argparse.Namespace) -> int:
     if args.output:
         OutputPolicy.of(args, ("RAW", args.raw)).claim(args.output, named=True)  # a named path: never moved
     study = {**flush_study.build(args.raw), "metadata": base_metadata(import_gpu=False)}  # a CPU command: no torch
-    if args.output:
-        write_json(args.output, study, "flush_study")
+    # the same study is kept: METHOD.md's regeneration of the committed file changed only its metadata
+    wrote = bool(args.output) and write_json_unless_same(args.output, study, "flush_study")
     print(format_flush_table(study))
     if args.output:
-        print(f"wrote {args.output}")
+        print(wrote_or_kept(args.output, wrote, "study"))
     return 0
 
 
@@ -222,9 +222,9 @@ def cmd_noise_table(args: argparse.Namespace) -> int:
     start("noise-table: validating every committed bench result and sweep point it is derived from")
     runs, excluded = noise_sources(committed_inputs())
     doc = noise_table.build(runs, excluded)
-    write_json(output, doc, "noise_table")
+    wrote = write_json_unless_same(output, doc, "noise_table")
     print(format_noise_table(doc))
-    print(f"wrote {output}")
+    print(wrote_or_kept(output, wrote, "noise table"))
     return 0
 
 

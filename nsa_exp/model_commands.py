@@ -23,7 +23,7 @@ from .errors import UserError
 from .figures.model_validation import figure_stem, plot_validation
 from .io.metadata import git_state, installed_packages, utc_now
 from .io.progress import progress
-from .io.store import OutputPolicy, load_document, write_json_unless_same
+from .io.store import OutputPolicy, load_document, write_json_unless_same, wrote_or_kept
 from .model.arguments import model_shape, parse_packing, parse_params, require_enough_blocks
 from .model.calibration import (
     config_label,
@@ -56,10 +56,7 @@ from .routing.packing import packed_routing_violations, packing_token
 #: and with it its sha256, which each validation records of its calibration (a new user's re-run of docs/MODEL.md's
 #: commands left the committed validations failing validate: "the calibration at hand is another file")
 VOLATILE = ("metadata", "command")
-
-
-def _wrote_or_kept(path: str | Path, wrote: bool, what: str) -> str:
-    return f"wrote {path}" if wrote else f"kept {path} (the same {what}; only its metadata and command would change)"
+CHANGED = "its metadata and command"
 
 
 def _metadata() -> dict[str, Any]:
@@ -116,7 +113,7 @@ def calibrate(args: argparse.Namespace) -> int:
     wrote = write_json_unless_same(out, doc, "model_calibration", VOLATILE)
     print(f"a={params.a_ms:.4f} ms  c={params.c_ms:.6f} ms  gamma={params.gamma:.3f}  slots {occ['slots_per_sm']}/SM "
           f"x {ref.sm_count} SMs; fit |error| mean {doc['residuals']['mean_abs_pct']:.2f}% max "
-          f"{doc['residuals']['max_abs_pct']:.2f}%\n{_wrote_or_kept(out, wrote, 'calibration')}")
+          f"{doc['residuals']['max_abs_pct']:.2f}%\n{wrote_or_kept(out, wrote, 'calibration', CHANGED)}")
     return 0
 
 
@@ -256,7 +253,7 @@ def model_validate(args: argparse.Namespace) -> int:
     verdict = "meets the target" if doc["meets_target"] else "MISSES the target (recorded: meets_target false)"
     print(f"{len(rows)} points: |error| mean {summary['mean_abs_pct']:.2f}% max {summary['max_abs_pct']:.2f}% "
           f"(target {TARGET['mean_abs_pct']}% / {TARGET['max_abs_pct']}%): {verdict}")
-    print(_wrote_or_kept(out, wrote, "validation"))
+    print(wrote_or_kept(out, wrote, "validation", CHANGED))
     for path in figures:
         print(f"wrote {path}")
     return 0

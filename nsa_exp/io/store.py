@@ -690,6 +690,16 @@ def write_json_unless_same(path: str | Path, doc: dict[str, Any], kind: str,
     return True
 
 
+def wrote_or_kept(path: str | Path, wrote: bool, what: str, volatile: str = "its metadata") -> str:
+    """The line a command prints for a derived file :func:`write_json_unless_same` wrote, or kept (a new user read
+    "wrote" for a file left as it was).
+
+    >>> wrote_or_kept("t.json", False, "noise table")
+    'kept t.json (the same noise table; only its metadata would change)'
+    """
+    return f"wrote {path}" if wrote else f"kept {path} (the same {what}; only {volatile} would change)"
+
+
 def frame_csv(path: str | Path, frame: pd.DataFrame, row_kind: str) -> str:
     """``frame`` as the CSV text :func:`write_frame` writes, each row validated against
     ``schemas/<row_kind>.schema.json`` first (one line naming ``path`` and the row otherwise)."""

@@ -28,8 +28,8 @@ from .ncu import ncu_section
 from .packing import packing_section
 from .peers import peers_section
 from .penalty import penalty_section
-from .provenance import provenance_block, update_provenance
-from .readme import update_readme
+from .provenance import provenance_block, provenance_file
+from .readme import readme_file
 from .releases import release_section
 from .sections import (
     answer_section,
@@ -148,8 +148,11 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
     whether the analysis file was written: it is kept when it holds the same analysis, metadata aside
     (:func:`nsa_exp.io.store.write_json_unless_same`). ``readme_from`` / ``provenance_from``: the file whose text
     around the block is kept (default the output itself; a run folder's copy is built from the published file).
-    Everything is computed and checked before the first file is written."""
+    Everything is computed and checked before the first file is written: README's and PROVENANCE.md's text around
+    their blocks is read (a missing file or marker refused) before any result is loaded."""
     check_writable(output_md, output_json, *([readme] if readme else []), *([provenance] if provenance else []))
+    readme_around = readme_file(readme_from or readme) if readme else None
+    provenance_around = provenance_file(provenance_from or provenance) if provenance else None
     for out in (output_md, output_json):
         if (target := inputs.path(out)) is not None and target.resolve() in {
                 p.resolve() for p in map(inputs.path, [inputs.result, inputs.repeat, inputs.h200, inputs.h200_repeat])
@@ -162,10 +165,11 @@ def build_report(inputs: Inputs, output_md: str, output_json: str, command: str,
     data.claims.audit(text + "\n" + block, Path(output_md).name)
     analysis = {**data.formal[0].analysis, "metadata": base_metadata(import_gpu=False)}
     wrote_analysis = write_json_unless_same(output_json, analysis, "analysis")
+    # the table lists the analysis file as now written (its creation time when it was rewritten)
+    table = provenance_block(inputs, dict(data.docs)) if provenance else ""
     write_text_atomic(output_md, rebased_links(text, REPO_ROOT / "docs", Path(output_md)))
-    if readme:
-        update_readme(Path(readme), block, readme_from)
-    if provenance:
-        update_provenance(Path(provenance), provenance_block(inputs, {k: v for k, v in data.docs.items()}),
-                          provenance_from)
+    if readme and readme_around is not None:
+        readme_around.write(readme, block)
+    if provenance and provenance_around is not None:
+        provenance_around.write(provenance, table)
     return wrote_analysis

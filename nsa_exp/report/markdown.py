@@ -9,7 +9,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+from ..errors import UserError
+from ..io.reader import read_bounded
+from ..io.store import write_text_atomic
+from ..io.strict_json import MAX_BYTES
 
 #: a markdown link's or image's target that is a relative path (not a URL, an anchor or an absolute path), and its
 #: anchor: ``[text](docs/METHOD.md#the-rule)``
@@ -61,3 +67,41 @@ def anchor(title: str) -> str:
     """GitHub's anchor of a heading ``title``."""
     out = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
     return "#" + out.replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class MarkedFile:
+    """A Markdown file whose generated block lies between two markers (README's results block, PROVENANCE.md's
+    table), read before the work that fills the block so that a missing file or marker is refused before anything
+    is written: ``head`` and ``tail`` are its text around the block, ``source`` the file they were read from."""
+
+    source: Path
+    start: str
+    end: str
+    head: str
+    tail: str
+
+    @classmethod
+    def read(cls, source: str | Path, start: str, end: str, what: str) -> MarkedFile:
+        """``source``, bounded and UTF-8 (:func:`nsa_exp.io.reader.read_bounded`).
+
+        Raises:
+            UserError: it is missing or unreadable, or lacks either marker: one line naming it and ``what`` the
+                markers hold."""
+        path = Path(source)
+        try:
+            text = read_bounded(path, str(path), MAX_BYTES, not_found=f"{path}: no such file; the {what} is written "
+                                "between the markers of an existing Markdown file (copy the published one there "
+                                "first)").decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not UTF-8 text; give a Markdown file holding the {what}") from None
+        if start not in text or end not in text:
+            raise UserError(f"{path}: no {start} ... {end} markers for the {what}")
+        head, rest = text.split(start, 1)
+        return cls(path, start, end, head, rest.split(end, 1)[1])
+
+    def write(self, path: str | Path, block: str) -> None:
+        """Write ``path``: this file's text with ``block`` between its markers, its relative links reaching their files
+        from ``path``'s folder (:func:`rebased_links`), atomically."""
+        text = f"{self.head}{self.start}\n{block}\n{self.end}{self.tail}"
+        write_text_atomic(path, rebased_links(text, self.source.parent, Path(path)))

@@ -22,13 +22,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
 from ..io.paths import tails
 from ..io.reader import read_bounded
-from ..io.store import read_strict, write_text_atomic
+from ..io.store import read_strict
 from ..io.strict_json import MAX_BYTES
 from .manifest import KNOWN_FAILING, SESSION_SCRIPT, Inputs
-from .markdown import md_table, rebased_links
+from .markdown import MarkedFile, md_table
 
 START, END = "<!-- provenance:start -->", "<!-- provenance:end -->"
 
@@ -219,13 +218,13 @@ def provenance_block(inputs: Inputs, docs: dict[str, dict[str, Any]] | None = No
 def update_provenance(path: Path, block: str, source: str | Path | None = None) -> None:
     """Write ``path``: ``source``'s text (default ``path`` itself; its markers must be there) with the generated
     block replaced by ``block`` and its relative links reaching their files from ``path``'s folder
-    (:func:`.markdown.rebased_links`)."""
-    source = Path(source or path)
-    text = read_bounded(source, str(source), MAX_BYTES).decode("utf-8")
-    if START not in text or END not in text:
-        raise UserError(f"{source}: no {START} ... {END} markers for the provenance table")
-    head, rest = text.split(START, 1)
-    write_text_atomic(path, rebased_links(f"{head}{START}\n{block}\n{END}{rest.split(END, 1)[1]}", source.parent, path))
+    (:class:`.markdown.MarkedFile`)."""
+    provenance_file(source or path).write(path, block)
+
+
+def provenance_file(source: str | Path) -> MarkedFile:
+    """PROVENANCE.md (``source``) read around its table (UserError: missing, or without the markers)."""
+    return MarkedFile.read(source, START, END, "provenance table")
 
 
 def missing_from(block: str, files: Iterable[str]) -> list[str]:

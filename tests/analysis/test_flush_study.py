@@ -50,3 +50,14 @@ def test_a_file_without_a_flush_section_is_one_line(tmp_path):
     # the door validates the file first (issue 28): it is not a method study's schema
     assert_one_line_error(run_cli("flush-study", str(bad)), "RAW", "does not validate (schema)")
     assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_the_same_study_computed_again_is_kept_not_rewritten(tmp_path):
+    """METHOD.md's regeneration of the committed study (``--publish --overwrite``) rewrote it with new metadata
+    alone (a new user, 2026-12-07): a study whose rows, choice and rounds are unchanged is kept, byte for byte."""
+    out = tmp_path / "study.json"
+    assert run_cli("flush-study", str(RAW.relative_to(REPO)), "--output", str(out)).returncode == 0
+    before = out.read_bytes()
+    proc = run_cli("flush-study", str(RAW.relative_to(REPO)), "--output", str(out), "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == before and f"kept {out} (the same study; only its metadata would change)" in proc.stdout

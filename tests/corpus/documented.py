@@ -138,6 +138,8 @@ def nsa_command(tokens: list[str]) -> tuple[str, str, list[str]] | None:
 
 
 def classify(text: str) -> str:
+    if re.match(r"python3? -c ", text):  # a one-liner over the package (METHOD.md's stop-rule replays): run as
+        return "cpu"                     # written; its brackets are Python's subscripts, not placeholders
     if PLACEHOLDER.search(text) or re.search(r"\S\|\S", text.replace("'", " ").replace('"', " ")):
         return "template"
     try:
