@@ -462,3 +462,28 @@ def test_a_compare_judged_by_a_noise_table_replaced_before_its_run_fails(tmp_pat
     (tmp_path / "c.json").write_text(json.dumps(forged))
     failed = _failed(validate_path(tmp_path / "c.json"))
     assert any(m.startswith("recorded") for m in failed["compare_recompute"]), failed
+
+
+def test_an_ncu_summary_naming_no_bench_run_leaves_its_durations_unverified_and_strict_fails(tmp_path, capsys):
+    """An attacker's trial of 2026-12-07: the sink-heavy dK/dV kernel halved in the summary and its raw CSV alike,
+    and ``benchmark_result`` deleted, so that no bench median held it: PASS ``--strict``. Without a bench run the
+    durations are listed unverified (a source not found), and ``--strict`` exits 1."""
+    name = "e1_h200_local-vs-sink-heavy_dkv_core"
+    rows = list(csv.reader(io.StringIO((REPO / "results" / "ncu" / f"{name}.raw.csv").read_text())))
+    for j, head in enumerate(rows[0]):
+        if head.startswith(("gpu__time_duration.", "sm__cycles_active.")) or (
+                head.startswith("sm__cycles_elapsed.") and "per_second" not in head):
+            rows[3][j] = f"{float(rows[3][j]) * 0.5:.6f}"
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    (tmp_path / f"{name}.raw.csv").write_text(out.getvalue())
+    doc = json.loads((REPO / "results" / "ncu" / f"{name}.json").read_text())
+    doc["kernels"][1]["metrics"]["duration_ns"] *= 0.5
+    doc.pop("benchmark_result")
+    (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    report = validate_path(tmp_path / f"{name}.json")
+    assert report["passed"], report  # the CSV agrees with it: nothing here recomputes the halving ...
+    assert any(u["path"] == "$.kernels[*].metrics.duration_ns" for u in report["unverified"]), report["unverified"]
+    capsys.readouterr()
+    assert main(["validate", "--strict", str(tmp_path / f"{name}.json")]) == 1  # ... so --strict fails
+    assert "duration_ns" in capsys.readouterr().err

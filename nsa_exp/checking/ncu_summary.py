@@ -309,6 +309,18 @@ def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         sm = k.get("metrics", {}).get("sm_count")
         if spec is not None and sm is not None and int(sm) not in spec.sm_counts:
             problems.append((f"$.kernels[{i}].metrics.sm_count", f"{sm}: {k['device']} has {list(spec.sm_counts)}"))
+    command = [str(a) for a in doc.get("ncu_command") or []]
+    if command and "--clock-control" not in command:  # the GPU task's ncu runs leave the clocks as they are
+        problems.append(("$.ncu_command", "no --clock-control none: ncu's default locks the clocks to base, and "
+                         "the GPU task always passes none (docs/NSIGHT.md)"))
+    elif command and command[command.index("--clock-control") + 1:][:1] != ["none"]:
+        problems.append(("$.ncu_command", f"--clock-control {command[command.index('--clock-control') + 1:][:1]}: "
+                         "the GPU task always passes none (docs/NSIGHT.md)"))
+    if doc.get("benchmark_result") is None or doc.get("stage") is None:
+        # an ncu-export of a report names no bench run: its durations are held to none (a summary with its sink-heavy
+        # dK/dV halved PASSed --strict once this key was deleted: an attacker, 2026-12-07)
+        ctx.unverifiable("$.kernels[*].metrics.duration_ns", "unverified (source not found): no benchmark_result "
+                         "and stage recorded, so the durations are held to no bench run's medians")
     bench_source = read_source(ctx, doc.get("benchmark_result"), ("bench_result",))
     problems += source_problems(ctx, "$.benchmark_result", doc.get("benchmark_result"), bench_source,
                                 ("bench_result",))

@@ -601,6 +601,14 @@ def commit_defines(doc: dict[str, Any], path: str, name: str) -> bool | str:
     return then is not None and re.search(rb"^" + re.escape(name.encode()) + rb"\s*[:=]", then, re.M) is not None
 
 
+def commit_mentions(doc: dict[str, Any], path: str, text: str) -> bool | str:
+    """Whether ``path`` at the document's recorded clean commit holds ``text`` (smoke's ``oracle`` block arrived with
+    the word in ``nsa_exp/gpu/smoke.py``, cdc2fa6); where that commit is not at hand, the reason
+    (:func:`committed_source`; the caller lists it as unverified)."""
+    then, why = committed_source(doc, path)
+    return why if why is not None else then is not None and text.encode() in then
+
+
 def floors_at_commit(doc: dict[str, Any], stages: Iterable[str]) -> dict[str, float] | str:
     """The verdict stop rule's floors as the run read them at its start: ``compare``'s floors of the document's GPU
     for ``stages`` (:func:`nsa_exp.analysis.noise_table.compare_floors`) from the noise table the repository held at

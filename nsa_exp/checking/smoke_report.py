@@ -67,9 +67,17 @@ def smoke_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
             if block in doc and key in smoke and doc[block]["shape"] != smoke[key]:
                 problems.append((f"$.{block}.shape", f"{doc[block]['shape']} != the config's smoke.{key}"))
         names = [p["name"] for p in config.get("patterns", [])]
-        if list(doc["staged_vs_official"]["patterns"]) != names:
-            problems.append(("$.staged_vs_official.patterns", f"{list(doc['staged_vs_official']['patterns'])} != "
-                             f"the config's {names}"))
+        for block in ("staged_vs_official", "oracle"):  # the oracle gate checks every routing (an attacker dropped 3)
+            if block in doc and list(doc[block]["patterns"]) != names:
+                problems.append((f"$.{block}.patterns", f"{list(doc[block]['patterns'])} != the config's {names}"))
+    if "oracle" not in doc:  # optional only for reports of the commits before smoke ran the oracle gate
+        ran = record_checks.commit_mentions(doc, "nsa_exp/gpu/smoke.py", "oracle")
+        if isinstance(ran, str):
+            ctx.unverifiable("$.oracle", f"absent; whether the recorded commit's smoke ran the oracle gate: {ran}")
+        elif ran:
+            problems.append(("$.oracle", f"absent, but smoke at the recorded commit "
+                             f"{str(record_checks.recorded_clean_commit(doc))[:12]} runs the oracle gate (every "
+                             "routing against FLA's naive oracle at M > S)"))
     # smoke runs its gates strictly, before any comparison: a report carrying comparisons behind a failed gate
     # cannot exist (a re-attacker, 2026-12-06)
     problems += record_checks.unpassed_gates(doc, "smoke compares only after every gate passed")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from ..core.kinds import schema_version
-from ..core.records import JSON, Keywords, Record
+from ..core.records import Keywords, Record
 from .autotune_checks import autotune_configs
 from .checks import Add, Context
 
@@ -23,7 +23,7 @@ class AutotuneConfig(Record):
     typed, so that ``num_warps: true`` or ``4.0`` is no config (both matched FLA's 1 and 4: a re-attacker,
     2026-12-07)."""
 
-    kwargs: dict[str, JSON]
+    kwargs: dict[str, int]
     num_warps: Annotated[int, Keywords(minimum=1)]
     num_stages: Annotated[int, Keywords(minimum=0)]
 

@@ -48,6 +48,7 @@ from .routing_checks import (
     routing_files_consistent,
 )
 from .run_checks import shape_problems
+from .sources import read_source, source_problems
 from .stats_checks import stats_checks, stop_rule_check, timed_rounds
 from .sweep_checks import planned_config_problems
 
@@ -163,12 +164,33 @@ def point_memory_recompute(doc: dict[str, Any], add: Add) -> None:
     add("memory_recompute", problems)
 
 
+def autotune_source(doc: dict[str, Any], add: Add, ctx: Context) -> None:
+    """A point that pinned its configs (``autotune.source``: a bench result, the sweep config's ``autotune_from``)
+    records that run's kernels and configs: a dK/dV config rewritten to BQ=4, 8 warps PASSed ``--strict`` with its
+    source at hand (an attacker, 2026-12-07). Unverified (a source not found) where the file is not at hand."""
+    source = doc["autotune"]["source"]
+    if source == "tuned":
+        return
+    found = read_source(ctx, source, ("bench_result",))
+    problems = source_problems(ctx, "$.autotune.source", source, found, ("bench_result",))
+    bench = found[1]
+    if bench is None:
+        ctx.unverifiable("$.autotune.kernels (against its source)", f"unverified (source not found): {source}")
+    else:
+        want = bench["autotune"]["kernels"]
+        problems += [(f"$.autotune.kernels.{stage}.{key}", f"{k.get(key)}, but {source} records {want[stage].get(key)}")
+                     for stage, k in doc["autotune"]["kernels"].items() if stage in want
+                     for key in ("kernel", "best_config") if k.get(key) != want[stage].get(key)]
+    add("autotune_source", problems)
+
+
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     """A sweep point: a bench-shaped document with a stage subset, no reproduction or telemetry."""
     stats_checks(doc, add)
     add("shape_matches_config", shape_problems(doc))
     add("edges_equal", edge_problems(doc))
     autotune_configs(doc, add)
+    guarded("autotune_source", add, autotune_source, doc, add, ctx)
     config_rule_checks(doc, add, ctx)
     guarded("point_consistent", add, point_consistent, doc, add, ctx)
     guarded("timing_recompute", add, point_timing_recompute, doc, add)

@@ -17,7 +17,15 @@ from typing import Any
 from ..core.config import Config, Shape
 from ..core.families import pattern_from_entry
 from ..core.kinds import schema_version
-from ..core.protocol import WHATIF_LAYOUTS, WHATIF_MAX_FANINS, WHATIF_PATTERNS, WHATIF_ROUNDS, round_orders
+from ..core.protocol import (
+    WHATIF_ARM_STAGES,
+    WHATIF_BASELINE_STAGES,
+    WHATIF_LAYOUTS,
+    WHATIF_MAX_FANINS,
+    WHATIF_PATTERNS,
+    WHATIF_ROUNDS,
+    round_orders,
+)
 from ..errors import UserError
 from ..model.split import split_batches
 from ..routing.facts import regenerate
@@ -105,6 +113,18 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         for name, arm in arms.items():
             apath = f"{path}.arms.{name}"
             timed = [r for r in p["records"] if r["pattern"] == name and not r["warmup"]]
+            # every arm times its layout's stages, each call a positive latency; a split arm holds its equivalence
+            # (an attacker dropped a split's reduce, or set it to 0 ms, with its equivalence: PASS --strict)
+            stages = WHATIF_BASELINE_STAGES if name == "baseline" else WHATIF_ARM_STAGES
+            if list(arm["stages"]) != list(stages):
+                problems.append((f"{apath}.stages", f"{list(arm['stages'])}, the arm times {list(stages)}"))
+            problems += [(f"{path}.records[{i}].ms", f"{list(r['ms'])} (ms {[v for v in r['ms'].values()]}), the arm "
+                          f"{name} times {list(stages)}, each a positive latency")
+                         for i, r in enumerate(p["records"]) if r["pattern"] == name and
+                         (list(r["ms"]) != list(stages) or not all(v > 0 for v in r["ms"].values()))][:1]
+            if name != "baseline" and set(arm.get("equivalence") or {}) != {"dk", "dv"}:
+                problems.append((f"{apath}.equivalence", f"{sorted(arm.get('equivalence') or {})}: a split arm is "
+                                 "timed only after its dK and dV equal the original launch's (the equivalence gate)"))
             for stage, s in arm["stages"].items():
                 if s["raw_ms"] != [r["ms"].get(stage) for r in timed]:
                     problems.append((f"{apath}.stages.{stage}.raw_ms", "differs from the arm's per-round records"))
@@ -144,10 +164,11 @@ def whatif_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                          f"unverified (source not found): {doc['benchmark_result']}")
     else:
         for stage, k in doc["autotune"].items():
-            want_cfg = bench["autotune"]["kernels"].get(stage, {}).get("best_config")
-            if k.get("best_config") != want_cfg:
-                problems.append((f"$.autotune.{stage}.best_config", f"{k.get('best_config')}, but the arms are pinned "
-                                 f"to {doc['benchmark_result']}'s {want_cfg}"))
+            want = bench["autotune"]["kernels"].get(stage, {})
+            for key in ("kernel", "best_config"):  # the schema types each config (``BQ: true`` was 1 here)
+                if k.get(key) != want.get(key):
+                    problems.append((f"$.autotune.{stage}.{key}", f"{k.get(key)}, but the arms are pinned to "
+                                     f"{doc['benchmark_result']}'s {want.get(key)}"))
     add("whatif_recompute", problems)
 
 

@@ -40,6 +40,11 @@ DISPATCH_ORDERS = ("program-id", "heaviest-first")
 SWEEP_EXECUTORS = ("inline", "debug", "local", "slurm")
 #: The what-if layouts of a split dK/dV schedule (model/split.py).
 WHATIF_LAYOUTS = ("split", "split-heavy-first")
+#: The Stage rows a what-if times each round: the original launch's dK/dV and the CSR it consumes (its ``baseline``;
+#: the schedule changes the CSR), over the forward's lse and the preprocess's delta computed once, and each split
+#: arm's, on its B' batches, with the reduction of the partial dK and dV after them (gpu/whatif.py)
+WHATIF_BASELINE_STAGES: tuple[str, ...] = ("csr", "dkv_core")
+WHATIF_ARM_STAGES: tuple[str, ...] = (*WHATIF_BASELINE_STAGES, "reduce")
 #: ``whatif``'s defaults (its command row; ``validate`` reads a recorded argv against them): the routings, the F
 #: values (rows longer than F are split) and the timed rounds it runs unless told otherwise.
 WHATIF_PATTERNS = ("sink-heavy", "zipf")

@@ -24,14 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..core.protocol import WHATIF_BASELINE_STAGES
 from ..errors import GateFailure
 from ..model.split import split_routing
 from .launcher import Problem, StagedBackward
 from .numerics import compare
-
-#: The Stage rows a what-if times each round, the original launch and every arm alike: dK/dV and the CSR it
-#: consumes (the schedule changes it), over the forward's lse and the preprocess's delta computed once.
-TIMED_STAGES: tuple[str, ...] = ("csr", "dkv_core")
 
 
 class SplitArm:
@@ -66,7 +63,7 @@ class SplitArm:
     def stage_callables(self) -> dict[str, Any]:
         """``csr`` (prepare_block_csr on B'), ``dkv_core`` (the B' launch), ``reduce``: called in that order
         (the two stages bound by :meth:`StagedBackward.stage_callables` over the tiled lse and delta)."""
-        return {**self.staged.stage_callables({"lse": self.lse, "delta": self.delta}, TIMED_STAGES),
+        return {**self.staged.stage_callables({"lse": self.lse, "delta": self.delta}, WHATIF_BASELINE_STAGES),
                 "reduce": self.reduce}
 
     def compare_to_official(self, official_dk: torch.Tensor, official_dv: torch.Tensor) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from ..checking import whatif_result
 from ..checking.whatif_result import arm_name
 from ..core.measurement import RoundPlan
-from ..core.protocol import summarize
+from ..core.protocol import WHATIF_BASELINE_STAGES, summarize
 from ..core.requests import WhatIfRequest
 from ..errors import UserError
 from ..io.store import load_document
@@ -59,7 +59,7 @@ class WhatIfArm(Arm[dict[str, Any]]):
 
     def cells(self, run: Run) -> Iterator[Cells]:
         from .launcher import StagedBackward, make_problem  # noqa: PLC0415 - FLA after the env gate
-        from .whatif import TIMED_STAGES, SplitArm, emulated_edges, equivalence_gate  # noqa: PLC0415
+        from .whatif import SplitArm, emulated_edges, equivalence_gate  # noqa: PLC0415
 
         config = run.config
         for pattern in self.patterns:
@@ -67,7 +67,7 @@ class WhatIfArm(Arm[dict[str, Any]]):
             o, lse = staged.selection_fwd()
             delta = staged.delta_preprocess(o)
             _, dk_off, dv_off = staged.full_bwd(o, lse)
-            fns = {"baseline": staged.stage_callables({"lse": lse, "delta": delta}, TIMED_STAGES)}
+            fns = {"baseline": staged.stage_callables({"lse": lse, "delta": delta}, WHATIF_BASELINE_STAGES)}
             arms: dict[str, Any] = {}
             for F in self.max_fanins:
                 for layout in self.layouts:

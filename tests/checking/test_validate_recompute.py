@@ -330,7 +330,9 @@ def test_a_reexport_under_another_name_keeps_its_csv_beside_it_and_validates(tmp
     """``ncu-export RAW.csv --reuse-context OLD.json --output X.json`` wrote a summary its own validate FAILed
     (``reexported_from.summary`` named OLD.json) with its raw CSV left behind (a new user, 2026-12-06): the CSV is
     kept beside it as X.raw.csv and the re-export names itself."""
-    raw, old = REPO / "results/ncu/e1_local_vs_sink_dkv.raw.csv", REPO / "results/ncu/e1_local_vs_sink_dkv.json"
+    # a profile that names the bench run it replayed (the seed's export names none: its durations stay unverified)
+    raw = REPO / "results/ncu/e1_h200_local-vs-sink-heavy_dkv_core.raw.csv"
+    old = REPO / "results/ncu/e1_h200_local-vs-sink-heavy_dkv_core.json"
     out = tmp_path / "again.json"
     proc = run_cli("ncu-export", str(raw), "--reuse-context", str(old), "--output", str(out))
     assert proc.returncode == 0 and f"and {tmp_path / 'again.raw.csv'}" in proc.stdout, proc.stderr
