@@ -42,7 +42,7 @@ from .errors import UserError
 from .io.config_files import checked_shape_at, load_config, read_config_file
 from .io.journal import Journal
 from .io.progress import start
-from .io.reader import file_size, show_path
+from .io.reader import file_size, require_folder, show_path
 from .io.store import OutputPolicy, check_work_folder
 from .io.strict_csv import parse_positive_ints
 from .io.strict_json import parse_strict
@@ -65,6 +65,21 @@ def check_length(shape: Shape, T: int, option: str) -> Shape:
 
 #: The most ``routing-time --repeats``: each repeat draws every routing at every length on the CPU (~0.1 s at T=32768).
 MOST_REPEATS = 1_000
+
+
+def _routing(args: argparse.Namespace) -> None:
+    """``--save``, the folder ``routing`` fills with one file per routing, before the config is read: never
+    ``--output``'s file nor under it (the report was written, then the first routing failed on "Not a directory":
+    an attacker, 2026-12-07), then a folder of its own (:func:`nsa_exp.io.store.check_work_folder`: not an existing
+    file, a system folder, the published tree or a folder of the repository's own files: ``--save tests`` wrote
+    tests/local.npy). Nothing is made here; the handler claims each file (and ``--output``) under the output policy."""
+    if args.save is None:
+        return
+    save = Path(args.save).resolve()
+    if args.output and (out := Path(args.output).resolve()) in (save, *save.parents):
+        raise UserError(f"--save {show_path(args.save)}: {'is' if out == save else 'lies under'} --output "
+                        f"{show_path(args.output)}, the report's file; give --save a folder of its own")
+    check_work_folder(args.save, "--save")
 
 
 def _routing_time(args: argparse.Namespace) -> None:
@@ -239,6 +254,9 @@ def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
     if args.autotune_from and (args.tune == "per-pattern" or args.tune_on != TUNE_PATTERN):
         raise UserError("--autotune-from: replays another run's configs; it cannot be combined with --tune "
                         "per-pattern or --tune-on")
+    if args.tune == "per-pattern" and args.tune_on != TUNE_PATTERN:  # the default (not typed) is TUNE_PATTERN
+        raise UserError(f"--tune-on {args.tune_on}: contradicts --tune per-pattern, which tunes each routing on "
+                        "itself (--tune-on would be ignored); give one of them")
     if args.resume and (args.tune == "per-pattern" or args.autotune_from or args.tune_on != TUNE_PATTERN):
         raise UserError("--resume: only the default arm can be resumed (it replays the journal's configs)")
     if args.resume and (args.stop_rule or config.timing.stop is not None):
@@ -248,8 +266,8 @@ def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
                                           or args.tune_on != TUNE_PATTERN or args.resume):
         raise UserError("--tuning-cache: keeps and replays the default arm's tune (on local); it cannot be combined "
                         "with --autotune-from, --tune per-pattern, --tune-on or --resume")
-    if args.autotune_from and not Path(args.autotune_from).is_file():
-        raise UserError(f"--autotune-from {args.autotune_from}: no such file")
+    if args.autotune_from:  # missing, a folder or a device: said before the tuning arm is read further
+        file_size(args.autotune_from, f"--autotune-from {show_path(args.autotune_from)}", 1 << 62)
 
 
 def _bench_result(args: argparse.Namespace, dest: str, option: str, config: Config) -> None:
@@ -391,10 +409,8 @@ def _validate(args: argparse.Namespace) -> None:
                             "timed, or leave --routing-file out")
     pattern_names(args.routing_file or ())  # two files of one stem name one pattern: the second was never read
     for d in args.release_dir:
-        if not Path(d).is_dir():
-            raise UserError(f"--release-dir {show_path(d)}: {'not a folder' if Path(d).exists() else 'no such folder'}"
-                            "; pass the folder holding the release's "
-                            "fla/ (e.g. .nsa-exp/releases/fla-core-0.6.0), or leave --release-dir out")
+        require_folder(d, f"--release-dir {show_path(d)}", "pass the folder holding the release's fla/ (e.g. "
+                       ".nsa-exp/releases/fla-core-0.6.0), or leave --release-dir out")
         if not (Path(d) / "fla" / "__init__.py").is_file():
             raise UserError(f"--release-dir {show_path(d)}: holds no fla/__init__.py; pass the folder that holds the "
                             "release's fla/ package")
@@ -548,8 +564,8 @@ def _calibrate(args: argparse.Namespace) -> None:
 #: --routing-file`` (a routing array, checked by the routing reader's rules), ``ncu-export`` (Nsight's own
 #: .ncu-rep / raw CSV export, parsed by io/ncu_csv.py), ``lock --from`` and the sweep config's inputs
 #: (validated where they are read), configs (schema + rules: io/config_files.py).
-CHECKS: dict[str, Check] = {"routing-time": _routing_time, "bench": _bench, "peer-bench": _peer_bench,
-                            "check": _gpu_report, "smoke": _gpu_report,
+CHECKS: dict[str, Check] = {"routing": _routing, "routing-time": _routing_time, "bench": _bench,
+                            "peer-bench": _peer_bench, "check": _gpu_report, "smoke": _gpu_report,
                             "whatif": _whatif, "sweep": _sweep,
                             "profile-stage": _profile, "ncu": _ncu, "plot": _plot,
                             "sweep-plot": lambda a: require_valid("--table", a.table), "compare": _compare,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import DEFAULT_CONFIG
+from .core.families import TUNE_PATTERN
 from .core.peers import PEER_NAMES
 from .core.protocol import (
     DISPATCH_ORDERS,
@@ -161,7 +162,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--resume", "continue an interrupted bench from its journal", "flag"),
          Option("--discard-journal", "delete an interrupted bench's journal first", "flag"),
          Option("--tune-on", "tune FLA's autotuners on this routing first and reuse its configs for all (default "
-                "local: the seed's protocol)", default="local", metavar="PATTERN"),
+                f"{TUNE_PATTERN}: the seed's protocol)", default=TUNE_PATTERN, metavar="PATTERN"),
          Option("--tune", "per-pattern: tune each routing on itself (caches cleared between patterns) and time each "
                 "under its own configs", default="once", choices=TUNE_CHOICES),
          Option("--autotune-from", "replay this bench result's autotune configs (tune nothing); recorded as "

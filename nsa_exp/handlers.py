@@ -78,12 +78,12 @@ def cmd_routing(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     policy = OutputPolicy.of(args, ("--config", args.config), *(("--routing-file", f) for f in args.routing_file),
                              run=config.name)
-    if args.output:
-        policy.claim(args.output, named=True)
-    if args.save:
-        check_writable(folders=(args.save,), option="--save")
-        ext = "npy" if config.cu_seqlens is None else "npz"
-        policy.claim_all([Path(args.save) / f"{p.name}.{ext}" for p in config.patterns], named=True, option="--save")
+    # --save's folder checked by the door (arguments._routing); its files and --output claimed together, so the report
+    # is never one of the routings' files (--output DIR/local.npy --save DIR wrote the report, then replaced it)
+    ext = "npy" if config.cu_seqlens is None else "npz"
+    saved = [Path(args.save) / f"{p.name}.{ext}" for p in config.patterns] if args.save else []
+    policy.claim_each(*([(args.output, True, "--output")] if args.output else []),
+                      *((path, True, "--save") for path in saved))
     files = routing_files_section(config.shape, args.routing_file, args.require_equal_edges,
                                   packed=config.cu_seqlens is not None)
     report, routings = routing_report.build(config)

@@ -109,6 +109,29 @@ def file_size(path: str | Path, label: str, limit: int, not_found: str | None = 
     return st.st_size
 
 
+def require_folder(path: str | Path, label: str, hint: str) -> None:
+    """``path`` is a folder (``stat`` only, nothing opened): one :class:`UserError` line ``<label>: <why>; <hint>``
+    otherwise, saying whether it is missing or what it is instead (``--fla-source /dev/zero`` was "no such folder" of
+    a character device).
+
+    >>> require_folder("/dev/null", "--wheel-dir /dev/null", "pass a folder")
+    Traceback (most recent call last):
+    ...
+    nsa_exp.errors.UserError: --wheel-dir /dev/null: a character device, not a folder; pass a folder
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise _os_error(label, exc, None) from None
+        raise UserError(f"{label}: no such folder; {hint}") from None
+    except ValueError as exc:  # an embedded NUL byte
+        raise UserError(f"{label}: not a usable path ({exc})") from None
+    if not stat.S_ISDIR(mode):
+        what = next((w for test, w in _KINDS if test(mode)), "a file")
+        raise UserError(f"{label}: {what}, not a folder; {hint}")
+
+
 @contextmanager
 def open_bounded(path: str | Path, label: str, limit: int, not_found: str | None = None) -> Iterator[BinaryIO]:
     """The regular file ``path`` opened for binary reading, after :func:`file_size`'s checks (and the same

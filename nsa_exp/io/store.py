@@ -206,8 +206,9 @@ def check_work_folder(folder: str | Path, option: str) -> Path:
         held = holds_tracked(REPO_ROOT, rel.as_posix() or ".")
         if held is None and path.resolve() == REPO_ROOT.resolve():
             why = "is this repository's root"
-        elif held:
-            why = "holds this repository's own files (git tracks files in it)"
+        elif held:  # a tracked file given as the folder (routing --save configs/e1_h100.json) is not "holding" any
+            why = ("holds this repository's own files (git tracks files in it)" if path.is_dir() else
+                   "is one of this repository's own files (git tracks it), not a folder")
         # a new folder in one of the repository's own (configs/x, nsa_exp/x) passed (an attacker, 2026-12-07)
         elif (inside := next((a for a in list(rel.parents)[:-1] if holds_tracked(REPO_ROOT, a.as_posix())),
                              None)) is not None:

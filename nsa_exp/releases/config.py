@@ -103,12 +103,37 @@ class ReleaseConfig:
                 for T in dict.fromkeys(f.T for f in found)}
 
 
+def check_release_names(raw: dict[str, Any]) -> None:
+    """Every release a release config names is a release version (:data:`RELEASE_VERSION_RE`, ``--release``'s rule:
+    the schema's pattern let ``0.6.O`` through), and each point's ``releases`` are among the config's own ``releases``
+    where it lists them (a point naming another version never ran, and nothing said so: an attacker, 2026-12-07).
+    One :class:`UserError` line naming the field.
+
+    >>> check_release_names({"releases": ["0.6.0"], "points": [{"releases": ["0.6.0"]}, {"T": 1024}]})
+    >>> check_release_names({"releases": ["0.6.0"], "points": [{"releases": ["0.6.O"]}]})
+    Traceback (most recent call last):
+    ...
+    nsa_exp.errors.UserError: release.points[0].releases: '0.6.O' is not a release version (e.g. 0.6.0)
+    """
+    listed = raw.get("releases")
+    named = [("release.releases", listed or [], None)]  # (field, its versions, the versions they must be among)
+    named += [(f"release.points[{i}].releases", p.get("releases", []), listed) for i, p in enumerate(raw["points"])]
+    for field, versions, among in named:
+        for v in versions:
+            if not RELEASE_VERSION_RE.match(v):
+                raise UserError(f"{field}: {v!r} is not a release version (e.g. 0.6.0)")
+            if among is not None and v not in among:
+                raise UserError(f"{field}: {v} is not among the config's releases ({', '.join(among)}); name only "
+                                "those, or add it to releases")
+
+
 def load_release_config(path: str | Path) -> ReleaseConfig:
     """Read, validate (schema, then each point as an experiment config) and build a :class:`ReleaseConfig`;
     every problem is one :class:`UserError` line naming the field."""
     path = Path(path)
     raw = read_config_file(path, "release config", "e.g. --config configs/release_h200.json")
     validate_or_raise(raw, "release_config", label="release")
+    check_release_names(raw)
     base = load_config(REPO_ROOT / raw["base_config"])
     if base.cu_seqlens is not None:
         raise UserError(f"release.base_config: {raw['base_config']} packs documents; the release arm times the "

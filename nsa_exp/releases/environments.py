@@ -37,13 +37,15 @@ from typing import Any
 from .. import REPO_ROOT
 from ..errors import UserError
 from ..io.paths import recorded_path
+from ..io.reader import require_folder, show_path
 from .source import NSA_FILE, sha256_bytes
 
 RELEASES_DIR = REPO_ROOT / ".nsa-exp" / "releases"
 MARKER = "NSA_EXP_RELEASE.json"
 #: A release version ``--release`` may name (``0.6.0``, ``0.5.3rc1``): stricter than a recorded package version
-#: (checking/record_checks.VERSION_RE, which allows a local ``+cu130`` build tag).
-RELEASE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+#: (checking/record_checks.VERSION_RE, which allows a local ``+cu130`` build tag). ASCII digits, and nothing after
+#: it (``$`` let a trailing newline through, ``\d`` other scripts' digits).
+RELEASE_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?\Z")
 FLA_ENTRY_RE = re.compile(r"^(fla|(fla_core|flash_linear_attention|fla)-[^/]+\.(dist-info|egg-info|egg-link))$")
 PIP_INSTALL = ("-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile", "--no-cache-dir", "--target")
 BOOT = ("import json, os, sys; sys.path[:] = json.loads(os.environ['NSA_EXP_RELEASE_SYS_PATH']); "
@@ -81,11 +83,8 @@ def _last_line(text: str) -> str:
 
 def wheel_folder(wheel_dir: str | Path) -> Path:
     """``--wheel-dir`` as a folder (one UserError line saying whether it is missing or not a folder)."""
-    folder = Path(wheel_dir)
-    if not folder.is_dir():
-        why = "not a folder" if folder.exists() else "no such folder"
-        raise UserError(f"--wheel-dir {wheel_dir}: {why}; pass the folder holding the fla_core wheels")
-    return folder
+    require_folder(wheel_dir, f"--wheel-dir {show_path(wheel_dir)}", "pass the folder holding the fla_core wheels")
+    return Path(wheel_dir)
 
 
 def find_wheel(version: str, wheel_dir: str | Path) -> Path:
@@ -182,8 +181,7 @@ def check_source_tree(path: str | Path) -> Path:
     """The resolved ``--fla-source`` folder, nothing read or made: UserError (one line naming the option) when it
     is no folder or holds no FLA with NSA (``release-bench`` asks before its gates, :func:`source_tree` again)."""
     tree = Path(path).expanduser().resolve()
-    if not tree.is_dir():
-        raise UserError(f"--fla-source {path}: no such folder; pass your FLA checkout (the folder holding fla/)")
+    require_folder(tree, f"--fla-source {show_path(path)}", "pass your FLA checkout (the folder holding fla/)")
     if not (tree / NSA_FILE).is_file():
         hint = f"; give its parent {tree.parent}" if (tree / "ops" / "nsa" / "parallel.py").is_file() else ""
         raise UserError(f"--fla-source {path}: no {NSA_FILE} under it (give the folder that holds the fla/ "

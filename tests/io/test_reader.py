@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from nsa_exp.errors import UserError
-from nsa_exp.io.reader import read_bounded, same_file, show_path
+from nsa_exp.io.reader import read_bounded, require_folder, same_file, show_path
 from nsa_exp.io.strict_csv import read_csv_table
 from tests.helpers import REPO
 
@@ -112,3 +112,12 @@ def test_every_reader_of_a_user_file_goes_through_the_bounded_reader():
         direct += [f"{rel}:{node.lineno} {ast.unparse(node.func)}()" for node in ast.walk(ast.parse(path.read_text()))
                    if isinstance(node, ast.Call) and _reads_a_path(node)]
     assert direct == [], direct
+
+
+@pytest.mark.parametrize(("path", "why"), [("/dev/zero", "a character device, not a folder"),
+                                           ("pyproject.toml", "a file, not a folder"),
+                                           ("no/such/folder", "no such folder")])
+def test_a_folder_option_says_what_its_path_is_instead(path, why):
+    """``--fla-source /dev/zero`` said "no such folder" of a device that exists."""
+    with pytest.raises(UserError, match=f"^--x {path}: {why}; hint$"):
+        require_folder(REPO / path if path == "pyproject.toml" else path, f"--x {path}", "hint")

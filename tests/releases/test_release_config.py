@@ -49,6 +49,27 @@ def test_a_shape_fla_cannot_run_is_refused_by_the_config_rules(tmp_path):
         load_release_config(path)
 
 
+@pytest.mark.parametrize("version", ["0.6.O", "", "0.6.0\u202e", "0.6.0\n", "\u0660.6.0", "0.6.1"])
+def test_a_points_release_that_is_no_version_or_not_the_configs_is_refused_naming_the_point(tmp_path, version):
+    """The schema held only the top-level ``releases`` to a pattern; a point's were any strings, and a point naming
+    ``0.6.O`` (or a release the config does not list) never ran, silently."""
+    path = _write(tmp_path, [{"T": 8192, "patterns": LOCAL}, {"T": 16384, "patterns": LOCAL, "releases": [version]}],
+                  releases=["0.5.2", "0.6.0"])
+    with pytest.raises(UserError, match=r"^release\.points\[1\]\.releases"):
+        load_release_config(path)
+
+
+def test_a_top_level_release_that_is_no_version_is_refused_naming_it(tmp_path):
+    path = _write(tmp_path, [{"T": 8192, "patterns": LOCAL}], releases=["0.6.0", "0.6.0\n"])
+    with pytest.raises(UserError, match=r"^release\.releases: '0\.6\.0\\n' is not a release version"):
+        load_release_config(path)
+
+
+def test_every_committed_release_config_loads():
+    for path in sorted((REPO / "configs").glob("release_*.json")):
+        assert load_release_config(path).points, path
+
+
 def test_the_committed_layer_configs_time_the_layer_call():
     for name in ("release_layer_h200", "release_layer_shapes_h200"):
         cfg = load_release_config(REPO / "configs" / f"{name}.json")
