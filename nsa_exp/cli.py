@@ -173,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{early[0]}: a command's options go after its name (python -m nsa_exp {name} {early[0]} ...)")
     args = parser.parse_args(argv)
     args.__dict__.pop("_given", None)  # StoreOnce's record of the options seen
+    args.argv = given  # the command line as this call was given it (a derived document records it as its command)
 
     def command() -> int:
         with numerical_warnings(args.debug):

@@ -40,7 +40,7 @@ from .core.protocol import (
     WHATIF_PATTERNS,
     WHATIF_ROUNDS,
 )
-from .core.stages import STAGE_NAMES
+from .core.stages import MATRIX_STAGES, STAGE_NAMES
 from .report import manifest
 from .routing.fanin import X_STATS
 
@@ -205,7 +205,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--require-equal-edges", "refuse a --routing-file whose edges differ from the closed form", "flag")),
     _cmd("autotune-matrix", "nsa_exp.gpu.autotune_matrix:command",
          "time every autotune config x routing of dq_core/dkv_core (issue 11)", GPU,
-         Option("--stages", "comma-separated autotuned stages", default="dq_core,dkv_core"),
+         Option("--stages", "comma-separated autotuned stages", default=",".join(MATRIX_STAGES)),
          Option("--rounds", "timed rounds (every config x routing once per round)", type=int, default=15),
          Option("--warmup-rounds", "warm-up rounds (kept, flagged)", type=int, default=2),
          Option("--output", "results/autotune/<name>.json (with --publish), or a path outside the published "

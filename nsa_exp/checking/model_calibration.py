@@ -33,7 +33,7 @@ from ..model.fit import Params, predict_ms, refit_problems
 from ..model.points import POINT_KINDS, MeasuredPoint, check_same_setup, pattern_fanin, point_name, read_points
 from ..model.whatif import validation_summary
 from .checks import Add, Context, Problems, close, one_check
-from .record_checks import host_problems
+from .record_checks import host_problems, recorded_command_problems
 from .sources import created_after_sources, deep_diff, read_source, rebuilt_from, source_problems
 
 KIND = "model_calibration"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
@@ -63,6 +63,7 @@ def source_point(ctx: Context, rec: dict[str, Any], label: str, where: str, prob
 
 def calibration_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = host_problems(doc.get("metadata", {}))
+    problems += recorded_command_problems(doc["command"], "calibrate", ("--points", "--set"))
     shape, seed, gpu = doc["shape"], doc["seed"], doc["gpu"]
     occ, model = doc["occupancy"], doc["model"]
     params = params_of(doc)

@@ -25,7 +25,7 @@ from ..model.points import POINT_KINDS, MeasuredPoint, point_name, read_points, 
 from ..model.whatif import TARGET, held_out, validation_row, validation_summary
 from .checks import Add, Context, Problems, close, first_difference, one_check
 from .model_calibration import source_point
-from .record_checks import host_problems
+from .record_checks import host_problems, recorded_command_problems
 from .sources import created_after_sources, deep_diff, read_source, source_problems
 
 KIND = "model_validation"  # its row of nsa_exp.core.kinds.DOCUMENT_KINDS
@@ -93,6 +93,7 @@ def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> N
         if not close(r["error_pct"], 100.0 * (r["predicted_ms"] / r["measured_ms"] - 1.0)):
             problems.append((f"$.rows[{i}].error_pct", f"{r['error_pct']}, predicted / measured - 1 = "
                              f"{100.0 * (r['predicted_ms'] / r['measured_ms'] - 1.0)} %"))
+    problems += recorded_command_problems(doc["command"], "model-validate", ("--points", "--calibration"))
     cal_source = read_source(ctx, doc["calibration"]["path"], ("model_calibration",))
     if cal_source[1] is None or file_sha256(cal_source[0]) != doc["calibration"]["sha256"]:
         if cal_source[0] is not None:

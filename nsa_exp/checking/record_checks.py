@@ -27,6 +27,7 @@ what physics, the pinned protocol or the rest of the record allows.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,10 +38,12 @@ from ..analysis.noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, 
 from ..core.config import PINNED_TOLERANCES, Tolerances
 from ..core.environment import REQUIRED_ENV, REQUIRED_NONEMPTY_ENV, REQUIRED_TRITON, SYNCHRONOUS_LAUNCHES, synchronous
 from ..core.gpus import GpuSpec, gpu_spec
+from ..core.kinds import KINDS, document_kind
 from ..core.protocol import GATE_NAMES
 from ..core.records import GpuIdentity
 from ..errors import UserError
 from ..io.config_files import config_from_dict
+from ..io.fla_pin import load_manifest
 from ..io.metadata import commit_time, file_at_commit
 from ..io.reader import read_bounded
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
@@ -168,6 +171,11 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
             problems.append((path, "the equal_edges gate's detail differs from $.edges"))
         if g["name"] == "fla_sources" and "fla" in doc and d != doc["fla"]:
             problems.append((path, "the fla_sources gate's detail differs from $.fla"))
+        if g["name"] == "fla_sources" and "files_verified" in d and not (
+                type(d["files_verified"]) is int and 0 < d["files_verified"] <= len(load_manifest())):
+            problems.append((f"{path}.files_verified", f"{d['files_verified']!r}: a count of the imported FLA files "
+                             f"verified, 1 to the pinned tree's {len(load_manifest())} (a fraction PASSed: an "
+                             "attacker, 2026-12-07)"))
         if g["name"] == "gpu":
             where, facts = recorded_gpu(doc)
             if not (isinstance(d.get("name"), str) and d["name"].strip()):  # the gate read the device's name
@@ -303,6 +311,10 @@ def metadata_plausible(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     limit = gpu.get("power_limit_w")
     if limit is not None and (not _number(limit) or not 0 < limit <= 2000):
         problems.append((f"{where}.power_limit_w", f"{limit!r} W is not a GPU's power limit (0, 2000]"))
+    elif limit is not None and spec is not None and spec.max_power_w is not None and limit > spec.max_power_w:
+        problems.append((f"{where}.power_limit_w", f"{limit} W, above the {spec.name}'s maximum power limit of "
+                         f"{spec.max_power_w:g} W (the GPU table, its datasheet)"))
+    problems += argv_command_problems(doc)
     cc = gpu.get("compute_capability")
     if cc is not None and not CC_RE.match(str(cc)):
         problems.append((f"{where}.compute_capability", f"{cc!r} is not a compute capability"))
@@ -537,6 +549,37 @@ def config_provenance(doc: dict[str, Any], add: Add, ctx: Context, name_from_out
 def document_argv(doc: dict[str, Any]) -> list[str]:
     """The document's recorded ``metadata.argv`` as strings (empty when none)."""
     return [str(a) for a in (doc.get("metadata") or {}).get("argv") or []]
+
+
+def argv_command_problems(doc: dict[str, Any]) -> Problems:
+    """The recorded argv, when it is this CLI's, runs a command that writes the document's kind (the kind table's
+    ``commands``): ``check`` relabelled ``checkX`` or ``smoke`` PASSed ``--strict`` (an attacker, 2026-12-07)."""
+    argv, kind = recorded_cli_argv(doc), doc.get("kind")
+    commands = document_kind(kind).commands if isinstance(kind, str) and kind in KINDS else ()
+    if argv is None or not commands or argv[0].replace("\\", "/").endswith("bench_backward.py"):
+        return []
+    command = argv[1] if len(argv) > 1 else None
+    return [] if command in commands else [("$.metadata.argv[1]", f"{command!r}: no command of this CLI that writes a "
+                                            f"{kind} ({', '.join(commands)})")]
+
+
+def recorded_command_problems(command: Any, name: str, once: tuple[str, ...], where: str = "$.command") -> Problems:
+    """A derived document's recorded ``command`` (a string, as ``python -m nsa_exp <name> ...`` ran it): this CLI's
+    command ``name``, each option of ``once`` (``--points``: one list of paths) given at most once, as the CLI's own
+    refusal requires. A validation whose command gave ``--points`` twice, its rows those of the first list, PASSed
+    ``--strict``, and so did a calibration whose command was any text (an attacker, 2026-12-07).
+
+    >>> recorded_command_problems("python -m nsa_exp calibrate --points a --points b", "calibrate", ("--points",))
+    [('$.command', '--points given 2 times: the CLI refuses that (give it once, every path after it)')]
+    """
+    try:
+        words = shlex.split(str(command))
+    except ValueError as exc:
+        return [(where, f"{command!r} does not parse as a command line ({exc})")]
+    if words[:4] != ["python", "-m", "nsa_exp", name]:
+        return [(where, f"{str(command)[:80]!r}: not python -m nsa_exp {name}, the command that writes it")]
+    return [(where, f"{flag} given {words.count(flag)} times: the CLI refuses that (give it once, every path after "
+             "it)") for flag in once if words.count(flag) > 1]
 
 
 def recorded_cli_argv(doc: dict[str, Any]) -> list[str] | None:

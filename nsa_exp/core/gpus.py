@@ -61,6 +61,8 @@ class GpuSpec:
     hbm_tbs: float | None = None
     #: where ``peak_bf16_tflops`` comes from, as the report prints it (default: ``source``)
     peak_source: str | None = None
+    #: the board's maximum power limit in W (its datasheet's max TDP; NVML's limit cannot be set above it)
+    max_power_w: float | None = None
 
     def memory_bounds(self) -> tuple[int, int] | None:
         """(lowest, highest) plausible reported total memory in bytes, or None when not known."""
@@ -75,13 +77,15 @@ GPUS: tuple[GpuSpec, ...] = (
     GpuSpec("H100 SXM5 80GB", r"\bH100 80GB HBM3\b|\bH100 SXM", (132,), "9.0", _HOPPER + "; clocks/L2 of e1_h100",
             memory_gib=80, l2_bytes=50 * MIB, max_sm_clock_mhz=1980, max_mem_clock_mhz=2619,
             peak_bf16_tflops=989.4, hbm_tbs=3.35,
-            peak_source="NVIDIA H100 SXM5 datasheet: 1,979 TFLOPS BF16 with sparsity, half without"),
+            peak_source="NVIDIA H100 SXM5 datasheet: 1,979 TFLOPS BF16 with sparsity, half without",
+            max_power_w=700),  # H100 datasheet: max TDP up to 700 W (configurable)
     GpuSpec("H100 PCIe", r"\bH100 PCIe\b", (114,), "9.0", _HOPPER, memory_gib=80, l2_bytes=50 * MIB,
-            peak_bf16_tflops=756.5, hbm_tbs=2.0),
+            peak_bf16_tflops=756.5, hbm_tbs=2.0, max_power_w=350),  # H100 datasheet: PCIe max TDP 300-350 W
     GpuSpec("H200 SXM 141GB", r"\bH200\b(?! NVL)", (132,), "9.0", "H200 datasheet; clocks/L2 of e1_h200",
             memory_gib=141, l2_bytes=60 * MIB, max_sm_clock_mhz=1980, max_mem_clock_mhz=3201,
             peak_bf16_tflops=989.4, hbm_tbs=4.8,
-            peak_source="NVIDIA H200 SXM datasheet: 1,979 TFLOPS BF16 with sparsity, half without (the H100's SMs)"),
+            peak_source="NVIDIA H200 SXM datasheet: 1,979 TFLOPS BF16 with sparsity, half without (the H100's SMs)",
+            max_power_w=700),  # H200 datasheet: max TDP up to 700 W (configurable)
     GpuSpec("A100 SXM4 80GB", r"\bA100-SXM4-80GB\b", (108,), "8.0", "A100 whitepaper + datasheet", memory_gib=80,
             l2_bytes=40 * MIB, max_sm_clock_mhz=1410, peak_bf16_tflops=312.0, hbm_tbs=2.039),
     GpuSpec("A100 SXM4 40GB", r"\bA100-SXM4-40GB\b", (108,), "8.0", "A100 whitepaper + datasheet", memory_gib=40,

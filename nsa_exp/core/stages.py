@@ -162,6 +162,11 @@ OPTIONAL_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.optional)
 LEGACY_STAGE_NAMES: tuple[str, ...] = tuple(n for n in STAGE_NAMES if n not in OPTIONAL_STAGES)
 BACKWARD_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.backward)
 AUTOTUNED_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.autotuned_kernel)
+#: The autotune key of the backward's autotuned kernels (dQ, dK/dV) at the pinned commit: ``@triton.autotune(key=
+#: ['BS', 'BK', 'BV', 'G'])`` in fla/ops/nsa/parallel.py; an autotune matrix records it per stage.
+BACKWARD_AUTOTUNE_KEY: tuple[str, ...] = ("BS", "BK", "BV", "G")
+#: The stages ``autotune-matrix`` times unless ``--stages`` names others: the backward's autotuned kernels.
+MATRIX_STAGES: tuple[str, ...] = ("dq_core", "dkv_core")
 SWEEPABLE_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.sweepable)
 #: Stages whose outputs later stages consume: a focused timing (a sweep point) runs them once, untimed.
 PREPARING_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.produces)

@@ -29,6 +29,7 @@ from ..checking.autotune_matrix import cell_key
 from ..core.config import Config
 from ..core.measurement import RoundPlan
 from ..core.protocol import summarize
+from ..core.stages import BACKWARD_AUTOTUNE_KEY
 from ..core.stages import stage as stage_row
 from ..errors import GateFailure
 from .engine import Arm, Cells, Run, measure, time_cells
@@ -92,7 +93,7 @@ def stage_document(cells: Cells) -> dict[str, Any]:
             raw = [r["ms"][stage] for r in mine if not r["warmup"]]
             configs[i]["patterns"][n] = {"raw_ms": raw, "warmup_ms": [r["ms"][stage] for r in mine if r["warmup"]],
                                          "rounds": [r["round"] for r in mine if not r["warmup"]], **summarize(raw)}
-    return {"kernel": stage_row(stage).autotuned_kernel, "autotune_key": ["BS", "BK", "BV", "G"],
+    return {"kernel": stage_row(stage).autotuned_kernel, "autotune_key": list(BACKWARD_AUTOTUNE_KEY),
             "space_size": len(tag["kept"]) + len(tag["pruned"]), "pruned_by_fla": tag["pruned"], "cells": configs,
             "round_orders": cells.measured.orders}
 

@@ -16,6 +16,7 @@ from types import ModuleType, SimpleNamespace
 import nsa_exp.checking
 from nsa_exp.checking import method_study
 from nsa_exp.checking.kinds import KIND_CHECKS, KIND_MODULES
+from nsa_exp.commands import COMMANDS
 from nsa_exp.core import records as core_records
 from nsa_exp.core.kinds import DOCUMENT_KINDS, KINDS
 from nsa_exp.io.schemas import schema_errors
@@ -140,3 +141,11 @@ def test_the_method_study_builder_gives_the_committed_studies():
                                    seconds=doc["seconds"])
         assert built == {"schema_version": "1.0", **doc}, path.name
         assert schema_errors(built, "method_study", label=path.name) == []
+
+
+def test_every_command_a_kind_row_names_is_a_command_of_the_cli():
+    """``validate`` holds a recorded ``python -m nsa_exp`` argv to the commands that write its kind (the row's
+    ``commands``): a row naming no such command would fail every honest document of that kind."""
+    names = {c.name for c in COMMANDS}
+    assert [(k.name, c) for k in DOCUMENT_KINDS for c in k.commands if c not in names] == []
+    assert {k.name for k in DOCUMENT_KINDS if not k.commands} == {"model_calibration_set", "method_study"}
