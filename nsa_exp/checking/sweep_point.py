@@ -165,22 +165,25 @@ def point_memory_recompute(doc: dict[str, Any], add: Add) -> None:
 
 
 def autotune_source(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    """A point that pinned its configs (``autotune.source``: a bench result, the sweep config's ``autotune_from``)
-    records that run's kernels and configs: a dK/dV config rewritten to BQ=4, 8 warps PASSed ``--strict`` with its
-    source at hand (an attacker, 2026-12-07). Unverified (a source not found) where the file is not at hand."""
+    """A point that pinned its configs records its ``autotune.source``'s: a bench result (the sweep config's
+    ``autotune_from``: its kernels and configs) or the sweep's stored ``_autotune.json`` (a ``sweep_autotune``: its
+    configs). A dK/dV config rewritten to BQ=4, 8 warps PASSed ``--strict`` with its source at hand (an attacker,
+    2026-12-07). Unverified (a source not found) where the file is not at hand."""
     source = doc["autotune"]["source"]
     if source == "tuned":
         return
-    found = read_source(ctx, source, ("bench_result",))
-    problems = source_problems(ctx, "$.autotune.source", source, found, ("bench_result",))
-    bench = found[1]
-    if bench is None:
+    kinds = ("bench_result", "sweep_autotune")
+    found = read_source(ctx, source, kinds)
+    problems = source_problems(ctx, "$.autotune.source", source, found, kinds)
+    pinned = found[1]
+    if pinned is None:
         ctx.unverifiable("$.autotune.kernels (against its source)", f"unverified (source not found): {source}")
     else:
-        want = bench["autotune"]["kernels"]
+        want = (pinned["autotune"]["kernels"] if pinned["kind"] == "bench_result" else
+                {k: {"best_config": v} for k, v in pinned["best_config"].items()})
         problems += [(f"$.autotune.kernels.{stage}.{key}", f"{k.get(key)}, but {source} records {want[stage].get(key)}")
                      for stage, k in doc["autotune"]["kernels"].items() if stage in want
-                     for key in ("kernel", "best_config") if k.get(key) != want[stage].get(key)]
+                     for key in ("kernel", "best_config") if key in want[stage] and k.get(key) != want[stage][key]]
     add("autotune_source", problems)
 
 

@@ -7,7 +7,7 @@ its ``kind`` and ``schema_version`` consts are generated from this table (``pyth
 What each kind's checks recompute lives with the checks (:mod:`nsa_exp.checking.kinds`).
 
 >>> KINDS["bench_result"], schema_version("bench_result")
-('result", "1.0')
+('result', '1.0')
 """
 
 from __future__ import annotations

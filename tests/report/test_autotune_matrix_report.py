@@ -57,8 +57,10 @@ def matrix_doc() -> dict:
     # the rounds' orders the engine's plan gives these cells (core/measurement.RoundPlan.orders)
     stage["round_orders"] = round_orders([cell_key(i, p) for i in range(len(CFGS)) for p in PATTERNS],
                                          WARMUP + ROUNDS, doc["timing"]["order_mode"], doc["timing"]["order_seed"])
+    # a dK/dV-only matrix: its command asked for that stage alone
+    metadata = {**doc["metadata"], "argv": [*doc["metadata"]["argv"], "--stages", "dkv_core"]}
     return {**doc, "timing": {**doc["timing"], "warmup_rounds": WARMUP, "rounds": ROUNDS},
-            "stages": {"dkv_core": stage}}
+            "stages": {"dkv_core": stage}, "metadata": metadata}
 
 
 def _checks(doc: dict) -> dict:
