@@ -35,6 +35,7 @@ from .core.protocol import (
     DISPATCH_ORDERS,
     SWEEP_EXECUTORS,
     TUNE_CHOICES,
+    WHATIF_BENCHMARK_RESULT,
     WHATIF_LAYOUTS,
     WHATIF_MAX_FANINS,
     WHATIF_PATTERNS,
@@ -255,7 +256,7 @@ COMMANDS: tuple[Command, ...] = (
          Option("--layouts", ", ".join(WHATIF_LAYOUTS), default=",".join(WHATIF_LAYOUTS)),
          Option("--rounds", "timed rounds (after the config's warm-up)", type=int, default=WHATIF_ROUNDS),
          Option("--benchmark-result", "bench result whose autotune configs are pinned",
-                default="results/raw/e1_h200_pre.json"),
+                default=WHATIF_BENCHMARK_RESULT),
          Option("--output", "default runs/<name>/whatif/<config>_whatif.json"
                 "; results/whatif/<config>_whatif.json with --publish", metavar="PATH"), *WRITES),
     _cmd("report", f"{CPU}:cmd_report", "RESULTS.md, PROVENANCE.md's table and the analysis JSON from committed "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,7 @@ def calibrate(args: argparse.Namespace) -> int:
                        named=args.output is not None)
     doc = model_calibration.build(name=Path(out).stem, chosen=chosen, rows=rows, params=params, bq=bq,
                                   resources=resources, occupancy=occ, set_path=args.set, set_name=cset["name"],
-                                  command=" ".join(["python -m nsa_exp", *args.argv]), metadata=_metadata())
+                                  command=shlex.join(["python", "-m", "nsa_exp", *args.argv]), metadata=_metadata())
     wrote = write_json_unless_same(out, doc, "model_calibration", VOLATILE)
     print(f"a={params.a_ms:.4f} ms  c={params.c_ms:.6f} ms  gamma={params.gamma:.3f}  slots {occ['slots_per_sm']}/SM "
           f"x {ref.sm_count} SMs; fit |error| mean {doc['residuals']['mean_abs_pct']:.2f}% max "
@@ -243,7 +244,7 @@ def model_validate(args: argparse.Namespace) -> int:
         raise UserError("--points: every routing read was used to calibrate; nothing to validate")
     doc = model_validation.build(name=Path(out).stem, calibration_path=args.calibration, calibration_name=cal["name"],
                                  rows=rows, excluded=excluded, split_max_fanin=args.max_fanin,
-                                 command=" ".join(["python -m nsa_exp", *args.argv]), metadata=_metadata())
+                                 command=shlex.join(["python", "-m", "nsa_exp", *args.argv]), metadata=_metadata())
     wrote = write_json_unless_same(out, doc, "model_validation", VOLATILE)
     figures = plot_validation(doc, fig_dir) if fig_dir else []
     for r in rows:

@@ -115,7 +115,8 @@ def stage_set_problems(doc: dict[str, Any]) -> Problems:
     problems: Problems = []
     argv = record_checks.recorded_cli_argv(doc)
     if argv is not None:
-        asked = [s.strip() for s in (record_checks.argv_option(argv, "--stages") or ",".join(MATRIX_STAGES)).split(",")]
+        given = record_checks.argv_option(argv, "--stages") or ",".join(MATRIX_STAGES)  # as the door reads it
+        asked = list(dict.fromkeys(s.strip() for s in given.split(",") if s.strip()))
         if list(doc["stages"]) != asked:
             problems.append(("$.stages", f"{list(doc['stages'])}, but the recorded command asks for {asked}"))
     for name, s in doc["stages"].items():

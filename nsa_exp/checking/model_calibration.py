@@ -63,7 +63,7 @@ def source_point(ctx: Context, rec: dict[str, Any], label: str, where: str, prob
 
 def calibration_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = host_problems(doc.get("metadata", {}))
-    problems += recorded_command_problems(doc["command"], "calibrate", ("--points", "--set"))
+    problems += recorded_command_problems(doc["command"], "calibrate", ("--points", "--set"), doc=doc)
     shape, seed, gpu = doc["shape"], doc["seed"], doc["gpu"]
     occ, model = doc["occupancy"], doc["model"]
     params = params_of(doc)

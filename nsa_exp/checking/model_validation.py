@@ -44,10 +44,12 @@ def points_named(command: str) -> list[str]:
     ['a', 'b/c.json']
     """
     words = shlex.split(command)
-    if "--points" not in words:
+    at = next((i for i, w in enumerate(words) if w == "--points" or w.startswith("--points=")), None)
+    if at is None:
         return []
-    rest = words[words.index("--points") + 1:]
-    return rest[:next((i for i, w in enumerate(rest) if w.startswith("--")), len(rest))]
+    first = [words[at].split("=", 1)[1]] if "=" in words[at] else []  # --points=DIR (argparse reads it so too)
+    rest = words[at + 1:]
+    return first + rest[:next((i for i, w in enumerate(rest) if w.startswith("--")), len(rest))]
 
 
 def row_set_problems(doc: dict[str, Any], cal: dict[str, Any], ctx: Context) -> Problems:
@@ -93,7 +95,7 @@ def model_validation_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> N
         if not close(r["error_pct"], 100.0 * (r["predicted_ms"] / r["measured_ms"] - 1.0)):
             problems.append((f"$.rows[{i}].error_pct", f"{r['error_pct']}, predicted / measured - 1 = "
                              f"{100.0 * (r['predicted_ms'] / r['measured_ms'] - 1.0)} %"))
-    problems += recorded_command_problems(doc["command"], "model-validate", ("--points", "--calibration"))
+    problems += recorded_command_problems(doc["command"], "model-validate", ("--points", "--calibration"), doc=doc)
     cal_source = read_source(ctx, doc["calibration"]["path"], ("model_calibration",))
     if cal_source[1] is None or file_sha256(cal_source[0]) != doc["calibration"]["sha256"]:
         if cal_source[0] is not None:

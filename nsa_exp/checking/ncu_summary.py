@@ -40,6 +40,7 @@ from ..io.ncu_csv import METRICS, TO_HZ, TO_NS, assign_patterns, parse_raw_csv
 from ..io.reader import read_bounded
 from ..io.strict_csv import decode_csv, parse_ncu_number
 from ..io.strict_json import MAX_BYTES
+from . import record_checks
 from .checks import Add, Context, Problems, one_check
 from .record_checks import PRINTABLE_ASCII, host_problems, parse_utc
 from .sources import created_after_sources, deep_diff, read_source, source_problems
@@ -266,6 +267,27 @@ def bench_problems(doc: dict[str, Any], bench: dict[str, Any]) -> Problems:
     return problems
 
 
+def clock_control_problems(doc: dict[str, Any]) -> Problems:
+    """A profile ``ncu`` took records the ncu command it ran (``gpu/ncu.py``), and that command leaves the clocks as
+    they are: ``--clock-control none`` among ncu's own options (before the profiled program), no other clock
+    control. ncu's default locks the clocks to base (docs/NSIGHT.md). The option deleted, the command deleted, or
+    the option moved after the program PASSed (an attacker and a re-attacker, 2026-12-07); an ``ncu-export`` of a
+    report records none."""
+    argv = record_checks.recorded_cli_argv(doc)
+    command = [str(a) for a in doc.get("ncu_command") or []]
+    if not command:
+        return [("$.ncu_command", "absent, but the recorded argv ran ncu, which records the command it ran")] if (
+            argv is not None and argv[1:2] == ["ncu"]) else []
+    program = next((i for i, a in enumerate(command) if Path(a).name.startswith("python")), len(command))
+    options = command[:program]
+    controls = [(i, a) for i, a in enumerate(options) if a == "--clock-control" or a.startswith("--clock-control=")]
+    if [options[i + 1:i + 2] if a == "--clock-control" else [a.split("=", 1)[1]] for i, a in controls] != [["none"]]:
+        return [("$.ncu_command", f"ncu's options {options[1:][:12]} hold no single --clock-control none (before "
+                 "the profiled program): ncu's default locks the clocks to base, and the GPU task always passes none "
+                 "(docs/NSIGHT.md)")]
+    return []
+
+
 def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     problems: Problems = host_problems(doc.get("metadata", {}))
     # the profile ran under the GPU tasks' environment (scripts/run_h100.sh; the gates refuse another): a summary
@@ -309,13 +331,7 @@ def ncu_recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
         sm = k.get("metrics", {}).get("sm_count")
         if spec is not None and sm is not None and int(sm) not in spec.sm_counts:
             problems.append((f"$.kernels[{i}].metrics.sm_count", f"{sm}: {k['device']} has {list(spec.sm_counts)}"))
-    command = [str(a) for a in doc.get("ncu_command") or []]
-    if command and "--clock-control" not in command:  # the GPU task's ncu runs leave the clocks as they are
-        problems.append(("$.ncu_command", "no --clock-control none: ncu's default locks the clocks to base, and "
-                         "the GPU task always passes none (docs/NSIGHT.md)"))
-    elif command and command[command.index("--clock-control") + 1:][:1] != ["none"]:
-        problems.append(("$.ncu_command", f"--clock-control {command[command.index('--clock-control') + 1:][:1]}: "
-                         "the GPU task always passes none (docs/NSIGHT.md)"))
+    problems += clock_control_problems(doc)
     if doc.get("benchmark_result") is None or doc.get("stage") is None:
         # an ncu-export of a report names no bench run: its durations are held to none (a summary with its sink-heavy
         # dK/dV halved PASSed --strict once this key was deleted: an attacker, 2026-12-07)

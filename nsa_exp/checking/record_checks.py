@@ -556,18 +556,23 @@ def argv_command_problems(doc: dict[str, Any]) -> Problems:
     ``commands``): ``check`` relabelled ``checkX`` or ``smoke`` PASSed ``--strict`` (an attacker, 2026-12-07)."""
     argv, kind = recorded_cli_argv(doc), doc.get("kind")
     commands = document_kind(kind).commands if isinstance(kind, str) and kind in KINDS else ()
-    if argv is None or not commands or argv[0].replace("\\", "/").endswith("bench_backward.py"):
+    if argv is None or not commands:
         return []
-    command = argv[1] if len(argv) > 1 else None
+    # the seed's script runs main(["bench", ...]): it writes a bench result and nothing else
+    script = argv[0].replace("\\", "/").endswith("bench_backward.py")
+    command = "bench" if script else argv[1] if len(argv) > 1 else None
     return [] if command in commands else [("$.metadata.argv[1]", f"{command!r}: no command of this CLI that writes a "
                                             f"{kind} ({', '.join(commands)})")]
 
 
-def recorded_command_problems(command: Any, name: str, once: tuple[str, ...], where: str = "$.command") -> Problems:
+def recorded_command_problems(command: Any, name: str, once: tuple[str, ...], where: str = "$.command",
+                              doc: dict[str, Any] | None = None) -> Problems:
     """A derived document's recorded ``command`` (a string, as ``python -m nsa_exp <name> ...`` ran it): this CLI's
     command ``name``, each option of ``once`` (``--points``: one list of paths) given at most once, as the CLI's own
     refusal requires. A validation whose command gave ``--points`` twice, its rows those of the first list, PASSed
-    ``--strict``, and so did a calibration whose command was any text (an attacker, 2026-12-07).
+    ``--strict``, and so did a calibration whose command was any text (an attacker, 2026-12-07). With ``doc``, a
+    recorded CLI argv (``metadata.argv``) is that command's (``--points=a --points b`` and another argv PASSed: a
+    re-attacker, 2026-12-07).
 
     >>> recorded_command_problems("python -m nsa_exp calibrate --points a --points b", "calibrate", ("--points",))
     [('$.command', '--points given 2 times: the CLI refuses that (give it once, every path after it)')]
@@ -578,8 +583,12 @@ def recorded_command_problems(command: Any, name: str, once: tuple[str, ...], wh
         return [(where, f"{command!r} does not parse as a command line ({exc})")]
     if words[:4] != ["python", "-m", "nsa_exp", name]:
         return [(where, f"{str(command)[:80]!r}: not python -m nsa_exp {name}, the command that writes it")]
-    return [(where, f"{flag} given {words.count(flag)} times: the CLI refuses that (give it once, every path after "
-             "it)") for flag in once if words.count(flag) > 1]
+    argv = recorded_cli_argv(doc) if doc is not None else None
+    problems = [(where, f"{flag} given {n} times: the CLI refuses that (give it once, every path after it)")
+                for flag in once if (n := sum(w == flag or w.startswith(f"{flag}=") for w in words)) > 1]
+    if argv is not None and argv[1:] != words[3:]:  # the command is the argv it ran with (model_commands)
+        problems.append((where, f"differs from the recorded argv {argv[1:][:8]}"))
+    return problems
 
 
 def recorded_cli_argv(doc: dict[str, Any]) -> list[str] | None:
@@ -596,7 +605,7 @@ def recorded_cli_argv(doc: dict[str, Any]) -> list[str] | None:
     """
     argv = document_argv(doc)
     first = argv[0].replace("\\", "/") if argv else ""
-    ours = first.endswith("bench_backward.py") or f"/{first}".endswith("/nsa_exp/__main__.py")
+    ours = f"/{first}".endswith(("/scripts/bench_backward.py", "/nsa_exp/__main__.py"))
     return argv if ours else None
 
 

@@ -25,16 +25,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import REPO_ROOT
 from ..analysis.run_cost import timed_ms
 from ..analysis.stop_rule import rerun
 from ..core.config import Config, Shape, bytes_needed
 from ..core.families import BASELINE_PATTERN, pattern_from_entry, point_id, shape_label
-from ..core.kinds import schema_version
+from ..core.kinds import AUTOTUNE_FILE, schema_version
 from ..core.measurement import Measurement
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.records import GpuIdentity, PatternRun, SweepPoint
-from ..core.stages import PREPARING_STAGES, STAGE_NAMES
+from ..core.stages import AUTOTUNED_STAGES, PREPARING_STAGES, STAGE_NAMES
+from ..core.stages import stage as stage_row
 from ..errors import UserError
+from ..io.config_files import read_config_file
 from ..routing.fanin import routing_statistics
 from ..routing.packing import packing_record, packing_token
 from . import record_checks
@@ -164,26 +167,53 @@ def point_memory_recompute(doc: dict[str, Any], add: Add) -> None:
     add("memory_recompute", problems)
 
 
+def _planned_autotune_from(sweep: str) -> tuple[bool, str | None]:
+    """``(found, autotune_from)`` of ``configs/<sweep>.json``: the bench result every point of the sweep pins, None
+    where the sweep tunes at its first point and stores the configs as ``_autotune.json`` (sweeps/plan.py)."""
+    try:
+        raw = read_config_file(REPO_ROOT / "configs" / f"{sweep}.json", "sweep config")
+    except UserError:
+        return False, None
+    value = raw.get("autotune_from")
+    return True, value if isinstance(value, str) else None
+
+
 def autotune_source(doc: dict[str, Any], add: Add, ctx: Context) -> None:
-    """A point that pinned its configs records its ``autotune.source``'s: a bench result (the sweep config's
-    ``autotune_from``: its kernels and configs) or the sweep's stored ``_autotune.json`` (a ``sweep_autotune``: its
-    configs). A dK/dV config rewritten to BQ=4, 8 warps PASSed ``--strict`` with its source at hand (an attacker,
-    2026-12-07). Unverified (a source not found) where the file is not at hand."""
-    source = doc["autotune"]["source"]
-    if source == "tuned":
-        return
-    kinds = ("bench_result", "sweep_autotune")
-    found = read_source(ctx, source, kinds)
-    problems = source_problems(ctx, "$.autotune.source", source, found, kinds)
-    pinned = found[1]
-    if pinned is None:
-        ctx.unverifiable("$.autotune.kernels (against its source)", f"unverified (source not found): {source}")
+    """A point's ``autotune.source`` is the one its sweep config gives (``gpu/sweep_point._pins``): its
+    ``autotune_from`` bench result, else the sweep folder's ``_autotune.json`` (``tuned`` at the point that made
+    it), and the point records that source's configs (a bench result's kernels and configs; the stored file's
+    configs, the Stage table's kernels). A dK/dV config rewritten to BQ=4, 8 warps PASSed ``--strict``, and then
+    again with ``source`` pointed at another bench result, at a forged ``_autotune.json`` elsewhere or at ``tuned``
+    (an attacker and a re-attacker, 2026-12-07). Unverified (a source not found) where a file is not at hand."""
+    source, kernels = doc["autotune"]["source"], doc["autotune"]["kernels"]
+    problems: Problems = [(f"$.autotune.kernels.{name}.kernel", f"{k.get('kernel')!r}, the Stage table's "
+                           f"{stage_row(name).autotuned_kernel!r}") for name, k in kernels.items()
+                          if name in AUTOTUNED_STAGES and k.get("kernel") != stage_row(name).autotuned_kernel]
+    if str(doc["point"]["pattern"].get("name", "")).startswith("file:"):
+        found, planned = False, None  # a routing file's point: the command line's, planned by no config
     else:
-        want = (pinned["autotune"]["kernels"] if pinned["kind"] == "bench_result" else
-                {k: {"best_config": v} for k, v in pinned["best_config"].items()})
-        problems += [(f"$.autotune.kernels.{stage}.{key}", f"{k.get(key)}, but {source} records {want[stage].get(key)}")
-                     for stage, k in doc["autotune"]["kernels"].items() if stage in want
-                     for key in ("kernel", "best_config") if key in want[stage] and k.get(key) != want[stage][key]]
+        found, planned = _planned_autotune_from(doc["sweep"])
+    if not found:
+        ctx.unverifiable("$.autotune.source", f"unverified (sweep config not found): configs/{doc['sweep']}.json")
+    elif planned is not None and not Path(str(source)).as_posix().endswith(planned):
+        problems.append(("$.autotune.source", f"{source!r}, but configs/{doc['sweep']}.json pins {planned}"))
+    elif planned is None and source != "tuned" and (Path(str(source)).name != AUTOTUNE_FILE
+                                                    or Path(str(source)).parent.name != doc["sweep"]):
+        problems.append(("$.autotune.source", f"{source!r}, but configs/{doc['sweep']}.json pins no bench result: "
+                         f"its points pin results/sweeps/{doc['sweep']}/{AUTOTUNE_FILE}, or tune (tuned)"))
+    if source != "tuned":
+        kinds = ("bench_result", "sweep_autotune")
+        pinned_from = read_source(ctx, source, kinds)
+        problems += source_problems(ctx, "$.autotune.source", source, pinned_from, kinds)
+        pinned = pinned_from[1]
+        if pinned is None:
+            ctx.unverifiable("$.autotune.kernels (against its source)", f"unverified (source not found): {source}")
+        else:
+            want = (pinned["autotune"]["kernels"] if pinned["kind"] == "bench_result" else
+                    {k: {"best_config": v} for k, v in pinned["best_config"].items()})
+            problems += [(f"$.autotune.kernels.{stage}.{key}", f"{k.get(key)}, but {source} records "
+                          f"{want[stage].get(key)}") for stage, k in kernels.items() if stage in want
+                         for key in ("kernel", "best_config") if key in want[stage] and k.get(key) != want[stage][key]]
     add("autotune_source", problems)
 
 

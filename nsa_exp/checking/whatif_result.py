@@ -12,6 +12,7 @@ builder (:func:`build`; ``gpu/whatif_run.WhatIfArm`` calls it) and its checks (:
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from ..core.config import Config, Shape
@@ -20,6 +21,7 @@ from ..core.kinds import schema_version
 from ..core.protocol import (
     WHATIF_ARM_STAGES,
     WHATIF_BASELINE_STAGES,
+    WHATIF_BENCHMARK_RESULT,
     WHATIF_LAYOUTS,
     WHATIF_MAX_FANINS,
     WHATIF_PATTERNS,
@@ -68,6 +70,11 @@ def argv_problems(doc: dict[str, Any]) -> Problems:
     if not all(f.isdigit() for f in fanins) or not rounds.isdigit():
         return [("$.metadata.argv", f"--max-fanin {','.join(fanins)} / --rounds {rounds}: not what whatif accepts")]
     problems: Problems = []
+    bench = record_checks.argv_option(argv, "--benchmark-result") or WHATIF_BENCHMARK_RESULT
+    if not (Path(doc["benchmark_result"]).as_posix().endswith(Path(bench).as_posix().removeprefix("./"))
+            or Path(bench).as_posix().endswith(Path(doc["benchmark_result"]).as_posix())):
+        # another bench's pins, its name put in benchmark_result, PASSed --strict (a re-attacker, 2026-12-07)
+        problems.append(("$.benchmark_result", f"{doc['benchmark_result']!r}, but the recorded argv pins {bench!r}"))
     if sorted(doc["patterns"]) != sorted(patterns):
         problems.append(("$.patterns", f"{sorted(doc['patterns'])}, the recorded argv times {sorted(patterns)}"))
     want = sorted(["baseline", *(arm_name(layout, f) for layout in layouts

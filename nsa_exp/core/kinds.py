@@ -74,6 +74,9 @@ DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
                  "what validate found in one file (python -m nsa_exp validate --json)", commands=("validate",)),
     DocumentKind("whatif_result", "whatif_result", "the WHAT-IF ARMS, timed (results/whatif)", commands=("whatif",)),
 )
+#: The file a sweep that pins no bench result stores the configs its first point tuned in (a ``sweep_autotune``,
+#: results/sweeps/<sweep>/_autotune.json), which every later point pins.
+AUTOTUNE_FILE = "_autotune.json"
 #: ``{document kind: schema file stem}``.
 KINDS: dict[str, str] = {k.name: k.schema for k in DOCUMENT_KINDS}
 #: The schemas of the inputs and tables that carry no ``kind`` field, with the version they are written at.

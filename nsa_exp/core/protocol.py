@@ -50,6 +50,8 @@ WHATIF_ARM_STAGES: tuple[str, ...] = (*WHATIF_BASELINE_STAGES, "reduce")
 WHATIF_PATTERNS = ("sink-heavy", "zipf")
 WHATIF_MAX_FANINS = (4096, 8192)
 WHATIF_ROUNDS = 20
+#: The bench result whose autotune configs ``whatif`` pins unless ``--benchmark-result`` names another.
+WHATIF_BENCHMARK_RESULT = "results/raw/e1_h200_pre.json"
 #: What stopped a run under the stop rule (nsa_exp.analysis.stop_rule), criteria in the order they are asked.
 STOP_REASONS = ("ci", "timeout", "max_rounds")
 #: Where a run's stop rule came from: its config's ``timing.stop`` block, or ``bench/sweep --stop-rule``.

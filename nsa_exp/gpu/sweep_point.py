@@ -22,6 +22,7 @@ import torch
 from .. import RESULTS_DIR
 from ..checking import sweep_autotune, sweep_point
 from ..core.config import Shape, bytes_needed
+from ..core.kinds import AUTOTUNE_FILE
 from ..core.measurement import RoundPlan
 from ..core.records import BenchResult, SweepPoint
 from ..core.stages import PREPARING_STAGES
@@ -30,7 +31,7 @@ from ..io.config_files import config_from_dict
 from ..io.placement import placement_record
 from ..io.store import load_document, load_record, write_json
 from ..routing.files import file_routings
-from ..sweeps.plan import AUTOTUNE_FILE, Point
+from ..sweeps.plan import Point
 from .engine import Arm, Cells, Run, measure
 
 _INPUTS: dict[tuple[Shape, int], dict[str, torch.Tensor]] = {}

@@ -17,6 +17,7 @@ from typing import Any
 
 import jsonschema
 import referencing
+import referencing.exceptions
 from jsonschema import _keywords
 from jsonschema._utils import find_additional_properties
 from referencing.jsonschema import DRAFT202012
@@ -228,6 +229,11 @@ def _errors(doc: Any, kind: str) -> list[Any]:
     """
     try:
         return list(_validator(kind).iter_errors(doc))
+    except referencing.exceptions.Unresolvable as exc:  # a "$ref" edited to point nowhere: any string passes the
+        # metaschema (a re-attacker, 2026-12-07); named by what it could not resolve, not the whole schema
+        raise UserError(f"schemas/{kind}.schema.json (or a schema it refers to): a $ref does not resolve "
+                        f"({type(exc).__name__}: {str(getattr(exc, 'ref', '') or exc)[:120]}); restore it from the "
+                        f"project (git checkout -- schemas/)") from None
     except Exception:
         for name in dict.fromkeys([kind, *(p.name.removesuffix(".schema.json")
                                            for p in sorted(SCHEMA_DIR.glob("*.schema.json")))]):

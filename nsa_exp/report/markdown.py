@@ -95,7 +95,7 @@ class MarkedFile:
                                 "first)").decode("utf-8")
         except UnicodeDecodeError:
             raise UserError(f"{path}: not UTF-8 text; give a Markdown file holding the {what}") from None
-        if start not in text or end not in text:
+        if start not in text or end not in text.split(start, 1)[1]:  # an end marker before the start one is none
             raise UserError(f"{path}: no {start} ... {end} markers for the {what}")
         head, rest = text.split(start, 1)
         return cls(path, start, end, head, rest.split(end, 1)[1])

@@ -32,8 +32,6 @@ from ..io.store import read_strict
 from ..routing.packing import packing_token
 from .files import FilePoint, file_points
 
-AUTOTUNE_FILE = "_autotune.json"  # in results/sweeps/<sweep>/: the configs the first point tuned
-
 
 @dataclass(frozen=True)
 class Point:

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ..core.kinds import AUTOTUNE_FILE
 from ..core.protocol import SWEEP_EXECUTORS as EXECUTORS
 from ..errors import GateFailure, UserError
 from ..io.store import write_json
-from .plan import AUTOTUNE_FILE, Point, point_done, point_path
+from .plan import Point, point_done, point_path
 
 if TYPE_CHECKING:
     import submitit

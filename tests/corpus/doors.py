@@ -66,6 +66,10 @@ ZERO_CLOCKS = [{"op": "set", "path": "/telemetry/samples/*/sm_clock_mhz", "value
 _UNKNOWN_TYPE = (Path(__file__).resolve().parents[2] / "schemas" / "config.schema.json").read_text().replace(
     '"name": {\n      "type": "string"', '"name": {\n      "type": "word"', 1)
 
+#: the committed sweep-point schema with its name's "$ref" edited to a definition that does not exist
+_REF_TO_NOWHERE = (Path(__file__).resolve().parents[2] / "schemas" / "sweep_point.schema.json").read_text().replace(
+    '"name": {', '"name": {\n      "$ref": "#/$defs/nope",', 1)
+
 CASES: list[dict[str, Any]] = [
     # ---------------------------------------------------------------- routing (and every config reader)
     {"id": "routing.packing_lengths_1e30", "argv": ["routing", "--config", "{cfg}"],
@@ -90,6 +94,16 @@ CASES: list[dict[str, Any]] = [
      "files": {"schema.json": {"in_repo": "schemas/config.schema.json", "text": _UNKNOWN_TYPE}}, "fresh": True,
      "exit": 2, "names": ["schemas/config.schema.json", "properties.name.type", "git checkout"],
      "why": "a schema edited by hand to a type jsonschema does not know: internal error UnknownType (an attacker)"},
+    {"id": "validate.schema_ref_to_nowhere", "argv": ["validate", "results/sweeps/sweep_skew_h200/T32768-local.json"],
+     "files": {"schema.json": {"in_repo": "schemas/sweep_point.schema.json", "text": _REF_TO_NOWHERE}}, "fresh": True,
+     "exit": 2, "names": ["schemas/sweep_point.schema.json", "$ref", "git checkout"],
+     "why": "a $ref edited to point nowhere (any string passes the metaschema): internal error "
+            "_WrappedReferencingError with the whole schema on one line (a re-attacker)"},
+    {"id": "report.provenance_markers_reversed",
+     "argv": ["report", "--output", "{case}/r.md", "--analysis", "{case}/a.json", "--provenance", "{p}"],
+     "files": {"p.md": {"text": "<!-- provenance:end -->\n<!-- provenance:start -->\n"}}, "exit": 2,
+     "names": ["p.md", "markers"], "absent": ["r.md", "a.json"], "timeout": 20,
+     "why": "the end marker before the start one: internal error IndexError (a re-attacker, 2026-12-07)"},
     {"id": "routing.debug_before_the_command", "argv": ["--debug", "routing"], "exit": 2,
      "names": ["--debug", "after its name", "routing --debug"],
      "why": "argparse said only 'unrecognized arguments: --debug', where the internal-error line advises --debug"},

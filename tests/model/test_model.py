@@ -4,6 +4,7 @@ kernel, the calibration file's validation and refusals, and predict's errors."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -347,3 +348,15 @@ def test_a_row_whose_parameter_equals_a_valid_one_only_as_a_number_fails_in_any_
             failed = [c for c in reports[f.name]["checks"] if not c["passed"]]
             assert [c["name"] for c in failed] == ["model_validation_recompute"], failed
             assert "is not an integer" in str(failed[0]), failed
+
+
+def test_a_calibration_written_to_a_path_with_a_quote_records_a_command_that_parses_and_validates(
+        seed_calibration, tmp_path, capsys):
+    """The command was recorded as the argv joined by spaces: an ``--output`` holding an apostrophe (or a space)
+    made a command ``shlex`` cannot read, and validate FAILed the honest file (a re-attacker, 2026-12-07)."""
+    out = tmp_path / "it's mine.json"
+    assert main(["calibrate", "--points", SEED, "--set", str(seed_calibration / "set.json"), "--output",
+                 str(out)]) == 0
+    capsys.readouterr()
+    assert json.loads(out.read_text())["command"].endswith(f"--output {shlex.quote(str(out))}")
+    assert main(["validate", str(out)]) == 0, capsys.readouterr().out

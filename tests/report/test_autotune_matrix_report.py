@@ -174,3 +174,13 @@ def test_report_adds_the_section_from_a_committed_matrix(tmp_path):
 
 def json_load(path: str) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def test_a_matrix_whose_stages_option_the_door_cleaned_validates():
+    """``--stages dq_core,dkv_core,`` (a trailing comma, or a stage twice) is what the door reads as dq_core,
+    dkv_core: the check reads the recorded option the same way (a re-attacker, 2026-12-07)."""
+    doc = json.loads((REPO / "results" / "autotune" / "e1_h200.json").read_text())
+    for stages in ("dq_core,dkv_core,", " dq_core , dkv_core,dq_core"):
+        doc["metadata"]["argv"] = [*doc["metadata"]["argv"][:2], "--stages", stages, *doc["metadata"]["argv"][2:]]
+        assert _checks(doc)["matrix_stages"]["passed"], stages
+        doc["metadata"]["argv"] = [a for i, a in enumerate(doc["metadata"]["argv"]) if i not in (2, 3)]

@@ -12,7 +12,7 @@ import pytest
 
 from nsa_exp.cli import main
 from nsa_exp.core.config import Pattern, Shape
-from nsa_exp.core.kinds import schema_version
+from nsa_exp.core.kinds import AUTOTUNE_FILE, schema_version
 from nsa_exp.core.measurement import RoundPlan
 from nsa_exp.core.stages import PREPARING_STAGES
 from nsa_exp.errors import GateFailure, UserError
@@ -22,7 +22,7 @@ from nsa_exp.io.schemas import schema_errors
 from nsa_exp.io.store import write_json, write_text_atomic
 from nsa_exp.routing.fanin import routing_statistics
 from nsa_exp.routing.patterns import generate_routing
-from nsa_exp.sweeps.plan import AUTOTUNE_FILE, load_sweep, point_done, point_path
+from nsa_exp.sweeps.plan import load_sweep, point_done, point_path
 from nsa_exp.sweeps.run import run_sweep
 from nsa_exp.sweeps.table import sweep_table
 from tests.gpu.test_engine_arms import FakeGpu, fake_gpu_gate
