@@ -212,6 +212,13 @@ def _bench_request(args: argparse.Namespace, config: Config) -> BenchRequest:
                         cupti_rounds=args.cupti_rounds, routing_files=files, tuning_cache=cache)
 
 
+def _flush_study(args: argparse.Namespace) -> None:
+    """``--output`` is a JSON file's path (``x.txt`` was written as JSON: a re-attacker, 2026-12-07); RAW a method
+    study that validates."""
+    check_suffix("--output", args.output, ".json")
+    require_valid("RAW", args.raw, ("method_study",))
+
+
 def _autotune_matrix(args: argparse.Namespace) -> None:
     """The output a JSON document (x.txt was accepted: an attacker, 2026-12-07), the rounds, the config read once
     (``args.run_config``, whose GPU the door's gates name: a CPU box heard of the environment only, a new user,
@@ -571,7 +578,7 @@ CHECKS: dict[str, Check] = {"routing": _routing, "routing-time": _routing_time, 
                             "sweep-plot": lambda a: require_valid("--table", a.table), "compare": _compare,
                             "release-bench": _release_bench, "release-table": _release_table,
                             "cost": _results, "stop-replay": _results,
-                            "flush-study": lambda a: require_valid("RAW", a.raw, ("method_study",)),
+                            "flush-study": _flush_study,
                             "predict": _model, "model-validate": _model, "calibrate": _calibrate,
                             "validate": _validate, "reproduce": _reproduce,
                             # the summary is JSON; its raw CSV goes beside it as <stem>.raw.csv

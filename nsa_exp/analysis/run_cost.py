@@ -64,8 +64,9 @@ def cost_table(named: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
 def cost_of_files(paths: Sequence[str]) -> str:
     """``cost``'s table of the bench results at ``paths``, each read by the strict loader (UserError naming the
     file for anything else), labelled by its name, or by its file's where two share a name (a run and its copy
-    under another file name, ``e1_h200_stop.json`` and ``e1_h200_stop_45c4a0c.json``)."""
+    under another file name, ``e1_h200_stop.json`` and ``e1_h200_stop_45c4a0c.json``), or by its path as given
+    where two files share that too."""
     docs = [load_document(p, ("bench_result",), str(p)) for p in paths]
-    names = [d["name"] for d in docs]
-    return cost_table([(d["name"] if names.count(d["name"]) == 1 else Path(p).stem, d)
-                       for p, d in zip(paths, docs, strict=True)])
+    names, stems = [d["name"] for d in docs], [Path(p).stem for p in paths]
+    return cost_table([(d["name"] if names.count(d["name"]) == 1 else stem if stems.count(stem) == 1 else str(p), d)
+                       for p, d, stem in zip(paths, docs, stems, strict=True)])
