@@ -253,15 +253,28 @@ def _peer_bench(args: argparse.Namespace) -> None:
     args.peer_request = PeerRequest(config, args.allow_gpu, tuple(names), out, args.cupti_rounds)
 
 
+def typed(args: argparse.Namespace, option: str) -> bool:
+    """Whether the command line (``args.argv``, as :func:`nsa_exp.cli.main` was given it) holds ``option``
+    (``--x V`` or ``--x=V``): typed, even with its default's value. False where no command line is recorded (a
+    caller building ``args`` itself).
+
+    >>> typed(argparse.Namespace(argv=["bench", "--tune-on=local"]), "--tune-on")
+    True
+    """
+    return any(a == option or a.startswith(f"{option}=") for a in getattr(args, "argv", ()))
+
+
 def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
     """Refuse a tuning arm that cannot run (one line naming the option) before any GPU work."""
     names = [p.name for p in config.patterns]
     if args.tune_on not in names:
         raise UserError(f"--tune-on: {args.tune_on!r} is not one of the config's patterns ({', '.join(names)})")
-    if args.autotune_from and (args.tune == "per-pattern" or args.tune_on != TUNE_PATTERN):
+    # --tune-on typed, even as its default (``local`` typed with --tune per-pattern was ignored: a re-attacker)
+    tune_on = args.tune_on != TUNE_PATTERN or typed(args, "--tune-on")
+    if args.autotune_from and (args.tune == "per-pattern" or tune_on):
         raise UserError("--autotune-from: replays another run's configs; it cannot be combined with --tune "
                         "per-pattern or --tune-on")
-    if args.tune == "per-pattern" and args.tune_on != TUNE_PATTERN:  # the default (not typed) is TUNE_PATTERN
+    if args.tune == "per-pattern" and tune_on:
         raise UserError(f"--tune-on {args.tune_on}: contradicts --tune per-pattern, which tunes each routing on "
                         "itself (--tune-on would be ignored); give one of them")
     if args.resume and (args.tune == "per-pattern" or args.autotune_from or args.tune_on != TUNE_PATTERN):
