@@ -253,15 +253,14 @@ def _peer_bench(args: argparse.Namespace) -> None:
     args.peer_request = PeerRequest(config, args.allow_gpu, tuple(names), out, args.cupti_rounds)
 
 
-def typed(args: argparse.Namespace, option: str) -> bool:
-    """Whether the command line (``args.argv``, as :func:`nsa_exp.cli.main` was given it) holds ``option``
-    (``--x V`` or ``--x=V``): typed, even with its default's value. False where no command line is recorded (a
-    caller building ``args`` itself).
+def typed(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the command line typed the option stored in ``dest`` (:class:`nsa_exp.cli.StoreOnce`'s record,
+    ``args.given``), even with its default's value. False where none is recorded (a caller building ``args`` itself).
 
-    >>> typed(argparse.Namespace(argv=["bench", "--tune-on=local"]), "--tune-on")
+    >>> typed(argparse.Namespace(given={"tune_on"}), "tune_on")
     True
     """
-    return any(a == option or a.startswith(f"{option}=") for a in getattr(args, "argv", ()))
+    return dest in getattr(args, "given", ())
 
 
 def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
@@ -270,7 +269,7 @@ def check_bench_arm(config: Config, args: argparse.Namespace) -> None:
     if args.tune_on not in names:
         raise UserError(f"--tune-on: {args.tune_on!r} is not one of the config's patterns ({', '.join(names)})")
     # --tune-on typed, even as its default (``local`` typed with --tune per-pattern was ignored: a re-attacker)
-    tune_on = args.tune_on != TUNE_PATTERN or typed(args, "--tune-on")
+    tune_on = args.tune_on != TUNE_PATTERN or typed(args, "tune_on")
     if args.autotune_from and (args.tune == "per-pattern" or tune_on):
         raise UserError("--autotune-from: replays another run's configs; it cannot be combined with --tune "
                         "per-pattern or --tune-on")

@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = given[at] if at < len(given) else "COMMAND"
         parser.error(f"{early[0]}: a command's options go after its name (python -m nsa_exp {name} {early[0]} ...)")
     args = parser.parse_args(argv)
-    args.__dict__.pop("_given", None)  # StoreOnce's record of the options seen
+    args.given = args.__dict__.pop("_given", set())  # StoreOnce's record of the options typed (their dests)
     args.argv = given  # the command line as this call was given it (a derived document records it as its command)
 
     def command() -> int:

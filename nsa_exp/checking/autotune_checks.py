@@ -114,5 +114,24 @@ def recorded_configs(doc: dict[str, Any]) -> list[tuple[str, str, Any]]:
     return out
 
 
+def recorded_kernels(doc: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """(JSON path, stage, kernel name) of every autotuned kernel a document names beside its configs: a run's
+    ``autotune.kernels.<stage>.kernel`` (a what-if's ``autotune.<stage>.kernel``), an autotune matrix's
+    ``stages.<stage>.kernel``."""
+    if doc.get("kind") == "autotune_matrix":
+        return [(f"$.stages.{s}.kernel", s, st.get("kernel")) for s, st in doc["stages"].items()]
+    autotune = doc.get("autotune")
+    if not isinstance(autotune, dict) or doc.get("kind") in ("analysis", "model_calibration"):
+        return []
+    kernels = autotune if doc.get("kind") == "whatif_result" else autotune.get("kernels") or {}
+    return [(f"$.autotune.kernels.{s}.kernel", s, k["kernel"]) for s, k in kernels.items()
+            if isinstance(k, dict) and "kernel" in k]
+
+
 def autotune_configs(doc: dict[str, Any], add: Add, name: str = "autotune_configs") -> None:
-    add(name, [p for path, s, cfg in recorded_configs(doc) for p in config_problems(s, cfg, path)])
+    """Every autotune config a document records is one of FLA's for its stage (:func:`config_problems`), and every
+    kernel it names is the Stage table's for that stage (a sweep point's dK/dV relabelled with dQ's kernel, a
+    matrix's stage renamed ``evil_kernel``, PASSed: an attacker and a re-attacker, 2026-12-07)."""
+    add(name, [p for path, s, cfg in recorded_configs(doc) for p in config_problems(s, cfg, path)]
+        + [(path, f"{kernel!r}, the Stage table's {stage(s).autotuned_kernel!r}") for path, s, kernel
+           in recorded_kernels(doc) if s in AUTOTUNED_STAGES and kernel != stage(s).autotuned_kernel])

@@ -18,7 +18,7 @@ from ..core.config import Config
 from ..core.families import TUNE_PATTERN
 from ..core.kinds import schema_version
 from ..core.protocol import LAUNCH_GUARD_CYCLES, round_orders, summarize
-from ..core.stages import AUTOTUNED_STAGES, BACKWARD_AUTOTUNE_KEY, MATRIX_STAGES, stage
+from ..core.stages import BACKWARD_AUTOTUNE_KEY, MATRIX_STAGES
 from ..errors import UserError
 from ..io.config_files import config_from_dict
 from . import record_checks
@@ -110,8 +110,7 @@ def timing_problems(doc: dict[str, Any]) -> Problems:
 
 def stage_set_problems(doc: dict[str, Any]) -> Problems:
     """The stages the recorded command asked for (``--stages``, else its default ``dq_core,dkv_core``), each with
-    the Stage table's autotuned kernel and FLA's autotune key: a matrix with a stage deleted, a kernel renamed or its
-    key cut PASSed ``--strict`` (an attacker, 2026-12-07)."""
+    FLA's autotune key: a matrix with a stage deleted or its key cut PASSed ``--strict`` (an attacker, 2026-12-07)."""
     problems: Problems = []
     argv = record_checks.recorded_cli_argv(doc)
     if argv is not None:
@@ -119,10 +118,7 @@ def stage_set_problems(doc: dict[str, Any]) -> Problems:
         asked = list(dict.fromkeys(s.strip() for s in given.split(",") if s.strip()))
         if list(doc["stages"]) != asked:
             problems.append(("$.stages", f"{list(doc['stages'])}, but the recorded command asks for {asked}"))
-    for name, s in doc["stages"].items():
-        want = stage(name).autotuned_kernel if name in AUTOTUNED_STAGES else None
-        if s.get("kernel") != want:
-            problems.append((f"$.stages.{name}.kernel", f"{s.get('kernel')!r}, the Stage table's {want!r}"))
+    for name, s in doc["stages"].items():  # each stage's kernel name: autotune_configs
         if s.get("autotune_key") != list(BACKWARD_AUTOTUNE_KEY):
             problems.append((f"$.stages.{name}.autotune_key", f"{s.get('autotune_key')}, FLA's key is "
                              f"{list(BACKWARD_AUTOTUNE_KEY)}"))

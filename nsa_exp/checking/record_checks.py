@@ -171,11 +171,11 @@ def gates_consistent(doc: dict[str, Any], add: Add) -> None:
             problems.append((path, "the equal_edges gate's detail differs from $.edges"))
         if g["name"] == "fla_sources" and "fla" in doc and d != doc["fla"]:
             problems.append((path, "the fla_sources gate's detail differs from $.fla"))
-        if g["name"] == "fla_sources" and "files_verified" in d and not (
-                type(d["files_verified"]) is int and 0 < d["files_verified"] <= len(load_manifest())):
-            problems.append((f"{path}.files_verified", f"{d['files_verified']!r}: a count of the imported FLA files "
-                             f"verified, 1 to the pinned tree's {len(load_manifest())} (a fraction PASSed: an "
-                             "attacker, 2026-12-07)"))
+        if g["name"] == "fla_sources" and "files_verified" in d:
+            count, pinned = d["files_verified"], len(load_manifest())
+            if not (type(count) is int and 0 < count <= pinned):
+                problems.append((f"{path}.files_verified", f"{count!r}: a count of the imported FLA files verified, "
+                                 f"1 to the pinned tree's {pinned} (a fraction PASSed: an attacker, 2026-12-07)"))
         if g["name"] == "gpu":
             where, facts = recorded_gpu(doc)
             if not (isinstance(d.get("name"), str) and d["name"].strip()):  # the gate read the device's name

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,7 @@ from ..core.kinds import AUTOTUNE_FILE, schema_version
 from ..core.measurement import Measurement
 from ..core.protocol import LAUNCH_GUARD_CYCLES, PERCENTILE_METHOD, TIMING_METHOD, round_orders
 from ..core.records import GpuIdentity, PatternRun, SweepPoint
-from ..core.stages import AUTOTUNED_STAGES, PREPARING_STAGES, STAGE_NAMES
-from ..core.stages import stage as stage_row
+from ..core.stages import PREPARING_STAGES, STAGE_NAMES
 from ..errors import UserError
 from ..io.config_files import read_config_file
 from ..routing.fanin import routing_statistics
@@ -167,6 +167,7 @@ def point_memory_recompute(doc: dict[str, Any], add: Add) -> None:
     add("memory_recompute", problems)
 
 
+@lru_cache(maxsize=64)  # every point of a sweep reads its one config (as sweeps/plan's grid is cached)
 def _planned_autotune_from(sweep: str) -> tuple[bool, str | None]:
     """``(found, autotune_from)`` of ``configs/<sweep>.json``: the bench result every point of the sweep pins, None
     where the sweep tunes at its first point and stores the configs as ``_autotune.json`` (sweeps/plan.py)."""
@@ -182,13 +183,12 @@ def autotune_source(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     """A point's ``autotune.source`` is the one its sweep config gives (``gpu/sweep_point._pins``): its
     ``autotune_from`` bench result, else the sweep folder's ``_autotune.json`` (``tuned`` at the point that made
     it), and the point records that source's configs (a bench result's kernels and configs; the stored file's
-    configs, the Stage table's kernels). A dK/dV config rewritten to BQ=4, 8 warps PASSed ``--strict``, and then
-    again with ``source`` pointed at another bench result, at a forged ``_autotune.json`` elsewhere or at ``tuned``
-    (an attacker and a re-attacker, 2026-12-07). Unverified (a source not found) where a file is not at hand."""
+    configs; the kernel names are held to the Stage table by ``autotune_configs``). A dK/dV config rewritten to
+    BQ=4, 8 warps PASSed ``--strict``, and then again with ``source`` pointed at another bench result, at a forged
+    ``_autotune.json`` elsewhere or at ``tuned`` (an attacker and a re-attacker, 2026-12-07). Unverified (a source
+    not found) where a file is not at hand."""
     source, kernels = doc["autotune"]["source"], doc["autotune"]["kernels"]
-    problems: Problems = [(f"$.autotune.kernels.{name}.kernel", f"{k.get('kernel')!r}, the Stage table's "
-                           f"{stage_row(name).autotuned_kernel!r}") for name, k in kernels.items()
-                          if name in AUTOTUNED_STAGES and k.get("kernel") != stage_row(name).autotuned_kernel]
+    problems: Problems = []
     if str(doc["point"]["pattern"].get("name", "")).startswith("file:"):
         found, planned = False, None  # a routing file's point: the command line's, planned by no config
     else:
