@@ -216,6 +216,10 @@ def _flush_study(args: argparse.Namespace) -> None:
     """``--output`` is a JSON file's path (``x.txt`` was written as JSON: a re-attacker, 2026-12-07); RAW a method
     study that validates."""
     check_suffix("--output", args.output, ".json")
+    if not args.output and (args.publish or args.overwrite):  # it wrote nothing and said nothing (2026-12-07)
+        flag = "--publish" if args.publish else "--overwrite"
+        raise UserError(f"{flag}: flush-study writes a file only where --output names one (it prints its table "
+                        "otherwise); add --output results/studies/h200_flush_policy.json for the committed one")
     require_valid("RAW", args.raw, ("method_study",))
 
 
