@@ -237,13 +237,18 @@ def _same_path(a: Any, b: Any) -> bool:
     return a is not None and b is not None and os.path.normpath(str(a)) == os.path.normpath(str(b))
 
 
+def _ncu_command(doc: dict[str, Any]) -> list[str]:
+    """The recorded ncu command line (``ncu_command``) as strings; empty when none is recorded."""
+    return [str(a) for a in doc.get("ncu_command") or []]
+
+
 def bench_problems(doc: dict[str, Any], bench: dict[str, Any]) -> Problems:
     """The bench result whose configs the profile replayed is the one its recorded ncu command line names, of the
     profile's own config; each profiled kernel's duration against the median of its stage and pattern there
     (:data:`NCU_VS_BENCH`). A dK/dV duration cut to 23.5 ms with its cycles PASSed by naming a packed-documents run
     whose median is 23.1 ms (an attacker, 2026-12-06)."""
     problems: Problems = []
-    command = [str(a) for a in doc.get("ncu_command") or []]
+    command = _ncu_command(doc)
     named = command[command.index("--benchmark-result") + 1] if "--benchmark-result" in command[:-1] else None
     if named is not None and not _same_path(named, doc.get("benchmark_result")):
         problems.append(("$.benchmark_result", f"{doc.get('benchmark_result')!r}, but its ncu command replayed "
@@ -274,7 +279,7 @@ def clock_control_problems(doc: dict[str, Any]) -> Problems:
     the option moved after the program PASSed (an attacker and a re-attacker, 2026-12-07); an ``ncu-export`` of a
     report records none."""
     argv = record_checks.recorded_cli_argv(doc)
-    command = [str(a) for a in doc.get("ncu_command") or []]
+    command = _ncu_command(doc)
     if not command:
         return [("$.ncu_command", "absent, but the recorded argv ran ncu, which records the command it ran")] if (
             argv is not None and argv[1:2] == ["ncu"]) else []
