@@ -121,6 +121,16 @@ def _points(folder: Path) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     return docs, bad
 
 
+def _params_entry(family: str, params: str) -> dict[str, Any] | None:
+    """A row's family entry, ``{"name": family, **params}``, or None where its ``params`` cell is no JSON object
+    (a point id then cannot be formed, which the row's check reports)."""
+    try:
+        values = json.loads(params)
+    except ValueError:
+        return None
+    return {"name": family, **values} if isinstance(values, dict) else None
+
+
 def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Context) -> None:
     """``sweep_csv_rows`` then ``sweep_csv_recompute`` of a sweep table (see the module docstring)."""
     try:
@@ -180,7 +190,7 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
     if order != list(range(len(rows))):
         problems.append(("$", "rows are not in the table's order (family, T, point id)"))
     for i, r in enumerate(rows):
-        entry = {"name": r["family"], **json.loads(r["params"])} if r["params"].startswith("{") else None
+        entry = _params_entry(r["family"], r["params"])
         axes = (r.get("packing") or None, shape_label(r["B"], r["H"], r["G"]) if r.get("B") is not None else None)
         pid = None if entry is None else point_id(r["T"], entry, *axes)
         if pid != r["point_id"]:
@@ -191,6 +201,8 @@ def sweep_csv_checks(header: list[str], body: list[list[str]], add: Add, ctx: Co
         if not _cell_equal(r["ratio_vs_local"], ratio):
             problems.append((f"$[{i}].ratio_vs_local", f"row {i + 2}: {r['ratio_vs_local']}, dkv_median_ms / "
                              f"local_dkv_median_ms = {ratio}"))
-        if r["dkv_p10_ms"] is not None and not r["dkv_p10_ms"] <= r["dkv_median_ms"] <= r["dkv_p90_ms"]:
-            problems.append((f"$[{i}].dkv_median_ms", f"row {i + 2}: median outside [p10, p90]"))
+        spread = (r["dkv_p10_ms"], r["dkv_median_ms"], r["dkv_p90_ms"])
+        if any(v is not None for v in spread) and (None in spread or not spread[0] <= spread[1] <= spread[2]):
+            problems.append((f"$[{i}].dkv_median_ms", f"row {i + 2}: median {spread[1]} outside [p10, p90] = "
+                             f"[{spread[0]}, {spread[2]}]"))
     add("sweep_csv_recompute", problems)

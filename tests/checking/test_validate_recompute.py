@@ -4,6 +4,8 @@ tables and against their JSON, integers written as floats, bad config input as o
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
 import shutil
 from pathlib import Path
@@ -489,6 +491,24 @@ def test_an_unreadable_csv_fails_csv_syntax_and_the_batch_goes_on(tmp_path):
     report = validate_path(str(tmp_path / "nul.csv"))
     assert [(c["name"], c["passed"]) for c in report["checks"]] == [("file_size", True), ("csv_syntax", False)]
     assert validate_path("results/summaries/e1_h100.csv")["passed"]
+
+
+@pytest.mark.parametrize(("column", "cell", "names"), [("params", "{bad", "point_id"),
+                                                         ("dkv_median_ms", "", "outside [p10, p90]")])
+def test_a_sweep_table_with_an_unreadable_cell_fails_its_checks_and_the_batch_goes_on(tmp_path, column, cell, names):
+    """A sweep table away from its points folder whose ``params`` cell is no JSON or whose dK/dV median is empty
+    FAILs its row checks; it was 'internal error' (JSONDecodeError, TypeError), exit 1 with no report, and the files
+    after it in the batch were never judged (an attacker, 2026-12-07)."""
+    rows = (REPO / "results/sweeps/sweep_skew_h200.csv").read_text().splitlines()
+    header, first = rows[0].split(","), next(csv.reader([rows[1]]))
+    first[header.index(column)] = cell
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow(first)
+    (tmp_path / "t.csv").write_text("\n".join([rows[0], out.getvalue().rstrip("\n"), *rows[2:]]) + "\n")
+    proc = run_cli("validate", str(tmp_path / "t.csv"), "results/summaries/e1_h100.csv")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "error:" not in proc.stderr, proc.stderr
+    assert f"{tmp_path / 't.csv'}: FAIL\n  [sweep_csv_recompute] $[0]." in proc.stdout and names in proc.stdout
+    assert "results/summaries/e1_h100.csv: PASS" in proc.stdout
 
 
 @pytest.mark.parametrize("layout", ["beside", "run_folder"])
