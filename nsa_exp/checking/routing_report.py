@@ -72,6 +72,9 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     except (UserError, ValueError, TypeError) as exc:
         add("routing_report_recompute", [("$.shape", f"cannot compute the closed form: {exc}")])
         return
+    if cu is not None:  # its documents, lengths, sha256 and closed form were never held to its cu_seqlens: one
+        # 32,768-token document claimed over four of 8,192 PASSed (an attacker, 2026-12-07)
+        deep_diff(doc["packing"], packing_record(np.asarray(cu), closed), "$.packing", problems)
     for where in ("$.closed_form_edges", "$.equal_edges.closed_form"):
         value = doc["closed_form_edges"] if where == "$.closed_form_edges" else doc["equal_edges"]["closed_form"]
         if value != closed:

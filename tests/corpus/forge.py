@@ -236,6 +236,17 @@ def _routing_report(scratch: Path) -> tuple[str, bytes]:
     return "results/routing/e1_h100_T2048.json", _cli_output(["routing", "--config", str(cfg), "--json"], scratch)
 
 
+def _routing_report_packed(scratch: Path) -> tuple[str, bytes]:
+    """``python -m nsa_exp routing --config <e1_h200_docs8192 at T=2048, documents of 1024> --json``: two documents
+    (M = 16 = S per document, so every routing selects the same blocks: the packing record is what is forged)."""
+    cfg = json.loads((REPO / "configs/e1_h200_docs8192.json").read_text())
+    cfg["shape"]["T"], cfg["packing"] = 2048, {"documents": 1024}
+    path = scratch / "e1_h200_docs1024_T2048.json"
+    path.write_text(json.dumps(cfg, indent=1))
+    return "results/routing/e1_h200_docs1024_T2048.json", _cli_output(["routing", "--config", str(path), "--json"],
+                                                                      scratch)
+
+
 def _validation_report(scratch: Path) -> tuple[str, bytes]:
     """``python -m nsa_exp validate --json results/raw/e1_h200_pre.json`` (its one report)."""
     reports = json.loads(_cli_output(["validate", "--json", "results/raw/e1_h200_pre.json"], scratch))
@@ -332,6 +343,7 @@ DERIVED: dict[str, Callable[[Path], tuple[str, bytes]]] = {
     "sweep_autotune": _sweep_autotune,
     "release_result": _release_result,
     "routing_report": _routing_report,
+    "routing_report_packed": _routing_report_packed,
     "validation_report": _validation_report,
 }
 
