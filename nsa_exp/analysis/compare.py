@@ -196,6 +196,8 @@ def bench_comparison(path_a: str | Path, a: BenchResult, path_b: str | Path, b: 
     diff = routing_differences(a, b)
     if diff:
         raise UserError(f"{path_a} and {path_b} are not the same experiment: " + "; ".join(diff))
+    if (share := shared_observations(a.to_json(), b.to_json())) >= SHARED_LIMIT:
+        raise UserError(same_run_message(path_a, path_b, share))
     stages = [s for s in a.timing.stages if s in b.timing.stages]
     if noise_from:
         x, y = noise_pair(noise_from, path_a, a)
@@ -223,6 +225,14 @@ def bench_comparison(path_a: str | Path, a: BenchResult, path_b: str | Path, b: 
                          "ratio": float(np.median(sb) / np.median(sa)), "ci95": list(ci), "floor": floors[s],
                          "verdict": verdict(ci, floors[s])})
     return floor_source, floors, rows
+
+
+def same_run_message(path_a: str | Path, path_b: str | Path, share: float) -> str:
+    """Why B is no second run of A: it holds ``share`` of a pattern x stage's observations of A's, where two runs'
+    CUDA-event latencies share almost none (:data:`~.noise.SHARED_LIMIT`). A copy of the published run compared with
+    it read 'same' in every cell and PASSed validate (an attacker, 2026-12-07)."""
+    return (f"{path_a} and {path_b} hold the same run ({share:.0%} of a pattern x stage's observations alike): "
+            "compare two runs, e.g. a result and its independent repeat")
 
 
 def pair_checks(noise_from: list[str], path_a: str | Path, path_b: str | Path, gpus: Sequence[str | None],

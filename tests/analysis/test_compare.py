@@ -249,3 +249,31 @@ def test_a_peer_compare_whose_noise_table_is_missing_still_has_its_peer_block_re
     failed = {f["path"] for c in validate_path(str(tmp_path / "forged.json"))["checks"] if not c["passed"]
               for f in c.get("failures", [])}
     assert "$.peers.patterns" in failed, failed
+
+
+def test_a_run_against_a_renamed_copy_of_itself_is_refused_and_its_comparison_fails(tmp_path, monkeypatch):
+    """B a copy of A under another name, host and time (the published run submitted as one's own) read 'same' in
+    every cell, and the comparison PASSed validate --strict (an attacker, 2026-12-07): compare refuses it in one line;
+    a comparison built past that refusal FAILs validate on B."""
+    def renamed(doc):
+        doc["name"], doc["metadata"]["hostname"] = "e1_h200_mine", "my-h200-box"
+        doc["metadata"]["created_utc"] = "2026-11-30T12:30:00Z"
+        argv = doc["metadata"]["argv"]
+        for option, value in (("--name", "e1_h200_mine"), ("--output", "runs/mine/e1_h200_mine.json"),
+                              ("--summary", "runs/mine/e1_h200_mine.csv")):
+            argv[argv.index(option) + 1] = value
+
+    a = str(RAW / "e1_h200.json")
+    copy = _variant(tmp_path, a, "e1_h200_mine", renamed)
+    assert validate_path(copy)["passed"]
+    assert_one_line_error(run_cli("compare", a, copy, "--floor", "0.02", "--output", str(tmp_path / "c.json")),
+                          "hold the same run", "100%")
+    assert not (tmp_path / "c.json").exists()
+    monkeypatch.setattr("nsa_exp.analysis.compare.SHARED_LIMIT", 1.01)  # the refusal switched off to forge one
+    doc = compare_results(a, copy, floor=0.02, resamples=1000)
+    assert doc["counts"]["faster"] == doc["counts"]["slower"] == 0 and doc["counts"]["same"] > 0
+    (tmp_path / "c.json").write_text(json.dumps(doc, indent=1))
+    monkeypatch.undo()
+    report = validate_path(str(tmp_path / "c.json"))
+    failed = {c["name"]: c["failures"] for c in report["checks"] if not c["passed"]}
+    assert "hold the same run" in str(failed.get("compare_recompute")), failed
