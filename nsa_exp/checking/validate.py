@@ -40,6 +40,7 @@ from .checks import Add, Checks, Context, schema_problems, source_missing
 from .csv_checks import summary_csv_checks
 from .kinds import KIND_CHECKS
 from .ncu_summary import ncu_raw_csv_checks
+from .record_checks import argv_option
 from .sweep_checks import sweep_csv_checks
 
 JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
@@ -164,7 +165,8 @@ def _table_checks(kind: str, rows: list[list[str]], name: str, add: Add, ctx: Co
         sweep_csv_checks(rows[0], rows[1:], add, ctx)
         return
     if companion is None:
-        companion = next(((str(p), doc) for p in _companion_paths(name, ctx) if (doc := bench_document(p))), None)
+        companion = next(((str(p), doc) for p in _companion_paths(name, ctx)
+                          if (doc := bench_document(p)) and _summarised_as(doc, name)), None)
     if companion is None:
         ctx.unverifiable("$", f"{NO_COMPANION}: values not cross-checked (validate X.json X.csv, or --also X.json)")
     else:
@@ -208,6 +210,15 @@ def _companion_paths(name: str, ctx: Context) -> Iterator[Path]:
     found = ctx.locate(f"results/raw/{here.stem}.json")
     if found is not None:
         yield found
+
+
+def _summarised_as(doc: dict[str, Any], name: str) -> bool:
+    """Whether the bench result ``doc`` is the one whose summary is the CSV ``name``: its run name, its output's stem
+    or its summary's, as its argv records them, is the CSV's stem. Another run's JSON put beside a published CSV
+    under the CSV's name was taken for it (an attacker, 2026-12-07)."""
+    argv = [str(a) for a in (doc.get("metadata") or {}).get("argv") or []]
+    stems = {doc.get("name"), *(Path(v).stem for o in ("--output", "--summary") if (v := argv_option(argv, o)))}
+    return Path(name).stem in stems
 
 
 def bench_document(path: str | Path) -> dict[str, Any] | None:

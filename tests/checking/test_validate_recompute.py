@@ -587,3 +587,18 @@ def test_a_csv_checked_against_the_repositorys_json_names_it_as_the_repository_r
                 for f in c.get("failures", [])]
     assert messages and all(str(REPO) not in m for m in messages), messages
     assert any("but results/raw/e1_h100.json gives" in m for m in messages), messages
+
+
+def test_a_summary_csv_is_not_checked_against_another_runs_json_put_beside_it_under_its_name(tmp_path):
+    """The JSON found beside a CSV is its bench result only where its run name, output or summary is the CSV's stem:
+    e1_h200_pair's CSV and JSON copied in as e1_h200.csv / e1_h200.json PASSed --strict, the published CSV's name
+    now holding another run's numbers (an attacker, 2026-12-07); it is checked against results/raw/e1_h200.json."""
+    folder = tmp_path / "summaries"
+    folder.mkdir()
+    shutil.copy(REPO / "results/summaries/e1_h200_pair.csv", folder / "e1_h200.csv")
+    shutil.copy(REPO / "results/raw/e1_h200_pair.json", folder / "e1_h200.json")
+    report = validate_path(str(folder / "e1_h200.csv"))
+    failed = {c["name"]: c["failures"] for c in report["checks"] if not c["passed"]}
+    assert "results/raw/e1_h200.json gives" in str(failed.get("csv_matches_json")), failed
+    shutil.copy(REPO / "results/summaries/e1_h200_pair.csv", folder / "e1_h200_pair.csv")  # its own name: its own run
+    assert validate_path(str(folder / "e1_h200_pair.csv"))["passed"]
