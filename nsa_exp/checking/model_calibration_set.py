@@ -3,7 +3,7 @@
 (:func:`calibration_set_semantics`), in one module.
 
 - ``calibration_set_semantics``: every routing a valid pattern at the experiment's primary shape
-  (:data:`nsa_exp.core.config.PRIMARY_SHAPE`) at its T (a positive multiple of the block size), names unique, no
+  (:data:`nsa_exp.core.config.PRIMARY_SHAPE`) at its T (a positive multiple of the block size, under the config's shape rules and CUDA's launch limits), names unique, no
   routing listed twice.
 """
 
@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..core.config import PRIMARY_SHAPE, Shape
+from ..core.config import PRIMARY_SHAPE, Shape, check_shape
 from ..core.families import pattern_from_entry
+from ..core.stages import check_launch_limits
 from ..errors import UserError
 from ..model.points import point_name
 from .checks import Add, Context, Problems, one_check
@@ -31,6 +32,12 @@ def calibration_set_semantics(doc: dict[str, Any], add: Add, ctx: Context) -> No
             problems.append((f"{where}.T", f"{T} is not a positive multiple of block_size {PRIMARY_SHAPE.block_size}"))
             continue
         shape = Shape(**{**PRIMARY_SHAPE.to_dict(), "T": T})
+        try:  # the config's rules at this T: T=64 (one block, under S=16) and T=2**62 PASSed (an attacker, 2026-12-07)
+            check_shape(shape, f"routing at T={T}: shape")
+            check_launch_limits(shape, f"routing at T={T}: shape")
+        except UserError as exc:
+            problems.append((f"{where}.T", str(exc)))
+            continue
         try:
             pattern = pattern_from_entry(r["pattern"], f"{where}.pattern", shape)
         except UserError as exc:
