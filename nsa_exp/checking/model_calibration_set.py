@@ -3,8 +3,8 @@
 (:func:`calibration_set_semantics`), in one module.
 
 - ``calibration_set_semantics``: every routing a valid pattern at the experiment's primary shape
-  (:data:`nsa_exp.core.config.PRIMARY_SHAPE`) at its T (a positive multiple of the block size, under the config's shape rules and CUDA's launch limits), names unique, no
-  routing listed twice.
+  (:data:`nsa_exp.core.config.PRIMARY_SHAPE`) at its T (a positive multiple of the block size, under the config's
+  shape rules and CUDA's launch limits), names unique, no routing listed twice.
 """
 
 from __future__ import annotations
