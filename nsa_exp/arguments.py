@@ -612,7 +612,10 @@ CHECKS: dict[str, Check] = {"routing": _routing, "routing-time": _routing_time, 
 GATED: dict[str, Callable[[argparse.Namespace], Config]] = {
     "bench": lambda a: a.bench_request.config, "smoke": lambda a: a.run_config,
     "peer-bench": lambda a: a.peer_request.config, "whatif": lambda a: a.whatif_request.config,
-    "profile-stage": lambda a: a.run_config, "autotune-matrix": lambda a: a.run_config}
+    "profile-stage": lambda a: a.run_config, "autotune-matrix": lambda a: a.run_config,
+    # ncu's child runs profile-stage's gates, but on a CPU box it was told to install Nsight Compute, then of the
+    # counters' permissions, and left runs/<config>/profiles/ behind (a new user, 2026-12-07)
+    "ncu": lambda a: a.run_config}
 
 
 #: The options whose empty value ('' from a script's unset variable) is refused, naming them: it fell back to the

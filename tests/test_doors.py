@@ -378,7 +378,7 @@ def test_check_smoke_and_ncu_refuse_a_bad_config_or_output_before_torch_is_impor
 
 
 def test_gated_gpu_commands_refuse_a_box_without_a_gpu_before_torch_is_imported(tmp_path):
-    """bench, smoke, peer-bench, whatif and profile-stage go straight to their strict gates once their arguments
+    """bench, smoke, peer-bench, whatif, profile-stage and ncu go straight to their strict gates once their arguments
     pass: the door runs the environment gate and the gpu gate's device-node half itself (arguments.GATED), so a box
     with no NVIDIA device node refuses each in one line without importing torch (~2 s -> 0.35 s), after every
     argument and output check (a leftover journal, a pattern the config lacks) and the environment's."""
@@ -393,6 +393,7 @@ def test_gated_gpu_commands_refuse_a_box_without_a_gpu_before_torch_is_imported(
         (["whatif", "--patterns", "sink-heavy", "--max-fanin", "4096", "--layouts", "split", "--allow-gpu",
           "--output", str(tmp_path / "w.json")], no_gpu),
         (["profile-stage", "--pattern", "local", "--stage", "dkv_core"], no_gpu),
+        (["ncu", "--stage", "dkv_core", "--name", "n"], no_gpu),  # not 'install Nsight Compute' (a new user)
         (["profile-stage", "--pattern", "hot-block", "--stage", "dkv_core"], "pattern 'hot-block' is not in config"),
         (["profile-stage", "--pattern", "hot-block", "--stage", "dkv_core", "--benchmark-result",
           str(tmp_path / "none.json")], "--benchmark-result"),  # first, as the handler had it (a helper's finding)
