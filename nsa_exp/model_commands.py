@@ -19,7 +19,7 @@ from .checking import model_calibration, model_validation
 from .checking.validate import load_validated
 from .commands import FIGURES_DIR
 from .core.config import MAX_T, Shape, cu_seqlens
-from .core.families import pattern_from_entry
+from .core.families import family, pattern_from_entry
 from .errors import UserError
 from .figures.model_validation import figure_stem, plot_validation
 from .io.metadata import git_state, installed_packages, utc_now
@@ -154,7 +154,11 @@ def _routing_fanin(args: argparse.Namespace, cal: dict[str, Any]) -> tuple[np.nd
         T = args.T or base["T"]
         require_enough_blocks(T, base, "--T")
         shape = model_shape(base, T, args.B, args.H, args.G)
-        pattern = pattern_from_entry({"name": args.pattern, **parse_params(args.param)}, "--pattern", shape)
+        family(args.pattern, "--pattern")
+        try:  # a parameter's fault names --param, the option that gave it (it read --pattern.exponnt: a new user)
+            pattern = pattern_from_entry({"name": args.pattern, **parse_params(args.param)}, "--param", shape)
+        except UserError as exc:
+            raise UserError(str(exc).replace("--param.", "--param ", 1)) from None
         entry = {"name": pattern.name, **dict(pattern.params)}
         if packing is not None:  # varlen program order (global_block)*H + h
             packed = tuple(cu_seqlens(packing, T, shape.block_size, "--packing"))

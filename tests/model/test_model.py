@@ -222,7 +222,10 @@ def test_predict_prints_bounds_and_refuses_bad_input(seed_calibration, tmp_path,
     cases = [(["--pattern", "local", "--routing-file", "x.npy"], "exactly one of"),
              (["--pattern", "sink-heavy", "--param", "sinks"], "--param 'sinks': write key=value"),
              (["--pattern", "local", "--T", "100"], "--T: 100 is not a positive multiple"),
-             (["--pattern", "nope"], "--pattern.name"),
+             (["--pattern", "nope"], "--pattern: unknown pattern 'nope'"),
+             # a parameter's fault names the option that gave it (it read --pattern.exponnt: a new user, 2026-12-07)
+             (["--pattern", "zipf", "--param", "exponnt=1.5"], "--param exponnt: pattern 'zipf' takes no parameter"),
+             (["--pattern", "sink-heavy", "--param", "sinks=16"], "--param sinks: 16 must be below S=16"),
              (["--routing-file", str(tmp_path / "missing.npy")], "does not exist")]
     for extra, message in cases:
         assert main(["predict", "--calibration", cal, *extra]) == 2
