@@ -40,7 +40,6 @@ from .checks import Add, Checks, Context, schema_problems, source_missing
 from .csv_checks import summary_csv_checks
 from .kinds import KIND_CHECKS
 from .ncu_summary import ncu_raw_csv_checks
-from .record_checks import argv_option
 from .sweep_checks import sweep_csv_checks
 
 JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
@@ -165,8 +164,7 @@ def _table_checks(kind: str, rows: list[list[str]], name: str, add: Add, ctx: Co
         sweep_csv_checks(rows[0], rows[1:], add, ctx)
         return
     if companion is None:
-        companion = next(((str(p), doc) for p in _companion_paths(name, ctx)
-                          if (doc := bench_document(p)) and _summarised_as(doc, name)), None)
+        companion = next(((str(p), doc) for p in _companion_paths(name, ctx) if (doc := bench_document(p))), None)
     if companion is None:
         ctx.unverifiable("$", f"{NO_COMPANION}: values not cross-checked (validate X.json X.csv, or --also X.json)")
     else:
@@ -198,27 +196,20 @@ _SERVED: dict[tuple, dict[str, Any]] = {}
 
 def _companion_paths(name: str, ctx: Context) -> Iterator[Path]:
     """Where a summary CSV's bench result is looked for, in order, each only when the one before is not it:
-    ``<stem>.json`` beside it (a submission folder holds both; its CSV alone was checked against the published JSON
-    of that name: a new user, 2026-12-07), ``raw/<stem>.json`` beside its ``summaries/`` folder (a run's folder,
-    ``runs/<name>/``, named from inside it too: a re-attacker, the same day), then ``results/raw/<stem>.json`` of
-    its tree or the repository's."""
+    ``raw/<stem>.json`` beside its ``summaries/`` folder (bench's layout: the published tree, a run's folder
+    ``runs/<name>/``, named from inside it too: a re-attacker, 2026-12-07), ``<stem>.json`` beside it (a submission
+    folder holds both; its CSV alone was checked against the published JSON of that name: a new user, the same day),
+    then ``results/raw/<stem>.json`` of its tree or the repository's. In a ``summaries/`` folder the JSON beside
+    the CSV comes after ``raw/``: another run's JSON put beside a published CSV under its name was taken for it (an
+    attacker, the same day)."""
     here = Path(name)
-    yield here.with_suffix(".json")
     folder = here.resolve().parent
     if folder.name == "summaries":
         yield folder.parent / "raw" / f"{here.stem}.json"
+    yield here.with_suffix(".json")
     found = ctx.locate(f"results/raw/{here.stem}.json")
     if found is not None:
         yield found
-
-
-def _summarised_as(doc: dict[str, Any], name: str) -> bool:
-    """Whether the bench result ``doc`` is the one whose summary is the CSV ``name``: its run name, its output's stem
-    or its summary's, as its argv records them, is the CSV's stem. Another run's JSON put beside a published CSV
-    under the CSV's name was taken for it (an attacker, 2026-12-07)."""
-    argv = [str(a) for a in (doc.get("metadata") or {}).get("argv") or []]
-    stems = {doc.get("name"), *(Path(v).stem for o in ("--output", "--summary") if (v := argv_option(argv, o)))}
-    return Path(name).stem in stems
 
 
 def bench_document(path: str | Path) -> dict[str, Any] | None:

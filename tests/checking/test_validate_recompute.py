@@ -589,16 +589,19 @@ def test_a_csv_checked_against_the_repositorys_json_names_it_as_the_repository_r
     assert any("but results/raw/e1_h100.json gives" in m for m in messages), messages
 
 
-def test_a_summary_csv_is_not_checked_against_another_runs_json_put_beside_it_under_its_name(tmp_path):
-    """The JSON found beside a CSV is its bench result only where its run name, output or summary is the CSV's stem:
-    e1_h200_pair's CSV and JSON copied in as e1_h200.csv / e1_h200.json PASSed --strict, the published CSV's name
-    now holding another run's numbers (an attacker, 2026-12-07); it is checked against results/raw/e1_h200.json."""
-    folder = tmp_path / "summaries"
-    folder.mkdir()
-    shutil.copy(REPO / "results/summaries/e1_h200_pair.csv", folder / "e1_h200.csv")
-    shutil.copy(REPO / "results/raw/e1_h200_pair.json", folder / "e1_h200.json")
-    report = validate_path(str(folder / "e1_h200.csv"))
+def test_a_summary_csv_in_bench_layout_is_checked_against_raw_not_a_json_put_beside_it(tmp_path):
+    """In a ``summaries/`` folder, ``raw/<stem>.json`` is the CSV's bench result before a JSON beside it: e1_h200_pair's
+    CSV and JSON copied into the published layout as summaries/e1_h200.csv and summaries/e1_h200.json PASSed --strict,
+    the published CSV's name holding another run's numbers (an attacker, 2026-12-07). A published CSV whose JSON
+    records another name (renamed when it was published: e1_h200_stop_45c4a0c) is still checked against its raw/
+    JSON (a re-attacker, the same day)."""
+    (tmp_path / "summaries").mkdir()
+    (tmp_path / "raw").mkdir()
+    shutil.copy(REPO / "results/raw/e1_h200.json", tmp_path / "raw" / "e1_h200.json")
+    shutil.copy(REPO / "results/summaries/e1_h200_pair.csv", tmp_path / "summaries" / "e1_h200.csv")
+    shutil.copy(REPO / "results/raw/e1_h200_pair.json", tmp_path / "summaries" / "e1_h200.json")
+    report = validate_path(str(tmp_path / "summaries" / "e1_h200.csv"))
     failed = {c["name"]: c["failures"] for c in report["checks"] if not c["passed"]}
-    assert "results/raw/e1_h200.json gives" in str(failed.get("csv_matches_json")), failed
-    shutil.copy(REPO / "results/summaries/e1_h200_pair.csv", folder / "e1_h200_pair.csv")  # its own name: its own run
-    assert validate_path(str(folder / "e1_h200_pair.csv"))["passed"]
+    assert "raw/e1_h200.json gives" in str(failed.get("csv_matches_json")), failed
+    renamed = validate_path("results/summaries/e1_h200_stop_45c4a0c.csv")
+    assert renamed["passed"] and renamed["unverified"] == [], renamed
