@@ -231,8 +231,8 @@ def same_run_message(path_a: str | Path, path_b: str | Path, share: float) -> st
     """Why B is no second run of A: it holds ``share`` of a pattern x stage's observations of A's, where two runs'
     CUDA-event latencies share almost none (:data:`~.noise.SHARED_LIMIT`). A copy of the published run compared with
     it read 'same' in every cell and PASSed validate (an attacker, 2026-12-07)."""
-    return (f"{path_a} and {path_b} hold the same run ({share:.0%} of a pattern x stage's observations alike): "
-            "compare two runs, e.g. a result and its independent repeat")
+    return (f"{path_a} and {path_b} hold the same run ({share:.0%} of a pattern x stage's observations alike, in "
+            "place or reordered or scaled by one factor): compare two runs, e.g. a result and its independent repeat")
 
 
 def pair_checks(noise_from: list[str], path_a: str | Path, path_b: str | Path, gpus: Sequence[str | None],

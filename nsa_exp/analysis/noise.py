@@ -197,10 +197,33 @@ SHARED_LIMIT = 0.2
 SAME_REL = 1e-9
 
 
+#: A cell's observations are another cell's reordered, or scaled by one factor, when the ratios of the two sorted
+#: lists spread less than this (relative). Two runs' do not: over every pair of different committed runs the
+#: smallest spread is 5e-5 (a 20-round cell of the 0.01 ms delta preprocess, on the 0.5 us tick).
+SCALED_REL = 1e-6
+#: ... and only in a cell of at least this many observations, nearly all distinct (a short stage's few ticks repeat).
+SCALED_MIN_N = 20
+
+
+def _reordered_or_scaled(mine: list[float], other: list[float]) -> bool:
+    """``other`` is ``mine`` shuffled, or times one factor (:data:`SCALED_REL`): a shuffled or rescaled copy of a
+    run passed as another run, sharing no observation at the same place (a re-attacker, 2026-12-07).
+
+    >>> _reordered_or_scaled([float(i) for i in range(1, 21)], [1.00000001 * i for i in range(20, 0, -1)])
+    True
+    """
+    if len(mine) != len(other) or len(mine) < SCALED_MIN_N or len(set(mine)) < 0.9 * len(mine):
+        return False
+    ratios = [x / y for x, y in zip(sorted(mine), sorted(other), strict=True) if x > 0 and y > 0]
+    return len(ratios) == len(mine) and max(ratios) / min(ratios) - 1 < SCALED_REL
+
+
 def shared_observations(a: dict[str, Any], b: dict[str, Any]) -> float:
     """The largest share, over the pattern x stage cells, of ``a``'s timed observations (``raw_ms``) that ``b``
     holds at the same place, bit for bit or within :data:`SAME_REL`: two runs' CUDA-event latencies do not agree so
-    (a copy of a run with one warm-up latency nudged by 1e-6 ms passed as its own repeat: an attacker, 2026-12-06).
+    (a copy of a run with one warm-up latency nudged by 1e-6 ms passed as its own repeat: an attacker, 2026-12-06);
+    1.0 where a cell of ``b`` holds ``a``'s observations reordered or scaled by one factor
+    (:func:`_reordered_or_scaled`).
 
     >>> run = {"patterns": {"local": {"stages": {"csr": {"raw_ms": [1.0, 2.0]}}}}}
     >>> shared_observations(run, run), shared_observations(run, {"patterns": {}})
@@ -211,6 +234,8 @@ def shared_observations(a: dict[str, Any], b: dict[str, Any]) -> float:
         theirs = ((b.get("patterns") or {}).get(name) or {}).get("stages") or {}
         for stage, s in (cell.get("stages") or {}).items():
             mine, other = s.get("raw_ms") or [], (theirs.get(stage) or {}).get("raw_ms") or []
+            if _reordered_or_scaled(mine, other):
+                return 1.0
             if mine:
                 most = max(most, sum(x == y or math.isclose(x, y, rel_tol=SAME_REL) for x, y in
                                      zip(mine, other, strict=False)) / len(mine))

@@ -268,6 +268,16 @@ def test_a_run_against_a_renamed_copy_of_itself_is_refused_and_its_comparison_fa
     assert validate_path(copy)["passed"]
     assert_one_line_error(run_cli("compare", a, copy, "--floor", "0.02", "--output", str(tmp_path / "c.json")),
                           "hold the same run", "100%")
+
+    def shuffled(doc):  # every cell's observations reordered (a re-attacker, the same day)
+        renamed(doc)
+        for cell in doc["patterns"].values():
+            for s in cell["stages"].values():
+                s["raw_ms"] = s["raw_ms"][::-1]
+
+    other = _variant(tmp_path, a, "e1_h200_shuffled", shuffled)
+    assert_one_line_error(run_cli("compare", other, a, "--floor", "0.02", "--output", str(tmp_path / "c.json")),
+                          "hold the same run", "reordered or scaled")
     assert not (tmp_path / "c.json").exists()
     monkeypatch.setattr("nsa_exp.analysis.compare.SHARED_LIMIT", 1.01)  # the refusal switched off to forge one
     doc = compare_results(a, copy, floor=0.02, resamples=1000)
@@ -277,3 +287,18 @@ def test_a_run_against_a_renamed_copy_of_itself_is_refused_and_its_comparison_fa
     report = validate_path(str(tmp_path / "c.json"))
     failed = {c["name"]: c["failures"] for c in report["checks"] if not c["passed"]}
     assert "hold the same run" in str(failed.get("compare_recompute")), failed
+
+
+def test_a_cell_reordered_or_scaled_by_one_factor_is_the_same_run_and_two_runs_are_not():
+    """shared_observations: a cell of B holding A's observations in another order, or times 1 + 1e-8 (a re-attacker,
+    2026-12-07: both read 'same' everywhere and PASSed --strict) is the same run; the committed repeats are not."""
+    from nsa_exp.analysis.noise import SHARED_LIMIT, shared_observations  # noqa: PLC0415
+
+    run = json.loads((RAW / "e1_h200.json").read_text())
+    one = json.loads((RAW / "e1_h200_repeat.json").read_text())  # another run, but for one cell copied from run
+    mine = run["patterns"]["zipf"]["stages"]["dkv_core"]["raw_ms"]
+    one["patterns"]["zipf"]["stages"]["dkv_core"]["raw_ms"] = [x * (1 + 1e-8) for x in reversed(mine)]
+    assert shared_observations(run, one) == shared_observations(one, run) == 1.0
+    for x, y in (("e1_h200", "e1_h200_repeat"), ("e1_h100", "e1_h100_repeat"), ("e1_h200", "e1_h200_pair")):
+        a, b = (json.loads((RAW / f"{n}.json").read_text()) for n in (x, y))
+        assert shared_observations(a, b) < SHARED_LIMIT, (x, y)
