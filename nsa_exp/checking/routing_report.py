@@ -29,7 +29,7 @@ from ..routing.edges import closed_form_edges
 from ..routing.packing import packed_closed_form_edges, packing_record
 from ..routing.report import pattern_summaries
 from .checks import Add, Context, Problems, guarded
-from .record_checks import PRINTABLE_ASCII, config_semantics, host_problems, recorded_gpu
+from .record_checks import PRINTABLE_ASCII, config_provenance, config_semantics, host_problems, recorded_gpu
 from .routing_checks import _routing_stats, not_regenerated_here
 from .sources import deep_diff
 
@@ -120,10 +120,14 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
 
 def checks(doc: dict[str, Any], add: Add, ctx: Context) -> None:
     """``routing_report_recompute``, the host facts (``metadata_plausible``: with the GPU that drew a fla-topk
-    routing, :func:`gpu_name_problems`), then :func:`config_matches`."""
+    routing, :func:`gpu_name_problems`), then :func:`config_matches` and ``config_provenance`` (the embedded config
+    against the file its argv read, :func:`~.record_checks.config_provenance`)."""
     guarded("routing_report_recompute", add, recompute, doc, add, ctx)
     add("metadata_plausible", host_problems(doc["metadata"]) + gpu_name_problems(doc["metadata"], ctx))
     guarded("routing_report_config", add, config_matches, doc, add, ctx)
+    if "config" in doc:  # the embedded config is the file its argv read (a packing rewritten in both the config and
+        # the report, the argv pointed back at configs/, PASSed --strict: a re-attacker, 2026-12-07)
+        guarded("config_provenance", add, config_provenance, doc, add, ctx)
 
 
 def gpu_name_problems(meta: dict[str, Any], ctx: Context) -> Problems:
