@@ -43,7 +43,14 @@ def calibration_set_semantics(doc: dict[str, Any], add: Add, ctx: Context) -> No
         except UserError as exc:
             problems.append((f"{where}.pattern", str(exc)))
             continue
-        key = json.dumps([pattern.to_dict(), T], sort_keys=True)
+        # one routing, however its heads are spelled: absent, every head, or in another order (a re-attacker,
+        # 2026-12-07: sink-heavy with heads [0, 1, 2, 3] beside the same without heads, fitted twice)
+        params = pattern.to_dict()
+        if "heads" in params and sorted(params["heads"]) == list(range(shape.H)):
+            del params["heads"]
+        elif "heads" in params:
+            params["heads"] = sorted(params["heads"])
+        key = json.dumps([params, T], sort_keys=True)
         if key in routings:
             problems.append((where, f"{point_name(pattern.to_dict(), T)} is listed twice"))
         routings.append(key)
