@@ -233,10 +233,20 @@ def shared_observations(a: dict[str, Any], b: dict[str, Any]) -> float:
     for name, cell in (a.get("patterns") or {}).items():
         theirs = ((b.get("patterns") or {}).get(name) or {}).get("stages") or {}
         for stage, s in (cell.get("stages") or {}).items():
-            mine, other = s.get("raw_ms") or [], (theirs.get(stage) or {}).get("raw_ms") or []
-            if _reordered_or_scaled(mine, other):
-                return 1.0
-            if mine:
-                most = max(most, sum(x == y or math.isclose(x, y, rel_tol=SAME_REL) for x, y in
-                                     zip(mine, other, strict=False)) / len(mine))
+            most = max(most, cell_share(s.get("raw_ms") or [], (theirs.get(stage) or {}).get("raw_ms") or []))
     return most
+
+
+def cell_share(mine: Sequence[float], other: Sequence[float]) -> float:
+    """The share of one cell's observations ``mine`` that ``other`` holds at the same place (bit for bit or within
+    :data:`SAME_REL`), or 1.0 when ``other`` is ``mine`` reordered or scaled (:func:`_reordered_or_scaled`); 0.0 for
+    an empty ``mine``. :func:`shared_observations` takes the largest over a run's cells; a peer result's cells are
+    compared so too (a copy of one compared with it read 'same': a re-attacker, 2026-12-07).
+
+    >>> cell_share([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 5.0, 6.0])
+    0.5
+    """
+    if _reordered_or_scaled(list(mine), list(other)):
+        return 1.0
+    return (sum(x == y or math.isclose(x, y, rel_tol=SAME_REL) for x, y in zip(mine, other, strict=False)) / len(mine)
+            if len(mine) else 0.0)

@@ -302,3 +302,13 @@ def test_a_cell_reordered_or_scaled_by_one_factor_is_the_same_run_and_two_runs_a
     for x, y in (("e1_h200", "e1_h200_repeat"), ("e1_h100", "e1_h100_repeat"), ("e1_h200", "e1_h200_pair")):
         a, b = (json.loads((RAW / f"{n}.json").read_text()) for n in (x, y))
         assert shared_observations(a, b) < SHARED_LIMIT, (x, y)
+
+
+def test_a_peer_result_against_a_copy_of_itself_is_refused(tmp_path):
+    """Two peer results are compared cell by cell; a copy of one at another path read 'same 55, unclear 2' and its
+    comparison PASSed --strict (a re-attacker, 2026-12-07): the cells hold one run, refused in one line."""
+    import shutil  # noqa: PLC0415
+
+    shutil.copy(REPO / "results/peers/peers_h200.json", tmp_path / "peers_copy.json")
+    assert_one_line_error(run_cli("compare", "results/peers/peers_h200.json", str(tmp_path / "peers_copy.json"),
+                                  "--output", ""), "hold the same run", "100%")
