@@ -4,12 +4,14 @@ results that are not the same experiment, SM-cycle space, and exit codes a third
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from nsa_exp.analysis.compare import DEFAULT_FLOOR, MIN_FLOOR, noise_floors, verdict
+from nsa_exp.analysis.noise import SHARED_LIMIT, shared_observations
 from nsa_exp.analysis.noise_table import NOISE_TABLE, read_floors
 from nsa_exp.checking.compare import build as compare_results
 from nsa_exp.checking.validate import validate_path
@@ -292,8 +294,6 @@ def test_a_run_against_a_renamed_copy_of_itself_is_refused_and_its_comparison_fa
 def test_a_cell_reordered_or_scaled_by_one_factor_is_the_same_run_and_two_runs_are_not():
     """shared_observations: a cell of B holding A's observations in another order, or times 1 + 1e-8 (a re-attacker,
     2026-12-07: both read 'same' everywhere and PASSed --strict) is the same run; the committed repeats are not."""
-    from nsa_exp.analysis.noise import SHARED_LIMIT, shared_observations  # noqa: PLC0415
-
     run = json.loads((RAW / "e1_h200.json").read_text())
     one = json.loads((RAW / "e1_h200_repeat.json").read_text())  # another run, but for one cell copied from run
     mine = run["patterns"]["zipf"]["stages"]["dkv_core"]["raw_ms"]
@@ -307,8 +307,6 @@ def test_a_cell_reordered_or_scaled_by_one_factor_is_the_same_run_and_two_runs_a
 def test_a_peer_result_against_a_copy_of_itself_is_refused(tmp_path):
     """Two peer results are compared cell by cell; a copy of one at another path read 'same 55, unclear 2' and its
     comparison PASSed --strict (a re-attacker, 2026-12-07): the cells hold one run, refused in one line."""
-    import shutil  # noqa: PLC0415
-
     shutil.copy(REPO / "results/peers/peers_h200.json", tmp_path / "peers_copy.json")
     assert_one_line_error(run_cli("compare", "results/peers/peers_h200.json", str(tmp_path / "peers_copy.json"),
                                   "--output", ""), "hold the same run", "100%")
