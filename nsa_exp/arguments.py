@@ -20,7 +20,6 @@ has none); each raises :class:`nsa_exp.errors.UserError` naming the option.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from .analysis.noise_table import table_path
 from .analysis.stop_rule import DEFAULT_RULE, STAGE_RULE
 from .commands import command_named
 from .core.config import MAX_T, Config, Shape
-from .core.environment import door_gates, require_env
+from .core.environment import door_gates
 from .core.families import TUNE_PATTERN
 from .core.nvtx import parse_patterns
 from .core.peers import peer
@@ -563,13 +562,6 @@ def _release_bench(args: argparse.Namespace) -> None:
     if args.releases_dir:  # it gets each release's folder and a tree's view (links): none of the repository's own
         check_work_folder(args.releases_dir, "--releases-dir")
     args.release_config, args.releases = cfg, cfg.versions(args.release, bool(args.fla_source), args.wheel_dir)
-    # the parent's gates, torch-free, before a tree's view is made under --releases-dir (a CPU box left empty
-    # source-<tree>/fla/ folders behind: a new user, 2026-12-07); under TRITON_INTERPRET=1 it runs on a CPU, its
-    # environment still gated (gpu/release.parent_gates)
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        require_env()
-    else:
-        door_gates(cfg.base.required_gpu)
 
 
 def _release_table(args: argparse.Namespace) -> None:

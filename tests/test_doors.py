@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from invoke import Program
@@ -304,14 +303,6 @@ def test_release_bench_refuses_before_installing_any_release(tmp_path):
     bad = run_cli("release-bench", "--config", "configs/release_h200.json", "--release", "0.5.2", "--release", "0.5.2",
                   "--releases-dir", str(releases), "--output-dir", str(tmp_path / "o"))
     _one_line(bad, 2, "--release: a release is named twice")
-    if not any(os.path.exists(node) for node in CUDA_DEVICE_NODES):  # a --fla-source tree's view is made after the
-        # gates: a CPU box kept empty source-<tree>/fla/ folders (a new user, 2026-12-07)
-        shutil.copytree(Path(importlib.util.find_spec("fla").origin).parent, tmp_path / "tree" / "fla")
-        proc = run_cli("release-bench", "--config", "configs/release_h200.json", "--fla-source", str(tmp_path / "tree"),
-                       "--releases-dir", str(releases), "--output-dir", str(tmp_path / "o"),
-                       env={"TRITON_INTERPRET": ""})
-        _one_line(proc, 2, "no CUDA GPU is visible")
-        assert not releases.exists() or not any(releases.iterdir()), list(releases.iterdir())
 
 
 @pytest.mark.parametrize(("argv", "line"), [
