@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from invoke import Program
@@ -303,6 +304,14 @@ def test_release_bench_refuses_before_installing_any_release(tmp_path):
     bad = run_cli("release-bench", "--config", "configs/release_h200.json", "--release", "0.5.2", "--release", "0.5.2",
                   "--releases-dir", str(releases), "--output-dir", str(tmp_path / "o"))
     _one_line(bad, 2, "--release: a release is named twice")
+    # a --fla-source tree's view made before the gates is removed when they refuse (a CPU box kept empty
+    # source-<tree>/ folders: a new user, 2026-12-07); the tree itself is untouched
+    shutil.copytree(Path(importlib.util.find_spec("fla").origin).parent, tmp_path / "tree" / "fla")
+    proc = run_cli("release-bench", "--config", "configs/release_h200.json", "--fla-source", str(tmp_path / "tree"),
+                   "--releases-dir", str(releases), "--output-dir", str(tmp_path / "o"), env={"TRITON_INTERPRET": ""})
+    _one_line(proc, 2, "error: ")
+    assert not releases.exists() or not any(releases.iterdir()), list(releases.iterdir())
+    assert (tmp_path / "tree" / "fla" / "__init__.py").is_file()
 
 
 @pytest.mark.parametrize(("argv", "line"), [

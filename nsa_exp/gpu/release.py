@@ -56,6 +56,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -498,6 +499,24 @@ def run_target(target: Target, source: dict[str, Any], cfg: ReleaseConfig, out_d
     return outputs
 
 
+@contextmanager
+def views_removed_if_refused(releases_dir: Path) -> Iterator[None]:
+    """The ``--fla-source`` trees' views (``<releases_dir>/source-*/``) this run makes are removed when it is refused
+    before its targets are ready (a gate, an output, a tree without NSA), and ``releases_dir`` with them when this
+    run made it and left it empty: a CPU box kept empty ``source-<tree>/`` folders (a new user, 2026-12-07). A view
+    holds one symlink, which ``shutil.rmtree`` unlinks without following."""
+    made = not releases_dir.exists()
+    before = set(releases_dir.glob("source-*"))
+    try:
+        yield
+    except (UserError, GateFailure):
+        for view in set(releases_dir.glob("source-*")) - before:
+            shutil.rmtree(view, ignore_errors=True)
+        if made and releases_dir.is_dir() and not any(releases_dir.iterdir()):
+            releases_dir.rmdir()
+        raise
+
+
 def command(args: argparse.Namespace) -> int:
     """The ``release-bench`` door (argparse namespace in, its arguments checked by :mod:`nsa_exp.arguments`, which
     read the release config, ``args.release_config``, and the releases it times, ``args.releases``; results
@@ -525,12 +544,13 @@ def command(args: argparse.Namespace) -> int:
 
     # a source tree needs no install: its view and label (its git sha) now, so that a rerun without --overwrite or
     # an output inside the tree is refused before the gates import FLA (~4 s)
-    trees = [source_tree(p, releases_dir) for p in args.fla_source]
-    claim(trees)
-    gates, interpreter = parent_gates(cfg, args.allow_gpu)
-    targets = targets_from(args, cfg, releases_dir, trees)
-    sources = {t.label: read_launches(t.root) for t in targets}  # a tree without NSA is refused here, untimed
-    claim(targets)
+    with views_removed_if_refused(releases_dir):
+        trees = [source_tree(p, releases_dir) for p in args.fla_source]
+        claim(trees)
+        gates, interpreter = parent_gates(cfg, args.allow_gpu)
+        targets = targets_from(args, cfg, releases_dir, trees)
+        sources = {t.label: read_launches(t.root) for t in targets}  # a tree without NSA is refused here, untimed
+        claim(targets)
     edges, routings = {}, {}
     for p in cfg.points:  # the pinned experiment's routings (fla-topk by the pinned FLA), each point's gate
         if any(p in cfg.points_for(t.kind, t.version) for t in targets):
