@@ -201,8 +201,16 @@ SAME_REL = 1e-9
 #: lists spread less than this (relative). Two runs' do not: over every pair of different committed runs the
 #: smallest spread is 5e-5 (a 20-round cell of the 0.01 ms delta preprocess, on the 0.5 us tick).
 SCALED_REL = 1e-6
-#: ... and only in a cell of at least this many observations, nearly all distinct (a short stage's few ticks repeat).
+#: A cell is judged only with at least this many observations, nearly all distinct: a short stage's few 0.5 us ticks
+#: repeat, and a 5-round cell of two different runs shared 4 of 5 at their places (an H100 verify run and an H200
+#: stop run); in the cells judged, two different committed runs agree at 2e-4 of the places (294 of 1,381,292) and
+#: at most 2 of 20 in one cell.
 SCALED_MIN_N = 20
+
+
+def _judged(mine: Sequence[float]) -> bool:
+    """Whether a cell of ``mine`` is judged by :func:`cell_share` (:data:`SCALED_MIN_N`, 90% distinct)."""
+    return len(mine) >= SCALED_MIN_N and len(set(mine)) >= 0.9 * len(mine)
 
 
 def _reordered_or_scaled(mine: list[float], other: list[float]) -> bool:
@@ -212,7 +220,7 @@ def _reordered_or_scaled(mine: list[float], other: list[float]) -> bool:
     >>> _reordered_or_scaled([float(i) for i in range(1, 21)], [1.00000001 * i for i in range(20, 0, -1)])
     True
     """
-    if len(mine) != len(other) or len(mine) < SCALED_MIN_N or len(set(mine)) < 0.9 * len(mine):
+    if len(mine) != len(other) or not _judged(mine):
         return False
     ratios = [x / y for x, y in zip(sorted(mine), sorted(other), strict=True) if x > 0 and y > 0]
     return len(ratios) == len(mine) and max(ratios) / min(ratios) - 1 < SCALED_REL
@@ -225,7 +233,7 @@ def shared_observations(a: dict[str, Any], b: dict[str, Any]) -> float:
     1.0 where a cell of ``b`` holds ``a``'s observations reordered or scaled by one factor
     (:func:`_reordered_or_scaled`).
 
-    >>> run = {"patterns": {"local": {"stages": {"csr": {"raw_ms": [1.0, 2.0]}}}}}
+    >>> run = {"patterns": {"local": {"stages": {"csr": {"raw_ms": [float(i) for i in range(1, 21)]}}}}}
     >>> shared_observations(run, run), shared_observations(run, {"patterns": {}})
     (1.0, 0.0)
     """
@@ -240,13 +248,17 @@ def shared_observations(a: dict[str, Any], b: dict[str, Any]) -> float:
 def cell_share(mine: Sequence[float], other: Sequence[float]) -> float:
     """The share of one cell's observations ``mine`` that ``other`` holds at the same place (bit for bit or within
     :data:`SAME_REL`), or 1.0 when ``other`` is ``mine`` reordered or scaled (:func:`_reordered_or_scaled`); 0.0 for
-    an empty ``mine``. :func:`shared_observations` takes the largest over a run's cells; a peer result's cells are
-    compared so too (a copy of one compared with it read 'same': a re-attacker, 2026-12-07).
+    a cell not judged (:func:`_judged`: too few observations, or few distinct). :func:`shared_observations` takes the
+    largest over a run's cells; a peer result's cells are compared so too (a copy of one compared with it read
+    'same': a re-attacker, 2026-12-07).
 
-    >>> cell_share([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 5.0, 6.0])
+    >>> cell_share([float(i) for i in range(20)], [float(i) if i % 2 else -1.0 for i in range(20)])
     0.5
+    >>> cell_share([1.0, 2.0], [1.0, 2.0])  # too few to judge
+    0.0
     """
+    if not _judged(mine):
+        return 0.0
     if _reordered_or_scaled(list(mine), list(other)):
         return 1.0
-    return (sum(x == y or math.isclose(x, y, rel_tol=SAME_REL) for x, y in zip(mine, other, strict=False)) / len(mine)
-            if len(mine) else 0.0)
+    return sum(x == y or math.isclose(x, y, rel_tol=SAME_REL) for x, y in zip(mine, other, strict=False)) / len(mine)

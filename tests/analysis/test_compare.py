@@ -299,9 +299,15 @@ def test_a_cell_reordered_or_scaled_by_one_factor_is_the_same_run_and_two_runs_a
     mine = run["patterns"]["zipf"]["stages"]["dkv_core"]["raw_ms"]
     one["patterns"]["zipf"]["stages"]["dkv_core"]["raw_ms"] = [x * (1 + 1e-8) for x in reversed(mine)]
     assert shared_observations(run, one) == shared_observations(one, run) == 1.0
-    for x, y in (("e1_h200", "e1_h200_repeat"), ("e1_h100", "e1_h100_repeat"), ("e1_h200", "e1_h200_pair")):
-        a, b = (json.loads((RAW / f"{n}.json").read_text()) for n in (x, y))
-        assert shared_observations(a, b) < SHARED_LIMIT, (x, y)
+    logs = REPO / "docs" / "logs"
+    for x, y in ((RAW / "e1_h200.json", RAW / "e1_h200_repeat.json"),
+                 (RAW / "e1_h100.json", RAW / "e1_h100_repeat.json"), (RAW / "e1_h200.json", RAW / "e1_h200_pair.json"),
+                 # 5-round cells of the 0.01 ms preprocess shared 4 of 5 ticks at their places: cells that few, or
+                 # that few distinct, are not judged (compare refused two different runs with them)
+                 (logs / "h100_2026-12-07/verify_0145d61/gpu_0145d61.json",
+                  logs / "h200_2026-12-05/pair30f_a608545/e1_h200_pair_f_stop.json")):
+        a, b = (json.loads(p.read_text()) for p in (x, y))
+        assert max(shared_observations(a, b), shared_observations(b, a)) < SHARED_LIMIT, (x, y)
 
 
 def test_a_peer_result_against_a_copy_of_itself_is_refused(tmp_path):
