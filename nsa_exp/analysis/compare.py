@@ -51,7 +51,7 @@ from ..errors import UserError
 from ..io.reader import same_file
 from ..io.store import load_record
 from .bootstrap import RESAMPLES, SEED, percentile_ci
-from .noise import MIN_FLOOR, SHARED_LIMIT, cell_share, shared_observations, verdict
+from .noise import MIN_FLOOR, SHARED_LIMIT, shared_observations, shared_share, verdict
 from .noise_table import FALLBACK_FLOOR, NOISE_TABLE, compare_floors, read_floors
 from .peer_compare import format_peer_table, gpu_of, peer_block, peer_cells, peer_same_experiment
 from .release_compare import Side, format_release_table, release_block, release_cells, same_experiment, timer
@@ -356,7 +356,7 @@ def peer_comparison(path_a: str | Path, a: dict[str, Any], path_b: str | Path, b
     cells, skipped = peer_cells(a, b)
     if not cells:
         raise UserError(f"{path_a} and {path_b}: nothing both timed to compare")
-    if (share := max(cell_share(obs_a, obs_b) for _, _, obs_a, obs_b, _ in cells)) >= SHARED_LIMIT:
+    if (share := shared_share((obs_a, obs_b) for _, _, obs_a, obs_b, _ in cells)) >= SHARED_LIMIT:
         raise UserError(same_run_message(path_a, path_b, share))
     stages = list(dict.fromkeys(c[1] for c in cells))
     if floor is not None:

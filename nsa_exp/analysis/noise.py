@@ -227,29 +227,48 @@ def _reordered_or_scaled(mine: list[float], other: list[float]) -> bool:
 
 
 def shared_observations(a: dict[str, Any], b: dict[str, Any]) -> float:
-    """The largest share, over the pattern x stage cells, of ``a``'s timed observations (``raw_ms``) that ``b``
-    holds at the same place, bit for bit or within :data:`SAME_REL`: two runs' CUDA-event latencies do not agree so
-    (a copy of a run with one warm-up latency nudged by 1e-6 ms passed as its own repeat: an attacker, 2026-12-06);
-    1.0 where a cell of ``b`` holds ``a``'s observations reordered or scaled by one factor
-    (:func:`_reordered_or_scaled`).
+    """:func:`shared_share` of the pattern x stage cells of two runs: ``a``'s timed observations (``raw_ms``) beside
+    ``b``'s of the same pattern and stage.
 
     >>> run = {"patterns": {"local": {"stages": {"csr": {"raw_ms": [float(i) for i in range(1, 21)]}}}}}
     >>> shared_observations(run, run), shared_observations(run, {"patterns": {}})
     (1.0, 0.0)
     """
-    most = 0.0
-    for name, cell in (a.get("patterns") or {}).items():
-        theirs = ((b.get("patterns") or {}).get(name) or {}).get("stages") or {}
-        for stage, s in (cell.get("stages") or {}).items():
-            most = max(most, cell_share(s.get("raw_ms") or [], (theirs.get(stage) or {}).get("raw_ms") or []))
-    return most
+    return shared_share((s.get("raw_ms") or [],
+                         ((((b.get("patterns") or {}).get(name) or {}).get("stages") or {}).get(stage) or {}).get(
+                             "raw_ms") or [])
+                        for name, cell in (a.get("patterns") or {}).items()
+                        for stage, s in (cell.get("stages") or {}).items())
+
+
+def shared_share(cells: Iterable[tuple[Sequence[float], Sequence[float]]]) -> float:
+    """How much of one run's observations another holds, over cells ``(mine, other)``: the largest
+    :func:`cell_share` of a cell, or the share of every observation held at its place over all cells together,
+    whichever is larger. Two runs' CUDA-event latencies do not agree so (a copy of a run with one warm-up latency
+    nudged by 1e-6 ms passed as its own repeat: an attacker, 2026-12-06; a copy shuffled or scaled by one factor, a
+    copy whose every cell is cut below the cells judged: a re-attacker, 2026-12-07); over every pair of different
+    committed runs the whole-run share is at most 0.036 (quantised short stages included) and a judged cell's 0.1.
+
+    >>> shared_share([([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), ([4.0], [5.0])])
+    0.75
+    """
+    most, hits, total = 0.0, 0, 0
+    for mine, other in cells:
+        most = max(most, cell_share(mine, other))
+        hits, total = hits + _hits(mine, other), total + len(mine)
+    return max(most, hits / total if total else 0.0)
+
+
+def _hits(mine: Sequence[float], other: Sequence[float]) -> int:
+    """How many of ``mine`` ``other`` holds at the same place, bit for bit or within :data:`SAME_REL`."""
+    return sum(x == y or math.isclose(x, y, rel_tol=SAME_REL) for x, y in zip(mine, other, strict=False))
 
 
 def cell_share(mine: Sequence[float], other: Sequence[float]) -> float:
     """The share of one cell's observations ``mine`` that ``other`` holds at the same place (bit for bit or within
     :data:`SAME_REL`), or 1.0 when ``other`` is ``mine`` reordered or scaled (:func:`_reordered_or_scaled`); 0.0 for
-    a cell not judged (:func:`_judged`: too few observations, or few distinct). :func:`shared_observations` takes the
-    largest over a run's cells; a peer result's cells are compared so too (a copy of one compared with it read
+    a cell not judged (:func:`_judged`: too few observations, or few distinct). :func:`shared_share` takes the
+    largest over a run's cells, a bench result's or a peer result's (a copy of a peer result compared with it read
     'same': a re-attacker, 2026-12-07).
 
     >>> cell_share([float(i) for i in range(20)], [float(i) if i % 2 else -1.0 for i in range(20)])
@@ -261,4 +280,4 @@ def cell_share(mine: Sequence[float], other: Sequence[float]) -> float:
         return 0.0
     if _reordered_or_scaled(list(mine), list(other)):
         return 1.0
-    return sum(x == y or math.isclose(x, y, rel_tol=SAME_REL) for x, y in zip(mine, other, strict=False)) / len(mine)
+    return _hits(mine, other) / len(mine)
