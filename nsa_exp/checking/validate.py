@@ -36,7 +36,7 @@ from ..io.store import read_document
 from ..io.strict_csv import decode_csv
 from ..io.strict_json import MAX_BYTES, _Rejected, parse_strict
 from . import validation_report
-from .checks import Add, Checks, Context, schema_problems, source_missing
+from .checks import UNCHECKABLE, Add, Checks, Context, schema_problems, source_missing
 from .csv_checks import summary_csv_checks
 from .kinds import KIND_CHECKS
 from .ncu_summary import ncu_raw_csv_checks
@@ -46,11 +46,6 @@ JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool
 NO_COMPANION = "unverified (no JSON result found beside the CSV, results/raw/<stem>.json)"
 
 SUPPORTED_VERSIONS = {"1.0"}
-
-
-#: What a kind's checks raise on a value no schema rules out but no check expected (a CSV cell, a nested key): the
-#: file FAILs that kind's checks with the error, and a batch of validate goes on to the files after it.
-UNCHECKABLE = (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError)
 
 
 def validate_bytes(data: bytes, name: str, companion: tuple[str, dict[str, Any]] | None = None,
