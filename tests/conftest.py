@@ -21,6 +21,9 @@ os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(os.path.dirname(__file__)
 
 import pytest  # noqa: E402
 
+# the doors' registrations (the sweep grid validate's sweep checks read), as every command has them: a test calling
+# validate in-process on a worker that had imported no CLI yet saw no grid, and failed one run in four under -n 2
+import nsa_exp.cli  # noqa: E402, F401
 from nsa_exp.core.config import Shape  # noqa: E402
 from nsa_exp.io.memo import MEMO_ENV  # noqa: E402
 
