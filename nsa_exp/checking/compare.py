@@ -32,7 +32,6 @@ from ..analysis.compare import (
     check_compare_arguments,
     peer_comparison,
     release_comparison,
-    same_run_message,
     tally,
     verdict,
 )
@@ -153,9 +152,6 @@ def recompute(doc: dict[str, Any], add: Add, ctx: Context) -> None:
                          "a comparison needs both runs at hand"))
         add("compare_recompute", problems)
         return
-    if (a[1] is not None and b[1] is not None and a[1].get("kind") == b[1].get("kind") == "bench_result"
-            and (share := shared_observations(a[1], b[1])) >= SHARED_LIMIT):
-        problems.append(("$.b.path", same_run_message(doc["a"]["path"], doc["b"]["path"], share)))
     for side, source in (("a", a), ("b", b)):  # the sides must hold too: a forged source rebuilds a forged comparison
         problems += source_problems(ctx, f"$.{side}.path", doc[side]["path"], source, SIDES)
     kinds = ("noise_table",) if nf["kind"] == "table" else ("bench_result",)
